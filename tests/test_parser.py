@@ -1,0 +1,144 @@
+"""The streaming Harmony parser: agrees with openai-harmony, batches per feed, never leaks control tokens."""
+
+from __future__ import annotations
+
+import pytest
+from openai_harmony import Role
+
+from harmony_helpers import byte_tokens, harmony
+from trtllm_responses.errors import HarmonyFormatError
+from trtllm_responses.harmony import (
+    ContentDelta,
+    HarmonyEncoding,
+    HarmonyStreamParser,
+    MessageEnded,
+    MessageHeader,
+    MessageStarted,
+    parse_completion,
+)
+from trtllm_responses.harmony.parser import parse_header
+
+COMPLETIONS = [
+    "<|channel|>final<|message|>Hello there!<|return|>",
+    "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Answer.<|return|>",
+    "<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant<|channel|>commentary "
+    'to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>',
+    "<|channel|>commentary<|message|>Let me look.<|end|><|start|>assistant to=functions.lookup"
+    '<|channel|>commentary json<|message|>{"q": 1}<|call|>',
+    '<|channel|>analysis to=browser.search code<|message|>{"query":"gpt-oss"}<|call|>',
+    "<|channel|>analysis to=python code<|message|>print(1+1)<|call|>",
+    "<|channel|>final<|message|>naïve café — 你好 😀 ∑<|return|>",
+    "<|channel|>analysis<|message|>cut off in the midd",
+]
+
+
+def _harmony_parse(encoding: HarmonyEncoding, tokens: list[int]) -> list[tuple]:
+    messages = encoding.harmony.parse_messages_from_completion_tokens(tokens, Role.ASSISTANT)
+    return [(m.author.role.value, m.channel, m.recipient, m.content_type, m.content[0].text) for m in messages]
+
+
+@pytest.mark.parametrize("completion", COMPLETIONS)
+def test_parser_agrees_with_openai_harmony(encoding: HarmonyEncoding, completion: str) -> None:
+    tokens = harmony(encoding, completion)
+    ours = [
+        (m.header.role, m.header.channel, m.header.recipient, m.header.content_type, m.text)
+        for m in parse_completion(encoding, tokens)
+    ]
+    assert ours == _harmony_parse(encoding, tokens)
+
+
+@pytest.mark.parametrize("completion", COMPLETIONS)
+def test_token_by_token_deltas_concatenate_to_the_message(encoding: HarmonyEncoding, completion: str) -> None:
+    tokens = harmony(encoding, completion)
+    parser = HarmonyStreamParser(encoding)
+    texts: list[str] = []
+    current: list[str] = []
+    for token in tokens:
+        for event in parser.feed([token]):
+            if isinstance(event, ContentDelta):
+                current.append(event.text)
+            elif isinstance(event, MessageEnded):
+                texts.append("".join(current))
+                current = []
+    for event in parser.finish():
+        if isinstance(event, ContentDelta):
+            current.append(event.text)
+        elif isinstance(event, MessageEnded):
+            texts.append("".join(current))
+    assert texts == [m.text for m in parse_completion(encoding, tokens)]
+
+
+def test_one_feed_gives_one_delta_per_message(encoding: HarmonyEncoding) -> None:
+    tokens = harmony(encoding, "<|channel|>final<|message|>one two three four five<|return|>")
+    events = HarmonyStreamParser(encoding).feed(tokens)
+    assert events == [
+        MessageStarted(MessageHeader(role="assistant", channel="final")),
+        ContentDelta("one two three four five"),
+        MessageEnded(encoding.return_),
+    ]
+
+
+def test_multibyte_characters_split_across_tokens_are_held_back(encoding: HarmonyEncoding) -> None:
+    head = harmony(encoding, "<|channel|>final<|message|>")
+    body = byte_tokens(encoding, "é😀".encode())
+    parser = HarmonyStreamParser(encoding)
+    parser.feed(head)
+    deltas = [parser.feed([t]) for t in body]
+    # é is 2 bytes, 😀 is 4: text appears only when a character is complete.
+    assert deltas == [[], [ContentDelta("é")], [], [], [], [ContentDelta("😀")]]
+    assert parser.feed([encoding.return_]) == [MessageEnded(encoding.return_)]
+
+
+def test_dangling_partial_character_is_flushed_as_replacement(encoding: HarmonyEncoding) -> None:
+    tokens = harmony(encoding, "<|channel|>final<|message|>ok") + byte_tokens(encoding, "😀".encode()[:2])
+    parser = HarmonyStreamParser(encoding)
+    events = parser.feed(tokens) + parser.finish()
+    assert events[1:] == [ContentDelta("ok"), ContentDelta("\ufffd"), MessageEnded(None)]
+
+
+@pytest.mark.parametrize(
+    "completion, error",
+    [
+        ("<|channel|>final<|message|>leak <|start|>assistant", "control token <\\|start\\|> inside a message body"),
+        ("<|channel|>final<|message|>leak <|channel|>x", "control token <\\|channel\\|> inside a message body"),
+        ("<|channel|>final<|end|>", "inside a message header"),
+        ("<|channel|>final<|message|>a<|end|>oops", "expected <\\|start\\|>"),
+        ("<|channel|><|message|>x<|end|>", "no channel value"),
+        ("<|channel|>final<|message|>a<|end|><|start|>stranger<|message|>x", "unknown role"),
+    ],
+)
+def test_malformed_harmony_raises(encoding: HarmonyEncoding, completion: str, error: str) -> None:
+    with pytest.raises(HarmonyFormatError, match=error):
+        HarmonyStreamParser(encoding).feed(harmony(encoding, completion))
+
+
+def test_endless_header_is_refused(encoding: HarmonyEncoding) -> None:
+    parser = HarmonyStreamParser(encoding)
+    with pytest.raises(HarmonyFormatError, match="header longer"):
+        parser.feed(harmony(encoding, "x" * 5000))
+
+
+@pytest.mark.parametrize(
+    "text, role, expected",
+    [
+        ("<|channel|>final", "assistant", MessageHeader("assistant", channel="final")),
+        ("assistant<|channel|>analysis", None, MessageHeader("assistant", channel="analysis")),
+        (
+            "<|channel|>commentary to=functions.f <|constrain|>json",
+            "assistant",
+            MessageHeader("assistant", channel="commentary", recipient="functions.f", content_type="<|constrain|>json"),
+        ),
+        (
+            " to=functions.f<|channel|>commentary<|constrain|>json",
+            "assistant",
+            MessageHeader("assistant", channel="commentary", recipient="functions.f", content_type="<|constrain|>json"),
+        ),
+        (
+            "functions.f to=assistant<|channel|>commentary",
+            None,
+            MessageHeader("tool", name="functions.f", channel="commentary", recipient="assistant"),
+        ),
+    ],
+)
+def test_header_grammar(text: str, role: str | None, expected: MessageHeader) -> None:
+    assert parse_header(text, role) == expected

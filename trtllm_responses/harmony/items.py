@@ -1,0 +1,439 @@
+"""Responses items ⇄ Harmony messages.
+
+Input side (``input_to_messages``): every input form the Responses API allows
+for a text model becomes Harmony messages; ``system``/``developer`` messages
+become instructions (never a second system message); ``function_call_output``
+finds its call by ``call_id`` in the history or earlier in the same input.
+
+Output side (``classify`` + ``build_output_item``): a Harmony header decides
+which Responses item a model message becomes:
+
+    analysis, no recipient            → reasoning        (rs_)
+    final, no recipient               → message          (msg_, phase final_answer)
+    commentary, no recipient          → message          (msg_, phase commentary: a preamble)
+    to=functions.NAME                 → function_call    (fc_, call_…)
+    to=browser.*                      → web_search_call  (ws_)
+    to=python                         → code_interpreter_call (ci_)
+    any other recipient               → mcp_call         (mcp_)
+
+Output items sent back as input convert to the same messages the server stores,
+so a stateless replay renders the same tokens as a stored continuation.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import orjson
+from openai.types.responses import (
+    ResponseCodeInterpreterToolCall,
+    ResponseFunctionToolCall,
+    ResponseFunctionWebSearch,
+    ResponseOutputItem,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+)
+from openai.types.responses.response_function_web_search import ActionFind, ActionOpenPage, ActionSearch
+from openai.types.responses.response_output_item import McpCall
+from openai.types.responses.response_reasoning_item import Content as ReasoningContent
+from openai_harmony import Author, Message, Role, TextContent
+
+from ..errors import InvalidRequestError
+from ..ids import new_id
+from .parser import MessageHeader, ParsedMessage
+
+__all__ = [
+    "ItemKind",
+    "ItemTarget",
+    "ConvertedInput",
+    "classify",
+    "item_id_prefix",
+    "build_output_item",
+    "input_to_messages",
+    "FUNCTIONS_NAMESPACE",
+    "completion_to_output_items",
+    "new_item_ids",
+    "function_call_message",
+    "tool_output_message",
+]
+
+FUNCTIONS_NAMESPACE = "functions"
+_JSON_CONTENT_TYPE = "<|constrain|>json"
+_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
+_NON_TEXT_PARTS = ("input_image", "input_file", "input_audio", "image_url", "file")
+_BROWSER_ACTIONS = {"search": "search", "open": "open_page", "find": "find_in_page"}
+
+
+class ItemKind(enum.Enum):
+    REASONING = "reasoning"
+    MESSAGE = "message"
+    FUNCTION_CALL = "function_call"
+    WEB_SEARCH_CALL = "web_search_call"
+    CODE_INTERPRETER_CALL = "code_interpreter_call"
+    MCP_CALL = "mcp_call"
+
+
+_PREFIX = {
+    ItemKind.REASONING: "rs",
+    ItemKind.MESSAGE: "msg",
+    ItemKind.FUNCTION_CALL: "fc",
+    ItemKind.WEB_SEARCH_CALL: "ws",
+    ItemKind.CODE_INTERPRETER_CALL: "ci",
+    ItemKind.MCP_CALL: "mcp",
+}
+
+
+def item_id_prefix(kind: ItemKind) -> str:
+    """The id prefix of an output item kind (``msg``, ``rs``, ``fc``, …)."""
+    return _PREFIX[kind]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemTarget:
+    """The Responses item a Harmony message becomes."""
+
+    kind: ItemKind
+    name: str | None = None  # function, MCP tool or browser action
+    namespace: str | None = None  # MCP server label
+    phase: str | None = None  # messages: "final_answer" or "commentary"
+
+
+def classify(header: MessageHeader) -> ItemTarget:
+    """Map the header of an assistant message to the output item it becomes."""
+    recipient = header.recipient
+    if recipient:
+        namespace, _, name = recipient.partition(".")
+        if namespace == FUNCTIONS_NAMESPACE and name:
+            return ItemTarget(ItemKind.FUNCTION_CALL, name=name)
+        if namespace == "browser":
+            return ItemTarget(ItemKind.WEB_SEARCH_CALL, name=name or "search")
+        if recipient == "python":
+            return ItemTarget(ItemKind.CODE_INTERPRETER_CALL)
+        return ItemTarget(ItemKind.MCP_CALL, name=name or namespace, namespace=namespace)
+    if header.channel == "analysis":
+        return ItemTarget(ItemKind.REASONING)
+    if header.channel == "commentary":
+        return ItemTarget(ItemKind.MESSAGE, phase="commentary")
+    return ItemTarget(ItemKind.MESSAGE, phase="final_answer")
+
+
+def _web_search_action(action: str | None, arguments: str) -> Any:
+    try:
+        args = orjson.loads(arguments) if arguments.strip() else {}
+    except orjson.JSONDecodeError:
+        args = {}
+    if not isinstance(args, dict):
+        args = {}
+    kind = _BROWSER_ACTIONS.get(action or "search", "search")
+    if kind == "open_page":
+        url = args.get("url") or args.get("id")
+        return ActionOpenPage(type="open_page", url=url if isinstance(url, str) else None)
+    if kind == "find_in_page":
+        pattern = args.get("pattern")
+        url = args.get("url")
+        return ActionFind(
+            type="find_in_page",
+            pattern=pattern if isinstance(pattern, str) else "",
+            url=url if isinstance(url, str) else "",
+        )
+    query = args.get("query")
+    return ActionSearch(type="search", query=query if isinstance(query, str) else None)
+
+
+def build_output_item(
+    target: ItemTarget, item_id: str, text: str, status: str, call_id: str | None = None
+) -> ResponseOutputItem:
+    """Build the Responses output item for a model message with body ``text``.
+
+    ``status`` is ``in_progress`` (item just added), ``completed`` or ``incomplete``
+    (cut off by the token limit). Function calls need their ``call_id``.
+    """
+    kind = target.kind
+    if kind is ItemKind.MESSAGE:
+        content = [ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])]
+        return ResponseOutputMessage(
+            id=item_id,
+            type="message",
+            role="assistant",
+            status=status,  # type: ignore[arg-type]
+            content=content if status != "in_progress" else [],
+            phase=target.phase,  # type: ignore[arg-type]
+        )
+    if kind is ItemKind.REASONING:
+        return ResponseReasoningItem(
+            id=item_id,
+            type="reasoning",
+            summary=[],
+            content=[ReasoningContent(type="reasoning_text", text=text)] if status != "in_progress" else [],
+            status=status,  # type: ignore[arg-type]
+        )
+    if kind is ItemKind.FUNCTION_CALL:
+        assert call_id is not None and target.name is not None
+        return ResponseFunctionToolCall(
+            id=item_id,
+            type="function_call",
+            call_id=call_id,
+            name=target.name,
+            arguments=text,
+            status=status,  # type: ignore[arg-type]
+        )
+    if kind is ItemKind.WEB_SEARCH_CALL:
+        return ResponseFunctionWebSearch(
+            id=item_id,
+            type="web_search_call",
+            status=status,  # type: ignore[arg-type]
+            action=_web_search_action(target.name, text),
+        )
+    if kind is ItemKind.CODE_INTERPRETER_CALL:
+        return ResponseCodeInterpreterToolCall(
+            id=item_id,
+            type="code_interpreter_call",
+            code=text,
+            container_id="",
+            outputs=None,
+            status=status,  # type: ignore[arg-type]
+        )
+    assert target.name is not None and target.namespace is not None
+    return McpCall(
+        id=item_id,
+        type="mcp_call",
+        name=target.name,
+        server_label=target.namespace,
+        arguments=text,
+        status=status,  # type: ignore[arg-type]
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Input items → Harmony messages
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ConvertedInput:
+    """Harmony messages for a request's input, and what else the input said."""
+
+    messages: list[Message] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    calls: dict[str, str] = field(default_factory=dict)  # call_id → function name, new in this input
+
+
+def _require_str(item: Mapping[str, Any], key: str, param: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"'{param}.{key}' must be a string.", param=f"{param}.{key}")
+    return value
+
+
+def _text_of_parts(parts: Any, param: str) -> list[str]:
+    """Texts of a content list; non-text parts are refused (gpt-oss is text-only)."""
+    if isinstance(parts, str):
+        return [parts]
+    if not isinstance(parts, list):
+        raise InvalidRequestError(f"'{param}' must be a string or a list of content parts.", param=param)
+    texts: list[str] = []
+    for j, part in enumerate(parts):
+        where = f"{param}[{j}]"
+        if not isinstance(part, dict):
+            raise InvalidRequestError(f"'{where}' must be an object.", param=where)
+        kind = part.get("type")
+        if kind in _TEXT_PARTS:
+            texts.append(_require_str(part, "text", where))
+        elif kind == "refusal":
+            texts.append(_require_str(part, "refusal", where))
+        elif kind in _NON_TEXT_PARTS:
+            raise InvalidRequestError(
+                f"'{where}' is {kind}, but gpt-oss only reads text; send input_text parts instead.",
+                param=where,
+                code="unsupported_content_type",
+            )
+        else:
+            raise InvalidRequestError(f"Unknown content part type {kind!r} at '{where}.type'.", param=f"{where}.type")
+    return texts
+
+
+def _text_message(role: Role, texts: Sequence[str]) -> Message:
+    return Message.from_role_and_contents(role, [TextContent(text=t) for t in texts])
+
+
+def function_call_message(name: str, arguments: str) -> Message:
+    """The Harmony message of a function call: commentary to ``functions.NAME``, JSON body."""
+    return (
+        Message.from_role_and_content(Role.ASSISTANT, arguments)
+        .with_channel("commentary")
+        .with_recipient(f"{FUNCTIONS_NAMESPACE}.{name}")
+        .with_content_type(_JSON_CONTENT_TYPE)
+    )
+
+
+def tool_output_message(tool: str, output: str) -> Message:
+    """The Harmony message carrying a tool's output back to the assistant."""
+    return (
+        Message.from_author_and_content(Author.new(Role.TOOL, tool), output)
+        .with_recipient("assistant")
+        .with_channel("commentary")
+    )
+
+
+def input_to_messages(
+    input: str | Sequence[Mapping[str, Any]],
+    known_calls: Mapping[str, str],
+    param: str = "input",
+) -> ConvertedInput:
+    """Convert a request's ``input`` into Harmony messages; raise InvalidRequestError naming the field.
+
+    ``known_calls`` maps the call ids of the conversation so far to function names.
+    """
+    out = ConvertedInput()
+    if isinstance(input, str):
+        out.messages.append(_text_message(Role.USER, [input]))
+        return out
+    for i, item in enumerate(input):
+        where = f"{param}[{i}]"
+        if not isinstance(item, Mapping):
+            raise InvalidRequestError(f"'{where}' must be an object.", param=where)
+        kind = item.get("type", "message" if "role" in item else None)
+        converter = _INPUT_CONVERTERS.get(kind)  # type: ignore[arg-type]
+        if converter is None:
+            raise InvalidRequestError(
+                f"Unknown or unsupported input item type {kind!r} at '{where}.type'.", param=f"{where}.type"
+            )
+        converter(item, where, known_calls, out)
+    return out
+
+
+def _convert_message(item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput) -> None:
+    role = item.get("role")
+    if "content" not in item:
+        raise InvalidRequestError(f"'{where}.content' is required.", param=f"{where}.content")
+    texts = _text_of_parts(item["content"], f"{where}.content")
+    if role in ("system", "developer"):
+        out.instructions.append("".join(texts))
+    elif role == "user":
+        out.messages.append(_text_message(Role.USER, texts))
+    elif role == "assistant":
+        channel = "commentary" if item.get("phase") == "commentary" else "final"
+        out.messages.append(_text_message(Role.ASSISTANT, texts).with_channel(channel))
+    else:
+        raise InvalidRequestError(
+            f"'{where}.role' must be one of user, assistant, system, developer; got {role!r}.",
+            param=f"{where}.role",
+        )
+
+
+def _convert_function_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    call_id = _require_str(item, "call_id", where)
+    name = _require_str(item, "name", where)
+    arguments = _require_str(item, "arguments", where)
+    out.calls[call_id] = name
+    out.messages.append(function_call_message(name, arguments))
+
+
+def _convert_function_call_output(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    call_id = _require_str(item, "call_id", where)
+    name = out.calls.get(call_id) or calls.get(call_id)
+    if name is None:
+        raise InvalidRequestError(
+            f"No tool call found for function call output with call_id {call_id!r}.",
+            param=f"{where}.call_id",
+        )
+    output = item.get("output")
+    texts = _text_of_parts(output, f"{where}.output")
+    out.messages.append(tool_output_message(f"{FUNCTIONS_NAMESPACE}.{name}", "".join(texts)))
+
+
+def _convert_reasoning(item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput) -> None:
+    content = item.get("content") or []
+    texts = _text_of_parts(content, f"{where}.content")
+    if not texts:
+        summary = item.get("summary") or []
+        texts = ["\n\n".join(_text_of_parts(summary, f"{where}.summary"))] if summary else []
+    text = "".join(texts)
+    if text:
+        out.messages.append(_text_message(Role.ASSISTANT, [text]).with_channel("analysis"))
+
+
+def _convert_web_search_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    action = item.get("action") or {}
+    if not isinstance(action, Mapping):
+        raise InvalidRequestError(f"'{where}.action' must be an object.", param=f"{where}.action")
+    kind = action.get("type", "search")
+    if kind == "open_page":
+        name, args = "open", {"url": action.get("url")}
+    elif kind == "find_in_page":
+        name, args = "find", {"pattern": action.get("pattern"), "url": action.get("url")}
+    else:
+        name, args = "search", {"query": action.get("query")}
+    body = orjson.dumps({k: v for k, v in args.items() if v is not None}).decode()
+    out.messages.append(
+        Message.from_role_and_content(Role.ASSISTANT, body)
+        .with_channel("analysis")
+        .with_recipient(f"browser.{name}")
+        .with_content_type("code")
+    )
+
+
+def _convert_code_interpreter_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    code = item.get("code") or ""
+    if not isinstance(code, str):
+        raise InvalidRequestError(f"'{where}.code' must be a string.", param=f"{where}.code")
+    out.messages.append(
+        Message.from_role_and_content(Role.ASSISTANT, code)
+        .with_channel("analysis")
+        .with_recipient("python")
+        .with_content_type("code")
+    )
+
+
+def _convert_mcp_call(item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput) -> None:
+    server = _require_str(item, "server_label", where)
+    name = _require_str(item, "name", where)
+    arguments = _require_str(item, "arguments", where)
+    recipient = f"{server}.{name}"
+    out.messages.append(
+        Message.from_role_and_content(Role.ASSISTANT, arguments)
+        .with_channel("commentary")
+        .with_recipient(recipient)
+        .with_content_type(_JSON_CONTENT_TYPE)
+    )
+    output = item.get("output")
+    if isinstance(output, str):
+        out.messages.append(tool_output_message(recipient, output))
+
+
+_INPUT_CONVERTERS = {
+    "message": _convert_message,
+    "function_call": _convert_function_call,
+    "function_call_output": _convert_function_call_output,
+    "reasoning": _convert_reasoning,
+    "web_search_call": _convert_web_search_call,
+    "code_interpreter_call": _convert_code_interpreter_call,
+    "mcp_call": _convert_mcp_call,
+}
+
+
+def new_item_ids(kind: ItemKind) -> tuple[str, str | None]:
+    """A fresh item id, and a call id for function calls."""
+    return new_id(_PREFIX[kind]), (new_id("call") if kind is ItemKind.FUNCTION_CALL else None)
+
+
+def completion_to_output_items(messages: Sequence[ParsedMessage]) -> list[ResponseOutputItem]:
+    """Output items for whole parsed assistant messages (a message without terminator is incomplete)."""
+    items: list[ResponseOutputItem] = []
+    for message in messages:
+        target = classify(message.header)
+        item_id, call_id = new_item_ids(target.kind)
+        status = "completed" if message.terminator is not None else "incomplete"
+        items.append(build_output_item(target, item_id, message.text, status, call_id))
+    return items
