@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/trtllm-responses --help
+	$(BIN)/trtllm-responses serve --engine echo --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

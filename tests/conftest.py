@@ -17,3 +17,23 @@ def encoding() -> HarmonyEncoding:
 @pytest.fixture(scope="session")
 def adapter(encoding: HarmonyEncoding) -> HarmonyAdapter:
     return HarmonyAdapter(encoding, today=lambda: FIXED_DATE)
+
+
+@pytest.fixture(scope="session")
+def echo_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter):  # type: ignore[no-untyped-def]
+    """One echo server for the session (tests must not depend on each other's stored responses)."""
+    from server_harness import start_server
+
+    from trtllm_responses.executors.echo import EchoExecutor
+
+    running = start_server(EchoExecutor(encoding), adapter)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def http(echo_server):  # type: ignore[no-untyped-def]
+    import httpx
+
+    with httpx.Client(base_url=echo_server.base_url, timeout=30) as client:
+        yield client

@@ -74,7 +74,7 @@ def test_one_feed_gives_one_delta_per_message(encoding: HarmonyEncoding) -> None
     assert events == [
         MessageStarted(MessageHeader(role="assistant", channel="final")),
         ContentDelta("one two three four five"),
-        MessageEnded(encoding.return_),
+        MessageEnded(encoding.return_, len(tokens)),
     ]
 
 
@@ -86,14 +86,14 @@ def test_multibyte_characters_split_across_tokens_are_held_back(encoding: Harmon
     deltas = [parser.feed([t]) for t in body]
     # é is 2 bytes, 😀 is 4: text appears only when a character is complete.
     assert deltas == [[], [ContentDelta("é")], [], [], [], [ContentDelta("😀")]]
-    assert parser.feed([encoding.return_]) == [MessageEnded(encoding.return_)]
+    assert parser.feed([encoding.return_]) == [MessageEnded(encoding.return_, len(head) + len(body) + 1)]
 
 
 def test_dangling_partial_character_is_flushed_as_replacement(encoding: HarmonyEncoding) -> None:
     tokens = harmony(encoding, "<|channel|>final<|message|>ok") + byte_tokens(encoding, "😀".encode()[:2])
     parser = HarmonyStreamParser(encoding)
     events = parser.feed(tokens) + parser.finish()
-    assert events[1:] == [ContentDelta("ok"), ContentDelta("\ufffd"), MessageEnded(None)]
+    assert events[1:] == [ContentDelta("ok"), ContentDelta("\ufffd"), MessageEnded(None, len(tokens))]
 
 
 @pytest.mark.parametrize(
@@ -142,3 +142,10 @@ def test_endless_header_is_refused(encoding: HarmonyEncoding) -> None:
 )
 def test_header_grammar(text: str, role: str | None, expected: MessageHeader) -> None:
     assert parse_header(text, role) == expected
+
+
+def test_message_token_counts_cover_the_whole_completion(encoding: HarmonyEncoding) -> None:
+    first = harmony(encoding, "<|channel|>analysis<|message|>Think.<|end|>")
+    second = harmony(encoding, "<|start|>assistant<|channel|>final<|message|>Answer.<|return|>")
+    events = HarmonyStreamParser(encoding).feed(first + second)
+    assert [e.num_tokens for e in events if isinstance(e, MessageEnded)] == [len(first), len(second)]

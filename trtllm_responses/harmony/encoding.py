@@ -196,6 +196,10 @@ class HarmonyEncoding:
         """Tokenize text, reading Harmony control tokens written in it as control tokens."""
         return self.harmony.encode(text, allowed_special="all")
 
+    def encode_plain(self, text: str) -> list[int]:
+        """Tokenize text as plain text: ``<|start|>`` written in it stays text, never a control token."""
+        return self.harmony.encode(text, allowed_special=set(), disallowed_special=())
+
     def decode(self, tokens: Sequence[int]) -> str:
         """Decode tokens to text, control tokens as their literal text; invalid UTF-8 as U+FFFD."""
         return b"".join([self.token_bytes[t] for t in tokens]).decode("utf-8", "replace")

@@ -65,9 +65,13 @@ class ContentDelta:
 
 @dataclass(frozen=True, slots=True)
 class MessageEnded:
-    """The message body ended; ``terminator`` is the token id that ended it, or None at end of output."""
+    """The message ended; ``terminator`` is the token id that ended it, or None at end of output.
+
+    ``num_tokens`` counts the message's tokens: its ``<|start|>`` (if any), header, body and terminator.
+    """
 
     terminator: int | None
+    num_tokens: int = 0
 
 
 ParseEvent = Union[MessageStarted, ContentDelta, MessageEnded]
@@ -149,6 +153,7 @@ class HarmonyStreamParser:
         "_header_tokens",
         "_decoder",
         "_tokens_seen",
+        "_message_start",
     )
 
     def __init__(self, encoding: HarmonyEncoding, role: str | None = "assistant") -> None:
@@ -161,6 +166,7 @@ class HarmonyStreamParser:
         self._header_tokens: list[int] = []
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._tokens_seen = 0
+        self._message_start = 0
 
     @property
     def in_message(self) -> bool:
@@ -194,7 +200,7 @@ class HarmonyStreamParser:
                 if text:
                     events.append(ContentDelta(text))
                 self._decoder.reset()
-                events.append(MessageEnded(token))
+                events.append(MessageEnded(token, self._tokens_seen - self._message_start))
                 self._state = _DONE if token == self._enc.endoftext else _EXPECT_START
             elif state == _HEADER:
                 if token == self._enc.message:
@@ -214,6 +220,7 @@ class HarmonyStreamParser:
             elif state == _EXPECT_START:
                 if token == self._enc.start:
                     self._state = _HEADER
+                    self._message_start = self._tokens_seen - 1
                 elif token == self._enc.endoftext:
                     self._state = _DONE
                 else:
@@ -237,7 +244,7 @@ class HarmonyStreamParser:
         text = self._decoder.decode(b"", final=True)
         if text:
             events.append(ContentDelta(text))
-        events.append(MessageEnded(None))
+        events.append(MessageEnded(None, self._tokens_seen - self._message_start))
         self._state = _DONE
         return events
 

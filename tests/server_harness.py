@@ -1,0 +1,79 @@
+"""A real uvicorn server on loopback, in a background thread, for tests that drive it as a client would."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from trtllm_responses.config import ServerConfig
+from trtllm_responses.executors.base import Executor
+from trtllm_responses.harmony import HarmonyAdapter
+from trtllm_responses.server import create_app
+from trtllm_responses.store import ConversationHistoryStore
+
+
+@dataclass
+class RunningServer:
+    base_url: str
+    app: FastAPI
+    executor: Executor
+    store: ConversationHistoryStore
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def start_server(executor: Executor, adapter: HarmonyAdapter, **config: Any) -> RunningServer:
+    """Serve ``executor`` with uvicorn on 127.0.0.1 and a free port; return when it accepts connections."""
+    cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", **config})
+    store = ConversationHistoryStore(cfg.max_stored_responses, cfg.max_store_bytes)
+    app = create_app(cfg, executor, store, adapter)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    return RunningServer(f"http://127.0.0.1:{port}", app, executor, store, server, thread)
+
+
+def parse_sse(lines: Iterator[str]) -> list[dict[str, Any]]:
+    """Events from SSE lines; checks each frame's ``event:`` name equals its data's type."""
+    events = []
+    name = None
+    for line in lines:
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data = json.loads(line[len("data: ") :])
+            assert data["type"] == name, f"event: {name} framed data of type {data['type']}"
+            events.append(data)
+            name = None
+        else:
+            assert line == "", f"unexpected SSE line {line!r}"
+    return events
+
+
+def stream_events(client: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """POST a streaming request and return its parsed events."""
+    with client.stream("POST", "/v1/responses", json={**body, "stream": True}) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return parse_sse(response.iter_lines())

@@ -1,0 +1,127 @@
+"""A reusable checker of Responses event-stream grammar. Every stream in the tests goes through it.
+
+``check_stream(events)`` asserts, and returns the terminal response:
+
+- sequence numbers start at 0 and rise by 1;
+- ``response.created`` then ``response.in_progress`` open the stream; exactly one
+  terminal event (completed / incomplete / failed) closes it;
+- output items are added in output_index order 0, 1, 2…, one open at a time, each
+  closed by ``output_item.done`` with the same id; nothing touches an item after its done;
+- content parts are added and done in pairs with content_index 0 inside their item;
+- deltas concatenate to their done text (output text, reasoning text, function
+  arguments, code, MCP arguments), and the done item carries that text;
+- the terminal response's output equals the done items (ids, call ids, content),
+  its id is the created id, and its status agrees with the terminal event;
+- every event validates as the SDK's ResponseStreamEvent (and against the spec
+  for the event types it lists); the terminal response as the spec's ResponseResource.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contract import validate_event, validate_response
+
+TERMINAL = {"response.completed": "completed", "response.incomplete": "incomplete", "response.failed": "failed"}
+DELTA_DONE = {
+    "response.output_text.delta": ("response.output_text.done", "text"),
+    "response.reasoning_text.delta": ("response.reasoning_text.done", "text"),
+    "response.function_call_arguments.delta": ("response.function_call_arguments.done", "arguments"),
+    "response.code_interpreter_call_code.delta": ("response.code_interpreter_call_code.done", "code"),
+    "response.mcp_call_arguments.delta": ("response.mcp_call_arguments.done", "arguments"),
+}
+DONE_TYPES = {done: field for done, field in DELTA_DONE.values()}
+
+
+def _item_text(item: dict[str, Any]) -> str | None:
+    kind = item["type"]
+    if kind == "message":
+        return "".join(part.get("text", part.get("refusal", "")) for part in item["content"])
+    if kind == "reasoning":
+        return "".join(part["text"] for part in item.get("content") or [])
+    if kind in ("function_call", "mcp_call"):
+        return item["arguments"]
+    if kind == "code_interpreter_call":
+        return item.get("code") or ""
+    return None
+
+
+def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Assert the grammar of a whole stream; return the terminal response."""
+    assert events, "empty stream"
+    for i, event in enumerate(events):
+        assert event["sequence_number"] == i, f"sequence_number {event['sequence_number']} at position {i}"
+        validate_event(event)
+    assert events[0]["type"] == "response.created" and events[1]["type"] == "response.in_progress"
+    created = events[0]["response"]
+    assert created["status"] == "in_progress" and created["output"] == []
+    terminals = [e for e in events if e["type"] in TERMINAL]
+    assert len(terminals) == 1 and events[-1] is terminals[0], "exactly one terminal event, last"
+
+    open_item: dict[str, Any] | None = None
+    open_part: int | None = None
+    done_items: list[dict[str, Any]] = []
+    deltas: dict[str, list[str]] = {}
+    for event in events[2:-1]:
+        kind = event["type"]
+        if kind == "response.output_item.added":
+            assert open_item is None, "an item was added while another is open"
+            assert event["output_index"] == len(done_items), "output_index out of order"
+            open_item = event["item"]
+            assert open_item["id"], "empty item id"
+            assert open_item.get("status") in (None, "in_progress")
+            deltas = {}
+            continue
+        assert open_item is not None, f"{kind} outside an item"
+        if "output_index" in event:
+            assert event["output_index"] == len(done_items), f"{kind} for another output_index"
+        if "item_id" in event:
+            assert event["item_id"] == open_item["id"], f"{kind} for item {event['item_id']}"
+        if kind == "response.content_part.added":
+            assert open_part is None and event["content_index"] == 0
+            assert event["part"]["text"] == ""
+            open_part = event["content_index"]
+        elif kind == "response.content_part.done":
+            assert open_part == event["content_index"]
+            open_part = None
+        elif kind in DELTA_DONE:
+            if open_item["type"] in ("message", "reasoning"):
+                assert open_part == event["content_index"], "delta outside its content part"
+            deltas.setdefault(DELTA_DONE[kind][0], []).append(event["delta"])
+        elif kind in DONE_TYPES:
+            field = DONE_TYPES[kind]
+            assert "".join(deltas.get(kind, [])) == event[field], f"{kind}: deltas do not add up"
+            deltas[kind + "!"] = [event[field]]
+        elif kind == "response.output_item.done":
+            assert open_part is None, "item done while a content part is open"
+            item = event["item"]
+            assert item["id"] == open_item["id"] and item["type"] == open_item["type"]
+            if item["type"] == "function_call":
+                assert item["call_id"] == open_item["call_id"] and item["name"] == open_item["name"]
+                assert item["call_id"], "empty call_id"
+            text = _item_text(item)
+            done_texts = [v[0] for k, v in deltas.items() if k.endswith("!")]
+            if text is not None and done_texts:
+                assert done_texts == [text], "the done item disagrees with its done event"
+            done_items.append(item)
+            open_item = None
+        else:
+            raise AssertionError(f"unexpected event {kind} inside an item")
+    assert open_item is None, "an item was never done"
+
+    terminal = events[-1]
+    response = terminal["response"]
+    validate_response(response)
+    assert response["id"] == created["id"]
+    assert response["status"] == TERMINAL[terminal["type"]]
+    assert response["output"] == done_items, "the final response's output differs from the streamed items"
+    if response["status"] == "completed":
+        assert response["incomplete_details"] is None and response["error"] is None
+        assert all(item.get("status") in (None, "completed") for item in done_items)
+        assert isinstance(response["completed_at"], int)
+    elif response["status"] == "incomplete":
+        assert response["incomplete_details"]["reason"]
+    else:
+        assert response["error"]["message"]
+    assert response["usage"]["total_tokens"] == response["usage"]["input_tokens"] + response["usage"]["output_tokens"]
+    return response

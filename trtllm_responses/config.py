@@ -1,0 +1,19 @@
+"""ServerConfig: everything the server is started with, frozen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ServerConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Settings of one server process (from CLI flags)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    served_model_name: str = "gpt-oss"
+    max_stored_responses: int = 10_000
+    max_store_bytes: int = 2 << 30
+    log_level: str = "info"

@@ -1,0 +1,91 @@
+"""The executor seam: prompt token ids and sampling settings in, token deltas out.
+
+An executor is the only part of the server that knows about a model runtime.
+The server calls ``generate`` once per response and iterates what it yields:
+each :class:`TokenDelta` is what one engine step produced (one token, or
+several with ``stream_interval`` or speculative decoding). The last delta
+carries a ``finish_reason``. ``abort(request_id)`` asks the executor to stop a
+generation early (client gone, server shutting down); its stream then ends
+with ``finish_reason="cancelled"`` or simply stops.
+
+Implementations: ``echo.EchoExecutor`` (no model, deterministic) and
+``trtllm.TrtllmExecutor`` (TensorRT-LLM's LLM API; the only place
+``tensorrt_llm`` is imported).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import AsyncIterator, Literal, Sequence
+
+__all__ = ["FinishReason", "SamplingSettings", "GenerationRequest", "TokenDelta", "Executor", "ExecutorError"]
+
+FinishReason = Literal["stop", "length", "cancelled", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingSettings:
+    """How to sample. ``None`` means the executor's default."""
+
+    max_tokens: int
+    stop_token_ids: tuple[int, ...]
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """One generation: a prompt and how to sample its continuation."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling: SamplingSettings
+
+
+@dataclass(frozen=True, slots=True)
+class TokenDelta:
+    """What one engine step produced.
+
+    ``token_ids`` are the new tokens (possibly several, possibly none on the last
+    delta). ``finish_reason`` is set on the last delta only; ``error`` explains
+    ``finish_reason="error"``. ``cached_tokens`` is how many prompt tokens the
+    engine reused from its KV cache, when it reports that.
+    """
+
+    token_ids: Sequence[int]
+    finish_reason: FinishReason | None = None
+    error: str | None = None
+    cached_tokens: int | None = None
+
+
+class ExecutorError(RuntimeError):
+    """The executor failed to run a generation (reported to the client as ``response.failed``)."""
+
+
+class Executor(abc.ABC):
+    """A model runtime behind the server. One instance serves every request of a process."""
+
+    #: A short name for logs and ``/v1/models`` (``echo``, ``trtllm``).
+    name: str = "executor"
+    #: Prompt plus output tokens the model can hold.
+    max_seq_len: int = 131072
+
+    @abc.abstractmethod
+    def generate(self, request: GenerationRequest) -> AsyncIterator[TokenDelta]:
+        """Stream the continuation of ``request.prompt_token_ids``, one delta per engine step.
+
+        The stream ends after the delta that carries a ``finish_reason``. It may
+        raise :class:`ExecutorError` (or any exception) on failure.
+        """
+
+    @abc.abstractmethod
+    def abort(self, request_id: str) -> None:
+        """Stop the generation of ``request_id`` if it is running; a no-op otherwise."""
+
+    async def start(self) -> None:
+        """Get ready to serve (load a model). Called once before the first request."""
+
+    async def shutdown(self) -> None:
+        """Abort what is running and release resources. Called once at server shutdown."""

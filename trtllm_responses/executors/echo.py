@@ -1,0 +1,215 @@
+"""The echo executor: no model, deterministic Harmony completions, one token per step.
+
+Tests, clients and benchmarks rely on this contract exactly. It reads the
+prompt, finds the last message, and streams a Harmony completion. Rules, first
+match wins:
+
+- user text ``#harmony\\n…``: the rest, verbatim (control tokens allowed);
+- user text ``#prompt``: analysis ``Showing the prompt.``, final = the decoded prompt;
+- user text ``#lorem N``: analysis ``Writing N tokens.``, final of exactly N filler tokens;
+- user text ``call NAME {json}``: analysis ``Calling NAME.``, then a call to
+  ``functions.NAME`` with that json, ending ``<|call|>``;
+- other user text when the prompt declares function tools: a call to the first
+  declared function, arguments built from its declared parameters (required
+  string = the user text, number = 1, boolean = true, array = [], object = {},
+  enum = its first value);
+- other user text T: analysis ``Echoing the user.``, final T;
+- last message from tool ``functions.NAME`` with output C: analysis ``Got NAME output.``,
+  final ``NAME returned: C``.
+
+It honours ``max_tokens`` (finish ``length``) and stops at the first stop token
+like a real engine (finish ``stop``, the stop token included); a completion that
+runs out without a stop token ends with finish ``length``. Its cost per request
+depends on the last message (and the system/developer header), never on the
+length of the conversation, except for ``#prompt``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any, AsyncIterator, Sequence
+
+from ..harmony.encoding import HarmonyEncoding
+from .base import Executor, GenerationRequest, TokenDelta
+
+__all__ = ["EchoExecutor"]
+
+_LOREM = re.compile(r"#lorem (\d+)")
+_CALL = re.compile(r"call ([A-Za-z0-9_\-.]+) (\{.*\})", re.DOTALL)
+_FUNCTION_DECL = re.compile(r"^type ([A-Za-z0-9_\-]+) = \((.*)$")
+_PROPERTY = re.compile(r"^([A-Za-z0-9_$\-]+)(\??): (.*?),?(?:\s*//.*)?$")
+_FILLER_WORDS = (
+    " lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et"
+    " dolore magna aliqua"
+)
+
+
+def _value_for(type_text: str, user_text: str) -> Any:
+    """A value for a parameter of the rendered TypeScript type ``type_text``."""
+    type_text = type_text.strip()
+    if type_text.startswith('"'):
+        return json.loads(type_text.split(" | ")[0])
+    if " | " in type_text:
+        return _value_for(type_text.split(" | ")[0], user_text)
+    if type_text.endswith("[]"):
+        return []
+    if type_text.startswith("{"):
+        return {}
+    return {"string": user_text, "number": 1, "boolean": True}.get(type_text)
+
+
+def _arguments_for(declaration: list[str], user_text: str) -> dict[str, Any]:
+    """Arguments for the required top-level parameters of a rendered function declaration."""
+    args: dict[str, Any] = {}
+    for i, line in enumerate(declaration):
+        match = _PROPERTY.match(line)
+        if match is None or match.group(2):
+            continue
+        name, type_text = match.group(1), match.group(3)
+        if type_text == "{":
+            # A multi-line object; its closing line says whether it is an array of them.
+            closing = next((ln for ln in declaration[i + 1 :] if ln.startswith("    }")), "    },")
+            args[name] = [] if closing.strip().startswith("}[]") else {}
+        else:
+            args[name] = _value_for(type_text, user_text)
+    return args
+
+
+class EchoExecutor(Executor):
+    """A stand-in for the model: deterministic Harmony completions streamed one token per step.
+
+    ``tokens_per_second`` paces the stream (0: as fast as the consumer takes it).
+    """
+
+    name = "echo"
+
+    def __init__(self, encoding: HarmonyEncoding, *, tokens_per_second: float = 0.0, max_seq_len: int = 131072) -> None:
+        self._enc = encoding
+        self._interval = 1.0 / tokens_per_second if tokens_per_second > 0 else 0.0
+        self.max_seq_len = max_seq_len
+        self._running: set[str] = set()
+        self._aborted: set[str] = set()
+        self._developer = encoding.encode("developer")[0]
+        self._filler = encoding.encode_plain(_FILLER_WORDS)
+        self._functions_marker = "Calls to these tools must go to the commentary channel: 'functions'."
+
+    # -- the plan --------------------------------------------------------------------------
+
+    def _segment(self, header: str, body: str, terminator: str) -> list[int]:
+        return self._enc.encode(header) + self._enc.encode_plain(body) + self._enc.encode(terminator)
+
+    def _answer(self, analysis: str, final: str | list[int]) -> list[int]:
+        tokens = self._segment("<|channel|>analysis<|message|>", analysis, "<|end|>")
+        tokens += self._enc.encode("<|start|>assistant<|channel|>final<|message|>")
+        tokens += self._enc.encode_plain(final) if isinstance(final, str) else final
+        return tokens + [self._enc.return_]
+
+    def _call(self, name: str, arguments: str) -> list[int]:
+        tokens = self._segment("<|channel|>analysis<|message|>", f"Calling {name}.", "<|end|>")
+        header = f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+        return tokens + self._segment(header, arguments, "<|call|>")
+
+    def _last_message(self, prompt: Sequence[int]) -> tuple[str, str]:
+        """Header and body text of the message before the final ``<|start|>assistant``."""
+        start = self._enc.start
+        end = len(prompt) - 2  # prompt ends with <|start|>assistant
+        i = end - 1
+        while i >= 0 and prompt[i] != start:
+            i -= 1
+        if i < 0:
+            return "", ""
+        body_end = end - 1 if prompt[end - 1] in self._enc.message_terminators else end
+        text = self._enc.decode(prompt[i + 1 : body_end])
+        header, _, body = text.partition("<|message|>")
+        return header, body
+
+    def _declared_functions(self, prompt: Sequence[int]) -> list[tuple[str, list[str]]]:
+        """(name, declaration lines) of the functions the developer message declares, in order."""
+        enc = self._enc
+        try:
+            system_end = prompt.index(enc.end)
+        except ValueError:
+            return []
+        if self._functions_marker not in enc.decode(prompt[:system_end]):
+            return []
+        if prompt[system_end + 1 : system_end + 3] != [enc.start, self._developer]:
+            return []
+        developer_end = prompt.index(enc.end, system_end + 1)
+        text = enc.decode(prompt[system_end + 3 : developer_end])
+        _, _, namespace = text.partition("namespace functions {")
+        functions: list[tuple[str, list[str]]] = []
+        for line in namespace.splitlines():
+            match = _FUNCTION_DECL.match(line)
+            if match:
+                functions.append((match.group(1), []))
+            elif functions:
+                functions[-1][1].append(line)
+        return functions
+
+    def plan(self, prompt: Sequence[int]) -> list[int]:
+        """The whole completion this executor streams for ``prompt``."""
+        header, body = self._last_message(prompt)
+        role = header.split(" ", 1)[0].split("<|", 1)[0]
+        if role.startswith("functions."):
+            name = role[len("functions.") :]
+            return self._answer(f"Got {name} output.", f"{name} returned: {body}")
+        if body.startswith("#harmony\n"):
+            return self._enc.encode(body[len("#harmony\n") :])
+        if body == "#prompt":
+            return self._answer("Showing the prompt.", self._enc.decode(prompt))
+        lorem = _LOREM.fullmatch(body)
+        if lorem:
+            n = int(lorem.group(1))
+            filler = self._filler
+            tokens = [filler[i % len(filler)] for i in range(n)]
+            return self._answer(f"Writing {n} tokens.", tokens)
+        call = _CALL.fullmatch(body)
+        if call:
+            return self._call(call.group(1), call.group(2))
+        functions = self._declared_functions(prompt)
+        if functions:
+            name, declaration = functions[0]
+            arguments = _arguments_for(declaration, body)
+            return self._call(name, json.dumps(arguments, ensure_ascii=False, separators=(",", ":")))
+        return self._answer("Echoing the user.", body)
+
+    # -- the engine ------------------------------------------------------------------------
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[TokenDelta]:
+        """Stream the planned completion one token per step, honouring max_tokens and stop tokens."""
+        request_id = request.request_id
+        self._running.add(request_id)
+        try:
+            completion = self.plan(request.prompt_token_ids)
+            stops = frozenset(request.sampling.stop_token_ids)
+            limit = request.sampling.max_tokens
+            interval = self._interval
+            started = time.monotonic()
+            for step, token in enumerate(completion):
+                if interval:
+                    delay = started + step * interval - time.monotonic()
+                    await asyncio.sleep(delay if delay > 0 else 0)
+                else:
+                    await asyncio.sleep(0)
+                if request_id in self._aborted:
+                    yield TokenDelta((), "cancelled")
+                    return
+                if token in stops:
+                    yield TokenDelta((token,), "stop")
+                    return
+                last = step + 1 >= limit
+                yield TokenDelta((token,), "length" if last else None)
+                if last:
+                    return
+            yield TokenDelta((), "length")
+        finally:
+            self._running.discard(request_id)
+            self._aborted.discard(request_id)
+
+    def abort(self, request_id: str) -> None:
+        """Stop a running generation at its next step (finish ``cancelled``)."""
+        if request_id in self._running:
+            self._aborted.add(request_id)

@@ -1,0 +1,41 @@
+"""create_app: the FastAPI app, built from injected collaborators (no globals, no environment reads)."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from fastapi import FastAPI
+
+from ..config import ServerConfig
+from ..executors.base import Executor
+from ..harmony.adapter import HarmonyAdapter
+from ..service import ResponsesService
+from ..store import ResponseStore
+from .errors import install_error_handlers
+from .routes import build_router
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(config: ServerConfig, executor: Executor, store: ResponseStore, adapter: HarmonyAdapter) -> FastAPI:
+    """An app serving the Responses API with ``executor``; starts and shuts it down with the app."""
+    service = ResponsesService(executor=executor, store=store, adapter=adapter, model_name=config.served_model_name)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await executor.start()
+        logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)
+        try:
+            yield
+        finally:
+            await executor.shutdown()
+
+    app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.service = service
+    install_error_handlers(app)
+    app.include_router(build_router(service, config))
+    return app

@@ -1,0 +1,66 @@
+"""Exceptions → OpenAI error responses, mapped once for the whole app.
+
+Every error a client sees has the envelope
+``{"error": {"message", "type", "param", "code"}}`` and a fitting status:
+our :class:`~trtllm_responses.errors.APIError` tree, Starlette's HTTP errors
+(unknown route 404, wrong method 405), FastAPI validation errors (400, never
+422), and anything unexpected (500, logged with its traceback).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from ..errors import APIError, InvalidRequestError, NotFoundError, ServerError
+from .responses import JSONBytesResponse
+
+__all__ = ["install_error_handlers", "error_response"]
+
+logger = logging.getLogger(__name__)
+
+
+def error_response(error: APIError) -> Response:
+    """The HTTP response of an APIError."""
+    import orjson
+
+    return JSONBytesResponse(orjson.dumps(error.to_dict()), status_code=error.status_code)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        error: APIError = NotFoundError(f"No route for {request.method} {request.url.path}.", code="unknown_url")
+    else:
+        error = InvalidRequestError(str(exc.detail), code="method_not_allowed" if exc.status_code == 405 else None)
+        error.status_code = exc.status_code
+    return error_response(error)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+    param = ".".join(str(p) for p in first["loc"][1:]) or None
+    return error_response(InvalidRequestError(f"Invalid value for '{param}': {first['msg']}.", param=param))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    logger.exception("Unhandled error on %s %s", request.method, request.url.path)
+    return error_response(ServerError("The server had an error while processing your request."))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(APIError, _api_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected)

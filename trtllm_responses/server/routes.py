@@ -1,0 +1,71 @@
+"""The HTTP routes. Thin: parse what HTTP carries, call the service, frame the answer."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from ..config import ServerConfig
+from ..errors import InvalidRequestError
+from ..service import ResponsesService
+from .responses import EventStreamResponse, JSONBytesResponse
+from .sse import sse_stream
+
+__all__ = ["build_router"]
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidRequestError(f"'{name}' must be an integer.", param=name) from None
+    if not low <= value <= high:
+        raise InvalidRequestError(f"'{name}' must be between {low} and {high}.", param=name)
+    return value
+
+
+def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
+    """Routes of the Responses API, bound to one service."""
+    router = APIRouter()
+    started = int(time.time())
+
+    @router.post("/v1/responses")
+    async def create_response(request: Request) -> Response:
+        received = time.perf_counter()
+        prepared = service.prepare(await request.body(), received)
+        if prepared.request.stream:
+            return EventStreamResponse(sse_stream(service.run(prepared)))
+        return JSONBytesResponse(await service.create(prepared))
+
+    @router.get("/v1/responses/{response_id}")
+    async def retrieve_response(response_id: str) -> Response:
+        return JSONBytesResponse(service.retrieve(response_id))
+
+    @router.delete("/v1/responses/{response_id}")
+    async def delete_response(response_id: str) -> Response:
+        return JSONBytesResponse(service.delete(response_id))
+
+    @router.get("/v1/responses/{response_id}/input_items")
+    async def list_input_items(response_id: str, request: Request) -> Response:
+        order = request.query_params.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise InvalidRequestError("'order' must be 'asc' or 'desc'.", param="order")
+        limit = _int_param(request, "limit", 20, 1, 100)
+        after = request.query_params.get("after")
+        return JSONBytesResponse(service.input_items(response_id, after=after, limit=limit, order=order))
+
+    @router.get("/v1/models")
+    async def list_models() -> dict[str, object]:
+        model = {"id": config.served_model_name, "object": "model", "created": started, "owned_by": "trtllm-responses"}
+        return {"object": "list", "data": [model]}
+
+    @router.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok", "executor": service.executor.name}
+
+    return router

@@ -1,0 +1,284 @@
+"""ResponsesService: the Responses API, transport-free.
+
+``prepare`` turns a request body into a prompt (checking everything a client
+can get wrong, before any generation starts); ``run`` streams the events of
+one response, one list per engine step, and stores the result before the
+terminal event leaves. Streaming and non-streaming responses both use ``run``;
+non-streaming returns the response the terminal event carries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import orjson
+from openai.types.responses import Response, ResponseStreamEvent
+
+from .errors import InvalidRequestError, NotFoundError, ServerError
+from .executors.base import Executor, GenerationRequest, SamplingSettings
+from .harmony.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt
+from .ids import new_id
+from .input_items import normalize_input_items
+from .protocol import ResponsesRequest, parse_request
+from .store import ResponseStore, StoredResponse
+from .stream import ResponseStream, TokenStreamProcessor
+from .wire import to_dict, to_json
+
+__all__ = ["PreparedResponse", "ResponsesService"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PreparedResponse:
+    """A checked request, its prompt, and the response it will become."""
+
+    request: ResponsesRequest
+    prompt: Prompt
+    generation: GenerationRequest
+    response: Response  # the in_progress snapshot
+    received_at: float
+    final_json: bytes | None = None  # the terminal response, serialized once it exists
+
+
+class ResponsesService:
+    """Creates, streams, stores, retrieves and deletes responses."""
+
+    def __init__(
+        self,
+        *,
+        executor: Executor,
+        store: ResponseStore,
+        adapter: HarmonyAdapter,
+        model_name: str,
+    ) -> None:
+        self.executor = executor
+        self.store = store
+        self.adapter = adapter
+        self.model_name = model_name
+
+    # -- create ----------------------------------------------------------------------------
+
+    def prepare(self, body: bytes, received_at: float | None = None) -> PreparedResponse:
+        """Check a request body and render its prompt. Raises APIError for anything wrong."""
+        received = received_at if received_at is not None else time.perf_counter()
+        request = parse_request(body)
+        history = EMPTY_HISTORY
+        if request.previous_response_id is not None:
+            previous = self.store.get(request.previous_response_id)
+            if previous is None:
+                raise NotFoundError(
+                    f"Previous response with id '{request.previous_response_id}' not found.",
+                    param="previous_response_id",
+                )
+            history = previous.history
+        prompt = self.adapter.build_prompt(request, history)
+        room = self.executor.max_seq_len - len(prompt.token_ids)
+        if room < 1:
+            raise InvalidRequestError(
+                f"The input is {len(prompt.token_ids)} tokens; this model's context window is "
+                f"{self.executor.max_seq_len} tokens.",
+                param="input",
+                code="context_length_exceeded",
+            )
+        max_tokens = min(request.max_output_tokens or room, room)
+        response_id = new_id("resp")
+        generation = GenerationRequest(
+            request_id=response_id,
+            prompt_token_ids=prompt.token_ids,
+            sampling=SamplingSettings(
+                max_tokens=max_tokens,
+                stop_token_ids=self.adapter.stop_token_ids,
+                temperature=request.temperature,
+                top_p=request.top_p,
+                seed=request.seed,
+            ),
+        )
+        return PreparedResponse(
+            request=request,
+            prompt=prompt,
+            generation=generation,
+            response=self._snapshot(response_id, request),
+            received_at=received,
+        )
+
+    def _snapshot(self, response_id: str, request: ResponsesRequest) -> Response:
+        reasoning = request.reasoning
+        data: dict[str, Any] = {
+            "id": response_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "completed_at": None,
+            "status": "in_progress",
+            "incomplete_details": None,
+            "model": self.model_name,
+            "previous_response_id": request.previous_response_id,
+            "instructions": request.instructions,
+            "output": [],
+            "error": None,
+            "tools": [_echo_tool(t) for t in request.tools],
+            "tool_choice": request.tool_choice,
+            "truncation": request.truncation or "disabled",
+            "parallel_tool_calls": request.parallel_tool_calls,
+            "text": request.text or {"format": {"type": "text"}},
+            "top_p": request.top_p if request.top_p is not None else 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "top_logprobs": 0,
+            "temperature": request.temperature if request.temperature is not None else 1.0,
+            "reasoning": {
+                "effort": (reasoning.effort if reasoning and reasoning.effort else "medium"),
+                "summary": reasoning.summary if reasoning else None,
+            },
+            "usage": None,
+            "max_output_tokens": request.max_output_tokens,
+            "max_tool_calls": request.max_tool_calls,
+            "store": request.store,
+            "background": False,
+            "service_tier": "default",
+            "metadata": request.metadata or {},
+            "safety_identifier": request.safety_identifier,
+            "prompt_cache_key": request.prompt_cache_key,
+            "user": request.user,
+        }
+        try:
+            return Response.model_validate(data)
+        except Exception as exc:  # a field we echo did not fit the SDK's Response
+            raise InvalidRequestError(f"The request could not be echoed in a response: {exc}") from exc
+
+    async def run(self, prepared: PreparedResponse) -> AsyncIterator[list[ResponseStreamEvent]]:
+        """Events of one response, a list per engine step; the last list holds the terminal event.
+
+        An executor failure ends the stream with ``response.failed``. The
+        executor's generation is aborted whenever this stream stops before the
+        executor finished (client gone, malformed output, shutdown).
+        """
+        processor = TokenStreamProcessor(
+            ResponseStream(prepared.response), self.adapter.encoding, len(prepared.prompt.token_ids)
+        )
+        yield processor.start()
+        generation = prepared.generation
+        deltas = self.executor.generate(generation)
+        executor_finished = False
+        try:
+            while not processor.done:
+                try:
+                    delta = await deltas.__anext__()
+                except StopAsyncIteration:
+                    events = processor.fail("The executor ended the stream without a finish reason.")
+                    break
+                except Exception as exc:  # the executor failed: response.failed, never a broken stream
+                    logger.exception("Executor failed on %s", generation.request_id)
+                    events = processor.fail(f"The executor failed: {exc}")
+                    break
+                executor_finished = delta.finish_reason is not None
+                try:
+                    events = processor.process(delta)
+                except Exception:
+                    logger.exception("Internal error while streaming %s", generation.request_id)
+                    events = processor.fail("The server had an error while processing the model's output.")
+                    break
+                if not processor.done and events:
+                    yield events
+            self._keep(prepared, processor.stream)
+            yield events
+        finally:
+            if not executor_finished:
+                self.executor.abort(generation.request_id)
+            await deltas.aclose()
+
+    async def create(self, prepared: PreparedResponse) -> bytes:
+        """Run a response to its end and return the terminal response as JSON (non-streaming)."""
+        stream = self.run(prepared)
+        try:
+            async for _ in stream:
+                pass
+        finally:
+            await stream.aclose()
+        if prepared.final_json is None:
+            raise ServerError("The response ended without a terminal event.")
+        return prepared.final_json
+
+    def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> None:
+        final = stream.final_response
+        if final is None:
+            return
+        final_json = to_json(final)
+        prepared.final_json = final_json
+        if not prepared.request.store:
+            return
+        items = normalize_input_items(prepared.request.input)
+        history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
+        self.store.put(
+            StoredResponse(
+                id=final.id,
+                response_json=final_json,
+                input_item_ids=tuple(item["id"] for item in items),
+                input_items_json=tuple(orjson.dumps(item) for item in items),
+                history=history,
+            )
+        )
+
+    # -- stored responses --------------------------------------------------------------------
+
+    def retrieve(self, response_id: str) -> bytes:
+        """The stored response's JSON; NotFoundError if unknown."""
+        return self._get(response_id).response_json
+
+    def delete(self, response_id: str) -> bytes:
+        """Delete a stored response; the deletion confirmation as JSON."""
+        if not self.store.delete(response_id):
+            raise NotFoundError(f"Response with id '{response_id}' not found.")
+        return orjson.dumps({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    def input_items(self, response_id: str, *, after: str | None, limit: int, order: str) -> bytes:
+        """A page of the stored response's input items, as a ``list`` object."""
+        entry = self._get(response_id)
+        ids = list(entry.input_item_ids)
+        items = list(entry.input_items_json)
+        if order == "desc":
+            ids.reverse()
+            items.reverse()
+        start = 0
+        if after is not None:
+            try:
+                start = ids.index(after) + 1
+            except ValueError:
+                raise InvalidRequestError(f"No input item with id '{after}' in this response.", param="after") from None
+        page = items[start : start + limit]
+        page_ids = ids[start : start + limit]
+        return b"".join(
+            [
+                b'{"object":"list","data":[',
+                b",".join(page),
+                b'],"first_id":',
+                orjson.dumps(page_ids[0] if page_ids else None),
+                b',"last_id":',
+                orjson.dumps(page_ids[-1] if page_ids else None),
+                b',"has_more":',
+                b"true" if start + limit < len(items) else b"false",
+                b"}",
+            ]
+        )
+
+    def _get(self, response_id: str) -> StoredResponse:
+        entry = self.store.get(response_id)
+        if entry is None:
+            raise NotFoundError(f"Response with id '{response_id}' not found.")
+        return entry
+
+
+def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as the response echoes it: function tools with every field the spec requires."""
+    if tool.get("type") != "function":
+        return tool
+    return {
+        "type": "function",
+        "name": tool["name"],
+        "description": tool.get("description"),
+        "parameters": tool.get("parameters"),
+        "strict": tool.get("strict", False),
+    }

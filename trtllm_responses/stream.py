@@ -1,0 +1,362 @@
+"""ResponseStream: Harmony transitions in, typed Responses stream events out.
+
+A transport-free state machine. It holds one current item (kind, ids,
+output_index) and the items already done, and stamps every event with the next
+``sequence_number`` in one place (``_emit``). Its methods map 1:1 to what the
+Harmony parser reports and to how a generation ends:
+
+    start()                 → response.created, response.in_progress
+    message_started(header) → output_item.added (+ content_part.added)
+    content_delta(text)     → output_text / reasoning_text / function_call_arguments / … .delta
+    message_ended(status)   → … .done (+ content_part.done), output_item.done
+    complete(usage)         → response.completed
+    incomplete(usage)       → response.incomplete  (max_output_tokens)
+    fail(message, usage)    → response.failed
+
+Each returns the list of events it caused; an illegal transition raises
+:class:`StreamStateError`. The final response is assembled from the items the
+stream emitted, so ids in the stream and in the final response always agree.
+
+:class:`TokenStreamProcessor` drives a ResponseStream from executor token deltas
+through the Harmony parser, and counts usage.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import typing
+from typing import Any
+
+from openai.types.responses import (
+    Response,
+    ResponseCodeInterpreterCallCodeDeltaEvent,
+    ResponseCodeInterpreterCallCodeDoneEvent,
+    ResponseCompletedEvent,
+    ResponseContentPartAddedEvent,
+    ResponseContentPartDoneEvent,
+    ResponseCreatedEvent,
+    ResponseFailedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionCallArgumentsDoneEvent,
+    ResponseIncompleteEvent,
+    ResponseInProgressEvent,
+    ResponseMcpCallArgumentsDeltaEvent,
+    ResponseMcpCallArgumentsDoneEvent,
+    ResponseOutputItem,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseOutputText,
+    ResponseReasoningTextDeltaEvent,
+    ResponseReasoningTextDoneEvent,
+    ResponseStreamEvent,
+    ResponseTextDeltaEvent,
+    ResponseTextDoneEvent,
+    ResponseUsage,
+)
+from openai.types.responses.response import IncompleteDetails
+from openai.types.responses.response_content_part_added_event import PartReasoningText as AddedReasoningPart
+from openai.types.responses.response_content_part_done_event import PartReasoningText as DoneReasoningPart
+from openai.types.responses.response_error import ResponseError
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+from .errors import HarmonyFormatError
+from .executors.base import TokenDelta
+from .harmony.encoding import HarmonyEncoding
+from .harmony.items import ItemKind, ItemTarget, build_output_item, classify, new_item_ids
+from .harmony.parser import ContentDelta, HarmonyStreamParser, MessageHeader, MessageStarted
+
+__all__ = ["ResponseStream", "StreamStateError", "TokenStreamProcessor", "make_usage"]
+
+
+class StreamStateError(RuntimeError):
+    """A transition that the stream's state does not allow (a bug in the caller)."""
+
+
+class _Item:
+    """The item being streamed."""
+
+    __slots__ = ("target", "id", "call_id", "output_index", "chunks")
+
+    def __init__(self, target: ItemTarget, item_id: str, call_id: str | None, output_index: int) -> None:
+        self.target = target
+        self.id = item_id
+        self.call_id = call_id
+        self.output_index = output_index
+        self.chunks: list[str] = []
+
+
+def make_usage(input_tokens: int, output_tokens: int, reasoning_tokens: int, cached_tokens: int) -> ResponseUsage:
+    """A Responses usage object."""
+    return ResponseUsage(
+        input_tokens=input_tokens,
+        input_tokens_details=InputTokensDetails(cached_tokens=cached_tokens, cache_write_tokens=0),
+        output_tokens=output_tokens,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=reasoning_tokens),
+        total_tokens=input_tokens + output_tokens,
+    )
+
+
+class ResponseStream:
+    """The event state machine of one response. ``response`` is its initial (in_progress) snapshot."""
+
+    def __init__(self, response: Response) -> None:
+        self._response = response
+        self._sequence = 0
+        self._started = False
+        self._terminal: Response | None = None
+        self._item: _Item | None = None
+        self._output: list[ResponseOutputItem] = []
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def output(self) -> list[ResponseOutputItem]:
+        """The items done so far, in output order."""
+        return list(self._output)
+
+    @property
+    def in_item(self) -> bool:
+        """True while an output item is open."""
+        return self._item is not None
+
+    @property
+    def final_response(self) -> Response | None:
+        """The response the terminal event carried, once there was one."""
+        return self._terminal
+
+    def _emit(self, event_type: type[Any], **fields: Any) -> ResponseStreamEvent:
+        fields["sequence_number"] = self._sequence
+        self._sequence += 1
+        return event_type.model_construct(type=_event_type_name(event_type), **fields)
+
+    def _check_open(self) -> None:
+        if not self._started:
+            raise StreamStateError("start() must come first")
+        if self._terminal is not None:
+            raise StreamStateError("the response has already ended")
+
+    # -- transitions --------------------------------------------------------------------------
+
+    def start(self) -> list[ResponseStreamEvent]:
+        """``response.created`` and ``response.in_progress``."""
+        if self._started:
+            raise StreamStateError("start() called twice")
+        self._started = True
+        return [
+            self._emit(ResponseCreatedEvent, response=self._response),
+            self._emit(ResponseInProgressEvent, response=self._response),
+        ]
+
+    def message_started(self, header: MessageHeader) -> list[ResponseStreamEvent]:
+        """A model message begins: open its output item."""
+        self._check_open()
+        if self._item is not None:
+            raise StreamStateError("a message started while another is open")
+        if header.role != "assistant":
+            raise HarmonyFormatError(f"the model wrote a message as {header.role!r}")
+        target = classify(header)
+        item_id, call_id = new_item_ids(target.kind)
+        item = self._item = _Item(target, item_id, call_id, len(self._output))
+        events = [
+            self._emit(
+                ResponseOutputItemAddedEvent,
+                output_index=item.output_index,
+                item=build_output_item(target, item_id, "", "in_progress", call_id),
+            )
+        ]
+        part = _empty_part(target.kind)
+        if part is not None:
+            events.append(
+                self._emit(
+                    ResponseContentPartAddedEvent,
+                    item_id=item_id,
+                    output_index=item.output_index,
+                    content_index=0,
+                    part=part,
+                )
+            )
+        return events
+
+    def content_delta(self, text: str) -> list[ResponseStreamEvent]:
+        """Text for the open item."""
+        item = self._item
+        if item is None:
+            raise StreamStateError("content arrived outside a message")
+        item.chunks.append(text)
+        kind = item.target.kind
+        if kind is ItemKind.MESSAGE:
+            return [
+                self._emit(
+                    ResponseTextDeltaEvent,
+                    item_id=item.id,
+                    output_index=item.output_index,
+                    content_index=0,
+                    delta=text,
+                    logprobs=[],
+                )
+            ]
+        delta_event = _DELTA_EVENTS.get(kind)
+        if delta_event is None:  # web_search_call: its action is known only when done
+            return []
+        extra = {"content_index": 0} if kind is ItemKind.REASONING else {}
+        return [self._emit(delta_event, item_id=item.id, output_index=item.output_index, delta=text, **extra)]
+
+    def message_ended(self, status: str = "completed") -> list[ResponseStreamEvent]:
+        """The open item is done (``completed``, or ``incomplete`` when output was cut off)."""
+        item = self._item
+        if item is None:
+            raise StreamStateError("no message is open")
+        self._item = None
+        text = "".join(item.chunks)
+        kind = item.target.kind
+        where = {"item_id": item.id, "output_index": item.output_index}
+        events: list[ResponseStreamEvent] = []
+        if kind is ItemKind.MESSAGE:
+            events.append(self._emit(ResponseTextDoneEvent, content_index=0, text=text, logprobs=[], **where))
+            part: Any = ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])
+            events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
+        elif kind is ItemKind.REASONING:
+            events.append(self._emit(ResponseReasoningTextDoneEvent, content_index=0, text=text, **where))
+            part = DoneReasoningPart(type="reasoning_text", text=text)
+            events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
+        elif kind is ItemKind.FUNCTION_CALL:
+            events.append(self._emit(ResponseFunctionCallArgumentsDoneEvent, arguments=text, **where))
+        elif kind is ItemKind.CODE_INTERPRETER_CALL:
+            events.append(self._emit(ResponseCodeInterpreterCallCodeDoneEvent, code=text, **where))
+        elif kind is ItemKind.MCP_CALL:
+            events.append(self._emit(ResponseMcpCallArgumentsDoneEvent, arguments=text, **where))
+        done = build_output_item(item.target, item.id, text, status, item.call_id)
+        self._output.append(done)
+        events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
+        return events
+
+    def complete(self, usage: ResponseUsage) -> list[ResponseStreamEvent]:
+        """``response.completed``: the model finished on its own."""
+        return self._end(ResponseCompletedEvent, "completed", usage)
+
+    def incomplete(self, usage: ResponseUsage, reason: str = "max_output_tokens") -> list[ResponseStreamEvent]:
+        """``response.incomplete``: output was cut off (an open item is closed as incomplete)."""
+        details = IncompleteDetails(reason=reason)  # type: ignore[arg-type]
+        return self._end(ResponseIncompleteEvent, "incomplete", usage, incomplete_details=details)
+
+    def fail(self, message: str, usage: ResponseUsage | None = None) -> list[ResponseStreamEvent]:
+        """``response.failed`` with a server_error (an open item is closed as incomplete)."""
+        error = ResponseError(code="server_error", message=message)
+        return self._end(ResponseFailedEvent, "failed", usage, error=error)
+
+    def _end(self, event_type: type[Any], status: str, usage: ResponseUsage | None, **fields: Any) -> list[ResponseStreamEvent]:
+        self._check_open()
+        events = self.message_ended("incomplete") if self._item is not None else []
+        update: dict[str, Any] = {
+            "status": status,
+            "output": list(self._output),
+            "usage": usage,
+            "completed_at": int(time.time()) if status == "completed" else None,
+            **fields,
+        }
+        self._terminal = self._response.model_copy(update=update)
+        events.append(self._emit(event_type, response=self._terminal))
+        return events
+
+
+@functools.lru_cache(maxsize=None)
+def _event_type_name(event_type: type[Any]) -> str:
+    """The wire name of an SDK event class, read from its ``type`` Literal."""
+    (name,) = typing.get_args(event_type.model_fields["type"].annotation)
+    return str(name)
+
+_DELTA_EVENTS: dict[ItemKind, type[Any]] = {
+    ItemKind.REASONING: ResponseReasoningTextDeltaEvent,
+    ItemKind.FUNCTION_CALL: ResponseFunctionCallArgumentsDeltaEvent,
+    ItemKind.CODE_INTERPRETER_CALL: ResponseCodeInterpreterCallCodeDeltaEvent,
+    ItemKind.MCP_CALL: ResponseMcpCallArgumentsDeltaEvent,
+}
+
+
+def _empty_part(kind: ItemKind) -> Any:
+    if kind is ItemKind.MESSAGE:
+        return ResponseOutputText(type="output_text", text="", annotations=[], logprobs=[])
+    if kind is ItemKind.REASONING:
+        return AddedReasoningPart(type="reasoning_text", text="")
+    return None
+
+
+class TokenStreamProcessor:
+    """Feeds executor token deltas through the Harmony parser into a ResponseStream; counts usage.
+
+    ``process`` returns the events a delta caused; the delta carrying a finish
+    reason also yields the terminal event. ``fail`` ends the stream on an
+    executor error. Malformed model output ends it with ``response.failed``.
+    """
+
+    def __init__(self, stream: ResponseStream, encoding: HarmonyEncoding, prompt_tokens: int) -> None:
+        self.stream = stream
+        self._parser = HarmonyStreamParser(encoding)
+        self._prompt_tokens = prompt_tokens
+        self._output_tokens = 0
+        self._reasoning_tokens = 0
+        self._in_reasoning = False
+        self._cached_tokens = 0
+        self.done = False
+
+    def start(self) -> list[ResponseStreamEvent]:
+        """The opening events."""
+        return self.stream.start()
+
+    def usage(self) -> ResponseUsage:
+        """Usage so far."""
+        return make_usage(self._prompt_tokens, self._output_tokens, self._reasoning_tokens, self._cached_tokens)
+
+    def process(self, delta: TokenDelta) -> list[ResponseStreamEvent]:
+        """Events for one engine step."""
+        if self.done:
+            raise StreamStateError("the response has already ended")
+        tokens = delta.token_ids
+        self._output_tokens += len(tokens)
+        if delta.cached_tokens is not None:
+            self._cached_tokens = delta.cached_tokens
+        events: list[ResponseStreamEvent] = []
+        try:
+            if tokens:
+                self._apply(self._parser.feed(tokens), events, "completed")
+            if delta.finish_reason is not None:
+                self._finish(delta, events)
+        except HarmonyFormatError as exc:
+            events += self.fail(f"The model's output broke the Harmony format: {exc}")
+        return events
+
+    def _apply(self, parsed: list[Any], events: list[ResponseStreamEvent], cut_status: str) -> None:
+        stream = self.stream
+        for event in parsed:
+            kind = type(event)
+            if kind is ContentDelta:
+                events += stream.content_delta(event.text)
+            elif kind is MessageStarted:
+                events += stream.message_started(event.header)
+                self._in_reasoning = event.header.channel == "analysis" and not event.header.recipient
+            else:
+                events += stream.message_ended("completed" if event.terminator is not None else cut_status)
+                if self._in_reasoning:
+                    self._reasoning_tokens += event.num_tokens
+                    self._in_reasoning = False
+
+    def _finish(self, delta: TokenDelta, events: list[ResponseStreamEvent]) -> None:
+        reason = delta.finish_reason
+        if reason == "error":
+            events += self.fail(delta.error or "The executor failed.")
+            return
+        if reason == "cancelled":
+            events += self.fail("The generation was cancelled.")
+            return
+        # On "stop" an open message is whole (the engine kept its stop token to itself);
+        # on "length" it was cut off.
+        whole = reason == "stop" and not self._parser.in_header
+        self._apply(self._parser.finish(), events, "completed" if whole else "incomplete")
+        self.done = True
+        events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
+
+    def fail(self, message: str) -> list[ResponseStreamEvent]:
+        """End the response as failed (executor error or malformed output)."""
+        self.done = True
+        return self.stream.fail(message, self.usage())

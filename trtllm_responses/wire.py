@@ -1,0 +1,48 @@
+"""JSON for what goes on the wire: events, responses, items.
+
+The encoding rules live here: a model is serialized with exactly the fields
+that were set on it (``exclude_unset``), so what we put in an event or a
+response is what the client gets, nulls included where we set them.
+
+One correction to the SDK's types: it declares ``created_at`` / ``completed_at``
+as floats, which pydantic writes as ``1752774614.0``; OpenAI's API and the Open
+Responses spec send integers. Responses (and the events carrying one) go
+through a path that writes them as integers. They are a handful per request;
+deltas keep the direct serializer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from openai.types.responses import Response
+from pydantic import BaseModel
+
+__all__ = ["to_json", "to_dict"]
+
+_TIMESTAMPS = ("created_at", "completed_at")
+
+
+def _integral_timestamps(response: dict[str, Any]) -> None:
+    for key in _TIMESTAMPS:
+        value = response.get(key)
+        if isinstance(value, float):
+            response[key] = int(value)
+
+
+def to_dict(model: BaseModel) -> dict[str, Any]:
+    """The JSON-compatible dict of an SDK model, exactly as :func:`to_json` writes it."""
+    data = model.__pydantic_serializer__.to_python(model, mode="json", exclude_unset=True, by_alias=True)
+    if isinstance(model, Response):
+        _integral_timestamps(data)
+    elif isinstance(data.get("response"), dict):
+        _integral_timestamps(data["response"])
+    return data
+
+
+def to_json(model: BaseModel) -> bytes:
+    """Compact JSON bytes of an SDK model (events, responses, items)."""
+    if isinstance(model, Response) or isinstance(getattr(model, "response", None), Response):
+        return orjson.dumps(to_dict(model))
+    return model.__pydantic_serializer__.to_json(model, exclude_unset=True, by_alias=True)
