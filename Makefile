@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install clean
+.PHONY: run test lint install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/ruff check trtllm_responses tests
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info

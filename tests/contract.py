@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ def _spec() -> dict[str, Any]:
     return json.loads(SPEC_PATH.read_text())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(schema_name: str) -> jsonschema.Draft202012Validator:
     spec = _spec()
     schema = {"$ref": f"#/components/schemas/{schema_name}", "components": spec["components"]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import FIXED_DATE
 from openai_harmony import (
     Author,
     Conversation,
@@ -16,16 +17,22 @@ from openai_harmony import (
     ToolDescription,
 )
 
-from conftest import FIXED_DATE
 from trtllm_responses.errors import InvalidRequestError
 from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
 from trtllm_responses.protocol import parse_request
 
 WEATHER_PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-WEATHER_TOOL = {"type": "function", "name": "get_weather", "description": "Weather now", "parameters": WEATHER_PARAMS}
+WEATHER_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather now",
+    "parameters": WEATHER_PARAMS,
+}
 
 
-def system(effort: ReasoningEffort = ReasoningEffort.MEDIUM, browser: bool = False, python: bool = False) -> Message:
+def system(
+    effort: ReasoningEffort = ReasoningEffort.MEDIUM, browser: bool = False, python: bool = False
+) -> Message:
     content = SystemContent.new().with_reasoning_effort(effort).with_conversation_start_date(FIXED_DATE)
     if browser:
         content = content.with_browser_tool()
@@ -72,7 +79,9 @@ def tool_output(name: str, output: str) -> Message:
 
 
 def golden(encoding: HarmonyEncoding, messages: list[Message]) -> list[int]:
-    return encoding.harmony.render_conversation_for_completion(Conversation.from_messages(messages), Role.ASSISTANT)
+    return encoding.harmony.render_conversation_for_completion(
+        Conversation.from_messages(messages), Role.ASSISTANT
+    )
 
 
 def render(adapter: HarmonyAdapter, body: dict[str, Any]) -> list[int]:
@@ -88,7 +97,14 @@ CASES: list[tuple[str, dict[str, Any], list[Message]]] = [
     ),
     (
         "easy message without type, list content",
-        {"input": [{"role": "user", "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}]}]},
+        {
+            "input": [
+                {
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}],
+                }
+            ]
+        },
         [system(), Message.from_role_and_contents(Role.USER, [user("a").content[0], user("b").content[0]])],
     ),
     (
@@ -97,7 +113,11 @@ CASES: list[tuple[str, dict[str, Any], list[Message]]] = [
             "instructions": "First.",
             "input": [
                 {"role": "system", "content": "Second."},
-                {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Third."}]},
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": [{"type": "input_text", "text": "Third."}],
+                },
                 {"role": "user", "content": "Hi"},
             ],
         },
@@ -108,19 +128,32 @@ CASES: list[tuple[str, dict[str, Any], list[Message]]] = [
         {"input": "Weather?", "tools": [WEATHER_TOOL]},
         [system(), developer(tools=[WEATHER_DESC]), user("Weather?")],
     ),
-    ("tool_choice none renders no tools", {"input": "Hi", "tools": [WEATHER_TOOL], "tool_choice": "none"}, [system(), user("Hi")]),
+    (
+        "tool_choice none renders no tools",
+        {"input": "Hi", "tools": [WEATHER_TOOL], "tool_choice": "none"},
+        [system(), user("Hi")],
+    ),
     (
         "named tool_choice narrows the functions",
         {
             "input": "Hi",
-            "tools": [WEATHER_TOOL, {"type": "function", "name": "other", "parameters": {"type": "object", "properties": {}}}],
+            "tools": [
+                WEATHER_TOOL,
+                {"type": "function", "name": "other", "parameters": {"type": "object", "properties": {}}},
+            ],
             "tool_choice": {"type": "function", "name": "get_weather"},
         },
         [system(), developer(tools=[WEATHER_DESC]), user("Hi")],
     ),
     (
         "built-in tools only when enabled",
-        {"input": "Hi", "tools": [{"type": "web_search_preview"}, {"type": "code_interpreter", "container": {"type": "auto"}}]},
+        {
+            "input": "Hi",
+            "tools": [
+                {"type": "web_search_preview"},
+                {"type": "code_interpreter", "container": {"type": "auto"}},
+            ],
+        },
         [system(browser=True, python=True), user("Hi")],
     ),
     (
@@ -128,7 +161,12 @@ CASES: list[tuple[str, dict[str, Any], list[Message]]] = [
         {
             "input": [
                 {"role": "user", "content": "Hi"},
-                {"type": "message", "role": "assistant", "phase": "commentary", "content": [{"type": "output_text", "text": "Checking."}]},
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "phase": "commentary",
+                    "content": [{"type": "output_text", "text": "Checking."}],
+                },
                 {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]},
                 {"role": "user", "content": "Why?"},
             ]
@@ -141,8 +179,18 @@ CASES: list[tuple[str, dict[str, Any], list[Message]]] = [
             "tools": [WEATHER_TOOL],
             "input": [
                 {"role": "user", "content": "Weather?"},
-                {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "Call it."}]},
-                {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}'},
+                {
+                    "type": "reasoning",
+                    "id": "rs_1",
+                    "summary": [],
+                    "content": [{"type": "reasoning_text", "text": "Call it."}],
+                },
+                {
+                    "type": "function_call",
+                    "call_id": "call_1",
+                    "name": "get_weather",
+                    "arguments": '{"city":"Paris"}',
+                },
                 {"type": "function_call_output", "call_id": "call_1", "output": "21C"},
             ],
         },
@@ -160,7 +208,11 @@ CASES: list[tuple[str, dict[str, Any], list[Message]]] = [
         {
             "input": [
                 {"role": "user", "content": "Q1"},
-                {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Thought."}]},
+                {
+                    "type": "reasoning",
+                    "id": "rs_1",
+                    "summary": [{"type": "summary_text", "text": "Thought."}],
+                },
                 {"role": "assistant", "content": [{"type": "output_text", "text": "A1"}]},
                 {"role": "user", "content": "Q2"},
             ]
@@ -172,50 +224,118 @@ CASES: list[tuple[str, dict[str, Any], list[Message]]] = [
         {
             "input": [
                 {"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": "{}"},
-                {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "21"}, {"type": "input_text", "text": "C"}]},
+                {
+                    "type": "function_call_output",
+                    "call_id": "c",
+                    "output": [{"type": "input_text", "text": "21"}, {"type": "input_text", "text": "C"}],
+                },
             ],
             "tools": [WEATHER_TOOL],
         },
-        [system(), developer(tools=[WEATHER_DESC]), call("get_weather", "{}"), tool_output("get_weather", "21C")],
+        [
+            system(),
+            developer(tools=[WEATHER_DESC]),
+            call("get_weather", "{}"),
+            tool_output("get_weather", "21C"),
+        ],
     ),
 ]
 
 
 @pytest.mark.parametrize("body, messages", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_prompt_equals_openai_harmony_render(adapter: HarmonyAdapter, encoding: HarmonyEncoding, body: dict, messages: list[Message]) -> None:
+def test_prompt_equals_openai_harmony_render(
+    adapter: HarmonyAdapter, encoding: HarmonyEncoding, body: dict, messages: list[Message]
+) -> None:
     ours = render(adapter, body)
     expected = golden(encoding, messages)
     assert encoding.decode(ours) == encoding.decode(expected)
     assert ours == expected
 
 
-def test_prompt_ends_with_assistant_start_and_one_system_message(adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
-    text = encoding.decode(render(adapter, {"input": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]}))
+def test_prompt_ends_with_assistant_start_and_one_system_message(
+    adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    text = encoding.decode(
+        render(adapter, {"input": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]})
+    )
     assert text.endswith("<|start|>assistant")
     assert text.count("<|start|>system") == 1
 
 
-def test_stop_tokens_are_harmony_assistant_action_stops(adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_stop_tokens_are_harmony_assistant_action_stops(
+    adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     assert set(adapter.stop_token_ids) == {encoding.return_, encoding.call}
 
 
 BAD_INPUTS = [
-    ({"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]}, "input[0].call_id", "No tool call found"),
-    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type", "Unknown or unsupported input item type"),
+    (
+        {"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]},
+        "input[0].call_id",
+        "No tool call found",
+    ),
+    (
+        {"input": [{"type": "item_reference", "id": "msg_1"}]},
+        "input[0].type",
+        "Unknown or unsupported input item type",
+    ),
     ({"input": [{"type": "banana"}]}, "input[0].type", "Unknown or unsupported"),
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x"}]}]}, "input[0].content[0]", "only reads text"),
-    ({"input": [{"role": "user", "content": "a"}, {"role": "user", "content": [{"type": "input_text", "text": "b"}, {"type": "input_file", "file_id": "f"}]}]}, "input[1].content[1]", "only reads text"),
-    ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}, {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_image", "image_url": "x"}]}]}, "input[1].output[0]", "only reads text"),
+    (
+        {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x"}]}]},
+        "input[0].content[0]",
+        "only reads text",
+    ),
+    (
+        {
+            "input": [
+                {"role": "user", "content": "a"},
+                {
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "b"}, {"type": "input_file", "file_id": "f"}],
+                },
+            ]
+        },
+        "input[1].content[1]",
+        "only reads text",
+    ),
+    (
+        {
+            "input": [
+                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                {
+                    "type": "function_call_output",
+                    "call_id": "c",
+                    "output": [{"type": "input_image", "image_url": "x"}],
+                },
+            ]
+        },
+        "input[1].output[0]",
+        "only reads text",
+    ),
     ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role", "must be one of"),
     ({"input": [{"role": "user"}]}, "input[0].content", "is required"),
-    ({"input": [{"type": "function_call", "call_id": "c", "name": "f"}]}, "input[0].arguments", "must be a string"),
-    ({"input": "x", "tools": [{"type": "file_search", "vector_store_ids": []}]}, "tools[0].type", "not supported"),
-    ({"input": "x", "tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice.name", "not in tools"),
+    (
+        {"input": [{"type": "function_call", "call_id": "c", "name": "f"}]},
+        "input[0].arguments",
+        "must be a string",
+    ),
+    (
+        {"input": "x", "tools": [{"type": "file_search", "vector_store_ids": []}]},
+        "tools[0].type",
+        "not supported",
+    ),
+    (
+        {"input": "x", "tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "name": "nope"}},
+        "tool_choice.name",
+        "not in tools",
+    ),
 ]
 
 
 @pytest.mark.parametrize("body, param, message", BAD_INPUTS, ids=[b[1] + ":" + b[2] for b in BAD_INPUTS])
-def test_bad_input_is_a_typed_error_naming_the_field(adapter: HarmonyAdapter, body: dict, param: str, message: str) -> None:
+def test_bad_input_is_a_typed_error_naming_the_field(
+    adapter: HarmonyAdapter, body: dict, param: str, message: str
+) -> None:
     with pytest.raises(InvalidRequestError, match=message) as info:
         render(adapter, body)
     assert info.value.param == param

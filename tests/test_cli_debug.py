@@ -24,13 +24,17 @@ def test_render_prints_the_harmony_prompt() -> None:
     out = result.stdout
     assert out.startswith("<|start|>system<|message|>") and "Current date: 2026-11-21" in out
     assert "Reasoning: low" in out and "type get_weather = (_: {" in out
-    assert "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>" in out
+    assert (
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>" in out
+    )
     assert out.rstrip("\n").endswith('{"temperature_c": 21}<|end|><|start|>assistant')
 
 
 def test_render_tokens_prints_ids_that_decode_to_the_prompt() -> None:
     text = run("render", str(EXAMPLES / "request_tool_call.json"), "--date", "2026-11-21").stdout
-    ids = json.loads(run("render", str(EXAMPLES / "request_tool_call.json"), "--date", "2026-11-21", "--tokens").stdout)
+    ids = json.loads(
+        run("render", str(EXAMPLES / "request_tool_call.json"), "--date", "2026-11-21", "--tokens").stdout
+    )
     from trtllm_responses.harmony import load_encoding
 
     assert load_encoding().decode(ids) == text.rstrip("\n")

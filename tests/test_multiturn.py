@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from harmony_helpers import harmony
 from openai_harmony import Conversation, Message, Role
 
-from harmony_helpers import harmony
 from trtllm_responses.harmony import (
     EMPTY_HISTORY,
     HarmonyAdapter,
@@ -54,7 +54,10 @@ FIXTURES: dict[str, list[tuple[list[dict[str, Any]], str]]] = {
             [{"type": "function_call_output", "call_id": "$call0", "output": '{"temp": 21}'}],
             "<|channel|>analysis<|message|>21 degrees.<|end|><|start|>assistant<|channel|>final<|message|>21°C in Paris.<|return|>",
         ),
-        ([{"role": "user", "content": "And tomorrow?"}], "<|channel|>final<|message|>I can only see now.<|return|>"),
+        (
+            [{"role": "user", "content": "And tomorrow?"}],
+            "<|channel|>final<|message|>I can only see now.<|return|>",
+        ),
     ],
     "preamble then tool call": [
         (
@@ -68,7 +71,10 @@ FIXTURES: dict[str, list[tuple[list[dict[str, Any]], str]]] = {
         ),
     ],
     "multibyte unicode": [
-        ([{"role": "user", "content": "Grüße 你好 😀"}], "<|channel|>analysis<|message|>Ünïcödé 🤔<|end|><|start|>assistant<|channel|>final<|message|>你好！😀 ∑x²<|return|>"),
+        (
+            [{"role": "user", "content": "Grüße 你好 😀"}],
+            "<|channel|>analysis<|message|>Ünïcödé 🤔<|end|><|start|>assistant<|channel|>final<|message|>你好！😀 ∑x²<|return|>",
+        ),
         ([{"role": "user", "content": "Ещё раз"}], "<|channel|>final<|message|>Ещё 😀<|return|>"),
     ],
 }
@@ -83,13 +89,17 @@ def without_finished_analysis(messages: list[Message]) -> list[Message]:
 
 def _resolve(items: list[dict[str, Any]], calls: list[str]) -> list[dict[str, Any]]:
     return [
-        {**item, "call_id": calls[int(item["call_id"][5:])]} if str(item.get("call_id", "")).startswith("$call") else item
+        {**item, "call_id": calls[int(item["call_id"][5:])]}
+        if str(item.get("call_id", "")).startswith("$call")
+        else item
         for item in items
     ]
 
 
 @pytest.mark.parametrize("name", list(FIXTURES))
-def test_stateless_replay_equals_stored_continuation(adapter: HarmonyAdapter, encoding: HarmonyEncoding, name: str) -> None:
+def test_stateless_replay_equals_stored_continuation(
+    adapter: HarmonyAdapter, encoding: HarmonyEncoding, name: str
+) -> None:
     history = EMPTY_HISTORY
     replayed: list[dict[str, Any]] = []
     calls: list[str] = []
@@ -108,7 +118,10 @@ def test_stateless_replay_equals_stored_continuation(adapter: HarmonyAdapter, en
         )
         assert stored.token_ids == golden
 
-        items = [i.model_dump(mode="json", exclude_none=True) for i in completion_to_output_items(parse_completion(encoding, harmony(encoding, completion)))]
+        items = [
+            i.model_dump(mode="json", exclude_none=True)
+            for i in completion_to_output_items(parse_completion(encoding, harmony(encoding, completion)))
+        ]
         calls += [i["call_id"] for i in items if i["type"] == "function_call"]
         history = adapter.continue_history(stored, items)
         replayed += items
@@ -120,9 +133,14 @@ def test_chain_of_thought_follows_harmony_rules(adapter: HarmonyAdapter, encodin
     texts = []
     calls: list[str] = []
     for new_input, completion in turns:
-        prompt = adapter.build_prompt(parse_request({"tools": TOOLS, "input": _resolve(new_input, calls)}), history)
+        prompt = adapter.build_prompt(
+            parse_request({"tools": TOOLS, "input": _resolve(new_input, calls)}), history
+        )
         texts.append(encoding.decode(prompt.token_ids))
-        items = [i.model_dump(mode="json", exclude_none=True) for i in completion_to_output_items(parse_completion(encoding, harmony(encoding, completion)))]
+        items = [
+            i.model_dump(mode="json", exclude_none=True)
+            for i in completion_to_output_items(parse_completion(encoding, harmony(encoding, completion)))
+        ]
         calls += [i["call_id"] for i in items if i["type"] == "function_call"]
         history = adapter.continue_history(prompt, items)
     # Turn 2 continues the tool-calling turn: its analysis is kept.
@@ -132,14 +150,22 @@ def test_chain_of_thought_follows_harmony_rules(adapter: HarmonyAdapter, encodin
     assert "21°C in Paris." in texts[2]
 
 
-def test_function_call_output_matches_calls_from_history(adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_function_call_output_matches_calls_from_history(
+    adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     new_input, completion = FIXTURES["tool call, output, final"][0]
     prompt = adapter.build_prompt(parse_request({"tools": TOOLS, "input": new_input}))
-    items = [i.model_dump(mode="json", exclude_none=True) for i in completion_to_output_items(parse_completion(encoding, harmony(encoding, completion)))]
+    items = [
+        i.model_dump(mode="json", exclude_none=True)
+        for i in completion_to_output_items(parse_completion(encoding, harmony(encoding, completion)))
+    ]
     history = adapter.continue_history(prompt, items)
     call_id = items[-1]["call_id"]
     assert history.calls[call_id] == "get_weather"
-    follow = adapter.build_prompt(parse_request({"input": [{"type": "function_call_output", "call_id": call_id, "output": "1"}]}), history)
+    follow = adapter.build_prompt(
+        parse_request({"input": [{"type": "function_call_output", "call_id": call_id, "output": "1"}]}),
+        history,
+    )
     assert encoding.decode(follow.token_ids).endswith(
         "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>1<|end|><|start|>assistant"
     )
@@ -152,22 +178,40 @@ def test_every_finished_turn_loses_its_analysis(adapter: HarmonyAdapter, encodin
     for new_input, completion in FIXTURES["reasoning then final"]:
         prompt = adapter.build_prompt(parse_request({"input": new_input}), history)
         texts.append(encoding.decode(prompt.token_ids))
-        items = [i.model_dump(mode="json", exclude_none=True) for i in completion_to_output_items(parse_completion(encoding, harmony(encoding, completion)))]
+        items = [
+            i.model_dump(mode="json", exclude_none=True)
+            for i in completion_to_output_items(parse_completion(encoding, harmony(encoding, completion)))
+        ]
         history = adapter.continue_history(prompt, items)
     assert "Simple sum." not in texts[1]
     assert "Simple sum." not in texts[2] and "4*3." not in texts[2]
-    assert "<|channel|>final<|message|>4<|end|>" in texts[2] and "<|channel|>final<|message|>12<|end|>" in texts[2]
+    assert (
+        "<|channel|>final<|message|>4<|end|>" in texts[2]
+        and "<|channel|>final<|message|>12<|end|>" in texts[2]
+    )
 
 
-def test_a_new_tool_calling_turn_keeps_only_its_own_analysis(adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_a_new_tool_calling_turn_keeps_only_its_own_analysis(
+    adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     body = {
         "tools": TOOLS,
         "input": [
             {"role": "user", "content": "Hi"},
-            {"type": "reasoning", "id": "rs_a", "summary": [], "content": [{"type": "reasoning_text", "text": "OLD"}]},
+            {
+                "type": "reasoning",
+                "id": "rs_a",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": "OLD"}],
+            },
             {"role": "assistant", "content": [{"type": "output_text", "text": "Hello"}]},
             {"role": "user", "content": "Weather?"},
-            {"type": "reasoning", "id": "rs_b", "summary": [], "content": [{"type": "reasoning_text", "text": "NEW"}]},
+            {
+                "type": "reasoning",
+                "id": "rs_b",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": "NEW"}],
+            },
             {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
         ],

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from harmony_helpers import byte_tokens, harmony
 from openai_harmony import Role
 
-from harmony_helpers import byte_tokens, harmony
 from trtllm_responses.errors import HarmonyFormatError
 from trtllm_responses.harmony import (
     ContentDelta,
@@ -34,7 +34,9 @@ COMPLETIONS = [
 
 def _harmony_parse(encoding: HarmonyEncoding, tokens: list[int]) -> list[tuple]:
     messages = encoding.harmony.parse_messages_from_completion_tokens(tokens, Role.ASSISTANT)
-    return [(m.author.role.value, m.channel, m.recipient, m.content_type, m.content[0].text) for m in messages]
+    return [
+        (m.author.role.value, m.channel, m.recipient, m.content_type, m.content[0].text) for m in messages
+    ]
 
 
 @pytest.mark.parametrize("completion", COMPLETIONS)
@@ -99,8 +101,14 @@ def test_dangling_partial_character_is_flushed_as_replacement(encoding: HarmonyE
 @pytest.mark.parametrize(
     "completion, error",
     [
-        ("<|channel|>final<|message|>leak <|start|>assistant", "control token <\\|start\\|> inside a message body"),
-        ("<|channel|>final<|message|>leak <|channel|>x", "control token <\\|channel\\|> inside a message body"),
+        (
+            "<|channel|>final<|message|>leak <|start|>assistant",
+            "control token <\\|start\\|> inside a message body",
+        ),
+        (
+            "<|channel|>final<|message|>leak <|channel|>x",
+            "control token <\\|channel\\|> inside a message body",
+        ),
         ("<|channel|>final<|end|>", "inside a message header"),
         ("<|channel|>final<|message|>a<|end|>oops", "expected <\\|start\\|>"),
         ("<|channel|><|message|>x<|end|>", "no channel value"),
@@ -126,12 +134,16 @@ def test_endless_header_is_refused(encoding: HarmonyEncoding) -> None:
         (
             "<|channel|>commentary to=functions.f <|constrain|>json",
             "assistant",
-            MessageHeader("assistant", channel="commentary", recipient="functions.f", content_type="<|constrain|>json"),
+            MessageHeader(
+                "assistant", channel="commentary", recipient="functions.f", content_type="<|constrain|>json"
+            ),
         ),
         (
             " to=functions.f<|channel|>commentary<|constrain|>json",
             "assistant",
-            MessageHeader("assistant", channel="commentary", recipient="functions.f", content_type="<|constrain|>json"),
+            MessageHeader(
+                "assistant", channel="commentary", recipient="functions.f", content_type="<|constrain|>json"
+            ),
         ),
         (
             "functions.f to=assistant<|channel|>commentary",

@@ -1,8 +1,8 @@
 """The ``trtllm-responses`` command line.
 
-    trtllm-responses serve [MODEL] [flags]            serve the Responses API (echo executor without MODEL)
-    trtllm-responses render REQUEST.json [--tokens]   the Harmony prompt of a Responses request body
-    trtllm-responses parse COMPLETION.txt [--ids]     the Responses output items of a Harmony completion
+trtllm-responses serve [MODEL] [flags]            serve the Responses API (echo executor without MODEL)
+trtllm-responses render REQUEST.json [--tokens]   the Harmony prompt of a Responses request body
+trtllm-responses parse COMPLETION.txt [--ids]     the Responses output items of a Harmony completion
 """
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from .errors import APIError, VocabError
 
 if TYPE_CHECKING:
     from .config import ServerConfig
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 logger = logging.getLogger("trtllm_responses")
 
@@ -55,9 +56,13 @@ def cmd_parse(args: argparse.Namespace) -> int:
         tokens = json.loads(raw)
     else:
         # A trailing newline left by an editor is not part of the completion.
-        tokens = encoding.encode(raw[:-1] if raw.endswith("\n") else raw)
+        tokens = encoding.encode(raw.removesuffix("\n"))
     items = completion_to_output_items(parse_completion(encoding, tokens))
-    print(json.dumps([item.model_dump(mode="json", exclude_none=True) for item in items], indent=2, ensure_ascii=False))
+    print(
+        json.dumps(
+            [item.model_dump(mode="json", exclude_none=True) for item in items], indent=2, ensure_ascii=False
+        )
+    )
     return 0
 
 
@@ -67,7 +72,7 @@ ECHO_BANNER = (
 )
 
 
-def _server_config(args: argparse.Namespace) -> "ServerConfig":
+def _server_config(args: argparse.Namespace) -> ServerConfig:
     from .config import ServerConfig
 
     name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
@@ -117,18 +122,31 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
-def _add_serve(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="serve the Responses API")
-    serve.add_argument("model", nargs="?", help="Hugging Face id, checkpoint folder or bundle folder (none: echo)")
-    serve.add_argument("--engine", choices=["trtllm", "echo"], help="executor (default: trtllm with MODEL, else echo)")
+    serve.add_argument(
+        "model", nargs="?", help="Hugging Face id, checkpoint folder or bundle folder (none: echo)"
+    )
+    serve.add_argument(
+        "--engine", choices=["trtllm", "echo"], help="executor (default: trtllm with MODEL, else echo)"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
     serve.add_argument("--served_model_name", help="model name in responses and /v1/models")
-    serve.add_argument("--max_stored_responses", type=_positive_int, default=10_000, help="LRU bound on stored responses")
-    serve.add_argument("--max_store_bytes", type=_positive_int, default=2 << 30, help="LRU bound on stored bytes")
-    serve.add_argument("--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"])
     serve.add_argument(
-        "--echo_tokens_per_second", type=_non_negative_float, default=0.0, help="pace the echo executor (0: unpaced)"
+        "--max_stored_responses", type=_positive_int, default=10_000, help="LRU bound on stored responses"
+    )
+    serve.add_argument(
+        "--max_store_bytes", type=_positive_int, default=2 << 30, help="LRU bound on stored bytes"
+    )
+    serve.add_argument(
+        "--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"]
+    )
+    serve.add_argument(
+        "--echo_tokens_per_second",
+        type=_non_negative_float,
+        default=0.0,
+        help="pace the echo executor (0: unpaced)",
     )
     serve.set_defaults(func=cmd_serve)
 
@@ -158,7 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``trtllm-responses`` console script."""
     args = build_parser().parse_args(argv)
     level = getattr(args, "log_level", "info").upper()
-    logging.basicConfig(level="DEBUG" if level == "TRACE" else level, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level="DEBUG" if level == "TRACE" else level, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return int(args.func(args))
     except (APIError, VocabError, OSError, ValueError) as exc:

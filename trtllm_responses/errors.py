@@ -23,11 +23,11 @@ from typing import Any
 
 __all__ = [
     "APIError",
+    "HarmonyFormatError",
     "InvalidRequestError",
     "NotFoundError",
     "ServerError",
     "ServiceUnavailableError",
-    "HarmonyFormatError",
     "VocabError",
 ]
 

@@ -8,7 +8,8 @@ id the client gave; the others get a fresh one.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .ids import new_id
 

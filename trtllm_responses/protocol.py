@@ -13,7 +13,7 @@ its errors can name the exact item and part (``input[2].content[0]``).
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -41,10 +41,10 @@ class ResponsesRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     model: str | None = None
-    input: Union[str, list[dict[str, Any]]] = Field(default_factory=list)
+    input: str | list[dict[str, Any]] = Field(default_factory=list)
     instructions: str | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
-    tool_choice: Union[str, dict[str, Any]] = "auto"
+    tool_choice: str | dict[str, Any] = "auto"
     parallel_tool_calls: bool = True
     reasoning: ReasoningParam | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
@@ -70,7 +70,7 @@ class ResponsesRequest(BaseModel):
 
     @field_validator("tool_choice")
     @classmethod
-    def _check_tool_choice(cls, value: Union[str, dict[str, Any]]) -> Union[str, dict[str, Any]]:
+    def _check_tool_choice(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
         if isinstance(value, str) and value not in ("auto", "none", "required"):
             raise ValueError("tool_choice must be 'auto', 'none', 'required' or a tool choice object")
         return value

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 import orjson
 from openai.types.responses import Response, ResponseStreamEvent
@@ -149,7 +150,7 @@ class ResponsesService:
         except Exception as exc:  # a field we echo did not fit the SDK's Response
             raise InvalidRequestError(f"The request could not be echoed in a response: {exc}") from exc
 
-    async def run(self, prepared: PreparedResponse) -> AsyncIterator[list[ResponseStreamEvent]]:
+    async def run(self, prepared: PreparedResponse) -> AsyncGenerator[list[ResponseStreamEvent], None]:
         """Events of one response, a list per engine step; the last list holds the terminal event.
 
         An executor failure ends the stream with ``response.failed``. The
@@ -247,7 +248,9 @@ class ResponsesService:
             try:
                 start = ids.index(after) + 1
             except ValueError:
-                raise InvalidRequestError(f"No input item with id '{after}' in this response.", param="after") from None
+                raise InvalidRequestError(
+                    f"No input item with id '{after}' in this response.", param="after"
+                ) from None
         page = items[start : start + limit]
         page_ids = ids[start : start + limit]
         return b"".join(

@@ -28,7 +28,7 @@ from typing import Protocol
 
 from .harmony.adapter import ConversationHistory
 
-__all__ = ["StoredResponse", "ResponseStore", "ConversationHistoryStore", "StoreStats"]
+__all__ = ["ConversationHistoryStore", "ResponseStore", "StoreStats", "StoredResponse"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,10 @@ class ConversationHistoryStore:
             with self._lock:
                 self._rejected += 1
             logger.warning(
-                "Response %s (%d bytes) is larger than --max_store_bytes (%d); not stored", entry.id, size, self.max_bytes
+                "Response %s (%d bytes) is larger than --max_store_bytes (%d); not stored",
+                entry.id,
+                size,
+                self.max_bytes,
             )
             return False
         with self._lock:

@@ -23,7 +23,6 @@ through the Harmony parser, and counts usage.
 
 from __future__ import annotations
 
-import functools
 import time
 import typing
 from typing import Any
@@ -76,7 +75,7 @@ class StreamStateError(RuntimeError):
 class _Item:
     """The item being streamed."""
 
-    __slots__ = ("target", "id", "call_id", "output_index", "chunks")
+    __slots__ = ("call_id", "chunks", "id", "output_index", "target")
 
     def __init__(self, target: ItemTarget, item_id: str, call_id: str | None, output_index: int) -> None:
         self.target = target
@@ -86,7 +85,9 @@ class _Item:
         self.chunks: list[str] = []
 
 
-def make_usage(input_tokens: int, output_tokens: int, reasoning_tokens: int, cached_tokens: int) -> ResponseUsage:
+def make_usage(
+    input_tokens: int, output_tokens: int, reasoning_tokens: int, cached_tokens: int
+) -> ResponseUsage:
     """A Responses usage object."""
     return ResponseUsage(
         input_tokens=input_tokens,
@@ -235,7 +236,9 @@ class ResponseStream:
         """``response.completed``: the model finished on its own."""
         return self._end(ResponseCompletedEvent, "completed", usage)
 
-    def incomplete(self, usage: ResponseUsage, reason: str = "max_output_tokens") -> list[ResponseStreamEvent]:
+    def incomplete(
+        self, usage: ResponseUsage, reason: str = "max_output_tokens"
+    ) -> list[ResponseStreamEvent]:
         """``response.incomplete``: output was cut off (an open item is closed as incomplete)."""
         details = IncompleteDetails(reason=reason)  # type: ignore[arg-type]
         return self._end(ResponseIncompleteEvent, "incomplete", usage, incomplete_details=details)
@@ -245,7 +248,9 @@ class ResponseStream:
         error = ResponseError(code="server_error", message=message)
         return self._end(ResponseFailedEvent, "failed", usage, error=error)
 
-    def _end(self, event_type: type[Any], status: str, usage: ResponseUsage | None, **fields: Any) -> list[ResponseStreamEvent]:
+    def _end(
+        self, event_type: type[Any], status: str, usage: ResponseUsage | None, **fields: Any
+    ) -> list[ResponseStreamEvent]:
         self._check_open()
         events = self.message_ended("incomplete") if self._item is not None else []
         update: dict[str, Any] = {
@@ -260,11 +265,17 @@ class ResponseStream:
         return events
 
 
-@functools.lru_cache(maxsize=None)
+_event_type_names: dict[type[Any], str] = {}
+
+
 def _event_type_name(event_type: type[Any]) -> str:
-    """The wire name of an SDK event class, read from its ``type`` Literal."""
-    (name,) = typing.get_args(event_type.model_fields["type"].annotation)
-    return str(name)
+    """The wire name of an SDK event class, read from its ``type`` Literal (cached)."""
+    name = _event_type_names.get(event_type)
+    if name is None:
+        (literal,) = typing.get_args(event_type.model_fields["type"].annotation)
+        name = _event_type_names[event_type] = str(literal)
+    return name
+
 
 _DELTA_EVENTS: dict[ItemKind, type[Any]] = {
     ItemKind.REASONING: ResponseReasoningTextDeltaEvent,
@@ -306,7 +317,9 @@ class TokenStreamProcessor:
 
     def usage(self) -> ResponseUsage:
         """Usage so far."""
-        return make_usage(self._prompt_tokens, self._output_tokens, self._reasoning_tokens, self._cached_tokens)
+        return make_usage(
+            self._prompt_tokens, self._output_tokens, self._reasoning_tokens, self._cached_tokens
+        )
 
     def process(self, delta: TokenDelta) -> list[ResponseStreamEvent]:
         """Events for one engine step."""

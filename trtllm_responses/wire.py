@@ -19,7 +19,7 @@ import orjson
 from openai.types.responses import Response
 from pydantic import BaseModel
 
-__all__ = ["to_json", "to_dict"]
+__all__ = ["to_dict", "to_json"]
 
 _TIMESTAMPS = ("created_at", "completed_at")
 

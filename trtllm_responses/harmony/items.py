@@ -23,8 +23,9 @@ so a stateless replay renders the same tokens as a stored continuation.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import orjson
 from openai.types.responses import (
@@ -46,17 +47,17 @@ from ..ids import new_id
 from .parser import MessageHeader, ParsedMessage
 
 __all__ = [
+    "FUNCTIONS_NAMESPACE",
+    "ConvertedInput",
     "ItemKind",
     "ItemTarget",
-    "ConvertedInput",
-    "classify",
-    "item_id_prefix",
     "build_output_item",
-    "input_to_messages",
-    "FUNCTIONS_NAMESPACE",
+    "classify",
     "completion_to_output_items",
-    "new_item_ids",
     "function_call_message",
+    "input_to_messages",
+    "item_id_prefix",
+    "new_item_ids",
     "tool_output_message",
 ]
 
@@ -153,7 +154,7 @@ def build_output_item(
     """
     kind = target.kind
     if kind is ItemKind.MESSAGE:
-        content = [ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])]
+        content: list[Any] = [ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])]
         return ResponseOutputMessage(
             id=item_id,
             type="message",
@@ -251,7 +252,9 @@ def _text_of_parts(parts: Any, param: str) -> list[str]:
                 code="unsupported_content_type",
             )
         else:
-            raise InvalidRequestError(f"Unknown content part type {kind!r} at '{where}.type'.", param=f"{where}.type")
+            raise InvalidRequestError(
+                f"Unknown content part type {kind!r} at '{where}.type'.", param=f"{where}.type"
+            )
     return texts
 
 
@@ -305,7 +308,9 @@ def input_to_messages(
     return out
 
 
-def _convert_message(item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput) -> None:
+def _convert_message(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
     role = item.get("role")
     if "content" not in item:
         raise InvalidRequestError(f"'{where}.content' is required.", param=f"{where}.content")
@@ -349,7 +354,9 @@ def _convert_function_call_output(
     out.messages.append(tool_output_message(f"{FUNCTIONS_NAMESPACE}.{name}", "".join(texts)))
 
 
-def _convert_reasoning(item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput) -> None:
+def _convert_reasoning(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
     content = item.get("content") or []
     texts = _text_of_parts(content, f"{where}.content")
     if not texts:
@@ -396,7 +403,9 @@ def _convert_code_interpreter_call(
     )
 
 
-def _convert_mcp_call(item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput) -> None:
+def _convert_mcp_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
     server = _require_str(item, "server_label", where)
     name = _require_str(item, "name", where)
     arguments = _require_str(item, "arguments", where)

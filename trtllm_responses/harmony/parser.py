@@ -16,22 +16,23 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence, Union
+from typing import Union
 
 from ..errors import HarmonyFormatError
 from .encoding import HarmonyEncoding
 
 __all__ = [
+    "ContentDelta",
+    "HarmonyStreamParser",
+    "MessageEnded",
     "MessageHeader",
     "MessageStarted",
-    "ContentDelta",
-    "MessageEnded",
     "ParseEvent",
-    "HarmonyStreamParser",
-    "parse_header",
     "ParsedMessage",
     "parse_completion",
+    "parse_header",
 ]
 
 _ROLES = frozenset({"user", "assistant", "system", "developer", "tool"})
@@ -127,8 +128,10 @@ def parse_header(text: str, role: str | None) -> MessageHeader:
                 if len(parts) != 1:
                     raise HarmonyFormatError(f"too many words in message header: {text!r}")
                 raw = parts.pop()
-                recipient = raw[3:] if raw.startswith("to=") else raw
-    return MessageHeader(role=role, name=name, channel=channel, recipient=recipient, content_type=content_type)
+                recipient = raw.removeprefix("to=")
+    return MessageHeader(
+        role=role, name=name, channel=channel, recipient=recipient, content_type=content_type
+    )
 
 
 _EXPECT_START, _HEADER, _CONTENT, _DONE = range(4)
@@ -144,16 +147,16 @@ class HarmonyStreamParser:
     """
 
     __slots__ = (
-        "_enc",
         "_bytes",
-        "_specials",
-        "_terminators",
-        "_state",
-        "_role",
-        "_header_tokens",
         "_decoder",
-        "_tokens_seen",
+        "_enc",
+        "_header_tokens",
         "_message_start",
+        "_role",
+        "_specials",
+        "_state",
+        "_terminators",
+        "_tokens_seen",
     )
 
     def __init__(self, encoding: HarmonyEncoding, role: str | None = "assistant") -> None:
@@ -266,7 +269,9 @@ class ParsedMessage:
     terminator: int | None
 
 
-def parse_completion(encoding: HarmonyEncoding, tokens: Sequence[int], role: str | None = "assistant") -> list[ParsedMessage]:
+def parse_completion(
+    encoding: HarmonyEncoding, tokens: Sequence[int], role: str | None = "assistant"
+) -> list[ParsedMessage]:
     """Parse a whole completion into messages (a message cut off at the end is included)."""
     parser = HarmonyStreamParser(encoding, role)
     messages: list[ParsedMessage] = []

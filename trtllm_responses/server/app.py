@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 from fastapi import FastAPI
 
@@ -21,9 +21,13 @@ __all__ = ["create_app"]
 logger = logging.getLogger(__name__)
 
 
-def create_app(config: ServerConfig, executor: Executor, store: ResponseStore, adapter: HarmonyAdapter) -> FastAPI:
+def create_app(
+    config: ServerConfig, executor: Executor, store: ResponseStore, adapter: HarmonyAdapter
+) -> FastAPI:
     """An app serving the Responses API with ``executor``; starts and shuts it down with the app."""
-    service = ResponsesService(executor=executor, store=store, adapter=adapter, model_name=config.served_model_name)
+    service = ResponsesService(
+        executor=executor, store=store, adapter=adapter, model_name=config.served_model_name
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

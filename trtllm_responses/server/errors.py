@@ -19,7 +19,7 @@ from starlette.responses import Response
 from ..errors import APIError, InvalidRequestError, NotFoundError, ServerError
 from .responses import JSONBytesResponse
 
-__all__ = ["install_error_handlers", "error_response"]
+__all__ = ["error_response", "install_error_handlers"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +39,13 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
-        error: APIError = NotFoundError(f"No route for {request.method} {request.url.path}.", code="unknown_url")
+        error: APIError = NotFoundError(
+            f"No route for {request.method} {request.url.path}.", code="unknown_url"
+        )
     else:
-        error = InvalidRequestError(str(exc.detail), code="method_not_allowed" if exc.status_code == 405 else None)
+        error = InvalidRequestError(
+            str(exc.detail), code="method_not_allowed" if exc.status_code == 405 else None
+        )
         error.status_code = exc.status_code
     return error_response(error)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["JSONBytesResponse", "EventStreamResponse"]
+__all__ = ["EventStreamResponse", "JSONBytesResponse"]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

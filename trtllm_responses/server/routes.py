@@ -61,7 +61,12 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
 
     @router.get("/v1/models")
     async def list_models() -> dict[str, object]:
-        model = {"id": config.served_model_name, "object": "model", "created": started, "owned_by": "trtllm-responses"}
+        model = {
+            "id": config.served_model_name,
+            "object": "model",
+            "created": started,
+            "owned_by": "trtllm-responses",
+        }
         return {"object": "list", "data": [model]}
 
     @router.get("/health")

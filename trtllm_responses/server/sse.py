@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from openai.types.responses import ResponseStreamEvent
 

@@ -1,0 +1,111 @@
+"""The LRU ConversationHistoryStore: bounds, recency, counters, immutability, thread safety."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+
+import pytest
+
+from trtllm_responses.harmony import EMPTY_HISTORY, HarmonyAdapter
+from trtllm_responses.protocol import parse_request
+from trtllm_responses.store import ConversationHistoryStore, StoredResponse
+
+
+def entry(response_id: str, payload: int = 10) -> StoredResponse:
+    return StoredResponse(
+        id=response_id,
+        response_json=b"x" * payload,
+        input_item_ids=("msg_1",),
+        input_items_json=(b'{"id":"msg_1"}',),
+        history=EMPTY_HISTORY,
+    )
+
+
+def test_least_recently_used_is_evicted_first() -> None:
+    store = ConversationHistoryStore(max_responses=2)
+    store.put(entry("a"))
+    store.put(entry("b"))
+    assert store.get("a") is not None  # a is now more recent than b
+    store.put(entry("c"))
+    assert store.get("b") is None and store.get("a") is not None and store.get("c") is not None
+    assert store.stats().evictions == 1 and len(store) == 2
+
+
+def test_byte_bound_evicts_until_it_fits() -> None:
+    size = entry("a", 1000).nbytes
+    store = ConversationHistoryStore(max_responses=100, max_bytes=size * 3)
+    for name in "abcde":
+        store.put(entry(name, 1000))
+        assert store.stats().bytes <= store.max_bytes
+    assert [n for n in "abcde" if store.get(n)] == ["c", "d", "e"]
+    assert store.stats().evictions == 2 and store.stats().bytes == 3 * size
+
+
+def test_an_entry_larger_than_the_store_is_refused_and_counted() -> None:
+    store = ConversationHistoryStore(max_bytes=500)
+    store.put(entry("small", 10))
+    assert store.put(entry("huge", 10_000)) is False
+    assert store.get("huge") is None and store.get("small") is not None
+    assert store.stats().rejected == 1
+
+
+def test_replacing_and_deleting_keep_the_byte_count_exact() -> None:
+    store = ConversationHistoryStore()
+    store.put(entry("a", 100))
+    store.put(entry("a", 300))
+    assert store.stats().bytes == entry("a", 300).nbytes and len(store) == 1
+    assert store.delete("a") and not store.delete("a")
+    assert store.stats().bytes == 0 and store.stats().responses == 0
+
+
+def test_entries_and_histories_cannot_be_mutated(adapter: HarmonyAdapter) -> None:
+    prompt = adapter.build_prompt(
+        parse_request({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]})
+    )
+    stored = StoredResponse("r", b"{}", ("i",), (b"{}",), prompt.history)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stored.history = EMPTY_HISTORY  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        stored.history.calls["d"] = "g"  # type: ignore[index]
+    assert isinstance(stored.history.messages, tuple)
+    longer = stored.history.extended(adapter.render_messages([]), {"d": "g"})
+    assert "d" in longer.calls and "d" not in stored.history.calls
+
+
+def test_history_bytes_grow_with_the_conversation(adapter: HarmonyAdapter) -> None:
+    short = adapter.build_prompt(parse_request({"input": "hi"})).history
+    long = adapter.build_prompt(parse_request({"input": "word " * 5000})).history
+    assert long.nbytes > short.nbytes + 5000 * 8
+
+
+def test_concurrent_use_keeps_the_invariants() -> None:
+    store = ConversationHistoryStore(max_responses=50, max_bytes=entry("x", 100).nbytes * 40)
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(2000):
+                key = f"r{rng.randrange(200)}"
+                op = rng.random()
+                if op < 0.5:
+                    store.put(entry(key, rng.randrange(10, 150)))
+                elif op < 0.9:
+                    got = store.get(key)
+                    assert got is None or got.id == key
+                else:
+                    store.delete(key)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    stats = store.stats()
+    assert stats.responses <= 50 and stats.bytes <= stats.max_bytes
+    assert stats.bytes == sum(store.get(k).nbytes for k in list(store._entries))  # type: ignore[union-attr]
