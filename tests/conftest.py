@@ -37,3 +37,21 @@ def http(echo_server):  # type: ignore[no-untyped-def]
 
     with httpx.Client(base_url=echo_server.base_url, timeout=30) as client:
         yield client
+
+
+FAKE_TRTLLM = str(__import__("pathlib").Path(__file__).parent / "fake_trtllm")
+
+
+@pytest.fixture
+def fake_trtllm(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Make the fake TensorRT-LLM importable as ``tensorrt_llm`` for one test."""
+    import importlib
+    import sys
+
+    monkeypatch.syspath_prepend(FAKE_TRTLLM)
+    for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    module = importlib.import_module("tensorrt_llm")
+    yield module
+    for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
+        sys.modules.pop(name, None)

@@ -19,6 +19,8 @@ from .errors import APIError, VocabError
 
 if TYPE_CHECKING:
     from .config import ServerConfig
+    from .executors.base import Executor
+    from .harmony import HarmonyEncoding
 
 __all__ = ["build_parser", "main"]
 
@@ -86,25 +88,99 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
     )
 
 
+_TRTLLM_FLAGS = (
+    "backend",
+    "tokenizer",
+    "max_batch_size",
+    "max_num_tokens",
+    "max_seq_len",
+    "tp_size",
+    "pp_size",
+    "ep_size",
+    "kv_cache_free_gpu_memory_fraction",
+    "trust_remote_code",
+    "extra_llm_api_options",
+)
+
+
+def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, HarmonyEncoding]:
+    """The executor ``serve`` runs, and the encoding it uses; raises LaunchError before any GPU work."""
+    from .executors.echo import EchoExecutor
+    from .harmony import load_encoding
+    from .launch import LaunchError, resolve_launch
+
+    given = [f"--{flag}" for flag in _TRTLLM_FLAGS if getattr(args, flag) not in (None, False)]
+    if engine == "echo":
+        if given:
+            raise LaunchError(
+                f"{', '.join(given)} only apply to --engine trtllm; the echo executor has no model"
+            )
+        logger.warning(ECHO_BANNER)
+        encoding = load_encoding()
+        return EchoExecutor(encoding, tokens_per_second=args.echo_tokens_per_second), encoding
+    if not args.model:
+        raise LaunchError(
+            "--engine trtllm needs MODEL: a Hugging Face id, a checkpoint folder or a bundle folder"
+        )
+    if args.echo_tokens_per_second:
+        raise LaunchError("--echo_tokens_per_second only applies to --engine echo")
+    plan = resolve_launch(args.model, vars(args), args.extra_llm_api_options)
+    from .executors.trtllm import TrtllmUnavailableError, import_tensorrt_llm
+
+    try:
+        import_tensorrt_llm()
+    except TrtllmUnavailableError as exc:
+        raise LaunchError(str(exc)) from exc
+    from .executors.trtllm import TrtllmExecutor, check_llm_arguments
+
+    try:
+        check_llm_arguments(plan.llm_kwargs, plan.backend)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from exc
+    encoding = load_encoding(plan.bundle_dir)
+    for key, source in sorted(plan.sources.items()):
+        logger.info("LLM argument %s from %s", key, source)
+    return TrtllmExecutor(plan.llm_kwargs, end_id=encoding.return_, backend=plan.backend), encoding
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the server."""
     import uvicorn
 
-    from .executors.echo import EchoExecutor
-    from .harmony import HarmonyAdapter, load_encoding
+    from .harmony import HarmonyAdapter
     from .server import create_app
     from .store import ConversationHistoryStore
 
     engine = args.engine or ("trtllm" if args.model else "echo")
-    if engine != "echo":
-        raise ValueError("--engine trtllm is not available yet; use --engine echo")
     config = _server_config(args)
-    encoding = load_encoding()
-    logger.warning(ECHO_BANNER)
-    executor = EchoExecutor(encoding, tokens_per_second=args.echo_tokens_per_second)
+    executor, encoding = _build_executor(args, engine)
     store = ConversationHistoryStore(config.max_stored_responses, config.max_store_bytes)
     app = create_app(config, executor, store, HarmonyAdapter(encoding))
     uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level, access_log=False)
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Build a serving bundle from a checkpoint."""
+    from .build import build_bundle
+
+    result = build_bundle(
+        args.checkpoint,
+        output_dir=args.output_dir,
+        name=args.name,
+        profile=args.profile,
+        gpu=args.gpu,
+        backend=args.backend,
+        max_seq_len=args.max_seq_len,
+        max_batch_size=args.max_batch_size,
+        max_num_tokens=args.max_num_tokens,
+        tp_size=args.tp_size,
+        pp_size=args.pp_size,
+        ep_size=args.ep_size,
+        force=args.force,
+        progress=lambda message: print(message, file=sys.stderr, flush=True),
+    )
+    print(result.path)
     return 0
 
 
@@ -122,8 +198,20 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = sub.add_parser("serve", help="serve the Responses API")
+    serve = sub.add_parser(
+        "serve",
+        help="serve the Responses API",
+        description="Serve the Responses API. Flags follow trtllm-serve; LLM arguments merge as flags < bundle < "
+        "--extra_llm_api_options file.",
+    )
     serve.add_argument(
         "model", nargs="?", help="Hugging Face id, checkpoint folder or bundle folder (none: echo)"
     )
@@ -148,7 +236,70 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=0.0,
         help="pace the echo executor (0: unpaced)",
     )
+    trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
+    trt.add_argument(
+        "--backend", choices=["pytorch", "tensorrt"], help="TensorRT-LLM backend (default: pytorch)"
+    )
+    trt.add_argument("--tokenizer", help="tokenizer path or name for TensorRT-LLM")
+    trt.add_argument("--max_batch_size", type=_positive_int, help="most requests scheduled at once")
+    trt.add_argument("--max_num_tokens", type=_positive_int, help="most batched tokens per step")
+    trt.add_argument(
+        "--max_seq_len",
+        type=_positive_int,
+        help="most tokens of prompt plus output (default: from the model)",
+    )
+    trt.add_argument(
+        "--tp_size", "--tensor_parallel_size", dest="tp_size", type=_positive_int, help="tensor parallelism"
+    )
+    trt.add_argument(
+        "--pp_size",
+        "--pipeline_parallel_size",
+        dest="pp_size",
+        type=_positive_int,
+        help="pipeline parallelism",
+    )
+    trt.add_argument(
+        "--ep_size",
+        "--moe_expert_parallel_size",
+        dest="ep_size",
+        type=_positive_int,
+        help="expert parallelism",
+    )
+    trt.add_argument(
+        "--kv_cache_free_gpu_memory_fraction",
+        "--free_gpu_memory_fraction",
+        dest="kv_cache_free_gpu_memory_fraction",
+        type=_fraction,
+        help="free GPU memory fraction for the KV cache (default: 0.9)",
+    )
+    trt.add_argument(
+        "--trust_remote_code", action="store_true", help="let Hugging Face code in the checkpoint run"
+    )
+    trt.add_argument(
+        "--extra_llm_api_options",
+        "--config",
+        dest="extra_llm_api_options",
+        help="YAML of LLM arguments (wins over all)",
+    )
     serve.set_defaults(func=cmd_serve)
+
+
+def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    build = sub.add_parser("build", help="build a serving bundle engines/<name>/ from a gpt-oss checkpoint")
+    build.add_argument("checkpoint", help="checkpoint folder (config.json, safetensors)")
+    build.add_argument("--name", help="bundle name (default: the checkpoint folder's name)")
+    build.add_argument("--output_dir", default="engines", help="where bundles go (default: engines/)")
+    build.add_argument("--profile", choices=["latency", "throughput"], default="throughput")
+    build.add_argument("--gpu", choices=["hopper", "blackwell"], default="blackwell")
+    build.add_argument("--backend", choices=["pytorch", "tensorrt"], default="pytorch")
+    build.add_argument("--max_seq_len", type=_positive_int)
+    build.add_argument("--max_batch_size", type=_positive_int)
+    build.add_argument("--max_num_tokens", type=_positive_int)
+    build.add_argument("--tp_size", type=_positive_int, default=1)
+    build.add_argument("--pp_size", type=_positive_int, default=1)
+    build.add_argument("--ep_size", type=_positive_int)
+    build.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    build.set_defaults(func=cmd_build)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
+    _add_build(sub)
 
     render = sub.add_parser("render", help="print the Harmony prompt of a Responses request body")
     render.add_argument("request", help="request body JSON file ('-' for stdin)")
@@ -181,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.func(args))
-    except (APIError, VocabError, OSError, ValueError) as exc:
+    except (APIError, VocabError, OSError, ValueError, RuntimeError) as exc:
         message = exc.message if isinstance(exc, APIError) else str(exc)
         print(f"trtllm-responses {args.command}: {message}", file=sys.stderr)
         return 2

@@ -31,7 +31,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await executor.start()
+        try:
+            await executor.start()
+        except Exception as exc:
+            logger.error("The %s executor could not start: %s", executor.name, exc)
+            raise
         logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)
         try:
             yield

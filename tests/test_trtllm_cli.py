@@ -1,0 +1,157 @@
+"""`trtllm-responses serve CHECKPOINT --engine trtllm` end to end, with the fake LLM API importable as tensorrt_llm."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from checkpoints import make_checkpoint
+from conftest import FAKE_TRTLLM
+from server_harness import stream_events
+from stream_grammar import check_stream
+
+from trtllm_responses.build import build_bundle
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Served:
+    def __init__(self, args: list[str], log: Path, env_extra: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.log = log
+        env = {**os.environ, "PYTHONPATH": FAKE_TRTLLM, "FAKE_TRTLLM_LOG": str(log), **(env_extra or {})}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "trtllm_responses.cli",
+                "serve",
+                *args,
+                "--port",
+                str(self.port),
+                "--log_level",
+                "warning",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"server exited: {self.process.stdout.read() if self.process.stdout else ''}"
+                )
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not come up")
+            time.sleep(0.1)
+
+    def records(self, event: str) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [r for r in map(json.loads, self.log.read_text().splitlines()) if r["event"] == event]
+
+    def stop(self) -> str:
+        self.process.terminate()
+        out, _ = self.process.communicate(timeout=30)
+        return out
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    ckpt = make_checkpoint(tmp_path)
+    extra = tmp_path / "extra.yml"
+    extra.write_text(
+        yaml.safe_dump({"stream_interval": 2, "moe_config": {"backend": "TRITON"}, "max_seq_len": 32768})
+    )
+    server = Served(
+        [
+            str(ckpt),
+            "--engine",
+            "trtllm",
+            "--tp_size",
+            "2",
+            "--kv_cache_free_gpu_memory_fraction",
+            "0.75",
+            "--extra_llm_api_options",
+            str(extra),
+        ],
+        tmp_path / "trtllm.log",
+        {"FAKE_TRTLLM_STEP_DELAY": "0.002"},
+    )
+    yield server
+    out = server.stop()
+    assert "Traceback" not in out, out
+
+
+def test_llm_built_from_merged_flags_and_yaml(served: Served, tmp_path: Path) -> None:
+    [init] = served.records("init")
+    args = init["args"]
+    assert args["model"] == str((tmp_path / "gpt-oss-tiny").resolve())
+    assert args["tensor_parallel_size"] == 2 and args["stream_interval"] == 2 and args["max_seq_len"] == 32768
+    assert args["moe_config"] == {"backend": "TRITON"}
+    assert args["kv_cache_config"] == {"enable_block_reuse": True, "free_gpu_memory_fraction": 0.75}
+
+
+def test_streamed_and_plain_responses(served: Served) -> None:
+    with httpx.Client(base_url=served.url, timeout=30) as client:
+        events = stream_events(client, {"input": "TensorRT-LLM, end to end", "tools": []})
+        response = check_stream(events)
+        assert response["output"][-1]["content"][0]["text"] == "TensorRT-LLM, end to end"
+        call = check_stream(stream_events(client, {"input": 'call lookup {"q": 1}'}))["output"][-1]
+        assert call["type"] == "function_call" and call["arguments"] == '{"q": 1}'
+        plain = client.post("/v1/responses", json={"input": "plain"}).json()
+        assert plain["status"] == "completed" and plain["output"][-1]["content"][0]["text"] == "plain"
+        assert client.get(f"/v1/responses/{plain['id']}").json() == plain
+        too_long = client.post("/v1/responses", json={"input": "word " * 40000})
+        assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_client_disconnect_aborts_the_tensorrt_llm_request(served: Served) -> None:
+    with httpx.Client(base_url=served.url, timeout=30) as client:
+        with client.stream(
+            "POST", "/v1/responses", json={"input": "#lorem 20000", "stream": True}
+        ) as response:
+            lines = response.iter_lines()
+            for _ in range(30):
+                next(lines)
+        deadline = time.monotonic() + 15
+        while not served.records("abort") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(served.records("abort")) == 1
+        assert check_stream(stream_events(client, {"input": "still serving"}))["status"] == "completed"
+
+
+def test_serve_a_bundle_uses_its_options(tmp_path: Path) -> None:
+    ckpt = make_checkpoint(tmp_path)
+    bundle = build_bundle(ckpt, output_dir=tmp_path / "engines", profile="latency", gpu="blackwell").path
+    server = Served([str(bundle)], tmp_path / "bundle.log")
+    try:
+        [init] = server.records("init")
+        assert init["args"]["model"] == str(ckpt.resolve())
+        assert init["args"]["moe_config"] == {"backend": "TRTLLM"} and init["args"]["max_batch_size"] == 64
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            assert check_stream(stream_events(client, {"input": "from a bundle"}))["status"] == "completed"
+    finally:
+        server.stop()

@@ -1,0 +1,184 @@
+"""The TensorRT-LLM executor: gpt-oss on TensorRT-LLM's LLM API. The only place ``tensorrt_llm`` is imported.
+
+One ``tensorrt_llm.LLM`` per process, created in :meth:`TrtllmExecutor.start`.
+Each response is one ``llm.generate_async(prompt_token_ids, sampling_params,
+streaming=True)``; the ``RequestOutput`` it returns is iterated asynchronously
+and updated in place, and each step's ``outputs[0].token_ids_diff`` (one or
+several tokens: ``stream_interval``, speculative decoding) becomes one
+:class:`TokenDelta`. TensorRT-LLM does not detokenize: the server parses tokens.
+
+Finish reasons: ``stop`` → stop, ``length`` → length, ``cancelled`` →
+cancelled; ``timeout``, anything else, or an exception → error (the response
+fails with the message). ``abort(request_id)`` calls ``RequestOutput.abort()``.
+KV-cache block reuse is on by default so a continued conversation reuses its
+prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
+
+__all__ = ["TrtllmExecutor", "TrtllmUnavailableError", "import_tensorrt_llm", "check_llm_arguments"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_SEQ_LEN = 131072  # gpt-oss's context window
+_FINISH = {"stop": "stop", "length": "length", "cancelled": "cancelled"}
+
+
+class TrtllmUnavailableError(RuntimeError):
+    """``tensorrt_llm`` cannot be imported here."""
+
+
+def import_tensorrt_llm() -> Any:
+    """Import ``tensorrt_llm`` or raise TrtllmUnavailableError saying what to do instead."""
+    try:
+        return importlib.import_module("tensorrt_llm")
+    except Exception as exc:  # ImportError, or a CUDA/driver error raised while importing
+        raise TrtllmUnavailableError(
+            f"--engine trtllm needs TensorRT-LLM, which cannot be imported here ({type(exc).__name__}: {exc}). "
+            "Install it on a GPU machine (`pip install trtllm-responses[trtllm]` or NVIDIA's container), "
+            "or use `--engine echo`, which runs without it."
+        ) from exc
+
+
+def check_llm_arguments(llm_kwargs: dict[str, Any], backend: str) -> None:
+    """Refuse argument names TensorRT-LLM does not know (ValueError), without loading anything.
+
+    The names are read from TensorRT-LLM's own argument models (``TorchLlmArgs``
+    for the PyTorch backend, ``TrtLlmArgs`` for TensorRT engines).
+    """
+    llm_args = importlib.import_module("tensorrt_llm.llmapi.llm_args")
+    args_class = llm_args.TrtLlmArgs if backend == "tensorrt" else llm_args.TorchLlmArgs
+    known = set(args_class.model_fields)
+    unknown = sorted(set(llm_kwargs) - known - {"backend"})
+    if unknown:
+        raise ValueError(
+            f"TensorRT-LLM ({args_class.__name__}) has no argument(s) {', '.join(unknown)}; check the flags, the bundle's "
+            "llm_api_options.yaml and --extra_llm_api_options"
+        )
+
+
+class TrtllmExecutor(Executor):
+    """Serves generations from one ``tensorrt_llm.LLM``.
+
+    ``llm_kwargs`` are the LLM constructor's keyword arguments (TorchLlmArgs
+    names: ``model``, ``tensor_parallel_size``, ``kv_cache_config`` …), already
+    merged from flags, bundle and YAML and checked. ``end_id`` is the token
+    TensorRT-LLM treats as end of sequence (Harmony's ``<|return|>``).
+    """
+
+    name = "trtllm"
+
+    def __init__(self, llm_kwargs: dict[str, Any], *, end_id: int, backend: str = "pytorch") -> None:
+        self._kwargs = dict(llm_kwargs)
+        self._backend = backend
+        self._end_id = end_id
+        self._llm: Any = None
+        self._trtllm: Any = None
+        self._running: dict[str, Any] = {}
+        self.max_seq_len = int(self._kwargs.get("max_seq_len") or DEFAULT_MAX_SEQ_LEN)
+
+    def _llm_class(self) -> Any:
+        if self._backend == "tensorrt":
+            return importlib.import_module("tensorrt_llm._tensorrt_engine").LLM
+        return self._trtllm.LLM
+
+    def _constructor_kwargs(self) -> dict[str, Any]:
+        kwargs = dict(self._kwargs)
+        kv = kwargs.get("kv_cache_config")
+        if isinstance(kv, dict):
+            kwargs["kv_cache_config"] = importlib.import_module("tensorrt_llm.llmapi").KvCacheConfig(**kv)
+        if self._backend == "tensorrt":
+            kwargs.pop("backend", None)
+        return kwargs
+
+    async def start(self) -> None:
+        """Import TensorRT-LLM and load the model (in a worker thread: it takes minutes)."""
+        self._trtllm = import_tensorrt_llm()
+        llm_class = self._llm_class()
+        kwargs = self._constructor_kwargs()
+        logger.info(
+            "Starting TensorRT-LLM %s (%s backend)", getattr(self._trtllm, "__version__", "?"), self._backend
+        )
+        try:
+            self._llm = await asyncio.to_thread(lambda: llm_class(**kwargs))
+        except Exception as exc:
+            raise ExecutorError(f"TensorRT-LLM could not start: {type(exc).__name__}: {exc}") from exc
+        seq_len = getattr(getattr(self._llm, "args", None), "max_seq_len", None)
+        if isinstance(seq_len, int) and seq_len > 0:
+            self.max_seq_len = seq_len
+
+    def sampling_params(self, settings: SamplingSettings) -> Any:
+        """TensorRT-LLM SamplingParams for our settings: no detokenization, Harmony stop tokens."""
+        kwargs: dict[str, Any] = {
+            "max_tokens": settings.max_tokens,
+            "stop_token_ids": list(settings.stop_token_ids),
+            "end_id": self._end_id,
+            "detokenize": False,
+        }
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        if settings.top_p is not None:
+            kwargs["top_p"] = settings.top_p
+        if settings.seed is not None:
+            kwargs["seed"] = settings.seed
+        return self._trtllm.SamplingParams(**kwargs)
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
+        """Stream ``token_ids_diff`` of each step; the last delta carries the finish reason.
+
+        Closing this generator before the last delta aborts the request in TensorRT-LLM.
+        """
+        if self._llm is None:
+            raise ExecutorError("the TensorRT-LLM executor was not started")
+        try:
+            result = self._llm.generate_async(
+                request.prompt_token_ids,
+                sampling_params=self.sampling_params(request.sampling),
+                streaming=True,
+            )
+        except Exception as exc:
+            raise ExecutorError(f"TensorRT-LLM refused the request: {type(exc).__name__}: {exc}") from exc
+        self._running[request.request_id] = result
+        try:
+            async for output in result:
+                completion = output.outputs[0]
+                tokens = tuple(completion.token_ids_diff)
+                cached = getattr(output, "cached_tokens", None)
+                if not output.finished:
+                    if tokens:
+                        yield TokenDelta(tokens, cached_tokens=cached)
+                    continue
+                reason = completion.finish_reason
+                finish = _FINISH.get(reason or "")
+                if finish is None:
+                    yield TokenDelta(tokens, "error", f"TensorRT-LLM ended the generation: {reason}", cached)
+                else:
+                    yield TokenDelta(tokens, finish, None, cached)  # type: ignore[arg-type]
+                return
+        finally:
+            # Closed before TensorRT-LLM finished (client gone, cancelled task): stop the engine's work too.
+            self._running.pop(request.request_id, None)
+            if not result.finished:
+                result.abort()
+
+    def abort(self, request_id: str) -> None:
+        """Abort a running generation in TensorRT-LLM."""
+        result = self._running.get(request_id)
+        if result is not None and not result.finished:
+            result.abort()
+
+    async def shutdown(self) -> None:
+        """Abort what runs and shut TensorRT-LLM down."""
+        for request_id in list(self._running):
+            self.abort(request_id)
+        if self._llm is not None:
+            llm, self._llm = self._llm, None
+            await asyncio.to_thread(llm.shutdown)
