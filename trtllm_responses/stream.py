@@ -73,9 +73,9 @@ class StreamStateError(RuntimeError):
 
 
 class _Item:
-    """The item being streamed."""
+    """The item being streamed, and the fixed fields of its delta events (computed once per item)."""
 
-    __slots__ = ("call_id", "chunks", "id", "output_index", "target")
+    __slots__ = ("call_id", "chunks", "delta_fields", "delta_type", "id", "output_index", "target")
 
     def __init__(self, target: ItemTarget, item_id: str, call_id: str | None, output_index: int) -> None:
         self.target = target
@@ -83,6 +83,19 @@ class _Item:
         self.call_id = call_id
         self.output_index = output_index
         self.chunks: list[str] = []
+        self.delta_type: type[Any] | None = _DELTA_EVENTS.get(target.kind)
+        fields: dict[str, Any] = {}
+        if self.delta_type is not None:
+            fields = {
+                "type": _event_type_name(self.delta_type),
+                "item_id": item_id,
+                "output_index": output_index,
+            }
+            if target.kind in (ItemKind.MESSAGE, ItemKind.REASONING):
+                fields["content_index"] = 0
+            if target.kind is ItemKind.MESSAGE:
+                fields["logprobs"] = []
+        self.delta_fields = fields
 
 
 def make_usage(
@@ -127,9 +140,10 @@ class ResponseStream:
         return self._terminal
 
     def _emit(self, event_type: type[Any], **fields: Any) -> ResponseStreamEvent:
+        fields["type"] = _event_type_name(event_type)
         fields["sequence_number"] = self._sequence
         self._sequence += 1
-        return event_type.model_construct(type=_event_type_name(event_type), **fields)
+        return _construct(event_type, fields)
 
     def _check_open(self) -> None:
         if not self._started:
@@ -185,23 +199,15 @@ class ResponseStream:
         if item is None:
             raise StreamStateError("content arrived outside a message")
         item.chunks.append(text)
-        kind = item.target.kind
-        if kind is ItemKind.MESSAGE:
-            return [
-                self._emit(
-                    ResponseTextDeltaEvent,
-                    item_id=item.id,
-                    output_index=item.output_index,
-                    content_index=0,
-                    delta=text,
-                    logprobs=[],
-                )
-            ]
-        delta_event = _DELTA_EVENTS.get(kind)
-        if delta_event is None:  # web_search_call: its action is known only when done
+        if item.delta_type is None:  # web_search_call: its action is known only when done
             return []
-        extra = {"content_index": 0} if kind is ItemKind.REASONING else {}
-        return [self._emit(delta_event, item_id=item.id, output_index=item.output_index, delta=text, **extra)]
+        fields = item.delta_fields.copy()
+        if "logprobs" in fields:
+            fields["logprobs"] = []  # each event owns its list
+        fields["delta"] = text
+        fields["sequence_number"] = self._sequence
+        self._sequence += 1
+        return [_construct(item.delta_type, fields)]
 
     def message_ended(self, status: str = "completed") -> list[ResponseStreamEvent]:
         """The open item is done (``completed``, or ``incomplete`` when output was cut off)."""
@@ -265,6 +271,25 @@ class ResponseStream:
         return events
 
 
+def _construct(model_type: type[Any], fields: dict[str, Any]) -> Any:
+    """An SDK model from fields that already have their exact types, without revalidating them.
+
+    What pydantic's ``model_construct`` does, minus the openai SDK's override of it,
+    which re-walks every field's type annotation (tens of microseconds an event, on
+    the per-token path). Every value ResponseStream passes is built to the SDK's
+    types; the tests validate every emitted event against the SDK.
+    """
+    model = model_type.__new__(model_type)
+    _set_attr(model, "__dict__", fields)
+    _set_attr(model, "__pydantic_fields_set__", set(fields))
+    _set_attr(model, "__pydantic_extra__", None)
+    _set_attr(model, "__pydantic_private__", None)
+    return model
+
+
+_set_attr = object.__setattr__
+
+
 _event_type_names: dict[type[Any], str] = {}
 
 
@@ -278,6 +303,7 @@ def _event_type_name(event_type: type[Any]) -> str:
 
 
 _DELTA_EVENTS: dict[ItemKind, type[Any]] = {
+    ItemKind.MESSAGE: ResponseTextDeltaEvent,
     ItemKind.REASONING: ResponseReasoningTextDeltaEvent,
     ItemKind.FUNCTION_CALL: ResponseFunctionCallArgumentsDeltaEvent,
     ItemKind.CODE_INTERPRETER_CALL: ResponseCodeInterpreterCallCodeDeltaEvent,

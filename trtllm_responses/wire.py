@@ -16,12 +16,30 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from openai.types.responses import Response
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseCreatedEvent,
+    ResponseFailedEvent,
+    ResponseIncompleteEvent,
+    ResponseInProgressEvent,
+)
 from pydantic import BaseModel
 
 __all__ = ["to_dict", "to_json"]
 
 _TIMESTAMPS = ("created_at", "completed_at")
+# Responses, and the events that carry one: serialized through to_dict to fix their timestamps.
+_CARRY_RESPONSE = frozenset(
+    {
+        Response,
+        ResponseCreatedEvent,
+        ResponseInProgressEvent,
+        ResponseCompletedEvent,
+        ResponseIncompleteEvent,
+        ResponseFailedEvent,
+    }
+)
 
 
 def _integral_timestamps(response: dict[str, Any]) -> None:
@@ -43,6 +61,6 @@ def to_dict(model: BaseModel) -> dict[str, Any]:
 
 def to_json(model: BaseModel) -> bytes:
     """Compact JSON bytes of an SDK model (events, responses, items)."""
-    if isinstance(model, Response) or isinstance(getattr(model, "response", None), Response):
+    if type(model) in _CARRY_RESPONSE:
         return orjson.dumps(to_dict(model))
     return model.__pydantic_serializer__.to_json(model, exclude_unset=True, by_alias=True)

@@ -54,17 +54,19 @@ class MessageHeader:
     content_type: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+# Transitions are made per engine step on the hot path: plain slotted classes (frozen ones
+# construct several times slower). Treat them as immutable.
+@dataclass(slots=True)
 class MessageStarted:
     header: MessageHeader
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ContentDelta:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageEnded:
     """The message ended; ``terminator`` is the token id that ended it, or None at end of output.
 
@@ -152,6 +154,7 @@ class HarmonyStreamParser:
         "_enc",
         "_header_tokens",
         "_message_start",
+        "_partial",
         "_role",
         "_specials",
         "_state",
@@ -170,6 +173,7 @@ class HarmonyStreamParser:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._tokens_seen = 0
         self._message_start = 0
+        self._partial = False  # the incremental decoder holds part of a character
 
     @property
     def in_message(self) -> bool:
@@ -198,11 +202,10 @@ class HarmonyStreamParser:
                     raise HarmonyFormatError(
                         f"control token {token_bytes[token].decode()} inside a message body"
                     )
-                text = self._decoder.decode(bytes(body), final=True)
+                text = self._decode(body, final=True)
                 body.clear()
                 if text:
                     events.append(ContentDelta(text))
-                self._decoder.reset()
                 events.append(MessageEnded(token, self._tokens_seen - self._message_start))
                 self._state = _DONE if token == self._enc.endoftext else _EXPECT_START
             elif state == _HEADER:
@@ -233,10 +236,25 @@ class HarmonyStreamParser:
             else:
                 raise HarmonyFormatError(f"output continues after <|endoftext|>: {token_bytes[token]!r}")
         if body:
-            text = self._decoder.decode(bytes(body))
+            text = self._decode(body)
             if text:
                 events.append(ContentDelta(text))
         return events
+
+    def _decode(self, data: bytearray, final: bool = False) -> str:
+        """UTF-8 text of body bytes; a character split across calls waits for its last byte."""
+        if not self._partial:
+            try:
+                return data.decode()  # the common case: whole characters, no state
+            except UnicodeDecodeError:
+                pass
+        text = self._decoder.decode(bytes(data), final)
+        if final:
+            self._decoder.reset()
+            self._partial = False
+        else:
+            self._partial = bool(self._decoder.getstate()[0])
+        return text
 
     def finish(self) -> list[ParseEvent]:
         """The output ended (no more tokens). Closes an open body, flushing held-back bytes."""
@@ -244,7 +262,7 @@ class HarmonyStreamParser:
             self._state = _DONE
             return []
         events: list[ParseEvent] = []
-        text = self._decoder.decode(b"", final=True)
+        text = self._decode(bytearray(), final=True)
         if text:
             events.append(ContentDelta(text))
         events.append(MessageEnded(None, self._tokens_seen - self._message_start))
