@@ -58,6 +58,7 @@ from openai.types.responses.response_content_part_added_event import PartReasoni
 from openai.types.responses.response_content_part_done_event import PartReasoningText as DoneReasoningPart
 from openai.types.responses.response_error import ResponseError
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+from pydantic import BaseModel
 
 from .errors import HarmonyFormatError
 from .executors.base import TokenDelta
@@ -271,7 +272,7 @@ class ResponseStream:
         return events
 
 
-def _construct(model_type: type[Any], fields: dict[str, Any]) -> Any:
+def _construct(model_type: type[BaseModel], fields: dict[str, Any]) -> Any:
     """An SDK model from fields that already have their exact types, without revalidating them.
 
     What pydantic's ``model_construct`` does, minus the openai SDK's override of it,
