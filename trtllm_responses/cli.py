@@ -302,6 +302,14 @@ def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     build.set_defaults(func=cmd_build)
 
 
+def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .bench import add_bench_arguments, cmd_bench
+
+    bench = sub.add_parser("bench", help="load a Responses server and report latency and throughput")
+    add_bench_arguments(bench)
+    bench.set_defaults(func=cmd_bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
     parser = argparse.ArgumentParser(
@@ -310,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     _add_build(sub)
+    _add_bench(sub)
 
     render = sub.add_parser("render", help="print the Harmony prompt of a Responses request body")
     render.add_argument("request", help="request body JSON file ('-' for stdin)")

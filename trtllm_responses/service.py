@@ -1,19 +1,20 @@
 """ResponsesService: the Responses API, transport-free.
 
 ``prepare`` turns a request body into a prompt (checking everything a client
-can get wrong, before any generation starts); ``run`` streams the events of
-one response, one list per engine step, and stores the result before the
-terminal event leaves. Streaming and non-streaming responses both use ``run``;
-non-streaming returns the response the terminal event carries.
+can get wrong, before any generation starts); ``drive`` generates one
+response, handing each engine step's events to a ``deliver`` callback, stores
+the result before the terminal event leaves, and returns the terminal response.
+Streaming and non-streaming responses both use ``drive``: one code path, one
+loop per token (no generator layers between the engine and the socket).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 from openai.types.responses import Response, ResponseStreamEvent
@@ -28,7 +29,10 @@ from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .wire import to_dict, to_json
 
-__all__ = ["PreparedResponse", "ResponsesService"]
+__all__ = ["Deliver", "PreparedResponse", "ResponsesService"]
+
+#: Receives each engine step's events (the streaming transport writes them out).
+Deliver: TypeAlias = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +46,6 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
-    final_json: bytes | None = None  # the terminal response, serialized once it exists
 
 
 class ResponsesService:
@@ -150,22 +153,28 @@ class ResponsesService:
         except Exception as exc:  # a field we echo did not fit the SDK's Response
             raise InvalidRequestError(f"The request could not be echoed in a response: {exc}") from exc
 
-    async def run(self, prepared: PreparedResponse) -> AsyncGenerator[list[ResponseStreamEvent], None]:
-        """Events of one response, a list per engine step; the last list holds the terminal event.
+    async def drive(self, prepared: PreparedResponse, deliver: Deliver | None = None) -> bytes:
+        """Generate one response to its end; return the terminal response as JSON.
 
-        An executor failure ends the stream with ``response.failed``. The
-        executor's generation is aborted whenever this stream stops before the
-        executor finished (client gone, malformed output, shutdown).
+        ``deliver`` receives each engine step's events as they happen (streaming);
+        without it the events are only used to build the response (non-streaming:
+        the same path). An executor failure ends the response with
+        ``response.failed``. The response is stored before the terminal event is
+        delivered. The executor's generation is aborted whenever this stops before
+        the executor finished: client gone (the caller cancels), malformed output,
+        a delivery error.
         """
         processor = TokenStreamProcessor(
             ResponseStream(prepared.response), self.adapter.encoding, len(prepared.prompt.token_ids)
         )
-        yield processor.start()
+        opening = processor.start()
+        if deliver is not None:
+            await deliver(opening)
         generation = prepared.generation
         deltas = self.executor.generate(generation)
         executor_finished = False
         try:
-            while not processor.done:
+            while True:
                 try:
                     delta = await deltas.__anext__()
                 except StopAsyncIteration:
@@ -182,46 +191,38 @@ class ResponsesService:
                     logger.exception("Internal error while streaming %s", generation.request_id)
                     events = processor.fail("The server had an error while processing the model's output.")
                     break
-                if not processor.done and events:
-                    yield events
-            self._keep(prepared, processor.stream)
-            yield events
+                if processor.done:
+                    break
+                if events and deliver is not None:
+                    await deliver(events)
+            final_json = self._keep(prepared, processor.stream)
+            if deliver is not None:
+                await deliver(events)
+            return final_json
         finally:
             if not executor_finished:
                 self.executor.abort(generation.request_id)
             await deltas.aclose()
 
-    async def create(self, prepared: PreparedResponse) -> bytes:
-        """Run a response to its end and return the terminal response as JSON (non-streaming)."""
-        stream = self.run(prepared)
-        try:
-            async for _ in stream:
-                pass
-        finally:
-            await stream.aclose()
-        if prepared.final_json is None:
-            raise ServerError("The response ended without a terminal event.")
-        return prepared.final_json
-
-    def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> None:
+    def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
+        """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
         final = stream.final_response
         if final is None:
-            return
+            raise ServerError("The response ended without a terminal event.")
         final_json = to_json(final)
-        prepared.final_json = final_json
-        if not prepared.request.store:
-            return
-        items = normalize_input_items(prepared.request.input)
-        history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
-        self.store.put(
-            StoredResponse(
-                id=final.id,
-                response_json=final_json,
-                input_item_ids=tuple(item["id"] for item in items),
-                input_items_json=tuple(orjson.dumps(item) for item in items),
-                history=history,
+        if prepared.request.store:
+            items = normalize_input_items(prepared.request.input)
+            history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
+            self.store.put(
+                StoredResponse(
+                    id=final.id,
+                    response_json=final_json,
+                    input_item_ids=tuple(item["id"] for item in items),
+                    input_items_json=tuple(orjson.dumps(item) for item in items),
+                    history=history,
+                )
             )
-        )
+        return final_json
 
     # -- stored responses --------------------------------------------------------------------
 

@@ -280,15 +280,20 @@ def _construct(model_type: type[BaseModel], fields: dict[str, Any]) -> Any:
     the per-token path). Every value ResponseStream passes is built to the SDK's
     types; the tests validate every emitted event against the SDK.
     """
-    model = model_type.__new__(model_type)
+    model = _new(model_type)
     _set_attr(model, "__dict__", fields)
-    _set_attr(model, "__pydantic_fields_set__", set(fields))
-    _set_attr(model, "__pydantic_extra__", None)
-    _set_attr(model, "__pydantic_private__", None)
+    _set_fields_set(model, set(fields))
+    _set_extra(model, None)
+    _set_private(model, None)
     return model
 
 
+# BaseModel's own slots, set through their descriptors (half the cost of object.__setattr__).
+_new = object.__new__
 _set_attr = object.__setattr__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 _event_type_names: dict[type[Any], str] = {}

@@ -45,9 +45,12 @@ class GenerationRequest:
     sampling: SamplingSettings
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TokenDelta:
     """What one engine step produced.
+
+    Made once per engine step, so a plain slotted class (a frozen dataclass
+    constructs several times slower); treat it as immutable.
 
     ``token_ids`` are the new tokens (possibly several, possibly none on the last
     delta). ``finish_reason`` is set on the last delta only; ``error`` explains

@@ -1,11 +1,15 @@
-"""HTTP response classes: pre-serialized JSON, and Server-Sent Events that always clean up."""
+"""HTTP response classes: pre-serialized JSON, and the Server-Sent Events stream of one response."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
 
-from starlette.responses import Response, StreamingResponse
+from openai.types.responses import ResponseStreamEvent
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+from ..service import PreparedResponse, ResponsesService
+from .sse import encode_events
 
 __all__ = ["EventStreamResponse", "JSONBytesResponse"]
 
@@ -18,22 +22,55 @@ class JSONBytesResponse(Response):
     media_type = "application/json"
 
 
-class EventStreamResponse(StreamingResponse):
-    """``text/event-stream`` from an async iterator of SSE bytes.
+class EventStreamResponse(Response):
+    """``text/event-stream``: drives one response and writes each engine step's events as SSE frames.
 
-    When the client goes away Starlette cancels the streaming task; closing the
-    body iterator here runs its ``finally`` at once (aborting the generation),
-    instead of whenever the garbage collector finalizes it.
+    A task watches for the client going away; if it does, the driving task is
+    cancelled, which aborts the generation in the executor.
     """
 
-    def __init__(self, body: AsyncIterator[bytes]) -> None:
-        super().__init__(body, media_type="text/event-stream", headers=SSE_HEADERS)
-        self._body = body
+    media_type = "text/event-stream"
+
+    def __init__(self, service: ResponsesService, prepared: PreparedResponse) -> None:
+        # Like StreamingResponse: no body attribute, so no Content-Length (the body is chunked).
+        self.status_code = 200
+        self.background = None
+        self.init_headers(SSE_HEADERS)
+        self._service = service
+        self._prepared = prepared
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+
+        async def deliver(events: list[ResponseStreamEvent]) -> None:
+            await send({"type": "http.response.body", "body": encode_events(events), "more_body": True})
+
+        # Drive in this task (no extra task hop per token); a watcher cancels it if the client leaves.
+        this_task = asyncio.current_task()
+        assert this_task is not None
+        gone = False
+
+        async def watch() -> None:
+            nonlocal gone
+            await _wait_for_disconnect(receive)
+            gone = True
+            this_task.cancel()
+
+        watcher = asyncio.ensure_future(watch())
         try:
-            await super().__call__(scope, receive, send)
+            await self._service.drive(self._prepared, deliver)
+        except asyncio.CancelledError:
+            if not gone:
+                raise
+            uncancel = getattr(this_task, "uncancel", None)  # Python >= 3.11
+            if uncancel is not None:
+                uncancel()
+            return  # the client went away; drive aborted the generation
         finally:
-            aclose = getattr(self._body, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            watcher.cancel()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _wait_for_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -11,7 +11,6 @@ from ..config import ServerConfig
 from ..errors import InvalidRequestError
 from ..service import ResponsesService
 from .responses import EventStreamResponse, JSONBytesResponse
-from .sse import sse_stream
 
 __all__ = ["build_router"]
 
@@ -39,8 +38,8 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
         received = time.perf_counter()
         prepared = service.prepare(await request.body(), received)
         if prepared.request.stream:
-            return EventStreamResponse(sse_stream(service.run(prepared)))
-        return JSONBytesResponse(await service.create(prepared))
+            return EventStreamResponse(service, prepared)
+        return JSONBytesResponse(await service.drive(prepared))
 
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(response_id: str) -> Response:

@@ -9,7 +9,7 @@ same JSON object (a test pins it).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -22,7 +22,7 @@ from openai.types.responses import (
 
 from ..wire import to_json
 
-__all__ = ["encode_event", "encode_events", "sse_stream"]
+__all__ = ["encode_event", "encode_events"]
 
 _MAX_CACHED_PREFIXES = 4096
 _prefixes: dict[tuple[str, str, int, int], bytes] = {}
@@ -99,14 +99,3 @@ def encode_events(events: Sequence[ResponseStreamEvent]) -> bytes:
     if len(events) == 1:
         return encode_event(events[0])
     return b"".join([encode_event(e) for e in events])
-
-
-async def sse_stream(steps: AsyncIterator[Sequence[ResponseStreamEvent]]) -> AsyncIterator[bytes]:
-    """SSE bytes for each step's events; closes ``steps`` when done or abandoned."""
-    try:
-        async for events in steps:
-            yield encode_events(events)
-    finally:
-        aclose = getattr(steps, "aclose", None)
-        if aclose is not None:
-            await aclose()
