@@ -14,53 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from _server import pin_this_process, start_server, stop  # noqa: E402
 from micro_pipeline import completion_tokens, run_parser  # noqa: E402
 
 from trtllm_responses.bench import BenchConfig, run_bench  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(port: int, extra: list[str] | None = None) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trtllm_responses.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--log_level",
-            "warning",
-            *(extra or []),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
-                return process
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("server did not start")
 
 
 def parser_floor_us(tokens_n: int) -> float:
@@ -78,14 +42,14 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    port = free_port()
-    server = start_server(port)
+    pinned = pin_this_process()
+    server, url = start_server()
     try:
         floor_before = parser_floor_us(args.lorem)
         summaries: list[dict[str, Any]] = []
         for _ in range(args.runs):
             config = BenchConfig(
-                base_url=f"http://127.0.0.1:{port}",
+                base_url=url,
                 concurrency=args.concurrency,
                 lorem=args.lorem,
                 duration=args.duration,
@@ -96,8 +60,7 @@ def main() -> None:
             summaries.append(run_bench(config).summary)
         floor_after = parser_floor_us(args.lorem)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
 
     def median(key: str, sub: str | None = None) -> float:
         values = [s[key][sub] if sub else s[key] for s in summaries]
@@ -108,6 +71,7 @@ def main() -> None:
         "concurrency": args.concurrency,
         "lorem": args.lorem,
         "runs": args.runs,
+        "pinned": pinned,
         "errors": sum(s["errors"] for s in summaries),
         "output_tokens_per_s": median("output_tokens_per_s"),
         "output_tokens_per_s_runs": [s["output_tokens_per_s"] for s in summaries],

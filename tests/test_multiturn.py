@@ -218,3 +218,37 @@ def test_a_new_tool_calling_turn_keeps_only_its_own_analysis(
     }
     text = encoding.decode(adapter.build_prompt(parse_request(body)).token_ids)
     assert "OLD" not in text and "<|channel|>analysis<|message|>NEW<|end|>" in text
+
+
+def test_long_stored_conversation_equals_a_full_render_every_turn(
+    adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    """~30k tokens of turns (plain, reasoning, tool calls answered), continued from the stored history each time."""
+    from trtllm_responses.executors.echo import EchoExecutor
+
+    echo = EchoExecutor(encoding)
+    history = EMPTY_HISTORY
+    pending_call = None
+    turn = 0
+    while history.num_tokens < 30_000:
+        if pending_call:
+            new_input = [{"type": "function_call_output", "call_id": pending_call, "output": "ok " * 50}]
+        elif turn % 3 == 1:
+            new_input = [{"role": "user", "content": f"weather {turn}"}]
+        else:
+            new_input = [{"role": "user", "content": f"Turn {turn}: " + "lorem ipsum dolor " * 400}]
+        body = {"input": new_input, "tools": TOOLS if turn % 3 == 1 else []}
+        prompt = adapter.build_prompt(parse_request(body), history)
+        golden = encoding.harmony.render_conversation_for_completion(
+            Conversation.from_messages(without_finished_analysis(prompt.messages)), Role.ASSISTANT
+        )
+        assert prompt.token_ids == golden, f"turn {turn}"
+        items = [
+            i.model_dump(mode="json", exclude_none=True)
+            for i in completion_to_output_items(parse_completion(encoding, echo.plan(prompt.token_ids)))
+        ]
+        calls = [i["call_id"] for i in items if i["type"] == "function_call"]
+        pending_call = calls[-1] if calls else None
+        history = adapter.continue_history(prompt, items)
+        turn += 1
+    assert turn > 10

@@ -44,7 +44,7 @@ def test_byte_bound_evicts_until_it_fits() -> None:
 
 
 def test_an_entry_larger_than_the_store_is_refused_and_counted() -> None:
-    store = ConversationHistoryStore(max_bytes=500)
+    store = ConversationHistoryStore(max_bytes=entry("small", 10).nbytes + 100)
     store.put(entry("small", 10))
     assert store.put(entry("huge", 10_000)) is False
     assert store.get("huge") is None and store.get("small") is not None
@@ -109,3 +109,65 @@ def test_concurrent_use_keeps_the_invariants() -> None:
     stats = store.stats()
     assert stats.responses <= 50 and stats.bytes <= stats.max_bytes
     assert stats.bytes == sum(store.get(k).nbytes for k in list(store._entries))  # type: ignore[union-attr]
+
+
+def test_accounted_bytes_bound_the_real_memory(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+    """What the store counts is at least what its entries really keep alive (measured with tracemalloc)."""
+    import asyncio
+    import gc
+    import json
+    import tracemalloc
+
+    from trtllm_responses.executors.echo import EchoExecutor
+    from trtllm_responses.service import ResponsesService
+
+    store = ConversationHistoryStore(max_responses=10**6, max_bytes=1 << 40)
+    service = ResponsesService(executor=EchoExecutor(encoding), store=store, adapter=adapter, model_name="m")
+    tools = [
+        {
+            "type": "function",
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        }
+    ]
+
+    async def one(body: dict) -> dict:
+        return json.loads(await service.drive(service.prepare(json.dumps(body).encode())))
+
+    async def workload(n: int) -> None:
+        previous = None
+        for i in range(n):
+            body: dict = {
+                "input": ["#lorem 150", "Grüße 你好 " * 40, "call it", "word " * 600][i % 4],
+                "tools": tools if i % 4 == 2 else [],
+            }
+            if previous and i % 3:
+                body["previous_response_id"] = previous
+            previous = (await one(body))["id"]
+
+    asyncio.run(workload(40))  # warm caches first
+    gc.collect()
+    tracemalloc.start()
+    real_before = tracemalloc.get_traced_memory()[0]
+    counted_before = store.stats().bytes
+    asyncio.run(workload(120))
+    gc.collect()
+    real = tracemalloc.get_traced_memory()[0] - real_before
+    tracemalloc.stop()
+    counted = store.stats().bytes - counted_before
+    assert counted >= real, f"the store counts {counted} bytes for {real} bytes really held"
+
+
+def test_stored_bytes_hold_no_spare_buffer() -> None:
+    import tracemalloc
+
+    import orjson
+
+    payload = orjson.dumps({"text": "word " * 600})  # orjson's bytes keep a large working buffer
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    stored = StoredResponse("r", payload, ("i",), (payload,), EMPTY_HISTORY)
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert stored.response_json == payload and stored.input_items_json == (payload,)
+    assert held < 3 * len(payload)

@@ -58,6 +58,8 @@ class BenchConfig:
     server_pid: int | None = None
     progress: bool = True
     timeout: float = 600.0
+    store: bool = False
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -255,10 +257,11 @@ class _Client:
             "model": config.model,
             "input": _prompt(config),
             "stream": config.stream,
-            "store": False,
+            "store": config.store,
         }
         if config.max_output_tokens:
             body["max_output_tokens"] = config.max_output_tokens
+        body.update(config.extra_body)
         payload = json.dumps(body).encode()
         self.request = (
             f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
@@ -508,6 +511,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-output-tokens", type=int, help="max_output_tokens of each request")
     parser.add_argument("--model", default="gpt-oss")
+    parser.add_argument("--store", action="store_true", help="store the responses (default: store false)")
+    parser.add_argument(
+        "--body-json", type=json.loads, default={}, help="extra request fields, e.g. previous_response_id"
+    )
     parser.add_argument("--server-pid", type=int, help="a local server's pid: report its CPU time and memory")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
@@ -529,6 +536,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         model=args.model,
         server_pid=args.server_pid,
         progress=args.progress,
+        store=args.store,
+        extra_body=args.body_json,
     )
 
 

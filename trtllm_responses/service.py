@@ -24,6 +24,7 @@ from .executors.base import Executor, GenerationRequest, SamplingSettings
 from .harmony.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt
 from .ids import new_id
 from .input_items import normalize_input_items
+from .metrics import ServerMetrics
 from .protocol import ResponsesRequest, parse_request
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
@@ -58,11 +59,13 @@ class ResponsesService:
         store: ResponseStore,
         adapter: HarmonyAdapter,
         model_name: str,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self.executor = executor
         self.store = store
         self.adapter = adapter
         self.model_name = model_name
+        self.metrics = metrics or ServerMetrics()
 
     # -- create ----------------------------------------------------------------------------
 
@@ -173,6 +176,7 @@ class ResponsesService:
         generation = prepared.generation
         deltas = self.executor.generate(generation)
         executor_finished = False
+        self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
         try:
             while True:
                 try:
@@ -196,6 +200,7 @@ class ResponsesService:
                 if events and deliver is not None:
                     await deliver(events)
             final_json = self._keep(prepared, processor.stream)
+            self.metrics.record_response(processor.usage().output_tokens)
             if deliver is not None:
                 await deliver(events)
             return final_json

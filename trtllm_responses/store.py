@@ -21,6 +21,7 @@ part alive.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -30,7 +31,16 @@ from .harmony.adapter import ConversationHistory
 
 __all__ = ["ConversationHistoryStore", "ResponseStore", "StoreStats", "StoredResponse"]
 
+# The entry object (5 slots), and the store's bookkeeping for it (an ordered-dict
+# node and a size entry), with headroom for allocator rounding.
+_ENTRY_OVERHEAD = 512
+
 logger = logging.getLogger(__name__)
+
+
+def _exact(data: bytes) -> bytes:
+    """A copy of ``data`` in an allocation of its own size."""
+    return bytes(memoryview(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +53,19 @@ class StoredResponse:
     input_items_json: tuple[bytes, ...]
     history: ConversationHistory
 
+    def __post_init__(self) -> None:
+        # Keep exact-size copies: bytes from orjson keep their 32 KiB working buffer allocated
+        # (3 KB of JSON can hold 32 KB), which would make every stored response ten times its size.
+        object.__setattr__(self, "response_json", _exact(self.response_json))
+        object.__setattr__(self, "input_items_json", tuple(_exact(b) for b in self.input_items_json))
+
     @property
     def nbytes(self) -> int:
-        """Bytes this entry may hold alive (an upper bound)."""
-        items = sum(len(b) for b in self.input_items_json) + 80 * len(self.input_item_ids)
-        return 300 + len(self.response_json) + items + self.history.nbytes
+        """Bytes this entry may hold alive, an upper bound: its own objects, its whole history, store bookkeeping."""
+        size = _ENTRY_OVERHEAD + sys.getsizeof(self.response_json) + self.history.nbytes
+        size += sys.getsizeof(self.input_item_ids) + sum(sys.getsizeof(i) for i in self.input_item_ids)
+        size += sys.getsizeof(self.input_items_json) + sum(sys.getsizeof(b) for b in self.input_items_json)
+        return size
 
 
 @dataclass(frozen=True, slots=True)

@@ -364,7 +364,10 @@ class TokenStreamProcessor:
         events: list[ResponseStreamEvent] = []
         try:
             if tokens:
-                self._apply(self._parser.feed(tokens), events, "completed")
+                parsed = self._parser.feed(tokens)
+                if len(parsed) == 1 and type(parsed[0]) is ContentDelta and delta.finish_reason is None:
+                    return self.stream.content_delta(parsed[0].text)  # the common step
+                self._apply(parsed, events, "completed")
             if delta.finish_reason is not None:
                 self._finish(delta, events)
         except HarmonyFormatError as exc:

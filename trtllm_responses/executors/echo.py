@@ -30,13 +30,21 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncGenerator, Sequence
+import types
+from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
 from ..harmony.encoding import HarmonyEncoding
-from .base import Executor, GenerationRequest, TokenDelta
+from .base import Executor, FinishReason, GenerationRequest, TokenDelta
 
 __all__ = ["EchoExecutor"]
+
+
+@types.coroutine
+def _next_step() -> Generator[None, None, None]:
+    """Let the event loop run others between steps (what ``asyncio.sleep(0)`` does, minus its checks)."""
+    yield
+
 
 _LOREM = re.compile(r"#lorem (\d+)")
 _CALL = re.compile(r"call ([A-Za-z0-9_\-.]+) (\{.*\})", re.DOTALL)
@@ -187,27 +195,34 @@ class EchoExecutor(Executor):
         self._running.add(request_id)
         try:
             completion = self.plan(request.prompt_token_ids)
+            # Where it ends, decided up front: at the first stop token (kept), at max_tokens, or by
+            # running out (then a last, empty delta says "length").
             stops = frozenset(request.sampling.stop_token_ids)
             limit = request.sampling.max_tokens
+            stop_at = next((i for i, token in enumerate(completion) if token in stops), None)
+            finish: FinishReason | None
+            if stop_at is not None and stop_at < limit:
+                steps, finish = completion[: stop_at + 1], "stop"
+            elif len(completion) >= limit:
+                steps, finish = completion[:limit], "length"
+            else:
+                steps, finish = completion, None
+            last = len(steps) - 1
             interval = self._interval
+            aborted = self._aborted
             started = time.monotonic()
-            for step, token in enumerate(completion):
+            for step, token in enumerate(steps):
                 if interval:
                     delay = started + step * interval - time.monotonic()
                     await asyncio.sleep(max(0, delay))
                 else:
-                    await asyncio.sleep(0)
-                if request_id in self._aborted:
+                    await _next_step()
+                if aborted and request_id in aborted:
                     yield TokenDelta((), "cancelled")
                     return
-                if token in stops:
-                    yield TokenDelta((token,), "stop")
-                    return
-                last = step + 1 >= limit
-                yield TokenDelta((token,), "length" if last else None)
-                if last:
-                    return
-            yield TokenDelta((), "length")
+                yield TokenDelta((token,), finish if step == last else None)
+            if finish is None:
+                yield TokenDelta((), "length")
         finally:
             self._running.discard(request_id)
             self._aborted.discard(request_id)

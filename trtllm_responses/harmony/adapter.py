@@ -22,6 +22,8 @@ not a re-render. Tests check this equals openai-harmony's full render.
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -58,24 +60,35 @@ _WEB_SEARCH_TOOLS = frozenset(
     {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
 )
 _CODE_TOOLS = frozenset({"code_interpreter"})
-# Bytes a stored token costs at most: a list slot and an int object.
-_BYTES_PER_TOKEN = 36
+# A RenderedMessage's own object (4 slots) with headroom for allocator rounding.
+_MESSAGE_OVERHEAD = 96
+# A ConversationHistory object (4 slots) and its mapping proxy.
+_HISTORY_OVERHEAD = 160
 
 
 @dataclass(frozen=True, slots=True)
 class RenderedMessage:
-    """A Harmony message and its rendered token ids (rendered once, shared by every prompt using it)."""
+    """A Harmony message, kept compact, and its rendered token ids (rendered once, shared by every prompt).
 
-    message: Message
+    Stored conversations hold many of these, so the message is kept as harmony's
+    own JSON of it (a pydantic ``Message`` tree costs kilobytes even for a word)
+    and the token ids are the encoding's interned ints (a tuple slot each).
+    """
+
+    source: str  # harmony's JSON of the message
     tokens: tuple[int, ...]
     is_analysis: bool
     is_final: bool
 
     @property
+    def message(self) -> Message:
+        """The harmony Message (rebuilt on demand; nothing on the serving path asks)."""
+        return Message.from_dict(json.loads(self.source))
+
+    @property
     def nbytes(self) -> int:
-        """An upper bound of the memory this message holds."""
-        text = sum(len(getattr(c, "text", "")) for c in self.message.content)
-        return _BYTES_PER_TOKEN * len(self.tokens) + 2 * text + 200
+        """Memory this message holds: its slots object, JSON text and token tuple (the ints are shared)."""
+        return _MESSAGE_OVERHEAD + sys.getsizeof(self.source) + sys.getsizeof(self.tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,16 +101,27 @@ class ConversationHistory:
 
     messages: tuple[RenderedMessage, ...] = ()
     calls: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    nbytes: int = 0
+    nbytes: int = 0  # this history's memory, messages shared with other histories included
+    message_bytes: int = 0  # the messages' part of it
 
     def extended(self, messages: Sequence[RenderedMessage], calls: Mapping[str, str]) -> ConversationHistory:
-        """A new history with ``messages`` appended; this one is unchanged."""
+        """A new history with ``messages`` appended; this one is unchanged.
+
+        ``nbytes`` counts the whole conversation (messages shared with earlier
+        histories included) and this history's own containers, so a store adding
+        up entries' ``nbytes`` never counts less than what they keep alive.
+        """
         merged = dict(self.calls)
         merged.update(calls)
+        all_messages = self.messages + tuple(messages)
+        message_bytes = self.message_bytes + sum(m.nbytes for m in messages)
+        own = sys.getsizeof(all_messages) + sys.getsizeof(merged) + _HISTORY_OVERHEAD
+        own += sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in merged.items())
         return ConversationHistory(
-            messages=self.messages + tuple(messages),
+            messages=all_messages,
             calls=MappingProxyType(merged),
-            nbytes=self.nbytes + sum(m.nbytes for m in messages) + 100 * len(calls),
+            nbytes=message_bytes + own,
+            message_bytes=message_bytes,
         )
 
     @property
@@ -160,10 +184,10 @@ class HarmonyAdapter:
 
     def render_message(self, message: Message) -> RenderedMessage:
         """Render one conversation message (user, assistant or tool)."""
-        tokens = tuple(self.encoding.harmony.render(message))
+        tokens = self.encoding.intern(self.encoding.harmony.render(message))
         is_assistant = message.author.role == Role.ASSISTANT and not message.recipient
         return RenderedMessage(
-            message=message,
+            source=message.to_json(),
             tokens=tokens,
             is_analysis=message.author.role == Role.ASSISTANT and message.channel == "analysis",
             is_final=is_assistant and message.channel == "final",
@@ -187,7 +211,7 @@ class HarmonyAdapter:
         tokens = self.encoding.harmony.render(
             message, RenderOptions(conversation_has_function_tools=has_functions)
         )
-        return RenderedMessage(message, tuple(tokens), False, False)
+        return RenderedMessage(message.to_json(), self.encoding.intern(tokens), False, False)
 
     def _render_developer_uncached(
         self, instructions: str | None, functions_json: str
@@ -206,7 +230,8 @@ class HarmonyAdapter:
                 ]
             )
         message = Message.from_role_and_content(Role.DEVELOPER, content)
-        return RenderedMessage(message, tuple(self.encoding.harmony.render(message)), False, False)
+        tokens = self.encoding.intern(self.encoding.harmony.render(message))
+        return RenderedMessage(message.to_json(), tokens, False, False)
 
     # -- requests --------------------------------------------------------------------------
 

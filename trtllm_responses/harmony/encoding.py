@@ -165,8 +165,11 @@ class HarmonyEncoding:
     return_: int = field(init=False)
     call: int = field(init=False)
     endoftext: int = field(init=False)
+    _ints: list[int] = field(init=False, repr=False)  # one shared int object per token id
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_ints", list(range(len(self.token_bytes))))
+
         def one(text: str) -> int:
             ids = self.harmony.encode(text, allowed_special="all")
             assert len(ids) == 1, text
@@ -197,6 +200,11 @@ class HarmonyEncoding:
     def encode(self, text: str) -> list[int]:
         """Tokenize text, reading Harmony control tokens written in it as control tokens."""
         return self.harmony.encode(text, allowed_special="all")
+
+    def intern(self, tokens: Sequence[int]) -> tuple[int, ...]:
+        """``tokens`` as a tuple of the encoding's shared int objects: a stored token id costs one slot."""
+        table = self._ints
+        return tuple([table[t] for t in tokens])
 
     def encode_plain(self, text: str) -> list[int]:
         """Tokenize text as plain text: ``<|start|>`` written in it stays text, never a control token."""

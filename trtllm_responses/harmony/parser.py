@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
 
@@ -185,8 +185,19 @@ class HarmonyStreamParser:
         """True while a header is being read (a message may be starting)."""
         return self._state == _HEADER
 
-    def feed(self, tokens: Iterable[int]) -> list[ParseEvent]:
+    def feed(self, tokens: Sequence[int]) -> list[ParseEvent]:
         """Consume tokens; return the transitions they caused, in order."""
+        if len(tokens) == 1 and self._state == _CONTENT and not self._partial:
+            # The common step: one ordinary token inside a message body.
+            token = tokens[0]
+            if token not in self._specials:
+                try:
+                    text = self._bytes[token].decode()
+                except UnicodeDecodeError:
+                    pass  # part of a character: the general path holds it back
+                else:
+                    self._tokens_seen += 1
+                    return [ContentDelta(text)] if text else []
         events: list[ParseEvent] = []
         body = bytearray()
         token_bytes = self._bytes

@@ -1,7 +1,13 @@
-"""create_app: the FastAPI app, built from injected collaborators (no globals, no environment reads)."""
+"""create_app: the ASGI app, built from injected collaborators (no globals, no environment reads).
+
+``POST /v1/responses`` is served by ``create.ResponsesApp`` directly (the
+per-token hot path); the other routes, the lifespan and the error handlers are
+a FastAPI app inside it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,8 +17,10 @@ from fastapi import FastAPI
 from ..config import ServerConfig
 from ..executors.base import Executor
 from ..harmony.adapter import HarmonyAdapter
+from ..metrics import ServerMetrics
 from ..service import ResponsesService
 from ..store import ResponseStore
+from .create import ResponsesApp
 from .errors import install_error_handlers
 from .routes import build_router
 
@@ -23,10 +31,11 @@ logger = logging.getLogger(__name__)
 
 def create_app(
     config: ServerConfig, executor: Executor, store: ResponseStore, adapter: HarmonyAdapter
-) -> FastAPI:
+) -> ResponsesApp:
     """An app serving the Responses API with ``executor``; starts and shuts it down with the app."""
+    metrics = ServerMetrics()
     service = ResponsesService(
-        executor=executor, store=store, adapter=adapter, model_name=config.served_model_name
+        executor=executor, store=store, adapter=adapter, model_name=config.served_model_name, metrics=metrics
     )
 
     @asynccontextmanager
@@ -37,13 +46,15 @@ def create_app(
             logger.error("The %s executor could not start: %s", executor.name, exc)
             raise
         logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)
+        watchdog = asyncio.ensure_future(metrics.watch_event_loop())
         try:
             yield
         finally:
+            watchdog.cancel()
             await executor.shutdown()
 
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     install_error_handlers(app)
     app.include_router(build_router(service, config))
-    return app
+    return ResponsesApp(app, service)

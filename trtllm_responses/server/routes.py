@@ -10,7 +10,7 @@ from starlette.responses import Response
 from ..config import ServerConfig
 from ..errors import InvalidRequestError
 from ..service import ResponsesService
-from .responses import EventStreamResponse, JSONBytesResponse
+from .responses import JSONBytesResponse
 
 __all__ = ["build_router"]
 
@@ -32,14 +32,6 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
     """Routes of the Responses API, bound to one service."""
     router = APIRouter()
     started = int(time.time())
-
-    @router.post("/v1/responses")
-    async def create_response(request: Request) -> Response:
-        received = time.perf_counter()
-        prepared = service.prepare(await request.body(), received)
-        if prepared.request.stream:
-            return EventStreamResponse(service, prepared)
-        return JSONBytesResponse(await service.drive(prepared))
 
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(response_id: str) -> Response:
@@ -67,6 +59,24 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
             "owned_by": "trtllm-responses",
         }
         return {"object": "list", "data": [model]}
+
+    @router.get("/stats")
+    async def stats(request: Request) -> dict[str, object]:
+        if request.query_params.get("reset") == "1":
+            service.metrics.reset()
+        store = service.store.stats()
+        return {
+            **service.metrics.snapshot(),
+            "store": {
+                "responses": store.responses,
+                "bytes": store.bytes,
+                "bytes_per_response": round(store.bytes / store.responses) if store.responses else None,
+                "max_responses": store.max_responses,
+                "max_bytes": store.max_bytes,
+                "evictions": store.evictions,
+                "rejected": store.rejected,
+            },
+        }
 
     @router.get("/health")
     async def health() -> dict[str, str]:

@@ -25,60 +25,40 @@ from ..wire import to_json
 __all__ = ["encode_event", "encode_events"]
 
 _MAX_CACHED_PREFIXES = 4096
-_prefixes: dict[tuple[str, str, int, int], bytes] = {}
 
 
-def _delta_prefix(event_type: str, item_id: str, output_index: int, content_index: int) -> bytes:
-    key = (event_type, item_id, output_index, content_index)
-    prefix = _prefixes.get(key)
-    if prefix is None:
-        if len(_prefixes) >= _MAX_CACHED_PREFIXES:
-            _prefixes.clear()
-        head = f'event: {event_type}\ndata: {{"type":"{event_type}","item_id":'.encode()
-        where = b',"output_index":%d' % output_index
-        if content_index >= 0:
-            where += b',"content_index":%d' % content_index
-        prefix = _prefixes[key] = head + orjson.dumps(item_id) + where + b',"delta":'
-    return prefix
+class _DeltaFrames:
+    """Frames of one delta event type: a prefix per item (its id, output and content index), then the delta."""
+
+    def __init__(self, event_type: str, has_content_index: bool, suffix: bytes) -> None:
+        self.head = f'event: {event_type}\ndata: {{"type":"{event_type}","item_id":'.encode()
+        self.has_content_index = has_content_index
+        self.suffix = suffix + b',"sequence_number":%d}\n\n'
+        self.prefixes: dict[str, bytes] = {}
+
+    def frame(self, fields: dict[str, Any]) -> bytes:
+        """The SSE frame of a delta event's fields."""
+        item_id = fields["item_id"]
+        prefix = self.prefixes.get(item_id)
+        if prefix is None:
+            if len(self.prefixes) >= _MAX_CACHED_PREFIXES:
+                self.prefixes.clear()
+            where = b',"output_index":%d' % fields["output_index"]
+            if self.has_content_index:
+                where += b',"content_index":%d' % fields["content_index"]
+            prefix = self.prefixes[item_id] = self.head + orjson.dumps(item_id) + where + b',"delta":'
+        return prefix + orjson.dumps(fields["delta"]) + self.suffix % fields["sequence_number"]
 
 
-def _text_delta(fields: dict[str, Any]) -> bytes:
-    prefix = _delta_prefix(
-        "response.output_text.delta", fields["item_id"], fields["output_index"], fields["content_index"]
-    )
-    return b'%s%s,"logprobs":[],"sequence_number":%d}\n\n' % (
-        prefix,
-        orjson.dumps(fields["delta"]),
-        fields["sequence_number"],
-    )
-
-
-def _reasoning_delta(fields: dict[str, Any]) -> bytes:
-    prefix = _delta_prefix(
-        "response.reasoning_text.delta", fields["item_id"], fields["output_index"], fields["content_index"]
-    )
-    return b'%s%s,"sequence_number":%d}\n\n' % (
-        prefix,
-        orjson.dumps(fields["delta"]),
-        fields["sequence_number"],
-    )
-
-
-def _arguments_delta(fields: dict[str, Any]) -> bytes:
-    prefix = _delta_prefix(
-        "response.function_call_arguments.delta", fields["item_id"], fields["output_index"], -1
-    )
-    return b'%s%s,"sequence_number":%d}\n\n' % (
-        prefix,
-        orjson.dumps(fields["delta"]),
-        fields["sequence_number"],
-    )
-
+# An item's output index and content index never change, so its id keys its prefix.
+_text_delta = _DeltaFrames("response.output_text.delta", True, b',"logprobs":[]')
+_reasoning_delta = _DeltaFrames("response.reasoning_text.delta", True, b"")
+_arguments_delta = _DeltaFrames("response.function_call_arguments.delta", False, b"")
 
 _FAST: dict[type[Any], Callable[[dict[str, Any]], bytes]] = {
-    ResponseTextDeltaEvent: _text_delta,
-    ResponseReasoningTextDeltaEvent: _reasoning_delta,
-    ResponseFunctionCallArgumentsDeltaEvent: _arguments_delta,
+    ResponseTextDeltaEvent: _text_delta.frame,
+    ResponseReasoningTextDeltaEvent: _reasoning_delta.frame,
+    ResponseFunctionCallArgumentsDeltaEvent: _arguments_delta.frame,
 }
 _generic_prefixes: dict[str, bytes] = {}
 
@@ -97,5 +77,7 @@ def encode_event(event: ResponseStreamEvent) -> bytes:
 def encode_events(events: Sequence[ResponseStreamEvent]) -> bytes:
     """SSE frames of one engine step's events, concatenated: one write per step."""
     if len(events) == 1:
-        return encode_event(events[0])
+        event = events[0]
+        fast = _FAST.get(type(event))
+        return fast(event.__dict__) if fast is not None else encode_event(event)
     return b"".join([encode_event(e) for e in events])

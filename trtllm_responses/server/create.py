@@ -1,0 +1,99 @@
+"""``POST /v1/responses`` as a plain ASGI endpoint, and the app that routes to it.
+
+Creating a response is the per-token hot path: every engine step is one write
+to the socket. Served through the framework, each write passes three wrapper
+coroutines (error middleware and exception handlers); served here it goes
+straight to the server's ``send``. Every other route, the lifespan and the error
+handlers stay FastAPI's (``create_app``), and errors here use the same
+envelope (``errors.error_response``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fastapi import FastAPI
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ..errors import APIError, InvalidRequestError, ServerError
+from ..service import ResponsesService
+from .errors import error_response
+from .responses import EventStreamResponse, JSONBytesResponse
+
+__all__ = ["ResponsesApp", "MAX_BODY_BYTES"]
+
+logger = logging.getLogger(__name__)
+
+PATH = "/v1/responses"
+#: Largest request body accepted (a long conversation replayed statelessly fits easily).
+MAX_BODY_BYTES = 64 << 20
+
+
+class _BodyTooLarge(InvalidRequestError):
+    status_code = 413
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ConnectionResetError("the client went away while sending its request")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _BodyTooLarge(
+                f"The request body is larger than {MAX_BODY_BYTES >> 20} MiB.", code="request_too_large"
+            )
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def create_response(service: ResponsesService, scope: Scope, receive: Receive, send: Send) -> None:
+    """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream."""
+    response: Response
+    try:
+        body = await _read_body(receive)
+        prepared = service.prepare(body, time.perf_counter())
+        if prepared.request.stream:
+            response = EventStreamResponse(service, prepared)
+        else:
+            response = JSONBytesResponse(await service.drive(prepared))
+    except ConnectionResetError:
+        return
+    except APIError as exc:
+        response = error_response(exc)
+    except Exception:
+        logger.exception("Unhandled error on POST %s", PATH)
+        response = error_response(ServerError("The server had an error while processing your request."))
+    await response(scope, receive, send)
+
+
+class ResponsesApp:
+    """The ASGI app: ``POST /v1/responses`` here, everything else (and the lifespan) to FastAPI."""
+
+    def __init__(self, api: FastAPI, service: ResponsesService) -> None:
+        self.api = api
+        self.service = service
+
+    @property
+    def state(self):  # type: ignore[no-untyped-def]
+        """The FastAPI app's state (``state.service``)."""
+        return self.api.state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == PATH:
+            if scope["method"] == "POST":
+                await create_response(self.service, scope, receive, send)
+            else:
+                error = InvalidRequestError(
+                    f"{scope['method']} is not allowed on {PATH}; use POST.", code="method_not_allowed"
+                )
+                error.status_code = 405
+                await error_response(error)(scope, receive, send)
+            return
+        await self.api(scope, receive, send)
