@@ -161,3 +161,17 @@ def test_message_token_counts_cover_the_whole_completion(encoding: HarmonyEncodi
     second = harmony(encoding, "<|start|>assistant<|channel|>final<|message|>Answer.<|return|>")
     events = HarmonyStreamParser(encoding).feed(first + second)
     assert [e.num_tokens for e in events if isinstance(e, MessageEnded)] == [len(first), len(second)]
+
+
+def test_feed_body_takes_only_plain_body_tokens(encoding: HarmonyEncoding) -> None:
+    parser = HarmonyStreamParser(encoding)
+    head = harmony(encoding, "<|channel|>final<|message|>")
+    assert parser.feed_body(head[:1]) is None  # still in the header: nothing consumed
+    parser.feed(head)
+    word = encoding.encode_plain(" hello")
+    assert parser.feed_body(word) == " hello"
+    assert parser.feed_body([encoding.end]) is None  # a control token: left for feed
+    partial = byte_tokens(encoding, "😀".encode())
+    assert parser.feed_body(partial[:1]) is None  # part of a character: left for feed
+    assert parser.feed(partial) == [ContentDelta("😀")]
+    assert parser.feed([encoding.end]) == [MessageEnded(encoding.end, len(head) + 1 + 4 + 1)]

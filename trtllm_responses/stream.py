@@ -361,12 +361,17 @@ class TokenStreamProcessor:
         self._output_tokens += len(tokens)
         if delta.cached_tokens is not None:
             self._cached_tokens = delta.cached_tokens
+        if delta.finish_reason is None:
+            text = self._parser.feed_body(tokens)
+            if text is not None:  # the common step: one token of text inside a message
+                return self.stream.content_delta(text) if text else []
+        try:
+            parsed = self._parser.feed(tokens) if tokens else []
+        except HarmonyFormatError as exc:
+            return self.fail(f"The model's output broke the Harmony format: {exc}")
         events: list[ResponseStreamEvent] = []
         try:
-            if tokens:
-                parsed = self._parser.feed(tokens)
-                if len(parsed) == 1 and type(parsed[0]) is ContentDelta and delta.finish_reason is None:
-                    return self.stream.content_delta(parsed[0].text)  # the common step
+            if parsed:
                 self._apply(parsed, events, "completed")
             if delta.finish_reason is not None:
                 self._finish(delta, events)

@@ -185,19 +185,27 @@ class HarmonyStreamParser:
         """True while a header is being read (a message may be starting)."""
         return self._state == _HEADER
 
+    def feed_body(self, tokens: Sequence[int]) -> str | None:
+        """The common step, without transition objects: the text of one ordinary token inside a body.
+
+        Returns None, having consumed nothing, unless ``tokens`` is a single
+        token that continues the open message body with whole characters; the
+        caller then uses :meth:`feed`.
+        """
+        if len(tokens) != 1 or self._state != _CONTENT or self._partial:
+            return None
+        token = tokens[0]
+        if token in self._specials:
+            return None
+        try:
+            text = self._bytes[token].decode()
+        except UnicodeDecodeError:
+            return None  # part of a character: feed holds it back
+        self._tokens_seen += 1
+        return text
+
     def feed(self, tokens: Sequence[int]) -> list[ParseEvent]:
         """Consume tokens; return the transitions they caused, in order."""
-        if len(tokens) == 1 and self._state == _CONTENT and not self._partial:
-            # The common step: one ordinary token inside a message body.
-            token = tokens[0]
-            if token not in self._specials:
-                try:
-                    text = self._bytes[token].decode()
-                except UnicodeDecodeError:
-                    pass  # part of a character: the general path holds it back
-                else:
-                    self._tokens_seen += 1
-                    return [ContentDelta(text)] if text else []
         events: list[ParseEvent] = []
         body = bytearray()
         token_bytes = self._bytes

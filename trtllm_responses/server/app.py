@@ -8,6 +8,7 @@ a FastAPI app inside it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -46,6 +47,11 @@ def create_app(
             logger.error("The %s executor could not start: %s", executor.name, exc)
             raise
         logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)
+        # Everything alive now (modules, schemas, vocab tables, the model's Python side) lives as long
+        # as the process: take it out of the cyclic GC's full collections, which otherwise walk it
+        # all and stall the event loop for tens of milliseconds under load. Refcounting still frees.
+        gc.collect()
+        gc.freeze()
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
         try:
             yield

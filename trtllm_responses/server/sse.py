@@ -47,7 +47,21 @@ class _DeltaFrames:
             if self.has_content_index:
                 where += b',"content_index":%d' % fields["content_index"]
             prefix = self.prefixes[item_id] = self.head + orjson.dumps(item_id) + where + b',"delta":'
-        return prefix + orjson.dumps(fields["delta"]) + self.suffix % fields["sequence_number"]
+        return prefix + _json_string(fields["delta"]) + self.suffix % fields["sequence_number"]
+
+
+_MAX_CACHED_STRINGS = 65536
+_json_strings: dict[str, bytes] = {}
+
+
+def _json_string(text: str) -> bytes:
+    """``text`` as a JSON string; tokens repeat, so their escapes are remembered (bounded)."""
+    encoded = _json_strings.get(text)
+    if encoded is None:
+        if len(_json_strings) >= _MAX_CACHED_STRINGS:
+            _json_strings.clear()
+        encoded = _json_strings[text] = bytes(memoryview(orjson.dumps(text)))  # exact size: it is kept
+    return encoded
 
 
 # An item's output index and content index never change, so its id keys its prefix.
