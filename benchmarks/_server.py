@@ -39,20 +39,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(extra: list[str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """``trtllm-responses serve`` (echo, unpaced) on a free port; returns the process and its base URL."""
+def start_server(
+    extra: list[str] | None = None, command: list[str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``trtllm-responses serve`` (echo, unpaced) on a free port, or ``command`` with the port as its
+    third word (``[python, script, PORT, ...]``); returns the process and its base URL."""
     port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "trtllm_responses.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--log_level",
-        "warning",
-        *(extra or []),
-    ]
+    if command is not None:
+        command = [*command[:2], str(port), *command[2:]]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "trtllm_responses.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log_level",
+            "warning",
+        ]
+        command += extra or []
     if pinning_available():
         command = ["taskset", "-c", str(SERVER_CPU), *command]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -87,3 +93,13 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+def report(result: dict[str, Any], as_json: bool) -> None:
+    """Print a benchmark's result: one JSON line, or ``key  value`` lines."""
+    if as_json:
+        print(json.dumps(result))
+        return
+    width = max(len(key) for key in result)
+    for key, value in result.items():
+        print(f"{key:<{width}}  {value}")

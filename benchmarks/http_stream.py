@@ -12,7 +12,6 @@ StreamableParser over the same completion).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -21,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _server import pin_this_process, start_server, stop  # noqa: E402
+from _server import pin_this_process, report, start_server, stop  # noqa: E402
 from micro_pipeline import completion_tokens, run_parser  # noqa: E402
 
 from trtllm_responses.bench import BenchConfig, run_bench  # noqa: E402
@@ -62,6 +61,27 @@ def main() -> None:
     finally:
         stop(server)
 
+    bare, bare_url = start_server(
+        command=[sys.executable, str(Path(__file__).parent / "bare_starlette.py"), str(args.lorem)]
+    )
+    try:
+        bare_runs = [
+            run_bench(
+                BenchConfig(
+                    base_url=bare_url,
+                    concurrency=args.concurrency,
+                    lorem=args.lorem,
+                    duration=args.duration,
+                    warmup=args.concurrency,
+                    server_pid=bare.pid,
+                    progress=False,
+                )
+            ).summary
+            for _ in range(args.runs)
+        ]
+    finally:
+        stop(bare)
+
     def median(key: str, sub: str | None = None) -> float:
         values = [s[key][sub] if sub else s[key] for s in summaries]
         return round(statistics.median(v for v in values if v is not None), 3)
@@ -86,12 +106,17 @@ def main() -> None:
         "client_us_per_token": median("client_us_per_token"),
         "client_cpu_utilization": median("client_cpu_utilization"),
         "server_rss_mib": median("server_rss_mib"),
+        "bare_starlette_tokens_per_s": round(
+            statistics.median(s["output_tokens_per_s"] for s in bare_runs), 1
+        ),
+        "bare_starlette_us_per_token": round(
+            statistics.median(s["server_us_per_token"] for s in bare_runs), 3
+        ),
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:28} {value}")
+    result["share_of_bare_starlette"] = round(
+        result["output_tokens_per_s"] / result["bare_starlette_tokens_per_s"], 3
+    )
+    report(result, args.json)
 
 
 if __name__ == "__main__":

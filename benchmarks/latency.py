@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _server import get_json, pin_this_process, post_json, start_server, stop  # noqa: E402
+from _server import get_json, pin_this_process, post_json, report, start_server, stop  # noqa: E402
 
 from trtllm_responses.bench import BenchConfig, run_bench  # noqa: E402
 
@@ -102,11 +101,7 @@ def main() -> None:
         "continued_phase_max_loop_lag_ms": continued_stats["event_loop_lag"]["max_since_reset_ms"],
         "errors": fresh["errors"] + continued["errors"] + fresh_again["errors"],
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:40} {value}")
+    report(result, args.json)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,17 @@ import argparse
 import gc
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from openai_harmony import Role, StreamableParser
 
-from trtllm_responses.executors.base import TokenDelta
+sys.path.insert(0, str(Path(__file__).parent))
+from _server import report  # noqa: E402
+
+from trtllm_responses.executors.base import TokenDelta  # noqa: E402
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyAdapter, load_encoding
 from trtllm_responses.protocol import parse_request
@@ -99,11 +104,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     result = measure(args.tokens, args.repeat, args.tokens_per_step)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:32} {value}")
+    report(result, args.json)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,13 @@ starts.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _server import get_json, pin_this_process, start_server, stop  # noqa: E402
+from _server import get_json, pin_this_process, report, start_server, stop  # noqa: E402
 
 from trtllm_responses.bench import BenchConfig, _proc_rss_mib, run_bench  # noqa: E402
 
@@ -76,11 +75,7 @@ def main() -> None:
         "evictions": last["evictions"],
         "errors": sum(s["errors"] for s in samples),
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:22} {value}")
+    report(result, args.json)
 
 
 if __name__ == "__main__":

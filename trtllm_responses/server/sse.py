@@ -20,7 +20,7 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
-from ..wire import to_json
+from ..wire import exact_bytes, to_json
 
 __all__ = ["encode_event", "encode_events"]
 
@@ -60,7 +60,7 @@ def _json_string(text: str) -> bytes:
     if encoded is None:
         if len(_json_strings) >= _MAX_CACHED_STRINGS:
             _json_strings.clear()
-        encoded = _json_strings[text] = bytes(memoryview(orjson.dumps(text)))  # exact size: it is kept
+        encoded = _json_strings[text] = exact_bytes(orjson.dumps(text))
     return encoded
 
 

@@ -1,0 +1,102 @@
+"""Run every benchmark, check the figures against the targets, write benchmarks/results.json.
+
+    python benchmarks/run_all.py          (make bench)
+
+Takes about five minutes on a 2-core machine. Each benchmark is its own script
+(run them alone for more detail); this one gathers their --json output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+
+
+def run(script: str, *args: str) -> dict[str, Any]:
+    print(f"== {script} {' '.join(args)}", file=sys.stderr, flush=True)
+    out = subprocess.run(
+        [sys.executable, str(HERE / script), *args, "--json"], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import uvicorn
+
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "uvicorn": uvicorn.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def main() -> int:
+    results: dict[str, Any] = {"machine": machine()}
+    results["pipeline"] = run("micro_pipeline.py", "--repeat", "21")
+    results["prompt"] = run("micro_prompt.py")
+    results["http"] = run("http_stream.py", "--duration", "10", "--runs", "5")
+    results["latency"] = run("latency.py")
+    results["store"] = run("store_memory.py")
+    p, h, lat, st = results["pipeline"], results["http"], results["latency"], results["store"]
+    longest = max(results["prompt"]["histories"], key=lambda x: x["history_tokens"])
+    checks = [
+        ("pipeline <= 3x parser-only (1 token/step)", p["ratio"], p["ratio"] <= 3),
+        ("HTTP 64 streams >= 80,000 tokens/s", h["output_tokens_per_s"], h["output_tokens_per_s"] >= 80_000),
+        (
+            "server CPU/token <= 10x parser-only",
+            h["server_cost_over_parser"],
+            h["server_cost_over_parser"] <= 10,
+        ),
+        ("continue ~100k history: prompt <= 2 ms", longest["continue_ms"], longest["continue_ms"] <= 2),
+        (
+            "continue ~100k history: added TTFT <= 10 ms",
+            lat["continued_added_ttft_ms"],
+            lat["continued_added_ttft_ms"] <= 10,
+        ),
+        (
+            "server-added latency p50 <= 1 ms (idle)",
+            lat["server_added_latency_ms_p50"],
+            lat["server_added_latency_ms_p50"] <= 1,
+        ),
+        (
+            "event loop max lag continuing 100k <= 10 ms",
+            lat["continued_phase_max_loop_lag_ms"],
+            lat["continued_phase_max_loop_lag_ms"] <= 10,
+        ),
+        ("store within --max_store_bytes", st["max_accounted_mib"], st["within_bound"]),
+        (
+            "no errors",
+            h["errors"] + lat["errors"] + st["errors"],
+            h["errors"] + lat["errors"] + st["errors"] == 0,
+        ),
+    ]
+    results["checks"] = [{"target": t, "value": v, "met": ok} for t, v, ok in checks]
+    (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    width = max(len(t) for t, _, _ in checks)
+    for target, value, ok in checks:
+        print(f"{'MET ' if ok else 'MISS'}  {target:<{width}}  {value}")
+    print(f"HTTP TTFT p99 under 64 streams: {h['ttft_ms_p99']} ms; runs: {h['output_tokens_per_s_runs']}")
+    print(f"store: {st['bytes_per_response']} bytes per stored response; RSS {st['rss_samples_mib']} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

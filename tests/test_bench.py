@@ -1,0 +1,100 @@
+"""The load generator counts what the server really sent, streaming and not, and reports errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from trtllm_responses.bench import BenchConfig, percentile, run_bench
+
+
+def test_percentile() -> None:
+    assert percentile([], 50) is None
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([0.0, 10.0], 90) == 9.0
+
+
+def test_streaming_counts_match_the_server(echo_server) -> None:  # type: ignore[no-untyped-def]
+    config = BenchConfig(
+        base_url=echo_server.base_url,
+        concurrency=3,
+        duration=None,
+        requests=9,
+        warmup=2,
+        lorem=40,
+        progress=False,
+    )
+    summary = run_bench(config).summary
+    assert summary["requests"] == 9 and summary["errors"] == 0
+    import httpx
+
+    one = httpx.post(
+        echo_server.base_url + "/v1/responses", json={"input": "#lorem 40", "store": False}
+    ).json()
+    assert summary["output_tokens"] == 9 * one["usage"]["output_tokens"]
+    assert summary["ttft_ms"]["p50"] > 0 and summary["itl_ms"]["p99"] is not None
+    assert summary["client_us_per_token"] > 0
+
+
+def test_non_streaming_and_continuations(echo_server) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    first = httpx.post(echo_server.base_url + "/v1/responses", json={"input": "hello"}).json()
+    config = BenchConfig(
+        base_url=echo_server.base_url + "/v1",
+        concurrency=2,
+        duration=None,
+        requests=4,
+        warmup=0,
+        prompt="again",
+        stream=False,
+        progress=False,
+        extra_body={"previous_response_id": first["id"]},
+    )
+    summary = run_bench(config).summary
+    assert summary["errors"] == 0 and summary["requests"] == 4 and summary["output_tokens"] > 0
+
+
+def test_errors_are_counted_not_hidden(echo_server) -> None:  # type: ignore[no-untyped-def]
+    config = BenchConfig(
+        base_url=echo_server.base_url,
+        concurrency=1,
+        duration=None,
+        requests=2,
+        warmup=0,
+        progress=False,
+        extra_body={"previous_response_id": "resp_missing"},
+    )
+    summary = run_bench(config).summary
+    assert summary["errors"] == 2 and "404" in summary["error_samples"][0]
+
+
+def test_bench_cli_json(echo_server) -> None:  # type: ignore[no-untyped-def]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trtllm_responses.cli",
+            "bench",
+            "--base-url",
+            echo_server.base_url,
+            "--requests",
+            "3",
+            "--concurrency",
+            "1",
+            "--warmup",
+            "0",
+            "--lorem",
+            "10",
+            "--json",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    import json
+
+    assert json.loads(result.stdout)["summary"]["requests"] == 3
