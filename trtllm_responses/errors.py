@@ -8,10 +8,9 @@ and the HTTP status. The server maps them once (``server/errors.py``); inside a
 started SSE stream they become a ``response.failed`` event instead.
 
     APIError
-     ├── InvalidRequestError   400  invalid_request_error   (bad JSON, fields, items, call ids)
+     ├── InvalidRequestError   400  invalid_request_error   (bad JSON, fields, items, call ids; 413 for a body too large)
      ├── NotFoundError         404  invalid_request_error   (unknown response id)
-     ├── ServerError           500  server_error            (a bug or an executor failure)
-     └── ServiceUnavailable    503  server_error            (executor not ready / shutting down)
+     └── ServerError           500  server_error            (a bug on our side)
 
 ``HarmonyFormatError`` is not an API error: the model produced output that does
 not follow the Harmony format. The stream turns it into ``response.failed``.
@@ -27,7 +26,6 @@ __all__ = [
     "InvalidRequestError",
     "NotFoundError",
     "ServerError",
-    "ServiceUnavailableError",
     "VocabError",
 ]
 
@@ -77,13 +75,6 @@ class ServerError(APIError):
     """Something failed on our side (HTTP 500). Never raised for client mistakes."""
 
     status_code = 500
-    error_type = "server_error"
-
-
-class ServiceUnavailableError(APIError):
-    """The server cannot take the request now, e.g. while shutting down (HTTP 503)."""
-
-    status_code = 503
     error_type = "server_error"
 
 

@@ -126,16 +126,6 @@ class ResponseStream:
     # -- state --------------------------------------------------------------------------------
 
     @property
-    def output(self) -> list[ResponseOutputItem]:
-        """The items done so far, in output order."""
-        return list(self._output)
-
-    @property
-    def in_item(self) -> bool:
-        """True while an output item is open."""
-        return self._item is not None
-
-    @property
     def final_response(self) -> Response | None:
         """The response the terminal event carried, once there was one."""
         return self._terminal

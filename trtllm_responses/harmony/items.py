@@ -56,7 +56,6 @@ __all__ = [
     "completion_to_output_items",
     "function_call_message",
     "input_to_messages",
-    "item_id_prefix",
     "new_item_ids",
     "tool_output_message",
 ]
@@ -85,11 +84,6 @@ _PREFIX = {
     ItemKind.CODE_INTERPRETER_CALL: "ci",
     ItemKind.MCP_CALL: "mcp",
 }
-
-
-def item_id_prefix(kind: ItemKind) -> str:
-    """The id prefix of an output item kind (``msg``, ``rs``, ``fc``, …)."""
-    return _PREFIX[kind]
 
 
 @dataclass(frozen=True, slots=True)

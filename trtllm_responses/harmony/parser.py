@@ -176,11 +176,6 @@ class HarmonyStreamParser:
         self._partial = False  # the incremental decoder holds part of a character
 
     @property
-    def in_message(self) -> bool:
-        """True while a message body is open (started, not yet ended)."""
-        return self._state == _CONTENT
-
-    @property
     def in_header(self) -> bool:
         """True while a header is being read (a message may be starting)."""
         return self._state == _HEADER
