@@ -41,44 +41,31 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
+    def load(process: Any, url: str) -> list[dict[str, Any]]:
+        config = BenchConfig(
+            base_url=url,
+            concurrency=args.concurrency,
+            lorem=args.lorem,
+            duration=args.duration,
+            warmup=args.concurrency,
+            server_pid=process.pid,
+            progress=False,
+        )
+        return [run_bench(config).summary for _ in range(args.runs)]
+
     pinned = pin_this_process()
     server, url = start_server()
     try:
         floor_before = parser_floor_us(args.lorem)
-        summaries: list[dict[str, Any]] = []
-        for _ in range(args.runs):
-            config = BenchConfig(
-                base_url=url,
-                concurrency=args.concurrency,
-                lorem=args.lorem,
-                duration=args.duration,
-                warmup=args.concurrency,
-                server_pid=server.pid,
-                progress=False,
-            )
-            summaries.append(run_bench(config).summary)
+        summaries = load(server, url)
         floor_after = parser_floor_us(args.lorem)
     finally:
         stop(server)
-
     bare, bare_url = start_server(
         command=[sys.executable, str(Path(__file__).parent / "bare_starlette.py"), str(args.lorem)]
     )
     try:
-        bare_runs = [
-            run_bench(
-                BenchConfig(
-                    base_url=bare_url,
-                    concurrency=args.concurrency,
-                    lorem=args.lorem,
-                    duration=args.duration,
-                    warmup=args.concurrency,
-                    server_pid=bare.pid,
-                    progress=False,
-                )
-            ).summary
-            for _ in range(args.runs)
-        ]
+        bare_runs = load(bare, bare_url)
     finally:
         stop(bare)
 
