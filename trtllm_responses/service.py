@@ -200,7 +200,7 @@ class ResponsesService:
                 if events and deliver is not None:
                     await deliver(events)
             final_json = self._keep(prepared, processor.stream)
-            self.metrics.record_response(processor.usage().output_tokens)
+            self.metrics.record_response(processor.output_tokens)
             if deliver is not None:
                 await deliver(events)
             return final_json

@@ -132,6 +132,10 @@ class ResponseStream:
 
     def _emit(self, event_type: type[Any], **fields: Any) -> ResponseStreamEvent:
         fields["type"] = _event_type_name(event_type)
+        return self._stamp(event_type, fields)
+
+    def _stamp(self, event_type: type[Any], fields: dict[str, Any]) -> ResponseStreamEvent:
+        """The one place an event gets its sequence number."""
         fields["sequence_number"] = self._sequence
         self._sequence += 1
         return _construct(event_type, fields)
@@ -196,9 +200,7 @@ class ResponseStream:
         if "logprobs" in fields:
             fields["logprobs"] = []  # each event owns its list
         fields["delta"] = text
-        fields["sequence_number"] = self._sequence
-        self._sequence += 1
-        return [_construct(item.delta_type, fields)]
+        return [self._stamp(item.delta_type, fields)]
 
     def message_ended(self, status: str = "completed") -> list[ResponseStreamEvent]:
         """The open item is done (``completed``, or ``incomplete`` when output was cut off)."""
@@ -337,6 +339,11 @@ class TokenStreamProcessor:
         """The opening events."""
         return self.stream.start()
 
+    @property
+    def output_tokens(self) -> int:
+        """Tokens the executor has produced so far."""
+        return self._output_tokens
+
     def usage(self) -> ResponseUsage:
         """Usage so far."""
         return make_usage(
@@ -355,14 +362,10 @@ class TokenStreamProcessor:
             text = self._parser.feed_body(tokens)
             if text is not None:  # the common step: one token of text inside a message
                 return self.stream.content_delta(text) if text else []
-        try:
-            parsed = self._parser.feed(tokens) if tokens else []
-        except HarmonyFormatError as exc:
-            return self.fail(f"The model's output broke the Harmony format: {exc}")
         events: list[ResponseStreamEvent] = []
         try:
-            if parsed:
-                self._apply(parsed, events, "completed")
+            if tokens:
+                self._apply(self._parser.feed(tokens), events, "completed")
             if delta.finish_reason is not None:
                 self._finish(delta, events)
         except HarmonyFormatError as exc:

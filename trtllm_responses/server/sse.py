@@ -91,7 +91,5 @@ def encode_event(event: ResponseStreamEvent) -> bytes:
 def encode_events(events: Sequence[ResponseStreamEvent]) -> bytes:
     """SSE frames of one engine step's events, concatenated: one write per step."""
     if len(events) == 1:
-        event = events[0]
-        fast = _FAST.get(type(event))
-        return fast(event.__dict__) if fast is not None else encode_event(event)
+        return encode_event(events[0])
     return b"".join([encode_event(e) for e in events])
