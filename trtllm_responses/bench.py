@@ -110,7 +110,7 @@ class _ResponseReader(asyncio.Protocol):
         self.body = bytearray()
         self.tail = b""
         self.last = 0.0
-        self.terminal_at = -1
+        self.terminal: bytearray | None = None  # the stream from its terminal event on
 
     def begin(self, request: bytes, start: float) -> asyncio.Future[RequestRecord]:
         assert self.transport is not None
@@ -174,18 +174,17 @@ class _ResponseReader(asyncio.Protocol):
             record.deltas += count
             self.last = now
         self.tail = scan[-_TAIL:]
-        if self.terminal_at < 0:
+        if self.terminal is None:
             # Only the new bytes (and the carried tail) can hold the terminal event's marker.
             for marker in _TERMINAL:
                 at = scan.find(marker)
                 if at >= 0:
-                    self.terminal_at = 0
-                    self.body = bytearray(scan[at:])
+                    self.terminal = bytearray(scan[at:])
                     break
         else:
-            self.body += data
-        if self.terminal_at >= 0 and self.body.endswith(_END_OF_CHUNKED):
-            frame = bytes(self.body)
+            self.terminal += data
+        if self.terminal is not None and self.terminal.endswith(_END_OF_CHUNKED):
+            frame = bytes(self.terminal)
             record.end = time.perf_counter()
             try:
                 response = json.loads(frame.split(b"\ndata: ", 1)[1].split(b"\n\n", 1)[0])["response"]
