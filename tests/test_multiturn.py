@@ -161,7 +161,7 @@ def test_function_call_output_matches_calls_from_history(
     ]
     history = adapter.continue_history(prompt, items)
     call_id = items[-1]["call_id"]
-    assert history.calls[call_id] == "get_weather"
+    assert history.calls[call_id] == "functions.get_weather"
     follow = adapter.build_prompt(
         parse_request({"input": [{"type": "function_call_output", "call_id": call_id, "output": "1"}]}),
         history,

@@ -46,7 +46,7 @@ BAD_BODIES = [
         "input[0].content[0]",
         "only reads text",
     ),
-    (b'{"input": "x", "tools": [{"type": "computer_use_preview"}]}', "tools[0].type", "not supported"),
+    (b'{"input": "x", "tools": [{"type": "teleport"}]}', "tools[0].type", "not supported"),
     (b'{"input": "x", "background": true}', "background", "background"),
 ]
 

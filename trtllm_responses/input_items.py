@@ -19,6 +19,8 @@ _ID_PREFIX = {
     "message": "msg",
     "function_call": "fc",
     "function_call_output": "fco",
+    "custom_tool_call": "ctc",
+    "custom_tool_call_output": "ctco",
     "reasoning": "rs",
     "web_search_call": "ws",
     "code_interpreter_call": "ci",

@@ -102,7 +102,9 @@ class ResponsesService:
                 temperature=request.temperature,
                 top_p=request.top_p,
                 seed=request.seed,
+                logprobs=_logprobs(request),
             ),
+            constraint=prompt.constraint,
         )
         return PreparedResponse(
             request=request,
@@ -134,7 +136,7 @@ class ResponsesService:
             "top_p": request.top_p if request.top_p is not None else 1.0,
             "presence_penalty": 0.0,
             "frequency_penalty": 0.0,
-            "top_logprobs": 0,
+            "top_logprobs": request.top_logprobs or 0,
             "temperature": request.temperature if request.temperature is not None else 1.0,
             "reasoning": {
                 "effort": (reasoning.effort if reasoning and reasoning.effort else "medium"),
@@ -168,7 +170,9 @@ class ResponsesService:
         a delivery error.
         """
         processor = TokenStreamProcessor(
-            ResponseStream(prepared.response), self.adapter.encoding, len(prepared.prompt.token_ids)
+            ResponseStream(prepared.response, prepared.prompt.tools),
+            self.adapter.encoding,
+            len(prepared.prompt.token_ids),
         )
         opening = processor.start()
         if deliver is not None:
@@ -278,6 +282,14 @@ class ResponsesService:
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return entry
+
+
+def _logprobs(request: ResponsesRequest) -> int | None:
+    """Alternatives per token when logprobs are asked for (``top_logprobs`` or ``include``), else None."""
+    wanted = request.include is not None and "message.output_text.logprobs" in request.include
+    if request.top_logprobs is None and not wanted:
+        return None
+    return request.top_logprobs or 0
 
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:

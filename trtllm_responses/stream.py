@@ -35,6 +35,8 @@ from openai.types.responses import (
     ResponseContentPartAddedEvent,
     ResponseContentPartDoneEvent,
     ResponseCreatedEvent,
+    ResponseCustomToolCallInputDeltaEvent,
+    ResponseCustomToolCallInputDoneEvent,
     ResponseFailedEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
     ResponseFunctionCallArgumentsDoneEvent,
@@ -65,6 +67,7 @@ from .executors.base import TokenDelta
 from .harmony.encoding import HarmonyEncoding
 from .harmony.items import ItemKind, ItemTarget, build_output_item, classify, new_item_ids
 from .harmony.parser import ContentDelta, HarmonyStreamParser, MessageHeader, MessageStarted
+from .harmony.tools import RequestTools
 
 __all__ = ["ResponseStream", "StreamStateError", "TokenStreamProcessor", "make_usage"]
 
@@ -113,10 +116,15 @@ def make_usage(
 
 
 class ResponseStream:
-    """The event state machine of one response. ``response`` is its initial (in_progress) snapshot."""
+    """The event state machine of one response. ``response`` is its initial (in_progress) snapshot.
 
-    def __init__(self, response: Response) -> None:
+    ``tools`` are the request's tools, which decide what a call becomes (a namespaced
+    function call, a custom tool call).
+    """
+
+    def __init__(self, response: Response, tools: RequestTools | None = None) -> None:
         self._response = response
+        self._tools = tools
         self._sequence = 0
         self._started = False
         self._terminal: Response | None = None
@@ -165,7 +173,7 @@ class ResponseStream:
             raise StreamStateError("a message started while another is open")
         if header.role != "assistant":
             raise HarmonyFormatError(f"the model wrote a message as {header.role!r}")
-        target = classify(header)
+        target = classify(header, self._tools)
         item_id, call_id = new_item_ids(target.kind)
         item = self._item = _Item(target, item_id, call_id, len(self._output))
         events = [
@@ -222,6 +230,8 @@ class ResponseStream:
             events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
         elif kind is ItemKind.FUNCTION_CALL:
             events.append(self._emit(ResponseFunctionCallArgumentsDoneEvent, arguments=text, **where))
+        elif kind is ItemKind.CUSTOM_TOOL_CALL:
+            events.append(self._emit(ResponseCustomToolCallInputDoneEvent, input=text, **where))
         elif kind is ItemKind.CODE_INTERPRETER_CALL:
             events.append(self._emit(ResponseCodeInterpreterCallCodeDoneEvent, code=text, **where))
         elif kind is ItemKind.MCP_CALL:
@@ -304,6 +314,7 @@ _DELTA_EVENTS: dict[ItemKind, type[Any]] = {
     ItemKind.MESSAGE: ResponseTextDeltaEvent,
     ItemKind.REASONING: ResponseReasoningTextDeltaEvent,
     ItemKind.FUNCTION_CALL: ResponseFunctionCallArgumentsDeltaEvent,
+    ItemKind.CUSTOM_TOOL_CALL: ResponseCustomToolCallInputDeltaEvent,
     ItemKind.CODE_INTERPRETER_CALL: ResponseCodeInterpreterCallCodeDeltaEvent,
     ItemKind.MCP_CALL: ResponseMcpCallArgumentsDeltaEvent,
 }

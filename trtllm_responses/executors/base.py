@@ -18,7 +18,10 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ..constraints import Constraint
 
 __all__ = ["Executor", "ExecutorError", "FinishReason", "GenerationRequest", "SamplingSettings", "TokenDelta"]
 
@@ -34,6 +37,7 @@ class SamplingSettings:
     temperature: float | None = None
     top_p: float | None = None
     seed: int | None = None
+    logprobs: int | None = None  # top alternatives per output token (0-20); None: no logprobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,7 @@ class GenerationRequest:
     request_id: str
     prompt_token_ids: list[int]
     sampling: SamplingSettings
+    constraint: Constraint | None = None  # what the output must obey (see constraints.py)
 
 
 @dataclass(slots=True)

@@ -8,14 +8,23 @@ match wins:
 - user text ``#prompt``: analysis ``Showing the prompt.``, final = the decoded prompt;
 - user text ``#lorem N``: analysis ``Writing N tokens.``, final of exactly N filler tokens;
 - user text ``call NAME {json}``: analysis ``Calling NAME.``, then a call to
-  ``functions.NAME`` with that json, ending ``<|call|>``;
+  ``functions.NAME`` (``NS.NAME`` when NAME has a dot: a namespace's tool, or ``browser.*``;
+  ``python`` for python) with that json, ending ``<|call|>``;
+- user text ``call NAME TEXT`` where NAME is a declared custom (freeform) tool: a call to it
+  whose raw input is TEXT;
+- other user text T when the request has a structured-output format and no call is
+  required: analysis ``Answering in JSON.``, final = the minimal JSON instance of the schema
+  (``schema.minimal_instance``: required properties, strings = T cut to ``maxLength``);
+- other user text T when a call is required (``tool_choice`` required, named,
+  ``allowed_tools`` required): a call to the first allowed tool, arguments the minimal
+  instance of its parameters (a custom tool: input T);
 - other user text when the prompt declares function tools: a call to the first
   declared function, arguments built from its declared parameters (required
   string = the user text, number = 1, boolean = true, array = [], object = {},
   enum = its first value);
 - other user text T: analysis ``Echoing the user.``, final T;
-- last message from tool ``functions.NAME`` with output C: analysis ``Got NAME output.``,
-  final ``NAME returned: C``.
+- last message from tool ``functions.NAME`` (or ``NS.NAME``) with output C: analysis
+  ``Got NAME output.``, final ``NAME returned: C`` (NAME with its namespace unless ``functions``).
 
 It honours ``max_tokens`` (finish ``length``) and stops at the first stop token
 like a real engine (finish ``stop``, the stop token included); a completion that
@@ -34,7 +43,9 @@ import types
 from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
+from ..constraints import Constraint
 from ..harmony.encoding import HarmonyEncoding
+from ..harmony.schema import minimal_instance
 from .base import Executor, FinishReason, GenerationRequest, TokenDelta
 
 __all__ = ["EchoExecutor"]
@@ -48,6 +59,9 @@ def _next_step() -> Generator[None, None, None]:
 
 _LOREM = re.compile(r"#lorem (\d+)")
 _CALL = re.compile(r"call ([A-Za-z0-9_\-.]+) (\{.*\})", re.DOTALL)
+_CALL_TEXT = re.compile(r"call ([A-Za-z0-9_\-.]+) (.*)", re.DOTALL)
+_FREEFORM_DECL = re.compile(r"^// This tool takes freeform text, not JSON.*?\ntype ([A-Za-z0-9_\-]+) = \(_: string\) => any;", re.M | re.S)
+_NAMESPACE = re.compile(r"^namespace ([A-Za-z0-9_\-]+) \{$(.*?)^\} // namespace \1$", re.M | re.S)
 _FUNCTION_DECL = re.compile(r"^type ([A-Za-z0-9_\-]+) = \((.*)$")
 _PROPERTY = re.compile(r"^([A-Za-z0-9_$\-]+)(\??): (.*?),?(?:\s*//.*)?$")
 _FILLER_WORDS = (
@@ -118,10 +132,31 @@ class EchoExecutor(Executor):
         tokens += self._enc.encode_plain(final) if isinstance(final, str) else final
         return tokens + [self._enc.return_]
 
-    def _call(self, name: str, arguments: str) -> list[int]:
+    def _call(self, name: str, arguments: str, *, custom: bool = False) -> list[int]:
+        """Analysis ``Calling NAME.`` then a call to NAME (``functions.NAME`` unless it has a namespace)."""
         tokens = self._segment("<|channel|>analysis<|message|>", f"Calling {name}.", "<|end|>")
-        header = f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+        recipient = name if ("." in name or name == "python") else f"functions.{name}"
+        content_type = "" if custom else " <|constrain|>json"
+        header = f"<|start|>assistant<|channel|>commentary to={recipient}{content_type}<|message|>"
         return tokens + self._segment(header, arguments, "<|call|>")
+
+    def _developer_text(self, prompt: Sequence[int]) -> str:
+        enc = self._enc
+        try:
+            system_end = prompt.index(enc.end)
+        except ValueError:
+            return ""
+        if prompt[system_end + 1 : system_end + 3] != [enc.start, self._developer]:
+            return ""
+        return enc.decode(prompt[system_end + 3 : prompt.index(enc.end, system_end + 1)])
+
+    def _custom_tools(self, prompt: Sequence[int]) -> set[str]:
+        """Recipients-as-named (``NAME`` in functions, ``NS.NAME`` elsewhere) of declared freeform tools."""
+        names: set[str] = set()
+        for namespace, body in _NAMESPACE.findall(self._developer_text(prompt)):
+            for name in _FREEFORM_DECL.findall(body):
+                names.add(name if namespace == "functions" else f"{namespace}.{name}")
+        return names
 
     def _last_message(self, prompt: Sequence[int]) -> tuple[str, str]:
         """Header and body text of the message before the final ``<|start|>assistant``."""
@@ -160,12 +195,12 @@ class EchoExecutor(Executor):
                 functions[-1][1].append(line)
         return functions
 
-    def plan(self, prompt: Sequence[int]) -> list[int]:
-        """The whole completion this executor streams for ``prompt``."""
+    def plan(self, prompt: Sequence[int], constraint: Constraint | None = None) -> list[int]:
+        """The whole completion this executor streams for ``prompt``, obeying ``constraint``."""
         header, body = self._last_message(prompt)
         role = header.split(" ", 1)[0].split("<|", 1)[0]
-        if role.startswith("functions."):
-            name = role[len("functions.") :]
+        if "." in role:  # a tool's output: its author is the tool
+            name = role.removeprefix("functions.")
             return self._answer(f"Got {name} output.", f"{name} returned: {body}")
         if body.startswith("#harmony\n"):
             return self._enc.encode(body[len("#harmony\n") :])
@@ -177,12 +212,27 @@ class EchoExecutor(Executor):
             filler = self._filler
             tokens = [filler[i % len(filler)] for i in range(n)]
             return self._answer(f"Writing {n} tokens.", tokens)
+        call_text = _CALL_TEXT.fullmatch(body)
+        if call_text and call_text.group(1) in self._custom_tools(prompt):
+            return self._call(call_text.group(1), call_text.group(2), custom=True)
         call = _CALL.fullmatch(body)
         if call:
             return self._call(call.group(1), call.group(2))
+        if constraint is not None and constraint.final == "json":
+            instance = minimal_instance(constraint.schema or {"type": "object"}, body)
+            return self._answer("Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":")))
+        if constraint is not None and constraint.call_required and constraint.calls:
+            option = constraint.calls[0]
+            name = option.recipient.removeprefix("functions.")
+            if option.custom:
+                return self._call(name, body, custom=True)
+            arguments = minimal_instance(option.parameters or {"type": "object"}, body)
+            return self._call(name, json.dumps(arguments, ensure_ascii=False, separators=(",", ":")))
         functions = self._declared_functions(prompt)
         if functions:
             name, declaration = functions[0]
+            if name in self._custom_tools(prompt):
+                return self._call(name, body, custom=True)
             arguments = _arguments_for(declaration, body)
             return self._call(name, json.dumps(arguments, ensure_ascii=False, separators=(",", ":")))
         return self._answer("Echoing the user.", body)
@@ -194,7 +244,7 @@ class EchoExecutor(Executor):
         request_id = request.request_id
         self._running.add(request_id)
         try:
-            completion = self.plan(request.prompt_token_ids)
+            completion = self.plan(request.prompt_token_ids, request.constraint)
             # Where it ends, decided up front: at the first stop token (kept), at max_tokens, or by
             # running out (then a last, empty delta says "length").
             stops = frozenset(request.sampling.stop_token_ids)

@@ -30,21 +30,22 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-import orjson
 from openai_harmony import (
-    DeveloperContent,
     Message,
     ReasoningEffort,
     RenderOptions,
     Role,
     SystemContent,
-    ToolDescription,
 )
 
-from ..errors import InvalidRequestError
 from ..protocol import ResponsesRequest
+from ..constraints import Constraint, build_constraint, parse_text_format
+from .developer import developer_message, developer_spec
 from .encoding import HarmonyEncoding
 from .items import input_to_messages
+from .tools import RequestTools, select_tools
+
+EMPTY_TOOLS = RequestTools()
 
 __all__ = ["EMPTY_HISTORY", "ConversationHistory", "HarmonyAdapter", "Prompt", "RenderedMessage"]
 
@@ -56,10 +57,6 @@ _EFFORTS = {
     "high": ReasoningEffort.HIGH,
     "xhigh": ReasoningEffort.HIGH,
 }
-_WEB_SEARCH_TOOLS = frozenset(
-    {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
-)
-_CODE_TOOLS = frozenset({"code_interpreter"})
 # A RenderedMessage's own object (4 slots) with headroom for allocator rounding.
 _MESSAGE_OVERHEAD = 96
 # A ConversationHistory object (4 slots) and its mapping proxy.
@@ -142,6 +139,8 @@ class Prompt:
     developer: RenderedMessage | None
     history: ConversationHistory  # history including this request's input
     instructions: str | None  # effective instructions (request + system/developer input messages)
+    tools: RequestTools = EMPTY_TOOLS  # the tools shown to the model: how its calls read back
+    constraint: Constraint | None = None  # what the output must obey (executors enforce it)
 
     @property
     def messages(self) -> list[Message]:
@@ -213,23 +212,10 @@ class HarmonyAdapter:
         )
         return RenderedMessage(message.to_json(), self.encoding.intern(tokens), False, False)
 
-    def _render_developer_uncached(
-        self, instructions: str | None, functions_json: str
-    ) -> RenderedMessage | None:
-        functions = orjson.loads(functions_json)
-        if not instructions and not functions:
+    def _render_developer_uncached(self, spec_json: str) -> RenderedMessage | None:
+        message = developer_message(spec_json, self.encoding)
+        if message is None:
             return None
-        content = DeveloperContent.new()
-        if instructions:
-            content = content.with_instructions(instructions)
-        if functions:
-            content = content.with_function_tools(
-                [
-                    ToolDescription.new(f["name"], f.get("description") or "", parameters=f.get("parameters"))
-                    for f in functions
-                ]
-            )
-        message = Message.from_role_and_content(Role.DEVELOPER, content)
         tokens = self.encoding.intern(self.encoding.harmony.render(message))
         return RenderedMessage(message.to_json(), tokens, False, False)
 
@@ -242,18 +228,20 @@ class HarmonyAdapter:
         ``history`` contributes its messages and its function call ids.
         """
         converted = input_to_messages(request.input, history.calls)
-        functions, browser, python = _select_tools(request)
+        tools = select_tools(request.tools, request.tool_choice)
+        response_format = parse_text_format(request.text)
         effort = (
             _EFFORTS[request.reasoning.effort]
             if request.reasoning and request.reasoning.effort
             else ReasoningEffort.MEDIUM
         )
-        system = self._render_system(effort, self._today(), browser, python, bool(functions))
+        # Hosted tools are not run here, so the system message never offers browser or python.
+        system = self._render_system(effort, self._today(), False, False, bool(tools.tools))
 
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
         instructions = "\n\n".join(parts) if parts else None
-        developer = self._render_developer(instructions, orjson.dumps(functions).decode())
+        developer = self._render_developer(developer_spec(instructions, tools, response_format))
 
         full_history = history.extended(self.render_messages(converted.messages), converted.calls)
         tokens = list(system.tokens)
@@ -267,6 +255,8 @@ class HarmonyAdapter:
             developer=developer,
             history=full_history,
             instructions=instructions,
+            tools=tools,
+            constraint=build_constraint(tools, response_format),
         )
 
     @staticmethod
@@ -294,61 +284,3 @@ class HarmonyAdapter:
         """
         converted = input_to_messages(output_items, prompt.history.calls, param="output")
         return prompt.history.extended(self.render_messages(converted.messages), converted.calls)
-
-
-def _select_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]], bool, bool]:
-    """The function tools to render and whether browser / python are enabled, after ``tool_choice``."""
-    choice = request.tool_choice
-    if choice == "none":
-        return [], False, False
-    functions: list[dict[str, Any]] = []
-    browser = python = False
-    for i, tool in enumerate(request.tools):
-        kind = tool.get("type")
-        if kind == "function":
-            name = tool.get("name")
-            if not isinstance(name, str) or not name:
-                raise InvalidRequestError(
-                    f"'tools[{i}].name' must be a non-empty string.", param=f"tools[{i}].name"
-                )
-            params = tool.get("parameters")
-            if params is not None and not isinstance(params, dict):
-                raise InvalidRequestError(
-                    f"'tools[{i}].parameters' must be an object.", param=f"tools[{i}].parameters"
-                )
-            description = tool.get("description")
-            if description is not None and not isinstance(description, str):
-                raise InvalidRequestError(
-                    f"'tools[{i}].description' must be a string.", param=f"tools[{i}].description"
-                )
-            functions.append({"name": name, "description": description, "parameters": params})
-        elif kind in _WEB_SEARCH_TOOLS:
-            browser = True
-        elif kind in _CODE_TOOLS:
-            python = True
-        else:
-            raise InvalidRequestError(
-                f"Tool type {kind!r} at 'tools[{i}].type' is not supported; gpt-oss here takes function, "
-                "web_search and code_interpreter tools.",
-                param=f"tools[{i}].type",
-            )
-    if isinstance(choice, dict):
-        functions = _apply_tool_choice(choice, functions)
-    return functions, browser, python
-
-
-def _apply_tool_choice(choice: Mapping[str, Any], functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A named or allowed-tools ``tool_choice`` narrows the functions the model is shown."""
-    kind = choice.get("type")
-    if kind == "function":
-        name = choice.get("name")
-        chosen = [f for f in functions if f["name"] == name]
-        if not chosen:
-            raise InvalidRequestError(
-                f"tool_choice names function {name!r}, which is not in tools.", param="tool_choice.name"
-            )
-        return chosen
-    if kind == "allowed_tools":
-        allowed = {t.get("name") for t in choice.get("tools") or [] if isinstance(t, Mapping)}
-        return [f for f in functions if f["name"] in allowed]
-    return functions

@@ -12,6 +12,8 @@ which Responses item a model message becomes:
     final, no recipient               → message          (msg_, phase final_answer)
     commentary, no recipient          → message          (msg_, phase commentary: a preamble)
     to=functions.NAME                 → function_call    (fc_, call_…)
+    to=NS.NAME, NS a declared namespace → function_call with namespace NS
+    to=functions.NAME, NAME a custom tool → custom_tool_call (ctc_, call_…), body = raw input
     to=browser.*                      → web_search_call  (ws_)
     to=python                         → code_interpreter_call (ci_)
     any other recipient               → mcp_call         (mcp_)
@@ -30,6 +32,7 @@ from typing import Any
 import orjson
 from openai.types.responses import (
     ResponseCodeInterpreterToolCall,
+    ResponseCustomToolCall,
     ResponseFunctionToolCall,
     ResponseFunctionWebSearch,
     ResponseOutputItem,
@@ -45,6 +48,7 @@ from openai_harmony import Author, Message, Role, TextContent
 from ..errors import InvalidRequestError
 from ..ids import new_id
 from .parser import MessageHeader, ParsedMessage
+from .tools import RequestTools
 
 __all__ = [
     "FUNCTIONS_NAMESPACE",
@@ -64,6 +68,9 @@ FUNCTIONS_NAMESPACE = "functions"
 _JSON_CONTENT_TYPE = "<|constrain|>json"
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 _NON_TEXT_PARTS = ("input_image", "input_file", "input_audio", "image_url", "file")
+#: What the model reads in place of an image or file a tool returned (a 400 would break every
+#: later turn of a session that replays its history).
+TOOL_OUTPUT_PLACEHOLDER = "[{kind} omitted: this model reads text only]"
 _BROWSER_ACTIONS = {"search": "search", "open": "open_page", "find": "find_in_page"}
 
 
@@ -71,6 +78,7 @@ class ItemKind(enum.Enum):
     REASONING = "reasoning"
     MESSAGE = "message"
     FUNCTION_CALL = "function_call"
+    CUSTOM_TOOL_CALL = "custom_tool_call"
     WEB_SEARCH_CALL = "web_search_call"
     CODE_INTERPRETER_CALL = "code_interpreter_call"
     MCP_CALL = "mcp_call"
@@ -80,6 +88,7 @@ _PREFIX = {
     ItemKind.REASONING: "rs",
     ItemKind.MESSAGE: "msg",
     ItemKind.FUNCTION_CALL: "fc",
+    ItemKind.CUSTOM_TOOL_CALL: "ctc",
     ItemKind.WEB_SEARCH_CALL: "ws",
     ItemKind.CODE_INTERPRETER_CALL: "ci",
     ItemKind.MCP_CALL: "mcp",
@@ -91,15 +100,23 @@ class ItemTarget:
     """The Responses item a Harmony message becomes."""
 
     kind: ItemKind
-    name: str | None = None  # function, MCP tool or browser action
-    namespace: str | None = None  # MCP server label
+    name: str | None = None  # function, custom tool, MCP tool or browser action
+    namespace: str | None = None  # MCP server label; a function's namespace other than functions
     phase: str | None = None  # messages: "final_answer" or "commentary"
 
 
-def classify(header: MessageHeader) -> ItemTarget:
-    """Map the header of an assistant message to the output item it becomes."""
+def classify(header: MessageHeader, tools: RequestTools | None = None) -> ItemTarget:
+    """Map the header of an assistant message to the output item it becomes.
+
+    ``tools`` (the request's) tells declared namespaces and custom tools apart.
+    """
     recipient = header.recipient
     if recipient:
+        tool = tools.by_recipient(recipient) if tools is not None else None
+        if tool is not None:
+            namespace = None if tool.namespace == FUNCTIONS_NAMESPACE else tool.namespace
+            kind = ItemKind.CUSTOM_TOOL_CALL if tool.custom else ItemKind.FUNCTION_CALL
+            return ItemTarget(kind, name=tool.name, namespace=namespace)
         namespace, _, name = recipient.partition(".")
         if namespace == FUNCTIONS_NAMESPACE and name:
             return ItemTarget(ItemKind.FUNCTION_CALL, name=name)
@@ -167,6 +184,7 @@ def build_output_item(
         )
     if kind is ItemKind.FUNCTION_CALL:
         assert call_id is not None and target.name is not None
+        extra = {"namespace": target.namespace} if target.namespace else {}
         return ResponseFunctionToolCall(
             id=item_id,
             type="function_call",
@@ -174,6 +192,13 @@ def build_output_item(
             name=target.name,
             arguments=text,
             status=status,  # type: ignore[arg-type]
+            **extra,
+        )
+    if kind is ItemKind.CUSTOM_TOOL_CALL:
+        assert call_id is not None and target.name is not None
+        extra = {"namespace": target.namespace} if target.namespace else {}
+        return ResponseCustomToolCall(
+            id=item_id, type="custom_tool_call", call_id=call_id, name=target.name, input=text, **extra
         )
     if kind is ItemKind.WEB_SEARCH_CALL:
         return ResponseFunctionWebSearch(
@@ -213,7 +238,7 @@ class ConvertedInput:
 
     messages: list[Message] = field(default_factory=list)
     instructions: list[str] = field(default_factory=list)
-    calls: dict[str, str] = field(default_factory=dict)  # call_id → function name, new in this input
+    calls: dict[str, str] = field(default_factory=dict)  # call_id → recipient (functions.NAME), new in this input
 
 
 def _require_str(item: Mapping[str, Any], key: str, param: str) -> str:
@@ -223,8 +248,12 @@ def _require_str(item: Mapping[str, Any], key: str, param: str) -> str:
     return value
 
 
-def _text_of_parts(parts: Any, param: str) -> list[str]:
-    """Texts of a content list; non-text parts are refused (gpt-oss is text-only)."""
+def _text_of_parts(parts: Any, param: str, tool_output: bool = False) -> list[str]:
+    """Texts of a content list; non-text parts are refused (gpt-oss is text-only).
+
+    In a tool's output (``tool_output``) an image or file becomes a placeholder the model
+    can read instead: clients replay tool outputs in every later turn.
+    """
     if isinstance(parts, str):
         return [parts]
     if not isinstance(parts, list):
@@ -239,6 +268,8 @@ def _text_of_parts(parts: Any, param: str) -> list[str]:
             texts.append(_require_str(part, "text", where))
         elif kind == "refusal":
             texts.append(_require_str(part, "refusal", where))
+        elif kind in _NON_TEXT_PARTS and tool_output:
+            texts.append(TOOL_OUTPUT_PLACEHOLDER.format(kind="image" if "image" in kind else "file"))
         elif kind in _NON_TEXT_PARTS:
             raise InvalidRequestError(
                 f"'{where}' is {kind}, but gpt-oss only reads text; send input_text parts instead.",
@@ -256,14 +287,19 @@ def _text_message(role: Role, texts: Sequence[str]) -> Message:
     return Message.from_role_and_contents(role, [TextContent(text=t) for t in texts])
 
 
-def function_call_message(name: str, arguments: str) -> Message:
-    """The Harmony message of a function call: commentary to ``functions.NAME``, JSON body."""
+def function_call_message(name: str, arguments: str, namespace: str | None = None) -> Message:
+    """The Harmony message of a function call: commentary to ``functions.NAME`` (or ``NS.NAME``), JSON body."""
     return (
         Message.from_role_and_content(Role.ASSISTANT, arguments)
         .with_channel("commentary")
-        .with_recipient(f"{FUNCTIONS_NAMESPACE}.{name}")
+        .with_recipient(f"{namespace or FUNCTIONS_NAMESPACE}.{name}")
         .with_content_type(_JSON_CONTENT_TYPE)
     )
+
+
+def custom_tool_call_message(recipient: str, text: str) -> Message:
+    """The Harmony message of a custom (freeform) tool call: commentary to its recipient, raw body."""
+    return Message.from_role_and_content(Role.ASSISTANT, text).with_channel("commentary").with_recipient(recipient)
 
 
 def tool_output_message(tool: str, output: str) -> Message:
@@ -329,23 +365,43 @@ def _convert_function_call(
     call_id = _require_str(item, "call_id", where)
     name = _require_str(item, "name", where)
     arguments = _require_str(item, "arguments", where)
-    out.calls[call_id] = name
-    out.messages.append(function_call_message(name, arguments))
+    namespace = _optional_namespace(item, where)
+    out.calls[call_id] = f"{namespace or FUNCTIONS_NAMESPACE}.{name}"
+    out.messages.append(function_call_message(name, arguments, namespace))
+
+
+def _optional_namespace(item: Mapping[str, Any], where: str) -> str | None:
+    namespace = item.get("namespace")
+    if namespace is not None and (not isinstance(namespace, str) or not namespace):
+        raise InvalidRequestError(f"'{where}.namespace' must be a non-empty string.", param=f"{where}.namespace")
+    return namespace
+
+
+def _convert_custom_tool_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    call_id = _require_str(item, "call_id", where)
+    name = _require_str(item, "name", where)
+    text = _require_str(item, "input", where)
+    recipient = f"{_optional_namespace(item, where) or FUNCTIONS_NAMESPACE}.{name}"
+    out.calls[call_id] = recipient
+    out.messages.append(custom_tool_call_message(recipient, text))
 
 
 def _convert_function_call_output(
     item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
 ) -> None:
     call_id = _require_str(item, "call_id", where)
-    name = out.calls.get(call_id) or calls.get(call_id)
-    if name is None:
+    recipient = out.calls.get(call_id) or calls.get(call_id)
+    if recipient is None:
+        kind = "custom tool call" if item.get("type") == "custom_tool_call_output" else "function call"
         raise InvalidRequestError(
-            f"No tool call found for function call output with call_id {call_id!r}.",
+            f"No tool call found for {kind} output with call_id {call_id!r}.",
             param=f"{where}.call_id",
         )
     output = item.get("output")
-    texts = _text_of_parts(output, f"{where}.output")
-    out.messages.append(tool_output_message(f"{FUNCTIONS_NAMESPACE}.{name}", "".join(texts)))
+    texts = _text_of_parts(output, f"{where}.output", tool_output=True)
+    out.messages.append(tool_output_message(recipient, "".join(texts)))
 
 
 def _convert_reasoning(
@@ -419,6 +475,8 @@ _INPUT_CONVERTERS = {
     "message": _convert_message,
     "function_call": _convert_function_call,
     "function_call_output": _convert_function_call_output,
+    "custom_tool_call": _convert_custom_tool_call,
+    "custom_tool_call_output": _convert_function_call_output,
     "reasoning": _convert_reasoning,
     "web_search_call": _convert_web_search_call,
     "code_interpreter_call": _convert_code_interpreter_call,
@@ -426,16 +484,21 @@ _INPUT_CONVERTERS = {
 }
 
 
+_CALL_KINDS = frozenset({ItemKind.FUNCTION_CALL, ItemKind.CUSTOM_TOOL_CALL})
+
+
 def new_item_ids(kind: ItemKind) -> tuple[str, str | None]:
-    """A fresh item id, and a call id for function calls."""
-    return new_id(_PREFIX[kind]), (new_id("call") if kind is ItemKind.FUNCTION_CALL else None)
+    """A fresh item id, and a call id for function and custom tool calls."""
+    return new_id(_PREFIX[kind]), (new_id("call") if kind in _CALL_KINDS else None)
 
 
-def completion_to_output_items(messages: Sequence[ParsedMessage]) -> list[ResponseOutputItem]:
+def completion_to_output_items(
+    messages: Sequence[ParsedMessage], tools: RequestTools | None = None
+) -> list[ResponseOutputItem]:
     """Output items for whole parsed assistant messages (a message without terminator is incomplete)."""
     items: list[ResponseOutputItem] = []
     for message in messages:
-        target = classify(message.header)
+        target = classify(message.header, tools)
         item_id, call_id = new_item_ids(target.kind)
         status = "completed" if message.terminator is not None else "incomplete"
         items.append(build_output_item(target, item_id, message.text, status, call_id))

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 from openai.types.responses import (
+    ResponseCustomToolCallInputDeltaEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
     ResponseReasoningTextDeltaEvent,
     ResponseStreamEvent,
@@ -68,11 +69,13 @@ def _json_string(text: str) -> bytes:
 _text_delta = _DeltaFrames("response.output_text.delta", True, b',"logprobs":[]')
 _reasoning_delta = _DeltaFrames("response.reasoning_text.delta", True, b"")
 _arguments_delta = _DeltaFrames("response.function_call_arguments.delta", False, b"")
+_custom_input_delta = _DeltaFrames("response.custom_tool_call_input.delta", False, b"")
 
 _FAST: dict[type[Any], Callable[[dict[str, Any]], bytes]] = {
     ResponseTextDeltaEvent: _text_delta.frame,
     ResponseReasoningTextDeltaEvent: _reasoning_delta.frame,
     ResponseFunctionCallArgumentsDeltaEvent: _arguments_delta.frame,
+    ResponseCustomToolCallInputDeltaEvent: _custom_input_delta.frame,
 }
 _generic_prefixes: dict[str, bytes] = {}
 

@@ -1,0 +1,277 @@
+"""The tools of a request, as gpt-oss is shown them and as its calls are read back.
+
+A request's ``tools`` and ``tool_choice`` become one :class:`RequestTools`:
+
+- ``function`` tools live in Harmony's ``functions`` namespace; a ``namespace`` tool
+  (``{"type": "namespace", "name", "description", "tools": [...]}``, what Codex sends for
+  ``multi_agent_v1``) becomes a Harmony namespace of that name beside it, rendered the same
+  way, its description as the namespace comment. A call ``to=NS.fn`` is a ``function_call``
+  with ``namespace: "NS"``.
+- ``custom`` (freeform) tools take raw text, not JSON. Harmony has no declaration for a
+  text-input function tool; gpt-oss knows text inputs only from its built-in ``python`` tool
+  (whose body is raw code after a non-JSON content type). So a custom tool is declared in its
+  namespace like a function whose one parameter is a ``string``, with comment lines saying
+  the input is the raw message body and, for a grammar format, giving the grammar; its call
+  has no ``<|constrain|>json`` content type. Constrained decoding (``constraints.py``) pins
+  both the header and, for a grammar, the body.
+- Hosted tools this server cannot run (web search, code interpreter, file search, image
+  generation, computer use, tool search) are not shown to the model: it cannot call what
+  nobody runs. They are echoed in the response and logged once per type at info.
+  ``mcp`` and unknown types are a 400 naming the type.
+
+``tool_choice`` narrows what is shown (``none``: nothing; a named function or custom tool:
+that one; ``allowed_tools``: those) and says whether a call is required
+(``required``, named, ``allowed_tools`` with ``mode: "required"``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidRequestError
+
+__all__ = ["FUNCTIONS", "HOSTED_TOOL_TYPES", "RequestTools", "Tool", "select_tools"]
+
+logger = logging.getLogger(__name__)
+
+FUNCTIONS = "functions"
+HOSTED_TOOL_TYPES = frozenset(
+    {
+        "web_search",
+        "web_search_preview",
+        "web_search_2025_08_26",
+        "web_search_preview_2025_03_11",
+        "code_interpreter",
+        "file_search",
+        "image_generation",
+        "computer_use",
+        "computer_use_preview",
+        "tool_search",
+    }
+)
+_GRAMMAR_SYNTAXES = ("lark", "regex")
+_logged_hidden: set[str] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One callable tool: a function (JSON arguments) or a custom tool (raw text input)."""
+
+    namespace: str
+    name: str
+    custom: bool
+    description: str
+    parameters: dict[str, Any] | None = None  # functions
+    strict: bool = False  # functions: strict schema
+    syntax: str | None = None  # custom tools with a grammar: "lark" or "regex"
+    definition: str | None = None  # ... and the grammar
+
+    @property
+    def recipient(self) -> str:
+        """The Harmony recipient of a call to this tool (``functions.get_weather``, ``NS.fn``)."""
+        return f"{self.namespace}.{self.name}"
+
+
+@dataclass(frozen=True)
+class RequestTools:
+    """The tools shown to the model (after ``tool_choice``), grouped by namespace, and the choice."""
+
+    tools: tuple[Tool, ...] = ()
+    namespace_descriptions: Mapping[str, str] = field(default_factory=dict)
+    required: bool = False  # the response must end in a call to one of ``tools``
+    hidden: tuple[str, ...] = ()  # hosted tool types declared but not shown
+
+    def by_recipient(self, recipient: str) -> Tool | None:
+        """The shown tool a call to ``recipient`` goes to."""
+        for tool in self.tools:
+            if tool.recipient == recipient:
+                return tool
+        return None
+
+    @property
+    def namespaces(self) -> set[str]:
+        """Namespaces with at least one shown tool."""
+        return {t.namespace for t in self.tools}
+
+    def render_key(self) -> tuple[Any, ...]:
+        """A hashable key of what the developer message shows (for its render cache)."""
+        return (
+            tuple(
+                (t.namespace, t.name, t.custom, t.description, _freeze(t.parameters), t.syntax, t.definition)
+                for t in self.tools
+            ),
+            tuple(sorted((k, v) for k, v in self.namespace_descriptions.items() if k in self.namespaces)),
+        )
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple((k, _freeze(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _string(tool: Mapping[str, Any], key: str, where: str, required: bool = False) -> str | None:
+    value = tool.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value):
+        raise InvalidRequestError(f"'{where}.{key}' must be a non-empty string.", param=f"{where}.{key}")
+    return value
+
+
+def _function(tool: Mapping[str, Any], where: str, namespace: str) -> Tool:
+    name = _string(tool, "name", where, required=True)
+    assert name is not None
+    params = tool.get("parameters")
+    if params is not None and not isinstance(params, dict):
+        raise InvalidRequestError(f"'{where}.parameters' must be an object.", param=f"{where}.parameters")
+    strict = tool.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise InvalidRequestError(f"'{where}.strict' must be a boolean.", param=f"{where}.strict")
+    if strict and params is not None:
+        from .schema import check_strict
+
+        check_strict(params, f"{where}.parameters")
+    return Tool(
+        namespace=namespace,
+        name=name,
+        custom=False,
+        description=_string(tool, "description", where) or "",
+        parameters=params,
+        strict=bool(strict),
+    )
+
+
+def _custom(tool: Mapping[str, Any], where: str, namespace: str) -> Tool:
+    name = _string(tool, "name", where, required=True)
+    assert name is not None
+    fmt = tool.get("format") or {"type": "text"}
+    if not isinstance(fmt, Mapping):
+        raise InvalidRequestError(f"'{where}.format' must be an object.", param=f"{where}.format")
+    kind = fmt.get("type")
+    syntax = definition = None
+    if kind == "grammar":
+        syntax = fmt.get("syntax")
+        if syntax not in _GRAMMAR_SYNTAXES:
+            raise InvalidRequestError(
+                f"'{where}.format.syntax' must be 'lark' or 'regex'; got {syntax!r}.", param=f"{where}.format.syntax"
+            )
+        definition = _string(fmt, "definition", f"{where}.format", required=True)
+        from ..constraints import check_grammar
+
+        check_grammar(syntax, definition or "", f"{where}.format.definition")
+    elif kind != "text":
+        raise InvalidRequestError(
+            f"'{where}.format.type' must be 'text' or 'grammar'; got {kind!r}.", param=f"{where}.format.type"
+        )
+    return Tool(
+        namespace=namespace,
+        name=name,
+        custom=True,
+        description=_string(tool, "description", where) or "",
+        syntax=syntax,
+        definition=definition,
+    )
+
+
+def _member(tool: Any, where: str, namespace: str) -> Tool:
+    if not isinstance(tool, Mapping):
+        raise InvalidRequestError(f"'{where}' must be an object.", param=where)
+    kind = tool.get("type")
+    if kind == "function":
+        return _function(tool, where, namespace)
+    if kind == "custom":
+        return _custom(tool, where, namespace)
+    raise InvalidRequestError(
+        f"Tool type {kind!r} at '{where}.type' is not supported inside a namespace; use function or custom.",
+        param=f"{where}.type",
+    )
+
+
+def select_tools(tools: list[dict[str, Any]], choice: str | Mapping[str, Any]) -> RequestTools:
+    """Check ``tools``, apply ``tool_choice``; raise InvalidRequestError naming the field."""
+    declared: list[Tool] = []
+    descriptions: dict[str, str] = {}
+    hidden: list[str] = []
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        kind = tool.get("type") if isinstance(tool, Mapping) else None
+        if kind in ("function", "custom"):
+            declared.append(_member(tool, where, FUNCTIONS))
+        elif kind == "namespace":
+            name = _string(tool, "name", where, required=True)
+            assert name is not None
+            members = tool.get("tools")
+            if not isinstance(members, list):
+                raise InvalidRequestError(f"'{where}.tools' must be a list.", param=f"{where}.tools")
+            descriptions[name] = _string(tool, "description", where) or ""
+            declared.extend(_member(m, f"{where}.tools[{j}]", name) for j, m in enumerate(members))
+        elif kind in HOSTED_TOOL_TYPES:
+            hidden.append(str(kind))
+            if kind not in _logged_hidden:
+                _logged_hidden.add(str(kind))
+                logger.info("Tool type %r is not run by this server: echoed, not shown to the model", kind)
+        elif kind == "mcp":
+            raise InvalidRequestError(
+                f"Tool type 'mcp' at '{where}.type' needs remote MCP servers, which this server does not enable; "
+                "declare the MCP server's tools as function tools instead.",
+                param=f"{where}.type",
+            )
+        else:
+            raise InvalidRequestError(
+                f"Tool type {kind!r} at '{where}.type' is not supported; this server takes function, custom and "
+                "namespace tools (hosted tools are accepted and not shown to the model).",
+                param=f"{where}.type",
+            )
+    seen: set[str] = set()
+    for tool in declared:
+        if tool.recipient in seen:
+            raise InvalidRequestError(f"Tool {tool.recipient!r} is declared twice.", param="tools")
+        seen.add(tool.recipient)
+    if choice == "none":
+        return RequestTools((), descriptions, False, tuple(hidden))
+    if choice == "auto":
+        return RequestTools(tuple(declared), descriptions, False, tuple(hidden))
+    if choice == "required":
+        if not declared:
+            raise InvalidRequestError(
+                "tool_choice is 'required' but no function, custom or namespace tool is declared.", param="tool_choice"
+            )
+        return RequestTools(tuple(declared), descriptions, True, tuple(hidden))
+    assert isinstance(choice, Mapping)
+    kind = choice.get("type")
+    if kind in ("function", "custom"):
+        chosen = [t for t in declared if _matches(t, choice) and t.custom == (kind == "custom")]
+        if not chosen:
+            raise InvalidRequestError(
+                f"tool_choice names {kind} {choice.get('name')!r}, which is not in tools.", param="tool_choice.name"
+            )
+        return RequestTools((chosen[0],), descriptions, True, tuple(hidden))
+    if kind == "allowed_tools":
+        allowed = [t for t in choice.get("tools") or [] if isinstance(t, Mapping)]
+        chosen = [t for t in declared if any(_matches(t, a) for a in allowed)]
+        required = choice.get("mode") == "required"
+        if required and not chosen:
+            raise InvalidRequestError(
+                "tool_choice requires a call to one of its allowed tools, but none of them is in tools.",
+                param="tool_choice.tools",
+            )
+        return RequestTools(tuple(chosen), descriptions, required, tuple(hidden))
+    # A hosted tool named as the choice: nothing here can run it; the model answers itself.
+    return RequestTools(tuple(declared), descriptions, False, tuple(hidden))
+
+
+def _matches(tool: Tool, ref: Mapping[str, Any]) -> bool:
+    """Whether a tool_choice reference (``{"type", "name"[, "namespace"]}``) names ``tool``."""
+    name = ref.get("name")
+    namespace = ref.get("namespace")
+    if ref.get("type") == "namespace":
+        return tool.namespace == name
+    if namespace is not None:
+        return tool.namespace == namespace and tool.name == name
+    return name in (tool.name, tool.recipient)
