@@ -18,11 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import InvalidRequestError
-from .harmony.schema import check_strict
-from .harmony.tools import RequestTools
+
+if TYPE_CHECKING:  # harmony's package imports this module (the adapter builds constraints)
+    from .harmony.tools import RequestTools
 
 __all__ = ["CallOption", "Constraint", "ResponseFormat", "build_constraint", "check_grammar", "parse_text_format"]
 
@@ -106,6 +107,8 @@ def parse_text_format(text: Mapping[str, Any] | None) -> ResponseFormat | None:
     if strict is not None and not isinstance(strict, bool):
         raise InvalidRequestError("'text.format.strict' must be a boolean.", param="text.format.strict")
     if strict:
+        from .harmony.schema import check_strict
+
         check_strict(schema, "text.format.schema")
     description = fmt.get("description")
     if description is not None and not isinstance(description, str):

@@ -108,8 +108,6 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
         raise InvalidRequestError(_UNSUPPORTED["background"], param="background")
     if request.conversation is not None:
         raise InvalidRequestError(_UNSUPPORTED["conversation"], param="conversation")
-    if request.top_logprobs:
-        raise InvalidRequestError("top_logprobs is not supported by this server", param="top_logprobs")
     return request
 
 

@@ -24,6 +24,7 @@ from .executors.base import Executor, GenerationRequest, SamplingSettings
 from .harmony.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt
 from .ids import new_id
 from .input_items import normalize_input_items
+from .logprobs import LogprobStreamProcessor
 from .metrics import ServerMetrics
 from .protocol import ResponsesRequest, parse_request
 from .store import ResponseStore, StoredResponse
@@ -169,10 +170,13 @@ class ResponsesService:
         the executor finished: client gone (the caller cancels), malformed output,
         a delivery error.
         """
-        processor = TokenStreamProcessor(
-            ResponseStream(prepared.response, prepared.prompt.tools),
-            self.adapter.encoding,
-            len(prepared.prompt.token_ids),
+        stream = ResponseStream(prepared.response, prepared.prompt.tools)
+        prompt_tokens = len(prepared.prompt.token_ids)
+        top_logprobs = prepared.generation.sampling.logprobs
+        processor = (
+            TokenStreamProcessor(stream, self.adapter.encoding, prompt_tokens)
+            if top_logprobs is None
+            else LogprobStreamProcessor(stream, self.adapter.encoding, prompt_tokens, top_logprobs)
         )
         opening = processor.start()
         if deliver is not None:

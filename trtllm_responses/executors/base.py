@@ -60,13 +60,16 @@ class TokenDelta:
     ``token_ids`` are the new tokens (possibly several, possibly none on the last
     delta). ``finish_reason`` is set on the last delta only; ``error`` explains
     ``finish_reason="error"``. ``cached_tokens`` is how many prompt tokens the
-    engine reused from its KV cache, when it reports that.
+    engine reused from its KV cache, when it reports that. ``logprobs`` is set only
+    when the request asked for logprobs.
     """
 
     token_ids: Sequence[int]
     finish_reason: FinishReason | None = None
     error: str | None = None
     cached_tokens: int | None = None
+    #: Per token, when logprobs were asked for: (its logprob, [(token id, logprob), ...] best first).
+    logprobs: Sequence[tuple[float, Sequence[tuple[int, float]]]] | None = None
 
 
 class ExecutorError(RuntimeError):

@@ -43,10 +43,14 @@ import types
 from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
-from ..constraints import Constraint
+from typing import TYPE_CHECKING
+
 from ..harmony.encoding import HarmonyEncoding
 from ..harmony.schema import minimal_instance
 from .base import Executor, FinishReason, GenerationRequest, TokenDelta
+
+if TYPE_CHECKING:
+    from ..constraints import Constraint
 
 __all__ = ["EchoExecutor"]
 
@@ -258,6 +262,7 @@ class EchoExecutor(Executor):
             else:
                 steps, finish = completion, None
             last = len(steps) - 1
+            logprobs = request.sampling.logprobs
             interval = self._interval
             aborted = self._aborted
             started = time.monotonic()
@@ -270,12 +275,20 @@ class EchoExecutor(Executor):
                 if aborted and request_id in aborted:
                     yield TokenDelta((), "cancelled")
                     return
-                yield TokenDelta((token,), finish if step == last else None)
+                if logprobs is None:
+                    yield TokenDelta((token,), finish if step == last else None)
+                else:
+                    yield TokenDelta((token,), finish if step == last else None, logprobs=(self._logprob(token, logprobs),))
             if finish is None:
                 yield TokenDelta((), "length")
         finally:
             self._running.discard(request_id)
             self._aborted.discard(request_id)
+
+    def _logprob(self, token: int, top: int) -> tuple[float, list[tuple[int, float]]]:
+        """Deterministic logprobs: the token -0.5; alternative j (j = 0 is the token itself) is token + j at -0.5 - j."""
+        ordinary = len(self._enc.token_bytes) - len(self._enc.special_ids)
+        return -0.5, [(token if j == 0 else (token + j) % ordinary, -0.5 - j) for j in range(top)]
 
     def abort(self, request_id: str) -> None:
         """Stop a running generation at its next step (finish ``cancelled``)."""
