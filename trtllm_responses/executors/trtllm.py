@@ -12,6 +12,12 @@ cancelled; ``timeout``, anything else, or an exception → error (the response
 fails with the message). ``abort(request_id)`` calls ``RequestOutput.abort()``.
 KV-cache block reuse is on by default so a continued conversation reuses its
 prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it.
+
+Constraints (structured outputs, required calls, custom-tool grammars) become
+``SamplingParams(guided_decoding=GuidedDecodingParams(structural_tag=...))`` (see
+``guided.py``); the LLM is created with ``guided_decoding_backend="xgrammar"``, the
+backend that takes structural tags. Logprobs: ``SamplingParams(logprobs=k)`` and each
+step's ``logprobs_diff`` (one ``{token_id: Logprob(logprob, rank)}`` per token).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from ..constraints import Constraint
 from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
+from .guided import structural_tag
 
 __all__ = ["TrtllmExecutor", "TrtllmUnavailableError", "import_tensorrt_llm", "check_llm_arguments"]
 
@@ -30,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_SEQ_LEN = 131072  # gpt-oss's context window
 _FINISH = {"stop": "stop", "length": "length", "cancelled": "cancelled"}
+#: The guided decoding backend that takes structural tags (TensorRT-LLM's PyTorch backend).
+GUIDED_DECODING_BACKEND = "xgrammar"
 
 
 class TrtllmUnavailableError(RuntimeError):
@@ -83,6 +93,12 @@ class TrtllmExecutor(Executor):
         self._llm: Any = None
         self._trtllm: Any = None
         self._running: dict[str, Any] = {}
+        backend_choice = self._kwargs.setdefault("guided_decoding_backend", GUIDED_DECODING_BACKEND)
+        if backend_choice != GUIDED_DECODING_BACKEND:
+            raise ValueError(
+                f"guided_decoding_backend must be {GUIDED_DECODING_BACKEND!r}: structured outputs, required tool calls "
+                f"and custom-tool grammars are xgrammar structural tags (got {backend_choice!r})"
+            )
         self.max_seq_len = int(self._kwargs.get("max_seq_len") or DEFAULT_MAX_SEQ_LEN)
 
     def _llm_class(self) -> Any:
@@ -115,8 +131,12 @@ class TrtllmExecutor(Executor):
         if isinstance(seq_len, int) and seq_len > 0:
             self.max_seq_len = seq_len
 
-    def sampling_params(self, settings: SamplingSettings) -> Any:
-        """TensorRT-LLM SamplingParams for our settings: no detokenization, Harmony stop tokens."""
+    def sampling_params(self, settings: SamplingSettings, constraint: Constraint | None = None) -> Any:
+        """TensorRT-LLM SamplingParams for our settings: no detokenization, Harmony stop tokens.
+
+        A constraint becomes ``guided_decoding`` (a structural tag); asked-for logprobs ``logprobs=k``
+        (at least 1: the sampled token's own logprob comes with its alternatives).
+        """
         kwargs: dict[str, Any] = {
             "max_tokens": settings.max_tokens,
             "stop_token_ids": list(settings.stop_token_ids),
@@ -129,6 +149,11 @@ class TrtllmExecutor(Executor):
             kwargs["top_p"] = settings.top_p
         if settings.seed is not None:
             kwargs["seed"] = settings.seed
+        if settings.logprobs is not None:
+            kwargs["logprobs"] = max(settings.logprobs, 1)
+        if constraint is not None:
+            guided = importlib.import_module("tensorrt_llm.sampling_params").GuidedDecodingParams
+            kwargs["guided_decoding"] = guided(structural_tag=structural_tag(constraint))
         return self._trtllm.SamplingParams(**kwargs)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
@@ -141,27 +166,29 @@ class TrtllmExecutor(Executor):
         try:
             result = self._llm.generate_async(
                 request.prompt_token_ids,
-                sampling_params=self.sampling_params(request.sampling),
+                sampling_params=self.sampling_params(request.sampling, request.constraint),
                 streaming=True,
             )
         except Exception as exc:
             raise ExecutorError(f"TensorRT-LLM refused the request: {type(exc).__name__}: {exc}") from exc
         self._running[request.request_id] = result
+        top = request.sampling.logprobs
         try:
             async for output in result:
                 completion = output.outputs[0]
                 tokens = tuple(completion.token_ids_diff)
                 cached = getattr(output, "cached_tokens", None)
+                logprobs = None if top is None else _token_logprobs(tokens, completion.logprobs_diff, top)
                 if not output.finished:
                     if tokens:
-                        yield TokenDelta(tokens, cached_tokens=cached)
+                        yield TokenDelta(tokens, cached_tokens=cached, logprobs=logprobs)
                     continue
                 reason = completion.finish_reason
                 finish = _FINISH.get(reason or "")
                 if finish is None:
-                    yield TokenDelta(tokens, "error", f"TensorRT-LLM ended the generation: {reason}", cached)
+                    yield TokenDelta(tokens, "error", f"TensorRT-LLM ended the generation: {reason}", cached, logprobs)
                 else:
-                    yield TokenDelta(tokens, finish, None, cached)  # type: ignore[arg-type]
+                    yield TokenDelta(tokens, finish, None, cached, logprobs)  # type: ignore[arg-type]
                 return
         finally:
             # Closed before TensorRT-LLM finished (client gone, cancelled task): stop the engine's work too.
@@ -182,3 +209,18 @@ class TrtllmExecutor(Executor):
         if self._llm is not None:
             llm, self._llm = self._llm, None
             await asyncio.to_thread(llm.shutdown)
+
+
+def _token_logprobs(
+    tokens: tuple[int, ...], diff: Any, top: int
+) -> list[tuple[float, list[tuple[int, float]]]] | None:
+    """Per token: its logprob and the best ``top`` alternatives, from TensorRT-LLM's ``{id: Logprob}`` dicts."""
+    if not diff or len(diff) != len(tokens):
+        return None
+    out = []
+    for token, entries in zip(tokens, diff):
+        if not isinstance(entries, dict) or token not in entries:
+            return None
+        ranked = sorted(entries.items(), key=lambda kv: (kv[1].rank is None, kv[1].rank or 0, -kv[1].logprob))
+        out.append((float(entries[token].logprob), [(t, float(lp.logprob)) for t, lp in ranked[:top]]))
+    return out

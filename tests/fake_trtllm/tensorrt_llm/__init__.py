@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .llmapi.llm_args import KvCacheConfig, TorchLlmArgs
+from .sampling_params import GuidedDecodingParams, Logprob, SamplingParams, describe
 
 __version__ = "0.0.0-fake"
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "KvCacheConfig"]
+__all__ = ["LLM", "SamplingParams", "GuidedDecodingParams", "RequestOutput", "CompletionOutput", "KvCacheConfig"]
 
 TOKENS_PER_BLOCK = 32
 
@@ -23,25 +24,6 @@ def _log(record: dict[str, Any]) -> None:
             f.write(json.dumps(record, default=str) + "\n")
 
 
-@dataclass
-class SamplingParams:
-    """TensorRT-LLM's SamplingParams, the fields the LLM API takes (subset, same names and defaults)."""
-
-    end_id: Optional[int] = None
-    pad_id: Optional[int] = None
-    max_tokens: int = 32
-    stop_token_ids: Optional[list[int]] = None
-    include_stop_str_in_output: bool = False
-    n: int = 1
-    top_k: Optional[int] = None
-    top_p: Optional[float] = None
-    seed: Optional[int] = None
-    temperature: Optional[float] = None
-    return_perf_metrics: bool = False
-    detokenize: bool = True
-    skip_special_tokens: bool = True
-
-
 @dataclass(slots=True)
 class CompletionOutput:
     index: int
@@ -49,7 +31,9 @@ class CompletionOutput:
     token_ids: list[int] = field(default_factory=list)
     finish_reason: Optional[str] = None
     stop_reason: Optional[int] = None
+    logprobs: list[dict[int, Logprob]] = field(default_factory=list)
     _last_token_ids_len: int = 0
+    _last_logprobs_len: int = 0
 
     @property
     def length(self) -> int:
@@ -58,6 +42,10 @@ class CompletionOutput:
     @property
     def token_ids_diff(self) -> list[int]:
         return self.token_ids[self._last_token_ids_len :]
+
+    @property
+    def logprobs_diff(self) -> list[dict[int, Logprob]]:
+        return self.logprobs[self._last_logprobs_len :]
 
 
 class RequestOutput:
@@ -102,6 +90,7 @@ class RequestOutput:
         await asyncio.sleep(self._llm._step_delay)
         out = self.outputs[0]
         out._last_token_ids_len = len(out.token_ids)
+        out._last_logprobs_len = len(out.logprobs)
         if self._aborted:
             out.finish_reason = "cancelled"
             self._done = True
@@ -120,10 +109,17 @@ class RequestOutput:
                 self._done, out.finish_reason = True, "timeout"
                 break
             out.token_ids.append(token)
+            if self._params.logprobs:
+                # The sampled token at -0.25 (rank 1), then token+j at -0.25 - j (rank j + 1).
+                out.logprobs.append(
+                    {token + j: Logprob(-0.25 - j, j + 1) for j in range(self._params.logprobs)}
+                )
             if token in stops:
                 self._done, out.finish_reason, out.stop_reason = True, "stop", token
                 if not self._params.include_stop_str_in_output:
                     out.token_ids.pop()
+                    if self._params.logprobs:
+                        out.logprobs.pop()
                 break
             if len(out.token_ids) >= self._params.max_tokens:
                 self._done, out.finish_reason = True, "length"
@@ -182,7 +178,10 @@ class LLM:
         if not streaming:
             raise AssertionError("trtllm-responses always streams")
         params = sampling_params or SamplingParams()
+        if params.guided_decoding is not None and self.args.guided_decoding_backend is None:
+            raise ValueError("guided decoding needs the LLM's guided_decoding_backend")
         self._next_id += 1
+        _log({"event": "generate", "request_id": self._next_id, "sampling": describe(params)})
         return RequestOutput(self, self._next_id, inputs, self._plan(inputs), params)
 
     def shutdown(self) -> None:

@@ -46,6 +46,7 @@ class TorchLlmArgs(_Strict):
     moe_config: MoeConfig = Field(default_factory=MoeConfig)
     enable_attention_dp: bool = False
     stream_interval: int = 1
+    guided_decoding_backend: Optional[Literal["xgrammar", "llguidance"]] = None
     enable_chunked_prefill: bool = False
     disable_overlap_scheduler: bool = False
 
@@ -67,3 +68,4 @@ class TrtLlmArgs(_Strict):
     max_seq_len: Optional[int] = None
     build_config: Optional[BuildConfig] = None
     kv_cache_config: KvCacheConfig = Field(default_factory=KvCacheConfig)
+    guided_decoding_backend: Optional[Literal["xgrammar", "llguidance"]] = None
