@@ -1,0 +1,212 @@
+"""The GPU path's constraint, proven on CPU with the library TensorRT-LLM uses: xgrammar.
+
+The structural tag the TensorRT-LLM executor hands to ``SamplingParams(guided_decoding=...)``
+is compiled exactly as TensorRT-LLM's ``XGrammarMatcherFactory`` compiles it
+(``_torch/pyexecutor/grammar_matcher.py``): ``xgrammar.TokenizerInfo(encoded_vocab,
+vocab_type, vocab_size=vocab_size_padded, stop_token_ids=...)`` then
+``GrammarCompiler.compile_structural_tag(guide)``. The vocabulary is set up as
+``_xgrammar_tokenizer_info`` (``llmapi/tokenizer.py``) does for gpt-oss's Hugging Face
+tokenizer: ``get_vocab()`` sorted by id (byte-level BPE strings: each byte through GPT-2's
+byte-to-unicode table; special tokens as their literal text), ``stop_token_ids =
+[tokenizer.eos_token_id]`` (gpt-oss: ``<|return|>``), vocab type BYTE_LEVEL as
+``_detect_metadata_from_hf`` reads from gpt-oss's ByteLevel decoder, and the model's
+padded vocabulary size, 201088.
+
+Then the echo executor's completion for the same request is fed token by token: it must
+be accepted (and, where it ends with ``<|return|>``, terminate the grammar), while
+completions that break the constraint are rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from trtllm_responses.constraints import Constraint
+from trtllm_responses.executors.echo import EchoExecutor
+from trtllm_responses.executors.guided import structural_tag
+from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
+from trtllm_responses.protocol import parse_request
+
+xgr = pytest.importorskip("xgrammar")
+
+GPT_OSS_VOCAB_SIZE = 201088  # config.json vocab_size: the padded vocabulary TensorRT-LLM passes
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level table, as Hugging Face's ByteLevel pre-tokenizer writes vocab strings."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    n = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return dict(zip(printable, map(chr, chars)))
+
+
+@pytest.fixture(scope="module")
+def compiler(encoding: HarmonyEncoding) -> Any:
+    table = _bytes_to_unicode()
+    vocab = [
+        raw.decode() if i in encoding.special_ids else "".join(table[b] for b in raw)
+        for i, raw in enumerate(encoding.token_bytes[:GPT_OSS_VOCAB_SIZE])
+    ]
+    info = xgr.TokenizerInfo(
+        vocab,
+        vocab_type=xgr.VocabType.BYTE_LEVEL,
+        vocab_size=GPT_OSS_VOCAB_SIZE,
+        stop_token_ids=[encoding.return_],
+        add_prefix_space=False,
+    )
+    return xgr.GrammarCompiler(info, cache_enabled=True)
+
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather now",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+OTHER = {"type": "function", "name": "other", "parameters": {"type": "object", "properties": {}}}
+TRIP_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "stops": {
+            "type": "array",
+            "minItems": 2,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "mode": {"enum": ["train", "bus"]},
+                    "nights": {"type": ["integer", "null"]},
+                },
+                "required": ["city", "mode", "nights"],
+                "additionalProperties": False,
+            },
+        },
+        "budget": {"anyOf": [{"type": "number", "minimum": 10}, {"type": "null"}]},
+    },
+    "required": ["name", "stops", "budget"],
+    "additionalProperties": False,
+}
+TRIP_FORMAT = {"format": {"type": "json_schema", "name": "trip", "schema": TRIP_SCHEMA, "strict": True}}
+PATCH_LARK = """
+start: begin_patch hunk+ end_patch
+begin_patch: "*** Begin Patch" LF
+end_patch: "*** End Patch" LF?
+hunk: add_hunk | delete_hunk
+add_hunk: "*** Add File: " filename LF add_line+
+delete_hunk: "*** Delete File: " filename LF
+filename: /(.+)/
+add_line: "+" /(.*)/ LF -> line
+%import common.LF
+"""
+APPLY_PATCH = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Edit files",
+    "format": {"type": "grammar", "syntax": "lark", "definition": PATCH_LARK},
+}
+TICKET = {
+    "type": "custom",
+    "name": "ticket",
+    "format": {"type": "grammar", "syntax": "regex", "definition": r"[A-Z]{3}-\d{2,4}"},
+}
+
+
+def _constraint(adapter: HarmonyAdapter, body: dict[str, Any]) -> tuple[list[int], Constraint]:
+    prompt = adapter.build_prompt(parse_request(body))
+    assert prompt.constraint is not None
+    return prompt.token_ids, prompt.constraint
+
+
+def _run(compiler: Any, constraint: Constraint, tokens: list[int], stop: int) -> str:
+    """``accepted`` (and ``terminated`` when it ended at the stop token), or where it was rejected."""
+    matcher = xgr.GrammarMatcher(compiler.compile_structural_tag(structural_tag(constraint)))
+    for i, token in enumerate(tokens):
+        if not matcher.accept_token(token):
+            return f"rejected at {i}"
+    return "terminated" if tokens[-1] == stop and matcher.is_terminated() else "accepted"
+
+
+def _harmony(encoding: HarmonyEncoding, text: str) -> list[int]:
+    return encoding.encode(text)
+
+
+def test_structured_output_nested_schema(
+    compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    prompt, constraint = _constraint(adapter, {"input": "Plan it", "text": TRIP_FORMAT, "tools": [WEATHER]})
+    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    final = encoding.decode(completion).split("<|channel|>final<|message|>")[1].removesuffix("<|return|>")
+    assert json.loads(final) == {
+        "name": "Plan it",
+        "stops": [{"city": "Plan it", "mode": "train", "nights": 0}] * 2,
+        "budget": 10,
+    }
+    assert _run(compiler, constraint, completion, encoding.return_) == "terminated"
+    analysis = "<|channel|>analysis<|message|>Thinking.<|end|><|start|>assistant"
+    bad = {
+        "prose": "<|channel|>final<|message|>Here is your trip.<|return|>",
+        "missing field": '<|channel|>final<|message|>{"name":"a","stops":[]}<|return|>',
+        "enum": '<|channel|>final<|message|>{"name":"a","stops":[{"city":"x","mode":"car","nights":1}',
+        "too few items": '<|channel|>final<|message|>{"name":"a","stops":[{"city":"x","mode":"bus","nights":1}],',
+        "text after the JSON": '<|channel|>final<|message|>{"name":"a","stops":[],"budget":null} ok',
+    }
+    for name, text in bad.items():
+        assert _run(compiler, constraint, _harmony(encoding, analysis + text), encoding.return_).startswith(
+            "rejected"
+        ), name
+    # A call to a declared tool is still allowed under structured output (auto tool choice).
+    call = analysis + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>'
+    assert _run(compiler, constraint, _harmony(encoding, call), encoding.return_) == "accepted"
+
+
+def test_required_call(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+    prompt, constraint = _constraint(adapter, {"input": "Paris", "tools": [WEATHER, OTHER], "tool_choice": "required"})
+    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    assert "to=functions.get_weather" in encoding.decode(completion)
+    assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
+    answer = "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>"
+    assert _run(compiler, constraint, _harmony(encoding, answer), encoding.return_).startswith("rejected")
+    ended = "<|channel|>analysis<|message|>Easy.<|end|><|return|>"
+    assert _run(compiler, constraint, _harmony(encoding, ended), encoding.return_).startswith("rejected")
+
+
+def test_named_tool(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+    body = {"input": "Paris", "tools": [WEATHER, OTHER], "tool_choice": {"type": "function", "name": "other"}}
+    prompt, constraint = _constraint(adapter, body)
+    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    assert "to=functions.other" in encoding.decode(completion)
+    assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
+    wrong = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>'
+    assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith("rejected")
+
+
+def test_lark_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+    patch = "*** Begin Patch\n*** Add File: notes.txt\n+hello\n*** End Patch\n"
+    prompt, constraint = _constraint(adapter, {"input": f"call apply_patch {patch}", "tools": [APPLY_PATCH, WEATHER]})
+    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
+    # Free answers stay free when only a custom tool's grammar constrains.
+    _, echo = _constraint(adapter, {"input": "Hi", "tools": [APPLY_PATCH]})
+    plain = EchoExecutor(encoding).plan(adapter.build_prompt(parse_request({"input": "Hi"})).token_ids)
+    assert _run(compiler, echo, plain, encoding.return_) == "terminated"
+    broken = "<|channel|>commentary to=functions.apply_patch<|message|>*** Begin Patch\nrm -rf /\n<|call|>"
+    assert _run(compiler, constraint, _harmony(encoding, broken), encoding.return_).startswith("rejected")
+
+
+def test_regex_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+    prompt, constraint = _constraint(adapter, {"input": "call ticket ABC-123", "tools": [TICKET]})
+    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    assert "ABC-123<|call|>" in encoding.decode(completion)
+    assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
+    wrong = "<|channel|>commentary to=functions.ticket<|message|>abc-1<|call|>"
+    assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith("rejected")
