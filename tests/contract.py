@@ -55,8 +55,14 @@ SPEC_ITEM_TYPES = {"message", "function_call", "function_call_output", "reasonin
 
 def spec_view(response: dict[str, Any]) -> dict[str, Any]:
     """The part of a response the spec describes: built-in tools and their items left out."""
+    text = response.get("text")
+    fmt = (text or {}).get("format") or {}
+    if fmt.get("type") == "json_schema":
+        # The spec types the echoed schema as null; the SDK (and OpenAI) send the schema object.
+        text = {**text, "format": {**fmt, "schema": None}}
     return {
         **response,
+        "text": text,
         "tools": [t for t in response["tools"] if t.get("type") == "function"],
         "output": [i for i in response["output"] if i["type"] in SPEC_ITEM_TYPES],
     }

@@ -33,6 +33,7 @@ DELTA_DONE = {
     "response.function_call_arguments.delta": ("response.function_call_arguments.done", "arguments"),
     "response.code_interpreter_call_code.delta": ("response.code_interpreter_call_code.done", "code"),
     "response.mcp_call_arguments.delta": ("response.mcp_call_arguments.done", "arguments"),
+    "response.custom_tool_call_input.delta": ("response.custom_tool_call_input.done", "input"),
 }
 DONE_TYPES = {done: field for done, field in DELTA_DONE.values()}
 
@@ -45,6 +46,8 @@ def _item_text(item: dict[str, Any]) -> str | None:
         return "".join(part["text"] for part in item.get("content") or [])
     if kind in ("function_call", "mcp_call"):
         return item["arguments"]
+    if kind == "custom_tool_call":
+        return item["input"]
     if kind == "code_interpreter_call":
         return item.get("code") or ""
     return None

@@ -48,6 +48,9 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
+    # Filled in by drive (for the access log): when the executor's first delta came, final usage.
+    first_token_at: float | None = None
+    usage: Any = None
 
 
 class ResponsesService:
@@ -133,7 +136,7 @@ class ResponsesService:
             "tool_choice": request.tool_choice,
             "truncation": request.truncation or "disabled",
             "parallel_tool_calls": request.parallel_tool_calls,
-            "text": request.text or {"format": {"type": "text"}},
+            "text": _echo_text(request.text),
             "top_p": request.top_p if request.top_p is not None else 1.0,
             "presence_penalty": 0.0,
             "frequency_penalty": 0.0,
@@ -185,10 +188,13 @@ class ResponsesService:
         deltas = self.executor.generate(generation)
         executor_finished = False
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
+        first_at: float | None = None
         try:
             while True:
                 try:
                     delta = await deltas.__anext__()
+                    if first_at is None:
+                        first_at = time.perf_counter()
                 except StopAsyncIteration:
                     events = processor.fail("The executor ended the stream without a finish reason.")
                     break
@@ -209,6 +215,8 @@ class ResponsesService:
                     await deliver(events)
             final_json = self._keep(prepared, processor.stream)
             self.metrics.record_response(processor.output_tokens)
+            prepared.first_token_at = first_at
+            prepared.usage = processor.usage()
             if deliver is not None:
                 await deliver(events)
             return final_json
@@ -286,6 +294,17 @@ class ResponsesService:
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return entry
+
+
+def _echo_text(text: dict[str, Any] | None) -> dict[str, Any]:
+    """``text`` as the response echoes it: a json_schema format with every field (description, strict)."""
+    if not text:
+        return {"format": {"type": "text"}}
+    fmt = text.get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        fmt = {**fmt, "description": fmt.get("description"), "strict": bool(fmt.get("strict"))}
+        return {**text, "format": fmt}
+    return text
 
 
 def _logprobs(request: ResponsesRequest) -> int | None:

@@ -79,26 +79,32 @@ def for_rendering(schema: Mapping[str, Any]) -> dict[str, Any]:
     return _render_node(schema, _definitions(schema), ())
 
 
-def _render_node(node: Any, defs: Mapping[str, Any], stack: tuple[str, ...]) -> dict[str, Any]:
+def _render_node(
+    node: Any, defs: Mapping[str, Any], stack: tuple[str, ...], name: str | None = None
+) -> dict[str, Any]:
     if not isinstance(node, Mapping):
         return {}
     ref = node.get("$ref")
     if ref is not None:
-        name = _ref_name(ref)
+        target_name = _ref_name(ref)
         siblings = {k: v for k, v in node.items() if k != "$ref"}
-        if name is None or name not in defs:
+        if target_name is None or target_name not in defs:
             return {**siblings, "description": _join(siblings.get("description"), f"{ref} (unresolved)")}
-        if name in stack or len(stack) >= MAX_REF_DEPTH:
+        if target_name in stack or len(stack) >= MAX_REF_DEPTH:
             # gpt-oss sees the type's name; inlining again would never end.
-            return {**siblings, "description": _join(siblings.get("description"), f"{name} (recursive)")}
-        target = defs[name]
+            return {**siblings, "description": _join(siblings.get("description"), f"{target_name} (recursive)")}
+        target = defs[target_name]
         merged = {**target, **siblings} if isinstance(target, Mapping) else siblings
-        return _render_node(merged, defs, stack + (name,))
+        if name is not None and merged.get("title") == target_name:
+            del merged["title"]  # the definition's own name, not the property's
+        return _render_node(merged, defs, stack + (target_name,), name)
     out: dict[str, Any] = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
+    if name is not None and out.get("title") == name.replace("_", " ").title():
+        del out["title"]  # pydantic's automatic title restates the name: noise in the prompt
     all_of = out.get("allOf")
     if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], Mapping):
         del out["allOf"]
-        return _render_node({**all_of[0], **out}, defs, stack)
+        return _render_node({**all_of[0], **out}, defs, stack, name)
     variants = out.pop("anyOf", None)
     if variants is None:
         variants = out.pop("oneOf", None)
@@ -133,7 +139,7 @@ def _render_node(node: Any, defs: Mapping[str, Any], stack: tuple[str, ...]) -> 
         out["type"] = "object"
         properties = out.get("properties")
         if isinstance(properties, Mapping) and properties:
-            out["properties"] = {k: _render_node(v, defs, stack) for k, v in properties.items()}
+            out["properties"] = {k: _render_node(v, defs, stack, k) for k, v in properties.items()}
         else:
             extra = out.get("additionalProperties")
             if isinstance(extra, Mapping):
@@ -188,9 +194,9 @@ def check_strict(schema: Any, param: str) -> None:
         )
     defs = _definitions(schema)
     counter = [0]
-    _check_node(schema, param, defs, 0, counter, ())
+    _check_node(schema, param, param, defs, 0, counter)
     for name, definition in defs.items():
-        _check_node(definition, f"{param}.$defs.{name}", defs, 0, counter, (name,))
+        _check_node(definition, param, f"{param}.$defs.{name}", defs, 0, counter)
 
 
 def _strict_error(param: str, path: str, message: str) -> InvalidRequestError:
@@ -198,9 +204,8 @@ def _strict_error(param: str, path: str, message: str) -> InvalidRequestError:
 
 
 def _check_node(
-    node: Any, path: str, defs: Mapping[str, Any], depth: int, counter: list[int], seen: tuple[str, ...]
+    node: Any, param: str, path: str, defs: Mapping[str, Any], depth: int, counter: list[int]
 ) -> None:
-    param = path.split(".", 1)[0] if "." in path else path
     if not isinstance(node, Mapping):
         if isinstance(node, bool):
             return
@@ -223,7 +228,7 @@ def _check_node(
         variants = node.get(key)
         if isinstance(variants, list):
             for i, variant in enumerate(variants):
-                _check_node(variant, f"{path}.{key}[{i}]", defs, depth + 1, counter, seen)
+                _check_node(variant, param, f"{path}.{key}[{i}]", defs, depth + 1, counter)
     kind = node.get("type")
     kinds = kind if isinstance(kind, list) else [kind]
     if "object" in kinds:
@@ -240,9 +245,9 @@ def _check_node(
         if counter[0] > _STRICT_MAX_PROPERTIES:
             raise _strict_error(param, path, f"strict mode allows at most {_STRICT_MAX_PROPERTIES} properties.")
         for key, value in properties.items():
-            _check_node(value, f"{path}.properties.{key}", defs, depth + 1, counter, seen)
+            _check_node(value, param, f"{path}.properties.{key}", defs, depth + 1, counter)
     if "array" in kinds and isinstance(node.get("items"), Mapping):
-        _check_node(node["items"], f"{path}.items", defs, depth + 1, counter, seen)
+        _check_node(node["items"], param, f"{path}.items", defs, depth + 1, counter)
 
 
 # -- minimal instances ----------------------------------------------------------------------

@@ -18,7 +18,8 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..errors import APIError, InvalidRequestError, ServerError
-from ..service import ResponsesService
+from ..service import PreparedResponse, ResponsesService
+from .access import AccessRecord
 from .errors import error_response
 from .responses import EventStreamResponse, JSONBytesResponse
 
@@ -53,24 +54,37 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def create_response(service: ResponsesService, scope: Scope, receive: Receive, send: Send) -> None:
+async def create_response(
+    service: ResponsesService, scope: Scope, receive: Receive, send: Send, record: AccessRecord
+) -> None:
     """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream."""
     response: Response
+    prepared: PreparedResponse | None = None
     try:
         body = await _read_body(receive)
         prepared = service.prepare(body, time.perf_counter())
+        record.response_id = prepared.response.id
         if prepared.request.stream:
             response = EventStreamResponse(service, prepared)
         else:
             response = JSONBytesResponse(await service.drive(prepared))
     except ConnectionResetError:
+        record.status = 499  # the client went away before it was answered
         return
     except APIError as exc:
         response = error_response(exc)
     except Exception:
         logger.exception("Unhandled error on POST %s", PATH)
         response = error_response(ServerError("The server had an error while processing your request."))
+    response.raw_headers.append(record.header())
+    record.status = response.status_code
     await response(scope, receive, send)
+    if prepared is not None and prepared.usage is not None:
+        usage = prepared.usage
+        record.input_tokens = usage.input_tokens
+        record.output_tokens = usage.output_tokens
+        record.cached_tokens = usage.input_tokens_details.cached_tokens
+        record.first_token = prepared.first_token_at
 
 
 class ResponsesApp:
@@ -86,14 +100,14 @@ class ResponsesApp:
         return self.api.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == PATH:
-            if scope["method"] == "POST":
-                await create_response(self.service, scope, receive, send)
-            else:
-                error = InvalidRequestError(
-                    f"{scope['method']} is not allowed on {PATH}; use POST.", code="method_not_allowed"
-                )
-                error.status_code = 405
-                await error_response(error)(scope, receive, send)
+        if scope["type"] != "http":
+            await self.api(scope, receive, send)
             return
-        await self.api(scope, receive, send)
+        record = AccessRecord.start(scope)
+        try:
+            if scope["path"] == PATH and scope["method"] == "POST":
+                await create_response(self.service, scope, receive, send, record)
+            else:
+                await self.api(scope, receive, record.wrap(send))
+        finally:
+            record.log()

@@ -3,7 +3,7 @@
 Every error a client sees has the envelope
 ``{"error": {"message", "type", "param", "code"}}`` and a fitting status:
 our :class:`~trtllm_responses.errors.APIError` tree, Starlette's HTTP errors
-(unknown route 404, wrong method 405), FastAPI validation errors (400, never
+(unknown route 404 ``unknown_url``; under ``/v1/`` a wrong method too, as OpenAI does; 405 elsewhere), FastAPI validation errors (400, never
 422), and anything unexpected (500, logged with its traceback).
 """
 
@@ -38,10 +38,10 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    if exc.status_code == 404:
-        error: APIError = NotFoundError(
-            f"No route for {request.method} {request.url.path}.", code="unknown_url"
-        )
+    path = request.url.path
+    if exc.status_code == 404 or (exc.status_code == 405 and path.startswith("/v1/")):
+        # As OpenAI answers: a method/path pair the API does not have is an unknown URL, not a 405.
+        error: APIError = NotFoundError(f"Unknown request URL: {request.method} {path}.", code="unknown_url")
     else:
         error = InvalidRequestError(
             str(exc.detail), code="method_not_allowed" if exc.status_code == 405 else None

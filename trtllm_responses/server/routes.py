@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ..config import ServerConfig
-from ..errors import InvalidRequestError
+from ..errors import InvalidRequestError, NotFoundError
 from ..service import ResponsesService
 from .responses import JSONBytesResponse
 
@@ -50,15 +50,22 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
         after = request.query_params.get("after")
         return JSONBytesResponse(service.input_items(response_id, after=after, limit=limit, order=order))
 
+    model = {
+        "id": config.served_model_name,
+        "object": "model",
+        "created": started,
+        "owned_by": "trtllm-responses",
+    }
+
     @router.get("/v1/models")
     async def list_models() -> dict[str, object]:
-        model = {
-            "id": config.served_model_name,
-            "object": "model",
-            "created": started,
-            "owned_by": "trtllm-responses",
-        }
         return {"object": "list", "data": [model]}
+
+    @router.get("/v1/models/{model_id:path}")
+    async def retrieve_model(model_id: str) -> dict[str, object]:
+        if model_id != config.served_model_name:
+            raise NotFoundError(f"The model '{model_id}' does not exist.", param="model", code="model_not_found")
+        return model
 
     @router.get("/stats")
     async def stats(request: Request) -> dict[str, object]:
