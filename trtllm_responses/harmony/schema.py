@@ -89,14 +89,17 @@ def _render_node(
         target_name = _ref_name(ref)
         siblings = {k: v for k, v in node.items() if k != "$ref"}
         if target_name is None or target_name not in defs:
-            return {**siblings, "description": _join(siblings.get("description"), f"{ref} (unresolved)")}
+            return {**siblings, "description": _join(siblings.get("description"), f"{ref} (not found)")}
         if target_name in stack or len(stack) >= MAX_REF_DEPTH:
-            # gpt-oss sees the type's name; inlining again would never end.
-            return {**siblings, "description": _join(siblings.get("description"), f"{target_name} (recursive)")}
+            # Inlining again would never end: gpt-oss sees the type's name, which the comment on
+            # the object that defines it (below) introduces.
+            return {**siblings, "type": [target_name]}
         target = defs[target_name]
         merged = {**target, **siblings} if isinstance(target, Mapping) else siblings
         if name is not None and merged.get("title") == target_name:
             del merged["title"]  # the definition's own name, not the property's
+        if _is_recursive(target, target_name):
+            merged["description"] = _join(f"type {target_name}", merged.get("description"))
         return _render_node(merged, defs, stack + (target_name,), name)
     out: dict[str, Any] = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
     if name is not None and out.get("title") == name.replace("_", " ").title():
@@ -154,6 +157,12 @@ def _render_node(
     return out
 
 
+def _is_recursive(target: Any, name: str) -> bool:
+    """Whether a definition refers to itself (directly, which is how pydantic writes trees)."""
+    text = json.dumps(target)
+    return f'"#/$defs/{name}"' in text or f'"#/definitions/{name}"' in text
+
+
 def _inline_type(node: Mapping[str, Any]) -> str:
     """A one-line TypeScript type for a map's values (objects with fields are written as ``object``)."""
     kind = node.get("type")
@@ -175,8 +184,10 @@ def _inline_type(node: Mapping[str, Any]) -> str:
     return f"{text} | null" if node.get("nullable") else text
 
 
-def _join(first: Any, second: str) -> str:
-    return f"{first} ({second})" if isinstance(first, str) and first else second
+def _join(first: Any, second: Any) -> str:
+    if isinstance(first, str) and first and isinstance(second, str) and second:
+        return f"{first}: {second}"
+    return first if isinstance(first, str) and first else str(second or "")
 
 
 # -- strict mode --------------------------------------------------------------------------
