@@ -69,13 +69,13 @@ class ResponsesService:
 
     # -- create ----------------------------------------------------------------------------
 
-    def prepare(self, body: bytes, received_at: float | None = None) -> PreparedResponse:
+    async def prepare(self, body: bytes, received_at: float | None = None) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong."""
         received = received_at if received_at is not None else time.perf_counter()
         request = parse_request(body)
         history = EMPTY_HISTORY
         if request.previous_response_id is not None:
-            previous = self.store.get(request.previous_response_id)
+            previous = await self.store.get(request.previous_response_id)
             if previous is None:
                 raise NotFoundError(
                     f"Previous response with id '{request.previous_response_id}' not found.",
@@ -199,7 +199,7 @@ class ResponsesService:
                     break
                 if events and deliver is not None:
                     await deliver(events)
-            final_json = self._keep(prepared, processor.stream)
+            final_json = await self._keep(prepared, processor.stream)
             self.metrics.record_response(processor.output_tokens)
             if deliver is not None:
                 await deliver(events)
@@ -209,7 +209,7 @@ class ResponsesService:
                 self.executor.abort(generation.request_id)
             await deltas.aclose()
 
-    def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
+    async def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
         """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
         final = stream.final_response
         if final is None:
@@ -218,7 +218,7 @@ class ResponsesService:
         if prepared.request.store:
             items = normalize_input_items(prepared.request.input)
             history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
-            self.store.put(
+            await self.store.put(
                 StoredResponse(
                     id=final.id,
                     response_json=final_json,
@@ -231,19 +231,19 @@ class ResponsesService:
 
     # -- stored responses --------------------------------------------------------------------
 
-    def retrieve(self, response_id: str) -> bytes:
+    async def retrieve(self, response_id: str) -> bytes:
         """The stored response's JSON; NotFoundError if unknown."""
-        return self._get(response_id).response_json
+        return (await self._get(response_id)).response_json
 
-    def delete(self, response_id: str) -> bytes:
+    async def delete(self, response_id: str) -> bytes:
         """Delete a stored response; the deletion confirmation as JSON."""
-        if not self.store.delete(response_id):
+        if not await self.store.delete(response_id):
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return orjson.dumps({"id": response_id, "object": "response.deleted", "deleted": True})
 
-    def input_items(self, response_id: str, *, after: str | None, limit: int, order: str) -> bytes:
+    async def input_items(self, response_id: str, *, after: str | None, limit: int, order: str) -> bytes:
         """A page of the stored response's input items, as a ``list`` object."""
-        entry = self._get(response_id)
+        entry = await self._get(response_id)
         ids = list(entry.input_item_ids)
         items = list(entry.input_items_json)
         if order == "desc":
@@ -273,8 +273,8 @@ class ResponsesService:
             ]
         )
 
-    def _get(self, response_id: str) -> StoredResponse:
-        entry = self.store.get(response_id)
+    async def _get(self, response_id: str) -> StoredResponse:
+        entry = await self.store.get(response_id)
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return entry

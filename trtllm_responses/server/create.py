@@ -58,7 +58,7 @@ async def create_response(service: ResponsesService, scope: Scope, receive: Rece
     response: Response
     try:
         body = await _read_body(receive)
-        prepared = service.prepare(body, time.perf_counter())
+        prepared = await service.prepare(body, time.perf_counter())
         if prepared.request.stream:
             response = EventStreamResponse(service, prepared)
         else:
