@@ -59,6 +59,9 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
+    # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
+    input_item_ids: tuple[str, ...] = ()
+    input_items_json: tuple[bytes, ...] = ()
 
 
 class ResponsesService:
@@ -134,12 +137,15 @@ class ResponsesService:
                 seed=request.seed,
             ),
         )
+        items = normalize_input_items(request.input) if request.store else []
         return PreparedResponse(
             request=request,
             prompt=prompt,
             generation=generation,
             response=self._snapshot(response_id, request),
             received_at=received,
+            input_item_ids=tuple(item["id"] for item in items),
+            input_items_json=tuple(orjson.dumps(item) for item in items),
         )
 
     async def _build_prompt(self, request: ResponsesRequest, history: ConversationHistory, size: int) -> Prompt:
@@ -239,7 +245,12 @@ class ResponsesService:
                     break
                 if events and deliver is not None:
                     await deliver(events)
-            final_json = await self._keep(prepared, processor.stream)
+            try:
+                final_json = await self._keep(prepared, processor.stream)
+            except Exception:  # the store or the serializer failed: the client still gets a terminal event
+                logger.exception("Could not serialize or store %s", generation.request_id)
+                events[-1] = processor.stream.fail_instead("The server could not store the response.")
+                final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
             self.metrics.record_response(processor.output_tokens)
             if deliver is not None:
                 await deliver(events)
@@ -256,14 +267,13 @@ class ResponsesService:
             raise ServerError("The response ended without a terminal event.")
         final_json = to_json(final)
         if prepared.request.store:
-            items = normalize_input_items(prepared.request.input)
             history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
             await self.store.put(
                 StoredResponse(
                     id=final.id,
                     response_json=final_json,
-                    input_item_ids=tuple(item["id"] for item in items),
-                    input_items_json=tuple(orjson.dumps(item) for item in items),
+                    input_item_ids=prepared.input_item_ids,
+                    input_items_json=prepared.input_items_json,
                     history=history,
                 )
             )
