@@ -13,6 +13,7 @@ microseconds per token, medians of ``--repeat`` runs:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import statistics
@@ -54,7 +55,7 @@ def run_parser(encoding: Any, tokens: list[int]) -> float:
 
 
 def run_pipeline(service: ResponsesService, tokens: list[int], per_step: int) -> tuple[float, int]:
-    prepared = service.prepare(json.dumps({"input": "bench"}).encode())
+    prepared = asyncio.run(service.prepare(json.dumps({"input": "bench"}).encode()))
     processor = TokenStreamProcessor(
         ResponseStream(prepared.response), service.adapter.encoding, len(prepared.prompt.token_ids)
     )

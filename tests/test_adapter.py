@@ -308,7 +308,7 @@ BAD_INPUTS = [
     (
         {"input": "x", "tools": [{"type": "teleport", "destination": "moon"}]},
         "tools[0].type",
-        "not supported",
+        "Unknown tool type",
     ),
     (
         {"input": "x", "tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "name": "nope"}},

@@ -28,10 +28,10 @@ class Address(BaseModel):
 
 
 @pytest.fixture
-def model(echo_server):  # type: ignore[no-untyped-def]
+async def model(echo_server):  # type: ignore[no-untyped-def]
     agents.set_tracing_disabled(True)  # no trace uploads to OpenAI from tests
-    client = openai.AsyncOpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0)
-    return agents.OpenAIResponsesModel(model="gpt-oss", openai_client=client)
+    async with openai.AsyncOpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+        yield agents.OpenAIResponsesModel(model="gpt-oss", openai_client=client)
 
 
 async def test_output_type_gets_parsed_output(model) -> None:  # type: ignore[no-untyped-def]

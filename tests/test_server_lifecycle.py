@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import time
 
@@ -68,7 +69,7 @@ def test_finished_generations_are_not_aborted(paced_server) -> None:  # type: ig
 def test_concurrent_continuations_of_one_response(echo_server) -> None:  # type: ignore[no-untyped-def]
     with httpx.Client(base_url=echo_server.base_url, timeout=30) as client:
         root = client.post("/v1/responses", json={"input": "root"}).json()
-        before = echo_server.store.get(root["id"]).history
+        before = asyncio.run(echo_server.store.get(root["id"])).history
 
         def branch(n: int) -> dict:
             return client.post(
@@ -78,7 +79,7 @@ def test_concurrent_continuations_of_one_response(echo_server) -> None:  # type:
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             branches = list(pool.map(branch, range(16)))
         assert all(b["status"] == "completed" for b in branches)
-        assert echo_server.store.get(root["id"]).history is before
+        assert asyncio.run(echo_server.store.get(root["id"])).history is before
         assert len(before.messages) == 3  # user, analysis, final: untouched by its 16 continuations
         for n, b in enumerate(branches):
             prompt = client.post(

@@ -13,6 +13,15 @@ from trtllm_responses.protocol import parse_request
 from trtllm_responses.store import ConversationHistoryStore, StoredResponse
 
 
+def now(coroutine):  # type: ignore[no-untyped-def]
+    """The result of a coroutine that never suspends (the memory store's methods never await)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the memory store suspended")
+
+
 def entry(response_id: str, payload: int = 10) -> StoredResponse:
     return StoredResponse(
         id=response_id,
@@ -25,39 +34,39 @@ def entry(response_id: str, payload: int = 10) -> StoredResponse:
 
 def test_least_recently_used_is_evicted_first() -> None:
     store = ConversationHistoryStore(max_responses=2)
-    store.put(entry("a"))
-    store.put(entry("b"))
-    assert store.get("a") is not None  # a is now more recent than b
-    store.put(entry("c"))
-    assert store.get("b") is None and store.get("a") is not None and store.get("c") is not None
-    assert store.stats().evictions == 1 and len(store) == 2
+    now(store.put(entry("a")))
+    now(store.put(entry("b")))
+    assert now(store.get("a")) is not None  # a is now more recent than b
+    now(store.put(entry("c")))
+    assert now(store.get("b")) is None and now(store.get("a")) is not None and now(store.get("c")) is not None
+    assert now(store.stats()).evictions == 1 and len(store) == 2
 
 
 def test_byte_bound_evicts_until_it_fits() -> None:
     size = entry("a", 1000).nbytes
     store = ConversationHistoryStore(max_responses=100, max_bytes=size * 3)
     for name in "abcde":
-        store.put(entry(name, 1000))
-        assert store.stats().bytes <= store.max_bytes
-    assert [n for n in "abcde" if store.get(n)] == ["c", "d", "e"]
-    assert store.stats().evictions == 2 and store.stats().bytes == 3 * size
+        now(store.put(entry(name, 1000)))
+        assert now(store.stats()).bytes <= store.max_bytes
+    assert [n for n in "abcde" if now(store.get(n))] == ["c", "d", "e"]
+    assert now(store.stats()).evictions == 2 and now(store.stats()).bytes == 3 * size
 
 
 def test_an_entry_larger_than_the_store_is_refused_and_counted() -> None:
     store = ConversationHistoryStore(max_bytes=entry("small", 10).nbytes + 100)
-    store.put(entry("small", 10))
-    assert store.put(entry("huge", 10_000)) is False
-    assert store.get("huge") is None and store.get("small") is not None
-    assert store.stats().rejected == 1
+    now(store.put(entry("small", 10)))
+    assert now(store.put(entry("huge", 10_000))) is False
+    assert now(store.get("huge")) is None and now(store.get("small")) is not None
+    assert now(store.stats()).rejected == 1
 
 
 def test_replacing_and_deleting_keep_the_byte_count_exact() -> None:
     store = ConversationHistoryStore()
-    store.put(entry("a", 100))
-    store.put(entry("a", 300))
-    assert store.stats().bytes == entry("a", 300).nbytes and len(store) == 1
-    assert store.delete("a") and not store.delete("a")
-    assert store.stats().bytes == 0 and store.stats().responses == 0
+    now(store.put(entry("a", 100)))
+    now(store.put(entry("a", 300)))
+    assert now(store.stats()).bytes == entry("a", 300).nbytes and len(store) == 1
+    assert now(store.delete("a")) and not now(store.delete("a"))
+    assert now(store.stats()).bytes == 0 and now(store.stats()).responses == 0
 
 
 def test_entries_and_histories_cannot_be_mutated(adapter: HarmonyAdapter) -> None:
@@ -91,12 +100,12 @@ def test_concurrent_use_keeps_the_invariants() -> None:
                 key = f"r{rng.randrange(200)}"
                 op = rng.random()
                 if op < 0.5:
-                    store.put(entry(key, rng.randrange(10, 150)))
+                    now(store.put(entry(key, rng.randrange(10, 150))))
                 elif op < 0.9:
-                    got = store.get(key)
+                    got = now(store.get(key))
                     assert got is None or got.id == key
                 else:
-                    store.delete(key)
+                    now(store.delete(key))
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
@@ -106,9 +115,9 @@ def test_concurrent_use_keeps_the_invariants() -> None:
     for t in threads:
         t.join()
     assert not errors
-    stats = store.stats()
+    stats = now(store.stats())
     assert stats.responses <= 50 and stats.bytes <= stats.max_bytes
-    assert stats.bytes == sum(store.get(k).nbytes for k in list(store._entries))  # type: ignore[union-attr]
+    assert stats.bytes == sum(now(store.get(k)).nbytes for k in list(store._entries))  # type: ignore[union-attr]
 
 
 def test_accounted_bytes_bound_the_real_memory(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
@@ -132,7 +141,7 @@ def test_accounted_bytes_bound_the_real_memory(encoding, adapter) -> None:  # ty
     ]
 
     async def one(body: dict) -> dict:
-        return json.loads(await service.drive(service.prepare(json.dumps(body).encode())))
+        return json.loads(await service.drive(await service.prepare(json.dumps(body).encode())))
 
     async def workload(n: int) -> None:
         previous = None
@@ -149,12 +158,12 @@ def test_accounted_bytes_bound_the_real_memory(encoding, adapter) -> None:  # ty
     gc.collect()
     tracemalloc.start()
     real_before = tracemalloc.get_traced_memory()[0]
-    counted_before = store.stats().bytes
+    counted_before = now(store.stats()).bytes
     asyncio.run(workload(120))
     gc.collect()
     real = tracemalloc.get_traced_memory()[0] - real_before
     tracemalloc.stop()
-    counted = store.stats().bytes - counted_before
+    counted = now(store.stats()).bytes - counted_before
     assert counted >= real, f"the store counts {counted} bytes for {real} bytes really held"
 
 

@@ -21,7 +21,8 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from .errors import InvalidRequestError, NotFoundError, ServerError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
-from .harmony.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt
+from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
+from .harmony.render_pool import RenderPool
 from .ids import new_id
 from .input_items import normalize_input_items
 from .logprobs import LogprobStreamProcessor
@@ -31,12 +32,23 @@ from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .wire import to_dict, to_json
 
-__all__ = ["Deliver", "PreparedResponse", "ResponsesService"]
+__all__ = ["Deliver", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
 
 #: Receives each engine step's events (the streaming transport writes them out).
 Deliver: TypeAlias = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
+
+#: Requests up to this size render on the event loop (≈1 ms of tokenizing); larger ones in the worker.
+INLINE_RENDER_BYTES = 16 << 10
+#: Request bytes allowed per token of context window: generous for any text that fits the window
+#: (gpt-oss averages ~4 bytes of text per token; JSON escaping and item framing add to it).
+INPUT_BYTES_PER_TOKEN = 16
+
+
+def default_max_input_bytes(max_seq_len: int) -> int:
+    """``--max_input_bytes`` when not set: sized to the context window."""
+    return INPUT_BYTES_PER_TOKEN * max_seq_len
 
 
 @dataclass(slots=True)
@@ -51,6 +63,9 @@ class PreparedResponse:
     # Filled in by drive (for the access log): when the executor's first delta came, final usage.
     first_token_at: float | None = None
     usage: Any = None
+    # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
+    input_item_ids: tuple[str, ...] = ()
+    input_items_json: tuple[bytes, ...] = ()
 
 
 class ResponsesService:
@@ -64,29 +79,46 @@ class ResponsesService:
         adapter: HarmonyAdapter,
         model_name: str,
         metrics: ServerMetrics | None = None,
+        max_input_bytes: int | None = None,
+        inline_render_bytes: int = INLINE_RENDER_BYTES,
+        render_pool: RenderPool | None = None,
     ) -> None:
         self.executor = executor
         self.store = store
         self.adapter = adapter
         self.model_name = model_name
         self.metrics = metrics or ServerMetrics()
+        self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
+        self.inline_render_bytes = inline_render_bytes
+        self.render_pool = render_pool or RenderPool()
+
+    def check_input_size(self, size: int) -> None:
+        """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
+        if size > self.max_input_bytes:
+            raise InvalidRequestError(
+                f"The request is larger than {self.max_input_bytes} bytes, more than this model's context "
+                f"window of {self.executor.max_seq_len} tokens can hold (--max_input_bytes).",
+                param="input",
+                code="context_length_exceeded",
+            )
 
     # -- create ----------------------------------------------------------------------------
 
-    def prepare(self, body: bytes, received_at: float | None = None) -> PreparedResponse:
+    async def prepare(self, body: bytes, received_at: float | None = None) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong."""
         received = received_at if received_at is not None else time.perf_counter()
+        self.check_input_size(len(body))
         request = parse_request(body)
         history = EMPTY_HISTORY
         if request.previous_response_id is not None:
-            previous = self.store.get(request.previous_response_id)
+            previous = await self.store.get(request.previous_response_id)
             if previous is None:
                 raise NotFoundError(
                     f"Previous response with id '{request.previous_response_id}' not found.",
                     param="previous_response_id",
                 )
             history = previous.history
-        prompt = self.adapter.build_prompt(request, history)
+        prompt = await self._build_prompt(request, history, len(body))
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -95,6 +127,7 @@ class ResponsesService:
                 param="input",
                 code="context_length_exceeded",
             )
+        self.adapter.admit(prompt)
         max_tokens = min(request.max_output_tokens or room, room)
         response_id = new_id("resp")
         generation = GenerationRequest(
@@ -110,13 +143,26 @@ class ResponsesService:
             ),
             constraint=prompt.constraint,
         )
+        items = normalize_input_items(request.input) if request.store else []
         return PreparedResponse(
             request=request,
             prompt=prompt,
             generation=generation,
             response=self._snapshot(response_id, request),
             received_at=received,
+            input_item_ids=tuple(item["id"] for item in items),
+            input_items_json=tuple(orjson.dumps(item) for item in items),
         )
+
+    async def _build_prompt(self, request: ResponsesRequest, history: ConversationHistory, size: int) -> Prompt:
+        """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
+        adapter = self.adapter
+        draft = adapter.draft_prompt(request, history)
+        if size <= self.inline_render_bytes or not draft.to_render:
+            return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
+        renders = await self.render_pool.render(draft.to_render)
+        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders)]
+        return adapter.finish_prompt(draft, rendered)
 
     def _snapshot(self, response_id: str, request: ResponsesRequest) -> Response:
         reasoning = request.reasoning
@@ -213,7 +259,12 @@ class ResponsesService:
                     break
                 if events and deliver is not None:
                     await deliver(events)
-            final_json = self._keep(prepared, processor.stream)
+            try:
+                final_json = await self._keep(prepared, processor.stream)
+            except Exception:  # the store or the serializer failed: the client still gets a terminal event
+                logger.exception("Could not serialize or store %s", generation.request_id)
+                events[-1] = processor.stream.fail_instead("The server could not store the response.")
+                final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
             self.metrics.record_response(processor.output_tokens)
             prepared.first_token_at = first_at
             prepared.usage = processor.usage()
@@ -225,21 +276,20 @@ class ResponsesService:
                 self.executor.abort(generation.request_id)
             await deltas.aclose()
 
-    def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
+    async def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
         """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
         final = stream.final_response
         if final is None:
             raise ServerError("The response ended without a terminal event.")
         final_json = to_json(final)
         if prepared.request.store:
-            items = normalize_input_items(prepared.request.input)
             history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
-            self.store.put(
+            await self.store.put(
                 StoredResponse(
                     id=final.id,
                     response_json=final_json,
-                    input_item_ids=tuple(item["id"] for item in items),
-                    input_items_json=tuple(orjson.dumps(item) for item in items),
+                    input_item_ids=prepared.input_item_ids,
+                    input_items_json=prepared.input_items_json,
                     history=history,
                 )
             )
@@ -247,19 +297,19 @@ class ResponsesService:
 
     # -- stored responses --------------------------------------------------------------------
 
-    def retrieve(self, response_id: str) -> bytes:
+    async def retrieve(self, response_id: str) -> bytes:
         """The stored response's JSON; NotFoundError if unknown."""
-        return self._get(response_id).response_json
+        return (await self._get(response_id)).response_json
 
-    def delete(self, response_id: str) -> bytes:
+    async def delete(self, response_id: str) -> bytes:
         """Delete a stored response; the deletion confirmation as JSON."""
-        if not self.store.delete(response_id):
+        if not await self.store.delete(response_id):
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return orjson.dumps({"id": response_id, "object": "response.deleted", "deleted": True})
 
-    def input_items(self, response_id: str, *, after: str | None, limit: int, order: str) -> bytes:
+    async def input_items(self, response_id: str, *, after: str | None, limit: int, order: str) -> bytes:
         """A page of the stored response's input items, as a ``list`` object."""
-        entry = self._get(response_id)
+        entry = await self._get(response_id)
         ids = list(entry.input_item_ids)
         items = list(entry.input_items_json)
         if order == "desc":
@@ -289,8 +339,8 @@ class ResponsesService:
             ]
         )
 
-    def _get(self, response_id: str) -> StoredResponse:
-        entry = self.store.get(response_id)
+    async def _get(self, response_id: str) -> StoredResponse:
+        entry = await self.store.get(response_id)
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return entry

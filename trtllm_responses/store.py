@@ -76,18 +76,22 @@ class StoreStats:
 
 
 class ResponseStore(Protocol):
-    """Where finished responses are kept for retrieval and continuation."""
+    """Where finished responses are kept for retrieval and continuation.
 
-    def get(self, response_id: str) -> StoredResponse | None:
+    Every method is a coroutine: backends that do I/O (a database, a network
+    store) must never block the event loop; the in-memory one simply never awaits.
+    """
+
+    async def get(self, response_id: str) -> StoredResponse | None:
         """The entry, or None if unknown or evicted (a hit counts as a use)."""
 
-    def put(self, entry: StoredResponse) -> bool:
+    async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry; False if it cannot be kept (larger than the whole store)."""
 
-    def delete(self, response_id: str) -> bool:
+    async def delete(self, response_id: str) -> bool:
         """Forget an entry; False if it was not there."""
 
-    def stats(self) -> StoreStats:
+    async def stats(self) -> StoreStats:
         """Counters for logs and benchmarks."""
 
 
@@ -109,7 +113,7 @@ class ConversationHistoryStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, response_id: str) -> StoredResponse | None:
+    async def get(self, response_id: str) -> StoredResponse | None:
         """The entry, marked most recently used; None if unknown or evicted."""
         with self._lock:
             entry = self._entries.get(response_id)
@@ -117,7 +121,7 @@ class ConversationHistoryStore:
                 self._entries.move_to_end(response_id)
             return entry
 
-    def put(self, entry: StoredResponse) -> bool:
+    async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry, evicting least recently used ones to stay within both bounds."""
         size = entry.nbytes
         if size > self.max_bytes:
@@ -144,7 +148,7 @@ class ConversationHistoryStore:
                 self._evictions += 1
         return True
 
-    def delete(self, response_id: str) -> bool:
+    async def delete(self, response_id: str) -> bool:
         """Forget an entry."""
         with self._lock:
             if self._entries.pop(response_id, None) is None:
@@ -152,7 +156,7 @@ class ConversationHistoryStore:
             self._bytes -= self._sizes.pop(response_id)
             return True
 
-    def stats(self) -> StoreStats:
+    async def stats(self) -> StoreStats:
         """Counts, bytes and evictions."""
         with self._lock:
             return StoreStats(

@@ -36,7 +36,7 @@ class _BodyTooLarge(InvalidRequestError):
     status_code = 413
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive, service: ResponsesService) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -49,6 +49,7 @@ async def _read_body(receive: Receive) -> bytes:
             raise _BodyTooLarge(
                 f"The request body is larger than {MAX_BODY_BYTES >> 20} MiB.", code="request_too_large"
             )
+        service.check_input_size(size)  # refuse early, before reading (and parsing) the rest
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
@@ -61,8 +62,8 @@ async def create_response(
     response: Response
     prepared: PreparedResponse | None = None
     try:
-        body = await _read_body(receive)
-        prepared = service.prepare(body, time.perf_counter())
+        body = await _read_body(receive, service)
+        prepared = await service.prepare(body, time.perf_counter())
         record.response_id = prepared.response.id
         if prepared.request.stream:
             response = EventStreamResponse(service, prepared)

@@ -35,11 +35,11 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
 
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(response_id: str) -> Response:
-        return JSONBytesResponse(service.retrieve(response_id))
+        return JSONBytesResponse(await service.retrieve(response_id))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(response_id: str) -> Response:
-        return JSONBytesResponse(service.delete(response_id))
+        return JSONBytesResponse(await service.delete(response_id))
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(response_id: str, request: Request) -> Response:
@@ -48,7 +48,7 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
             raise InvalidRequestError("'order' must be 'asc' or 'desc'.", param="order")
         limit = _int_param(request, "limit", 20, 1, 100)
         after = request.query_params.get("after")
-        return JSONBytesResponse(service.input_items(response_id, after=after, limit=limit, order=order))
+        return JSONBytesResponse(await service.input_items(response_id, after=after, limit=limit, order=order))
 
     model = {
         "id": config.served_model_name,
@@ -71,7 +71,7 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
     async def stats(request: Request) -> dict[str, object]:
         if request.query_params.get("reset") == "1":
             service.metrics.reset()
-        store = service.store.stats()
+        store = await service.store.stats()
         return {
             **service.metrics.snapshot(),
             "store": {
