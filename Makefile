@@ -5,8 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Codex CLI from npm, for tests/test_codex_cli.py (skipped when npm is not available).
+CODEX_VERSION ?= 0.169.0
+CODEX_DIR := .codex-cli
+CODEX_STAMP := $(CODEX_DIR)/.installed-$(CODEX_VERSION)
 
-.PHONY: run test lint bench install clean
+.PHONY: run test lint bench install clean codex-cli
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +22,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+$(CODEX_STAMP):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --silent --no-audit --no-fund --prefix $(CODEX_DIR) @openai/codex@$(CODEX_VERSION) && touch $(CODEX_STAMP); \
+	else echo "npm not found: the Codex CLI tests will be skipped"; fi
+
+codex-cli: $(CODEX_STAMP)
+
 run: $(STAMP)
 	$(BIN)/trtllm-responses serve --engine echo --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+test: $(STAMP) codex-cli
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -33,4 +44,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(CODEX_DIR)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import httpx
 import openai
@@ -68,7 +68,7 @@ AGENTS = {
 class Stop(BaseModel):
     city: str
     mode: Literal["train", "bus"]
-    nights: Optional[int]
+    nights: int | None
 
 
 class Trip(BaseModel):
@@ -248,7 +248,7 @@ def test_hosted_tools_are_echoed_not_shown(http: httpx.Client) -> None:
 
 class Address(BaseModel):
     street: str
-    zip_code: Optional[int] = None
+    zip_code: int | None = None
 
 
 class Person(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 import openai
 import pytest
@@ -14,7 +14,7 @@ agents = pytest.importorskip("agents")
 class Stop(BaseModel):
     city: str
     mode: Literal["train", "bus"]
-    nights: Optional[int]
+    nights: int | None
 
 
 class Trip(BaseModel):
@@ -24,7 +24,7 @@ class Trip(BaseModel):
 
 class Address(BaseModel):
     street: str
-    zip_code: Optional[int]
+    zip_code: int | None
 
 
 @pytest.fixture

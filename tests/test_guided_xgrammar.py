@@ -46,7 +46,7 @@ def _bytes_to_unicode() -> dict[int, str]:
             printable.append(b)
             chars.append(256 + n)
             n += 1
-    return dict(zip(printable, map(chr, chars)))
+    return dict(zip(printable, map(chr, chars), strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_structured_output_nested_schema(
     compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding
 ) -> None:
     prompt, constraint = _constraint(adapter, {"input": "Plan it", "text": TRIP_FORMAT, "tools": [WEATHER]})
-    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
     final = encoding.decode(completion).split("<|channel|>final<|message|>")[1].removesuffix("<|return|>")
     assert json.loads(final) == {
         "name": "Plan it",
@@ -171,7 +171,7 @@ def test_structured_output_nested_schema(
 
 def test_required_call(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
     prompt, constraint = _constraint(adapter, {"input": "Paris", "tools": [WEATHER, OTHER], "tool_choice": "required"})
-    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
     assert "to=functions.get_weather" in encoding.decode(completion)
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
     answer = "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>"
@@ -183,7 +183,7 @@ def test_required_call(compiler: Any, adapter: HarmonyAdapter, encoding: Harmony
 def test_named_tool(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
     body = {"input": "Paris", "tools": [WEATHER, OTHER], "tool_choice": {"type": "function", "name": "other"}}
     prompt, constraint = _constraint(adapter, body)
-    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
     assert "to=functions.other" in encoding.decode(completion)
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
     wrong = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>'
@@ -193,7 +193,7 @@ def test_named_tool(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEnc
 def test_lark_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
     patch = "*** Begin Patch\n*** Add File: notes.txt\n+hello\n*** End Patch\n"
     prompt, constraint = _constraint(adapter, {"input": f"call apply_patch {patch}", "tools": [APPLY_PATCH, WEATHER]})
-    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
     # Free answers stay free when only a custom tool's grammar constrains.
     _, echo = _constraint(adapter, {"input": "Hi", "tools": [APPLY_PATCH]})
@@ -205,7 +205,7 @@ def test_lark_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyE
 
 def test_regex_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
     prompt, constraint = _constraint(adapter, {"input": "call ticket ABC-123", "tools": [TICKET]})
-    completion = EchoExecutor(encoding).plan(prompt, constraint)
+    completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
     assert "ABC-123<|call|>" in encoding.decode(completion)
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
     wrong = "<|channel|>commentary to=functions.ticket<|message|>abc-1<|call|>"

@@ -63,6 +63,6 @@ async def test_logprobs_reach_sampling_params_and_come_back_per_token(
     )
     for delta in deltas:
         assert delta.logprobs is not None and len(delta.logprobs) == len(delta.token_ids)
-        for token, (logprob, top) in zip(delta.token_ids, delta.logprobs):
+        for token, (logprob, top) in zip(delta.token_ids, delta.logprobs, strict=True):
             # The fake: the sampled token at -0.25 (rank 1), token+1 at -1.25 (rank 2).
             assert logprob == -0.25 and top == [(token, -0.25), (token + 1, -1.25)]

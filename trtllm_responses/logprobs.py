@@ -90,6 +90,7 @@ class LogprobStreamProcessor(TokenStreamProcessor):
         return events
 
     def _attach(self, events: list[ResponseStreamEvent]) -> list[ResponseStreamEvent]:
+        event: Any
         for event in events:
             kind = type(event)
             if kind is ResponseTextDeltaEvent:

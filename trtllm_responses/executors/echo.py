@@ -41,9 +41,7 @@ import re
 import time
 import types
 from collections.abc import AsyncGenerator, Generator, Sequence
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..harmony.encoding import HarmonyEncoding
 from ..harmony.schema import minimal_instance

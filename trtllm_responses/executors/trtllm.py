@@ -218,7 +218,7 @@ def _token_logprobs(
     if not diff or len(diff) != len(tokens):
         return None
     out = []
-    for token, entries in zip(tokens, diff):
+    for token, entries in zip(tokens, diff, strict=True):
         if not isinstance(entries, dict) or token not in entries:
             return None
         ranked = sorted(entries.items(), key=lambda kv: (kv[1].rank is None, kv[1].rank or 0, -kv[1].logprob))

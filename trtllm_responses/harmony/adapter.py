@@ -40,11 +40,10 @@ from openai_harmony import (
 
 from ..bounded_cache import ByteBoundedCache
 from ..constraints import Constraint, build_constraint, parse_text_format
-from ..errors import InvalidRequestError
 from ..protocol import ResponsesRequest
+from .developer import developer_message, developer_spec
 from .encoding import HarmonyEncoding
 from .items import input_to_messages
-from .developer import developer_message, developer_spec
 from .tools import RequestTools, select_tools
 
 EMPTY_TOOLS = RequestTools()

@@ -184,7 +184,7 @@ def build_output_item(
         )
     if kind is ItemKind.FUNCTION_CALL:
         assert call_id is not None and target.name is not None
-        extra = {"namespace": target.namespace} if target.namespace else {}
+        extra: dict[str, Any] = {"namespace": target.namespace} if target.namespace else {}
         return ResponseFunctionToolCall(
             id=item_id,
             type="function_call",
@@ -196,9 +196,9 @@ def build_output_item(
         )
     if kind is ItemKind.CUSTOM_TOOL_CALL:
         assert call_id is not None and target.name is not None
-        extra = {"namespace": target.namespace} if target.namespace else {}
+        custom_extra: dict[str, Any] = {"namespace": target.namespace} if target.namespace else {}
         return ResponseCustomToolCall(
-            id=item_id, type="custom_tool_call", call_id=call_id, name=target.name, input=text, **extra
+            id=item_id, type="custom_tool_call", call_id=call_id, name=target.name, input=text, **custom_extra
         )
     if kind is ItemKind.WEB_SEARCH_CALL:
         return ResponseFunctionWebSearch(

@@ -115,8 +115,8 @@ def _render_node(
         non_null = [v for v in variants if not (isinstance(v, Mapping) and v.get("type") == "null")]
         if len(non_null) == 1 and len(variants) == 2:
             inner = _render_node(non_null[0], defs, stack)
-            extra = {k: v for k, v in out.items() if k in ("description", "default", "title", "examples")}
-            return {**inner, **extra, "nullable": True}
+            kept = {k: v for k, v in out.items() if k in ("description", "default", "title", "examples")}
+            return {**inner, **kept, "nullable": True}
         out["oneOf"] = [_render_node(v, defs, stack) for v in variants]
         return out
     kind = out.get("type")
@@ -144,7 +144,7 @@ def _render_node(
         if isinstance(properties, Mapping) and properties:
             out["properties"] = {k: _render_node(v, defs, stack, k) for k, v in properties.items()}
         else:
-            extra = out.get("additionalProperties")
+            extra: Any = out.get("additionalProperties")
             if isinstance(extra, Mapping):
                 value = _inline_type(_render_node(extra, defs, stack))
                 out["type"] = [f"Record<string, {value}>"]

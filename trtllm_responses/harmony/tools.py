@@ -229,10 +229,10 @@ def select_tools(tools: list[dict[str, Any]], choice: str | Mapping[str, Any]) -
                 param=f"{where}.type",
             )
     seen: set[str] = set()
-    for tool in declared:
-        if tool.recipient in seen:
-            raise InvalidRequestError(f"Tool {tool.recipient!r} is declared twice.", param="tools")
-        seen.add(tool.recipient)
+    for shown in declared:
+        if shown.recipient in seen:
+            raise InvalidRequestError(f"Tool {shown.recipient!r} is declared twice.", param="tools")
+        seen.add(shown.recipient)
     if choice == "none":
         return RequestTools((), descriptions, False, tuple(hidden))
     if choice == "auto":

@@ -1,0 +1,108 @@
+"""Codex CLI (``@openai/codex`` from npm), configured with nothing but a model provider, against the echo server.
+
+Each run is a real ``codex exec`` subprocess talking to a test server on loopback: a plain answer,
+an ``exec_command`` round trip, a ``multi_agent_v1`` namespace call, an ``apply_patch`` freeform edit
+(the catalog entry offers it as freeform) and ``--output-schema``; each must exit 0 with the expected
+result. Skipped when no Codex binary is installed (``make test`` installs one under ``.codex-cli/``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOG = Path(__file__).parent / "data" / "codex" / "gpt-oss-catalog.json"
+
+
+def _codex() -> str | None:
+    candidates = [os.environ.get("CODEX_BIN"), str(ROOT / ".codex-cli" / "node_modules" / ".bin" / "codex")]
+    for candidate in candidates:
+        if candidate and Path(candidate).exists():
+            return candidate
+    return shutil.which("codex")
+
+
+CODEX = _codex()
+pytestmark = pytest.mark.skipif(CODEX is None, reason="Codex CLI is not installed (make test installs it with npm)")
+
+
+@pytest.fixture(scope="module")
+def codex_home(echo_server, tmp_path_factory: pytest.TempPathFactory) -> Path:  # type: ignore[no-untyped-def]
+    home = tmp_path_factory.mktemp("codex-home")
+    shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
+    (home / "config.toml").write_text(
+        f'''model = "gpt-oss"
+model_provider = "trtllm"
+model_context_window = 131072
+model_catalog_json = "{home / "gpt-oss-catalog.json"}"
+
+[model_providers.trtllm]
+name = "trtllm-responses"
+base_url = "{echo_server.base_url}/v1"
+wire_api = "responses"
+'''
+    )
+    return home
+
+
+def codex(home: Path, workdir: Path, *args: str) -> str:
+    """Run ``codex exec`` in ``workdir``; assert it exits 0; return what it printed on stdout."""
+    assert CODEX is not None
+    env = {**os.environ, "CODEX_HOME": str(home), "NO_COLOR": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    result = subprocess.run(
+        [CODEX, "exec", "--skip-git-repo-check", *args],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_plain_answer(codex_home: Path, tmp_path: Path) -> None:
+    assert "lorem ipsum dolor" in codex(codex_home, tmp_path, "#lorem 8")
+
+
+def test_exec_command_round_trip(codex_home: Path, tmp_path: Path) -> None:
+    out = codex(codex_home, tmp_path, "-s", "workspace-write", 'call exec_command {"cmd":"echo round-trip-ok"}')
+    assert "exec_command returned:" in out and "round-trip-ok" in out
+
+
+def test_multi_agent_namespace_call(codex_home: Path, tmp_path: Path) -> None:
+    out = codex(
+        codex_home,
+        tmp_path,
+        "-s",
+        "workspace-write",
+        'call multi_agent_v1.spawn_agent {"task_name":"helper","message":"#lorem 5"}',
+    )
+    assert "multi_agent_v1.spawn_agent returned:" in out and "agent_id" in out
+
+
+def test_apply_patch_freeform_edit(codex_home: Path, tmp_path: Path) -> None:
+    patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello from apply_patch\n*** End Patch\n"
+    out = codex(codex_home, tmp_path, "-s", "workspace-write", f"call apply_patch {patch}")
+    assert "apply_patch returned:" in out
+    assert (tmp_path / "hello.txt").read_text() == "hello from apply_patch\n"
+
+
+def test_output_schema(codex_home: Path, tmp_path: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+        "required": ["city", "days"],
+        "additionalProperties": False,
+    }
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    out = codex(codex_home, tmp_path, "--output-schema", str(tmp_path / "schema.json"), "Lyon")
+    assert json.loads(out.strip().splitlines()[-1]) == {"city": "Lyon", "days": 1}
