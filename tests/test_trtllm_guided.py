@@ -66,3 +66,26 @@ async def test_logprobs_reach_sampling_params_and_come_back_per_token(
         for token, (logprob, top) in zip(delta.token_ids, delta.logprobs, strict=True):
             # The fake: the sampled token at -0.25 (rank 1), token+1 at -1.25 (rank 2).
             assert logprob == -0.25 and top == [(token, -0.25), (token + 1, -1.25)]
+
+
+def test_server_streams_logprobs_from_multi_token_steps(
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+) -> None:
+    """Several tokens per engine step: each token's logprob still lands on the text it produced."""
+    import httpx
+    from server_harness import start_server, stream_events
+    from stream_grammar import check_stream
+
+    running = start_server(executor_for(encoding, stream_interval=3), adapter)
+    try:
+        with httpx.Client(base_url=running.base_url, timeout=30) as client:
+            events = stream_events(client, {"input": "Logprobs from several tokens per step", "top_logprobs": 1})
+            final = check_stream(events)
+            deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+            assert all(len(e["logprobs"]) == 1 for e in deltas)  # fed one token at a time
+            part = final["output"][-1]["content"][0]
+            assert "".join(lp["token"] for lp in part["logprobs"]) == part["text"]
+            assert {lp["logprob"] for lp in part["logprobs"]} == {-0.25}
+            assert all(len(lp["top_logprobs"]) == 1 for lp in part["logprobs"])
+    finally:
+        running.stop()

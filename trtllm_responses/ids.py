@@ -1,7 +1,7 @@
 """Identifier minting: the one place ids are made.
 
 Ids follow OpenAI's shapes: a short prefix, an underscore and 48 hex digits
-(``resp_…``, ``msg_…``, ``rs_…``, ``fc_…``, ``call_…``, ``ws_…``, ``ci_…``, ``mcp_…``).
+(``resp_…``, ``msg_…``, ``rs_…``, ``fc_…``, ``ctc_…``, ``call_…``, ``ws_…``, ``ci_…``, ``mcp_…``, ``req_…``).
 """
 
 from __future__ import annotations
