@@ -153,7 +153,6 @@ class Prompt:
     tools: RequestTools = EMPTY_TOOLS  # the tools shown to the model: how its calls read back
     constraint: Constraint | None = None  # what the output must obey (executors enforce it)
 
-
     @property
     def messages(self) -> list[Message]:
         """Every Harmony message of the prompt, in order (analysis included, as stored)."""
@@ -266,7 +265,9 @@ class HarmonyAdapter:
         self.admit(prompt)
         return prompt
 
-    def draft_prompt(self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY) -> PromptDraft:
+    def draft_prompt(
+        self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY
+    ) -> PromptDraft:
         """Everything of the prompt but the rendering of its new messages (``draft.to_render``).
 
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
