@@ -30,6 +30,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
+import orjson
 from openai_harmony import (
     Message,
     ReasoningEffort,
@@ -149,7 +150,7 @@ class Prompt:
     developer: RenderedMessage | None
     history: ConversationHistory  # history including this request's input
     instructions: str | None  # effective instructions (request + system/developer input messages)
-    developer_key: tuple[str | None, str] = (None, "[]")  # (instructions, developer spec JSON): the cache key
+    developer_key: tuple[str | None, str] = (None, "[]")  # (instructions, JSON of tools, tool_choice, text): the cache key
     tools: RequestTools = EMPTY_TOOLS  # the tools shown to the model: how its calls read back
     constraint: Constraint | None = None  # what the output must obey (executors enforce it)
 
@@ -287,7 +288,9 @@ class HarmonyAdapter:
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
         instructions = "\n\n".join(parts) if parts else None
-        developer_key = (instructions, developer_spec(None, tools, response_format))
+        # The request's own tools, choice and format determine the rest of the message: their JSON is the
+        # key (cheap); the spec (schemas rewritten for rendering) is built only on a cache miss.
+        developer_key = (instructions, orjson.dumps([request.tools, request.tool_choice, request.text]).decode())
         developer = self._developers.get(developer_key)
         to_render = list(converted.messages)
         if developer is None:
