@@ -203,6 +203,7 @@ class HarmonyAdapter:
         self.encoding = encoding
         self._model_identity = model_identity
         self._today = today
+        self._hidden_logged: set[str] = set()  # hosted tool types already logged as not shown
         self._assistant_start = tuple(encoding.encode("<|start|>assistant"))
         # Keyed by a handful of small values: bounded by count.
         self._render_system = lru_cache(maxsize=64)(self._render_system_uncached)
@@ -275,7 +276,7 @@ class HarmonyAdapter:
         tokenizes nothing here except the small, cached system message.
         """
         converted = input_to_messages(request.input, history.calls)
-        tools = select_tools(request.tools, request.tool_choice)
+        tools = select_tools(request.tools, request.tool_choice, self._hidden_logged)
         response_format = parse_text_format(request.text)
         effort = (
             _EFFORTS[request.reasoning.effort]

@@ -53,7 +53,6 @@ HOSTED_TOOL_TYPES = frozenset(
     }
 )
 _GRAMMAR_SYNTAXES = ("lark", "regex")
-_logged_hidden: set[str] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +192,13 @@ def _member(tool: Any, where: str, namespace: str) -> Tool:
     )
 
 
-def select_tools(tools: list[dict[str, Any]], choice: str | Mapping[str, Any]) -> RequestTools:
-    """Check ``tools``, apply ``tool_choice``; raise InvalidRequestError naming the field."""
+def select_tools(
+    tools: list[dict[str, Any]], choice: str | Mapping[str, Any], logged: set[str] | None = None
+) -> RequestTools:
+    """Check ``tools``, apply ``tool_choice``; raise InvalidRequestError naming the field.
+
+    A hosted tool type not shown to the model is logged once per ``logged`` set (the adapter's).
+    """
     declared: list[Tool] = []
     descriptions: dict[str, str] = {}
     hidden: list[str] = []
@@ -213,8 +217,8 @@ def select_tools(tools: list[dict[str, Any]], choice: str | Mapping[str, Any]) -
             declared.extend(_member(m, f"{where}.tools[{j}]", name) for j, m in enumerate(members))
         elif kind in HOSTED_TOOL_TYPES:
             hidden.append(str(kind))
-            if kind not in _logged_hidden:
-                _logged_hidden.add(str(kind))
+            if logged is not None and kind not in logged:
+                logged.add(str(kind))
                 logger.info("Tool type %r is not run by this server: echoed, not shown to the model", kind)
         elif kind == "mcp":
             raise InvalidRequestError(
