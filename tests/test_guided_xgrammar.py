@@ -207,6 +207,12 @@ def test_lark_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyE
     assert _run(compiler, echo, plain, encoding.return_) == "terminated"
     broken = "<|channel|>commentary to=functions.apply_patch<|message|>*** Begin Patch\nrm -rf /\n<|call|>"
     assert _run(compiler, constraint, _harmony(encoding, broken), encoding.return_).startswith("rejected")
+    # Functions without a strict schema share one tag: any declared recipient, any JSON object.
+    _, several = _constraint(adapter, {"input": "Hi", "tools": [APPLY_PATCH, WEATHER, OTHER]})
+    other = '<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.other <|constrain|>json<|message|>{}<|call|>'
+    assert _run(compiler, several, _harmony(encoding, other), encoding.return_) == "accepted"
+    nope = other.replace("functions.other", "functions.nope")
+    assert _run(compiler, several, _harmony(encoding, nope), encoding.return_).startswith("rejected")
 
 
 def test_regex_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:

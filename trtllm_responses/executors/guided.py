@@ -13,16 +13,20 @@ TensorRT-LLM has one stop token, the tokenizer's EOS, which for gpt-oss is ``<|r
 the grammar cannot write it as text, only end where it may follow. ``<|call|>`` and
 ``<|end|>`` are ordinary vocabulary to xgrammar and are matched as text.
 
-- Final JSON or a required call: a bounded number of free messages (analysis, or a
-  commentary preamble), each ``<|channel|>X<|message|>…<|end|>`` followed by
-  ``<|start|>assistant``, then the terminal message: the final JSON (after which only
-  ``<|return|>`` may come) or one of the allowed calls ending ``<|call|>``. xgrammar 0.1.25
-  has no repetition format outside ``tags_with_separator`` (which may not be followed by
-  anything), so the free messages are unrolled :data:`MAX_FREE_MESSAGES` deep: past that
-  many, the model must answer or call.
+- Final JSON or a required call: any number of free messages (analysis, or a commentary
+  preamble), each ``<|channel|>X<|message|>…<|end|>`` followed by ``<|start|>assistant``
+  (an EBNF ``grammar``: xgrammar 0.1.25's structural tags have no repetition that may be
+  followed by something), then the terminal message: the final JSON (after which only
+  ``<|return|>`` may come) or one of the allowed calls ending ``<|call|>``.
 - Only custom-tool grammars (auto choice, no structured output): free text with triggered
   tags: wherever a call header ``<|channel|>commentary to=`` starts, it must be one of the
   declared tools' calls, its body constrained.
+
+Compiling costs CPU time per distinct constraint (TensorRT-LLM's xgrammar compiler caches
+compiled grammars by their text, so a client's repeated tool set compiles once), and it grows
+with the number of tags: functions whose arguments are not pinned by a strict schema share
+one tag (any of their recipients, then any JSON object), so only strict functions and
+custom tools cost a tag each (``benchmarks/constraints.py`` measures it).
 """
 
 from __future__ import annotations
@@ -33,10 +37,15 @@ from typing import Any
 from ..constraints import CallOption, Constraint
 from ..grammars import lark_to_ebnf
 
-__all__ = ["MAX_FREE_MESSAGES", "structural_tag"]
+__all__ = ["FREE_MESSAGES", "structural_tag"]
 
-#: Free messages (analysis, preambles) allowed before the final JSON or the required call.
-MAX_FREE_MESSAGES = 4
+#: Free messages (analysis, commentary preambles) before the final JSON or the required call: any
+#: number, each ``<|channel|>X<|message|>…<|end|><|start|>assistant`` whose body never contains
+#: ``<|`` (a Harmony control token inside a body is malformed output to the parser too).
+FREE_MESSAGES = r"""root ::= free_message*
+free_message ::= "<|channel|>" ("analysis" | "commentary") "<|message|>" body "<|end|><|start|>assistant"
+body ::= ([^<] | "<" [^|])* "<"?
+"""
 SEPARATOR = "<|start|>assistant"
 FINAL_BEGINS = ("<|channel|>final<|message|>", "<|channel|>final <|constrain|>json<|message|>")
 CALL_TRIGGER = "<|channel|>commentary to="
@@ -53,17 +62,42 @@ def _call_body(call: CallOption) -> dict[str, Any]:
     return {"type": "any_text"}
 
 
+def _recipients(names: list[str]) -> str:
+    """An EBNF grammar matching exactly one of ``names``."""
+    return "root ::= " + " | ".join(json.dumps(name) for name in names) + "\n"
+
+
+def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:
+    """Tags for every allowed call: one each for strict functions and custom tools, one shared by the rest."""
+    loose = [c.recipient for c in calls if not c.custom and c.schema is None]
+    tags = [tag for call in calls if call.custom or call.schema is not None for tag in _call_tags(call)]
+    if len(loose) == 1:
+        tags += _call_tags(CallOption(recipient=loose[0], custom=False))
+    elif loose:
+        tags.append(
+            {
+                "type": "tag",
+                "begin": CALL_TRIGGER,
+                "content": {
+                    "type": "sequence",
+                    "elements": [
+                        {"type": "grammar", "grammar": _recipients(loose)},
+                        {"type": "const_string", "value": " <|constrain|>json<|message|>"},
+                        {"type": "json_schema", "json_schema": _ANY_JSON_OBJECT},
+                    ],
+                },
+                "end": "<|call|>",
+            }
+        )
+    return tags
+
+
 def _call_tags(call: CallOption) -> list[dict[str, Any]]:
-    """Tags of one call: its header (as Harmony renders it, and without the space), body, ``<|call|>``."""
+    """The tag of one call: its header as Harmony renders it (the model writes what it was trained on), body, ``<|call|>``."""
     body = _call_body(call)
-    if call.custom:
-        heads = [f"{CALL_TRIGGER}{call.recipient}<|message|>"]
-    else:
-        heads = [
-            f"{CALL_TRIGGER}{call.recipient} <|constrain|>json<|message|>",
-            f"{CALL_TRIGGER}{call.recipient}<|constrain|>json<|message|>",
-        ]
-    return [{"type": "tag", "begin": head, "content": body, "end": "<|call|>"} for head in heads]
+    content_type = "" if call.custom else " <|constrain|>json"
+    head = f"{CALL_TRIGGER}{call.recipient}{content_type}<|message|>"
+    return [{"type": "tag", "begin": head, "content": body, "end": "<|call|>"}]
 
 
 def _free_message(channel: str) -> dict[str, Any]:
@@ -78,7 +112,7 @@ def _free_message(channel: str) -> dict[str, Any]:
 def structural_tag(constraint: Constraint) -> str:
     """The structural tag (xgrammar JSON) that makes the model obey ``constraint``."""
     if constraint.final == "text":
-        tags = [tag for call in constraint.calls for tag in _call_tags(call)]
+        tags = _all_call_tags(constraint.calls)
         fmt: dict[str, Any] = {
             "type": "triggered_tags",
             "triggers": [CALL_TRIGGER],
@@ -91,11 +125,6 @@ def structural_tag(constraint: Constraint) -> str:
     if constraint.final == "json":
         body = {"type": "json_schema", "json_schema": dict(constraint.schema) if constraint.schema else _ANY_JSON_OBJECT}
         terminal += [{"type": "tag", "begin": head, "content": body, "end": ""} for head in FINAL_BEGINS]
-    for call in constraint.calls:
-        terminal += _call_tags(call)
-    free = {"type": "or", "elements": [_free_message("analysis"), _free_message("commentary")]}
-    fmt = {"type": "or", "elements": terminal}
-    for _ in range(MAX_FREE_MESSAGES):
-        then = {"type": "sequence", "elements": [free, {"type": "const_string", "value": SEPARATOR}, fmt]}
-        fmt = {"type": "or", "elements": [*terminal, then]}
+    terminal += _all_call_tags(constraint.calls)
+    fmt = {"type": "sequence", "elements": [{"type": "grammar", "grammar": FREE_MESSAGES}, {"type": "or", "elements": terminal}]}
     return json.dumps({"type": "structural_tag", "format": fmt}, ensure_ascii=False)
