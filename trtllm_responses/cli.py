@@ -76,6 +76,7 @@ ECHO_BANNER = (
 
 def _server_config(args: argparse.Namespace) -> ServerConfig:
     from .config import ServerConfig
+    from .tools.settings import ToolSettings
 
     name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
     return ServerConfig(
@@ -85,6 +86,12 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         max_stored_responses=args.max_stored_responses,
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
+        tools=ToolSettings(
+            mcp_allowed_urls=tuple(args.mcp_allowed_urls),
+            tool_servers=tuple(args.tool_server),
+            tool_timeout=args.tool_timeout,
+            tool_output_max_bytes=args.tool_output_max_bytes,
+        ),
     )
 
 
@@ -198,6 +205,31 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _url_prefixes(text: str) -> list[str]:
+    from urllib.parse import urlsplit
+
+    prefixes = [p.strip() for p in text.split(",") if p.strip()]
+    for prefix in prefixes:
+        parts = urlsplit(prefix)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise argparse.ArgumentTypeError(f"not an http(s) URL prefix: {prefix}")
+    return prefixes
+
+
+def _tool_server(text: str) -> tuple[str, str]:
+    label, sep, url = text.partition("=")
+    if not sep or not label or "." in label or not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"expected LABEL=http(s)://URL, got {text}")
+    return label, url
+
+
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 < value <= 1:
@@ -235,6 +267,31 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=_non_negative_float,
         default=0.0,
         help="pace the echo executor (0: unpaced)",
+    )
+    tools = serve.add_argument_group("server-run tools (MCP servers)")
+    tools.add_argument(
+        "--mcp_allowed_urls",
+        type=_url_prefixes,
+        default=[],
+        metavar="PREFIX,...",
+        help="URL prefixes a client's mcp tool may point the server at (default: none; mcp tools are refused)",
+    )
+    tools.add_argument(
+        "--tool_server",
+        type=_tool_server,
+        action="append",
+        default=[],
+        metavar="LABEL=URL",
+        help="an operator-configured MCP server, used for {type: mcp, server_label: LABEL} (repeatable)",
+    )
+    tools.add_argument(
+        "--tool_timeout", type=_positive_float, default=60.0, help="seconds a tool call or listing may take"
+    )
+    tools.add_argument(
+        "--tool_output_max_bytes",
+        type=_positive_int,
+        default=64 << 10,
+        help="longest tool output the model reads; longer is truncated with a note (default: 65536)",
     )
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .tools.settings import ToolSettings
 
 __all__ = ["ServerConfig"]
 
@@ -17,3 +19,4 @@ class ServerConfig:
     max_stored_responses: int = 10_000
     max_store_bytes: int = 2 << 30
     log_level: str = "info"
+    tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits

@@ -28,6 +28,10 @@ from .metrics import ServerMetrics
 from .protocol import ResponsesRequest, parse_request
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
+from .tool_loop import ToolLoop
+from .tools.base import ServerTools
+from .tools.mcp import prepare_mcp_tools
+from .tools.settings import ToolSettings
 from .wire import to_dict, to_json
 
 __all__ = ["Deliver", "PreparedResponse", "ResponsesService"]
@@ -47,6 +51,7 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
+    tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
 
 
 class ResponsesService:
@@ -60,7 +65,9 @@ class ResponsesService:
         adapter: HarmonyAdapter,
         model_name: str,
         metrics: ServerMetrics | None = None,
+        tool_settings: ToolSettings | None = None,
     ) -> None:
+        self.tool_settings = tool_settings or ToolSettings()
         self.executor = executor
         self.store = store
         self.adapter = adapter
@@ -82,7 +89,13 @@ class ResponsesService:
                     param="previous_response_id",
                 )
             history = previous.history
-        prompt = self.adapter.build_prompt(request, history)
+        tools = None
+        namespaces: list[dict[str, Any]] = []
+        if any(tool.get("type") == "mcp" for tool in request.tools):
+            tools = await prepare_mcp_tools(request.tools, request.input, history.calls, self.tool_settings)
+            if tools is not None:
+                namespaces = [ns.as_json() for ns in tools.namespaces]
+        prompt = self.adapter.build_prompt(request, history, namespaces)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -110,6 +123,7 @@ class ResponsesService:
             generation=generation,
             response=self._snapshot(response_id, request),
             received_at=received,
+            tools=tools,
         )
 
     def _snapshot(self, response_id: str, request: ResponsesRequest) -> Response:
@@ -171,39 +185,64 @@ class ResponsesService:
             ResponseStream(prepared.response), self.adapter.encoding, len(prepared.prompt.token_ids)
         )
         opening = processor.start()
+        loop = None
+        if prepared.tools is not None:
+            request = prepared.request
+            loop = ToolLoop(
+                tools=prepared.tools,
+                adapter=self.adapter,
+                processor=processor,
+                generation=prepared.generation,
+                calls=dict(prepared.prompt.history.calls),
+                max_seq_len=self.executor.max_seq_len,
+                max_output_tokens=request.max_output_tokens,
+                max_tool_calls=request.max_tool_calls,
+                tool_timeout=self.tool_settings.tool_timeout,
+            )
+            opening += loop.opening()
         if deliver is not None:
             await deliver(opening)
-        generation = prepared.generation
+        self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
+        if loop is None:
+            events = await self._generate(prepared.generation, processor, deliver)
+        else:
+            events = await loop.run(self._generate, deliver)
+        final_json = await self._keep(prepared, processor.stream)
+        self.metrics.record_response(processor.output_tokens)
+        if deliver is not None:
+            await deliver(events)
+        return final_json
+
+    async def _generate(
+        self, generation: GenerationRequest, processor: TokenStreamProcessor, deliver: Deliver | None
+    ) -> list[ResponseStreamEvent]:
+        """Run one generation through ``processor``, delivering each step's events but the last (returned).
+
+        It ends when the processor is done: a terminal event, or a held server-run
+        tool call (the tool loop goes on). The generation is aborted in the
+        executor whenever this stops before the executor finished.
+        """
         deltas = self.executor.generate(generation)
         executor_finished = False
-        self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
         try:
             while True:
                 try:
                     delta = await deltas.__anext__()
                 except StopAsyncIteration:
-                    events = processor.fail("The executor ended the stream without a finish reason.")
-                    break
+                    return processor.fail("The executor ended the stream without a finish reason.")
                 except Exception as exc:  # the executor failed: response.failed, never a broken stream
                     logger.exception("Executor failed on %s", generation.request_id)
-                    events = processor.fail(f"The executor failed: {exc}")
-                    break
+                    return processor.fail(f"The executor failed: {exc}")
                 executor_finished = delta.finish_reason is not None
                 try:
                     events = processor.process(delta)
                 except Exception:
                     logger.exception("Internal error while streaming %s", generation.request_id)
-                    events = processor.fail("The server had an error while processing the model's output.")
-                    break
+                    return processor.fail("The server had an error while processing the model's output.")
                 if processor.done:
-                    break
+                    return events
                 if events and deliver is not None:
                     await deliver(events)
-            final_json = await self._keep(prepared, processor.stream)
-            self.metrics.record_response(processor.output_tokens)
-            if deliver is not None:
-                await deliver(events)
-            return final_json
         finally:
             if not executor_finished:
                 self.executor.abort(generation.request_id)
@@ -281,7 +320,12 @@ class ResponsesService:
 
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """A tool as the response echoes it: function tools with every field the spec requires."""
+    """A tool as the response echoes it: function tools with every field the spec requires.
+
+    MCP tools lose ``headers`` and ``authorization``: secrets go to the MCP server only.
+    """
+    if tool.get("type") == "mcp":
+        return {k: (None if k in ("headers", "authorization") else v) for k, v in tool.items()}
     if tool.get("type") != "function":
         return tool
     return {

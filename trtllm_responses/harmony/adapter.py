@@ -39,6 +39,7 @@ from openai_harmony import (
     Role,
     SystemContent,
     ToolDescription,
+    ToolNamespaceConfig,
 )
 
 from ..errors import InvalidRequestError
@@ -214,10 +215,11 @@ class HarmonyAdapter:
         return RenderedMessage(message.to_json(), self.encoding.intern(tokens), False, False)
 
     def _render_developer_uncached(
-        self, instructions: str | None, functions_json: str
+        self, instructions: str | None, functions_json: str, namespaces_json: str = "[]"
     ) -> RenderedMessage | None:
         functions = orjson.loads(functions_json)
-        if not instructions and not functions:
+        namespaces = orjson.loads(namespaces_json)
+        if not instructions and not functions and not namespaces:
             return None
         content = DeveloperContent.new()
         if instructions:
@@ -229,17 +231,32 @@ class HarmonyAdapter:
                     for f in functions
                 ]
             )
+        for ns in namespaces:  # server-run tools (MCP servers): rendered like function tools
+            tools = [
+                ToolDescription.new(t["name"], t.get("description") or "", parameters=t.get("parameters"))
+                for t in ns["tools"]
+            ]
+            content = content.with_tools(
+                ToolNamespaceConfig(name=ns["name"], description=ns["description"] or None, tools=tools)
+            )
         message = Message.from_role_and_content(Role.DEVELOPER, content)
         tokens = self.encoding.intern(self.encoding.harmony.render(message))
         return RenderedMessage(message.to_json(), tokens, False, False)
 
     # -- requests --------------------------------------------------------------------------
 
-    def build_prompt(self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY) -> Prompt:
+    def build_prompt(
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory = EMPTY_HISTORY,
+        namespaces: Sequence[Mapping[str, Any]] = (),
+    ) -> Prompt:
         """Render ``request`` continuing ``history``; raise InvalidRequestError for bad input.
 
         Instructions, tools and reasoning effort come from ``request`` alone;
         ``history`` contributes its messages and its function call ids.
+        ``namespaces`` are the server-run tool namespaces (``{"name", "description",
+        "tools"}``, e.g. listed MCP servers), shown after the function tools.
         """
         converted = input_to_messages(request.input, history.calls)
         functions, browser, python = _select_tools(request)
@@ -248,12 +265,16 @@ class HarmonyAdapter:
             if request.reasoning and request.reasoning.effort
             else ReasoningEffort.MEDIUM
         )
-        system = self._render_system(effort, self._today(), browser, python, bool(functions))
+        if request.tool_choice == "none":
+            namespaces = ()
+        system = self._render_system(effort, self._today(), browser, python, bool(functions or namespaces))
 
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
         instructions = "\n\n".join(parts) if parts else None
-        developer = self._render_developer(instructions, orjson.dumps(functions).decode())
+        developer = self._render_developer(
+            instructions, orjson.dumps(functions).decode(), orjson.dumps(list(namespaces)).decode()
+        )
 
         full_history = history.extended(self.render_messages(converted.messages), converted.calls)
         tokens = list(system.tokens)
@@ -282,6 +303,25 @@ class HarmonyAdapter:
             if m.is_analysis and i < last_final:
                 continue
             out += m.tokens
+        return out
+
+    def extend_prompt(self, token_ids: Sequence[int], messages: Sequence[RenderedMessage]) -> list[int]:
+        """The prompt of the next generation in a response: ``token_ids`` (a prompt) plus ``messages``.
+
+        For the in-response tool loop: the model's messages of the last turn and
+        the tool's output, none of them a ``final``, so no analysis is dropped and
+        the result is exactly what ``build_prompt`` renders for the same
+        conversation (O(new tokens) to render; a prefix extension of ``token_ids``).
+        """
+        if any(m.is_final for m in messages):
+            raise ValueError("extend_prompt() takes no final message (it would drop earlier analysis)")
+        start = self._assistant_start
+        if tuple(token_ids[-len(start) :]) != start:
+            raise ValueError("a prompt ends with <|start|>assistant")
+        out = list(token_ids[: -len(start)])
+        for m in messages:
+            out += m.tokens
+        out += start
         return out
 
     def continue_history(
@@ -326,6 +366,8 @@ def _select_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]], bool
             browser = True
         elif kind in _CODE_TOOLS:
             python = True
+        elif kind == "mcp":
+            continue  # server-run: checked and listed by tools/mcp.py, rendered from build_prompt's namespaces
         else:
             raise InvalidRequestError(
                 f"Tool type {kind!r} at 'tools[{i}].type' is not supported; gpt-oss here takes function, "

@@ -36,7 +36,12 @@ def create_app(
     """An app serving the Responses API with ``executor``; starts and shuts it down with the app."""
     metrics = ServerMetrics()
     service = ResponsesService(
-        executor=executor, store=store, adapter=adapter, model_name=config.served_model_name, metrics=metrics
+        executor=executor,
+        store=store,
+        adapter=adapter,
+        model_name=config.served_model_name,
+        metrics=metrics,
+        tool_settings=config.tools,
     )
 
     @asynccontextmanager
