@@ -289,10 +289,13 @@ class ResponseStream:
         item.chunks.append(arguments)
         item.fields = fields
         self._held = item
-        added = build_output_item(target, item_id, arguments, "in_progress", call_id)
-        if fields:
-            added = added.model_copy(update=fields)
-        return [self._emit(ResponseOutputItemAddedEvent, output_index=item.output_index, item=added)]
+        added = _with_fields(build_output_item(target, item_id, arguments, "in_progress", call_id), fields)
+        where = {"item_id": item_id, "output_index": item.output_index}
+        events = [self._emit(ResponseOutputItemAddedEvent, output_index=item.output_index, item=added)]
+        if target.kind is ItemKind.MCP_CALL:  # the arguments, streamed as for a call the model writes
+            events.append(self._emit(ResponseMcpCallArgumentsDeltaEvent, delta=arguments, **where))
+            events.append(self._emit(ResponseMcpCallArgumentsDoneEvent, arguments=arguments, **where))
+        return events
 
     def tool_started(self) -> list[ResponseStreamEvent]:
         """The held call starts running."""
@@ -306,7 +309,7 @@ class ResponseStream:
         self._held = None
         _, completed, failed = _TOOL_EVENTS[item.target.kind]
         done = build_output_item(item.target, item.id, "".join(item.chunks), status, item.call_id)
-        done = done.model_copy(update={**item.fields, **fields})
+        done = _with_fields(done, {**item.fields, **fields})
         self._output.append(done)
         where = {"item_id": item.id, "output_index": item.output_index}
         return [
@@ -362,7 +365,7 @@ class ResponseStream:
         if self._held is not None:  # a tool call that never ran
             item, self._held = self._held, None
             done = build_output_item(item.target, item.id, "".join(item.chunks), "incomplete", item.call_id)
-            done = done.model_copy(update=item.fields)
+            done = _with_fields(done, item.fields)
             self._output.append(done)
             events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         update: dict[str, Any] = {
@@ -375,6 +378,13 @@ class ResponseStream:
         self._terminal = self._response.model_copy(update=update)
         events.append(self._emit(event_type, response=self._terminal))
         return events
+
+
+def _with_fields(item: Any, fields: dict[str, Any]) -> Any:
+    """``item`` with more fields (a tool's output, error…), validated into the SDK's types (once per call)."""
+    if not fields:
+        return item
+    return type(item).model_validate({**item.model_dump(), **fields})
 
 
 def _construct(model_type: type[BaseModel], fields: dict[str, Any]) -> Any:
