@@ -420,3 +420,80 @@ def test_disconnect_aborts_the_running_tool(http: httpx.Client, server: RunningS
     assert not server.executor._running  # type: ignore[attr-defined]
     check = http.post("/v1/responses", json={"input": "still here"}).json()
     assert check["output"][-1]["content"][0]["text"] == "still here"
+
+
+# -- the Agents SDK ------------------------------------------------------------------------------
+
+
+async def test_agents_sdk_hosted_mcp_tool(server: RunningServer, mcp: MCPTestServer) -> None:
+    from agents import Agent, HostedMCPTool, OpenAIResponsesModel, RunConfig, Runner
+
+    async with openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+        agent = Agent(
+            name="mcp",
+            instructions="Use the demo server.",
+            model=OpenAIResponsesModel(model="gpt-oss", openai_client=client),
+            tools=[HostedMCPTool(tool_config=mcp_tool(mcp.url))],  # type: ignore[arg-type]
+        )
+        result = await Runner.run(agent, call("add", a=6, b=7), run_config=RunConfig(tracing_disabled=True))
+    assert result.final_output == "demo.add returned: 13"
+    kinds = [item.type for item in result.new_items]
+    assert "mcp_list_tools_item" in kinds and "tool_call_item" in kinds
+    assert len(result.raw_responses) == 1, "call, output and final in one response"
+
+
+async def test_agents_sdk_hosted_mcp_approval(server: RunningServer, mcp: MCPTestServer) -> None:
+    from agents import Agent, HostedMCPTool, OpenAIResponsesModel, RunConfig, Runner
+
+    asked: list[str] = []
+
+    def approve(request: Any) -> dict[str, Any]:
+        asked.append(request.data.name)
+        return {"approve": True}
+
+    async with openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+        agent = Agent(
+            name="mcp",
+            model=OpenAIResponsesModel(model="gpt-oss", openai_client=client),
+            tools=[
+                HostedMCPTool(
+                    tool_config=mcp_tool(mcp.url, require_approval="always"),  # type: ignore[arg-type]
+                    on_approval_request=approve,  # type: ignore[arg-type]
+                )
+            ],
+        )
+        result = await Runner.run(agent, call("add", a=1, b=2), run_config=RunConfig(tracing_disabled=True))
+    assert asked == ["add"]
+    assert result.final_output == "demo.add returned: 3"
+
+
+# -- the TensorRT-LLM executor (fake LLM API) -------------------------------------------------------
+
+
+def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter, mcp: MCPTestServer
+) -> None:
+    from trtllm_responses.executors.trtllm import TrtllmExecutor
+
+    executor = TrtllmExecutor(
+        {"model": "/ckpt/gpt-oss-tiny", "kv_cache_config": {"enable_block_reuse": True}}, end_id=encoding.return_
+    )
+    settings = ToolSettings(mcp_allowed_urls=(mcp.url,), tool_timeout=10.0)
+    running = start_server(executor, adapter, tools=settings)
+    try:
+        with httpx.Client(base_url=running.base_url, timeout=60) as client:
+            relay = call("relay", text=call("add", a=2, b=5))
+            response = check_stream(stream_events(client, {"input": relay, "tools": [mcp_tool(mcp.url)]}))
+        llm = executor._llm
+        assert llm is not None
+        prompts = llm._seen_prompts  # one per generate_async call
+        assert len(prompts) == 3, "three turns: relay, add, final"
+        for earlier, later in zip(prompts, prompts[1:]):
+            assert later[: len(earlier)] == earlier, "each turn's prompt extends the previous one"
+    finally:
+        running.stop()
+    assert response["output"][-1]["content"][0]["text"] == "demo.add returned: 7"
+    usage = response["usage"]
+    assert usage["input_tokens"] == sum(len(p) for p in prompts)
+    # Block reuse: turn 2 reuses turn 1's prompt, turn 3 turn 2's (whole 32-token blocks).
+    assert usage["input_tokens_details"]["cached_tokens"] == sum((len(p) // 32) * 32 for p in prompts[:2])
