@@ -19,7 +19,6 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
-
 #: What the ``sleep`` tool went through: "started", then "finished" or "cancelled".
 SLEEP_LOG: list[str] = []
 

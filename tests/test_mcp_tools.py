@@ -182,13 +182,18 @@ def test_chained_calls_and_max_tool_calls(http: httpx.Client, mcp: MCPTestServer
     assert types_of(response) == [
         "mcp_list_tools", "reasoning", "mcp_call", "reasoning", "mcp_call", "reasoning", "message",
     ]  # fmt: skip
-    assert [i.get("output") for i in response["output"] if i["type"] == "mcp_call"] == [call("add", a=1, b=2), "3"]
+    assert [i.get("output") for i in response["output"] if i["type"] == "mcp_call"] == [
+        call("add", a=1, b=2),
+        "3",
+    ]
 
     limited, _ = streamed(http, {"input": relay, "tools": [mcp_tool(mcp.url)], "max_tool_calls": 1})
     assert limited["status"] == "completed" and limited["max_tool_calls"] == 1
     refused = [i for i in limited["output"] if i["type"] == "mcp_call"][1]
     assert refused["status"] == "failed" and "max_tool_calls" in refused["error"]["message"]
-    assert limited["output"][-1]["content"][0]["text"].startswith("demo.add returned: Error: This response has")
+    assert limited["output"][-1]["content"][0]["text"].startswith(
+        "demo.add returned: Error: This response has"
+    )
 
 
 def test_token_budget_across_turns_ends_incomplete(
@@ -221,7 +226,9 @@ def test_approval_round_trip_and_list_tools_reuse(
     approval = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}
     executor: RecordingEcho = server.executor  # type: ignore[assignment]
     executor.requests.clear()
-    second, events = streamed(http, {"previous_response_id": first["id"], "input": [approval], "tools": tools})
+    second, events = streamed(
+        http, {"previous_response_id": first["id"], "input": [approval], "tools": tools}
+    )
     assert types_of(second) == ["mcp_call", "reasoning", "message"], "no second listing: it is reused"
     mcp_call = second["output"][0]
     assert mcp_call["approval_request_id"] == request["id"] and mcp_call["output"] == "42"
@@ -294,10 +301,14 @@ def test_disallowed_urls_are_a_400_that_says_how_to_enable(http: httpx.Client, m
         assert "--mcp_allowed_urls" in error["message"] and error["param"] == "tools[0].server_url"
 
 
-def test_no_allowed_urls_by_default(encoding: HarmonyEncoding, adapter: HarmonyAdapter, mcp: MCPTestServer) -> None:
+def test_no_allowed_urls_by_default(
+    encoding: HarmonyEncoding, adapter: HarmonyAdapter, mcp: MCPTestServer
+) -> None:
     running = start_server(EchoExecutor(encoding), adapter)
     try:
-        reply = httpx.post(running.base_url + "/v1/responses", json={"input": "hi", "tools": [mcp_tool(mcp.url)]})
+        reply = httpx.post(
+            running.base_url + "/v1/responses", json={"input": "hi", "tools": [mcp_tool(mcp.url)]}
+        )
         assert reply.status_code == 400 and "--mcp_allowed_urls" in reply.json()["error"]["message"]
     finally:
         running.stop()
@@ -368,7 +379,9 @@ def test_tool_that_raises(http: httpx.Client, mcp: MCPTestServer) -> None:
     assert failed["error"]["type"] == "mcp_tool_execution_error"
     assert "response.mcp_call.failed" in [e["type"] for e in events]
     assert response["status"] == "completed"
-    assert response["output"][-1]["content"][0]["text"] == "demo.boom returned: Error: Error executing tool boom"
+    assert (
+        response["output"][-1]["content"][0]["text"] == "demo.boom returned: Error: Error executing tool boom"
+    )
 
 
 def test_tool_timeout(http: httpx.Client, mcp: MCPTestServer) -> None:
@@ -400,7 +413,9 @@ def test_malformed_arguments(http: httpx.Client, mcp: MCPTestServer) -> None:
     assert response["status"] == "completed"
 
 
-def test_disconnect_aborts_the_running_tool(http: httpx.Client, server: RunningServer, mcp: MCPTestServer) -> None:
+def test_disconnect_aborts_the_running_tool(
+    http: httpx.Client, server: RunningServer, mcp: MCPTestServer
+) -> None:
     SLEEP_LOG.clear()
     body = {"input": call("sleep", seconds=2.5), "tools": [mcp_tool(mcp.url)], "stream": True}
     with http.stream("POST", "/v1/responses", json=body) as reply:
@@ -428,7 +443,9 @@ def test_disconnect_aborts_the_running_tool(http: httpx.Client, server: RunningS
 async def test_agents_sdk_hosted_mcp_tool(server: RunningServer, mcp: MCPTestServer) -> None:
     from agents import Agent, HostedMCPTool, OpenAIResponsesModel, RunConfig, Runner
 
-    async with openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as client:
         agent = Agent(
             name="mcp",
             instructions="Use the demo server.",
@@ -451,7 +468,9 @@ async def test_agents_sdk_hosted_mcp_approval(server: RunningServer, mcp: MCPTes
         asked.append(request.data.name)
         return {"approve": True}
 
-    async with openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as client:
         agent = Agent(
             name="mcp",
             model=OpenAIResponsesModel(model="gpt-oss", openai_client=client),
@@ -476,7 +495,8 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
     from trtllm_responses.executors.trtllm import TrtllmExecutor
 
     executor = TrtllmExecutor(
-        {"model": "/ckpt/gpt-oss-tiny", "kv_cache_config": {"enable_block_reuse": True}}, end_id=encoding.return_
+        {"model": "/ckpt/gpt-oss-tiny", "kv_cache_config": {"enable_block_reuse": True}},
+        end_id=encoding.return_,
     )
     settings = ToolSettings(mcp_allowed_urls=(mcp.url,), tool_timeout=10.0)
     running = start_server(executor, adapter, tools=settings)
@@ -488,7 +508,7 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
         assert llm is not None
         prompts = llm._seen_prompts  # one per generate_async call
         assert len(prompts) == 3, "three turns: relay, add, final"
-        for earlier, later in zip(prompts, prompts[1:]):
+        for earlier, later in zip(prompts, prompts[1:], strict=False):
             assert later[: len(earlier)] == earlier, "each turn's prompt extends the previous one"
     finally:
         running.stop()

@@ -49,7 +49,9 @@ logger = logging.getLogger(__name__)
 
 Deliver = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
 #: Runs one generation through the processor; returns its last, undelivered events.
-Generate = Callable[[GenerationRequest, TokenStreamProcessor, "Deliver | None"], Awaitable[list[ResponseStreamEvent]]]
+Generate = Callable[
+    [GenerationRequest, TokenStreamProcessor, "Deliver | None"], Awaitable[list[ResponseStreamEvent]]
+]
 
 #: The kinds of calls the loop runs (issue 13 adds code_interpreter_call and web_search_call).
 SERVER_RUN_KINDS = frozenset({ItemKind.MCP_CALL})
@@ -109,7 +111,9 @@ class ToolLoop:
         pending: list[ResponseStreamEvent] = []
         generation: GenerationRequest | None = self._first
         for call in self._tools.approved:
-            pending += stream.tool_item(call.target, call.arguments, approval_request_id=call.approval_request_id)
+            pending += stream.tool_item(
+                call.target, call.arguments, approval_request_id=call.approval_request_id
+            )
             pending, _ = await self._execute(pending, deliver)
         if self._tools.approved:
             previous = len(self._token_ids)

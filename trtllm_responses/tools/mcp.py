@@ -49,14 +49,15 @@ CONNECTION_ERROR = -32000
 
 def _protocol_error(message: str, code: int) -> ToolOutcome:
     return ToolOutcome(
-        {"output": None, "error": {"type": "mcp_protocol_error", "code": code, "message": message}}, failed=True
+        {"output": None, "error": {"type": "mcp_protocol_error", "code": code, "message": message}},
+        failed=True,
     )
 
 
 def describe_exception(exc: BaseException) -> tuple[str, int | None]:
     """A short message for a failed MCP exchange (the innermost cause), and its HTTP status if any."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
     if isinstance(exc, httpx2.HTTPStatusError):
         return f"the MCP server answered HTTP {exc.response.status_code}", exc.response.status_code
     if isinstance(exc, httpx2.ConnectError):
@@ -82,7 +83,8 @@ class _ApprovalRule:
             return
         if not isinstance(value, Mapping):
             raise InvalidRequestError(
-                f"'{where}' must be 'always', 'never' or an object with 'always'/'never' tool lists.", param=where
+                f"'{where}' must be 'always', 'never' or an object with 'always'/'never' tool lists.",
+                param=where,
             )
         for key in ("always", "never"):
             names = _tool_names(value.get(key), f"{where}.{key}")
@@ -140,7 +142,9 @@ class MCPProvider(ToolProvider):
     async def _client(self) -> AsyncIterator[Client]:
         timeout = self._settings.tool_timeout
         if self._url.rstrip("/").endswith("/sse"):
-            transport: Any = sse_client(self._url, headers=self._headers, timeout=timeout, sse_read_timeout=timeout)
+            transport: Any = sse_client(
+                self._url, headers=self._headers, timeout=timeout, sse_read_timeout=timeout
+            )
             async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
                 yield client
             return
@@ -181,7 +185,9 @@ class MCPProvider(ToolProvider):
         for tool in tools:
             if self._allowed is not None and tool.name not in self._allowed:
                 continue
-            if self._read_only and not (isinstance(tool.annotations, Mapping) and tool.annotations.get("readOnlyHint")):
+            if self._read_only and not (
+                isinstance(tool.annotations, Mapping) and tool.annotations.get("readOnlyHint")
+            ):
                 continue
             out.append(tool)
         return out
@@ -235,7 +241,8 @@ class MCPProvider(ToolProvider):
         if result.is_error:
             content = [{"type": "text", "text": text}]
             return ToolOutcome(
-                {"output": None, "error": {"type": "mcp_tool_execution_error", "content": content}}, failed=True
+                {"output": None, "error": {"type": "mcp_tool_execution_error", "content": content}},
+                failed=True,
             )
         return ToolOutcome({"output": text, "error": None})
 
@@ -260,7 +267,9 @@ class MissingTool(ToolProvider):
         return _protocol_error(message, code)
 
     async def call(self, name: str, arguments: str) -> ToolOutcome:
-        return self.failure(f"Tool '{name}' is not available: no such server in this response.", INVALID_PARAMS)
+        return self.failure(
+            f"Tool '{name}' is not available: no such server in this response.", INVALID_PARAMS
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,7 +280,9 @@ class MissingTool(ToolProvider):
 def _string_map(value: Any, where: str) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
         raise InvalidRequestError(f"'{where}' must be an object of string values.", param=where)
     return dict(value)
 
@@ -304,7 +315,8 @@ def _providers_from_request(tools: Sequence[Mapping[str, Any]], settings: ToolSe
         labels.add(label)
         if tool.get("connector_id") is not None:
             raise InvalidRequestError(
-                "connector_id is not supported by this server; give a server_url.", param=f"{where}.connector_id"
+                "connector_id is not supported by this server; give a server_url.",
+                param=f"{where}.connector_id",
             )
         url = tool.get("server_url")
         if url is None:
@@ -328,9 +340,11 @@ def _providers_from_request(tools: Sequence[Mapping[str, Any]], settings: ToolSe
             )
         allowed_value = tool.get("allowed_tools")
         allowed = None if allowed_value is None else _tool_names(allowed_value, f"{where}.allowed_tools")
-        read_only = isinstance(allowed_value, Mapping) and allowed_value.get("read_only") is True
-        if read_only and not allowed_value.get("tool_names"):
-            allowed = None
+        read_only = False
+        if isinstance(allowed_value, Mapping):  # {"tool_names": [...], "read_only": bool}
+            read_only = allowed_value.get("read_only") is True
+            if read_only and not allowed_value.get("tool_names"):
+                allowed = None
         providers.append(
             MCPProvider(
                 label,
@@ -362,7 +376,9 @@ def _listings_in(input_items: Any) -> dict[str, str]:
     return found
 
 
-def _approved_calls(input_items: Any, calls: Mapping[str, str], providers: Mapping[str, MCPProvider]) -> list[ApprovedCall]:
+def _approved_calls(
+    input_items: Any, calls: Mapping[str, str], providers: Mapping[str, MCPProvider]
+) -> list[ApprovedCall]:
     """Calls this request approves (mcp_approval_response, approve: true), in input order."""
     if not isinstance(input_items, list):
         return []
@@ -373,7 +389,11 @@ def _approved_calls(input_items: Any, calls: Mapping[str, str], providers: Mappi
             continue
         if item.get("type") == "mcp_approval_request" and isinstance(item.get("id"), str):
             requests[item["id"]] = orjson.dumps(
-                {"server_label": item.get("server_label"), "name": item.get("name"), "arguments": item.get("arguments")}
+                {
+                    "server_label": item.get("server_label"),
+                    "name": item.get("name"),
+                    "arguments": item.get("arguments"),
+                }
             ).decode()
         elif item.get("type") == "mcp_approval_response" and item.get("approve") is True:
             pending = requests.get(str(item.get("approval_request_id")))
@@ -406,23 +426,29 @@ async def prepare_mcp_tools(
     async def prepare(provider: MCPProvider) -> McpListTools | None:
         reused = known.get(list_tools_key(provider.namespace))
         if reused is not None:
-            provider.tools = provider.filter([McpListToolsTool.model_validate(t) for t in orjson.loads(reused)])
+            provider.tools = provider.filter(
+                [McpListToolsTool.model_validate(t) for t in orjson.loads(reused)]
+            )
             return None
         item_id = new_id("mcpl")
         try:
             listed = await asyncio.wait_for(provider.list_tools(), settings.tool_timeout)
         except asyncio.TimeoutError:
             error = f"Listing the tools of MCP server '{provider.namespace}' timed out after {settings.tool_timeout:g} s."
-            return McpListTools(id=item_id, type="mcp_list_tools", server_label=provider.namespace, tools=[], error=error)
+            return McpListTools(
+                id=item_id, type="mcp_list_tools", server_label=provider.namespace, tools=[], error=error
+            )
         except Exception as exc:
             message, _ = describe_exception(exc)
             logger.info("Listing MCP server %s failed: %s", provider.namespace, message)
             error = f"Listing the tools of MCP server '{provider.namespace}' failed: {message}."
-            return McpListTools(id=item_id, type="mcp_list_tools", server_label=provider.namespace, tools=[], error=error)
+            return McpListTools(
+                id=item_id, type="mcp_list_tools", server_label=provider.namespace, tools=[], error=error
+            )
         return McpListTools(id=item_id, type="mcp_list_tools", server_label=provider.namespace, tools=listed)
 
     items = await asyncio.gather(*(prepare(p) for p in providers))
-    for provider, item in zip(providers, items):
+    for provider, item in zip(providers, items, strict=True):
         server_tools.providers[provider.namespace] = provider
         if item is not None:
             server_tools.opening_items.append(item)
