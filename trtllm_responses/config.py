@@ -19,4 +19,6 @@ class ServerConfig:
     max_stored_responses: int = 10_000
     max_store_bytes: int = 2 << 30
     log_level: str = "info"
+    #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
+    max_input_bytes: int = 0
     tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -21,7 +21,8 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from .errors import InvalidRequestError, NotFoundError, ServerError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
-from .harmony.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt
+from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
+from .harmony.render_pool import RenderPool
 from .ids import new_id
 from .input_items import normalize_input_items
 from .metrics import ServerMetrics
@@ -34,12 +35,23 @@ from .tools.mcp import prepare_mcp_tools
 from .tools.settings import ToolSettings
 from .wire import to_dict, to_json
 
-__all__ = ["Deliver", "PreparedResponse", "ResponsesService"]
+__all__ = ["Deliver", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
 
 #: Receives each engine step's events (the streaming transport writes them out).
 Deliver: TypeAlias = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
+
+#: Requests up to this size render on the event loop (≈1 ms of tokenizing); larger ones in the worker.
+INLINE_RENDER_BYTES = 16 << 10
+#: Request bytes allowed per token of context window: generous for any text that fits the window
+#: (gpt-oss averages ~4 bytes of text per token; JSON escaping and item framing add to it).
+INPUT_BYTES_PER_TOKEN = 16
+
+
+def default_max_input_bytes(max_seq_len: int) -> int:
+    """``--max_input_bytes`` when not set: sized to the context window."""
+    return INPUT_BYTES_PER_TOKEN * max_seq_len
 
 
 @dataclass(slots=True)
@@ -51,6 +63,9 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
+    # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
+    input_item_ids: tuple[str, ...] = ()
+    input_items_json: tuple[bytes, ...] = ()
     tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
 
 
@@ -65,6 +80,9 @@ class ResponsesService:
         adapter: HarmonyAdapter,
         model_name: str,
         metrics: ServerMetrics | None = None,
+        max_input_bytes: int | None = None,
+        inline_render_bytes: int = INLINE_RENDER_BYTES,
+        render_pool: RenderPool | None = None,
         tool_settings: ToolSettings | None = None,
     ) -> None:
         self.tool_settings = tool_settings or ToolSettings()
@@ -73,12 +91,26 @@ class ResponsesService:
         self.adapter = adapter
         self.model_name = model_name
         self.metrics = metrics or ServerMetrics()
+        self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
+        self.inline_render_bytes = inline_render_bytes
+        self.render_pool = render_pool or RenderPool()
+
+    def check_input_size(self, size: int) -> None:
+        """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
+        if size > self.max_input_bytes:
+            raise InvalidRequestError(
+                f"The request is larger than {self.max_input_bytes} bytes, more than this model's context "
+                f"window of {self.executor.max_seq_len} tokens can hold (--max_input_bytes).",
+                param="input",
+                code="context_length_exceeded",
+            )
 
     # -- create ----------------------------------------------------------------------------
 
     async def prepare(self, body: bytes, received_at: float | None = None) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong."""
         received = received_at if received_at is not None else time.perf_counter()
+        self.check_input_size(len(body))
         request = parse_request(body)
         history = EMPTY_HISTORY
         if request.previous_response_id is not None:
@@ -95,7 +127,7 @@ class ResponsesService:
             tools = await prepare_mcp_tools(request.tools, request.input, history.calls, self.tool_settings)
             if tools is not None:
                 namespaces = [ns.as_json() for ns in tools.namespaces]
-        prompt = self.adapter.build_prompt(request, history, namespaces)
+        prompt = await self._build_prompt(request, history, len(body), namespaces)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -104,6 +136,7 @@ class ResponsesService:
                 param="input",
                 code="context_length_exceeded",
             )
+        self.adapter.admit(prompt)
         max_tokens = min(request.max_output_tokens or room, room)
         response_id = new_id("resp")
         generation = GenerationRequest(
@@ -117,14 +150,33 @@ class ResponsesService:
                 seed=request.seed,
             ),
         )
+        items = normalize_input_items(request.input) if request.store else []
         return PreparedResponse(
             request=request,
             prompt=prompt,
             generation=generation,
             response=self._snapshot(response_id, request),
             received_at=received,
+            input_item_ids=tuple(item["id"] for item in items),
+            input_items_json=tuple(orjson.dumps(item) for item in items),
             tools=tools,
         )
+
+    async def _build_prompt(
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory,
+        size: int,
+        namespaces: Sequence[Mapping[str, Any]] = (),
+    ) -> Prompt:
+        """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
+        adapter = self.adapter
+        draft = adapter.draft_prompt(request, history, namespaces)
+        if size <= self.inline_render_bytes or not draft.to_render:
+            return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
+        renders = await self.render_pool.render(draft.to_render)
+        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders)]
+        return adapter.finish_prompt(draft, rendered)
 
     def _snapshot(self, response_id: str, request: ResponsesRequest) -> Response:
         reasoning = request.reasoning
@@ -207,7 +259,12 @@ class ResponsesService:
             events = await self._generate(prepared.generation, processor, deliver)
         else:
             events = await loop.run(self._generate, deliver)
-        final_json = await self._keep(prepared, processor.stream)
+        try:
+            final_json = await self._keep(prepared, processor.stream)
+        except Exception:  # the store or the serializer failed: the client still gets a terminal event
+            logger.exception("Could not serialize or store %s", prepared.generation.request_id)
+            events[-1] = processor.stream.fail_instead("The server could not store the response.")
+            final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
         self.metrics.record_response(processor.output_tokens)
         if deliver is not None:
             await deliver(events)
@@ -255,14 +312,13 @@ class ResponsesService:
             raise ServerError("The response ended without a terminal event.")
         final_json = to_json(final)
         if prepared.request.store:
-            items = normalize_input_items(prepared.request.input)
             history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
             await self.store.put(
                 StoredResponse(
                     id=final.id,
                     response_json=final_json,
-                    input_item_ids=tuple(item["id"] for item in items),
-                    input_items_json=tuple(orjson.dumps(item) for item in items),
+                    input_item_ids=prepared.input_item_ids,
+                    input_items_json=prepared.input_items_json,
                     history=history,
                 )
             )

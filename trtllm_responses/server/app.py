@@ -41,6 +41,7 @@ def create_app(
         adapter=adapter,
         model_name=config.served_model_name,
         metrics=metrics,
+        max_input_bytes=config.max_input_bytes,
         tool_settings=config.tools,
     )
 
@@ -62,6 +63,7 @@ def create_app(
             yield
         finally:
             watchdog.cancel()
+            service.render_pool.close()
             await executor.shutdown()
 
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
