@@ -29,11 +29,11 @@ the running generation. Works at message boundaries only: the per-token path
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
+import anyio
 from openai.types.responses import ResponseStreamEvent
 
 from .executors.base import GenerationRequest
@@ -106,7 +106,20 @@ class ToolLoop:
         return events
 
     async def run(self, generate: Generate, deliver: Deliver | None) -> list[ResponseStreamEvent]:
-        """Generate and run tools until the response ends; return the last, undelivered events."""
+        """Generate and run tools until the response ends; return the last, undelivered events.
+
+        The providers are closed when it returns or raises (cancelled: the client went away).
+        """
+        try:
+            return await self._run(generate, deliver)
+        finally:
+            for provider in self._tools.providers.values():
+                try:
+                    await provider.aclose()
+                except Exception:
+                    logger.exception("Closing tool provider %s", provider.namespace)
+
+    async def _run(self, generate: Generate, deliver: Deliver | None) -> list[ResponseStreamEvent]:
         stream = self._stream
         pending: list[ResponseStreamEvent] = []
         generation: GenerationRequest | None = self._first
@@ -165,12 +178,23 @@ class ToolLoop:
         return events, stop
 
     async def _call(self, provider: ToolProvider, name: str, arguments: str) -> ToolOutcome:
+        refused = provider.check(name, arguments)
+        if refused is not None:
+            return refused
+        # In this task (anyio's cancel scope, not a wait_for task): the provider's connection is
+        # entered and left by the same task, around (never inside) the call's timeout scope.
         try:
-            return await asyncio.wait_for(provider.call(name, arguments), self._timeout)
-        except asyncio.TimeoutError:
+            connect_failed = await provider.connect()
+            if connect_failed is not None:
+                return connect_failed
+            with anyio.fail_after(self._timeout):
+                return await provider.call(name, arguments)
+        except TimeoutError:
+            await provider.reset()
             return provider.failure(f"The tool call timed out after {self._timeout:g} s.", TIMEOUT_CODE)
         except Exception as exc:  # a provider bug: the model reads it, the response goes on
             logger.exception("Tool %s.%s raised", provider.namespace, name)
+            await provider.reset()
             return provider.failure(f"The tool failed: {type(exc).__name__}: {exc}")
 
     def _next_generation(self) -> GenerationRequest | None:

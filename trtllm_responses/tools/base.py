@@ -68,13 +68,31 @@ class ToolProvider(abc.ABC):
         """Whether a call to ``name`` waits for the client's approval instead of running."""
         return False
 
+    def check(self, name: str, arguments: str) -> ToolOutcome | None:
+        """A failure for a call that cannot run (tool not listed, malformed arguments), else None."""
+        return None
+
+    async def connect(self) -> ToolOutcome | None:
+        """Open the connection calls use, if not open (a failure if it cannot be).
+
+        The loop calls it outside the call's timeout scope, in the task that will
+        close it (:meth:`aclose`): anyio's cancel scopes must nest.
+        """
+        return None
+
     @abc.abstractmethod
     async def call(self, name: str, arguments: str) -> ToolOutcome:
-        """Run one call. May raise (the loop turns it into :meth:`failure`); must be cancellable."""
+        """Run one checked call. May raise (the loop turns it into :meth:`failure`); must be cancellable."""
 
     @abc.abstractmethod
     def failure(self, message: str, code: int = -32603) -> ToolOutcome:
         """The outcome of a call that could not run or did not finish (timeout, refused, raised)."""
+
+    async def reset(self) -> None:
+        """Drop any connection a call left behind (after a timeout or an error); the next call reconnects."""
+
+    async def aclose(self) -> None:
+        """Release what the provider holds (its connection). Called once, by the task that made the calls."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,11 @@
 against the operator's allow-list; ``headers``, ``allowed_tools``,
 ``require_approval``), lists each server's tools or reuses a listing the
 conversation already holds, and returns the providers. :class:`MCPProvider`
-runs calls. Every listing and call opens its own MCP session (streamable
-HTTP, or SSE when the URL's path ends in ``/sse``), so nothing outlives the
-task that uses it and a cancelled response leaves no connection behind.
+runs calls. The listing has its own MCP session (streamable HTTP, or SSE when
+the URL's path ends in ``/sse``), made while the request is prepared; the calls
+of one response share one session, opened at the first call and closed when the
+response ends (the loop calls ``aclose`` from the task that made the calls, as
+anyio's cancel scopes require). A timed-out or failed call drops the session.
 
 Headers a client sends (``Authorization``…) go to its MCP server and nowhere
 else: they are kept only on the provider of this response, never in the
@@ -16,9 +18,11 @@ response, the store or a log line.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -26,7 +30,6 @@ import orjson
 from mcp.client import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from openai.types.responses.response_output_item import McpListTools, McpListToolsTool
 
@@ -45,6 +48,28 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 REQUEST_TIMEOUT = -32001
 CONNECTION_ERROR = -32000
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for every MCP connection (building one costs milliseconds; it never changes)."""
+    return httpx2.create_ssl_context()
+
+
+def _http_client(
+    headers: dict[str, str] | None = None,
+    timeout: httpx2.Timeout | None = None,
+    auth: httpx2.Auth | None = None,
+) -> httpx2.AsyncClient:
+    """An HTTP client for one MCP session: the mcp SDK's defaults (no redirects: the SDK follows same-origin
+    ones itself), the shared TLS context, and no proxy settings read from the environment."""
+    return httpx2.AsyncClient(
+        headers=headers,
+        timeout=timeout or httpx2.Timeout(30.0),
+        auth=auth,
+        verify=_ssl_context(),
+        trust_env=False,
+    )
 
 
 def _protocol_error(message: str, code: int) -> ToolOutcome:
@@ -132,6 +157,8 @@ class MCPProvider(ToolProvider):
         self._read_only = read_only
         self._approval = approval or _ApprovalRule("never", "")
         self.tools: list[McpListToolsTool] | None = None
+        self._session: Client | None = None
+        self._stack: AsyncExitStack | None = None
 
     def __repr__(self) -> str:  # never the headers
         return f"MCPProvider({self.namespace!r}, {self._url!r})"
@@ -143,12 +170,16 @@ class MCPProvider(ToolProvider):
         timeout = self._settings.tool_timeout
         if self._url.rstrip("/").endswith("/sse"):
             transport: Any = sse_client(
-                self._url, headers=self._headers, timeout=timeout, sse_read_timeout=timeout
+                self._url,
+                headers=self._headers,
+                timeout=timeout,
+                sse_read_timeout=timeout,
+                httpx_client_factory=_http_client,
             )
             async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
                 yield client
             return
-        http = create_mcp_http_client(headers=self._headers, timeout=httpx2.Timeout(timeout))
+        http = _http_client(headers=self._headers, timeout=httpx2.Timeout(timeout))
         async with http:
             transport = streamable_http_client(self._url, http_client=http)
             async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
@@ -212,7 +243,20 @@ class MCPProvider(ToolProvider):
     def failure(self, message: str, code: int = INTERNAL_ERROR) -> ToolOutcome:
         return _protocol_error(message, code)
 
-    async def call(self, name: str, arguments: str) -> ToolOutcome:
+    async def reset(self) -> None:
+        stack, self._stack, self._session = self._stack, None, None
+        if stack is not None:
+            try:
+                await stack.aclose()
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # a broken session: nothing left to release
+                logger.debug("Closing the MCP session to %s: %s", self.namespace, describe_exception(exc)[0])
+
+    async def aclose(self) -> None:
+        await self.reset()
+
+    def check(self, name: str, arguments: str) -> ToolOutcome | None:
         if not self.tools or name not in {t.name for t in self.tools}:
             return self.failure(
                 f"Tool '{name}' is not available on MCP server '{self.namespace}'.", INVALID_PARAMS
@@ -223,20 +267,45 @@ class MCPProvider(ToolProvider):
             return self.failure(f"The arguments are not valid JSON: {exc}", INVALID_PARAMS)
         if not isinstance(args, dict):
             return self.failure("The arguments must be a JSON object.", INVALID_PARAMS)
+        return None
+
+    async def connect(self) -> ToolOutcome | None:
+        if self._session is not None:
+            return None
+        stack = AsyncExitStack()
         try:
-            async with self._client() as client:
-                result = await client.call_tool(name, args)
+            self._session = await stack.enter_async_context(self._client())
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            message, status = describe_exception(exc)
-            logger.info("MCP call %s.%s failed: %s", self.namespace, name, message)
-            if status is not None:
-                return ToolOutcome(
-                    {"output": None, "error": {"type": "http_error", "code": status, "message": message}},
-                    failed=True,
-                )
-            return self.failure(message, CONNECTION_ERROR)
+            return self._failed(exc, "connect")
+        self._stack = stack
+        return None
+
+    def _failed(self, exc: BaseException, what: str) -> ToolOutcome:
+        message, status = describe_exception(exc)
+        logger.info("MCP %s on %s failed: %s", what, self.namespace, message)
+        if status is not None:
+            return ToolOutcome(
+                {"output": None, "error": {"type": "http_error", "code": status, "message": message}},
+                failed=True,
+            )
+        return self.failure(message, CONNECTION_ERROR)
+
+    async def call(self, name: str, arguments: str) -> ToolOutcome:
+        if self._session is None:
+            connected = await self.connect()
+            if connected is not None:
+                return connected
+        assert self._session is not None
+        args = orjson.loads(arguments) if arguments.strip() else {}
+        try:
+            result = await self._session.call_tool(name, args)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            await self.reset()
+            return self._failed(exc, f"call {name}")
         text = truncate_output(_content_text(result.content), self._settings.tool_output_max_bytes)
         if result.is_error:
             content = [{"type": "text", "text": text}]
