@@ -447,7 +447,11 @@ _DELTA_EVENTS: dict[ItemKind, type[Any]] = {
 
 #: Per server-run call kind: its started, completed and failed events.
 _TOOL_EVENTS: dict[ItemKind, tuple[type[Any], type[Any], type[Any]]] = {
-    ItemKind.MCP_CALL: (ResponseMcpCallInProgressEvent, ResponseMcpCallCompletedEvent, ResponseMcpCallFailedEvent),
+    ItemKind.MCP_CALL: (
+        ResponseMcpCallInProgressEvent,
+        ResponseMcpCallCompletedEvent,
+        ResponseMcpCallFailedEvent,
+    ),
 }
 
 
