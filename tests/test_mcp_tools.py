@@ -176,6 +176,26 @@ def test_stateless_replay_renders_the_prompt_the_loop_saw(
     assert "mcp_list_tools" not in types_of(replayed), "the replayed listing is reused"
 
 
+def test_continuing_after_the_loop_renders_what_a_replay_renders(
+    http: httpx.Client, server: RunningServer, mcp: MCPTestServer
+) -> None:
+    executor: RecordingEcho = server.executor  # type: ignore[assignment]
+    tools = [mcp_tool(mcp.url)]
+    user = {"role": "user", "content": call("relay", text=call("add", a=1, b=1))}
+    first, _ = streamed(http, {"input": [user], "tools": tools})
+    assert first["output"][-1]["content"][0]["text"] == "demo.add returned: 2"
+    follow_up = {"role": "user", "content": "thanks"}
+    executor.requests.clear()
+    continued, _ = streamed(http, {"previous_response_id": first["id"], "input": [follow_up], "tools": tools})
+    stored_prompt = executor.requests[0].prompt_token_ids
+    executor.requests.clear()
+    replay = {"input": [user, *first["output"], follow_up], "tools": tools, "store": False}
+    streamed(http, replay)
+    assert executor.requests[0].prompt_token_ids == stored_prompt, "token for token"
+    assert continued["output"][-1]["content"][0]["text"] == "thanks"
+    assert "mcp_list_tools" not in types_of(continued)
+
+
 def test_chained_calls_and_max_tool_calls(http: httpx.Client, mcp: MCPTestServer) -> None:
     relay = call("relay", text=call("add", a=1, b=2))
     response, _ = streamed(http, {"input": relay, "tools": [mcp_tool(mcp.url)]})
@@ -517,3 +537,29 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
     assert usage["input_tokens"] == sum(len(p) for p in prompts)
     # Block reuse: turn 2 reuses turn 1's prompt, turn 3 turn 2's (whole 32-token blocks).
     assert usage["input_tokens_details"]["cached_tokens"] == sum((len(p) // 32) * 32 for p in prompts[:2])
+
+
+def test_serve_flags() -> None:
+    from trtllm_responses.cli import _server_config, build_parser
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--mcp_allowed_urls",
+            "http://127.0.0.1:9000/mcp,https://mcp.example.com",
+            "--tool_server",
+            "calc=http://10.0.0.5:9000/mcp",
+            "--tool_timeout",
+            "5",
+            "--tool_output_max_bytes",
+            "2048",
+        ]
+    )
+    tools = _server_config(args).tools
+    assert tools.mcp_allowed_urls == ("http://127.0.0.1:9000/mcp", "https://mcp.example.com")
+    assert tools.tool_server("calc") == "http://10.0.0.5:9000/mcp" and tools.tool_server("other") is None
+    assert tools.tool_timeout == 5.0 and tools.tool_output_max_bytes == 2048
+    assert build_parser().parse_args(["serve"]).mcp_allowed_urls == []
+    for bad in (["--tool_server", "nolabel"], ["--mcp_allowed_urls", "ftp://x"], ["--tool_timeout", "0"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["serve", *bad])

@@ -102,7 +102,7 @@ class ItemTarget:
 
     kind: ItemKind
     name: str | None = None  # function, MCP tool or browser action
-    namespace: str | None = None  # MCP server label
+    namespace: str | None = None  # the recipient's namespace: MCP server label, "browser", "python"
     phase: str | None = None  # messages: "final_answer" or "commentary"
 
 
@@ -114,9 +114,9 @@ def classify(header: MessageHeader) -> ItemTarget:
         if namespace == FUNCTIONS_NAMESPACE and name:
             return ItemTarget(ItemKind.FUNCTION_CALL, name=name)
         if namespace == "browser":
-            return ItemTarget(ItemKind.WEB_SEARCH_CALL, name=name or "search")
+            return ItemTarget(ItemKind.WEB_SEARCH_CALL, name=name or "search", namespace="browser")
         if recipient == "python":
-            return ItemTarget(ItemKind.CODE_INTERPRETER_CALL)
+            return ItemTarget(ItemKind.CODE_INTERPRETER_CALL, namespace="python")
         return ItemTarget(ItemKind.MCP_CALL, name=name or namespace, namespace=namespace)
     if header.channel == "analysis":
         return ItemTarget(ItemKind.REASONING)
