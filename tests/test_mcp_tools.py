@@ -563,3 +563,46 @@ def test_serve_flags() -> None:
     for bad in (["--tool_server", "nolabel"], ["--mcp_allowed_urls", "ftp://x"], ["--tool_timeout", "0"]):
         with pytest.raises(SystemExit):
             build_parser().parse_args(["serve", *bad])
+
+
+def test_a_final_message_before_a_call_is_rendered_back_by_harmony_rules(
+    http: httpx.Client, server: RunningServer, mcp: MCPTestServer
+) -> None:
+    executor: RecordingEcho = server.executor  # type: ignore[assignment]
+    completion = (
+        "#harmony\n<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>"
+        "Checking.<|end|><|start|>assistant to=demo.add<|channel|>commentary <|constrain|>json<|message|>"
+        '{"a": 1, "b": 2}<|call|>'
+    )
+    user = {"role": "user", "content": completion}
+    tools = [mcp_tool(mcp.url)]
+    executor.requests.clear()
+    response, _ = streamed(http, {"input": [user], "tools": tools})
+    assert types_of(response) == [
+        "mcp_list_tools",
+        "reasoning",
+        "message",
+        "mcp_call",
+        "reasoning",
+        "message",
+    ]
+    assert response["output"][-1]["content"][0]["text"] == "demo.add returned: 3"
+    loop_prompt = executor.requests[1].prompt_token_ids
+    executor.requests.clear()
+    streamed(http, {"input": [user, *response["output"][:4]], "tools": tools, "store": False})
+    assert executor.requests[0].prompt_token_ids == loop_prompt
+
+
+def test_approving_without_the_mcp_tool_is_a_400(http: httpx.Client) -> None:
+    items = [
+        {
+            "type": "mcp_approval_request",
+            "id": "mcpr_1",
+            "server_label": "demo",
+            "name": "add",
+            "arguments": "{}",
+        },
+        {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
+    ]
+    reply = http.post("/v1/responses", json={"input": items})
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "tools"

@@ -407,6 +407,15 @@ class HarmonyAdapter:
         out += start
         return out
 
+    def prompt_with(self, prompt: Prompt, messages: Sequence[RenderedMessage]) -> list[int]:
+        """The token ids of ``prompt`` continued by ``messages`` (rendered in full: Harmony's analysis rule applied)."""
+        tokens = list(prompt.system.tokens)
+        if prompt.developer is not None:
+            tokens += prompt.developer.tokens
+        tokens += self.conversation_tokens(prompt.history.messages + tuple(messages))
+        tokens += self._assistant_start
+        return tokens
+
     def continue_history(
         self, prompt: Prompt, output_items: Sequence[Mapping[str, Any]]
     ) -> ConversationHistory:

@@ -236,7 +236,8 @@ class MCPProvider(ToolProvider):
         )
 
     def needs_approval(self, name: str) -> bool:
-        return self._approval(name)
+        # A call to a tool that is not listed is refused, not put to the user.
+        return bool(self.tools) and name in {t.name for t in self.tools or ()} and self._approval(name)
 
     # -- calls -------------------------------------------------------------------------------
 
