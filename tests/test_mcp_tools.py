@@ -606,3 +606,18 @@ def test_approving_without_the_mcp_tool_is_a_400(http: httpx.Client) -> None:
     ]
     reply = http.post("/v1/responses", json={"input": items})
     assert reply.status_code == 400 and reply.json()["error"]["param"] == "tools"
+
+
+def test_tool_choice_mcp_shows_only_that_server_or_tool(http: httpx.Client, mcp: MCPTestServer) -> None:
+    tools = [mcp_tool(mcp.url), {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+    body = {
+        "input": "#prompt",
+        "tools": tools,
+        "tool_choice": {"type": "mcp", "server_label": "demo", "name": "add"},
+    }
+    prompt = http.post("/v1/responses", json=body).json()["output"][-1]["content"][0]["text"]
+    assert "namespace demo {" in prompt and "type add = " in prompt
+    assert "type boom = " not in prompt and "get_weather" not in prompt
+    body["tool_choice"] = {"type": "mcp", "server_label": "demo", "name": "nope"}
+    reply = http.post("/v1/responses", json=body)
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "tool_choice.name"

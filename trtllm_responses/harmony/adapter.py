@@ -321,6 +321,8 @@ class HarmonyAdapter:
         )
         if request.tool_choice == "none":
             namespaces = ()
+        elif isinstance(request.tool_choice, Mapping) and request.tool_choice.get("type") == "mcp":
+            functions, namespaces = [], _chosen_namespace(request.tool_choice, namespaces)
         system = self._render_system(effort, self._today(), browser, python, bool(functions or namespaces))
 
         parts = [request.instructions] if request.instructions else []
@@ -426,6 +428,27 @@ class HarmonyAdapter:
         """
         converted = input_to_messages(output_items, prompt.history.calls, param="output")
         return prompt.history.extended(self.render_messages(converted.messages), converted.calls)
+
+
+def _chosen_namespace(
+    choice: Mapping[str, Any], namespaces: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """``tool_choice: {"type": "mcp", "server_label", "name"?}`` shows the model only that server (or tool)."""
+    label, name = choice.get("server_label"), choice.get("name")
+    chosen = [ns for ns in namespaces if ns["name"] == label]
+    if not chosen:
+        raise InvalidRequestError(
+            f"tool_choice names MCP server {label!r}, which has no listed tools here.",
+            param="tool_choice.server_label",
+        )
+    if name is not None:
+        chosen = [{**ns, "tools": [t for t in ns["tools"] if t["name"] == name]} for ns in chosen]
+        if not chosen[0]["tools"]:
+            raise InvalidRequestError(
+                f"tool_choice names tool {name!r}, which MCP server {label!r} does not list.",
+                param="tool_choice.name",
+            )
+    return chosen
 
 
 def _select_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]], bool, bool]:
