@@ -426,6 +426,14 @@ def test_tool_not_listed(http: httpx.Client, mcp: MCPTestServer) -> None:
     assert failed["status"] == "failed" and "not available" in failed["error"]["message"]
 
 
+def test_allowed_tools_read_only(http: httpx.Client, mcp: MCPTestServer) -> None:
+    tools = [mcp_tool(mcp.url, allowed_tools={"read_only": True})]
+    response, _ = streamed(http, {"input": call("add", a=1, b=1), "tools": tools})
+    listed = response["output"][0]["tools"]
+    assert [t["name"] for t in listed] == ["add"] and listed[0]["annotations"]["readOnlyHint"] is True
+    assert response["output"][2]["output"] == "2"
+
+
 def test_malformed_arguments(http: httpx.Client, mcp: MCPTestServer) -> None:
     response, _ = streamed(http, {"input": "call demo.add {not json}", "tools": [mcp_tool(mcp.url)]})
     failed = response["output"][2]

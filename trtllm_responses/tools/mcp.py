@@ -195,7 +195,11 @@ class MCPProvider(ToolProvider):
             while True:
                 page = await client.list_tools(cursor=cursor)
                 for tool in page.tools:
-                    annotations = tool.annotations.model_dump(exclude_none=True) if tool.annotations else None
+                    annotations = (
+                        tool.annotations.model_dump(exclude_none=True, by_alias=True)
+                        if tool.annotations
+                        else None
+                    )
                     tools.append(
                         McpListToolsTool(
                             name=tool.name,
