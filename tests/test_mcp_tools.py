@@ -629,3 +629,19 @@ def test_tool_choice_mcp_shows_only_that_server_or_tool(http: httpx.Client, mcp:
     body["tool_choice"] = {"type": "mcp", "server_label": "demo", "name": "nope"}
     reply = http.post("/v1/responses", json=body)
     assert reply.status_code == 400 and reply.json()["error"]["param"] == "tool_choice.name"
+
+
+def test_http_error_from_the_mcp_server(
+    http: httpx.Client, server: RunningServer, mcp: MCPTestServer
+) -> None:
+    service = server.app.state.service
+    settings = service.tool_settings
+    service.tool_settings = ToolSettings(tool_servers=(("gone", _origin(mcp.url) + "/no-such-endpoint"),))
+    try:
+        tool = {"type": "mcp", "server_label": "gone", "require_approval": "never"}
+        response, events = streamed(http, {"input": "hello", "tools": [tool]})
+    finally:
+        service.tool_settings = settings
+    assert "Not Found" in response["output"][0]["error"]
+    assert "response.mcp_list_tools.failed" in [e["type"] for e in events]
+    assert response["status"] == "completed"
