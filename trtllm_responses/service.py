@@ -31,7 +31,7 @@ from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .tool_loop import ToolLoop
 from .tools.base import ServerTools
-from .tools.mcp import prepare_mcp_tools
+from .tools.mcp_request import prepare_mcp_tools
 from .tools.settings import ToolSettings
 from .wire import to_dict, to_json
 
