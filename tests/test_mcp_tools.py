@@ -652,3 +652,11 @@ def test_http_error_from_the_mcp_server(
     assert "Not Found" in response["output"][0]["error"]
     assert "response.mcp_list_tools.failed" in [e["type"] for e in events]
     assert response["status"] == "completed"
+
+
+def test_truncate_output_cuts_on_a_character_boundary() -> None:
+    from trtllm_responses.tools.base import truncate_output
+
+    assert truncate_output("short", 10) == "short"
+    cut = truncate_output("é" * 10, 5)  # 20 bytes of UTF-8
+    assert cut.startswith("éé\n") and "[output truncated: 20 bytes, over the limit of 5 bytes]" in cut
