@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .http_limits import HTTPLimits
 
 __all__ = ["ServerConfig"]
 
@@ -17,3 +19,5 @@ class ServerConfig:
     max_stored_responses: int = 10_000
     max_store_bytes: int = 2 << 30
     log_level: str = "info"
+    #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
+    http: HTTPLimits = field(default_factory=HTTPLimits)

@@ -10,6 +10,7 @@ our :class:`~trtllm_responses.errors.APIError` tree, Starlette's HTTP errors
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,11 +25,11 @@ __all__ = ["error_response", "install_error_handlers"]
 logger = logging.getLogger(__name__)
 
 
-def error_response(error: APIError) -> Response:
-    """The HTTP response of an APIError."""
+def error_response(error: APIError, headers: Mapping[str, str] | None = None) -> Response:
+    """The HTTP response of an APIError (``headers``: e.g. a 405's ``Allow``)."""
     import orjson
 
-    return JSONBytesResponse(orjson.dumps(error.to_dict()), status_code=error.status_code)
+    return JSONBytesResponse(orjson.dumps(error.to_dict()), status_code=error.status_code, headers=headers)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -47,7 +48,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
             str(exc.detail), code="method_not_allowed" if exc.status_code == 405 else None
         )
         error.status_code = exc.status_code
-    return error_response(error)
+    return error_response(error, exc.headers)  # Starlette's 405 carries Allow
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
