@@ -24,7 +24,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from openai.types import Model
-from openai.types.responses import Response, ResponseItemList
+from openai.types.responses import Response, ResponseItemList, ResponseStreamEvent
+from pydantic import RootModel
 from pydantic.json_schema import models_json_schema
 
 from ..protocol import ResponsesRequest
@@ -32,6 +33,10 @@ from ..protocol import ResponsesRequest
 __all__ = ["ERROR_SCHEMA", "build_openapi", "install_openapi"]
 
 _REF = "#/components/schemas/{model}"
+
+
+class _StreamEvent(RootModel[ResponseStreamEvent]):
+    """One stream event (a union): a model, so its schema shares the definitions of the others."""
 
 #: The OpenAI error envelope.
 ERROR_SCHEMA: dict[str, Any] = {
@@ -98,10 +103,20 @@ def _create_operation() -> dict[str, Any]:
                 "content": {
                     "application/json": {"schema": _ref("Response")},
                     "text/event-stream": {
+                        # One SSE event, as OpenAPI 3.2 describes them: `data` holds the event's JSON.
                         "schema": {
-                            "type": "string",
-                            "description": "`event: <type>` / `data: <ResponseStreamEvent JSON>` frames; "
-                            "the last is response.completed, response.incomplete or response.failed.",
+                            "type": "object",
+                            "required": ["event", "data"],
+                            "properties": {
+                                "event": {"type": "string", "description": "The event's `type`."},
+                                "data": {
+                                    "type": "string",
+                                    "contentMediaType": "application/json",
+                                    "contentSchema": _ref("ResponseStreamEvent"),
+                                },
+                            },
+                            "description": "The last event is response.completed, response.incomplete "
+                            "or response.failed.",
                         }
                     },
                 },
@@ -163,11 +178,13 @@ def build_openapi(api: FastAPI) -> dict[str, Any]:
     document["info"]["description"] = "OpenAI Responses API for gpt-oss on TensorRT-LLM. " + _CONNECTION_ERRORS
     _, schemas = models_json_schema(
         [(ResponsesRequest, "validation"), (Response, "serialization"), (ResponseItemList, "serialization")]
-        + [(Model, "serialization")],
+        + [(Model, "serialization"), (_StreamEvent, "serialization")],
         ref_template=_REF,
     )
     components = document.setdefault("components", {})
-    components["schemas"] = {**schemas["$defs"], "ErrorResponse": ERROR_SCHEMA}
+    defs = schemas["$defs"]
+    defs["ResponseStreamEvent"] = defs.pop(_StreamEvent.__name__)  # referenced only by our _create_operation
+    components["schemas"] = {**defs, "ErrorResponse": ERROR_SCHEMA}
     paths: dict[str, dict[str, Any]] = document.setdefault("paths", {})
     for path, operations in paths.items():
         for method, operation in operations.items():
