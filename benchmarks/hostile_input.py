@@ -85,7 +85,9 @@ def _address(url: str) -> tuple[str, int]:
 
 def _slowloris(url: str, connections: int = 200, limit_s: float = 120.0) -> str:
     """Open ``connections`` and send one header byte a second on each until the server closes them."""
-    head = b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Pad: " + b"a" * 1000
+    head = (
+        b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Pad: " + b"a" * 1000
+    )
     socks = [socket.create_connection(_address(url), timeout=5) for _ in range(connections)]
     for sock in socks:
         sock.setblocking(False)
@@ -116,7 +118,9 @@ def _slowloris(url: str, connections: int = 200, limit_s: float = 120.0) -> str:
         sock.close()
     still = len(socks) - len(closed_at)
     last = max(closed_at.values(), default=0.0)
-    return f"{len(closed_at)}/{len(socks)} closed by the server, the last after {last:.1f} s; {still} still open"
+    return (
+        f"{len(closed_at)}/{len(socks)} closed by the server, the last after {last:.1f} s; {still} still open"
+    )
 
 
 def _huge_header(url: str, total: int = 50 << 20, chunk: int = 64 << 10) -> str:

@@ -45,7 +45,9 @@ def start_server(executor: Executor, adapter: HarmonyAdapter, **config: Any) -> 
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn_config(app, cfg.http, log_level="warning", access_log=False, lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn_config(app, cfg.http, log_level="warning", access_log=False, lifespan="on")
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

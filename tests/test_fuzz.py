@@ -56,7 +56,11 @@ def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-unt
 
 def _describe(case: Any, response: Any) -> str:
     body = case.body if not isinstance(case.body, bytes) else case.body[:2000]
-    sent = json.dumps(body, ensure_ascii=False, default=repr)[:2000] if isinstance(body, (dict, list, str, bytes, int, float)) else ""
+    sent = (
+        json.dumps(body, ensure_ascii=False, default=repr)[:2000]
+        if isinstance(body, (dict, list, str, bytes, int, float))
+        else ""
+    )
     return f"{case.method} {case.formatted_path} {case.query or ''} body={sent} -> {response.status_code} {response.text[:500]}"
 
 
@@ -126,7 +130,12 @@ def test_fuzz_own_openapi(server: RunningServer, label: str, mode: GenerationMod
     schema = _load(document)
     operation = schema.find_operation_by_label(label)
     assert operation is not None, f"{label} is missing from /openapi.json"
-    checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+    checks = [
+        not_a_server_error,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+    ]
     _fuzz(operation, mode, server.base_url, checks)
 
 

@@ -141,7 +141,7 @@ def test_a_stalled_body_is_cut_by_the_body_deadline(server: RunningServer) -> No
     with _connect(server) as sock:
         sock.sendall(
             b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 100\r\n\r\n{\"input\": "
+            b'Content-Length: 100\r\n\r\n{"input": '
         )
         raw = _read_all(sock)
     headers = _assert_envelope(raw, 408, "request_timeout")
@@ -302,13 +302,17 @@ def test_the_serve_command_enforces_its_flags(tmp_path: Path) -> None:
                 sock = socket.create_connection(("127.0.0.1", port), timeout=10)
                 break
             except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr").read_text()
+                assert process.poll() is None and time.monotonic() < deadline, (
+                    tmp_path / "stderr"
+                ).read_text()
                 time.sleep(0.1)
         with sock:
             raw = _read_all(sock)
         _assert_envelope(raw, 408, "request_timeout")
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            sock.sendall(b"GET /health HTTP/1.1\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(6)) + b"\r\n")
+            sock.sendall(
+                b"GET /health HTTP/1.1\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(6)) + b"\r\n"
+            )
             _assert_envelope(_read_all(sock), 431, "too_many_headers")
     finally:
         process.terminate()

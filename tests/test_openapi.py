@@ -42,7 +42,11 @@ def test_no_422_anywhere(document: dict[str, Any]) -> None:
 
 
 def test_every_route_is_documented(echo_server, document: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
-    served = {(route.path, method.lower()) for route in _api_routes(echo_server.app.api.routes) for method in route.methods}
+    served = {
+        (route.path, method.lower())
+        for route in _api_routes(echo_server.app.api.routes)
+        for method in route.methods
+    }
     served.add(("/v1/responses", "post"))  # served by create.ResponsesApp, outside FastAPI
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
     assert documented == served

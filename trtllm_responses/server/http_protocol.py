@@ -172,14 +172,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             extra = b"retry-after: 1\r\n" if error.status_code == 503 else b""
             self._send_error(error, extra)
             return
-        if self._in_head and self._head_bytes > self.limits.max_head_bytes and not self.transport.is_closing():
+        if (
+            self._in_head
+            and self._head_bytes > self.limits.max_head_bytes
+            and not self.transport.is_closing()
+        ):
             self._send_error(self._head_too_large())
 
     # --- parser callbacks -----------------------------------------------------------------------------
 
     def _head_too_large(self) -> APIError:
         limit = self.limits.max_head_bytes
-        return _error(431, f"The request line and headers are larger than {limit} bytes.", "headers_too_large")
+        return _error(
+            431, f"The request line and headers are larger than {limit} bytes.", "headers_too_large"
+        )
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -202,7 +208,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._header_count > self.limits.max_header_count:
             self._reject(
                 _error(
-                    431, f"The request has more than {self.limits.max_header_count} headers.", "too_many_headers"
+                    431,
+                    f"The request has more than {self.limits.max_header_count} headers.",
+                    "too_many_headers",
                 )
             )
         self._head_size += len(name) + len(value) + 4

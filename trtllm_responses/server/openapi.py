@@ -25,8 +25,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from openai.types import Model
 from openai.types.responses import Response, ResponseItemList, ResponseStreamEvent
-from pydantic import RootModel
-from pydantic.json_schema import models_json_schema
+from pydantic import BaseModel, RootModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from ..protocol import ResponsesRequest
 
@@ -37,6 +37,7 @@ _REF = "#/components/schemas/{model}"
 
 class _StreamEvent(RootModel[ResponseStreamEvent]):
     """One stream event (a union): a model, so its schema shares the definitions of the others."""
+
 
 #: The OpenAI error envelope.
 ERROR_SCHEMA: dict[str, Any] = {
@@ -175,12 +176,17 @@ _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[
 def build_openapi(api: FastAPI) -> dict[str, Any]:
     """The OpenAPI document of the whole server (FastAPI's routes and ``POST /v1/responses``)."""
     document = get_openapi(title=api.title, version=api.version, routes=api.routes)
-    document["info"]["description"] = "OpenAI Responses API for gpt-oss on TensorRT-LLM. " + _CONNECTION_ERRORS
-    _, schemas = models_json_schema(
-        [(ResponsesRequest, "validation"), (Response, "serialization"), (ResponseItemList, "serialization")]
-        + [(Model, "serialization"), (_StreamEvent, "serialization")],
-        ref_template=_REF,
+    document["info"]["description"] = (
+        "OpenAI Responses API for gpt-oss on TensorRT-LLM. " + _CONNECTION_ERRORS
     )
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        (ResponsesRequest, "validation"),
+        (Response, "serialization"),
+        (ResponseItemList, "serialization"),
+        (Model, "serialization"),
+        (_StreamEvent, "serialization"),
+    ]
+    _, schemas = models_json_schema(models, ref_template=_REF)
     components = document.setdefault("components", {})
     defs = schemas["$defs"]
     defs["ResponseStreamEvent"] = defs.pop(_StreamEvent.__name__)  # referenced only by our _create_operation
