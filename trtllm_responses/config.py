@@ -19,5 +19,7 @@ class ServerConfig:
     max_stored_responses: int = 10_000
     max_store_bytes: int = 2 << 30
     log_level: str = "info"
+    #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
+    max_input_bytes: int = 0
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)

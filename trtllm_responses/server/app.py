@@ -37,7 +37,12 @@ def create_app(
     """An app serving the Responses API with ``executor``; starts and shuts it down with the app."""
     metrics = ServerMetrics()
     service = ResponsesService(
-        executor=executor, store=store, adapter=adapter, model_name=config.served_model_name, metrics=metrics
+        executor=executor,
+        store=store,
+        adapter=adapter,
+        model_name=config.served_model_name,
+        metrics=metrics,
+        max_input_bytes=config.max_input_bytes,
     )
 
     @asynccontextmanager
@@ -58,6 +63,7 @@ def create_app(
             yield
         finally:
             watchdog.cancel()
+            service.render_pool.close()
             await executor.shutdown()
 
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
