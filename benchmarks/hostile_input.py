@@ -219,6 +219,7 @@ def run_attack(
 
 
 def main() -> None:
+    global ATTACK_TIMEOUT  # the attacks read it
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=12.0, help="seconds of normal load per input")
     ap.add_argument("--concurrency", type=int, default=64)
@@ -230,7 +231,6 @@ def main() -> None:
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    global ATTACK_TIMEOUT
     ATTACK_TIMEOUT = args.attack_timeout
 
     pin_this_process()
