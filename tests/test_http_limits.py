@@ -255,14 +255,23 @@ def test_over_limit_concurrency_is_503_with_retry_after(encoding, adapter) -> No
 
 @pytest.mark.parametrize(
     ("method", "path", "allow"),
-    [("GET", "/v1/responses", "POST"), ("PUT", "/v1/responses", "POST"), ("POST", "/health", "GET")],
+    [
+        ("GET", "/v1/responses", "POST"),
+        ("PUT", "/v1/responses", "POST"),
+        ("POST", "/health", "GET"),
+        ("PUT", "/v1/responses/resp_1", "GET, DELETE"),
+        ("POST", "/v1/responses/resp_1/input_items", "GET"),
+        ("DELETE", "/v1/models", "GET"),
+    ],
 )
 def test_405_carries_allow(server: RunningServer, method: str, path: str, allow: str) -> None:
     with httpx.Client(base_url=server.base_url, timeout=10) as client:
         response = client.request(method, path)
     assert response.status_code == 405
     assert response.headers["allow"] == allow
-    assert response.json()["error"]["code"] == "method_not_allowed"
+    error = response.json()["error"]
+    assert error["code"] == "method_not_allowed"
+    assert error["message"].endswith(f"use {allow.replace(', ', ' or ')}.")
 
 
 def test_serve_flags_fill_http_limits() -> None:

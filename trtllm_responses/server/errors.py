@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from ..errors import APIError, InvalidRequestError, NotFoundError, ServerError
 from .responses import JSONBytesResponse
@@ -43,12 +44,34 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         error: APIError = NotFoundError(
             f"No route for {request.method} {request.url.path}.", code="unknown_url"
         )
-    else:
+    elif exc.status_code == 405:
+        # Starlette's own Allow names the first route matching the path only (GET, not DELETE, for
+        # /v1/responses/{id}): list every method a route serves on this path.
+        allowed = _allowed_methods(request)
         error = InvalidRequestError(
-            str(exc.detail), code="method_not_allowed" if exc.status_code == 405 else None
+            f"{request.method} is not allowed on {request.url.path}; use {' or '.join(allowed)}.",
+            code="method_not_allowed",
         )
+        error.status_code = 405
+        return error_response(error, {"Allow": ", ".join(allowed)})
+    else:
+        error = InvalidRequestError(str(exc.detail))
         error.status_code = exc.status_code
-    return error_response(error, exc.headers)  # Starlette's 405 carries Allow
+    return error_response(error, exc.headers)
+
+
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods some route of the app serves on the request's path."""
+    routes = request.app.router.routes
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] == Match.FULL for route in routes):
+            allowed.append(method)
+    return allowed
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:

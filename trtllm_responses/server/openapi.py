@@ -63,7 +63,6 @@ ERROR_SCHEMA: dict[str, Any] = {
 _ERRORS = {
     "400": "The request is invalid: the message names the field (`param`).",
     "404": "No stored response has this id (or the route does not exist).",
-    "405": "The method is not allowed on this path (see the `Allow` header).",
     "413": "The request body is larger than the server accepts.",
 }
 
