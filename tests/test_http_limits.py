@@ -229,6 +229,30 @@ def test_a_long_stream_outlives_the_deadlines(encoding, adapter) -> None:  # typ
         running.stop()
 
 
+def test_a_pipelined_request_waits_for_a_long_stream(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+    # The second request is read while the first streams for ~2 s (both deadlines are 1 s): the deadlines
+    # wait for the earlier response rather than cutting the connection under it.
+    running = start_server(EchoExecutor(encoding, tokens_per_second=20), adapter, http=LIMITS)
+    try:
+        body = json.dumps({"input": "#lorem 40", "stream": True}).encode()
+        first = (
+            b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
+        with _connect(running) as sock:
+            # The second head is incomplete for 1.5 s, past the head deadline, while the first streams.
+            sock.sendall(first + b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            time.sleep(1.5)
+            sock.sendall(b"Connection: close\r\n\r\n")
+            raw = _read_all(sock, 30)
+        assert raw.startswith(b"HTTP/1.1 200 OK"), raw[:200]
+        assert b"response.completed" in raw
+        assert raw.count(b"HTTP/1.1 200 OK") == 2
+        assert raw.endswith(b'{"status":"ok","executor":"echo"}')
+    finally:
+        running.stop()
+
+
 def test_over_limit_concurrency_is_503_with_retry_after(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
     limits = HTTPLimits(limit_concurrency=3, timeout_request_head=30)
     running = start_server(EchoExecutor(encoding), adapter, http=limits)

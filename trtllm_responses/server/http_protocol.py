@@ -46,6 +46,10 @@ class _ServiceUnavailable(ServerError):
     status_code = 503
 
 
+def _seconds(value: float) -> str:
+    return "1 second" if value == 1 else f"{value:g} seconds"
+
+
 def _error(status: int, message: str, code: str) -> APIError:
     error: APIError = InvalidRequestError(message, code=code)
     error.status_code = status
@@ -97,7 +101,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._send_error(
                 _error(
                     408,
-                    f"The request body was not received within {limits.timeout_request_body:g} seconds.",
+                    f"The request body was not received within {_seconds(limits.timeout_request_body)}.",
                     "request_timeout",
                 )
             )
@@ -108,7 +112,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._send_error(
             _error(
                 408,
-                f"The request head was not received within {limits.timeout_request_head:g} seconds.",
+                f"The request head was not received within {_seconds(limits.timeout_request_head)}.",
                 "request_timeout",
             )
         )
