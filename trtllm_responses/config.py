@@ -21,5 +21,7 @@ class ServerConfig:
     log_level: str = "info"
     #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
     max_input_bytes: int = 0
+    #: Start the render worker process with the server (else at the first large request).
+    start_render_worker: bool = True
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)
