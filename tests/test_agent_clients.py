@@ -239,8 +239,8 @@ def test_hosted_tools_are_echoed_not_shown(http: httpx.Client) -> None:
     assert "## browser" not in text and "## python" not in text and "get_weather" in text
     response = http.post("/v1/responses", json={**body, "input": "hello"}).json()
     assert [t["type"] for t in response["tools"]] == ["web_search", "code_interpreter", "function"]
-    mcp = http.post("/v1/responses", json={"input": "x", "tools": [{"type": "mcp", "server_label": "s"}]})
-    assert mcp.status_code == 400 and mcp.json()["error"]["param"] == "tools[0].type"
+    unknown = http.post("/v1/responses", json={"input": "x", "tools": [{"type": "teleport"}]})
+    assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "tools[0].type"
 
 
 # -- tool schemas ------------------------------------------------------------------------------

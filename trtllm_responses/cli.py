@@ -76,6 +76,8 @@ ECHO_BANNER = (
 
 def _server_config(args: argparse.Namespace) -> ServerConfig:
     from .config import ServerConfig
+    from .http_limits import HTTPLimits
+    from .tools.settings import ToolSettings
 
     name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
     return ServerConfig(
@@ -86,6 +88,13 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
         max_input_bytes=args.max_input_bytes,
+        http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
+        tools=ToolSettings(
+            mcp_allowed_urls=tuple(args.mcp_allowed_urls),
+            tool_servers=tuple(args.tool_server),
+            tool_timeout=args.tool_timeout,
+            tool_output_max_bytes=args.tool_output_max_bytes,
+        ),
     )
 
 
@@ -150,6 +159,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .harmony import HarmonyAdapter
     from .server import create_app
+    from .server.http_protocol import uvicorn_config
     from .store import ConversationHistoryStore
 
     engine = args.engine or ("trtllm" if args.model else "echo")
@@ -157,7 +167,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     executor, encoding = _build_executor(args, engine)
     store = ConversationHistoryStore(config.max_stored_responses, config.max_store_bytes)
     app = create_app(config, executor, store, HarmonyAdapter(encoding))
-    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level, access_log=False)
+    server_config = uvicorn_config(
+        app, config.http, host=config.host, port=config.port, log_level=config.log_level, access_log=False
+    )
+    uvicorn.Server(server_config).run()
     return 0
 
 
@@ -206,6 +219,85 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+#: ``serve`` flags that are fields of HTTPLimits (same names; defaults from HTTPLimits).
+HTTP_LIMIT_FLAGS = (
+    "max_head_bytes",
+    "max_header_count",
+    "timeout_request_head",
+    "timeout_request_body",
+    "timeout_keep_alive",
+    "limit_concurrency",
+)
+
+
+def _add_http_limits(serve: argparse.ArgumentParser) -> None:
+    from .http_limits import HTTPLimits
+
+    d = HTTPLimits()
+    group = serve.add_argument_group("HTTP limits (per connection; see README, 'HTTP limits')")
+    group.add_argument(
+        "--max_head_bytes",
+        type=_positive_int,
+        default=d.max_head_bytes,
+        help=f"request line plus headers; longer URL 414, longer head 431 (default: {d.max_head_bytes})",
+    )
+    group.add_argument(
+        "--max_header_count",
+        type=_positive_int,
+        default=d.max_header_count,
+        help=f"header fields per request; more is 431 (default: {d.max_header_count})",
+    )
+    group.add_argument(
+        "--timeout_request_head",
+        type=_positive_float,
+        default=d.timeout_request_head,
+        help=f"seconds to receive a request head, from connecting or its first byte; then 408 "
+        f"(default: {d.timeout_request_head:g})",
+    )
+    group.add_argument(
+        "--timeout_request_body",
+        type=_positive_float,
+        default=d.timeout_request_body,
+        help=f"seconds to receive a request body after its head; then 408 (default: {d.timeout_request_body:g})",
+    )
+    group.add_argument(
+        "--timeout_keep_alive",
+        type=_positive_float,
+        default=d.timeout_keep_alive,
+        help=f"seconds an idle keep-alive connection stays open (default: {d.timeout_keep_alive:g})",
+    )
+    group.add_argument(
+        "--limit_concurrency",
+        type=_positive_int,
+        default=d.limit_concurrency,
+        help=f"open connections or requests in flight beyond which requests get 503 "
+        f"(default: {d.limit_concurrency})",
+    )
+def _url_prefixes(text: str) -> list[str]:
+    from urllib.parse import urlsplit
+
+    prefixes = [p.strip() for p in text.split(",") if p.strip()]
+    for prefix in prefixes:
+        parts = urlsplit(prefix)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise argparse.ArgumentTypeError(f"not an http(s) URL prefix: {prefix}")
+    return prefixes
+
+
+def _tool_server(text: str) -> tuple[str, str]:
+    label, sep, url = text.partition("=")
+    if not sep or not label or "." in label or not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"expected LABEL=http(s)://URL, got {text}")
+    return label, url
+
+
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 < value <= 1:
@@ -250,6 +342,32 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=_non_negative_float,
         default=0.0,
         help="pace the echo executor (0: unpaced)",
+    )
+    _add_http_limits(serve)
+    tools = serve.add_argument_group("server-run tools (MCP servers)")
+    tools.add_argument(
+        "--mcp_allowed_urls",
+        type=_url_prefixes,
+        default=[],
+        metavar="PREFIX,...",
+        help="URL prefixes a client's mcp tool may point the server at (default: none; mcp tools are refused)",
+    )
+    tools.add_argument(
+        "--tool_server",
+        type=_tool_server,
+        action="append",
+        default=[],
+        metavar="LABEL=URL",
+        help="an operator-configured MCP server, used for {type: mcp, server_label: LABEL} (repeatable)",
+    )
+    tools.add_argument(
+        "--tool_timeout", type=_positive_float, default=60.0, help="seconds a tool call or listing may take"
+    )
+    tools.add_argument(
+        "--tool_output_max_bytes",
+        type=_positive_int,
+        default=64 << 10,
+        help="longest tool output the model reads; longer is truncated with a note (default: 65536)",
     )
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(
@@ -355,6 +473,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level="DEBUG" if level == "TRACE" else level, format="%(levelname)s %(name)s: %(message)s"
     )
+    if level not in ("DEBUG", "TRACE"):
+        # The MCP client logs every HTTP exchange and session id at INFO: noise, and session ids are
+        # credentials of a kind. Their warnings and errors still show.
+        for name in ("httpx2", "mcp"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args.func(args))
     except (APIError, VocabError, OSError, ValueError, RuntimeError) as exc:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .http_limits import HTTPLimits
+from .tools.settings import ToolSettings
 
 __all__ = ["ServerConfig"]
 
@@ -21,3 +24,6 @@ class ServerConfig:
     max_input_bytes: int = 0
     #: Start the render worker process with the server (else at the first large request).
     start_render_worker: bool = True
+    #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
+    http: HTTPLimits = field(default_factory=HTTPLimits)
+    tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits

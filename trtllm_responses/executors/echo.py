@@ -8,8 +8,8 @@ match wins:
 - user text ``#prompt``: analysis ``Showing the prompt.``, final = the decoded prompt;
 - user text ``#lorem N``: analysis ``Writing N tokens.``, final of exactly N filler tokens;
 - user text ``call NAME {json}``: analysis ``Calling NAME.``, then a call to
-  ``functions.NAME`` (``NS.NAME`` when NAME has a dot: a namespace's tool, or ``browser.*``;
-  ``python`` for python) with that json, ending ``<|call|>``;
+  ``functions.NAME`` with that json, ending ``<|call|>``; a dotted ``NS.TOOL`` calls that tool
+  of a namespace (a namespace tool, an MCP server, ``browser``) instead, ``python`` calls python;
 - user text ``call NAME TEXT`` where NAME is a declared custom (freeform) tool: a call to it
   whose raw input is TEXT;
 - other user text T when the request has a structured-output format and no call is
@@ -23,8 +23,11 @@ match wins:
   string = the user text, number = 1, boolean = true, array = [], object = {},
   enum = its first value);
 - other user text T: analysis ``Echoing the user.``, final T;
-- last message from tool ``functions.NAME`` (or ``NS.NAME``) with output C: analysis
-  ``Got NAME output.``, final ``NAME returned: C`` (NAME with its namespace unless ``functions``).
+- last message from tool ``functions.NAME`` with output C: analysis ``Got NAME output.``,
+  final ``NAME returned: C``;
+- last message from a server-run tool T (``LABEL.TOOL``, ``python``…) with output
+  ``call NAME {json}``: that call, as for user text (so tools can chain calls);
+  with any other output C: analysis ``Got T output.``, final ``T returned: C``.
 
 It honours ``max_tokens`` (finish ``length``) and stops at the first stop token
 like a real engine (finish ``stop``, the stop token included); a completion that
@@ -59,6 +62,7 @@ def _next_step() -> Generator[None, None, None]:
     yield
 
 
+_CONVERSATION_ROLES = frozenset({"user", "assistant", "system", "developer", ""})
 _LOREM = re.compile(r"#lorem (\d+)")
 _CALL = re.compile(r"call ([A-Za-z0-9_\-.]+) (\{.*\})", re.DOTALL)
 _CALL_TEXT = re.compile(r"call ([A-Za-z0-9_\-.]+) (.*)", re.DOTALL)
@@ -137,9 +141,12 @@ class EchoExecutor(Executor):
     def _call(self, name: str, arguments: str, *, custom: bool = False) -> list[int]:
         """Analysis ``Calling NAME.`` then a call to NAME (``functions.NAME`` unless it has a namespace)."""
         tokens = self._segment("<|channel|>analysis<|message|>", f"Calling {name}.", "<|end|>")
-        recipient = name if ("." in name or name == "python") else f"functions.{name}"
         content_type = "" if custom else " <|constrain|>json"
-        header = f"<|start|>assistant<|channel|>commentary to={recipient}{content_type}<|message|>"
+        if "." in name:  # a namespace's tool, in the header Harmony itself renders for such a call
+            header = f"<|start|>assistant to={name}<|channel|>commentary{content_type}<|message|>"
+        else:
+            recipient = "python" if name == "python" else f"functions.{name}"
+            header = f"<|start|>assistant<|channel|>commentary to={recipient}{content_type}<|message|>"
         return tokens + self._segment(header, arguments, "<|call|>")
 
     def _developer_text(self, prompt: Sequence[int]) -> str:
@@ -210,10 +217,17 @@ class EchoExecutor(Executor):
         """
         header, body, body_tokens = self._last_message(prompt)
         role = header.split(" ", 1)[0].split("<|", 1)[0]
-        if "." in role:  # a tool's output: its author is the tool
-            name = role.removeprefix("functions.")
+        if role.startswith("functions."):
+            name = role[len("functions.") :]
             return self._answer(
                 f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens)
+            )
+        if role not in _CONVERSATION_ROLES:  # a server-run tool's output
+            chained = _CALL.fullmatch(body)
+            if chained:
+                return self._call(chained.group(1), chained.group(2))
+            return self._answer(
+                f"Got {role} output.", self._enc.encode_plain(f"{role} returned: ") + list(body_tokens)
             )
         if body.startswith("#harmony\n"):
             return self._enc.encode(body[len("#harmony\n") :])

@@ -19,8 +19,8 @@ the grammar cannot write it as text, only end where it may follow. ``<|call|>`` 
   followed by something), then the terminal message: the final JSON (after which only
   ``<|return|>`` may come) or one of the allowed calls ending ``<|call|>``.
 - Only custom-tool grammars (auto choice, no structured output): free text with triggered
-  tags: wherever a call header ``<|channel|>commentary to=`` starts, it must be one of the
-  declared tools' calls, its body constrained.
+  tags: wherever a call header starts (``<|channel|>commentary to=``, or `` to=`` recipient
+  first), it must be one of the declared tools' calls, its body constrained.
 
 Compiling costs CPU time per distinct constraint (TensorRT-LLM's xgrammar compiler caches
 compiled grammars by their text, so a client's repeated tool set compiles once), and it grows
@@ -49,6 +49,8 @@ body ::= ([^<] | "<" [^|])* "<"?
 SEPARATOR = "<|start|>assistant"
 FINAL_BEGINS = ("<|channel|>final<|message|>", "<|channel|>final <|constrain|>json<|message|>")
 CALL_TRIGGER = "<|channel|>commentary to="
+#: The other header gpt-oss writes for a call, recipient first (how Harmony renders a call in history).
+RECIPIENT_FIRST = " to="
 _ANY_JSON_OBJECT = {"type": "object"}
 
 
@@ -74,30 +76,31 @@ def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:
     if len(loose) == 1:
         tags += _call_tags(CallOption(recipient=loose[0], custom=False))
     elif loose:
-        tags.append(
-            {
-                "type": "tag",
-                "begin": CALL_TRIGGER,
-                "content": {
-                    "type": "sequence",
-                    "elements": [
-                        {"type": "grammar", "grammar": _recipients(loose)},
-                        {"type": "const_string", "value": " <|constrain|>json<|message|>"},
-                        {"type": "json_schema", "json_schema": _ANY_JSON_OBJECT},
-                    ],
-                },
-                "end": "<|call|>",
+        for begin, after in (
+            (CALL_TRIGGER, " <|constrain|>json<|message|>"),
+            (RECIPIENT_FIRST, "<|channel|>commentary <|constrain|>json<|message|>"),
+        ):
+            content = {
+                "type": "sequence",
+                "elements": [
+                    {"type": "grammar", "grammar": _recipients(loose)},
+                    {"type": "const_string", "value": after},
+                    {"type": "json_schema", "json_schema": _ANY_JSON_OBJECT},
+                ],
             }
-        )
+            tags.append({"type": "tag", "begin": begin, "content": content, "end": "<|call|>"})
     return tags
 
 
 def _call_tags(call: CallOption) -> list[dict[str, Any]]:
-    """The tag of one call: its header as Harmony renders it (the model writes what it was trained on), body, ``<|call|>``."""
+    """The tags of one call: its header in either order gpt-oss writes it, its body, ``<|call|>``."""
     body = _call_body(call)
     content_type = "" if call.custom else " <|constrain|>json"
-    head = f"{CALL_TRIGGER}{call.recipient}{content_type}<|message|>"
-    return [{"type": "tag", "begin": head, "content": body, "end": "<|call|>"}]
+    heads = [
+        f"{CALL_TRIGGER}{call.recipient}{content_type}<|message|>",
+        f"{RECIPIENT_FIRST}{call.recipient}<|channel|>commentary{content_type}<|message|>",
+    ]
+    return [{"type": "tag", "begin": head, "content": body, "end": "<|call|>"} for head in heads]
 
 
 def _free_message(channel: str) -> dict[str, Any]:
@@ -115,7 +118,7 @@ def structural_tag(constraint: Constraint) -> str:
         tags = _all_call_tags(constraint.calls)
         fmt: dict[str, Any] = {
             "type": "triggered_tags",
-            "triggers": [CALL_TRIGGER],
+            "triggers": [CALL_TRIGGER, RECIPIENT_FIRST],
             "tags": tags,
             "at_least_one": False,
             "stop_after_first": False,

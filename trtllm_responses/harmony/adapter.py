@@ -41,6 +41,7 @@ from openai_harmony import (
 
 from ..bounded_cache import ByteBoundedCache
 from ..constraints import Constraint, build_constraint, parse_text_format
+from ..errors import InvalidRequestError
 from ..protocol import ResponsesRequest
 from .developer import developer_message, developer_spec
 from .encoding import HarmonyEncoding
@@ -253,7 +254,12 @@ class HarmonyAdapter:
 
     # -- requests --------------------------------------------------------------------------
 
-    def build_prompt(self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY) -> Prompt:
+    def build_prompt(
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory = EMPTY_HISTORY,
+        namespaces: Sequence[Mapping[str, Any]] = (),
+    ) -> Prompt:
         """Render ``request`` continuing ``history``; raise InvalidRequestError for bad input.
 
         Instructions, tools and reasoning effort come from ``request`` alone;
@@ -262,15 +268,21 @@ class HarmonyAdapter:
         callers that use every prompt they build (the server drafts, renders where
         it chooses, and admits only accepted prompts).
         """
-        draft = self.draft_prompt(request, history)
+        draft = self.draft_prompt(request, history, namespaces)
         prompt = self.finish_prompt(draft, self.render_messages(draft.to_render))
         self.admit(prompt)
         return prompt
 
     def draft_prompt(
-        self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory = EMPTY_HISTORY,
+        namespaces: Sequence[Mapping[str, Any]] = (),
     ) -> PromptDraft:
         """Everything of the prompt but the rendering of its new messages (``draft.to_render``).
+
+        ``namespaces`` are the server-run tool namespaces (``{"name", "description",
+        "tools"}``, e.g. listed MCP servers), shown after the function tools.
 
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
         tokenizes nothing here except the small, cached system message.
@@ -283,19 +295,28 @@ class HarmonyAdapter:
             if request.reasoning and request.reasoning.effort
             else ReasoningEffort.MEDIUM
         )
+        if isinstance(request.tool_choice, Mapping) and request.tool_choice.get("type") == "mcp":
+            tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)
+            namespaces = _chosen_namespace(request.tool_choice, namespaces)
+        elif request.tool_choice == "none":
+            namespaces = ()
         # Hosted tools are not run here, so the system message never offers browser or python.
-        system = self._render_system(effort, self._today(), False, False, bool(tools.tools))
+        system = self._render_system(effort, self._today(), False, False, bool(tools.tools or namespaces))
 
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
         instructions = "\n\n".join(parts) if parts else None
-        # The request's own tools, choice and format determine the rest of the message: their JSON is the
-        # key (cheap); the spec (schemas rewritten for rendering) is built only on a cache miss.
-        developer_key = (instructions, orjson.dumps([request.tools, request.tool_choice, request.text]).decode())
+        # The request's own tools, choice and format, and the server-run namespaces, determine the rest of
+        # the message: their JSON is the key (cheap); the spec (schemas rewritten) is built only on a miss.
+        developer_key = (
+            instructions,
+            orjson.dumps([request.tools, request.tool_choice, request.text, list(namespaces)]).decode(),
+        )
         developer = self._developers.get(developer_key)
         to_render = list(converted.messages)
         if developer is None:
-            message = developer_message(developer_spec(instructions, tools, response_format), self.encoding)
+            spec = developer_spec(instructions, tools, response_format, namespaces)
+            message = developer_message(spec, self.encoding)
             if message is not None:
                 to_render.insert(0, message)
         return PromptDraft(
@@ -356,6 +377,34 @@ class HarmonyAdapter:
             out += m.tokens
         return out
 
+    def extend_prompt(self, token_ids: Sequence[int], messages: Sequence[RenderedMessage]) -> list[int]:
+        """The prompt of the next generation in a response: ``token_ids`` (a prompt) plus ``messages``.
+
+        For the in-response tool loop: the model's messages of the last turn and
+        the tool's output, none of them a ``final``, so no analysis is dropped and
+        the result is exactly what ``build_prompt`` renders for the same
+        conversation (O(new tokens) to render; a prefix extension of ``token_ids``).
+        """
+        if any(m.is_final for m in messages):
+            raise ValueError("extend_prompt() takes no final message (it would drop earlier analysis)")
+        start = self._assistant_start
+        if tuple(token_ids[-len(start) :]) != start:
+            raise ValueError("a prompt ends with <|start|>assistant")
+        out = list(token_ids[: -len(start)])
+        for m in messages:
+            out += m.tokens
+        out += start
+        return out
+
+    def prompt_with(self, prompt: Prompt, messages: Sequence[RenderedMessage]) -> list[int]:
+        """The token ids of ``prompt`` continued by ``messages`` (rendered in full: Harmony's analysis rule applied)."""
+        tokens = list(prompt.system.tokens)
+        if prompt.developer is not None:
+            tokens += prompt.developer.tokens
+        tokens += self.conversation_tokens(prompt.history.messages + tuple(messages))
+        tokens += self._assistant_start
+        return tokens
+
     def continue_history(
         self, prompt: Prompt, output_items: Sequence[Mapping[str, Any]]
     ) -> ConversationHistory:
@@ -366,3 +415,25 @@ class HarmonyAdapter:
         """
         converted = input_to_messages(output_items, prompt.history.calls, param="output")
         return prompt.history.extended(self.render_messages(converted.messages), converted.calls)
+
+
+def _chosen_namespace(
+    choice: Mapping[str, Any], namespaces: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """``tool_choice: {"type": "mcp", "server_label", "name"?}`` shows the model only that server (or tool)."""
+    label, name = choice.get("server_label"), choice.get("name")
+    chosen = [ns for ns in namespaces if ns["name"] == label]
+    if not chosen:
+        raise InvalidRequestError(
+            f"tool_choice names MCP server {label!r}, which has no listed tools here.",
+            param="tool_choice.server_label",
+        )
+    if name is not None:
+        chosen = [{**ns, "tools": [t for t in ns["tools"] if t["name"] == name]} for ns in chosen]
+        if not chosen[0]["tools"]:
+            raise InvalidRequestError(
+                f"tool_choice names tool {name!r}, which MCP server {label!r} does not list.",
+                param="tool_choice.name",
+            )
+    return chosen
+

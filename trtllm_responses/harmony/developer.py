@@ -22,6 +22,7 @@ The message is described by a JSON *spec* (a string), which is what the adapter 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openai_harmony import DeveloperContent, Message, Role, ToolDescription, ToolNamespaceConfig
@@ -37,10 +38,18 @@ _FREEFORM_PARAMETERS = {"type": "string"}
 
 
 def developer_spec(
-    instructions: str | None, tools: RequestTools, response_format: Any | None
+    instructions: str | None,
+    tools: RequestTools,
+    response_format: Any | None,
+    server_namespaces: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """A JSON string that determines the developer message (a cache key)."""
+    """A JSON string that determines the developer message.
+
+    ``server_namespaces`` are server-run tool namespaces (``{"name", "description", "tools"}``,
+    listed MCP servers), shown after the request's own tools and rendered the same way.
+    """
     namespaces: dict[str, list[dict[str, Any]]] = {}
+    descriptions = dict(tools.namespace_descriptions)
     for tool in tools.tools:
         namespaces.setdefault(tool.namespace, []).append(
             {
@@ -51,6 +60,16 @@ def developer_spec(
                 else (for_rendering(tool.parameters) if tool.parameters is not None else None),
             }
         )
+    for server in server_namespaces:
+        descriptions[server["name"]] = server.get("description") or ""
+        namespaces.setdefault(server["name"], []).extend(
+            {
+                "name": t["name"],
+                "description": t.get("description") or "",
+                "parameters": for_rendering(t["parameters"]) if t.get("parameters") is not None else None,
+            }
+            for t in server["tools"]
+        )
     fmt = None
     if response_format is not None:
         schema = response_format.schema if response_format.schema is not None else {"type": "object"}
@@ -58,7 +77,7 @@ def developer_spec(
     spec = {
         "instructions": instructions,
         "namespaces": [
-            {"name": name, "description": tools.namespace_descriptions.get(name), "tools": members}
+            {"name": name, "description": descriptions.get(name), "tools": members}
             for name, members in namespaces.items()
         ],
         "format": fmt,

@@ -221,11 +221,7 @@ def select_tools(
                 logged.add(str(kind))
                 logger.info("Tool type %r is not run by this server: echoed, not shown to the model", kind)
         elif kind == "mcp":
-            raise InvalidRequestError(
-                f"Tool type 'mcp' at '{where}.type' needs remote MCP servers, which this server does not enable; "
-                "declare the MCP server's tools as function tools instead.",
-                param=f"{where}.type",
-            )
+            continue  # server-run: checked and listed by tools/mcp_request.py, shown as the adapter's namespaces
         else:
             raise InvalidRequestError(
                 f"Tool type {kind!r} at '{where}.type' is not supported; this server takes function, custom and "

@@ -24,6 +24,7 @@ from ..service import ResponsesService
 from ..store import ResponseStore
 from .create import ResponsesApp
 from .errors import install_error_handlers
+from .openapi import install_openapi
 from .routes import build_router
 
 __all__ = ["create_app"]
@@ -43,6 +44,7 @@ def create_app(
         model_name=config.served_model_name,
         metrics=metrics,
         max_input_bytes=config.max_input_bytes,
+        tool_settings=config.tools,
     )
 
     @asynccontextmanager
@@ -74,5 +76,6 @@ def create_app(
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     install_error_handlers(app)
+    install_openapi(app)
     app.include_router(build_router(service, config))
     return ResponsesApp(app, service)

@@ -106,8 +106,15 @@ class ResponsesApp:
             return
         record = AccessRecord.start(scope)
         try:
-            if scope["path"] == PATH and scope["method"] == "POST":
-                await create_response(self.service, scope, receive, send, record)
+            if scope["path"] == PATH:
+                if scope["method"] == "POST":
+                    await create_response(self.service, scope, receive, send, record)
+                else:
+                    error = InvalidRequestError(
+                        f"{scope['method']} is not allowed on {PATH}; use POST.", code="method_not_allowed"
+                    )
+                    error.status_code = 405
+                    await error_response(error, {"Allow": "POST"})(scope, receive, record.wrap(send))
             else:
                 await self.api(scope, receive, record.wrap(send))
         finally:
