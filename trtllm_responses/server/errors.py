@@ -68,16 +68,10 @@ _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 def _only_templated(request: Request) -> bool:
-    """Whether the path is under /v1/ and every route matching it (any method) has a path parameter."""
-    if not request.url.path.startswith("/v1/"):
-        return False
-    matching = [
-        route
-        for route in request.app.router.routes
-        for method in _METHODS
-        if route.matches({**request.scope, "method": method})[0] == Match.FULL
-    ]
-    return bool(matching) and all("{" in getattr(route, "path", "{") for route in matching)
+    """Whether the path fits ``/v1/responses/{response_id}…`` only through its template, with a segment that
+    cannot be a response id (``input_tokens``, ``compact``): an endpoint this server does not have."""
+    parts = request.url.path.split("/")
+    return len(parts) >= 4 and parts[1:3] == ["v1", "responses"] and not parts[3].startswith("resp_")
 
 
 def _allowed_methods(request: Request) -> list[str]:

@@ -163,6 +163,7 @@ _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[
         ],
     ),
     ("/v1/models", "get"): (_MODELS, (), []),
+    ("/v1/models/{model_id}", "get"): (_ref("Model"), ("404",), []),
     ("/stats", "get"): (
         _STATS,
         (),

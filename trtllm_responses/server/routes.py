@@ -63,7 +63,7 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
     async def list_models() -> dict[str, object]:
         return {"object": "list", "data": [model]}
 
-    @router.get("/v1/models/{model_id:path}")
+    @router.get("/v1/models/{model_id}")
     async def retrieve_model(model_id: str) -> dict[str, object]:
         if model_id != config.served_model_name:
             raise NotFoundError(f"The model '{model_id}' does not exist.", param="model", code="model_not_found")
