@@ -85,6 +85,9 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         max_stored_responses=args.max_stored_responses,
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
+        encryption_key_file=args.encryption_key_file,
+        redact_reasoning=args.redact_reasoning,
+        websocket_max_seconds=args.websocket_max_seconds,
     )
 
 
@@ -198,6 +201,13 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 < value <= 1:
@@ -235,6 +245,22 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=_non_negative_float,
         default=0.0,
         help="pace the echo executor (0: unpaced)",
+    )
+    serve.add_argument(
+        "--encryption_key_file",
+        help="base64 32-byte key for encrypted reasoning/compaction (default: "
+        "$TRTLLM_RESPONSES_ENCRYPTION_KEY, else one generated once in the cache folder)",
+    )
+    serve.add_argument(
+        "--redact_reasoning",
+        action="store_true",
+        help="reasoning items carry only encrypted_content; reasoning text is not streamed",
+    )
+    serve.add_argument(
+        "--websocket_max_seconds",
+        type=_positive_float,
+        default=3600.0,
+        help="close WebSocket connections after this long (default: 3600)",
     )
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(

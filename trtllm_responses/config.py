@@ -17,3 +17,9 @@ class ServerConfig:
     max_stored_responses: int = 10_000
     max_store_bytes: int = 2 << 30
     log_level: str = "info"
+    #: Key for encrypted reasoning and compaction (else $TRTLLM_RESPONSES_ENCRYPTION_KEY, else the cache's).
+    encryption_key_file: str | None = None
+    #: Reasoning items carry only ``encrypted_content``; no reasoning text is streamed.
+    redact_reasoning: bool = False
+    #: A WebSocket connection is closed after this long (``websocket_connection_limit_reached``).
+    websocket_max_seconds: float = 3600.0

@@ -12,25 +12,27 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import orjson
 from openai.types.responses import Response, ResponseStreamEvent
 
+from .compaction import compact_conversation, compacted_response_json
 from .errors import InvalidRequestError, NotFoundError, ServerError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
-from .harmony.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt
+from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
 from .ids import new_id
 from .input_items import normalize_input_items
 from .metrics import ServerMetrics
 from .protocol import ResponsesRequest, parse_request
+from .sealing import ContentSealer, unseal_items
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .wire import to_dict, to_json
 
-__all__ = ["Deliver", "PreparedResponse", "ResponsesService"]
+__all__ = ["Deliver", "HistoryLookup", "PreparedResponse", "ResponsesService"]
 
 #: Receives each engine step's events (the streaming transport writes them out).
 Deliver: TypeAlias = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
@@ -47,6 +49,16 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
+    #: Seals each reasoning item's ``encrypted_content`` (asked for with ``include``, or redacting).
+    seal_reasoning: Callable[[str], str] | None = None
+    #: Asked at each Harmony message boundary; a reason (e.g. ``steered``) ends the response there.
+    stop_requested: Callable[[], str | None] | None = None
+
+
+#: Finds the history of a ``previous_response_id`` somewhere other than the store (a WebSocket's own).
+HistoryLookup: TypeAlias = Callable[[str], ConversationHistory | None]
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 class ResponsesService:
@@ -60,8 +72,12 @@ class ResponsesService:
         adapter: HarmonyAdapter,
         model_name: str,
         metrics: ServerMetrics | None = None,
+        sealer: ContentSealer | None = None,
+        redact_reasoning: bool = False,
     ) -> None:
         self.executor = executor
+        self.sealer = sealer
+        self.redact_reasoning = redact_reasoning and sealer is not None
         self.store = store
         self.adapter = adapter
         self.model_name = model_name
@@ -69,20 +85,22 @@ class ResponsesService:
 
     # -- create ----------------------------------------------------------------------------
 
-    async def prepare(self, body: bytes, received_at: float | None = None) -> PreparedResponse:
-        """Check a request body and render its prompt. Raises APIError for anything wrong."""
+    async def prepare(
+        self,
+        body: bytes | dict[str, Any],
+        received_at: float | None = None,
+        *,
+        lookup: HistoryLookup | None = None,
+    ) -> PreparedResponse:
+        """Check a request body and render its prompt. Raises APIError for anything wrong.
+
+        ``lookup`` is asked for ``previous_response_id`` before the store (a WebSocket's
+        connection-local state); an id neither knows is ``previous_response_not_found``
+        there, a 404 over HTTP.
+        """
         received = received_at if received_at is not None else time.perf_counter()
         request = parse_request(body)
-        history = EMPTY_HISTORY
-        if request.previous_response_id is not None:
-            previous = await self.store.get(request.previous_response_id)
-            if previous is None:
-                raise NotFoundError(
-                    f"Previous response with id '{request.previous_response_id}' not found.",
-                    param="previous_response_id",
-                )
-            history = previous.history
-        prompt = self.adapter.build_prompt(request, history)
+        prompt = await self.render(request, lookup=lookup)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -104,13 +122,57 @@ class ResponsesService:
                 seed=request.seed,
             ),
         )
+        sealer = self.sealer
+        include = request.include or ()
+        seal = (
+            sealer.seal_reasoning
+            if sealer is not None and (self.redact_reasoning or ENCRYPTED_REASONING in include)
+            else None
+        )
         return PreparedResponse(
             request=request,
             prompt=prompt,
             generation=generation,
             response=self._snapshot(response_id, request),
             received_at=received,
+            seal_reasoning=seal,
         )
+
+    async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
+        """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
+        if lookup is not None:
+            local = lookup(response_id)
+            if local is not None:
+                return local
+        previous = await self.store.get(response_id)
+        if previous is None:
+            if lookup is not None:
+                raise InvalidRequestError(
+                    f"Previous response with id '{response_id}' not found.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            raise NotFoundError(
+                f"Previous response with id '{response_id}' not found.", param="previous_response_id"
+            )
+        return previous.history
+
+    async def render(self, request: ResponsesRequest, *, lookup: HistoryLookup | None = None) -> Prompt:
+        """The prompt ``request`` builds: its conversation so far, encrypted items opened, its input."""
+        history = EMPTY_HISTORY
+        if request.previous_response_id is not None:
+            history = await self.history_of(request.previous_response_id, lookup)
+        if self.sealer is not None and not isinstance(request.input, str):
+            opened = unseal_items(request.input, self.sealer)
+            if opened is not request.input:
+                request = request.model_copy(update={"input": opened})
+        return self.adapter.build_prompt(request, history)
+
+    async def count_input_tokens(self, body: bytes) -> bytes:
+        """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send."""
+        prepared = await self.prepare(body)
+        count = len(prepared.prompt.token_ids)
+        return orjson.dumps({"object": "response.input_tokens", "input_tokens": count})
 
     def _snapshot(self, response_id: str, request: ResponsesRequest) -> Response:
         reasoning = request.reasoning
@@ -168,7 +230,10 @@ class ResponsesService:
         a delivery error.
         """
         processor = TokenStreamProcessor(
-            ResponseStream(prepared.response), self.adapter.encoding, len(prepared.prompt.token_ids)
+            ResponseStream(prepared.response, prepared.seal_reasoning, self.redact_reasoning),
+            self.adapter.encoding,
+            len(prepared.prompt.token_ids),
+            prepared.stop_requested,
         )
         opening = processor.start()
         if deliver is not None:
@@ -217,7 +282,7 @@ class ResponsesService:
         final_json = to_json(final)
         if prepared.request.store:
             items = normalize_input_items(prepared.request.input)
-            history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
+            history = self.history_after(prepared, [to_dict(item) for item in final.output])
             await self.store.put(
                 StoredResponse(
                     id=final.id,
@@ -229,7 +294,29 @@ class ResponsesService:
             )
         return final_json
 
+    def history_after(
+        self, prepared: PreparedResponse, output: Sequence[Mapping[str, Any]]
+    ) -> ConversationHistory:
+        """The conversation after a response: its prompt's plus its ``output`` items (reasoning unredacted)."""
+        if self.redact_reasoning and self.sealer is not None:
+            output = unseal_items(output, self.sealer, "output")  # type: ignore[assignment]
+        return self.adapter.continue_history(prepared.prompt, output)
+
     # -- stored responses --------------------------------------------------------------------
+
+    async def compact(self, body: bytes) -> bytes:
+        """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary."""
+        request = parse_request(body)
+        compaction = await compact_conversation(self, request)
+        return orjson.dumps(compacted_response_json(compaction))
+
+    async def cancel(self, response_id: str) -> bytes:
+        """Cancel a background response. This server runs none, so a known id is a 400, an unknown one a 404."""
+        await self._get(response_id)
+        raise InvalidRequestError(
+            "Only responses created with background=true can be cancelled; this one was not.",
+            param="response_id",
+        )
 
     async def retrieve(self, response_id: str) -> bytes:
         """The stored response's JSON; NotFoundError if unknown."""

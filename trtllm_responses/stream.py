@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from openai.types.responses import (
@@ -115,8 +116,16 @@ def make_usage(
 class ResponseStream:
     """The event state machine of one response. ``response`` is its initial (in_progress) snapshot."""
 
-    def __init__(self, response: Response) -> None:
+    def __init__(
+        self,
+        response: Response,
+        seal_reasoning: Callable[[str], str] | None = None,
+        redact_reasoning: bool = False,
+    ) -> None:
         self._response = response
+        # Reasoning items get ``encrypted_content`` from ``seal_reasoning``; redacted, they stream no text.
+        self._seal_reasoning = seal_reasoning
+        self._redact_reasoning = redact_reasoning
         self._sequence = 0
         self._started = False
         self._terminal: Response | None = None
@@ -124,6 +133,11 @@ class ResponseStream:
         self._output: list[ResponseOutputItem] = []
 
     # -- state --------------------------------------------------------------------------------
+
+    @property
+    def item_open(self) -> bool:
+        """Whether an output item is being streamed (False between Harmony messages)."""
+        return self._item is not None
 
     @property
     def final_response(self) -> Response | None:
@@ -168,6 +182,9 @@ class ResponseStream:
         target = classify(header)
         item_id, call_id = new_item_ids(target.kind)
         item = self._item = _Item(target, item_id, call_id, len(self._output))
+        redacted = self._redact_reasoning and target.kind is ItemKind.REASONING
+        if redacted:
+            item.delta_type = None
         events = [
             self._emit(
                 ResponseOutputItemAddedEvent,
@@ -175,7 +192,7 @@ class ResponseStream:
                 item=build_output_item(target, item_id, "", "in_progress", call_id),
             )
         ]
-        part = _empty_part(target.kind)
+        part = None if redacted else _empty_part(target.kind)
         if part is not None:
             events.append(
                 self._emit(
@@ -216,7 +233,7 @@ class ResponseStream:
             events.append(self._emit(ResponseTextDoneEvent, content_index=0, text=text, logprobs=[], **where))
             part: Any = ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])
             events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
-        elif kind is ItemKind.REASONING:
+        elif kind is ItemKind.REASONING and not self._redact_reasoning:
             events.append(self._emit(ResponseReasoningTextDoneEvent, content_index=0, text=text, **where))
             part = DoneReasoningPart(type="reasoning_text", text=text)
             events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
@@ -227,6 +244,11 @@ class ResponseStream:
         elif kind is ItemKind.MCP_CALL:
             events.append(self._emit(ResponseMcpCallArgumentsDoneEvent, arguments=text, **where))
         done = build_output_item(item.target, item.id, text, status, item.call_id)
+        if kind is ItemKind.REASONING and self._seal_reasoning is not None:
+            sealed: dict[str, Any] = {"encrypted_content": self._seal_reasoning(text)}
+            if self._redact_reasoning:
+                sealed["content"] = None
+            done = done.model_copy(update=sealed)
         self._output.append(done)
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         return events
@@ -325,8 +347,16 @@ class TokenStreamProcessor:
     executor error. Malformed model output ends it with ``response.failed``.
     """
 
-    def __init__(self, stream: ResponseStream, encoding: HarmonyEncoding, prompt_tokens: int) -> None:
+    def __init__(
+        self,
+        stream: ResponseStream,
+        encoding: HarmonyEncoding,
+        prompt_tokens: int,
+        stop_requested: Callable[[], str | None] | None = None,
+    ) -> None:
         self.stream = stream
+        # Asked between Harmony messages (never per token): a reason to end the response there.
+        self._stop_requested = stop_requested
         self._parser = HarmonyStreamParser(encoding)
         self._prompt_tokens = prompt_tokens
         self._output_tokens = 0
@@ -368,6 +398,11 @@ class TokenStreamProcessor:
                 self._apply(self._parser.feed(tokens), events, "completed")
             if delta.finish_reason is not None:
                 self._finish(delta, events)
+            elif self._stop_requested is not None and not self.stream.item_open:
+                reason = self._stop_requested()
+                if reason is not None:  # stop at this message boundary (e.g. steering)
+                    self.done = True
+                    events += self.stream.incomplete(self.usage(), reason)
         except HarmonyFormatError as exc:
             events += self.fail(f"The model's output broke the Harmony format: {exc}")
         return events

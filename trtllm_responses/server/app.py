@@ -19,10 +19,12 @@ from ..config import ServerConfig
 from ..executors.base import Executor
 from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
+from ..sealing import ContentSealer, load_key
 from ..service import ResponsesService
 from ..store import ResponseStore
 from .create import ResponsesApp
 from .errors import install_error_handlers
+from .loop_routes import build_loop_router
 from .routes import build_router
 
 __all__ = ["create_app"]
@@ -31,12 +33,26 @@ logger = logging.getLogger(__name__)
 
 
 def create_app(
-    config: ServerConfig, executor: Executor, store: ResponseStore, adapter: HarmonyAdapter
+    config: ServerConfig,
+    executor: Executor,
+    store: ResponseStore,
+    adapter: HarmonyAdapter,
+    sealer: ContentSealer | None = None,
 ) -> ResponsesApp:
-    """An app serving the Responses API with ``executor``; starts and shuts it down with the app."""
+    """An app serving the Responses API with ``executor``; starts and shuts it down with the app.
+
+    ``sealer`` encrypts reasoning and compaction content; by default its key comes from
+    ``config.encryption_key_file``, the environment or the cache folder (``sealing.load_key``).
+    """
     metrics = ServerMetrics()
     service = ResponsesService(
-        executor=executor, store=store, adapter=adapter, model_name=config.served_model_name, metrics=metrics
+        executor=executor,
+        store=store,
+        adapter=adapter,
+        model_name=config.served_model_name,
+        metrics=metrics,
+        sealer=sealer or ContentSealer(load_key(config.encryption_key_file)),
+        redact_reasoning=config.redact_reasoning,
     )
 
     @asynccontextmanager
@@ -63,4 +79,5 @@ def create_app(
     app.state.service = service
     install_error_handlers(app)
     app.include_router(build_router(service, config))
-    return ResponsesApp(app, service)
+    app.include_router(build_loop_router(service))
+    return ResponsesApp(app, service, config)
