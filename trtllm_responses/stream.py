@@ -247,7 +247,7 @@ class ResponseStream:
         if kind is ItemKind.REASONING and self._seal_reasoning is not None:
             sealed: dict[str, Any] = {"encrypted_content": self._seal_reasoning(text)}
             if self._redact_reasoning:
-                sealed["content"] = None
+                sealed["content"] = []
             done = done.model_copy(update=sealed)
         self._output.append(done)
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
