@@ -85,7 +85,7 @@ def test_cancel_of_a_foreground_response_is_400(client: openai.OpenAI) -> None:
 
 def test_encrypted_reasoning_round_trip_equals_the_stored_continuation(client: openai.OpenAI) -> None:
     """A store:false loop replaying encrypted reasoning (content dropped) renders the stored loop's prompt."""
-    first = {"model": "m", "input": "call get_weather {\"city\":\"Paris\"}", "tools": [WEATHER]}
+    first = {"model": "m", "input": 'call get_weather {"city":"Paris"}', "tools": [WEATHER]}
     stored = client.responses.create(**first, include=ENCRYPTED)
     stateless = client.responses.create(**first, include=ENCRYPTED, store=False)
     reasoning = [dump(item) for item in stateless.output if item.type == "reasoning"]
@@ -204,7 +204,9 @@ def test_compact_then_continue_from_its_output(client: openai.OpenAI) -> None:
     assert compaction["encrypted_content"].startswith("v1.")
     # Continue statelessly from the compacted window: the summary is read as a user message.
     window = [dump(item) for item in compacted.output]
-    shown = client.responses.create(model="m", store=False, input=[*window, {"role": "user", "content": "#prompt"}])
+    shown = client.responses.create(
+        model="m", store=False, input=[*window, {"role": "user", "content": "#prompt"}]
+    )
     assert SUMMARY_PREFIX.strip() in shown.output_text
     assert "the last message said: Also add tests" in shown.output_text
     # A compaction blob is not a reasoning blob, and a tampered one is refused.

@@ -357,6 +357,7 @@ class TokenStreamProcessor:
         self.stream = stream
         # Asked between Harmony messages (never per token): a reason to end the response there.
         self._stop_requested = stop_requested
+        self._message_ended = False  # a message ended in this engine step
         self._parser = HarmonyStreamParser(encoding)
         self._prompt_tokens = prompt_tokens
         self._output_tokens = 0
@@ -393,12 +394,13 @@ class TokenStreamProcessor:
             if text is not None:  # the common step: one token of text inside a message
                 return self.stream.content_delta(text) if text else []
         events: list[ResponseStreamEvent] = []
+        self._message_ended = False
         try:
             if tokens:
                 self._apply(self._parser.feed(tokens), events, "completed")
             if delta.finish_reason is not None:
                 self._finish(delta, events)
-            elif self._stop_requested is not None and not self.stream.item_open:
+            elif self._stop_requested is not None and self._message_ended and not self.stream.item_open:
                 reason = self._stop_requested()
                 if reason is not None:  # stop at this message boundary (e.g. steering)
                     self.done = True
@@ -418,6 +420,7 @@ class TokenStreamProcessor:
                 self._in_reasoning = event.header.channel == "analysis" and not event.header.recipient
             else:
                 events += stream.message_ended("completed" if event.terminator is not None else cut_status)
+                self._message_ended = True
                 if self._in_reasoning:
                     self._reasoning_tokens += event.num_tokens
                     self._in_reasoning = False

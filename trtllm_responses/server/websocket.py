@@ -13,7 +13,8 @@ grammar of the SSE stream. What is WebSocket-only lives here:
   ``previous_response_not_found``; a continuation that fails evicts the id it
   continued (it must be re-sent in full or from the store).
 - **Errors** are ``{"type": "error", "status", "error": {...}}`` events; the socket
-  stays usable. ``stream``/``background`` in ``response.create`` are errors.
+  stays usable. ``stream: false`` and ``background: true`` in ``response.create`` are
+  errors (``stream: true`` is redundant and ignored: the Agents SDK sends it).
 - **Steering.** ``response.steer`` queues user input for the running response
   (``response.steer.accepted``); the response stops at the next Harmony message
   boundary (``response.incomplete``, reason ``steered``), or ends on its own, and a
@@ -55,9 +56,11 @@ logger = logging.getLogger(__name__)
 
 #: Steering submissions queued for one response, at most.
 MAX_PENDING_STEERS = 16
+# Over WebSocket a response always streams and never runs in the background. ``stream: true`` is
+# redundant and accepted (the Agents SDK sends it); ``stream: false`` and ``background: true`` are errors.
 _NOT_IN_CREATE = {
-    "stream": "'stream' is implicit over WebSocket; do not send it.",
-    "background": "Background responses are not supported over WebSocket.",
+    "stream": (False, "'stream' is implicit over WebSocket (every response streams); do not send false."),
+    "background": (True, "Background responses are not supported over WebSocket."),
 }
 
 
@@ -229,15 +232,18 @@ class ResponsesSocket:
             if local_id == response_id:
                 del self._local[lane]
 
-    async def _create(self, data: dict[str, Any], stream_id: str | None, steers: list[_Steer] = ()) -> None:  # type: ignore[assignment]
+    async def _create(
+        self, data: dict[str, Any], stream_id: str | None, steers: Sequence[_Steer] = ()
+    ) -> None:
         """Prepare and drive one response; then start a successor if steering asks for one."""
         received = time.perf_counter()
         body = {k: v for k, v in data.items() if k not in ("type", "stream_id")}
         previous = body.get("previous_response_id")
         try:
-            for name, message in _NOT_IN_CREATE.items():
-                if body.get(name) not in (None, False):
+            for name, (refused, message) in _NOT_IN_CREATE.items():
+                if body.get(name) is refused:
                     raise InvalidRequestError(message, param=name)
+            body.pop("stream", None)
             queued = self._pending.pop(previous, []) if isinstance(previous, str) else []
             if queued:  # steering held while this response waited for tool output: prepend it
                 body["input"] = [item for s in queued for item in s.items] + _as_items(body.get("input", []))
