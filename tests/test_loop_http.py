@@ -214,3 +214,38 @@ def test_compact_then_continue_from_its_output(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as bad:
         client.responses.create(model="m", store=False, input=[*window[:2], compaction])
     assert bad.value.code == "invalid_encrypted_content" and bad.value.param == "input[2].encrypted_content"
+
+
+def test_automatic_compaction_under_a_small_threshold(client: openai.OpenAI, http) -> None:  # type: ignore[no-untyped-def]
+    first = client.responses.create(model="m", input="Plan the refactor of module X")
+    body = {
+        "model": "m",
+        "previous_response_id": first.id,
+        "input": "#prompt",
+        "context_management": [{"type": "compaction", "compact_threshold": 50}],
+    }
+    uncompacted = client.responses.input_tokens.count(
+        model="m", previous_response_id=first.id, input="#prompt"
+    )
+    events = stream_events(http, body)
+    final = check_stream(events)
+    types = [e["type"] for e in events]
+    assert types[2:5] == [
+        "response.output_item.added",
+        "response.compaction.compacting",
+        "response.output_item.done",
+    ]
+    assert final["output"][0]["type"] == "compaction" and final["output"][0]["encrypted_content"].startswith(
+        "v1."
+    )
+    shown = final["output"][-1]["content"][0]["text"]
+    assert SUMMARY_PREFIX.strip() in shown and "the last message said: #prompt" in shown
+    assert shown.count("Plan the refactor of module X") == 1  # the user message, not the assistant's echo
+    # Usage counts the summarization run and the response's own generation.
+    assert final["usage"]["input_tokens"] > uncompacted.input_tokens
+    # The stored conversation continues from the compacted window.
+    after = client.responses.create(model="m", previous_response_id=final["id"], input="#prompt")
+    assert SUMMARY_PREFIX.strip() in after.output_text
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.responses.create(model="m", input="x", context_management=[{"type": "other"}])  # type: ignore[list-item, typeddict-item]
+    assert bad.value.param == "context_management[0].type"

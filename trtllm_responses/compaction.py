@@ -29,7 +29,15 @@ from .sealing import SUMMARY_PREFIX
 if TYPE_CHECKING:
     from .service import HistoryLookup, ResponsesService
 
-__all__ = ["COMPACTION_INSTRUCTION", "Compaction", "compact_conversation"]
+__all__ = [
+    "COMPACTION_INSTRUCTION",
+    "Compaction",
+    "compact_conversation",
+    "compact_threshold",
+    "compacted_response_json",
+    "current_turn_users",
+    "window_for_turn",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +65,61 @@ class Compaction:
     def compaction_item(self) -> dict[str, Any]:
         """The ``compaction`` item (the last one)."""
         return self.items[-1]
+
+
+def compact_threshold(request: ResponsesRequest) -> int | None:
+    """The prompt size above which ``context_management`` asks to compact first (None: never)."""
+    entries = request.context_management
+    if not entries:
+        return None
+    threshold: int | None = None
+    for i, entry in enumerate(entries):
+        where = f"context_management[{i}]"
+        if entry.get("type") != "compaction":
+            raise InvalidRequestError(
+                f"'{where}.type' must be 'compaction', the only context management this server has.",
+                param=f"{where}.type",
+            )
+        value = entry.get("compact_threshold")
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidRequestError(
+                f"'{where}.compact_threshold' must be a positive integer.", param=f"{where}.compact_threshold"
+            )
+        threshold = value if threshold is None else min(threshold, value)
+    return threshold
+
+
+def _is_user_message(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message"
+
+
+def current_turn_users(request: ResponsesRequest) -> int:
+    """How many user messages the request's own turn adds (after ``previous_response_id``, or trailing)."""
+    items = request.input
+    if isinstance(items, str):
+        return 1
+    if request.previous_response_id is not None:
+        return sum(1 for item in items if _is_user_message(item))
+    count = 0
+    for item in reversed(items):
+        if not _is_user_message(item):
+            break
+        count += 1
+    return count
+
+
+def window_for_turn(compaction: Compaction, request: ResponsesRequest) -> list[dict[str, Any]]:
+    """The compacted window automatic compaction continues from: the summary, then this turn's user messages.
+
+    The summary covers the whole conversation; the user messages of the turn being
+    answered move after it, so the model reads them last, as it would without compaction.
+    """
+    users = compaction.items[:-1]
+    keep = min(current_turn_users(request), len(users))
+    earlier, current = users[: len(users) - keep], users[len(users) - keep :]
+    return [*earlier, compaction.compaction_item, *current]
 
 
 def _user_messages(prompt_history: Any) -> list[dict[str, Any]]:

@@ -17,9 +17,15 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import orjson
-from openai.types.responses import Response, ResponseStreamEvent
+from openai.types.responses import Response, ResponseCompactionItem, ResponseStreamEvent
 
-from .compaction import compact_conversation, compacted_response_json
+from .compaction import (
+    Compaction,
+    compact_conversation,
+    compact_threshold,
+    compacted_response_json,
+    window_for_turn,
+)
 from .errors import InvalidRequestError, NotFoundError, ServerError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
 from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
@@ -53,6 +59,8 @@ class PreparedResponse:
     seal_reasoning: Callable[[str], str] | None = None
     #: Asked at each Harmony message boundary; a reason (e.g. ``steered``) ends the response there.
     stop_requested: Callable[[], str | None] | None = None
+    #: The conversation was compacted before this response (``context_management``).
+    compaction: Compaction | None = None
 
 
 #: Finds the history of a ``previous_response_id`` somewhere other than the store (a WebSocket's own).
@@ -101,6 +109,14 @@ class ResponsesService:
         received = received_at if received_at is not None else time.perf_counter()
         request = parse_request(body)
         prompt = await self.render(request, lookup=lookup)
+        compaction = None
+        threshold = compact_threshold(request)
+        if threshold is not None and len(prompt.token_ids) > threshold:
+            compaction = await compact_conversation(self, request, lookup=lookup)
+            window = request.model_copy(
+                update={"input": window_for_turn(compaction, request), "previous_response_id": None}
+            )
+            prompt = await self.render(window)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -136,6 +152,7 @@ class ResponsesService:
             response=self._snapshot(response_id, request),
             received_at=received,
             seal_reasoning=seal,
+            compaction=compaction,
         )
 
     async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
@@ -236,6 +253,10 @@ class ResponsesService:
             prepared.stop_requested,
         )
         opening = processor.start()
+        if prepared.compaction is not None:
+            done = prepared.compaction
+            processor.count_extra(done.input_tokens, done.output_tokens, done.reasoning_tokens)
+            opening += processor.stream.compacted(ResponseCompactionItem.model_validate(done.compaction_item))
         if deliver is not None:
             await deliver(opening)
         generation = prepared.generation
@@ -297,7 +318,11 @@ class ResponsesService:
     def history_after(
         self, prepared: PreparedResponse, output: Sequence[Mapping[str, Any]]
     ) -> ConversationHistory:
-        """The conversation after a response: its prompt's plus its ``output`` items (reasoning unredacted)."""
+        """The conversation after a response: its prompt's plus its ``output`` items (reasoning unredacted).
+
+        A ``compaction`` output item is already in the prompt (as the summary), so it is skipped.
+        """
+        output = [item for item in output if item.get("type") != "compaction"]
         if self.redact_reasoning and self.sealer is not None:
             output = unseal_items(output, self.sealer, "output")  # type: ignore[assignment]
         return self.adapter.continue_history(prepared.prompt, output)

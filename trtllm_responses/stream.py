@@ -32,6 +32,7 @@ from openai.types.responses import (
     Response,
     ResponseCodeInterpreterCallCodeDeltaEvent,
     ResponseCodeInterpreterCallCodeDoneEvent,
+    ResponseCompactionItem,
     ResponseCompletedEvent,
     ResponseContentPartAddedEvent,
     ResponseContentPartDoneEvent,
@@ -55,6 +56,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 from openai.types.responses.response import IncompleteDetails
+from openai.types.responses.response_compaction_compacting_event import ResponseCompactionCompactingEvent
 from openai.types.responses.response_content_part_added_event import PartReasoningText as AddedReasoningPart
 from openai.types.responses.response_content_part_done_event import PartReasoningText as DoneReasoningPart
 from openai.types.responses.response_error import ResponseError
@@ -170,6 +172,19 @@ class ResponseStream:
         return [
             self._emit(ResponseCreatedEvent, response=self._response),
             self._emit(ResponseInProgressEvent, response=self._response),
+        ]
+
+    def compacted(self, item: ResponseCompactionItem) -> list[ResponseStreamEvent]:
+        """The conversation was compacted before generating: its ``compaction`` item, added and done."""
+        self._check_open()
+        if self._item is not None:
+            raise StreamStateError("compaction while a message is open")
+        index = len(self._output)
+        self._output.append(item)
+        return [
+            self._emit(ResponseOutputItemAddedEvent, output_index=index, item=item),
+            self._emit(ResponseCompactionCompactingEvent, item_id=item.id, output_index=index),
+            self._emit(ResponseOutputItemDoneEvent, output_index=index, item=item),
         ]
 
     def message_started(self, header: MessageHeader) -> list[ResponseStreamEvent]:
@@ -374,6 +389,12 @@ class TokenStreamProcessor:
     def output_tokens(self) -> int:
         """Tokens the executor has produced so far."""
         return self._output_tokens
+
+    def count_extra(self, input_tokens: int, output_tokens: int, reasoning_tokens: int) -> None:
+        """Add another generation's usage to this response's (automatic compaction's summary run)."""
+        self._prompt_tokens += input_tokens
+        self._output_tokens += output_tokens
+        self._reasoning_tokens += reasoning_tokens
 
     def usage(self) -> ResponseUsage:
         """Usage so far."""
