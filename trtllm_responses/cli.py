@@ -88,6 +88,7 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         encryption_key_file=args.encryption_key_file,
         redact_reasoning=args.redact_reasoning,
         websocket_max_seconds=args.websocket_max_seconds,
+        max_input_bytes=args.max_input_bytes,
     )
 
 
@@ -194,6 +195,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -236,6 +244,13 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     serve.add_argument(
         "--max_store_bytes", type=_positive_int, default=2 << 30, help="LRU bound on stored bytes"
+    )
+    serve.add_argument(
+        "--max_input_bytes",
+        type=_non_negative_int,
+        default=0,
+        help="refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
+        "0: 16 bytes per token of the context window",
     )
     serve.add_argument(
         "--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"]

@@ -145,15 +145,18 @@ def _user_messages(prompt_history: Any) -> list[dict[str, Any]]:
 
 
 async def compact_conversation(
-    service: ResponsesService, request: ResponsesRequest, *, lookup: HistoryLookup | None = None
+    service: ResponsesService, request: ResponsesRequest, *, lookup: HistoryLookup | None = None, size: int = 0
 ) -> Compaction:
-    """Summarize the conversation ``request`` describes (its input, ``previous_response_id``)."""
+    """Summarize the conversation ``request`` describes (its input, ``previous_response_id``).
+
+    ``size`` is the request body's, which decides where its new messages are rendered.
+    """
     if service.sealer is None:
         raise InvalidRequestError("Compaction needs an encryption key; this server has none.")
     summarizing = request.model_copy(
         update={"instructions": COMPACTION_INSTRUCTION, "tool_choice": "none", "tools": []}
     )
-    prompt = await service.render(summarizing, lookup=lookup)
+    prompt = await service.render(summarizing, lookup=lookup, size=size)
     executor = service.executor
     room = executor.max_seq_len - len(prompt.token_ids)
     if room < 1:

@@ -23,3 +23,5 @@ class ServerConfig:
     redact_reasoning: bool = False
     #: A WebSocket connection is closed after this long (``websocket_connection_limit_reached``).
     websocket_max_seconds: float = 3600.0
+    #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
+    max_input_bytes: int = 0

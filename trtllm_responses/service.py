@@ -29,6 +29,7 @@ from .compaction import (
 from .errors import InvalidRequestError, NotFoundError, ServerError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
 from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
+from .harmony.render_pool import RenderPool
 from .ids import new_id
 from .input_items import normalize_input_items
 from .metrics import ServerMetrics
@@ -38,12 +39,23 @@ from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .wire import to_dict, to_json
 
-__all__ = ["Deliver", "HistoryLookup", "PreparedResponse", "ResponsesService"]
+__all__ = ["Deliver", "HistoryLookup", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
 
 #: Receives each engine step's events (the streaming transport writes them out).
 Deliver: TypeAlias = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
+
+#: Requests up to this size render on the event loop (≈1 ms of tokenizing); larger ones in the worker.
+INLINE_RENDER_BYTES = 16 << 10
+#: Request bytes allowed per token of context window: generous for any text that fits the window
+#: (gpt-oss averages ~4 bytes of text per token; JSON escaping and item framing add to it).
+INPUT_BYTES_PER_TOKEN = 16
+
+
+def default_max_input_bytes(max_seq_len: int) -> int:
+    """``--max_input_bytes`` when not set: sized to the context window."""
+    return INPUT_BYTES_PER_TOKEN * max_seq_len
 
 
 @dataclass(slots=True)
@@ -82,6 +94,9 @@ class ResponsesService:
         metrics: ServerMetrics | None = None,
         sealer: ContentSealer | None = None,
         redact_reasoning: bool = False,
+        max_input_bytes: int | None = None,
+        inline_render_bytes: int = INLINE_RENDER_BYTES,
+        render_pool: RenderPool | None = None,
     ) -> None:
         self.executor = executor
         self.sealer = sealer
@@ -90,6 +105,19 @@ class ResponsesService:
         self.adapter = adapter
         self.model_name = model_name
         self.metrics = metrics or ServerMetrics()
+        self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
+        self.inline_render_bytes = inline_render_bytes
+        self.render_pool = render_pool or RenderPool()
+
+    def check_input_size(self, size: int) -> None:
+        """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
+        if size > self.max_input_bytes:
+            raise InvalidRequestError(
+                f"The request is larger than {self.max_input_bytes} bytes, more than this model's context "
+                f"window of {self.executor.max_seq_len} tokens can hold (--max_input_bytes).",
+                param="input",
+                code="context_length_exceeded",
+            )
 
     # -- create ----------------------------------------------------------------------------
 
@@ -107,16 +135,18 @@ class ResponsesService:
         there, a 404 over HTTP.
         """
         received = received_at if received_at is not None else time.perf_counter()
+        size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
+        self.check_input_size(size)
         request = parse_request(body)
-        prompt = await self.render(request, lookup=lookup)
+        prompt = await self.render(request, lookup=lookup, size=size)
         compaction = None
         threshold = compact_threshold(request)
         if threshold is not None and len(prompt.token_ids) > threshold:
-            compaction = await compact_conversation(self, request, lookup=lookup)
+            compaction = await compact_conversation(self, request, lookup=lookup, size=size)
             window = request.model_copy(
                 update={"input": window_for_turn(compaction, request), "previous_response_id": None}
             )
-            prompt = await self.render(window)
+            prompt = await self.render(window, size=size)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -125,6 +155,7 @@ class ResponsesService:
                 param="input",
                 code="context_length_exceeded",
             )
+        self.adapter.admit(prompt)
         max_tokens = min(request.max_output_tokens or room, room)
         response_id = new_id("resp")
         generation = GenerationRequest(
@@ -174,7 +205,9 @@ class ResponsesService:
             )
         return previous.history
 
-    async def render(self, request: ResponsesRequest, *, lookup: HistoryLookup | None = None) -> Prompt:
+    async def render(
+        self, request: ResponsesRequest, *, lookup: HistoryLookup | None = None, size: int = 0
+    ) -> Prompt:
         """The prompt ``request`` builds: its conversation so far, encrypted items opened, its input."""
         history = EMPTY_HISTORY
         if request.previous_response_id is not None:
@@ -183,13 +216,23 @@ class ResponsesService:
             opened = unseal_items(request.input, self.sealer)
             if opened is not request.input:
                 request = request.model_copy(update={"input": opened})
-        return self.adapter.build_prompt(request, history)
+        return await self._build_prompt(request, history, size)
 
     async def count_input_tokens(self, body: bytes) -> bytes:
         """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send."""
         prepared = await self.prepare(body)
         count = len(prepared.prompt.token_ids)
         return orjson.dumps({"object": "response.input_tokens", "input_tokens": count})
+
+    async def _build_prompt(self, request: ResponsesRequest, history: ConversationHistory, size: int) -> Prompt:
+        """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
+        adapter = self.adapter
+        draft = adapter.draft_prompt(request, history)
+        if size <= self.inline_render_bytes or not draft.to_render:
+            return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
+        renders = await self.render_pool.render(draft.to_render)
+        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders)]
+        return adapter.finish_prompt(draft, rendered)
 
     def _snapshot(self, response_id: str, request: ResponsesRequest) -> Response:
         reasoning = request.reasoning
@@ -331,8 +374,9 @@ class ResponsesService:
 
     async def compact(self, body: bytes) -> bytes:
         """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary."""
+        self.check_input_size(len(body))
         request = parse_request(body)
-        compaction = await compact_conversation(self, request)
+        compaction = await compact_conversation(self, request, size=len(body))
         return orjson.dumps(compacted_response_json(compaction))
 
     async def cancel(self, response_id: str) -> bytes:

@@ -53,6 +53,7 @@ def create_app(
         metrics=metrics,
         sealer=sealer or ContentSealer(load_key(config.encryption_key_file)),
         redact_reasoning=config.redact_reasoning,
+        max_input_bytes=config.max_input_bytes,
     )
 
     @asynccontextmanager
@@ -73,6 +74,7 @@ def create_app(
             yield
         finally:
             watchdog.cancel()
+            service.render_pool.close()
             await executor.shutdown()
 
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
