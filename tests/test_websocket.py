@@ -320,3 +320,49 @@ async def test_agents_sdk_websocket_transport_runs_a_tool_using_agent(echo_serve
     # The echo calls the first declared function with the user text, then answers with its output.
     assert calls == ["Paris"]
     assert result.final_output == "get_weather returned: sunny in Paris"
+
+
+# -- limits -------------------------------------------------------------------------------------
+
+
+def test_lane_and_queue_limits(paced: RunningServer) -> None:
+    from trtllm_responses.server.websocket import MAX_LANES, MAX_QUEUED
+
+    with ws_connect(ws_url(paced)) as ws:
+        for lane in range(MAX_LANES + 1):
+            ws.send(json.dumps({"type": "response.create", "input": "#lorem 2000", "stream_id": f"l{lane}"}))
+        error = None
+        while error is None:
+            event = _recv(ws)
+            if event["type"] == "error":
+                error = event
+        assert error["stream_id"] == f"l{MAX_LANES}" and error["error"]["param"] == "stream_id"
+    with ws_connect(ws_url(paced)) as ws:
+        for _ in range(MAX_QUEUED + 2):  # one runs, MAX_QUEUED wait, the last is refused
+            ws.send(json.dumps({"type": "response.create", "input": "#lorem 2000", "store": False}))
+        error = None
+        while error is None:
+            event = _recv(ws)
+            if event["type"] == "error":
+                error = event
+        assert error["error"]["code"] == "too_many_requests"
+
+
+def test_too_many_pending_steers(paced: RunningServer) -> None:
+    from trtllm_responses.server.websocket import MAX_PENDING_STEERS
+
+    with ws_connect(ws_url(paced)) as ws:
+        ws.send(json.dumps({"type": "response.create", "input": "#lorem 2000", "store": False}))
+        created = _recv(ws)
+        target = created["response"]["id"]
+        for i in range(MAX_PENDING_STEERS + 1):
+            ws.send(json.dumps({"type": "response.steer", "previous_response_id": target, "input": f"s{i}"}))
+        verdicts = []
+        while len(verdicts) < MAX_PENDING_STEERS + 1:
+            event = _recv(ws)
+            if event["type"].startswith("response.steer"):
+                verdicts.append(event)
+        assert [v["type"] for v in verdicts[:-1]] == ["response.steer.accepted"] * MAX_PENDING_STEERS
+        assert verdicts[-1]["type"] == "response.steer.failed"
+        assert verdicts[-1]["error"]["code"] == "too_many_pending_steers"
+        assert verdicts[-1]["steer"]["input"] == f"s{MAX_PENDING_STEERS}"

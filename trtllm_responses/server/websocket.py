@@ -56,6 +56,11 @@ logger = logging.getLogger(__name__)
 
 #: Steering submissions queued for one response, at most.
 MAX_PENDING_STEERS = 16
+#: Lanes (``stream_id`` values) one connection may open, and requests queued on one lane, at most.
+MAX_LANES = 16
+MAX_QUEUED = 64
+#: Finished responses (for ``response_already_completed``) and held steering remembered per connection.
+MAX_REMEMBERED = 64
 # Over WebSocket a response always streams and never runs in the background. ``stream: true`` is
 # redundant and accepted (the Agents SDK sends it); ``stream: false`` and ``background: true`` are errors.
 _NOT_IN_CREATE = {
@@ -99,8 +104,9 @@ class ResponsesSocket:
         # lane -> (response id, its conversation); the last response of each lane.
         self._local: dict[str | None, tuple[str, ConversationHistory]] = {}
         self._running: dict[str, _Running] = {}
-        self._pending: dict[str, list[_Steer]] = {}  # steering queued for a response awaiting tool output
-        self._finished: set[str] = set()
+        # Steering queued for a response awaiting tool output, and finished ids (oldest dropped first).
+        self._pending: dict[str, list[_Steer]] = {}
+        self._finished: dict[str, None] = {}
         self._sequence = 0  # for connection-level events (steering), apart from response streams
 
     # -- sending ----------------------------------------------------------------------------
@@ -190,8 +196,25 @@ class ResponsesSocket:
                 return
             lane = self._lanes.get(stream_id)
             if lane is None:
+                if len(self._lanes) >= MAX_LANES:
+                    await self._send_error(
+                        InvalidRequestError(
+                            f"A connection can use at most {MAX_LANES} stream_id lanes.", param="stream_id"
+                        ),
+                        stream_id,
+                    )
+                    return
                 lane = self._lanes[stream_id] = asyncio.Queue()
                 self._workers.append(asyncio.ensure_future(self._lane_worker(stream_id, lane)))
+            if lane.qsize() >= MAX_QUEUED:
+                await self._send_error(
+                    InvalidRequestError(
+                        f"At most {MAX_QUEUED} responses can wait on one lane; wait for some to finish.",
+                        code="too_many_requests",
+                    ),
+                    stream_id,
+                )
+                return
             lane.put_nowait(data)
         elif kind == "response.steer":
             await self._on_steer(data)
@@ -269,7 +292,7 @@ class ResponsesSocket:
             final_json = await self.service.drive(prepared, deliver)
         finally:
             del self._running[running.response_id]
-            self._finished.add(running.response_id)
+            _remember(self._finished, running.response_id, None)
         final = orjson.loads(final_json)
         await self._after(prepared, final, running)
 
@@ -287,7 +310,7 @@ class ResponsesSocket:
             return
         calls = [item for item in final["output"] if item.get("type") == "function_call"]
         if final["status"] == "completed" and calls:
-            self._pending[final["id"]] = running.steers
+            _remember(self._pending, final["id"], running.steers)
             required = [
                 {"type": "function_call_output", "call_id": c["call_id"], "name": c["name"]} for c in calls
             ]
@@ -371,6 +394,13 @@ class ResponsesSocket:
             steer=described,
         )
         await self._send_event(event, stream_id)
+
+
+def _remember(bounded: dict[str, Any], key: str, value: Any) -> None:
+    """Insert into a per-connection memory, forgetting the oldest entry past MAX_REMEMBERED."""
+    bounded[key] = value
+    if len(bounded) > MAX_REMEMBERED:
+        del bounded[next(iter(bounded))]
 
 
 def _as_items(value: Any) -> list[dict[str, Any]]:
