@@ -48,7 +48,7 @@ from ..errors import APIError, InvalidRequestError, ServerError
 from ..harmony.adapter import ConversationHistory
 from ..ids import new_id
 from ..service import PreparedResponse, ResponsesService
-from ..wire import to_json
+from .sse import event_json
 
 __all__ = ["serve_websocket"]
 
@@ -238,9 +238,10 @@ class ResponsesSocket:
                 raise
             except Exception:  # never let one response take the lane down
                 logger.exception("Unhandled error on a WebSocket response")
-                await self._send_error(
-                    ServerError("The server had an error while processing your request."), stream_id
-                )
+                with contextlib.suppress(Exception):  # the socket itself may be what failed
+                    await self._send_error(
+                        ServerError("The server had an error while processing your request."), stream_id
+                    )
 
     def _lookup(self, response_id: str) -> ConversationHistory | None:
         for local_id, history in self._local.values():
@@ -282,7 +283,7 @@ class ResponsesSocket:
         prepared.stop_requested = running.stop_reason
 
         async def deliver(events: list[ResponseStreamEvent]) -> None:
-            payloads = [to_json(e) for e in events]
+            payloads = [event_json(e) for e in events]
             if stream_id is not None:
                 suffix = b',"stream_id":' + orjson.dumps(stream_id) + b"}"
                 payloads = [p[:-1] + suffix for p in payloads]
