@@ -72,6 +72,14 @@ def test_input_tokens_errors_are_those_of_create(client: openai.OpenAI) -> None:
     assert bad.value.body["param"] == "input[0].call_id"  # type: ignore[index]
 
 
+@pytest.mark.parametrize("path", ["/v1/responses/input_tokens", "/v1/responses/compact"])
+def test_bodies_over_the_input_limit_are_refused_like_create(http, path: str) -> None:  # type: ignore[no-untyped-def]
+    body = {"input": "x" * (3 << 20)}
+    assert http.post("/v1/responses", json=body).status_code == 400
+    answer = http.post(path, json=body)
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "context_length_exceeded"
+
+
 def test_cancel_of_a_foreground_response_is_400(client: openai.OpenAI) -> None:
     created = client.responses.create(model="m", input="hi")
     with pytest.raises(openai.BadRequestError):

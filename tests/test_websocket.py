@@ -366,3 +366,26 @@ def test_too_many_pending_steers(paced: RunningServer) -> None:
         assert verdicts[-1]["type"] == "response.steer.failed"
         assert verdicts[-1]["error"]["code"] == "too_many_pending_steers"
         assert verdicts[-1]["steer"]["input"] == f"s{MAX_PENDING_STEERS}"
+
+
+def test_steering_during_the_last_message_lets_it_complete_then_starts_the_successor(
+    paced: RunningServer,
+) -> None:
+    with ws_connect(ws_url(paced)) as ws:
+        ws.send(json.dumps({"type": "response.create", "input": "#lorem 40", "store": False}))
+        events = [_recv(ws)]
+        target = events[0]["response"]["id"]
+        while events[-1]["type"] != "response.output_text.delta":  # the final message is under way
+            events.append(_recv(ws))
+        ws.send(json.dumps({"type": "response.steer", "previous_response_id": target, "input": "Next."}))
+        while events[-1]["type"] not in TERMINAL:
+            events.append(_recv(ws))
+        first = check_stream([e for e in events if not e["type"].startswith("response.steer")])
+        assert any(e["type"] == "response.steer.accepted" for e in events)
+        assert first["status"] == "completed"  # no boundary before the end: the answer is whole
+        successor_events = [_recv(ws)]
+        while successor_events[-1]["type"] not in TERMINAL:
+            successor_events.append(_recv(ws))
+        successor = check_stream(successor_events)
+        assert successor["previous_response_id"] == target
+        assert successor["output"][-1]["content"][0]["text"] == "Next."
