@@ -127,8 +127,12 @@ class ResponsesService:
         received_at: float | None = None,
         *,
         lookup: HistoryLookup | None = None,
+        compact: bool = True,
     ) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong.
+
+        With ``compact`` (the default), a ``context_management`` threshold the prompt
+        exceeds compacts the conversation first (a summarization generation).
 
         ``lookup`` is asked for ``previous_response_id`` before the store (a WebSocket's
         connection-local state); an id neither knows is ``previous_response_not_found``
@@ -141,7 +145,7 @@ class ResponsesService:
         prompt = await self.render(request, lookup=lookup, size=size)
         compaction = None
         threshold = compact_threshold(request)
-        if threshold is not None and len(prompt.token_ids) > threshold:
+        if compact and threshold is not None and len(prompt.token_ids) > threshold:
             compaction = await compact_conversation(self, request, lookup=lookup, size=size)
             window = request.model_copy(
                 update={"input": window_for_turn(compaction, request), "previous_response_id": None}
@@ -219,8 +223,12 @@ class ResponsesService:
         return await self._build_prompt(request, history, size)
 
     async def count_input_tokens(self, body: bytes) -> bytes:
-        """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send."""
-        prepared = await self.prepare(body)
+        """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send.
+
+        Counting never generates: with ``context_management`` it is the prompt before any
+        compaction, the number the threshold is compared with.
+        """
+        prepared = await self.prepare(body, compact=False)
         count = len(prepared.prompt.token_ids)
         return orjson.dumps({"object": "response.input_tokens", "input_tokens": count})
 
