@@ -67,6 +67,9 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
+    # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
+    input_item_ids: tuple[str, ...] = ()
+    input_items_json: tuple[bytes, ...] = ()
     #: Seals each reasoning item's ``encrypted_content`` (asked for with ``include``, or redacting).
     seal_reasoning: Callable[[str], str] | None = None
     #: Asked at each Harmony message boundary; a reason (e.g. ``steered``) ends the response there.
@@ -173,6 +176,7 @@ class ResponsesService:
                 seed=request.seed,
             ),
         )
+        items = normalize_input_items(request.input) if request.store else []
         sealer = self.sealer
         include = request.include or ()
         seal = (
@@ -186,6 +190,8 @@ class ResponsesService:
             generation=generation,
             response=self._snapshot(response_id, request),
             received_at=received,
+            input_item_ids=tuple(item["id"] for item in items),
+            input_items_json=tuple(orjson.dumps(item) for item in items),
             seal_reasoning=seal,
             compaction=compaction,
         )
@@ -336,7 +342,12 @@ class ResponsesService:
                     break
                 if events and deliver is not None:
                     await deliver(events)
-            final_json = await self._keep(prepared, processor.stream)
+            try:
+                final_json = await self._keep(prepared, processor.stream)
+            except Exception:  # the store or the serializer failed: the client still gets a terminal event
+                logger.exception("Could not serialize or store %s", generation.request_id)
+                events[-1] = processor.stream.fail_instead("The server could not store the response.")
+                final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
             self.metrics.record_response(processor.output_tokens)
             if deliver is not None:
                 await deliver(events)
@@ -353,14 +364,13 @@ class ResponsesService:
             raise ServerError("The response ended without a terminal event.")
         final_json = to_json(final)
         if prepared.request.store:
-            items = normalize_input_items(prepared.request.input)
             history = self.history_after(prepared, [to_dict(item) for item in final.output])
             await self.store.put(
                 StoredResponse(
                     id=final.id,
                     response_json=final_json,
-                    input_item_ids=tuple(item["id"] for item in items),
-                    input_items_json=tuple(orjson.dumps(item) for item in items),
+                    input_item_ids=prepared.input_item_ids,
+                    input_items_json=prepared.input_items_json,
                     history=history,
                 )
             )
