@@ -128,6 +128,55 @@ def test_encrypted_reasoning_round_trip_equals_the_stored_continuation(client: o
     assert replayed.output_text.replace(stateless_call.call_id, "CALL") == shown
 
 
+class RecordingEcho(EchoExecutor):
+    """The echo executor, remembering the prompt token ids of each generation (by response id)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prompts: dict[str, list[int]] = {}
+
+    def generate(self, request):  # type: ignore[no-untyped-def]
+        self.prompts[request.request_id] = list(request.prompt_token_ids)
+        return super().generate(request)
+
+
+def test_replayed_encrypted_reasoning_is_the_stored_prompt_token_for_token(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+    executor = RecordingEcho(encoding)
+    running = start_server(executor, adapter)
+    try:
+        with openai.OpenAI(base_url=running.base_url + "/v1", api_key="unused", max_retries=0) as client:
+            first_input = 'call get_weather {"city":"Oslo"}'
+            first = client.responses.create(model="m", input=first_input, tools=[WEATHER], include=ENCRYPTED)
+            call = next(item for item in first.output if item.type == "function_call")
+            follow = [
+                {"type": "function_call_output", "call_id": call.call_id, "output": "cold"},
+                {"role": "user", "content": "Thanks."},
+            ]
+            stored = client.responses.create(
+                model="m",
+                previous_response_id=first.id,
+                input=follow,
+                tools=[WEATHER],  # type: ignore[arg-type]
+            )
+            replay: list[dict[str, Any]] = [{"role": "user", "content": first_input}]
+            for item in first.output:
+                data = dump(item)
+                if data["type"] == "reasoning":
+                    assert data.pop("content")  # only the encrypted blob carries it now
+                replay.append(data)
+            stateless = client.responses.create(
+                model="m",
+                store=False,
+                input=[*replay, *follow],
+                tools=[WEATHER],  # type: ignore[list-item]
+            )
+        assert executor.prompts[stateless.id] == executor.prompts[stored.id]
+        shown = encoding.decode(executor.prompts[stored.id])
+        assert "Calling get_weather." in shown  # the reasoning is part of it (its turn is still open)
+    finally:
+        running.stop()
+
+
 def _tampered(blob: str) -> str:
     raw = bytearray(base64.urlsafe_b64decode(blob[3:]))
     raw[-1] ^= 1
