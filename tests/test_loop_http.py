@@ -306,3 +306,28 @@ def test_automatic_compaction_under_a_small_threshold(client: openai.OpenAI, htt
     with pytest.raises(openai.BadRequestError) as bad:
         client.responses.create(model="m", input="x", context_management=[{"type": "other"}])  # type: ignore[list-item, typeddict-item]
     assert bad.value.param == "context_management[0].type"
+
+
+async def test_agents_sdk_compaction_session(echo_server) -> None:  # type: ignore[no-untyped-def]
+    """The Agents SDK's OpenAIResponsesCompactionSession compacts through /v1/responses/compact and continues."""
+    agents = pytest.importorskip("agents")
+    from agents.memory import OpenAIResponsesCompactionSession
+
+    agents.set_tracing_disabled(True)
+    async with openai.AsyncOpenAI(base_url=echo_server.base_url + "/v1", api_key="unused") as client:
+        session = OpenAIResponsesCompactionSession(
+            "compacting",
+            agents.SQLiteSession("compacting"),
+            client=client,
+            model="gpt-4.1",  # the session insists on an OpenAI model name; the server serves its own
+            should_trigger_compaction=lambda context: True,
+        )
+        agent = agents.Agent(
+            name="coder", model=agents.OpenAIResponsesModel(model="gpt-oss", openai_client=client)
+        )
+        first = await agents.Runner.run(agent, "Fix the bug in a.py", session=session)
+        assert first.final_output == "Fix the bug in a.py"
+        assert [item.get("type") for item in await session.get_items()] == ["message", "compaction"]
+        shown = (await agents.Runner.run(agent, "#prompt", session=session)).final_output
+    assert "<|start|>user<|message|>Fix the bug in a.py<|end|>" in shown
+    assert SUMMARY_PREFIX.strip() in shown and shown.endswith("#prompt<|end|><|start|>assistant")
