@@ -153,9 +153,10 @@ async def compact_conversation(
     """
     if service.sealer is None:
         raise InvalidRequestError("Compaction needs an encryption key; this server has none.")
-    summarizing = request.model_copy(
-        update={"instructions": COMPACTION_INSTRUCTION, "tool_choice": "none", "tools": []}
-    )
+    instructions = COMPACTION_INSTRUCTION
+    if request.instructions:
+        instructions += "\n\nThe instructions the conversation ran under:\n" + request.instructions
+    summarizing = request.model_copy(update={"instructions": instructions, "tool_choice": "none", "tools": []})
     prompt = await service.render(summarizing, lookup=lookup, size=size)
     executor = service.executor
     room = executor.max_seq_len - len(prompt.token_ids)

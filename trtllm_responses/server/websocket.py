@@ -138,6 +138,7 @@ class ResponsesSocket:
         if message["type"] != "websocket.connect":
             return
         await self._send({"type": "websocket.accept"})
+        logger.debug("WebSocket connection opened")
         limit = self.config.websocket_max_seconds
         try:
             await asyncio.wait_for(self._read_loop(), timeout=limit)
@@ -155,6 +156,7 @@ class ResponsesSocket:
             return
         finally:
             await self._stop_workers()
+            logger.debug("WebSocket connection closed")
 
     async def _stop_workers(self) -> None:
         for task in self._workers:
