@@ -389,3 +389,34 @@ def test_steering_during_the_last_message_lets_it_complete_then_starts_the_succe
         successor = check_stream(successor_events)
         assert successor["previous_response_id"] == target
         assert successor["output"][-1]["content"][0]["text"] == "Next."
+
+
+def test_held_steering_comes_back_when_its_continuation_fails(paced: RunningServer) -> None:
+    arguments = json.dumps({"city": "Lisbon", "note": " ".join(["slow"] * 30)})
+    completion = (
+        "#harmony\n<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        f"<|message|>{arguments}<|call|>"
+    )
+    with ws_connect(ws_url(paced)) as ws:
+        ws.send(
+            json.dumps({"type": "response.create", "input": completion, "tools": [WEATHER], "store": False})
+        )
+        target = _recv(ws)["response"]["id"]
+        ws.send(json.dumps({"type": "response.steer", "previous_response_id": target, "input": "Celsius."}))
+        kinds = []
+        while not kinds or kinds[-1] != "response.steer.pending":
+            kinds.append(_recv(ws)["type"])
+        assert "response.steer.accepted" in kinds and "response.completed" in kinds
+        bad = [{"type": "function_call_output", "call_id": "call_unknown", "output": "x"}]
+        ws.send(
+            json.dumps(
+                {"type": "response.create", "previous_response_id": target, "input": bad, "store": False}
+            )
+        )
+        error = _recv(ws)
+        assert error["type"] == "error" and error["error"]["param"] == "input[1].call_id"  # after the steer
+        failed = _recv(ws)
+        assert failed["type"] == "response.steer.failed"
+        assert (
+            failed["error"]["code"] == "successor_creation_failed" and failed["steer"]["input"] == "Celsius."
+        )

@@ -90,6 +90,10 @@ class _Running:
         return "steered" if self.steers else None
 
 
+#: A response.create to run next on a lane, and the steering submissions it commits.
+_Successor = tuple[dict[str, Any], Sequence[_Steer]]
+
+
 class ResponsesSocket:
     """One WebSocket connection: its lanes, its connection-local conversations, its steering queues."""
 
@@ -234,16 +238,19 @@ class ResponsesSocket:
     async def _lane_worker(self, stream_id: str | None, lane: asyncio.Queue[dict[str, Any]]) -> None:
         while True:
             data = await lane.get()
-            try:
-                await self._create(data, stream_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # never let one response take the lane down
-                logger.exception("Unhandled error on a WebSocket response")
-                with contextlib.suppress(Exception):  # the socket itself may be what failed
-                    await self._send_error(
-                        ServerError("The server had an error while processing your request."), stream_id
-                    )
+            request: _Successor | None = (data, ())
+            while request is not None:  # a steered response's successor runs next, on the same lane
+                try:
+                    request = await self._create(request[0], stream_id, request[1])
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # never let one response take the lane down
+                    request = None
+                    logger.exception("Unhandled error on a WebSocket response")
+                    with contextlib.suppress(Exception):  # the socket itself may be what failed
+                        await self._send_error(
+                            ServerError("The server had an error while processing your request."), stream_id
+                        )
 
     def _lookup(self, response_id: str) -> ConversationHistory | None:
         for local_id, history in self._local.values():
@@ -260,8 +267,11 @@ class ResponsesSocket:
 
     async def _create(
         self, data: dict[str, Any], stream_id: str | None, steers: Sequence[_Steer] = ()
-    ) -> None:
-        """Prepare and drive one response; then start a successor if steering asks for one."""
+    ) -> _Successor | None:
+        """Prepare and drive one response; the successor steering asks for, if any.
+
+        ``steers`` are the submissions this response commits (a successor's).
+        """
         received = time.perf_counter()
         body = {k: v for k, v in data.items() if k not in ("type", "stream_id")}
         previous = body.get("previous_response_id")
@@ -272,6 +282,7 @@ class ResponsesSocket:
             body.pop("stream", None)
             queued = self._pending.pop(previous, []) if isinstance(previous, str) else []
             if queued:  # steering held while this response waited for tool output: prepend it
+                steers = [*steers, *queued]
                 body["input"] = [item for s in queued for item in s.items] + _as_items(body.get("input", []))
             prepared = await self.service.prepare(body, received, lookup=self._lookup)
         except APIError as exc:
@@ -279,7 +290,7 @@ class ResponsesSocket:
             await self._send_error(exc, stream_id)
             for steer in steers:
                 await self._steer_failed(steer, "successor_creation_failed", exc.message, stream_id)
-            return
+            return None
         running = _Running(prepared.response.id, body, stream_id)
         self._running[running.response_id] = running
         prepared.stop_requested = running.stop_reason
@@ -297,20 +308,22 @@ class ResponsesSocket:
             del self._running[running.response_id]
             _remember(self._finished, running.response_id, None)
         final = orjson.loads(final_json)
-        await self._after(prepared, final, running)
+        return await self._after(prepared, final, running)
 
-    async def _after(self, prepared: PreparedResponse, final: dict[str, Any], running: _Running) -> None:
-        """Remember the conversation, and act on queued steering."""
+    async def _after(
+        self, prepared: PreparedResponse, final: dict[str, Any], running: _Running
+    ) -> _Successor | None:
+        """Remember the conversation, and act on queued steering: hold it, or return the successor."""
         stream_id = running.stream_id
         previous = running.body.get("previous_response_id")
         if final["status"] == "failed":
             self._evict(previous if isinstance(previous, str) else None)
             for steer in running.steers:
                 await self._steer_failed(steer, "response_not_active", "The response failed.", stream_id)
-            return
+            return None
         self._local[stream_id] = (final["id"], self.service.history_after(prepared, final["output"]))
         if not running.steers:
-            return
+            return None
         calls = [item for item in final["output"] if item.get("type") == "function_call"]
         if final["status"] == "completed" and calls:
             _remember(self._pending, final["id"], running.steers)
@@ -325,14 +338,14 @@ class ResponsesSocket:
                     steer={"id": steer.id, "previous_response_id": steer.previous_response_id},
                 )
                 await self._send_event(event, stream_id)
-            return
+            return None
         successor = {
             **running.body,
             "type": "response.create",
             "previous_response_id": final["id"],
             "input": [item for s in running.steers for item in s.items],
         }
-        await self._create(successor, stream_id, running.steers)
+        return successor, running.steers
 
     # -- steering ---------------------------------------------------------------------------
 
