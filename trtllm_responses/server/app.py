@@ -74,7 +74,7 @@ def create_app(
             yield
         finally:
             watchdog.cancel()
-            service.render_pool.close()
+            await service.render_pool.aclose()
             await executor.shutdown()
 
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
