@@ -385,7 +385,6 @@ class TokenStreamProcessor:
         self.stream = stream
         # Asked between Harmony messages (never per token): a reason to end the response there.
         self._stop_requested = stop_requested
-        self._message_ended = False  # a message ended in this engine step
         self._parser = HarmonyStreamParser(encoding)
         self._prompt_tokens = prompt_tokens
         self._output_tokens = 0
@@ -428,22 +427,29 @@ class TokenStreamProcessor:
             if text is not None:  # the common step: one token of text inside a message
                 return self.stream.content_delta(text) if text else []
         events: list[ResponseStreamEvent] = []
-        self._message_ended = False
         try:
             if tokens:
-                self._apply(self._parser.feed(tokens), events, "completed")
-            if delta.finish_reason is not None:
-                self._finish(delta, events)
-            elif self._stop_requested is not None and self._message_ended and not self.stream.item_open:
-                reason = self._stop_requested()
-                if reason is not None:  # stop at this message boundary (e.g. steering)
+                # A step that finishes the response is applied whole; others may stop at a boundary.
+                stop = self._stop_requested if delta.finish_reason is None else None
+                reason = self._apply(self._parser.feed(tokens), events, "completed", stop)
+                if reason is not None:  # ended at a message boundary (steering): the step's rest is dropped
                     self.done = True
                     events += self.stream.incomplete(self.usage(), reason)
+                    return events
+            if delta.finish_reason is not None:
+                self._finish(delta, events)
         except HarmonyFormatError as exc:
             events += self.fail(f"The model's output broke the Harmony format: {exc}")
         return events
 
-    def _apply(self, parsed: list[Any], events: list[ResponseStreamEvent], cut_status: str) -> None:
+    def _apply(
+        self,
+        parsed: list[Any],
+        events: list[ResponseStreamEvent],
+        cut_status: str,
+        stop: Callable[[], str | None] | None = None,
+    ) -> str | None:
+        """Apply parser events; after each message that ends, ``stop`` may give a reason to end there."""
         stream = self.stream
         for event in parsed:
             kind = type(event)
@@ -454,10 +460,14 @@ class TokenStreamProcessor:
                 self._in_reasoning = event.header.channel == "analysis" and not event.header.recipient
             else:
                 events += stream.message_ended("completed" if event.terminator is not None else cut_status)
-                self._message_ended = True
                 if self._in_reasoning:
                     self._reasoning_tokens += event.num_tokens
                     self._in_reasoning = False
+                if stop is not None:
+                    reason = stop()
+                    if reason is not None:
+                        return reason
+        return None
 
     def _finish(self, delta: TokenDelta, events: list[ResponseStreamEvent]) -> None:
         reason = delta.finish_reason
