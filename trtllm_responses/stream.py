@@ -10,7 +10,7 @@ Harmony parser reports and to how a generation ends:
     content_delta(text)     → output_text / reasoning_text / function_call_arguments / … .delta
     message_ended(status)   → … .done (+ content_part.done), output_item.done
     complete(usage)         → response.completed
-    incomplete(usage)       → response.incomplete  (max_output_tokens)
+    incomplete(usage)       → response.incomplete  (max_output_tokens, or steered at a message boundary)
     fail(message, usage)    → response.failed
 
 Each returns the list of events it caused; an illegal transition raises
