@@ -90,6 +90,10 @@ class _Running:
         return "steered" if self.steers else None
 
 
+class _SocketClosed(Exception):
+    """Sending failed: the client is gone (the read loop will see the disconnect and stop the lanes)."""
+
+
 #: A response.create to run next on a lane, and the steering submissions it commits.
 _Successor = tuple[dict[str, Any], Sequence[_Steer]]
 
@@ -117,8 +121,13 @@ class ResponsesSocket:
 
     async def _send_text(self, payloads: Sequence[bytes]) -> None:
         async with self._send_lock:
-            for payload in payloads:
-                await self._send({"type": "websocket.send", "text": payload.decode()})
+            try:
+                for payload in payloads:
+                    await self._send({"type": "websocket.send", "text": payload.decode()})
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the server's own "client gone" error (uvicorn's ClientDisconnected, ...)
+                raise _SocketClosed() from exc
 
     async def _send_event(self, event: dict[str, Any], stream_id: str | None = None) -> None:
         if stream_id is not None:
@@ -244,6 +253,8 @@ class ResponsesSocket:
                     request = await self._create(request[0], stream_id, request[1])
                 except asyncio.CancelledError:
                     raise
+                except _SocketClosed:  # the client left mid-response; drive aborted the generation
+                    return
                 except Exception:  # never let one response take the lane down
                     request = None
                     logger.exception("Unhandled error on a WebSocket response")
