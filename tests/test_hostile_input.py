@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-
 from server_harness import RunningServer, start_server
+
 from trtllm_responses.executors.echo import EchoExecutor
 
 # A stalled loop shows as gaps of seconds (100 KB of '=' held it 10.4 s before the fix).
@@ -105,13 +105,17 @@ def _storm(server: RunningServer, adapter) -> None:  # type: ignore[no-untyped-d
         refused = 0
         for i in range(10):  # 2 MB each: rendered, then refused (longer than the context window)
             instructions = f"{i} " + "word " * 400_000
-            response = client.post("/v1/responses", json={"input": "x", "instructions": instructions, "store": False})
+            response = client.post(
+                "/v1/responses", json={"input": "x", "instructions": instructions, "store": False}
+            )
             refused += response.status_code == 400
         assert refused == 10
         assert len(cache) <= 1  # refused prompts leave nothing in the cache
         for i in range(40):  # 100 KB each, accepted: cached within the byte budget
             instructions = f"{i} " + "word " * 20_000
-            response = client.post("/v1/responses", json={"input": "x", "instructions": instructions, "store": False})
+            response = client.post(
+                "/v1/responses", json={"input": "x", "instructions": instructions, "store": False}
+            )
             assert response.status_code == 200
     gc.collect()
     grown = _rss() - before

@@ -25,3 +25,5 @@ class ServerConfig:
     websocket_max_seconds: float = 3600.0
     #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
     max_input_bytes: int = 0
+    #: Start the render worker process with the server (else at the first large request).
+    start_render_worker: bool = True

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from ..config import ServerConfig
 from ..executors.base import Executor
+from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
 from ..sealing import ContentSealer, load_key
@@ -64,16 +65,21 @@ def create_app(
             logger.error("The %s executor could not start: %s", executor.name, exc)
             raise
         logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)
+        if config.start_render_worker:
+            await service.render_pool.start()
         # Everything alive now (modules, schemas, vocab tables, the model's Python side) lives as long
         # as the process: take it out of the cyclic GC's full collections, which otherwise walk it
         # all and stall the event loop for tens of milliseconds under load. Refcounting still frees.
         gc.collect()
         gc.freeze()
+        # ... and from now on, collect when it cannot stall streams (gc_schedule.py).
+        collector = asyncio.ensure_future(CollectorSchedule(metrics.idle, metrics.record_gc).run())
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
         try:
             yield
         finally:
             watchdog.cancel()
+            collector.cancel()
             await service.render_pool.aclose()
             await executor.shutdown()
 
