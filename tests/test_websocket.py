@@ -420,3 +420,20 @@ def test_held_steering_comes_back_when_its_continuation_fails(paced: RunningServ
         assert (
             failed["error"]["code"] == "successor_creation_failed" and failed["steer"]["input"] == "Celsius."
         )
+
+
+def test_responses_with_automatic_compaction_are_not_steered(paced: RunningServer) -> None:
+    with ws_connect(ws_url(paced)) as ws:
+        body = {
+            "type": "response.create",
+            "input": "#lorem 100",
+            "store": False,
+            "context_management": [{"type": "compaction", "compact_threshold": 100000}],
+        }
+        ws.send(json.dumps(body))
+        target = _recv(ws)["response"]["id"]
+        ws.send(json.dumps({"type": "response.steer", "previous_response_id": target, "input": "no"}))
+        event = _recv(ws)
+        while not event["type"].startswith("response.steer"):
+            event = _recv(ws)
+        assert event["type"] == "response.steer.failed" and event["error"]["code"] == "steering_not_supported"

@@ -126,7 +126,9 @@ class ResponsesSocket:
                     await self._send({"type": "websocket.send", "text": payload.decode()})
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the server's own "client gone" error (uvicorn's ClientDisconnected, ...)
+            except (
+                Exception
+            ) as exc:  # the server's own "client gone" error (uvicorn's ClientDisconnected, ...)
                 raise _SocketClosed() from exc
 
     async def _send_event(self, event: dict[str, Any], stream_id: str | None = None) -> None:
@@ -391,6 +393,15 @@ class ResponsesSocket:
             )
             await self._steer_failed(
                 _Steer("", target, steer_input, []), code, message, None, allocated=False
+            )
+            return
+        if running.body.get("context_management"):  # as OpenAI: compacting responses are not steered
+            await self._steer_failed(
+                _Steer("", target, steer_input, []),
+                "steering_not_supported",
+                "Responses using automatic compaction (context_management) do not support steering.",
+                stream_id,
+                allocated=False,
             )
             return
         if len(running.steers) >= MAX_PENDING_STEERS:
