@@ -26,6 +26,7 @@ from ..store import ResponseStore
 from .create import ResponsesApp
 from .errors import install_error_handlers
 from .loop_routes import build_loop_router
+from .openapi import install_openapi
 from .routes import build_router
 
 __all__ = ["create_app"]
@@ -86,6 +87,7 @@ def create_app(
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     install_error_handlers(app)
+    install_openapi(app)
     app.include_router(build_router(service, config))
     app.include_router(build_loop_router(service))
     return ResponsesApp(app, service, config)
