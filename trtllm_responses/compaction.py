@@ -157,7 +157,7 @@ async def compact_conversation(
     if request.instructions:
         instructions += "\n\nThe instructions the conversation ran under:\n" + request.instructions
     summarizing = request.model_copy(update={"instructions": instructions, "tool_choice": "none", "tools": []})
-    prompt = await service.render(summarizing, lookup=lookup, size=size)
+    prompt, _ = await service.render(summarizing, lookup=lookup, size=size)
     executor = service.executor
     room = executor.max_seq_len - len(prompt.token_ids)
     if room < 1:

@@ -37,6 +37,10 @@ from .protocol import ResponsesRequest, parse_request
 from .sealing import ContentSealer, unseal_items
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
+from .tool_loop import ToolLoop
+from .tools.base import ServerTools
+from .tools.prepare import prepare_server_tools
+from .tools.settings import ToolSettings
 from .wire import to_dict, to_json
 
 __all__ = ["Deliver", "HistoryLookup", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
@@ -77,6 +81,8 @@ class PreparedResponse:
     #: The conversation was compacted before this response (``context_management``).
     compaction: Compaction | None = None
 
+    tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
+
 
 #: Finds the history of a ``previous_response_id`` somewhere other than the store (a WebSocket's own).
 HistoryLookup: TypeAlias = Callable[[str], ConversationHistory | None]
@@ -100,7 +106,9 @@ class ResponsesService:
         max_input_bytes: int | None = None,
         inline_render_bytes: int = INLINE_RENDER_BYTES,
         render_pool: RenderPool | None = None,
+        tool_settings: ToolSettings | None = None,
     ) -> None:
+        self.tool_settings = tool_settings or ToolSettings()
         self.executor = executor
         self.sealer = sealer
         self.redact_reasoning = redact_reasoning and sealer is not None
@@ -145,7 +153,7 @@ class ResponsesService:
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
         self.check_input_size(size)
         request = parse_request(body)
-        prompt = await self.render(request, lookup=lookup, size=size)
+        prompt, tools = await self.render(request, lookup=lookup, size=size)
         compaction = None
         threshold = compact_threshold(request)
         if compact and threshold is not None and len(prompt.token_ids) > threshold:
@@ -153,7 +161,7 @@ class ResponsesService:
             window = request.model_copy(
                 update={"input": window_for_turn(compaction, request), "previous_response_id": None}
             )
-            prompt = await self.render(window, size=size)
+            prompt, _ = await self.render(window, size=size, tools=tools, prepare_tools=False)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -194,6 +202,7 @@ class ResponsesService:
             input_items_json=tuple(orjson.dumps(item) for item in items),
             seal_reasoning=seal,
             compaction=compaction,
+            tools=tools,
         )
 
     async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
@@ -216,17 +225,27 @@ class ResponsesService:
         return previous.history
 
     async def render(
-        self, request: ResponsesRequest, *, lookup: HistoryLookup | None = None, size: int = 0
-    ) -> Prompt:
-        """The prompt ``request`` builds: its conversation so far, encrypted items opened, its input."""
+        self,
+        request: ResponsesRequest,
+        *,
+        lookup: HistoryLookup | None = None,
+        size: int = 0,
+        tools: ServerTools | None = None,
+        prepare_tools: bool = True,
+    ) -> tuple[Prompt, ServerTools | None]:
+        """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
+        and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``)."""
         history = EMPTY_HISTORY
         if request.previous_response_id is not None:
             history = await self.history_of(request.previous_response_id, lookup)
+        if prepare_tools:
+            tools = await prepare_server_tools(request, history.calls, self.tool_settings)
+        namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
         if self.sealer is not None and not isinstance(request.input, str):
             opened = unseal_items(request.input, self.sealer)
             if opened is not request.input:
                 request = request.model_copy(update={"input": opened})
-        return await self._build_prompt(request, history, size)
+        return await self._build_prompt(request, history, size, namespaces), tools
 
     async def count_input_tokens(self, body: bytes) -> bytes:
         """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send.
@@ -239,11 +258,15 @@ class ResponsesService:
         return orjson.dumps({"object": "response.input_tokens", "input_tokens": count})
 
     async def _build_prompt(
-        self, request: ResponsesRequest, history: ConversationHistory, size: int
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory,
+        size: int,
+        namespaces: Sequence[Mapping[str, Any]] = (),
     ) -> Prompt:
         """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
         adapter = self.adapter
-        draft = adapter.draft_prompt(request, history)
+        draft = adapter.draft_prompt(request, history, namespaces)
         if size <= self.inline_render_bytes or not draft.to_render:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         renders = await self.render_pool.render(draft.to_render)
@@ -316,45 +339,74 @@ class ResponsesService:
             done = prepared.compaction
             processor.count_extra(done.input_tokens, done.output_tokens, done.reasoning_tokens)
             opening += processor.stream.compacted(ResponseCompactionItem.model_validate(done.compaction_item))
+        loop = None
+        if prepared.tools is not None:
+            request = prepared.request
+            loop = ToolLoop(
+                tools=prepared.tools,
+                adapter=self.adapter,
+                processor=processor,
+                generation=prepared.generation,
+                prompt=prepared.prompt,
+                calls=dict(prepared.prompt.history.calls),
+                max_seq_len=self.executor.max_seq_len,
+                max_output_tokens=request.max_output_tokens,
+                max_tool_calls=request.max_tool_calls,
+                tool_timeout=self.tool_settings.tool_timeout,
+            )
+            opening += loop.opening()
         if deliver is not None:
             await deliver(opening)
-        generation = prepared.generation
-        deltas = self.executor.generate(generation)
-        executor_finished = False
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
         self.metrics.active += 1
         try:
-            while True:
-                try:
-                    delta = await deltas.__anext__()
-                except StopAsyncIteration:
-                    events = processor.fail("The executor ended the stream without a finish reason.")
-                    break
-                except Exception as exc:  # the executor failed: response.failed, never a broken stream
-                    logger.exception("Executor failed on %s", generation.request_id)
-                    events = processor.fail(f"The executor failed: {exc}")
-                    break
-                executor_finished = delta.finish_reason is not None
-                try:
-                    events = processor.process(delta)
-                except Exception:
-                    logger.exception("Internal error while streaming %s", generation.request_id)
-                    events = processor.fail("The server had an error while processing the model's output.")
-                    break
-                if processor.done:
-                    break
-                if events and deliver is not None:
-                    await deliver(events)
+            if loop is None:
+                events = await self._generate(prepared.generation, processor, deliver)
+            else:
+                events = await loop.run(self._generate, deliver)
             try:
                 final_json = await self._keep(prepared, processor.stream)
             except Exception:  # the store or the serializer failed: the client still gets a terminal event
-                logger.exception("Could not serialize or store %s", generation.request_id)
+                logger.exception("Could not serialize or store %s", prepared.generation.request_id)
                 events[-1] = processor.stream.fail_instead("The server could not store the response.")
                 final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
             self.metrics.record_response(processor.output_tokens)
             if deliver is not None:
                 await deliver(events)
             return final_json
+        finally:
+            self.metrics.active -= 1
+
+    async def _generate(
+        self, generation: GenerationRequest, processor: TokenStreamProcessor, deliver: Deliver | None
+    ) -> list[ResponseStreamEvent]:
+        """Run one generation through ``processor``, delivering each step's events but the last (returned).
+
+        It ends when the processor is done: a terminal event, or a held server-run
+        tool call (the tool loop goes on). The generation is aborted in the
+        executor whenever this stops before the executor finished.
+        """
+        deltas = self.executor.generate(generation)
+        executor_finished = False
+        try:
+            while True:
+                try:
+                    delta = await deltas.__anext__()
+                except StopAsyncIteration:
+                    return processor.fail("The executor ended the stream without a finish reason.")
+                except Exception as exc:  # the executor failed: response.failed, never a broken stream
+                    logger.exception("Executor failed on %s", generation.request_id)
+                    return processor.fail(f"The executor failed: {exc}")
+                executor_finished = delta.finish_reason is not None
+                try:
+                    events = processor.process(delta)
+                except Exception:
+                    logger.exception("Internal error while streaming %s", generation.request_id)
+                    return processor.fail("The server had an error while processing the model's output.")
+                if processor.done:
+                    return events
+                if events and deliver is not None:
+                    await deliver(events)
         finally:
             self.metrics.active -= 1
             if not executor_finished:
@@ -459,7 +511,12 @@ class ResponsesService:
 
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """A tool as the response echoes it: function tools with every field the spec requires."""
+    """A tool as the response echoes it: function tools with every field the spec requires.
+
+    MCP tools lose ``headers`` and ``authorization``: secrets go to the MCP server only.
+    """
+    if tool.get("type") == "mcp":
+        return {k: (None if k in ("headers", "authorization") else v) for k, v in tool.items()}
     if tool.get("type") != "function":
         return tool
     return {

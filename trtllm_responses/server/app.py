@@ -56,6 +56,7 @@ def create_app(
         sealer=sealer or ContentSealer(load_key(config.encryption_key_file)),
         redact_reasoning=config.redact_reasoning,
         max_input_bytes=config.max_input_bytes,
+        tool_settings=config.tools,
     )
 
     @asynccontextmanager
