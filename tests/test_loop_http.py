@@ -273,6 +273,12 @@ def test_compact_then_continue_from_its_output(client: openai.OpenAI) -> None:
     assert bad.value.code == "invalid_encrypted_content" and bad.value.param == "input[2].encrypted_content"
 
 
+def test_compact_requires_a_model(http) -> None:  # type: ignore[no-untyped-def]
+    # As the SDK's ResponseCompactParams and the Open Responses case compact-missing-model require.
+    reply = http.post("/v1/responses/compact", json={"input": "Compact this conversation."})
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "model"
+
+
 def test_automatic_compaction_under_a_small_threshold(client: openai.OpenAI, http) -> None:  # type: ignore[no-untyped-def]
     first = client.responses.create(model="m", input="Plan the refactor of module X")
     body = {

@@ -450,6 +450,10 @@ class ResponsesService:
         """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary."""
         self.check_input_size(len(body))
         request = parse_request(body)
+        if request.model is None:  # required here, as in the SDK's ResponseCompactParams
+            raise InvalidRequestError(
+                "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
+            )
         compaction = await compact_conversation(self, request, size=len(body))
         return orjson.dumps(compacted_response_json(compaction))
 
