@@ -10,7 +10,7 @@ CODEX_VERSION ?= 0.169.0
 CODEX_DIR := .codex-cli
 CODEX_STAMP := $(CODEX_DIR)/.installed-$(CODEX_VERSION)
 
-.PHONY: run test lint bench install clean codex-cli
+.PHONY: run test lint bench install clean compliance codex-cli
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ test: $(STAMP) codex-cli
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
+
+# The Open Responses compliance suite's own runner (bun, from npm) against the echo server on loopback.
+# OPENRESPONSES: a checkout of the openresponses repository (it holds bin/compliance-test.ts).
+compliance: $(STAMP)
+	@test -n "$(OPENRESPONSES)" || (echo "usage: make compliance OPENRESPONSES=/path/to/openresponses" && exit 2)
+	$(BIN)/python scripts/openresponses_compliance.py $(OPENRESPONSES)
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"

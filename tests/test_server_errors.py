@@ -129,7 +129,7 @@ def test_unknown_route_and_method_use_the_envelope(http: httpx.Client) -> None:
     assert_error(http.get("/v1/nothing"), 404, None, "/v1/nothing")
     # A path that only fits /v1/responses/{response_id} with what cannot be a response id names an
     # endpoint this server does not have: 404, never a 405 (a wrong method on a real path stays a 405).
-    for method, path in (("POST", "/v1/responses/input_tokens"), ("POST", "/v1/responses/compact")):
+    for method, path in (("POST", "/v1/responses/frobnicate"), ("PUT", "/v1/responses/unknown_endpoint")):
         error = assert_error(http.request(method, path), 404, None, path)
         assert error["code"] == "unknown_url" and method in error["message"]
     assert http.request("PUT", "/v1/responses/resp_1").status_code == 405

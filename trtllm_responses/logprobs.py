@@ -14,7 +14,7 @@ for its last token; header and terminator tokens carry none). ``output_text.done
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from openai.types.responses import (
@@ -45,9 +45,14 @@ class LogprobStreamProcessor(TokenStreamProcessor):
     """A TokenStreamProcessor that puts each token's logprob on the output text it produced."""
 
     def __init__(
-        self, stream: ResponseStream, encoding: HarmonyEncoding, prompt_tokens: int, top_logprobs: int
+        self,
+        stream: ResponseStream,
+        encoding: HarmonyEncoding,
+        prompt_tokens: int,
+        top_logprobs: int,
+        stop_requested: Callable[[], str | None] | None = None,
     ) -> None:
-        super().__init__(stream, encoding, prompt_tokens)
+        super().__init__(stream, encoding, prompt_tokens, stop_requested)
         self._encoding = encoding
         self._top = top_logprobs
         self._pending: list[output_text.Logprob] = []
