@@ -51,8 +51,9 @@ wire_api = "responses"
     return home
 
 
-def codex(home: Path, workdir: Path, *args: str) -> str:
-    """Run ``codex exec`` in ``workdir``; assert it exits 0; return what it printed on stdout."""
+def codex(home: Path, workdir: Path, *args: str, transcript: bool = False) -> str:
+    """Run ``codex exec`` in ``workdir``; assert it exits 0; return its stdout (with ``transcript``, also the
+    transcript Codex prints on stderr)."""
     assert CODEX is not None
     env = {**os.environ, "CODEX_HOME": str(home), "NO_COLOR": "1"}
     env.pop("OPENAI_API_KEY", None)
@@ -66,7 +67,7 @@ def codex(home: Path, workdir: Path, *args: str) -> str:
         timeout=180,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    return result.stdout if not transcript else result.stdout + result.stderr
 
 
 def test_plain_answer(codex_home: Path, tmp_path: Path) -> None:
@@ -85,7 +86,9 @@ def test_multi_agent_namespace_call(codex_home: Path, tmp_path: Path) -> None:
         "-s",
         "workspace-write",
         'call multi_agent_v1.spawn_agent {"task_name":"helper","message":"#lorem 5"}',
+        transcript=True,
     )
+    # The spawn's output comes back to the model; the sub-agent's later notification may start another turn.
     assert "multi_agent_v1.spawn_agent returned:" in out and "agent_id" in out
 
 

@@ -45,7 +45,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
             f"No route for {request.method} {request.url.path}.", code="unknown_url"
         )
     elif exc.status_code == 405 and _only_templated(request):
-        # POST /v1/responses/input_tokens matches /v1/responses/{response_id} (GET, DELETE) only through
+        # POST /v1/responses/frobnicate matches /v1/responses/{response_id} (GET, DELETE) only through
         # its template: to the client it is an endpoint this server does not have, not a wrong method.
         error = NotFoundError(f"No route for {request.method} {request.url.path}.", code="unknown_url")
     elif exc.status_code == 405:
@@ -69,7 +69,7 @@ _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 def _only_templated(request: Request) -> bool:
     """Whether the path fits ``/v1/responses/{response_id}…`` only through its template, with a segment that
-    cannot be a response id (``input_tokens``, ``compact``): an endpoint this server does not have."""
+    cannot be a response id (``frobnicate``): an endpoint this server does not have."""
     parts = request.url.path.split("/")
     return len(parts) >= 4 and parts[1:3] == ["v1", "responses"] and not parts[3].startswith("resp_")
 
