@@ -175,7 +175,7 @@ class ResponsesService:
         if size <= self.inline_render_bytes or not draft.to_render:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         renders = await self.render_pool.render(draft.to_render)
-        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders)]
+        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders, strict=True)]
         return adapter.finish_prompt(draft, rendered)
 
     def _snapshot(self, response_id: str, request: ResponsesRequest) -> Response:
@@ -255,20 +255,24 @@ class ResponsesService:
         if deliver is not None:
             await deliver(opening)
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
-        if loop is None:
-            events = await self._generate(prepared.generation, processor, deliver)
-        else:
-            events = await loop.run(self._generate, deliver)
+        self.metrics.active += 1
         try:
-            final_json = await self._keep(prepared, processor.stream)
-        except Exception:  # the store or the serializer failed: the client still gets a terminal event
-            logger.exception("Could not serialize or store %s", prepared.generation.request_id)
-            events[-1] = processor.stream.fail_instead("The server could not store the response.")
-            final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
-        self.metrics.record_response(processor.output_tokens)
-        if deliver is not None:
-            await deliver(events)
-        return final_json
+            if loop is None:
+                events = await self._generate(prepared.generation, processor, deliver)
+            else:
+                events = await loop.run(self._generate, deliver)
+            try:
+                final_json = await self._keep(prepared, processor.stream)
+            except Exception:  # the store or the serializer failed: the client still gets a terminal event
+                logger.exception("Could not serialize or store %s", prepared.generation.request_id)
+                events[-1] = processor.stream.fail_instead("The server could not store the response.")
+                final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
+            self.metrics.record_response(processor.output_tokens)
+            if deliver is not None:
+                await deliver(events)
+            return final_json
+        finally:
+            self.metrics.active -= 1
 
     async def _generate(
         self, generation: GenerationRequest, processor: TokenStreamProcessor, deliver: Deliver | None

@@ -181,12 +181,16 @@ class EchoExecutor(Executor):
         role = header.split(" ", 1)[0].split("<|", 1)[0]
         if role.startswith("functions."):
             name = role[len("functions.") :]
-            return self._answer(f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens))
+            return self._answer(
+                f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens)
+            )
         if role not in _CONVERSATION_ROLES:  # a server-run tool's output
             chained = _CALL.fullmatch(body)
             if chained:
                 return self._call(chained.group(1), chained.group(2))
-            return self._answer(f"Got {role} output.", self._enc.encode_plain(f"{role} returned: ") + list(body_tokens))
+            return self._answer(
+                f"Got {role} output.", self._enc.encode_plain(f"{role} returned: ") + list(body_tokens)
+            )
         if body.startswith("#harmony\n"):
             return self._enc.encode(body[len("#harmony\n") :])
         if body == "#prompt":

@@ -155,7 +155,6 @@ class Prompt:
     instructions: str | None  # effective instructions (request + system/developer input messages)
     developer_key: tuple[str | None, str] = (None, "[]")  # (instructions, functions JSON): the cache key
 
-
     @property
     def messages(self) -> list[Message]:
         """Every Harmony message of the prompt, in order (analysis included, as stored)."""

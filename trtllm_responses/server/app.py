@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from ..config import ServerConfig
 from ..executors.base import Executor
+from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
 from ..service import ResponsesService
@@ -58,12 +59,15 @@ def create_app(
         # all and stall the event loop for tens of milliseconds under load. Refcounting still frees.
         gc.collect()
         gc.freeze()
+        # ... and from now on, collect when it cannot stall streams (gc_schedule.py).
+        collector = asyncio.ensure_future(CollectorSchedule(metrics.idle, metrics.record_gc).run())
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
         try:
             yield
         finally:
             watchdog.cancel()
-            service.render_pool.close()
+            collector.cancel()
+            await service.render_pool.aclose()
             await executor.shutdown()
 
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
