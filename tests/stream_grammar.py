@@ -48,9 +48,19 @@ TOOL_STATUS = {
     "response.mcp_call.in_progress": ("mcp_call", "in_progress"),
     "response.mcp_call.completed": ("mcp_call", "completed"),
     "response.mcp_call.failed": ("mcp_call", "failed"),
+    "response.code_interpreter_call.in_progress": ("code_interpreter_call", "in_progress"),
+    "response.code_interpreter_call.interpreting": ("code_interpreter_call", "running"),
+    "response.code_interpreter_call.completed": ("code_interpreter_call", "completed"),
+    "response.web_search_call.in_progress": ("web_search_call", "in_progress"),
+    "response.web_search_call.searching": ("web_search_call", "running"),
+    "response.web_search_call.completed": ("web_search_call", "completed"),
 }
 #: Item types whose failure is the item's own status inside a completed response.
-TOOL_ITEMS = {"mcp_call"}
+TOOL_ITEMS = {"mcp_call", "code_interpreter_call", "web_search_call"}
+#: Built-in tool items: ``.in_progress`` right after ``output_item.added``; when the server runs them,
+#: ``.interpreting``/``.searching`` (after the code is done) then ``.completed`` (the item's status says
+#: whether the run failed: these items have no failed event).
+BUILTIN_ITEMS = {"code_interpreter_call", "web_search_call"}
 
 
 def _item_text(item: dict[str, Any]) -> str | None:
@@ -116,7 +126,14 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
         elif kind in TOOL_STATUS:
             item_type, phase = TOOL_STATUS[kind]
             assert open_item["type"] == item_type, f"{kind} on a {open_item['type']} item"
-            if phase == "in_progress":
+            if item_type in BUILTIN_ITEMS:
+                expected = {"in_progress": [], "running": ["in_progress"], "completed": ["in_progress", "running"]}
+                assert phases == expected[phase], f"{kind} after {phases}"
+                if phase == "in_progress":
+                    assert not deltas, f"{kind} after the code started"
+                elif item_type == "code_interpreter_call":
+                    assert "response.code_interpreter_call_code.done!" in deltas, "ran before its code was done"
+            elif phase == "in_progress":
                 assert not phases, f"{kind} twice or after the end"
                 if item_type == "mcp_call":
                     assert "response.mcp_call_arguments.done!" in deltas, "the call ran before its arguments were done"
@@ -135,6 +152,11 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
                 assert phases[-1] != "in_progress", "a tool call that started never ended"
                 assert item["status"] == phases[-1], "the tool's end event disagrees with the item"
                 assert (item["status"] == "failed") == (item.get("error") is not None)
+            if item["type"] in BUILTIN_ITEMS:
+                assert phases[:1] == ["in_progress"], f"{item['type']} without .in_progress"
+                if len(phases) > 1:  # run by the server
+                    assert phases == ["in_progress", "running", "completed"], phases
+                    assert item["status"] in ("completed", "failed"), item["status"]
             assert item["id"] == open_item["id"] and item["type"] == open_item["type"]
             if item["type"] == "function_call":
                 assert item["call_id"] == open_item["call_id"] and item["name"] == open_item["name"]

@@ -316,7 +316,8 @@ class ResponsesService:
             raise ServerError("The response ended without a terminal event.")
         final_json = to_json(final)
         if prepared.request.store:
-            history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
+            model_output = stream.model_output  # tool items as the model read them
+            history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in model_output])
             await self.store.put(
                 StoredResponse(
                     id=final.id,

@@ -41,6 +41,9 @@ from openai.types.responses import (
     Response,
     ResponseCodeInterpreterCallCodeDeltaEvent,
     ResponseCodeInterpreterCallCodeDoneEvent,
+    ResponseCodeInterpreterCallCompletedEvent,
+    ResponseCodeInterpreterCallInProgressEvent,
+    ResponseCodeInterpreterCallInterpretingEvent,
     ResponseCompletedEvent,
     ResponseContentPartAddedEvent,
     ResponseContentPartDoneEvent,
@@ -68,6 +71,9 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
     ResponseTextDoneEvent,
     ResponseUsage,
+    ResponseWebSearchCallCompletedEvent,
+    ResponseWebSearchCallInProgressEvent,
+    ResponseWebSearchCallSearchingEvent,
 )
 from openai.types.responses.response import IncompleteDetails
 from openai.types.responses.response_content_part_added_event import PartReasoningText as AddedReasoningPart
@@ -143,6 +149,7 @@ class ResponseStream:
         self._hold: frozenset[ItemKind] = frozenset()
         self._resolve: Callable[[ItemTarget], ItemTarget] | None = None
         self._held: _Item | None = None
+        self._internal: dict[int, ResponseOutputItem] = {}  # output_index → the item as the model read it
 
     # -- state --------------------------------------------------------------------------------
 
@@ -155,6 +162,16 @@ class ResponseStream:
     def output(self) -> list[ResponseOutputItem]:
         """The items done so far, in output_index order (read-only for callers)."""
         return self._output
+
+    @property
+    def model_output(self) -> list[ResponseOutputItem]:
+        """The items done so far as the model read them: tool items with the fields no client asked for.
+
+        What the conversation continues from (the tool loop's next turn, the stored history).
+        """
+        if not self._internal:
+            return self._output
+        return [self._internal.get(i, item) for i, item in enumerate(self._output)]
 
     @property
     def held(self) -> tuple[ItemTarget, str, str] | None:
@@ -218,6 +235,9 @@ class ResponseStream:
                 item=build_output_item(target, item_id, "", "in_progress", call_id),
             )
         ]
+        started = _ADDED_EVENTS.get(target.kind)
+        if started is not None:
+            events.append(self._emit(started, item_id=item_id, output_index=item.output_index))
         part = _empty_part(target.kind)
         if part is not None:
             events.append(
@@ -292,6 +312,9 @@ class ResponseStream:
         added = _with_fields(build_output_item(target, item_id, arguments, "in_progress", call_id), fields)
         where = {"item_id": item_id, "output_index": item.output_index}
         events = [self._emit(ResponseOutputItemAddedEvent, output_index=item.output_index, item=added)]
+        started = _ADDED_EVENTS.get(target.kind)
+        if started is not None:
+            events.append(self._emit(started, **where))
         if target.kind is ItemKind.MCP_CALL:  # the arguments, streamed as for a call the model writes
             events.append(self._emit(ResponseMcpCallArgumentsDeltaEvent, delta=arguments, **where))
             events.append(self._emit(ResponseMcpCallArgumentsDoneEvent, arguments=arguments, **where))
@@ -303,13 +326,21 @@ class ResponseStream:
         started = _TOOL_EVENTS[item.target.kind][0]
         return [self._emit(started, item_id=item.id, output_index=item.output_index)]
 
-    def tool_finished(self, status: str, **fields: Any) -> list[ResponseStreamEvent]:
-        """The held call ended (``completed`` or ``failed``); ``fields`` (output, error…) go on its item."""
+    def tool_finished(
+        self, status: str, internal: dict[str, Any] | None = None, **fields: Any
+    ) -> list[ResponseStreamEvent]:
+        """The held call ended (``completed`` or ``failed``); ``fields`` (output, error…) go on its item.
+
+        ``internal``, when given, are the fields of the item as the model read it
+        (``model_output``), a superset of what the client is shown.
+        """
         item = self._require_held()
         self._held = None
         _, completed, failed = _TOOL_EVENTS[item.target.kind]
-        done = build_output_item(item.target, item.id, "".join(item.chunks), status, item.call_id)
-        done = _with_fields(done, {**item.fields, **fields})
+        base = build_output_item(item.target, item.id, "".join(item.chunks), status, item.call_id)
+        done = _with_fields(base, {**item.fields, **fields})
+        if internal is not None:
+            self._internal[item.output_index] = _with_fields(base, {**item.fields, **internal})
         self._output.append(done)
         where = {"item_id": item.id, "output_index": item.output_index}
         return [
@@ -446,8 +477,25 @@ _DELTA_EVENTS: dict[ItemKind, type[Any]] = {
 
 
 #: Per server-run call kind: its started, completed and failed events.
+#: code_interpreter_call and web_search_call have no failed event: a failed run ends with ``.completed``
+#: and the item's ``status: failed`` (the SDK's types define no other).
 _TOOL_EVENTS: dict[ItemKind, tuple[type[Any], type[Any], type[Any]]] = {
     ItemKind.MCP_CALL: (ResponseMcpCallInProgressEvent, ResponseMcpCallCompletedEvent, ResponseMcpCallFailedEvent),
+    ItemKind.CODE_INTERPRETER_CALL: (
+        ResponseCodeInterpreterCallInterpretingEvent,
+        ResponseCodeInterpreterCallCompletedEvent,
+        ResponseCodeInterpreterCallCompletedEvent,
+    ),
+    ItemKind.WEB_SEARCH_CALL: (
+        ResponseWebSearchCallSearchingEvent,
+        ResponseWebSearchCallCompletedEvent,
+        ResponseWebSearchCallCompletedEvent,
+    ),
+}
+#: Items whose ``.in_progress`` event follows ``output_item.added`` (as OpenAI streams them).
+_ADDED_EVENTS: dict[ItemKind, type[Any]] = {
+    ItemKind.CODE_INTERPRETER_CALL: ResponseCodeInterpreterCallInProgressEvent,
+    ItemKind.WEB_SEARCH_CALL: ResponseWebSearchCallInProgressEvent,
 }
 
 

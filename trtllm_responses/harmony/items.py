@@ -53,6 +53,7 @@ from .parser import MessageHeader, ParsedMessage
 
 __all__ = [
     "FUNCTIONS_NAMESPACE",
+    "MODEL_READ",
     "ConvertedInput",
     "ItemKind",
     "ItemTarget",
@@ -73,6 +74,9 @@ _JSON_CONTENT_TYPE = "<|constrain|>json"
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 _NON_TEXT_PARTS = ("input_image", "input_file", "input_audio", "image_url", "file")
 _BROWSER_ACTIONS = {"search": "search", "open": "open_page", "find": "find_in_page"}
+#: The field of a stored web_search_call item holding the page the browser showed the model
+#: (not an SDK field: stored items carry it, clients never see it).
+MODEL_READ = "model_read"
 
 
 class ItemKind(enum.Enum):
@@ -114,9 +118,9 @@ def classify(header: MessageHeader) -> ItemTarget:
         if namespace == FUNCTIONS_NAMESPACE and name:
             return ItemTarget(ItemKind.FUNCTION_CALL, name=name)
         if namespace == "browser":
-            return ItemTarget(ItemKind.WEB_SEARCH_CALL, name=name or "search")
+            return ItemTarget(ItemKind.WEB_SEARCH_CALL, name=name or "search", namespace="browser")
         if recipient == "python":
-            return ItemTarget(ItemKind.CODE_INTERPRETER_CALL)
+            return ItemTarget(ItemKind.CODE_INTERPRETER_CALL, namespace="python")
         return ItemTarget(ItemKind.MCP_CALL, name=name or namespace, namespace=namespace)
     if header.channel == "analysis":
         return ItemTarget(ItemKind.REASONING)
@@ -401,6 +405,9 @@ def _convert_web_search_call(
         .with_recipient(f"browser.{name}")
         .with_content_type("code")
     )
+    read = item.get(MODEL_READ)
+    if isinstance(read, str):  # a call the server ran: what the browser showed the model
+        out.messages.append(tool_output_message(f"browser.{name}", read))
 
 
 def _convert_code_interpreter_call(
@@ -415,6 +422,10 @@ def _convert_code_interpreter_call(
         .with_recipient("python")
         .with_content_type("code")
     )
+    outputs = item.get("outputs")
+    if isinstance(outputs, list):  # a call the server ran: its logs are what python answered
+        logs = [o.get("logs") for o in outputs if isinstance(o, Mapping) and o.get("type") == "logs"]
+        out.messages.append(tool_output_message("python", "".join(t for t in logs if isinstance(t, str))))
 
 
 def mcp_call_message(recipient: str, arguments: str) -> Message:

@@ -50,6 +50,11 @@ class ToolOutcome:
 
     fields: Mapping[str, Any]
     failed: bool = False
+    #: Fields shown only when the request's ``include`` names them: include name → field overrides
+    #: (``{"code_interpreter_call.outputs": {"outputs": [...]}}``). The model always reads them.
+    optional: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Fields the model reads that no client sees (kept on the stored item only, e.g. a browser page).
+    internal: Mapping[str, Any] = field(default_factory=dict)
 
 
 class ToolProvider(abc.ABC):
@@ -112,6 +117,14 @@ class ServerTools:
     opening_items: list[ResponseOutputItem] = field(default_factory=list)
     approved: list[ApprovedCall] = field(default_factory=list)
     missing: ToolProvider | None = None  # answers calls to a namespace nobody serves
+
+    @property
+    def held_kinds(self) -> frozenset[ItemKind]:
+        """The item kinds of the calls this response runs (MCP calls also when a namespace is missing)."""
+        kinds = {p.item_kind for p in self.providers.values()}
+        if self.missing is not None:
+            kinds.add(ItemKind.MCP_CALL)
+        return frozenset(kinds)
 
     @property
     def namespaces(self) -> Sequence[ToolNamespace]:
