@@ -8,6 +8,7 @@ trtllm-responses parse COMPLETION.txt [--ids]     the Responses output items of 
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import logging
 import sys
@@ -76,7 +77,7 @@ ECHO_BANNER = (
 
 def _server_config(args: argparse.Namespace) -> ServerConfig:
     from .config import ServerConfig
-    from .tools.settings import ToolSettings
+    from .tools.settings import PythonLimits, ToolSettings
 
     name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
     return ServerConfig(
@@ -92,6 +93,15 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
             tool_servers=tuple(args.tool_server),
             tool_timeout=args.tool_timeout,
             tool_output_max_bytes=args.tool_output_max_bytes,
+            python_tool=args.python_tool,
+            python_limits=PythonLimits(
+                timeout=args.python_timeout,
+                cpu_seconds=max(1, math.ceil(args.python_timeout)),
+                memory_bytes=args.python_memory_mb << 20,
+                output_bytes=args.tool_output_max_bytes,
+            ),
+            browser_backend=args.browser_backend,
+            fetch_allow_private=tuple(args.fetch_allow_private),
         ),
     )
 
@@ -231,6 +241,36 @@ def _url_prefixes(text: str) -> list[str]:
     return prefixes
 
 
+def _python_tool(text: str) -> str:
+    if text in ("off", "local") or (text.startswith("mcp:") and _is_http_url(text[4:])):
+        return text
+    raise argparse.ArgumentTypeError(f"expected off, local or mcp:http(s)://URL, got {text}")
+
+
+def _browser_backend(text: str) -> str:
+    if text in ("off", "exa", "youcom"):
+        return text
+    kind, _, url = text.partition(":")
+    if kind in ("searxng", "mcp") and _is_http_url(url):
+        return text
+    raise argparse.ArgumentTypeError(f"expected off, exa, youcom, searxng:URL or mcp:URL, got {text}")
+
+
+def _is_http_url(text: str) -> bool:
+    parts = urlsplit(text)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _hosts_or_cidrs(text: str) -> list[str]:
+    from .tools.fetch import parse_allow_private
+
+    try:
+        parse_allow_private(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
 def _tool_server(text: str) -> tuple[str, str]:
     label, sep, url = text.partition("=")
     if not sep or not label or "." in label or not url.startswith(("http://", "https://")):
@@ -307,6 +347,36 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=_positive_int,
         default=64 << 10,
         help="longest tool output the model reads; longer is truncated with a note (default: 65536)",
+    )
+    builtin = serve.add_argument_group("gpt-oss's built-in tools, run by the server (README: isolation)")
+    builtin.add_argument(
+        "--python_tool",
+        type=_python_tool,
+        default="off",
+        metavar="{off,local,mcp:URL}",
+        help="run code_interpreter calls (gpt-oss's python): local = a limited subprocess per call, "
+        "mcp:URL = the python tool of that MCP server (default: off, the tool is not shown)",
+    )
+    builtin.add_argument(
+        "--python_timeout", type=_positive_float, default=30.0, help="wall-clock seconds of one local python call"
+    )
+    builtin.add_argument(
+        "--python_memory_mb", type=_positive_int, default=1024, help="address space of one local python call"
+    )
+    builtin.add_argument(
+        "--browser_backend",
+        type=_browser_backend,
+        default="off",
+        metavar="{off,exa,youcom,searxng:URL,mcp:URL}",
+        help="run web_search calls (gpt-oss's browser) through this search backend; keys from EXA_API_KEY / "
+        "YDC_API_KEY (default: off, the tool is not shown)",
+    )
+    builtin.add_argument(
+        "--fetch_allow_private",
+        type=_hosts_or_cidrs,
+        default=[],
+        metavar="HOST_OR_CIDR,...",
+        help="private, loopback or link-local hosts the browser may fetch anyway (default: none)",
     )
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(

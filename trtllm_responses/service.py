@@ -31,6 +31,7 @@ from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .tool_loop import ToolLoop
 from .tools.base import ServerTools
+from .tools.builtin import builtin_shown, prepare_builtin_tools
 from .tools.mcp import prepare_mcp_tools
 from .tools.settings import ToolSettings
 from .wire import to_dict, to_json
@@ -127,7 +128,9 @@ class ResponsesService:
             tools = await prepare_mcp_tools(request.tools, request.input, history.calls, self.tool_settings)
             if tools is not None:
                 namespaces = [ns.as_json() for ns in tools.namespaces]
-        prompt = await self._build_prompt(request, history, len(body), namespaces)
+        builtin = builtin_shown(request.tools, request.tool_choice, self.tool_settings)
+        tools = prepare_builtin_tools(builtin, self.tool_settings, tools, history.calls)
+        prompt = await self._build_prompt(request, history, len(body), namespaces, builtin)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -168,10 +171,11 @@ class ResponsesService:
         history: ConversationHistory,
         size: int,
         namespaces: Sequence[Mapping[str, Any]] = (),
+        builtin: Mapping[str, str] | None = None,
     ) -> Prompt:
         """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
         adapter = self.adapter
-        draft = adapter.draft_prompt(request, history, namespaces)
+        draft = adapter.draft_prompt(request, history, namespaces, builtin)
         if size <= self.inline_render_bytes or not draft.to_render:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         renders = await self.render_pool.render(draft.to_render)
@@ -250,6 +254,7 @@ class ResponsesService:
                 max_output_tokens=request.max_output_tokens,
                 max_tool_calls=request.max_tool_calls,
                 tool_timeout=self.tool_settings.tool_timeout,
+                include=frozenset(request.include or ()),
             )
             opening += loop.opening()
         if deliver is not None:

@@ -234,14 +234,21 @@ class HarmonyAdapter:
         return [self.render_message(m) for m in messages]
 
     def _render_system_uncached(
-        self, effort: ReasoningEffort, date: str, browser: bool, python: bool, has_functions: bool
+        self, effort: ReasoningEffort, date: str, browser: bool | str, python: bool | str, has_functions: bool
     ) -> RenderedMessage:
+        """``browser``/``python``: True for Harmony's default tool text, a string for the server's own."""
         content = SystemContent.new().with_reasoning_effort(effort).with_conversation_start_date(date)
         if self._model_identity:
             content = content.with_model_identity(self._model_identity)
-        if browser:
+        if isinstance(browser, str):
+            config = ToolNamespaceConfig.browser()
+            config.description = browser
+            content = content.with_tools(config)
+        elif browser:
             content = content.with_browser_tool()
-        if python:
+        if isinstance(python, str):
+            content = content.with_tools(ToolNamespaceConfig(name="python", description=python, tools=[]))
+        elif python:
             content = content.with_python_tool()
         message = Message.from_role_and_content(Role.SYSTEM, content)
         tokens = self.encoding.harmony.render(
@@ -301,17 +308,26 @@ class HarmonyAdapter:
         request: ResponsesRequest,
         history: ConversationHistory = EMPTY_HISTORY,
         namespaces: Sequence[Mapping[str, Any]] = (),
+        builtin: Mapping[str, str] | None = None,
     ) -> PromptDraft:
         """Everything of the prompt but the rendering of its new messages (``draft.to_render``).
 
         ``namespaces`` are the server-run tool namespaces (``{"name", "description",
         "tools"}``, e.g. listed MCP servers), shown after the function tools.
+        ``builtin``, when given, is what the server runs of gpt-oss's built-in tools
+        (``{"browser"|"python": instruction text}``): a declared built-in tool is shown
+        only when it is there, with that text (None: shown whenever declared, Harmony's text).
 
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
         tokenizes nothing here except the small, cached system message.
         """
         converted = input_to_messages(request.input, history.calls)
-        functions, browser, python = _select_tools(request)
+        functions, declared_browser, declared_python = _select_tools(request)
+        browser: bool | str = declared_browser
+        python: bool | str = declared_python
+        if builtin is not None:  # the server runs built-in tools: show those it runs, with their text
+            browser = builtin.get("browser", False) if declared_browser else False
+            python = builtin.get("python", False) if declared_python else False
         effort = (
             _EFFORTS[request.reasoning.effort]
             if request.reasoning and request.reasoning.effort
