@@ -15,6 +15,9 @@
   its arguments are done (a call refused without running has only ``.failed``), then
   ``.completed``/``.failed`` agreeing with the done item's status
   (a failed tool call is an item status, never a failed response);
+- ``output_text.annotation.added`` comes inside an open output_text part, numbered 0, 1, 2… per
+  item, after the text it annotates was streamed; the done part and item carry the same annotations,
+  each pointing inside the text;
 - the terminal response's output equals the done items (ids, call ids, content),
   its id is the created id, and its status agrees with the terminal event;
 - every event validates as the SDK's ResponseStreamEvent (and against the spec
@@ -102,6 +105,7 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             assert open_item.get("status") in (None, "in_progress")
             deltas = {}
             phases: list[str] = []
+            annotations: list[dict[str, Any]] = []
             continue
         assert open_item is not None, f"{kind} outside an item"
         if "output_index" in event:
@@ -114,7 +118,16 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             open_part = event["content_index"]
         elif kind == "response.content_part.done":
             assert open_part == event["content_index"]
+            if event["part"]["type"] == "output_text":
+                assert event["part"]["annotations"] == annotations, "the done part's annotations differ"
             open_part = None
+        elif kind == "response.output_text.annotation.added":
+            assert open_part == event["content_index"] == 0, "annotation outside its content part"
+            assert event["annotation_index"] == len(annotations), "annotation_index out of order"
+            annotation = event["annotation"]
+            streamed_text = "".join(deltas.get("response.output_text.done", []))
+            assert 0 <= annotation["start_index"] <= annotation["end_index"] <= len(streamed_text)
+            annotations.append(annotation)
         elif kind in DELTA_DONE:
             if open_item["type"] in ("message", "reasoning"):
                 assert open_part == event["content_index"], "delta outside its content part"
@@ -161,6 +174,8 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             if item["type"] == "function_call":
                 assert item["call_id"] == open_item["call_id"] and item["name"] == open_item["name"]
                 assert item["call_id"], "empty call_id"
+            if item["type"] == "message":
+                assert [a for part in item["content"] for a in part.get("annotations", [])] == annotations
             text = _item_text(item)
             done_texts = [v[0] for k, v in deltas.items() if k.endswith("!")]
             if text is not None and done_texts:

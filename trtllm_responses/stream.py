@@ -65,6 +65,7 @@ from openai.types.responses import (
     ResponseOutputItemAddedEvent,
     ResponseOutputItemDoneEvent,
     ResponseOutputText,
+    ResponseOutputTextAnnotationAddedEvent,
     ResponseReasoningTextDeltaEvent,
     ResponseReasoningTextDoneEvent,
     ResponseStreamEvent,
@@ -80,6 +81,10 @@ from openai.types.responses.response_content_part_added_event import PartReasoni
 from openai.types.responses.response_content_part_done_event import PartReasoningText as DoneReasoningPart
 from openai.types.responses.response_error import ResponseError
 from openai.types.responses.response_output_item import McpListTools
+from openai.types.responses.response_output_text import AnnotationURLCitation
+from openai.types.responses.response_output_text_annotation_added_event import (
+    AnnotationURLCitation as AddedURLCitation,
+)
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import BaseModel
 
@@ -88,6 +93,7 @@ from .executors.base import TokenDelta
 from .harmony.encoding import HarmonyEncoding
 from .harmony.items import ItemKind, ItemTarget, build_output_item, classify, new_item_ids
 from .harmony.parser import ContentDelta, HarmonyStreamParser, MessageHeader, MessageStarted
+from .tools.base import TextRewriter
 
 __all__ = ["ResponseStream", "StreamStateError", "TokenStreamProcessor", "make_usage"]
 
@@ -99,7 +105,17 @@ class StreamStateError(RuntimeError):
 class _Item:
     """The item being streamed, and the fixed fields of its delta events (computed once per item)."""
 
-    __slots__ = ("call_id", "chunks", "delta_fields", "delta_type", "fields", "id", "output_index", "target")
+    __slots__ = (
+        "call_id",
+        "chunks",
+        "delta_fields",
+        "delta_type",
+        "fields",
+        "id",
+        "output_index",
+        "rewriter",
+        "target",
+    )
 
     def __init__(self, target: ItemTarget, item_id: str, call_id: str | None, output_index: int) -> None:
         self.target = target
@@ -108,6 +124,7 @@ class _Item:
         self.output_index = output_index
         self.chunks: list[str] = []
         self.fields: dict[str, Any] = {}  # extra fields of the done item (tool items)
+        self.rewriter: TextRewriter | None = None  # messages: rewrites their text (citations)
         self.delta_type: type[Any] | None = _DELTA_EVENTS.get(target.kind)
         fields: dict[str, Any] = {}
         if self.delta_type is not None:
@@ -150,6 +167,7 @@ class ResponseStream:
         self._resolve: Callable[[ItemTarget], ItemTarget] | None = None
         self._held: _Item | None = None
         self._internal: dict[int, ResponseOutputItem] = {}  # output_index → the item as the model read it
+        self._rewriter: Callable[[], TextRewriter] | None = None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -185,6 +203,10 @@ class ResponseStream:
         """Hold calls of ``kinds`` open when their message ends; ``resolve`` may re-target a call at its start."""
         self._hold = kinds
         self._resolve = resolve
+
+    def rewrite_messages(self, factory: Callable[[], TextRewriter]) -> None:
+        """Rewrite the text of every message from now on (``factory`` makes one rewriter per message)."""
+        self._rewriter = factory
 
     def _emit(self, event_type: type[Any], **fields: Any) -> ResponseStreamEvent:
         fields["type"] = _event_type_name(event_type)
@@ -228,6 +250,8 @@ class ResponseStream:
             target = self._resolve(target)
         item_id, call_id = new_item_ids(target.kind)
         item = self._item = _Item(target, item_id, call_id, len(self._output))
+        if self._rewriter is not None and target.kind is ItemKind.MESSAGE:
+            item.rewriter = self._rewriter()
         events = [
             self._emit(
                 ResponseOutputItemAddedEvent,
@@ -256,6 +280,8 @@ class ResponseStream:
         item = self._item
         if item is None:
             raise StreamStateError("content arrived outside a message")
+        if item.rewriter is not None:
+            return self._rewritten_delta(item, *item.rewriter.feed(text))
         item.chunks.append(text)
         if item.delta_type is None:  # web_search_call: its action is known only when done
             return []
@@ -265,19 +291,49 @@ class ResponseStream:
         fields["delta"] = text
         return [self._stamp(item.delta_type, fields)]
 
+    def _rewritten_delta(
+        self, item: _Item, text: str, annotations: list[dict[str, Any]]
+    ) -> list[ResponseStreamEvent]:
+        """A message delta whose text was rewritten, and the annotations it completed."""
+        events: list[ResponseStreamEvent] = []
+        if text:
+            item.chunks.append(text)
+            fields = item.delta_fields.copy()
+            fields["logprobs"] = []
+            fields["delta"] = text
+            events.append(self._stamp(ResponseTextDeltaEvent, fields))
+        assert item.rewriter is not None
+        first = len(item.rewriter.annotations) - len(annotations)
+        for i, annotation in enumerate(annotations):
+            events.append(
+                self._emit(
+                    ResponseOutputTextAnnotationAddedEvent,
+                    item_id=item.id,
+                    output_index=item.output_index,
+                    content_index=0,
+                    annotation_index=first + i,
+                    annotation=AddedURLCitation.model_validate(annotation),
+                )
+            )
+        return events
+
     def message_ended(self, status: str = "completed") -> list[ResponseStreamEvent]:
         """The open item is done (``completed``, or ``incomplete`` when output was cut off)."""
         item = self._item
         if item is None:
             raise StreamStateError("no message is open")
+        events: list[ResponseStreamEvent] = []
+        annotations: list[Any] = []
+        if item.rewriter is not None:
+            events += self._rewritten_delta(item, item.rewriter.flush(), [])
+            annotations = [AnnotationURLCitation.model_validate(a) for a in item.rewriter.annotations]
         self._item = None
         text = "".join(item.chunks)
         kind = item.target.kind
         where = {"item_id": item.id, "output_index": item.output_index}
-        events: list[ResponseStreamEvent] = []
         if kind is ItemKind.MESSAGE:
             events.append(self._emit(ResponseTextDoneEvent, content_index=0, text=text, logprobs=[], **where))
-            part: Any = ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])
+            part: Any = ResponseOutputText(type="output_text", text=text, annotations=annotations, logprobs=[])
             events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
         elif kind is ItemKind.REASONING:
             events.append(self._emit(ResponseReasoningTextDoneEvent, content_index=0, text=text, **where))
@@ -293,6 +349,8 @@ class ResponseStream:
             self._held = item  # the tool loop runs it, then closes it with tool_finished
             return events
         done = build_output_item(item.target, item.id, text, status, item.call_id)
+        if annotations:
+            done.content[0].annotations = annotations  # type: ignore[union-attr]
         self._output.append(done)
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         return events

@@ -90,6 +90,10 @@ class ToolLoop:
         self._told_limit = False
         self._include = include
         self._stream.hold_calls(tools.held_kinds, self._resolve)
+        for provider in tools.providers.values():
+            rewriter = provider.text_rewriter()
+            if rewriter is not None:  # the browser: citations in messages become url_citation annotations
+                self._stream.rewrite_messages(rewriter)
 
     def _resolve(self, target: ItemTarget) -> ItemTarget:
         """A call that needs the client's approval becomes an ``mcp_approval_request`` (ends the response)."""
