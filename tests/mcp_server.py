@@ -18,6 +18,7 @@ from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
 
 #: What the ``sleep`` tool went through: "started", then "finished" or "cancelled".
 SLEEP_LOG: list[str] = []
@@ -26,7 +27,7 @@ SLEEP_LOG: list[str] = []
 def build_server() -> MCPServer:
     server = MCPServer("trtllm-responses-test")
 
-    @server.tool(description="Add two numbers.")
+    @server.tool(description="Add two numbers.", annotations=ToolAnnotations(read_only_hint=True))
     def add(a: int, b: int) -> str:
         return str(a + b)
 

@@ -149,7 +149,9 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             elif phase == "in_progress":
                 assert not phases, f"{kind} twice or after the end"
                 if item_type == "mcp_call":
-                    assert "response.mcp_call_arguments.done!" in deltas, "the call ran before its arguments were done"
+                    assert "response.mcp_call_arguments.done!" in deltas, (
+                        "the call ran before its arguments were done"
+                    )
             elif item_type == "mcp_call" and phase == "failed" and not phases:
                 assert "response.mcp_call_arguments.done!" in deltas  # refused without running (a limit)
             else:
@@ -195,7 +197,8 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     if response["status"] == "completed":
         assert response["incomplete_details"] is None and response["error"] is None
         assert all(
-            item.get("status") in (None, "completed") or (item["type"] in TOOL_ITEMS and item["status"] == "failed")
+            item.get("status") in (None, "completed")
+            or (item["type"] in TOOL_ITEMS and item["status"] == "failed")
             for item in done_items
         )
         assert response["completed_at"] is not None

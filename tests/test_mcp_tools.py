@@ -176,6 +176,26 @@ def test_stateless_replay_renders_the_prompt_the_loop_saw(
     assert "mcp_list_tools" not in types_of(replayed), "the replayed listing is reused"
 
 
+def test_continuing_after_the_loop_renders_what_a_replay_renders(
+    http: httpx.Client, server: RunningServer, mcp: MCPTestServer
+) -> None:
+    executor: RecordingEcho = server.executor  # type: ignore[assignment]
+    tools = [mcp_tool(mcp.url)]
+    user = {"role": "user", "content": call("relay", text=call("add", a=1, b=1))}
+    first, _ = streamed(http, {"input": [user], "tools": tools})
+    assert first["output"][-1]["content"][0]["text"] == "demo.add returned: 2"
+    follow_up = {"role": "user", "content": "thanks"}
+    executor.requests.clear()
+    continued, _ = streamed(http, {"previous_response_id": first["id"], "input": [follow_up], "tools": tools})
+    stored_prompt = executor.requests[0].prompt_token_ids
+    executor.requests.clear()
+    replay = {"input": [user, *first["output"], follow_up], "tools": tools, "store": False}
+    streamed(http, replay)
+    assert executor.requests[0].prompt_token_ids == stored_prompt, "token for token"
+    assert continued["output"][-1]["content"][0]["text"] == "thanks"
+    assert "mcp_list_tools" not in types_of(continued)
+
+
 def test_chained_calls_and_max_tool_calls(http: httpx.Client, mcp: MCPTestServer) -> None:
     relay = call("relay", text=call("add", a=1, b=2))
     response, _ = streamed(http, {"input": relay, "tools": [mcp_tool(mcp.url)]})
@@ -333,14 +353,11 @@ def test_unreachable_server(http: httpx.Client, server: RunningServer) -> None:
     url = closed_port_url()
     settings = server.app.state.service.tool_settings
     assert not url_allowed(url, settings.mcp_allowed_urls)
-    # Allowed via an operator label: the operator's own URL is down.
-    tool = {"type": "mcp", "server_label": "down", "server_url": None, "require_approval": "never"}
+    # The operator's own server for label "down" is down.
+    tool = {"type": "mcp", "server_label": "down", "require_approval": "never"}
     service = server.app.state.service
-    service.tool_settings = ToolSettings(
-        mcp_allowed_urls=settings.mcp_allowed_urls, tool_servers=(("down", url),), tool_timeout=3.0
-    )
+    service.tool_settings = ToolSettings(tool_servers=(("down", url),), tool_timeout=3.0)
     try:
-        tool.pop("server_url")
         response, events = streamed(http, {"input": 'call down.add {"a": 1}', "tools": [tool]})
     finally:
         service.tool_settings = settings
@@ -351,7 +368,7 @@ def test_unreachable_server(http: httpx.Client, server: RunningServer) -> None:
     failed = response["output"][2]
     assert failed["type"] == "mcp_call" and failed["status"] == "failed"
     assert "not available" in failed["error"]["message"]
-    assert http.get("/health").status_code in (200, 404)
+    assert http.get("/health").status_code == 200
 
 
 def test_listing_timeout(http: httpx.Client, server: RunningServer) -> None:
@@ -404,6 +421,14 @@ def test_tool_not_listed(http: httpx.Client, mcp: MCPTestServer) -> None:
     assert [t["name"] for t in response["output"][0]["tools"]] == ["add"]
     failed = response["output"][2]
     assert failed["status"] == "failed" and "not available" in failed["error"]["message"]
+
+
+def test_allowed_tools_read_only(http: httpx.Client, mcp: MCPTestServer) -> None:
+    tools = [mcp_tool(mcp.url, allowed_tools={"read_only": True})]
+    response, _ = streamed(http, {"input": call("add", a=1, b=1), "tools": tools})
+    listed = response["output"][0]["tools"]
+    assert [t["name"] for t in listed] == ["add"] and listed[0]["annotations"]["readOnlyHint"] is True
+    assert response["output"][2]["output"] == "2"
 
 
 def test_malformed_arguments(http: httpx.Client, mcp: MCPTestServer) -> None:
@@ -517,3 +542,103 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
     assert usage["input_tokens"] == sum(len(p) for p in prompts)
     # Block reuse: turn 2 reuses turn 1's prompt, turn 3 turn 2's (whole 32-token blocks).
     assert usage["input_tokens_details"]["cached_tokens"] == sum((len(p) // 32) * 32 for p in prompts[:2])
+
+
+def test_serve_flags() -> None:
+    from trtllm_responses.cli import _server_config, build_parser
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--mcp_allowed_urls",
+            "http://127.0.0.1:9000/mcp,https://mcp.example.com",
+            "--tool_server",
+            "calc=http://10.0.0.5:9000/mcp",
+            "--tool_timeout",
+            "5",
+            "--tool_output_max_bytes",
+            "2048",
+        ]
+    )
+    tools = _server_config(args).tools
+    assert tools.mcp_allowed_urls == ("http://127.0.0.1:9000/mcp", "https://mcp.example.com")
+    assert tools.tool_server("calc") == "http://10.0.0.5:9000/mcp" and tools.tool_server("other") is None
+    assert tools.tool_timeout == 5.0 and tools.tool_output_max_bytes == 2048
+    assert build_parser().parse_args(["serve"]).mcp_allowed_urls == []
+    for bad in (["--tool_server", "nolabel"], ["--mcp_allowed_urls", "ftp://x"], ["--tool_timeout", "0"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["serve", *bad])
+
+
+def test_a_final_message_before_a_call_is_rendered_back_by_harmony_rules(
+    http: httpx.Client, server: RunningServer, mcp: MCPTestServer
+) -> None:
+    executor: RecordingEcho = server.executor  # type: ignore[assignment]
+    completion = (
+        "#harmony\n<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>"
+        "Checking.<|end|><|start|>assistant to=demo.add<|channel|>commentary <|constrain|>json<|message|>"
+        '{"a": 1, "b": 2}<|call|>'
+    )
+    user = {"role": "user", "content": completion}
+    tools = [mcp_tool(mcp.url)]
+    executor.requests.clear()
+    response, _ = streamed(http, {"input": [user], "tools": tools})
+    assert types_of(response) == [
+        "mcp_list_tools",
+        "reasoning",
+        "message",
+        "mcp_call",
+        "reasoning",
+        "message",
+    ]
+    assert response["output"][-1]["content"][0]["text"] == "demo.add returned: 3"
+    loop_prompt = executor.requests[1].prompt_token_ids
+    executor.requests.clear()
+    streamed(http, {"input": [user, *response["output"][:4]], "tools": tools, "store": False})
+    assert executor.requests[0].prompt_token_ids == loop_prompt
+
+
+def test_approving_without_the_mcp_tool_is_a_400(http: httpx.Client) -> None:
+    items = [
+        {
+            "type": "mcp_approval_request",
+            "id": "mcpr_1",
+            "server_label": "demo",
+            "name": "add",
+            "arguments": "{}",
+        },
+        {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
+    ]
+    reply = http.post("/v1/responses", json={"input": items})
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "tools"
+
+
+def test_tool_choice_mcp_shows_only_that_server_or_tool(http: httpx.Client, mcp: MCPTestServer) -> None:
+    tools = [mcp_tool(mcp.url), {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+    body = {
+        "input": "#prompt",
+        "tools": tools,
+        "tool_choice": {"type": "mcp", "server_label": "demo", "name": "add"},
+    }
+    prompt = http.post("/v1/responses", json=body).json()["output"][-1]["content"][0]["text"]
+    assert "namespace demo {" in prompt and "type add = " in prompt
+    assert "type boom = " not in prompt and "get_weather" not in prompt
+    body["tool_choice"] = {"type": "mcp", "server_label": "demo", "name": "nope"}
+    reply = http.post("/v1/responses", json=body)
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "tool_choice.name"
+
+
+def test_http_error_from_the_mcp_server(
+    http: httpx.Client, server: RunningServer, mcp: MCPTestServer
+) -> None:
+    service = server.app.state.service
+    settings = service.tool_settings
+    service.tool_settings = ToolSettings(tool_servers=(("gone", _origin(mcp.url) + "/no-such-endpoint"),))
+    try:
+        tool = {"type": "mcp", "server_label": "gone", "require_approval": "never"}
+        response, events = streamed(http, {"input": "hello", "tools": [tool]})
+    finally:
+        service.tool_settings = settings
+    assert "Not Found" in response["output"][0]["error"]
+    assert "response.mcp_list_tools.failed" in [e["type"] for e in events]
+    assert response["status"] == "completed"

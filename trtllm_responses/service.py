@@ -128,6 +128,11 @@ class ResponsesService:
             tools = await prepare_mcp_tools(request.tools, request.input, history.calls, self.tool_settings)
             if tools is not None:
                 namespaces = [ns.as_json() for ns in tools.namespaces]
+        elif _approves_a_call(request.input):
+            raise InvalidRequestError(
+                "An mcp_approval_response approves a call, but tools declares no mcp tool to run it with.",
+                param="tools",
+            )
         builtin = builtin_shown(request.tools, request.tool_choice, self.tool_settings)
         tools = prepare_builtin_tools(builtin, self.tool_settings, tools, history.calls)
         prompt = await self._build_prompt(request, history, len(body), namespaces, builtin)
@@ -249,6 +254,7 @@ class ResponsesService:
                 adapter=self.adapter,
                 processor=processor,
                 generation=prepared.generation,
+                prompt=prepared.prompt,
                 calls=dict(prepared.prompt.history.calls),
                 max_seq_len=self.executor.max_seq_len,
                 max_output_tokens=request.max_output_tokens,
@@ -383,6 +389,13 @@ class ResponsesService:
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return entry
+
+
+def _approves_a_call(input_items: Any) -> bool:
+    return isinstance(input_items, list) and any(
+        isinstance(item, dict) and item.get("type") == "mcp_approval_response" and item.get("approve") is True
+        for item in input_items
+    )
 
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:

@@ -538,7 +538,11 @@ _DELTA_EVENTS: dict[ItemKind, type[Any]] = {
 #: code_interpreter_call and web_search_call have no failed event: a failed run ends with ``.completed``
 #: and the item's ``status: failed`` (the SDK's types define no other).
 _TOOL_EVENTS: dict[ItemKind, tuple[type[Any], type[Any], type[Any]]] = {
-    ItemKind.MCP_CALL: (ResponseMcpCallInProgressEvent, ResponseMcpCallCompletedEvent, ResponseMcpCallFailedEvent),
+    ItemKind.MCP_CALL: (
+        ResponseMcpCallInProgressEvent,
+        ResponseMcpCallCompletedEvent,
+        ResponseMcpCallFailedEvent,
+    ),
     ItemKind.CODE_INTERPRETER_CALL: (
         ResponseCodeInterpreterCallInterpretingEvent,
         ResponseCodeInterpreterCallCompletedEvent,

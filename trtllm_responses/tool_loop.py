@@ -37,7 +37,7 @@ import anyio
 from openai.types.responses import ResponseStreamEvent
 
 from .executors.base import GenerationRequest
-from .harmony.adapter import HarmonyAdapter
+from .harmony.adapter import HarmonyAdapter, Prompt, RenderedMessage
 from .harmony.items import ItemKind, ItemTarget, input_to_messages
 from .stream import TokenStreamProcessor
 from .tools.base import ServerTools, ToolOutcome, ToolProvider
@@ -66,6 +66,7 @@ class ToolLoop:
         adapter: HarmonyAdapter,
         processor: TokenStreamProcessor,
         generation: GenerationRequest,
+        prompt: Prompt,
         calls: dict[str, str],
         max_seq_len: int,
         max_output_tokens: int | None,
@@ -79,6 +80,8 @@ class ToolLoop:
         self._stream = processor.stream
         self._first = generation
         self._token_ids = generation.prompt_token_ids
+        self._prompt = prompt
+        self._messages: list[RenderedMessage] = []  # rendered since the prompt
         self._calls = calls
         self._max_seq_len = max_seq_len
         self._max_output_tokens = max_output_tokens
@@ -116,6 +119,11 @@ class ToolLoop:
         """
         try:
             return await self._run(generate, deliver)
+        except Exception:  # a bug here must still end the stream with a terminal event
+            if self._stream.final_response is not None:
+                raise
+            logger.exception("The tool loop failed")
+            return self._processor.fail("The server had an error while running a tool.")
         finally:
             for provider in self._tools.providers.values():
                 try:
@@ -216,9 +224,12 @@ class ToolLoop:
         self._turn_start = len(output)
         converted = input_to_messages(items, self._calls, param="output")
         self._calls.update(converted.calls)
-        self._token_ids = self._adapter.extend_prompt(
-            self._token_ids, self._adapter.render_messages(converted.messages)
-        )
+        rendered = self._adapter.render_messages(converted.messages)
+        self._messages += rendered
+        if any(m.is_final for m in rendered):  # a final before the call: earlier analysis is dropped now
+            self._token_ids = self._adapter.prompt_with(self._prompt, self._messages)
+        else:
+            self._token_ids = self._adapter.extend_prompt(self._token_ids, rendered)
         room = self._max_seq_len - len(self._token_ids)
         if self._max_output_tokens is not None:
             room = min(room, self._max_output_tokens - self._processor.output_tokens)

@@ -138,7 +138,9 @@ class EchoExecutor(Executor):
         if "." in name:  # a namespace's tool, in the header Harmony itself renders for such a call
             header = f"<|start|>assistant to={name}<|channel|>commentary <|constrain|>json<|message|>"
         else:
-            header = f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+            header = (
+                f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+            )
         return tokens + self._segment(header, arguments, "<|call|>")
 
     def _python_call(self, code: str) -> list[int]:

@@ -258,7 +258,9 @@ class HarmonyAdapter:
 
     @staticmethod
     def _developer_message(
-        instructions: str | None, functions: list[dict[str, Any]], namespaces: Sequence[Mapping[str, Any]] = ()
+        instructions: str | None,
+        functions: list[dict[str, Any]],
+        namespaces: Sequence[Mapping[str, Any]] = (),
     ) -> Message | None:
         if not instructions and not functions and not namespaces:
             return None
@@ -335,6 +337,8 @@ class HarmonyAdapter:
         )
         if request.tool_choice == "none":
             namespaces = ()
+        elif isinstance(request.tool_choice, Mapping) and request.tool_choice.get("type") == "mcp":
+            functions, namespaces = [], _chosen_namespace(request.tool_choice, namespaces)
         system = self._render_system(effort, self._today(), browser, python, bool(functions or namespaces))
 
         parts = [request.instructions] if request.instructions else []
@@ -421,6 +425,15 @@ class HarmonyAdapter:
         out += start
         return out
 
+    def prompt_with(self, prompt: Prompt, messages: Sequence[RenderedMessage]) -> list[int]:
+        """The token ids of ``prompt`` continued by ``messages`` (rendered in full: Harmony's analysis rule applied)."""
+        tokens = list(prompt.system.tokens)
+        if prompt.developer is not None:
+            tokens += prompt.developer.tokens
+        tokens += self.conversation_tokens(prompt.history.messages + tuple(messages))
+        tokens += self._assistant_start
+        return tokens
+
     def continue_history(
         self, prompt: Prompt, output_items: Sequence[Mapping[str, Any]]
     ) -> ConversationHistory:
@@ -431,6 +444,27 @@ class HarmonyAdapter:
         """
         converted = input_to_messages(output_items, prompt.history.calls, param="output")
         return prompt.history.extended(self.render_messages(converted.messages), converted.calls)
+
+
+def _chosen_namespace(
+    choice: Mapping[str, Any], namespaces: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """``tool_choice: {"type": "mcp", "server_label", "name"?}`` shows the model only that server (or tool)."""
+    label, name = choice.get("server_label"), choice.get("name")
+    chosen = [ns for ns in namespaces if ns["name"] == label]
+    if not chosen:
+        raise InvalidRequestError(
+            f"tool_choice names MCP server {label!r}, which has no listed tools here.",
+            param="tool_choice.server_label",
+        )
+    if name is not None:
+        chosen = [{**ns, "tools": [t for t in ns["tools"] if t["name"] == name]} for ns in chosen]
+        if not chosen[0]["tools"]:
+            raise InvalidRequestError(
+                f"tool_choice names tool {name!r}, which MCP server {label!r} does not list.",
+                param="tool_choice.name",
+            )
+    return chosen
 
 
 def _select_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]], bool, bool]:

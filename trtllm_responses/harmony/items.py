@@ -106,7 +106,7 @@ class ItemTarget:
 
     kind: ItemKind
     name: str | None = None  # function, MCP tool or browser action
-    namespace: str | None = None  # MCP server label
+    namespace: str | None = None  # the recipient's namespace: MCP server label, "browser", "python"
     phase: str | None = None  # messages: "final_answer" or "commentary"
 
 

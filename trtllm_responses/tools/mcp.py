@@ -195,7 +195,11 @@ class MCPProvider(ToolProvider):
             while True:
                 page = await client.list_tools(cursor=cursor)
                 for tool in page.tools:
-                    annotations = tool.annotations.model_dump(exclude_none=True) if tool.annotations else None
+                    annotations = (
+                        tool.annotations.model_dump(exclude_none=True, by_alias=True)
+                        if tool.annotations
+                        else None
+                    )
                     tools.append(
                         McpListToolsTool(
                             name=tool.name,
@@ -236,7 +240,8 @@ class MCPProvider(ToolProvider):
         )
 
     def needs_approval(self, name: str) -> bool:
-        return self._approval(name)
+        # A call to a tool that is not listed is refused, not put to the user.
+        return bool(self.tools) and name in {t.name for t in self.tools or ()} and self._approval(name)
 
     # -- calls -------------------------------------------------------------------------------
 
