@@ -39,7 +39,7 @@ def start_server(
     executor: Executor, adapter: HarmonyAdapter, store: Any = None, **config: Any
 ) -> RunningServer:
     """Serve ``executor`` with uvicorn on 127.0.0.1 and a free port; return when it accepts connections."""
-    cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", **config})
+    cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", "start_render_worker": False, **config})
     if store is None:
         store = ConversationHistoryStore(cfg.max_stored_responses, cfg.max_store_bytes)
     app = create_app(cfg, executor, store, adapter)
