@@ -217,3 +217,24 @@ def test_html_to_text() -> None:
     assert title == "Tides explained"
     assert "var moon" not in text and "Tides are the rise" in text
     assert urls == {"0": "http://h/neap"}
+
+
+async def test_agents_sdk_web_search_tool(server: RunningServer, site: str) -> None:
+    import openai
+    from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, WebSearchTool
+
+    async with openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+        agent = Agent(
+            name="searcher",
+            instructions="Search the web.",
+            model=OpenAIResponsesModel(model="gpt-oss", openai_client=client),
+            tools=[WebSearchTool()],
+        )
+        script = steps('call browser.search {"query": "tides"}', 'call browser.open {"id": 0}', "Moon 【1†L4】.")
+        result = await Runner.run(agent, script, run_config=RunConfig(tracing_disabled=True))
+    assert result.final_output == f"Moon ([127.0.0.1]({site}/tides))."
+    calls = [item.raw_item for item in result.new_items if getattr(item.raw_item, "type", None) == "web_search_call"]
+    assert [c.action.type for c in calls] == ["search", "open_page"]  # type: ignore[union-attr]
+    assert len(result.raw_responses) == 1
+    message = result.raw_responses[0].output[-1]
+    assert message.content[0].annotations[0].url == f"{site}/tides"  # type: ignore[union-attr]

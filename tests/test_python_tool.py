@@ -254,3 +254,19 @@ def test_python_through_an_mcp_server(mcp_python_server: RunningServer) -> None:
     assert call["status"] == "completed" and call["outputs"] == [{"type": "logs", "logs": "9\n"}]
     assert call["container_id"] == "mcp"
     assert response["output"][-1]["content"][0]["text"] == "python returned: 9\n"
+
+
+async def test_agents_sdk_code_interpreter_tool(server: RunningServer) -> None:
+    from agents import Agent, CodeInterpreterTool, OpenAIResponsesModel, RunConfig, Runner
+
+    async with openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+        agent = Agent(
+            name="coder",
+            instructions="Compute with python.",
+            model=OpenAIResponsesModel(model="gpt-oss", openai_client=client),
+            tools=[CodeInterpreterTool(tool_config={"type": "code_interpreter", "container": {"type": "auto"}})],
+        )
+        result = await Runner.run(agent, "call python print(sum(range(10)))", run_config=RunConfig(tracing_disabled=True))
+    assert result.final_output == "python returned: 45\n"
+    assert any(getattr(item.raw_item, "type", None) == "code_interpreter_call" for item in result.new_items)
+    assert len(result.raw_responses) == 1, "call, output and final in one response"
