@@ -140,12 +140,18 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             item_type, phase = TOOL_STATUS[kind]
             assert open_item["type"] == item_type, f"{kind} on a {open_item['type']} item"
             if item_type in BUILTIN_ITEMS:
-                expected = {"in_progress": [], "running": ["in_progress"], "completed": ["in_progress", "running"]}
+                expected = {
+                    "in_progress": [],
+                    "running": ["in_progress"],
+                    "completed": ["in_progress", "running"],
+                }
                 assert phases == expected[phase], f"{kind} after {phases}"
                 if phase == "in_progress":
                     assert not deltas, f"{kind} after the code started"
                 elif item_type == "code_interpreter_call":
-                    assert "response.code_interpreter_call_code.done!" in deltas, "ran before its code was done"
+                    assert "response.code_interpreter_call_code.done!" in deltas, (
+                        "ran before its code was done"
+                    )
             elif phase == "in_progress":
                 assert not phases, f"{kind} twice or after the end"
                 if item_type == "mcp_call":

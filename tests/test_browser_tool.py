@@ -46,7 +46,11 @@ class _Site(BaseHTTPRequestHandler):
             query = parse_qs(parts.query)
             assert query.get("format") == ["json"]
             results = [
-                {"url": f"{base}/tides", "title": "Tides explained", "content": "Why the sea rises and falls."},
+                {
+                    "url": f"{base}/tides",
+                    "title": "Tides explained",
+                    "content": "Why the sea rises and falls.",
+                },
                 {"url": f"{base}/neap", "title": "Neap tides", "content": "Weaker tides."},
             ]
             self._send(200, "application/json", json.dumps({"query": query["q"][0], "results": results}))
@@ -139,14 +143,25 @@ def test_search_open_find_and_cited_answer(http: httpx.Client, site: str) -> Non
         assert annotation["type"] == "url_citation" and annotation["url"] == f"{site}/tides"
         assert annotation["title"] == "Tides explained"
         assert text[annotation["start_index"] : annotation["end_index"]] == link
-    streamed_annotations = [e["annotation"] for e in events if e["type"] == "response.output_text.annotation.added"]
+    streamed_annotations = [
+        e["annotation"] for e in events if e["type"] == "response.output_text.annotation.added"
+    ]
     assert streamed_annotations == annotations
-    assert [e["annotation_index"] for e in events if e["type"] == "response.output_text.annotation.added"] == [0, 1]
+    assert [
+        e["annotation_index"] for e in events if e["type"] == "response.output_text.annotation.added"
+    ] == [0, 1]
     deltas = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
     assert deltas == text, "the stream carries the rewritten text"
     kinds = [e["type"] for e in events if e["type"].startswith("response.web_search_call")]
-    assert kinds == ["response.web_search_call.in_progress", "response.web_search_call.searching",
-                     "response.web_search_call.completed"] * 3
+    assert (
+        kinds
+        == [
+            "response.web_search_call.in_progress",
+            "response.web_search_call.searching",
+            "response.web_search_call.completed",
+        ]
+        * 3
+    )
 
 
 def test_what_the_model_read(http: httpx.Client, site: str) -> None:
@@ -155,7 +170,8 @@ def test_what_the_model_read(http: httpx.Client, site: str) -> None:
     assert "sources" not in response["output"][1]["action"], "sources only when included"
     # The continuation shows the browsing displays as the tool messages the model read.
     follow = http.post(
-        "/v1/responses", json={"input": "#prompt", "previous_response_id": response["id"], "tools": [WEB_TOOL]}
+        "/v1/responses",
+        json={"input": "#prompt", "previous_response_id": response["id"], "tools": [WEB_TOOL]},
     ).json()
     prompt = follow["output"][-1]["content"][0]["text"]
     assert "<|start|>browser.search to=assistant<|channel|>commentary<|message|>[0] tides\n" in prompt
@@ -168,14 +184,19 @@ def test_what_the_model_read(http: httpx.Client, site: str) -> None:
 
 def test_private_addresses_are_refused(http: httpx.Client, site: str) -> None:
     port = urlsplit(site).port
-    for url in (f"http://127.0.0.2:{port}/tides", f"{site}/to-private", "http://169.254.169.254/latest/meta-data"):
+    for url in (
+        f"http://127.0.0.2:{port}/tides",
+        f"{site}/to-private",
+        "http://169.254.169.254/latest/meta-data",
+    ):
         script = steps(f"call browser.open {json.dumps({'id': url})}", "done")
         response, _ = streamed(http, {"input": script, "tools": [WEB_TOOL]})
         call = response["output"][1]
         assert call["type"] == "web_search_call" and call["status"] == "failed", url
         assert response["status"] == "completed"
     follow = http.post(
-        "/v1/responses", json={"input": "#prompt", "previous_response_id": response["id"], "tools": [WEB_TOOL]}
+        "/v1/responses",
+        json={"input": "#prompt", "previous_response_id": response["id"], "tools": [WEB_TOOL]},
     ).json()
     assert "private, loopback or link-local" in follow["output"][-1]["content"][0]["text"]
 
@@ -185,15 +206,17 @@ def test_usage_errors_are_read_by_the_model(http: httpx.Client) -> None:
     response, _ = streamed(http, {"input": script, "tools": [WEB_TOOL]})
     assert response["output"][1]["status"] == "failed"
     follow = http.post(
-        "/v1/responses", json={"input": "#prompt", "previous_response_id": response["id"], "tools": [WEB_TOOL]}
+        "/v1/responses",
+        json={"input": "#prompt", "previous_response_id": response["id"], "tools": [WEB_TOOL]},
     ).json()
     assert "Error: No pages to access!" in follow["output"][-1]["content"][0]["text"]
 
 
 def test_shown_with_the_reference_text_only_when_run(http: httpx.Client, echo_server: RunningServer) -> None:
     prompt = http.post("/v1/responses", json={"input": "#prompt", "tools": [WEB_TOOL]}).json()
-    assert "## browser\n\n// " + browser_description("searxng:x").split("\n")[0] in (
-        prompt["output"][-1]["content"][0]["text"]
+    assert (
+        "## browser\n\n// " + browser_description("searxng:x").split("\n")[0]
+        in (prompt["output"][-1]["content"][0]["text"])
     )
     with httpx.Client(base_url=echo_server.base_url, timeout=30) as client:
         hidden = client.post("/v1/responses", json={"input": "#prompt", "tools": [WEB_TOOL]}).json()
@@ -209,7 +232,9 @@ def test_citation_rewriter_holds_split_markers() -> None:
     out.append(rewriter.flush())
     text = "".join(out)
     assert text == "See ([e.com](https://e.com/a)) and 【xy】 and ([e.com](https://e.com/a))"
-    assert [text[a["start_index"] : a["end_index"]] for a in rewriter.annotations] == ["([e.com](https://e.com/a))"] * 2
+    assert [text[a["start_index"] : a["end_index"]] for a in rewriter.annotations] == [
+        "([e.com](https://e.com/a))"
+    ] * 2
 
 
 def test_html_to_text() -> None:
@@ -223,17 +248,25 @@ async def test_agents_sdk_web_search_tool(server: RunningServer, site: str) -> N
     import openai
     from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, WebSearchTool
 
-    async with openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as client:
         agent = Agent(
             name="searcher",
             instructions="Search the web.",
             model=OpenAIResponsesModel(model="gpt-oss", openai_client=client),
             tools=[WebSearchTool()],
         )
-        script = steps('call browser.search {"query": "tides"}', 'call browser.open {"id": 0}', "Moon 【1†L4】.")
+        script = steps(
+            'call browser.search {"query": "tides"}', 'call browser.open {"id": 0}', "Moon 【1†L4】."
+        )
         result = await Runner.run(agent, script, run_config=RunConfig(tracing_disabled=True))
     assert result.final_output == f"Moon ([127.0.0.1]({site}/tides))."
-    calls = [item.raw_item for item in result.new_items if getattr(item.raw_item, "type", None) == "web_search_call"]
+    calls = [
+        item.raw_item
+        for item in result.new_items
+        if getattr(item.raw_item, "type", None) == "web_search_call"
+    ]
     assert [c.action.type for c in calls] == ["search", "open_page"]  # type: ignore[union-attr]
     assert len(result.raw_responses) == 1
     message = result.raw_responses[0].output[-1]

@@ -73,7 +73,12 @@ def logs_of(item: dict[str, Any]) -> str:
 def test_prints_a_result_streamed_as_openai_streams_it(http: httpx.Client) -> None:
     response, events = run(http, "print(6 * 7)", include=["code_interpreter_call.outputs"])
     assert response["status"] == "completed"
-    assert [i["type"] for i in response["output"]] == ["reasoning", "code_interpreter_call", "reasoning", "message"]
+    assert [i["type"] for i in response["output"]] == [
+        "reasoning",
+        "code_interpreter_call",
+        "reasoning",
+        "message",
+    ]
     call = response["output"][1]
     assert call["code"] == "print(6 * 7)" and call["status"] == "completed"
     assert call["container_id"].startswith("cntr_")
@@ -96,15 +101,21 @@ def test_outputs_only_when_included_but_the_model_reads_them(http: httpx.Client)
     assert response["output"][-1]["content"][0]["text"] == "python returned: hidden from the client\n"
     # The stored conversation holds what the model read: a continuation sees the output.
     follow = http.post(
-        "/v1/responses", json={"input": "#prompt", "previous_response_id": response["id"], "tools": [CODE_TOOL]}
+        "/v1/responses",
+        json={"input": "#prompt", "previous_response_id": response["id"], "tools": [CODE_TOOL]},
     ).json()
-    assert "<|start|>python to=assistant<|channel|>commentary<|message|>hidden from the client" in (
-        follow["output"][-1]["content"][0]["text"]
+    assert (
+        "<|start|>python to=assistant<|channel|>commentary<|message|>hidden from the client"
+        in (follow["output"][-1]["content"][0]["text"])
     )
 
 
 def test_timeout_comes_back_as_the_tool_text_with_failed_status(http: httpx.Client) -> None:
-    response, _ = run(http, "import time; print('start', flush=True); time.sleep(30)", include=["code_interpreter_call.outputs"])
+    response, _ = run(
+        http,
+        "import time; print('start', flush=True); time.sleep(30)",
+        include=["code_interpreter_call.outputs"],
+    )
     assert response["status"] == "completed"
     call = response["output"][1]
     assert call["status"] == "failed"
@@ -158,8 +169,8 @@ def test_no_network_where_the_platform_drops_it(http: httpx.Client) -> None:
     port = listener.getsockname()[1]
     try:
         code = (
-            "import socket\ntry:\n    socket.create_connection(('127.0.0.1', %d), timeout=2)\n    print('reached')\n"
-            "except OSError as exc:\n    print('unreachable', exc.errno)" % port
+            f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+            "    print('reached')\nexcept OSError as exc:\n    print('unreachable', exc.errno)"
         )
         response, _ = run(http, code, include=["code_interpreter_call.outputs"])
     finally:
@@ -212,7 +223,9 @@ def test_hidden_when_the_backend_is_off(echo_server: RunningServer) -> None:
 def test_openai_sdk(server: RunningServer) -> None:
     with openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
         response = client.responses.create(
-            model="gpt-oss", input="call python print(2 ** 10)", tools=[CODE_TOOL],  # type: ignore[list-item]
+            model="gpt-oss",
+            input="call python print(2 ** 10)",
+            tools=[CODE_TOOL],  # type: ignore[list-item]
             include=["code_interpreter_call.outputs"],
         )
         assert response.output_text == "python returned: 1024\n"
@@ -248,7 +261,11 @@ def mcp_python_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Ite
 
 def test_python_through_an_mcp_server(mcp_python_server: RunningServer) -> None:
     with httpx.Client(base_url=mcp_python_server.base_url, timeout=60) as client:
-        body = {"input": "call python print(3 * 3)", "tools": [CODE_TOOL], "include": ["code_interpreter_call.outputs"]}
+        body = {
+            "input": "call python print(3 * 3)",
+            "tools": [CODE_TOOL],
+            "include": ["code_interpreter_call.outputs"],
+        }
         response = check_stream(stream_events(client, body))
     call = response["output"][1]
     assert call["status"] == "completed" and call["outputs"] == [{"type": "logs", "logs": "9\n"}]
@@ -259,14 +276,20 @@ def test_python_through_an_mcp_server(mcp_python_server: RunningServer) -> None:
 async def test_agents_sdk_code_interpreter_tool(server: RunningServer) -> None:
     from agents import Agent, CodeInterpreterTool, OpenAIResponsesModel, RunConfig, Runner
 
-    async with openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as client:
         agent = Agent(
             name="coder",
             instructions="Compute with python.",
             model=OpenAIResponsesModel(model="gpt-oss", openai_client=client),
-            tools=[CodeInterpreterTool(tool_config={"type": "code_interpreter", "container": {"type": "auto"}})],
+            tools=[
+                CodeInterpreterTool(tool_config={"type": "code_interpreter", "container": {"type": "auto"}})
+            ],
         )
-        result = await Runner.run(agent, "call python print(sum(range(10)))", run_config=RunConfig(tracing_disabled=True))
+        result = await Runner.run(
+            agent, "call python print(sum(range(10)))", run_config=RunConfig(tracing_disabled=True)
+        )
     assert result.final_output == "python returned: 45\n"
     assert any(getattr(item.raw_item, "type", None) == "code_interpreter_call" for item in result.new_items)
     assert len(result.raw_responses) == 1, "call, output and final in one response"

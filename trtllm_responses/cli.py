@@ -8,9 +8,9 @@ trtllm-responses parse COMPLETION.txt [--ids]     the Responses output items of 
 from __future__ import annotations
 
 import argparse
-import math
 import json
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -257,6 +257,8 @@ def _browser_backend(text: str) -> str:
 
 
 def _is_http_url(text: str) -> bool:
+    from urllib.parse import urlsplit
+
     parts = urlsplit(text)
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
@@ -358,7 +360,10 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "mcp:URL = the python tool of that MCP server (default: off, the tool is not shown)",
     )
     builtin.add_argument(
-        "--python_timeout", type=_positive_float, default=30.0, help="wall-clock seconds of one local python call"
+        "--python_timeout",
+        type=_positive_float,
+        default=30.0,
+        help="wall-clock seconds of one local python call",
     )
     builtin.add_argument(
         "--python_memory_mb", type=_positive_int, default=1024, help="address space of one local python call"

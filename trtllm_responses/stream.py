@@ -333,7 +333,9 @@ class ResponseStream:
         where = {"item_id": item.id, "output_index": item.output_index}
         if kind is ItemKind.MESSAGE:
             events.append(self._emit(ResponseTextDoneEvent, content_index=0, text=text, logprobs=[], **where))
-            part: Any = ResponseOutputText(type="output_text", text=text, annotations=annotations, logprobs=[])
+            part: Any = ResponseOutputText(
+                type="output_text", text=text, annotations=annotations, logprobs=[]
+            )
             events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
         elif kind is ItemKind.REASONING:
             events.append(self._emit(ResponseReasoningTextDoneEvent, content_index=0, text=text, **where))
@@ -350,7 +352,7 @@ class ResponseStream:
             return events
         done = build_output_item(item.target, item.id, text, status, item.call_id)
         if annotations:
-            done.content[0].annotations = annotations  # type: ignore[union-attr]
+            done.content[0].annotations = annotations  # type: ignore[union-attr,index]
         self._output.append(done)
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         return events

@@ -194,7 +194,9 @@ class ToolLoop:
                 shown.update(overrides)
         internal.update(outcome.internal)
         status = "failed" if outcome.failed else "completed"
-        events = events + stream.tool_finished(status, internal=internal if internal != shown else None, **shown)
+        events = events + stream.tool_finished(
+            status, internal=internal if internal != shown else None, **shown
+        )
         return events, stop
 
     async def _call(self, provider: ToolProvider, name: str, arguments: str) -> ToolOutcome:

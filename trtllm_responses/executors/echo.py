@@ -145,7 +145,9 @@ class EchoExecutor(Executor):
 
     def _python_call(self, code: str) -> list[int]:
         tokens = self._segment("<|channel|>analysis<|message|>", "Calling python.", "<|end|>")
-        return tokens + self._segment("<|start|>assistant<|channel|>analysis to=python code<|message|>", code, "<|call|>")
+        return tokens + self._segment(
+            "<|start|>assistant<|channel|>analysis to=python code<|message|>", code, "<|call|>"
+        )
 
     def _act(self, text: str) -> list[int] | None:
         """A call for ``call python CODE`` / ``call NAME {json}`` text, else None."""

@@ -292,9 +292,12 @@ class BrowserProvider(ToolProvider):
         self._mcp: MCPProvider | None = None
         self._backend: SearchBackend | None = None
         if settings.browser_backend.startswith("mcp:"):
-            self._mcp = MCPProvider("browser", settings.browser_backend[len("mcp:") :], headers={}, settings=settings)
+            self._mcp = MCPProvider(
+                "browser", settings.browser_backend[len("mcp:") :], headers={}, settings=settings
+            )
             self._mcp.tools = [
-                McpListToolsTool(name=name, input_schema={"type": "object"}) for name in ("search", "open", "find")
+                McpListToolsTool(name=name, input_schema={"type": "object"})
+                for name in ("search", "open", "find")
             ]
         else:
             self._backend = _backend(settings.browser_backend, settings)
@@ -417,7 +420,7 @@ class BrowserProvider(ToolProvider):
             raise BrowserError("Cannot run `find` on search results page or find results page")
         lines = _LINK.sub(lambda m: m.group("content"), "\n".join(page.lines())).split("\n")
         needle = pattern.lower()
-        chunks = []
+        chunks: list[str] = []
         at: dict[str, int] = {}
         i = 0
         while i < len(lines) and len(chunks) < 50:
@@ -460,7 +463,9 @@ class BrowserProvider(ToolProvider):
             raise BrowserError(f"Error fetching URL `{url}`: {exc}") from None
         except httpx2.HTTPError as exc:
             raise BrowserError(f"Error fetching URL `{url}`: {type(exc).__name__}") from None
-        if "html" in fetched.content_type or fetched.text.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
+        if "html" in fetched.content_type or fetched.text.lstrip()[:15].lower().startswith(
+            ("<!doctype", "<html")
+        ):
             title, text, urls = html_to_text(fetched.text, fetched.url)
         else:
             title, text, urls = "", fetched.text, {}
@@ -470,7 +475,9 @@ class BrowserProvider(ToolProvider):
         """Put ``page`` on the stack and show lines from ``loc`` (the reference's browsing display)."""
         lines = page.lines()
         if loc >= len(lines):
-            raise BrowserError(f"Invalid location parameter: `{loc}`. Cannot exceed page maximum of {len(lines) - 1}.")
+            raise BrowserError(
+                f"Invalid location parameter: `{loc}`. Cannot exceed page maximum of {len(lines) - 1}."
+            )
         end = loc
         if num_lines > 0:
             end = min(loc + num_lines, len(lines))
@@ -568,7 +575,13 @@ class CitationRewriter:
             return marker
         url, title = source
         replacement = f"([{_domain(url)}]({url}))"
-        annotation = {"type": "url_citation", "url": url, "title": title, "start_index": at, "end_index": at + len(replacement)}
+        annotation = {
+            "type": "url_citation",
+            "url": url,
+            "title": title,
+            "start_index": at,
+            "end_index": at + len(replacement),
+        }
         self.annotations.append(annotation)
         found.append(annotation)
         return replacement
@@ -577,4 +590,3 @@ class CitationRewriter:
         held, self._held = self._held, ""
         self._length += len(held)
         return held
-

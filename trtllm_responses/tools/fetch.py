@@ -89,7 +89,7 @@ async def check_url(url: str, allow: PrivateAllowList) -> None:
     except OSError as exc:
         raise FetchRefused(f"could not resolve {host}: {exc.strerror or exc}") from None
     for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
         if not _public(address) and not allow.allows(host, address):
             raise FetchRefused(
                 f"{host} resolves to {address}, a private, loopback or link-local address this server does not "

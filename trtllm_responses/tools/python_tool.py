@@ -208,9 +208,13 @@ class LocalPython(_PythonProvider):
         if over:
             return self.outcome(text, failed=True)  # truncate_output added the note
         if timed_out:
-            return self.outcome(f"{text}\n[the code was stopped after {limits.timeout:g} s of wall-clock time]", True)
+            return self.outcome(
+                f"{text}\n[the code was stopped after {limits.timeout:g} s of wall-clock time]", True
+            )
         if returncode == -signal.SIGXCPU or returncode == -signal.SIGKILL:
-            return self.outcome(f"{text}\n[the code was stopped after {limits.cpu_seconds} s of CPU time]", True)
+            return self.outcome(
+                f"{text}\n[the code was stopped after {limits.cpu_seconds} s of CPU time]", True
+            )
         if returncode is not None and returncode < 0:
             return self.outcome(f"{text}\n[the code was killed by signal {-returncode}]", True)
         return self.outcome(text, failed=returncode != 0)
