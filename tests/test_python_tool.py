@@ -28,7 +28,7 @@ from stream_grammar import check_stream
 from trtllm_responses.executors.base import GenerationRequest, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-from trtllm_responses.tools.python_tool import STATELESS_PYTHON_DESCRIPTION, network_isolated
+from trtllm_responses.tools.python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, network_isolated
 from trtllm_responses.tools.settings import PythonLimits, ToolSettings
 
 CODE_TOOL = {"type": "code_interpreter", "container": {"type": "auto"}}
@@ -123,11 +123,13 @@ def test_timeout_comes_back_as_the_tool_text_with_failed_status(http: httpx.Clie
     assert "wall-clock time" in response["output"][-1]["content"][0]["text"]
 
 
-def test_cpu_limit(http: httpx.Client) -> None:
-    response, _ = run(http, "while True: pass", include=["code_interpreter_call.outputs"])
-    call = response["output"][1]
-    assert call["status"] == "failed"
-    assert "stopped after 1 s of CPU time" in logs_of(call)
+async def test_cpu_limit() -> None:
+    # The provider itself, with a wall-clock limit far above the CPU limit (a loaded machine is slow).
+    python = LocalPython(PythonLimits(timeout=60.0, cpu_seconds=1, memory_bytes=256 << 20))
+    outcome = await python.call("", "while True: pass")
+    assert outcome.failed
+    logs = outcome.optional["code_interpreter_call.outputs"]["outputs"][0]["logs"]
+    assert "stopped after 1 s of CPU time" in logs
 
 
 def test_memory_limit(http: httpx.Client) -> None:
