@@ -271,3 +271,27 @@ async def test_agents_sdk_web_search_tool(server: RunningServer, site: str) -> N
     assert len(result.raw_responses) == 1
     message = result.raw_responses[0].output[-1]
     assert message.content[0].annotations[0].url == f"{site}/tides"  # type: ignore[union-attr]
+
+
+def test_the_page_stack_lives_for_the_response_chain(http: httpx.Client, site: str) -> None:
+    first, _ = streamed(
+        http,
+        {
+            "input": steps('call browser.search {"query": "tides"}', 'call browser.open {"id": 0}', "ok"),
+            "tools": [WEB_TOOL],
+        },
+    )
+    script = steps(
+        'call browser.find {"pattern": "moon", "cursor": 1}',
+        'call browser.open {"id": 0, "cursor": 1}',
+        "Moon 【2†L0】, neap 【3†L0】.",
+    )
+    body = {"input": script, "previous_response_id": first["id"], "tools": [WEB_TOOL]}
+    second, _ = streamed(http, body)
+    calls = [i for i in second["output"] if i["type"] == "web_search_call"]
+    assert [c["status"] for c in calls] == ["completed", "completed"]
+    assert calls[0]["action"] == {"type": "find_in_page", "url": f"{site}/tides", "pattern": "moon"}
+    assert calls[1]["action"]["url"] == f"{site}/neap", "link 0 of cursor 1, a page of the first response"
+    content = second["output"][-1]["content"][0]
+    assert content["text"] == f"Moon ([127.0.0.1]({site}/tides)), neap ([127.0.0.1]({site}/neap))."
+    assert [a["title"] for a in content["annotations"]] == ["Tides explained", "Neap tides"]

@@ -52,6 +52,8 @@ from ..ids import new_id
 from .parser import MessageHeader, ParsedMessage
 
 __all__ = [
+    "BROWSER_PAGE",
+    "BROWSER_PAGES",
     "FUNCTIONS_NAMESPACE",
     "MODEL_READ",
     "ConvertedInput",
@@ -77,6 +79,11 @@ _BROWSER_ACTIONS = {"search": "search", "open": "open_page", "find": "find_in_pa
 #: The field of a stored web_search_call item holding the page the browser showed the model
 #: (not an SDK field: stored items carry it, clients never see it).
 MODEL_READ = "model_read"
+#: The field of a stored web_search_call item holding the page it pushed on the browser's page stack;
+#: the conversation's ``calls`` keep them as ``browser_page:N`` (and their count as ``browser_pages``),
+#: so the page stack (and its cursors) lives on through ``previous_response_id``.
+BROWSER_PAGE = "browser_page"
+BROWSER_PAGES = "browser_pages"
 
 
 class ItemKind(enum.Enum):
@@ -408,6 +415,11 @@ def _convert_web_search_call(
     read = item.get(MODEL_READ)
     if isinstance(read, str):  # a call the server ran: what the browser showed the model
         out.messages.append(tool_output_message(f"browser.{name}", read))
+    page = item.get(BROWSER_PAGE)
+    if isinstance(page, Mapping):  # the page it pushed: the next page of the conversation's stack
+        count = out.calls.get(BROWSER_PAGES) or calls.get(BROWSER_PAGES) or "0"
+        out.calls[f"browser_page:{count}"] = orjson.dumps(page).decode()
+        out.calls[BROWSER_PAGES] = str(int(count) + 1)
 
 
 def _convert_code_interpreter_call(

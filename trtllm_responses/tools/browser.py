@@ -13,7 +13,9 @@ The semantics follow the gpt-oss reference browser (``gpt_oss/tools/simple_brows
   ``([DOMAIN](URL))`` with a ``url_citation`` annotation (:class:`CitationRewriter`), as OpenAI renders them.
 
 Pages are fetched with a plain, guarded GET (``tools/fetch.py``: size cap, timeout, no private
-addresses unless allowed) and HTML is turned into text here. The page stack lives for one response.
+addresses unless allowed) and HTML is turned into text here. The page stack lives for the response chain:
+each page a call pushes is kept (its text up to STORED_PAGE_CHARS) on the stored item, and from there in
+the conversation (``harmony/items.py``: ``browser_page:N``), so a continuation's cursors go on.
 
 Backends (``--browser_backend``): ``searxng:URL`` (a SearXNG instance's JSON API, ``format=json``),
 ``exa`` (``EXA_API_KEY``), ``youcom`` (``YDC_API_KEY``), or ``mcp:URL`` (an MCP server with
@@ -36,7 +38,7 @@ import httpx2
 import orjson
 from openai.types.responses.response_output_item import McpListToolsTool
 
-from ..harmony.items import MODEL_READ, ItemKind
+from ..harmony.items import BROWSER_PAGE, BROWSER_PAGES, MODEL_READ, ItemKind
 from .base import ToolOutcome, ToolProvider, truncate_output
 from .fetch import FetchRefused, guarded_get, parse_allow_private
 from .mcp import MCPProvider
@@ -48,6 +50,8 @@ __all__ = ["BrowserProvider", "CitationRewriter", "browser_description", "html_t
 VIEW_CHARS = 4096
 WRAP_WIDTH = 80
 PAGE_MAX_BYTES = 2 << 20
+#: Characters of a page's text the conversation keeps (for later turns' open/find/citations).
+STORED_PAGE_CHARS = 256 << 10
 MAX_RESULTS = 10
 _CITATION = re.compile(r"【(?P<cursor>\d+)†(?P<content>[^†】]+)(?:†[^†】]+)?】")
 _LINK = re.compile(r"【\d+†(?P<content>[^†】]+)(?:†[^†】]+)?】")
@@ -84,10 +88,40 @@ class Page:
     lines_at: dict[str, int] = field(default_factory=dict)  # link id → line to open at (find results)
     listing: bool = False  # search or find results: `find` does not run on them
     source: Page | None = None  # a find page: the page it searched (what its citations point at)
+    source_cursor: int | None = None
 
     @property
     def cited(self) -> Page:
         return self.source if self.source is not None else self
+
+    def to_json(self) -> dict[str, Any]:
+        """What the conversation keeps of the page (its text up to STORED_PAGE_CHARS)."""
+        return {
+            "url": self.url,
+            "title": self.title,
+            "text": self.text[:STORED_PAGE_CHARS],
+            "urls": self.urls,
+            "lines_at": self.lines_at,
+            "listing": self.listing,
+            "source_cursor": self.source_cursor,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], stack: list[Page]) -> Page:
+        source_cursor = data.get("source_cursor")
+        source = (
+            stack[source_cursor] if isinstance(source_cursor, int) and source_cursor < len(stack) else None
+        )
+        return cls(
+            url=str(data.get("url") or ""),
+            title=str(data.get("title") or ""),
+            text=str(data.get("text") or ""),
+            urls={str(k): str(v) for k, v in (data.get("urls") or {}).items()},
+            lines_at={str(k): int(v) for k, v in (data.get("lines_at") or {}).items()},
+            listing=bool(data.get("listing")),
+            source=source,
+            source_cursor=source_cursor if source is not None else None,
+        )
 
     def lines(self) -> list[str]:
         out: list[str] = []
@@ -288,7 +322,7 @@ class BrowserProvider(ToolProvider):
     def __init__(self, settings: ToolSettings, calls: Mapping[str, str] | None = None) -> None:
         self._settings = settings
         self._allow = parse_allow_private(settings.fetch_allow_private)
-        self.pages: list[Page] = []
+        self.pages: list[Page] = _stored_pages(calls or {})
         self._mcp: MCPProvider | None = None
         self._backend: SearchBackend | None = None
         if settings.browser_backend.startswith("mcp:"):
@@ -362,13 +396,15 @@ class BrowserProvider(ToolProvider):
         return ToolOutcome(fields, failed=True, internal={MODEL_READ: f"Error: {message}"})
 
     def _shown(self, action: dict[str, Any], display: str, sources: list[str] | None = None) -> ToolOutcome:
+        """The outcome of a call that pushed a page (the last on the stack) and showed ``display``."""
         text = truncate_output(display, self._settings.tool_output_max_bytes)
         optional = {}
         if sources is not None:
             optional["web_search_call.action.sources"] = {
                 "action": {**action, "sources": [{"type": "url", "url": url} for url in sources]}
             }
-        return ToolOutcome({"action": action}, optional=optional, internal={MODEL_READ: text})
+        internal = {MODEL_READ: text, BROWSER_PAGE: self.pages[-1].to_json()}
+        return ToolOutcome({"action": action}, optional=optional, internal=internal)
 
     # -- search / open / find ----------------------------------------------------------------
 
@@ -415,7 +451,8 @@ class BrowserProvider(ToolProvider):
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             raise BrowserError("`pattern` must be a non-empty string.")
-        page = self._page(_int(args.get("cursor", -1), "cursor"))
+        cursor = _int(args.get("cursor", -1), "cursor")
+        page = self._page(cursor)
         if page.listing:
             raise BrowserError("Cannot run `find` on search results page or find results page")
         lines = _LINK.sub(lambda m: m.group("content"), "\n".join(page.lines())).split("\n")
@@ -439,6 +476,7 @@ class BrowserProvider(ToolProvider):
             lines_at=at,
             listing=True,
             source=page,
+            source_cursor=cursor if cursor >= 0 else len(self.pages) - 1,
         )
         display = self._push(found, 0, -1)
         return self._shown(_action("find_in_page", url=page.url, pattern=pattern), display)
@@ -506,6 +544,18 @@ class BrowserProvider(ToolProvider):
         else:
             action = _action("find_in_page", url="", pattern=str(args.get("pattern") or ""))
         return ToolOutcome({"action": action}, failed=outcome.failed, internal={MODEL_READ: text})
+
+
+def _stored_pages(calls: Mapping[str, str]) -> list[Page]:
+    """The conversation's page stack so far (pages pushed by earlier responses), cursors in order."""
+    stack: list[Page] = []
+    try:
+        count = int(calls.get(BROWSER_PAGES) or 0)
+        for i in range(count):
+            stack.append(Page.from_json(orjson.loads(calls[f"browser_page:{i}"]), stack))
+    except (KeyError, ValueError, TypeError, orjson.JSONDecodeError):
+        return stack
+    return stack
 
 
 def _int(value: Any, name: str) -> int:
