@@ -295,3 +295,54 @@ def test_the_page_stack_lives_for_the_response_chain(http: httpx.Client, site: s
     content = second["output"][-1]["content"][0]
     assert content["text"] == f"Moon ([127.0.0.1]({site}/tides)), neap ([127.0.0.1]({site}/neap))."
     assert [a["title"] for a in content["annotations"]] == ["Tides explained", "Neap tides"]
+
+
+# -- the browser through an MCP server ---------------------------------------------------------------
+
+
+def test_browser_through_an_mcp_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> None:
+    from mcp.server.mcpserver import MCPServer
+    from mcp_server import MCPTestServer, _serve
+
+    browser = MCPServer("browser-test")
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    @browser.tool(description="Search.")
+    def search(query: str, topn: int = 10) -> str:
+        seen.append(("search", {"query": query}))
+        return f"[0] {query}\nL0: # 【0†A result†example.com】"
+
+    @browser.tool(description="Open.")
+    def open(id: int | str = -1, cursor: int = -1) -> str:  # noqa: A001 - the reference tool's name
+        seen.append(("open", {"id": id}))
+        return "[1] A result (https://example.com/)\nL0: hello"
+
+    mcp = MCPTestServer(url="", sse_url="")
+    mcp.url = _serve(browser.streamable_http_app(), mcp) + "/mcp"
+    running = start_server(
+        EchoExecutor(encoding), adapter, tools=ToolSettings(browser_backend=f"mcp:{mcp.url}")
+    )
+    try:
+        with httpx.Client(base_url=running.base_url, timeout=60) as client:
+            script = steps(
+                'call browser.search {"query": "hello"}',
+                'call browser.open {"id": "https://example.com/"}',
+                "done",
+            )
+            response = check_stream(stream_events(client, {"input": script, "tools": [WEB_TOOL]}))
+            follow = client.post(
+                "/v1/responses",
+                json={"input": "#prompt", "previous_response_id": response["id"], "tools": [WEB_TOOL]},
+            ).json()
+    finally:
+        running.stop()
+        mcp.stop()
+    calls = [i for i in response["output"] if i["type"] == "web_search_call"]
+    assert [(c["status"], c["action"]["type"]) for c in calls] == [
+        ("completed", "search"),
+        ("completed", "open_page"),
+    ]
+    assert calls[1]["action"]["url"] == "https://example.com/"
+    assert seen == [("search", {"query": "hello"}), ("open", {"id": "https://example.com/"})]
+    prompt = follow["output"][-1]["content"][0]["text"]
+    assert "<|start|>browser.search to=assistant<|channel|>commentary<|message|>[0] hello" in prompt

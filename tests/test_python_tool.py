@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import tempfile
+import time
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
@@ -233,6 +234,34 @@ def test_openai_sdk(server: RunningServer) -> None:
         assert response.output_text == "python returned: 1024\n"
         call = response.output[1]
         assert call.type == "code_interpreter_call" and call.outputs and call.outputs[0].type == "logs"
+
+
+def test_disconnect_kills_the_running_code(http: httpx.Client, tmp_path: Any) -> None:
+    marker = tmp_path / "pid"
+    code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
+    body = {"input": f"call python {code}", "tools": [CODE_TOOL], "stream": True}
+    with http.stream("POST", "/v1/responses", json=body) as reply:
+        lines = reply.iter_lines()  # kept referenced: the connection stays open until we leave
+        for line in lines:
+            if "response.code_interpreter_call.interpreting" in line:
+                break
+        deadline = time.monotonic() + 10
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        pid = int(marker.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the client went away: its code was killed"
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "trtllm-python-*"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 # -- python through an MCP server ------------------------------------------------------------------
