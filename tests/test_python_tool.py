@@ -324,3 +324,13 @@ async def test_agents_sdk_code_interpreter_tool(server: RunningServer) -> None:
     assert result.final_output == "python returned: 45\n"
     assert any(getattr(item.raw_item, "type", None) == "code_interpreter_call" for item in result.new_items)
     assert len(result.raw_responses) == 1, "call, output and final in one response"
+
+
+def test_tool_choice_code_interpreter_shows_python_alone(http: httpx.Client) -> None:
+    function = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+    body = {"input": "#prompt", "tools": [CODE_TOOL, function], "tool_choice": {"type": "code_interpreter"}}
+    prompt = http.post("/v1/responses", json=body).json()["output"][-1]["content"][0]["text"]
+    assert "## python" in prompt and "lookup" not in prompt
+    body["tool_choice"] = {"type": "function", "name": "lookup"}
+    prompt = http.post("/v1/responses", json=body).json()["output"][-1]["content"][0]["text"]
+    assert "## python" not in prompt

@@ -69,6 +69,7 @@ _WEB_SEARCH_TOOLS = frozenset(
     {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
 )
 _CODE_TOOLS = frozenset({"code_interpreter"})
+_HOSTED_CHOICES = _WEB_SEARCH_TOOLS | _CODE_TOOLS
 #: Byte budget of the rendered developer messages cache (instructions and tools are client text).
 DEVELOPER_CACHE_BYTES = 32 << 20
 # A RenderedMessage's own object (4 slots) with headroom for allocator rounding.
@@ -339,6 +340,12 @@ class HarmonyAdapter:
             namespaces = ()
         elif isinstance(request.tool_choice, Mapping) and request.tool_choice.get("type") == "mcp":
             functions, namespaces = [], _chosen_namespace(request.tool_choice, namespaces)
+        elif (
+            isinstance(request.tool_choice, Mapping)
+            and request.tool_choice.get("type") in _HOSTED_CHOICES
+            and (browser or python)
+        ):  # a built-in tool chosen (and shown: the server runs it): shown alone
+            functions, namespaces = [], ()
         system = self._render_system(effort, self._today(), browser, python, bool(functions or namespaces))
 
         parts = [request.instructions] if request.instructions else []

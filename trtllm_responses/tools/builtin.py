@@ -31,10 +31,22 @@ def builtin_shown(
     """The built-in tools to show, ``{"python"|"browser": instruction text}``: declared and run by this server.
 
     The one rule for hiding them: a declared built-in tool whose backend is off is not shown.
+    A ``tool_choice`` naming a tool narrows them: ``{"type": "code_interpreter"}`` or
+    ``{"type": "web_search_preview"}`` shows only that one (and, in the adapter, no function or MCP
+    tools), a function/custom/mcp choice none, ``allowed_tools`` those of its types.
     """
     if tool_choice == "none":
         return {}
     kinds = {tool.get("type") for tool in tools}
+    if isinstance(tool_choice, Mapping):  # a tool_choice naming tools shows only those
+        chosen = tool_choice.get("type")
+        if chosen == "allowed_tools":
+            allowed = tool_choice.get("tools") or []
+            kinds &= {t.get("type") for t in allowed if isinstance(t, Mapping)}
+        elif chosen in CODE_TOOLS or chosen in WEB_SEARCH_TOOLS:
+            kinds &= CODE_TOOLS if chosen in CODE_TOOLS else WEB_SEARCH_TOOLS
+        else:  # function, custom, mcp
+            return {}
     shown: dict[str, str] = {}
     if settings.python_tool != "off" and kinds & CODE_TOOLS:
         shown["python"] = STATELESS_PYTHON_DESCRIPTION
