@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .config import ServerConfig
     from .executors.base import Executor
     from .harmony import HarmonyEncoding
+    from .tools.settings import ToolSettings
 
 __all__ = ["build_parser", "main"]
 
@@ -172,10 +173,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = args.engine or ("trtllm" if args.model else "echo")
     config = _server_config(args)
     executor, encoding = _build_executor(args, engine)
+    _log_builtin_tools(config.tools)
     store = ConversationHistoryStore(config.max_stored_responses, config.max_store_bytes)
     app = create_app(config, executor, store, HarmonyAdapter(encoding))
     uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level, access_log=False)
     return 0
+
+
+def _log_builtin_tools(tools: ToolSettings) -> None:
+    """Say what the operator turned on of gpt-oss's built-in tools, and what python ``local`` isolates here."""
+    if tools.python_tool == "local":
+        from .tools.python_tool import network_isolated
+
+        if network_isolated():
+            logger.warning("--python_tool local: model-written code runs here, limited, without network.")
+        else:
+            logger.warning(
+                "--python_tool local: model-written code runs here, limited, WITH the server's network "
+                "(this platform does not let a process enter a new network namespace; see README)."
+            )
+    elif tools.python_tool != "off":
+        logger.info("--python_tool %s: code_interpreter calls go to that MCP server.", tools.python_tool)
+    if tools.browser_backend != "off":
+        logger.info("--browser_backend %s: web_search calls are run by the server.", tools.browser_backend)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
