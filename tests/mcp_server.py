@@ -20,8 +20,8 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
-#: What the ``sleep`` tool went through: "started", then "finished" or "cancelled".
-SLEEP_LOG: list[str] = []
+#: What each ``sleep`` call went through, by its ``seconds``: "started", then "finished" or "cancelled".
+SLEEP_LOG: dict[float, list[str]] = {}
 
 
 def build_server() -> MCPServer:
@@ -33,13 +33,14 @@ def build_server() -> MCPServer:
 
     @server.tool(description="Sleep for some seconds.")
     async def sleep(seconds: float) -> str:
-        SLEEP_LOG.append("started")
+        log = SLEEP_LOG.setdefault(seconds, [])
+        log.append("started")
         try:
             await asyncio.sleep(seconds)
         except asyncio.CancelledError:
-            SLEEP_LOG.append("cancelled")
+            log.append("cancelled")
             raise
-        SLEEP_LOG.append("finished")
+        log.append("finished")
         return f"slept {seconds}"
 
     @server.tool(description="Always fails.")

@@ -57,7 +57,7 @@ def server(mcp: MCPTestServer, encoding: HarmonyEncoding, adapter: HarmonyAdapte
     settings = ToolSettings(
         mcp_allowed_urls=(_origin(mcp.url) + "/mcp", _origin(mcp.sse_url)),
         tool_servers=(("configured", mcp.url),),
-        tool_timeout=3.0,
+        tool_timeout=20.0,  # generous: a loaded machine must not time out ordinary calls
         tool_output_max_bytes=1000,
     )
     running = start_server(RecordingEcho(encoding), adapter, tools=settings)
@@ -401,11 +401,20 @@ def test_tool_that_raises(http: httpx.Client, mcp: MCPTestServer) -> None:
     )
 
 
-def test_tool_timeout(http: httpx.Client, mcp: MCPTestServer) -> None:
-    response, _ = streamed(http, {"input": call("sleep", seconds=30), "tools": [mcp_tool(mcp.url)]})
+def test_tool_timeout(http: httpx.Client, server: RunningServer, mcp: MCPTestServer) -> None:
+    service = server.app.state.service
+    settings = service.tool_settings
+    service.tool_settings = ToolSettings(mcp_allowed_urls=settings.mcp_allowed_urls, tool_timeout=1.0)
+    try:
+        response, _ = streamed(http, {"input": call("sleep", seconds=30), "tools": [mcp_tool(mcp.url)]})
+    finally:
+        service.tool_settings = settings
     failed = response["output"][2]
-    assert failed["status"] == "failed" and "timed out after 3 s" in failed["error"]["message"]
+    assert failed["status"] == "failed" and "timed out after 1 s" in failed["error"]["message"]
     assert response["status"] == "completed"
+    assert response["output"][-1]["content"][0]["text"].startswith(
+        "demo.sleep returned: Error: The tool call timed"
+    )
 
 
 def test_oversized_output_is_truncated_with_a_note(http: httpx.Client, mcp: MCPTestServer) -> None:
@@ -441,22 +450,23 @@ def test_malformed_arguments(http: httpx.Client, mcp: MCPTestServer) -> None:
 def test_disconnect_aborts_the_running_tool(
     http: httpx.Client, server: RunningServer, mcp: MCPTestServer
 ) -> None:
-    SLEEP_LOG.clear()
-    body = {"input": call("sleep", seconds=2.5), "tools": [mcp_tool(mcp.url)], "stream": True}
+    seconds = 2.75  # this test's own call
+    SLEEP_LOG.pop(seconds, None)
+    body = {"input": call("sleep", seconds=seconds), "tools": [mcp_tool(mcp.url)], "stream": True}
     with http.stream("POST", "/v1/responses", json=body) as reply:
         lines = reply.iter_lines()  # kept referenced: the connection stays open until we leave
         for line in lines:
             if "response.mcp_call.in_progress" in line:
                 break
         deadline = time.monotonic() + 10
-        while not SLEEP_LOG and time.monotonic() < deadline:  # the tool is running on the MCP server
+        while not SLEEP_LOG.get(seconds) and time.monotonic() < deadline:  # the tool runs on the MCP server
             time.sleep(0.02)
-        assert SLEEP_LOG == ["started"]
+        assert SLEEP_LOG[seconds] == ["started"]
     # The client is gone: the tool call is cancelled (the MCP server sees it), no generation runs.
     deadline = time.monotonic() + 10
-    while SLEEP_LOG[-1:] != ["cancelled"] and time.monotonic() < deadline:
+    while SLEEP_LOG[seconds][-1:] != ["cancelled"] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert SLEEP_LOG == ["started", "cancelled"]
+    assert SLEEP_LOG[seconds] == ["started", "cancelled"]
     assert not server.executor._running  # type: ignore[attr-defined]
     check = http.post("/v1/responses", json={"input": "still here"}).json()
     assert check["output"][-1]["content"][0]["text"] == "still here"
@@ -642,3 +652,11 @@ def test_http_error_from_the_mcp_server(
     assert "Not Found" in response["output"][0]["error"]
     assert "response.mcp_list_tools.failed" in [e["type"] for e in events]
     assert response["status"] == "completed"
+
+
+def test_truncate_output_cuts_on_a_character_boundary() -> None:
+    from trtllm_responses.tools.base import truncate_output
+
+    assert truncate_output("short", 10) == "short"
+    cut = truncate_output("é" * 10, 5)  # 20 bytes of UTF-8
+    assert cut.startswith("éé\n") and "[output truncated: 20 bytes, over the limit of 5 bytes]" in cut

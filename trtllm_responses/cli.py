@@ -507,6 +507,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level="DEBUG" if level == "TRACE" else level, format="%(levelname)s %(name)s: %(message)s"
     )
+    if level not in ("DEBUG", "TRACE"):
+        # The MCP client logs every HTTP exchange and session id at INFO: noise, and session ids are
+        # credentials of a kind. Their warnings and errors still show.
+        for name in ("httpx2", "mcp"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args.func(args))
     except (APIError, VocabError, OSError, ValueError, RuntimeError) as exc:

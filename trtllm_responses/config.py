@@ -21,6 +21,6 @@ class ServerConfig:
     log_level: str = "info"
     #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
     max_input_bytes: int = 0
-    tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits
     #: Start the render worker process with the server (else at the first large request).
     start_render_worker: bool = True
+    tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits

@@ -31,8 +31,7 @@ from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .tool_loop import ToolLoop
 from .tools.base import ServerTools
-from .tools.builtin import builtin_shown, prepare_builtin_tools
-from .tools.mcp import prepare_mcp_tools
+from .tools.prepare import prepare_server_tools
 from .tools.settings import ToolSettings
 from .wire import to_dict, to_json
 
@@ -122,19 +121,10 @@ class ResponsesService:
                     param="previous_response_id",
                 )
             history = previous.history
-        tools = None
-        namespaces: list[dict[str, Any]] = []
-        if any(tool.get("type") == "mcp" for tool in request.tools):
-            tools = await prepare_mcp_tools(request.tools, request.input, history.calls, self.tool_settings)
-            if tools is not None:
-                namespaces = [ns.as_json() for ns in tools.namespaces]
-        elif _approves_a_call(request.input):
-            raise InvalidRequestError(
-                "An mcp_approval_response approves a call, but tools declares no mcp tool to run it with.",
-                param="tools",
-            )
-        builtin = builtin_shown(request.tools, request.tool_choice, self.tool_settings)
-        tools = prepare_builtin_tools(builtin, self.tool_settings, tools, history.calls)
+        tools = await prepare_server_tools(request, history.calls, self.tool_settings)
+        namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
+        # The built-in tools shown ({} hides every declared one: their backends are off).
+        builtin = tools.builtin if tools is not None else {}
         prompt = await self._build_prompt(request, history, len(body), namespaces, builtin)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
@@ -389,13 +379,6 @@ class ResponsesService:
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return entry
-
-
-def _approves_a_call(input_items: Any) -> bool:
-    return isinstance(input_items, list) and any(
-        isinstance(item, dict) and item.get("type") == "mcp_approval_response" and item.get("approve") is True
-        for item in input_items
-    )
 
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:

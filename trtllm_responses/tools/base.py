@@ -143,6 +143,8 @@ class ServerTools:
     opening_items: list[ResponseOutputItem] = field(default_factory=list)
     approved: list[ApprovedCall] = field(default_factory=list)
     missing: ToolProvider | None = None  # answers calls to a namespace nobody serves
+    #: gpt-oss's built-in tools shown to the model (``"python"``/``"browser"`` → instruction text).
+    builtin: dict[str, str] = field(default_factory=dict)
 
     @property
     def held_kinds(self) -> frozenset[ItemKind]:

@@ -76,6 +76,7 @@ def prepare_builtin_tools(
                 f"An mcp tool's server_label {name!r} is the name of gpt-oss's built-in tool; choose another.",
                 param="tools",
             )
+    tools.builtin = dict(shown)
     if "python" in shown:
         tools.providers["python"] = _python_provider(settings)
     if "browser" in shown:

@@ -1,0 +1,48 @@
+"""The one entry point from the service: a request's server-run tools, ready for one response.
+
+Its MCP servers (``mcp_request.py``) and gpt-oss's python and browser
+(``builtin.py``) join here, so the service and the loop never learn which
+providers exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import InvalidRequestError
+from ..protocol import ResponsesRequest
+from .base import ServerTools
+from .builtin import builtin_shown, prepare_builtin_tools
+from .mcp_request import prepare_mcp_tools
+from .settings import ToolSettings
+
+__all__ = ["prepare_server_tools"]
+
+
+async def prepare_server_tools(
+    request: ResponsesRequest, history_calls: Mapping[str, str], settings: ToolSettings
+) -> ServerTools | None:
+    """The request's server-run tools (listed or reused), or None when it has none: no tool loop.
+
+    Raises InvalidRequestError for a tool the request cannot have, or an
+    approval with no tool to run the approved call.
+    """
+    tools = None
+    if any(tool.get("type") == "mcp" for tool in request.tools):
+        tools = await prepare_mcp_tools(request.tools, request.input, history_calls, settings)
+    elif _approves_a_call(request.input):
+        raise InvalidRequestError(
+            "An mcp_approval_response approves a call, but tools declares no mcp tool to run it with.",
+            param="tools",
+        )
+    # gpt-oss's python and browser: shown and run only when the operator turned their backends on.
+    shown = builtin_shown(request.tools, request.tool_choice, settings)
+    return prepare_builtin_tools(shown, settings, tools, history_calls)
+
+
+def _approves_a_call(input_items: Any) -> bool:
+    return isinstance(input_items, list) and any(
+        isinstance(item, dict) and item.get("type") == "mcp_approval_response" and item.get("approve") is True
+        for item in input_items
+    )
