@@ -78,6 +78,7 @@ ECHO_BANNER = (
 
 def _server_config(args: argparse.Namespace) -> ServerConfig:
     from .config import ServerConfig
+    from .http_limits import HTTPLimits
     from .tools.settings import PythonLimits, ToolSettings
 
     name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
@@ -104,6 +105,7 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
             browser_backend=args.browser_backend,
             fetch_allow_private=tuple(args.fetch_allow_private),
         ),
+        http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
     )
 
 
@@ -168,6 +170,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .harmony import HarmonyAdapter
     from .server import create_app
+    from .server.http_protocol import uvicorn_config
     from .store import ConversationHistoryStore
 
     engine = args.engine or ("trtllm" if args.model else "echo")
@@ -176,7 +179,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _log_builtin_tools(config.tools)
     store = ConversationHistoryStore(config.max_stored_responses, config.max_store_bytes)
     app = create_app(config, executor, store, HarmonyAdapter(encoding))
-    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level, access_log=False)
+    server_config = uvicorn_config(
+        app, config.http, host=config.host, port=config.port, log_level=config.log_level, access_log=False
+    )
+    uvicorn.Server(server_config).run()
     return 0
 
 
@@ -300,6 +306,62 @@ def _tool_server(text: str) -> tuple[str, str]:
     return label, url
 
 
+#: ``serve`` flags that are fields of HTTPLimits (same names; defaults from HTTPLimits).
+HTTP_LIMIT_FLAGS = (
+    "max_head_bytes",
+    "max_header_count",
+    "timeout_request_head",
+    "timeout_request_body",
+    "timeout_keep_alive",
+    "limit_concurrency",
+)
+
+
+def _add_http_limits(serve: argparse.ArgumentParser) -> None:
+    from .http_limits import HTTPLimits
+
+    d = HTTPLimits()
+    group = serve.add_argument_group("HTTP limits (per connection; see README, 'HTTP limits')")
+    group.add_argument(
+        "--max_head_bytes",
+        type=_positive_int,
+        default=d.max_head_bytes,
+        help=f"request line plus headers; longer URL 414, longer head 431 (default: {d.max_head_bytes})",
+    )
+    group.add_argument(
+        "--max_header_count",
+        type=_positive_int,
+        default=d.max_header_count,
+        help=f"header fields per request; more is 431 (default: {d.max_header_count})",
+    )
+    group.add_argument(
+        "--timeout_request_head",
+        type=_positive_float,
+        default=d.timeout_request_head,
+        help=f"seconds to receive a request head, from connecting or its first byte; then 408 "
+        f"(default: {d.timeout_request_head:g})",
+    )
+    group.add_argument(
+        "--timeout_request_body",
+        type=_positive_float,
+        default=d.timeout_request_body,
+        help=f"seconds to receive a request body after its head; then 408 (default: {d.timeout_request_body:g})",
+    )
+    group.add_argument(
+        "--timeout_keep_alive",
+        type=_positive_float,
+        default=d.timeout_keep_alive,
+        help=f"seconds an idle keep-alive connection stays open (default: {d.timeout_keep_alive:g})",
+    )
+    group.add_argument(
+        "--limit_concurrency",
+        type=_positive_int,
+        default=d.limit_concurrency,
+        help=f"open connections or requests in flight beyond which requests get 503 "
+        f"(default: {d.limit_concurrency})",
+    )
+
+
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 < value <= 1:
@@ -403,6 +465,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="HOST_OR_CIDR,...",
         help="private, loopback or link-local hosts the browser may fetch anyway (default: none)",
     )
+    _add_http_limits(serve)
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(
         "--backend", choices=["pytorch", "tensorrt"], help="TensorRT-LLM backend (default: pytorch)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .http_limits import HTTPLimits
 from .tools.settings import ToolSettings
 
 __all__ = ["ServerConfig"]
@@ -24,3 +25,5 @@ class ServerConfig:
     #: Start the render worker process with the server (else at the first large request).
     start_render_worker: bool = True
     tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits
+    #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
+    http: HTTPLimits = field(default_factory=HTTPLimits)

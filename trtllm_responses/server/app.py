@@ -24,6 +24,7 @@ from ..service import ResponsesService
 from ..store import ResponseStore
 from .create import ResponsesApp
 from .errors import install_error_handlers
+from .openapi import install_openapi
 from .routes import build_router
 
 __all__ = ["create_app"]
@@ -75,5 +76,6 @@ def create_app(
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     install_error_handlers(app)
+    install_openapi(app)
     app.include_router(build_router(service, config))
     return ResponsesApp(app, service)

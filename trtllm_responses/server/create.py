@@ -95,6 +95,6 @@ class ResponsesApp:
                     f"{scope['method']} is not allowed on {PATH}; use POST.", code="method_not_allowed"
                 )
                 error.status_code = 405
-                await error_response(error)(scope, receive, send)
+                await error_response(error, {"Allow": "POST"})(scope, receive, send)
             return
         await self.api(scope, receive, send)
