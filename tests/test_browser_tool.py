@@ -346,3 +346,55 @@ def test_browser_through_an_mcp_server(encoding: HarmonyEncoding, adapter: Harmo
     assert seen == [("search", {"query": "hello"}), ("open", {"id": "https://example.com/"})]
     prompt = follow["output"][-1]["content"][0]["text"]
     assert "<|start|>browser.search to=assistant<|channel|>commentary<|message|>[0] hello" in prompt
+
+
+async def test_exa_and_youcom_backends_parse_their_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request each hosted backend makes and how its answer is read, against a loopback stand-in."""
+    from trtllm_responses.tools.browser import ExaBackend, YouComBackend
+
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    class API(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append((self.command, self.path, dict(self.headers), body))
+            if self.path.startswith("/search"):
+                data = {"results": [{"url": "https://a.example/", "title": "A", "text": "about a"}]}
+            else:
+                data = {
+                    "results": {"web": [{"url": "https://b.example/", "title": "B", "snippets": ["about b"]}]}
+                }
+            raw = json.dumps(data).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        do_GET = do_POST = _answer  # noqa: N815
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), API)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    monkeypatch.setenv("EXA_API_KEY", "exa-key")
+    monkeypatch.setenv("YDC_API_KEY", "ydc-key")
+    try:
+        exa = ExaBackend(ToolSettings())
+        exa.base_url = base
+        youcom = YouComBackend(ToolSettings())
+        youcom.base_url = base
+        assert [(r.url, r.title, r.snippet) for r in await exa.search("q", 5)] == [
+            ("https://a.example/", "A", "about a")
+        ]
+        assert [(r.url, r.title, r.snippet) for r in await youcom.search("q", 5)] == [
+            ("https://b.example/", "B", "about b")
+        ]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    (m1, p1, h1, b1), (m2, p2, h2, _) = seen
+    assert (m1, p1, h1["x-api-key"], json.loads(b1)["query"]) == ("POST", "/search", "exa-key", "q")
+    assert (m2, h2["X-API-Key"]) == ("GET", "ydc-key") and p2.startswith("/v1/search?query=q")

@@ -258,13 +258,15 @@ class SearxngBackend(SearchBackend):
 class ExaBackend(SearchBackend):
     """Exa's search API (``EXA_API_KEY``)."""
 
+    base_url = "https://api.exa.ai"
+
     async def search(self, query: str, topn: int) -> list[SearchResult]:
         key = os.environ.get("EXA_API_KEY")
         if not key:
             raise BrowserError("The exa search backend has no EXA_API_KEY.")
         data = await self._json(
             "POST",
-            "https://api.exa.ai/search",
+            f"{self.base_url}/search",
             headers={"x-api-key": key},
             json={"query": query, "numResults": topn, "contents": {"text": {"maxCharacters": 400}}},
         )
@@ -276,16 +278,24 @@ class ExaBackend(SearchBackend):
 
 
 class YouComBackend(SearchBackend):
-    """You.com's search API (``YDC_API_KEY``)."""
+    """You.com's search API (``YDC_API_KEY``): ``results.web`` (v1), or ``hits`` (the older API)."""
+
+    base_url = "https://api.ydc-index.io"
 
     async def search(self, query: str, topn: int) -> list[SearchResult]:
         key = os.environ.get("YDC_API_KEY")
         if not key:
             raise BrowserError("The youcom search backend has no YDC_API_KEY.")
         data = await self._json(
-            "GET", "https://api.ydc-index.io/v1/search", headers={"X-API-Key": key}, params={"query": query}
+            "GET",
+            f"{self.base_url}/v1/search",
+            headers={"X-API-Key": key},
+            params={"query": query, "count": topn},
         )
-        web = (data.get("results") or {}).get("web") or [] if isinstance(data, dict) else []
+        if not isinstance(data, dict):
+            raise BrowserError("The search backend answered something other than a JSON object.")
+        results = data.get("results")
+        web = (results.get("web") if isinstance(results, dict) else None) or data.get("hits") or []
         out = []
         for r in web[:topn]:
             if isinstance(r, dict) and r.get("url"):
