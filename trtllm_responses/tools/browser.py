@@ -25,6 +25,7 @@ and its text is what the model reads; it keeps its own pages, so citations are n
 
 from __future__ import annotations
 
+import asyncio
 import html.parser
 import os
 import re
@@ -40,7 +41,7 @@ from openai.types.responses.response_output_item import McpListToolsTool
 
 from ..harmony.items import BROWSER_PAGE, BROWSER_PAGES, MODEL_READ, ItemKind
 from .base import ToolOutcome, ToolProvider, truncate_output
-from .fetch import FetchRefused, guarded_get, parse_allow_private
+from .fetch import FetchedPage, FetchRefused, guarded_get, parse_allow_private
 from .mcp import MCPProvider
 from .settings import ToolSettings
 
@@ -89,6 +90,7 @@ class Page:
     listing: bool = False  # search or find results: `find` does not run on them
     source: Page | None = None  # a find page: the page it searched (what its citations point at)
     source_cursor: int | None = None
+    _lines: list[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def cited(self) -> Page:
@@ -124,12 +126,16 @@ class Page:
         )
 
     def lines(self) -> list[str]:
-        out: list[str] = []
-        for line in self.text.split("\n"):
-            out.extend(
-                textwrap.wrap(line, width=WRAP_WIDTH, replace_whitespace=False, drop_whitespace=False) or [""]
-            )
-        return out
+        """The text wrapped at WRAP_WIDTH columns (computed once: a 2 MiB page takes a fraction of a second)."""
+        if self._lines is None:
+            out: list[str] = []
+            for line in self.text.split("\n"):
+                out.extend(
+                    textwrap.wrap(line, width=WRAP_WIDTH, replace_whitespace=False, drop_whitespace=False)
+                    or [""]
+                )
+            self._lines = out
+        return self._lines
 
 
 def _domain(url: str) -> str:
@@ -391,8 +397,8 @@ class BrowserProvider(ToolProvider):
                 return await self._search(args)
             if name == "open":
                 return await self._open(args)
-            if name == "find":
-                return self._find(args)
+            if name == "find":  # scans the whole page: off the event loop
+                return await asyncio.to_thread(self._find, args)
         except (BrowserError, FetchRefused) as exc:
             return self._error(name, args, str(exc))
         except (httpx2.HTTPError, ValueError) as exc:
@@ -511,13 +517,7 @@ class BrowserProvider(ToolProvider):
             raise BrowserError(f"Error fetching URL `{url}`: {exc}") from None
         except httpx2.HTTPError as exc:
             raise BrowserError(f"Error fetching URL `{url}`: {type(exc).__name__}") from None
-        if "html" in fetched.content_type or fetched.text.lstrip()[:15].lower().startswith(
-            ("<!doctype", "<html")
-        ):
-            title, text, urls = html_to_text(fetched.text, fetched.url)
-        else:
-            title, text, urls = "", fetched.text, {}
-        return Page(url=fetched.url, title=title or unquote(fetched.url), text=text, urls=urls)
+        return await asyncio.to_thread(_page_of, fetched)
 
     def _push(self, page: Page, loc: int, num_lines: int) -> str:
         """Put ``page`` on the stack and show lines from ``loc`` (the reference's browsing display)."""
@@ -554,6 +554,18 @@ class BrowserProvider(ToolProvider):
         else:
             action = _action("find_in_page", url="", pattern=str(args.get("pattern") or ""))
         return ToolOutcome({"action": action}, failed=outcome.failed, internal={MODEL_READ: text})
+
+
+def _page_of(fetched: FetchedPage) -> Page:
+    """A fetched page as text, wrapped: in a worker thread (parsing a large page would stall the event loop)."""
+    head = fetched.text.lstrip()[:15].lower()
+    if "html" in fetched.content_type or head.startswith(("<!doctype", "<html")):
+        title, text, urls = html_to_text(fetched.text, fetched.url)
+    else:
+        title, text, urls = "", fetched.text, {}
+    page = Page(url=fetched.url, title=title or unquote(fetched.url), text=text, urls=urls)
+    page.lines()
+    return page
 
 
 def _stored_pages(calls: Mapping[str, str]) -> list[Page]:
