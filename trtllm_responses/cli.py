@@ -90,6 +90,7 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
         max_input_bytes=args.max_input_bytes,
+        http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
         tools=ToolSettings(
             mcp_allowed_urls=tuple(args.mcp_allowed_urls),
             tool_servers=tuple(args.tool_server),
@@ -105,7 +106,6 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
             browser_backend=args.browser_backend,
             fetch_allow_private=tuple(args.fetch_allow_private),
         ),
-        http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
     )
 
 
@@ -256,17 +256,6 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _url_prefixes(text: str) -> list[str]:
-    from urllib.parse import urlsplit
-
-    prefixes = [p.strip() for p in text.split(",") if p.strip()]
-    for prefix in prefixes:
-        parts = urlsplit(prefix)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise argparse.ArgumentTypeError(f"not an http(s) URL prefix: {prefix}")
-    return prefixes
-
-
 def _python_tool(text: str) -> str:
     if text in ("off", "local") or (text.startswith("mcp:") and _is_http_url(text[4:])):
         return text
@@ -297,13 +286,6 @@ def _hosts_or_cidrs(text: str) -> list[str]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return [p.strip() for p in text.split(",") if p.strip()]
-
-
-def _tool_server(text: str) -> tuple[str, str]:
-    label, sep, url = text.partition("=")
-    if not sep or not label or "." in label or not url.startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"expected LABEL=http(s)://URL, got {text}")
-    return label, url
 
 
 #: ``serve`` flags that are fields of HTTPLimits (same names; defaults from HTTPLimits).
@@ -362,6 +344,24 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _url_prefixes(text: str) -> list[str]:
+    from urllib.parse import urlsplit
+
+    prefixes = [p.strip() for p in text.split(",") if p.strip()]
+    for prefix in prefixes:
+        parts = urlsplit(prefix)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise argparse.ArgumentTypeError(f"not an http(s) URL prefix: {prefix}")
+    return prefixes
+
+
+def _tool_server(text: str) -> tuple[str, str]:
+    label, sep, url = text.partition("=")
+    if not sep or not label or "." in label or not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"expected LABEL=http(s)://URL, got {text}")
+    return label, url
+
+
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 < value <= 1:
@@ -407,6 +407,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=0.0,
         help="pace the echo executor (0: unpaced)",
     )
+    _add_http_limits(serve)
     tools = serve.add_argument_group("server-run tools (MCP servers)")
     tools.add_argument(
         "--mcp_allowed_urls",
@@ -465,7 +466,6 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="HOST_OR_CIDR,...",
         help="private, loopback or link-local hosts the browser may fetch anyway (default: none)",
     )
-    _add_http_limits(serve)
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(
         "--backend", choices=["pytorch", "tensorrt"], help="TensorRT-LLM backend (default: pytorch)"

@@ -24,6 +24,6 @@ class ServerConfig:
     max_input_bytes: int = 0
     #: Start the render worker process with the server (else at the first large request).
     start_render_worker: bool = True
-    tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)
+    tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits
