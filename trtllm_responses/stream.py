@@ -20,7 +20,10 @@ arguments are done; ``tool_started`` / ``tool_finished`` stream the run of the
 held call (``response.mcp_call.in_progress`` … ``.completed``/``.failed``, then
 ``output_item.done`` with the output); ``tool_item`` opens a call the model did
 not write in this response (an approved call); ``list_tools_item`` adds an
-``mcp_list_tools`` item with its events.
+``mcp_list_tools`` item with its events. ``rewrite_messages`` installs a per-message text
+rewriter (the browser's citations → ``url_citation`` annotations, streamed as
+``response.output_text.annotation.added``); ``model_output`` is the output as the model
+read it (tool items with the fields no client asked for, for the next turn and the store).
 
 Each returns the list of events it caused; an illegal transition raises
 :class:`StreamStateError`. The final response is assembled from the items the
