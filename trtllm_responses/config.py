@@ -20,6 +20,12 @@ class ServerConfig:
     max_stored_responses: int = 10_000
     max_store_bytes: int = 2 << 30
     log_level: str = "info"
+    #: Key for encrypted reasoning and compaction (else $TRTLLM_RESPONSES_ENCRYPTION_KEY, else the cache's).
+    encryption_key_file: str | None = None
+    #: Reasoning items carry only ``encrypted_content``; no reasoning text is streamed.
+    redact_reasoning: bool = False
+    #: A WebSocket connection is closed after this long (``websocket_connection_limit_reached``).
+    websocket_max_seconds: float = 3600.0
     #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
     max_input_bytes: int = 0
     #: Start the render worker process with the server (else at the first large request).

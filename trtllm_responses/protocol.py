@@ -89,6 +89,7 @@ class ResponsesRequest(BaseModel):
     include: list[str] | None = None
     stream_options: dict[str, Any] | None = None
     conversation: Any = None
+    context_management: list[dict[str, Any]] | None = None
 
 
 _UNSUPPORTED = {

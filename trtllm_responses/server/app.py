@@ -20,10 +20,12 @@ from ..executors.base import Executor
 from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
+from ..sealing import ContentSealer, load_key
 from ..service import ResponsesService
 from ..store import ResponseStore
 from .create import ResponsesApp
 from .errors import install_error_handlers
+from .loop_routes import build_loop_router
 from .openapi import install_openapi
 from .routes import build_router
 
@@ -33,9 +35,17 @@ logger = logging.getLogger(__name__)
 
 
 def create_app(
-    config: ServerConfig, executor: Executor, store: ResponseStore, adapter: HarmonyAdapter
+    config: ServerConfig,
+    executor: Executor,
+    store: ResponseStore,
+    adapter: HarmonyAdapter,
+    sealer: ContentSealer | None = None,
 ) -> ResponsesApp:
-    """An app serving the Responses API with ``executor``; starts and shuts it down with the app."""
+    """An app serving the Responses API with ``executor``; starts and shuts it down with the app.
+
+    ``sealer`` encrypts reasoning and compaction content; by default its key comes from
+    ``config.encryption_key_file``, the environment or the cache folder (``sealing.load_key``).
+    """
     metrics = ServerMetrics()
     service = ResponsesService(
         executor=executor,
@@ -43,6 +53,8 @@ def create_app(
         adapter=adapter,
         model_name=config.served_model_name,
         metrics=metrics,
+        sealer=sealer or ContentSealer(load_key(config.encryption_key_file)),
+        redact_reasoning=config.redact_reasoning,
         max_input_bytes=config.max_input_bytes,
         tool_settings=config.tools,
     )
@@ -78,4 +90,5 @@ def create_app(
     install_error_handlers(app)
     install_openapi(app)
     app.include_router(build_router(service, config))
-    return ResponsesApp(app, service)
+    app.include_router(build_loop_router(service))
+    return ResponsesApp(app, service, config)

@@ -17,10 +17,12 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from ..config import ServerConfig
 from ..errors import APIError, InvalidRequestError, ServerError
 from ..service import ResponsesService
 from .errors import error_response
 from .responses import EventStreamResponse, JSONBytesResponse
+from .websocket import serve_websocket
 
 __all__ = ["ResponsesApp", "MAX_BODY_BYTES"]
 
@@ -77,9 +79,10 @@ async def create_response(service: ResponsesService, scope: Scope, receive: Rece
 class ResponsesApp:
     """The ASGI app: ``POST /v1/responses`` here, everything else (and the lifespan) to FastAPI."""
 
-    def __init__(self, api: FastAPI, service: ResponsesService) -> None:
+    def __init__(self, api: FastAPI, service: ResponsesService, config: ServerConfig | None = None) -> None:
         self.api = api
         self.service = service
+        self.config = config or ServerConfig()
 
     @property
     def state(self):  # type: ignore[no-untyped-def]
@@ -87,6 +90,9 @@ class ResponsesApp:
         return self.api.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope["path"] == PATH:
+            await serve_websocket(self.service, self.config, scope, receive, send)
+            return
         if scope["type"] == "http" and scope["path"] == PATH:
             if scope["method"] == "POST":
                 await create_response(self.service, scope, receive, send)
