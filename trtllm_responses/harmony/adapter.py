@@ -37,6 +37,7 @@ from openai_harmony import (
     RenderOptions,
     Role,
     SystemContent,
+    ToolNamespaceConfig,
 )
 
 from ..bounded_cache import ByteBoundedCache
@@ -67,6 +68,11 @@ _EFFORTS = {
     "high": ReasoningEffort.HIGH,
     "xhigh": ReasoningEffort.HIGH,
 }
+_WEB_SEARCH_TOOLS = frozenset(
+    {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
+)
+_CODE_TOOLS = frozenset({"code_interpreter"})
+_HOSTED_CHOICES = _WEB_SEARCH_TOOLS | _CODE_TOOLS
 #: Byte budget of the rendered developer messages cache (instructions and tools are client text).
 DEVELOPER_CACHE_BYTES = 32 << 20
 # A RenderedMessage's own object (4 slots) with headroom for allocator rounding.
@@ -237,14 +243,21 @@ class HarmonyAdapter:
         return [self.render_message(m) for m in messages]
 
     def _render_system_uncached(
-        self, effort: ReasoningEffort, date: str, browser: bool, python: bool, has_functions: bool
+        self, effort: ReasoningEffort, date: str, browser: bool | str, python: bool | str, has_functions: bool
     ) -> RenderedMessage:
+        """``browser``/``python``: True for Harmony's default tool text, a string for the server's own."""
         content = SystemContent.new().with_reasoning_effort(effort).with_conversation_start_date(date)
         if self._model_identity:
             content = content.with_model_identity(self._model_identity)
-        if browser:
+        if isinstance(browser, str):
+            config = ToolNamespaceConfig.browser()
+            config.description = browser
+            content = content.with_tools(config)
+        elif browser:
             content = content.with_browser_tool()
-        if python:
+        if isinstance(python, str):
+            content = content.with_tools(ToolNamespaceConfig(name="python", description=python, tools=[]))
+        elif python:
             content = content.with_python_tool()
         message = Message.from_role_and_content(Role.SYSTEM, content)
         tokens = self.encoding.harmony.render(
@@ -278,11 +291,15 @@ class HarmonyAdapter:
         request: ResponsesRequest,
         history: ConversationHistory = EMPTY_HISTORY,
         namespaces: Sequence[Mapping[str, Any]] = (),
+        builtin: Mapping[str, str] | None = None,
     ) -> PromptDraft:
         """Everything of the prompt but the rendering of its new messages (``draft.to_render``).
 
         ``namespaces`` are the server-run tool namespaces (``{"name", "description",
         "tools"}``, e.g. listed MCP servers), shown after the function tools.
+        ``builtin``, when given, is what the server runs of gpt-oss's built-in tools
+        (``{"browser"|"python": instruction text}``): a declared built-in tool is shown
+        only when it is there, with that text (None: the server runs none, so none is shown).
 
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
         tokenizes nothing here except the small, cached system message.
@@ -290,6 +307,13 @@ class HarmonyAdapter:
         converted = input_to_messages(request.input, history.calls)
         tools = select_tools(request.tools, request.tool_choice, self._hidden_logged)
         response_format = parse_text_format(request.text)
+        # Built-in tools (browser, python) are shown only when the server runs them (``builtin``).
+        declared = {str(t.get("type")) for t in request.tools}
+        browser: bool | str = False
+        python: bool | str = False
+        if builtin is not None:
+            browser = builtin.get("browser", False) if declared & _WEB_SEARCH_TOOLS else False
+            python = builtin.get("python", False) if declared & _CODE_TOOLS else False
         effort = (
             _EFFORTS[request.reasoning.effort]
             if request.reasoning and request.reasoning.effort
@@ -300,8 +324,15 @@ class HarmonyAdapter:
             namespaces = _chosen_namespace(request.tool_choice, namespaces)
         elif request.tool_choice == "none":
             namespaces = ()
-        # Hosted tools are not run here, so the system message never offers browser or python.
-        system = self._render_system(effort, self._today(), False, False, bool(tools.tools or namespaces))
+            browser = python = False
+        elif (
+            isinstance(request.tool_choice, Mapping)
+            and request.tool_choice.get("type") in _HOSTED_CHOICES
+            and (browser or python)
+        ):  # a built-in tool chosen (and shown: the server runs it): shown alone
+            tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)
+            namespaces = ()
+        system = self._render_system(effort, self._today(), browser, python, bool(tools.tools or namespaces))
 
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)

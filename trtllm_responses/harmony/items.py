@@ -56,7 +56,10 @@ from .parser import MessageHeader, ParsedMessage
 from .tools import RequestTools
 
 __all__ = [
+    "BROWSER_PAGE",
+    "BROWSER_PAGES",
     "FUNCTIONS_NAMESPACE",
+    "MODEL_READ",
     "ConvertedInput",
     "ItemKind",
     "ItemTarget",
@@ -80,6 +83,14 @@ _NON_TEXT_PARTS = ("input_image", "input_file", "input_audio", "image_url", "fil
 #: later turn of a session that replays its history).
 TOOL_OUTPUT_PLACEHOLDER = "[{kind} omitted: this model reads text only]"
 _BROWSER_ACTIONS = {"search": "search", "open": "open_page", "find": "find_in_page"}
+#: The field of a stored web_search_call item holding the page the browser showed the model
+#: (not an SDK field: stored items carry it, clients never see it).
+MODEL_READ = "model_read"
+#: The field of a stored web_search_call item holding the page it pushed on the browser's page stack;
+#: the conversation's ``calls`` keep them as ``browser_page:N`` (and their count as ``browser_pages``),
+#: so the page stack (and its cursors) lives on through ``previous_response_id``.
+BROWSER_PAGE = "browser_page"
+BROWSER_PAGES = "browser_pages"
 
 
 class ItemKind(enum.Enum):
@@ -457,6 +468,14 @@ def _convert_web_search_call(
         .with_recipient(f"browser.{name}")
         .with_content_type("code")
     )
+    read = item.get(MODEL_READ)
+    if isinstance(read, str):  # a call the server ran: what the browser showed the model
+        out.messages.append(tool_output_message(f"browser.{name}", read))
+    page = item.get(BROWSER_PAGE)
+    if isinstance(page, Mapping):  # the page it pushed: the next page of the conversation's stack
+        count = out.calls.get(BROWSER_PAGES) or calls.get(BROWSER_PAGES) or "0"
+        out.calls[f"browser_page:{count}"] = orjson.dumps(page).decode()
+        out.calls[BROWSER_PAGES] = str(int(count) + 1)
 
 
 def _convert_code_interpreter_call(
@@ -471,6 +490,10 @@ def _convert_code_interpreter_call(
         .with_recipient("python")
         .with_content_type("code")
     )
+    outputs = item.get("outputs")
+    if isinstance(outputs, list):  # a call the server ran: its logs are what python answered
+        logs = [o.get("logs") for o in outputs if isinstance(o, Mapping) and o.get("type") == "logs"]
+        out.messages.append(tool_output_message("python", "".join(t for t in logs if isinstance(t, str))))
 
 
 def mcp_call_message(recipient: str, arguments: str) -> Message:
