@@ -6,7 +6,11 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint bench install clean
+.PHONY: run test lint bench install clean redis-server
+
+# Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
+# PyPI's bundled builds are years old (README, "Stores").
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +25,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/trtllm-responses serve --engine echo --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+redis-server:
+	@command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends redis-server; }
+
+test: $(STAMP) redis-server
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
