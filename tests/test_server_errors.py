@@ -47,7 +47,7 @@ BAD_BODIES = [
         "only reads text",
     ),
     (b'{"input": "x", "tools": [{"type": "computer_use_preview"}]}', "tools[0].type", "not supported"),
-    (b'{"input": "x", "background": true}', "background", "background"),
+    (b'{"input": "x", "background": true, "store": false}', "background", "require store=true"),
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,6 +86,10 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         max_stored_responses=args.max_stored_responses,
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
+        store=args.store,
+        store_ttl=args.store_ttl,
+        api_key=args.api_key or os.environ.get("TRTLLM_RESPONSES_API_KEY") or None,
+        shutdown_timeout=args.shutdown_timeout,
     )
 
 
@@ -149,14 +154,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .harmony import HarmonyAdapter
     from .server import create_app
-    from .store import ConversationHistoryStore
+    from .store import open_store
 
     engine = args.engine or ("trtllm" if args.model else "echo")
     config = _server_config(args)
     executor, encoding = _build_executor(args, engine)
-    store = ConversationHistoryStore(config.max_stored_responses, config.max_store_bytes)
+    store = open_store(
+        config.store, max_responses=config.max_stored_responses, max_bytes=config.max_store_bytes, ttl=config.store_ttl
+    )
     app = create_app(config, executor, store, HarmonyAdapter(encoding))
-    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level, access_log=False)
+    uvicorn.run(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=config.shutdown_timeout + 5,
+    )
     return 0
 
 
@@ -226,6 +240,28 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     serve.add_argument(
         "--max_store_bytes", type=_positive_int, default=2 << 30, help="LRU bound on stored bytes"
+    )
+    serve.add_argument(
+        "--store",
+        default="memory",
+        help="where responses are stored: memory (default), sqlite:///PATH (durable), "
+        "redis://HOST:PORT/DB (shared by replicas)",
+    )
+    serve.add_argument(
+        "--store_ttl",
+        type=int,
+        default=0,
+        help="Redis store: seconds an entry lives after its last use (0: until Redis evicts it)",
+    )
+    serve.add_argument(
+        "--api_key",
+        help="require 'Authorization: Bearer KEY' on /v1/* (also TRTLLM_RESPONSES_API_KEY)",
+    )
+    serve.add_argument(
+        "--shutdown_timeout",
+        type=_non_negative_float,
+        default=30.0,
+        help="on SIGTERM, seconds running responses get to finish before they are ended (default: 30)",
     )
     serve.add_argument(
         "--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"]

@@ -39,6 +39,7 @@ class ServerMetrics:
         self.max_loop_lag = 0.0
         self.responses = 0
         self.output_tokens = 0
+        self.store_errors = 0
 
     def record_handoff(self, seconds: float) -> None:
         """A prompt was handed to the executor ``seconds`` after its request arrived."""

@@ -84,7 +84,6 @@ class ResponsesRequest(BaseModel):
 
 
 _UNSUPPORTED = {
-    "background": "background responses are not supported by this server",
     "conversation": "the Conversations API is not supported; use previous_response_id",
 }
 
@@ -104,8 +103,8 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
         first = exc.errors()[0]
         param = _param_path(first["loc"])
         raise InvalidRequestError(f"Invalid value for '{param}': {first['msg']}.", param=param) from exc
-    if request.background:
-        raise InvalidRequestError(_UNSUPPORTED["background"], param="background")
+    if request.background and not request.store:
+        raise InvalidRequestError("Background responses require store=true.", param="background")
     if request.conversation is not None:
         raise InvalidRequestError(_UNSUPPORTED["conversation"], param="conversation")
     if request.top_logprobs:

@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 import orjson
 from openai.types.responses import Response, ResponseStreamEvent
 
-from .errors import InvalidRequestError, NotFoundError, ServerError
+from .errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
 from .harmony.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt
 from .ids import new_id
@@ -47,6 +47,8 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
+    stream: ResponseStream | None = None  # while driven: its state (GET of an in-progress response)
+    cancelled: bool = False  # a client cancelled it (background): it ends with status "cancelled"
 
 
 class ResponsesService:
@@ -66,6 +68,8 @@ class ResponsesService:
         self.adapter = adapter
         self.model_name = model_name
         self.metrics = metrics or ServerMetrics()
+        #: Responses being generated in this process, by id (foreground and background).
+        self.live: dict[str, PreparedResponse] = {}
 
     # -- create ----------------------------------------------------------------------------
 
@@ -144,7 +148,7 @@ class ResponsesService:
             "max_output_tokens": request.max_output_tokens,
             "max_tool_calls": request.max_tool_calls,
             "store": request.store,
-            "background": False,
+            "background": request.background,
             "service_tier": "default",
             "metadata": request.metadata or {},
             "safety_identifier": request.safety_identifier,
@@ -170,10 +174,16 @@ class ResponsesService:
         processor = TokenStreamProcessor(
             ResponseStream(prepared.response), self.adapter.encoding, len(prepared.prompt.token_ids)
         )
-        opening = processor.start()
-        if deliver is not None:
-            await deliver(opening)
+        prepared.stream = processor.stream
         generation = prepared.generation
+        self.live[generation.request_id] = prepared
+        try:
+            opening = processor.start()
+            if deliver is not None:
+                await deliver(opening)
+        except BaseException:
+            self.live.pop(generation.request_id, None)
+            raise
         deltas = self.executor.generate(generation)
         executor_finished = False
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
@@ -205,6 +215,7 @@ class ResponsesService:
                 await deliver(events)
             return final_json
         finally:
+            self.live.pop(generation.request_id, None)
             if not executor_finished:
                 self.executor.abort(generation.request_id)
             await deltas.aclose()
@@ -214,25 +225,37 @@ class ResponsesService:
         final = stream.final_response
         if final is None:
             raise ServerError("The response ended without a terminal event.")
+        if prepared.cancelled and final.status == "failed":
+            # The executor stopped because a client cancelled it: the terminal event (the same
+            # object) and the stored response both say so.
+            final.status = "cancelled"
+            final.error = None
         final_json = to_json(final)
         if prepared.request.store:
             items = normalize_input_items(prepared.request.input)
             history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
-            await self.store.put(
-                StoredResponse(
-                    id=final.id,
-                    response_json=final_json,
-                    input_item_ids=tuple(item["id"] for item in items),
-                    input_items_json=tuple(orjson.dumps(item) for item in items),
-                    history=history,
-                )
+            entry = StoredResponse(
+                id=final.id,
+                response_json=final_json,
+                input_item_ids=tuple(item["id"] for item in items),
+                input_items_json=tuple(orjson.dumps(item) for item in items),
+                history=history,
             )
+            try:
+                await self.store.put(entry)
+            except ServiceUnavailableError:
+                # The output is real and the client gets it; only continuing it later will 404.
+                self.metrics.store_errors += 1
+                logger.error("Response %s could not be stored: the store is unavailable", final.id)
         return final_json
 
     # -- stored responses --------------------------------------------------------------------
 
     async def retrieve(self, response_id: str) -> bytes:
-        """The stored response's JSON; NotFoundError if unknown."""
+        """The response's JSON: its current snapshot while it is generated here, else the stored one."""
+        live = self.live.get(response_id)
+        if live is not None and live.stream is not None:
+            return to_json(live.stream.snapshot())
         return (await self._get(response_id)).response_json
 
     async def delete(self, response_id: str) -> bytes:

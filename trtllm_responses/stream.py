@@ -125,6 +125,12 @@ class ResponseStream:
 
     # -- state --------------------------------------------------------------------------------
 
+    def snapshot(self) -> Response:
+        """The response as it stands: the terminal one, or the in_progress one with the items done so far."""
+        if self._terminal is not None:
+            return self._terminal
+        return self._response.model_copy(update={"output": list(self._output)})
+
     @property
     def final_response(self) -> Response | None:
         """The response the terminal event carried, once there was one."""

@@ -21,6 +21,7 @@ from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
 from ..service import ResponsesService
 from ..store import ResponseStore
+from .background import BackgroundLimits, BackgroundResponses
 from .create import ResponsesApp
 from .errors import install_error_handlers
 from .routes import build_router
@@ -38,6 +39,7 @@ def create_app(
     service = ResponsesService(
         executor=executor, store=store, adapter=adapter, model_name=config.served_model_name, metrics=metrics
     )
+    background = BackgroundResponses(service, BackgroundLimits(grace=config.background_grace))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -53,14 +55,20 @@ def create_app(
         gc.collect()
         gc.freeze()
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
+        reaper = asyncio.ensure_future(background.reap_forever())
         try:
             yield
         finally:
             watchdog.cancel()
+            reaper.cancel()
+            background.abort_all()
+            await background.wait(5)
             await executor.shutdown()
+            await store.close()
 
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     install_error_handlers(app)
-    app.include_router(build_router(service, config))
-    return ResponsesApp(app, service)
+    app.state.background = background
+    app.include_router(build_router(service, background, config))
+    return ResponsesApp(app, service, background)

@@ -20,7 +20,9 @@ from starlette.types import Receive, Scope, Send
 from ..errors import APIError, InvalidRequestError, ServerError
 from ..service import ResponsesService
 from .errors import error_response
-from .responses import EventStreamResponse, JSONBytesResponse
+from ..wire import to_json
+from .background import BackgroundResponses
+from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
 
 __all__ = ["ResponsesApp", "MAX_BODY_BYTES"]
 
@@ -53,13 +55,21 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def create_response(service: ResponsesService, scope: Scope, receive: Receive, send: Send) -> None:
+async def create_response(
+    service: ResponsesService, background: BackgroundResponses, scope: Scope, receive: Receive, send: Send
+) -> None:
     """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream."""
     response: Response
     try:
         body = await _read_body(receive)
         prepared = await service.prepare(body, time.perf_counter())
-        if prepared.request.stream:
+        if prepared.request.background:
+            run = background.start(prepared)
+            if prepared.request.stream:
+                response = FramesResponse(run.follow(None))
+            else:
+                response = JSONBytesResponse(to_json(prepared.response.model_copy(update={"status": "queued"})))
+        elif prepared.request.stream:
             response = EventStreamResponse(service, prepared)
         else:
             response = JSONBytesResponse(await service.drive(prepared))
@@ -76,9 +86,10 @@ async def create_response(service: ResponsesService, scope: Scope, receive: Rece
 class ResponsesApp:
     """The ASGI app: ``POST /v1/responses`` here, everything else (and the lifespan) to FastAPI."""
 
-    def __init__(self, api: FastAPI, service: ResponsesService) -> None:
+    def __init__(self, api: FastAPI, service: ResponsesService, background: BackgroundResponses) -> None:
         self.api = api
         self.service = service
+        self.background = background
 
     @property
     def state(self):  # type: ignore[no-untyped-def]
@@ -88,7 +99,7 @@ class ResponsesApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == PATH:
             if scope["method"] == "POST":
-                await create_response(self.service, scope, receive, send)
+                await create_response(self.service, self.background, scope, receive, send)
             else:
                 error = InvalidRequestError(
                     f"{scope['method']} is not allowed on {PATH}; use POST.", code="method_not_allowed"
