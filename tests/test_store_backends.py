@@ -202,3 +202,29 @@ def test_open_store_rejects_unknown_urls() -> None:
     for url in ("mysql://x", "sqlite://", "sqlite:///"):
         with pytest.raises(ValueError):
             open_store(url, max_responses=1, max_bytes=1)
+
+
+async def test_conversations_in_every_backend(store: ResponseStore) -> None:
+    from trtllm_responses.store import StoredConversation
+
+    conv = StoredConversation("conv_1", 1700000000, b'{"topic":"x"}')
+    assert await store.get_conversation("conv_1") is None
+    assert await store.conversation_items("conv_1") is None
+    assert not await store.append_conversation_items("conv_1", [("a", b"{}")])
+    await store.create_conversation(conv, [("msg_a", b'{"id":"msg_a"}')])
+    assert await store.get_conversation("conv_1") == conv
+    await asyncio.gather(
+        *(store.append_conversation_items("conv_1", [(f"msg_{i}", b'{"i":%d}' % i)]) for i in range(20))
+    )
+    items = await store.conversation_items("conv_1")
+    assert items is not None and len(items) == 21 and items[0] == ("msg_a", b'{"id":"msg_a"}')
+    assert {i for i, _ in items} == {"msg_a"} | {f"msg_{i}" for i in range(20)}  # no append lost
+    assert await store.delete_conversation_item("conv_1", "msg_3") is True
+    assert await store.delete_conversation_item("conv_1", "msg_3") is False
+    assert await store.delete_conversation_item("conv_nope", "msg_3") is None
+    assert len(await store.conversation_items("conv_1") or []) == 20
+    updated = await store.update_conversation("conv_1", b'{"topic":"y"}')
+    assert updated is not None and updated.metadata_json == b'{"topic":"y"}' and updated.created_at == conv.created_at
+    assert await store.update_conversation("conv_nope", b"{}") is None
+    assert await store.delete_conversation("conv_1") and not await store.delete_conversation("conv_1")
+    assert await store.conversation_items("conv_1") is None

@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
-from .base import ResponseStore, StoredResponse, StoreStats
+from .base import ConversationItem, ResponseStore, StoredConversation, StoredResponse, StoreStats
 from .codec import CodecError, decode_entry, encode_entry
 from .memory import ConversationHistoryStore
 
 __all__ = [
     "CodecError",
+    "ConversationItem",
+    "StoredConversation",
     "ConversationHistoryStore",
     "ResponseStore",
     "StoreStats",

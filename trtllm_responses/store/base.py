@@ -25,7 +25,10 @@ from typing import Protocol
 from ..harmony.adapter import ConversationHistory
 from ..wire import exact_bytes
 
-__all__ = ["ResponseStore", "StoreStats", "StoredResponse"]
+__all__ = ["ConversationItem", "ResponseStore", "StoreStats", "StoredConversation", "StoredResponse"]
+
+#: One conversation item: its id and its JSON.
+ConversationItem = tuple[str, bytes]
 
 # The entry object (5 slots), and the store's bookkeeping for it (an ordered-dict
 # node and a size entry), with headroom for allocator rounding.
@@ -54,6 +57,15 @@ class StoredResponse:
         size += sys.getsizeof(self.input_item_ids) + sum(sys.getsizeof(i) for i in self.input_item_ids)
         size += sys.getsizeof(self.input_items_json) + sum(sys.getsizeof(b) for b in self.input_items_json)
         return size
+
+
+@dataclass(frozen=True, slots=True)
+class StoredConversation:
+    """A conversation's own fields (its items are kept beside it, in order). Immutable."""
+
+    id: str
+    created_at: int
+    metadata_json: bytes  # a JSON object of at most 16 string pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +102,26 @@ class ResponseStore(Protocol):
 
     async def close(self) -> None:
         """Flush and release the storage (at server shutdown)."""
+
+    # -- conversations (the Conversations API): a conversation and its ordered items ------------
+
+    async def create_conversation(self, conversation: StoredConversation, items: list[ConversationItem]) -> None:
+        """Keep a new conversation with its first items."""
+
+    async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
+        """The conversation, or None."""
+
+    async def update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+        """Replace its metadata; None if unknown."""
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Forget a conversation and its items; False if unknown."""
+
+    async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
+        """Every item, oldest first; None if the conversation is unknown."""
+
+    async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        """Append items atomically (concurrent appends never lose one); False if unknown."""
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
+        """Remove one item; False if it is not there, None if the conversation is unknown."""

@@ -16,7 +16,7 @@ import logging
 import threading
 from collections import OrderedDict
 
-from .base import StoredResponse, StoreStats
+from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
 
 __all__ = ["ConversationHistoryStore"]
 
@@ -37,6 +37,8 @@ class ConversationHistoryStore:
         self._evictions = 0
         self._rejected = 0
         self._lock = threading.Lock()
+        # Conversations: least recently used dropped past max_responses of them.
+        self._conversations: OrderedDict[str, tuple[StoredConversation, list[ConversationItem]]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -98,3 +100,69 @@ class ConversationHistoryStore:
 
     async def close(self) -> None:
         """Nothing to flush: memory goes with the process."""
+
+    # -- conversations --------------------------------------------------------------------------
+
+    async def create_conversation(self, conversation: StoredConversation, items: list[ConversationItem]) -> None:
+        """Keep a conversation (the least recently used one goes past ``max_responses`` of them)."""
+        with self._lock:
+            self._conversations[conversation.id] = (conversation, list(items))
+            while len(self._conversations) > self.max_responses:
+                self._conversations.popitem(last=False)
+                self._evictions += 1
+
+    def _conversation(self, conversation_id: str) -> tuple[StoredConversation, list[ConversationItem]] | None:
+        found = self._conversations.get(conversation_id)
+        if found is not None:
+            self._conversations.move_to_end(conversation_id)
+        return found
+
+    async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
+        """The conversation, or None."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            return found[0] if found else None
+
+    async def update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+        """Replace its metadata."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            if found is None:
+                return None
+            old = found[0]
+            new = StoredConversation(old.id, old.created_at, metadata_json)
+            self._conversations[conversation_id] = (new, found[1])
+            return new
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Forget a conversation."""
+        with self._lock:
+            return self._conversations.pop(conversation_id, None) is not None
+
+    async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
+        """Its items, oldest first (a copy)."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            return list(found[1]) if found else None
+
+    async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        """Append items."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            if found is None:
+                return False
+            found[1].extend(items)
+            return True
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
+        """Remove one item."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            if found is None:
+                return None
+            items = found[1]
+            for i, (iid, _) in enumerate(items):
+                if iid == item_id:
+                    del items[i]
+                    return True
+            return False

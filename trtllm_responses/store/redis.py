@@ -18,7 +18,9 @@ import logging
 from typing import Any
 
 from ..errors import ServiceUnavailableError
-from .base import StoredResponse, StoreStats
+import orjson
+
+from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
 from .codec import CodecError, decode_entry, encode_entry
 
 __all__ = ["RedisStore", "redis_client"]
@@ -26,6 +28,7 @@ __all__ = ["RedisStore", "redis_client"]
 logger = logging.getLogger(__name__)
 
 PREFIX = "trtllm:resp:"
+CONVERSATION = "trtllm:conv:"  # + id: the conversation's JSON; + id + ":items": a list of item_id \0 JSON
 
 
 def redis_client(url: str, timeout: float) -> Any:
@@ -113,3 +116,82 @@ class RedisStore:
             await self.client.aclose()
         except Exception:  # closing a pool to a dead server must not fail shutdown
             logger.debug("closing the Redis client failed", exc_info=True)
+
+    # -- conversations -------------------------------------------------------------------------
+    # A conversation is two keys: its fields (JSON) and its items (a list, RPUSH is atomic, so
+    # processes appending at once never lose an item). Both get the store's TTL on every write.
+
+    @staticmethod
+    def _encode_item(item: ConversationItem) -> bytes:
+        return item[0].encode() + b"\0" + item[1]
+
+    @staticmethod
+    def _decode_item(raw: bytes) -> ConversationItem:
+        item_id, _, data = raw.partition(b"\0")
+        return item_id.decode(), data
+
+    async def _expire(self, *keys: str) -> None:
+        if self.ttl:
+            for key in keys:
+                await self._call("expire", key, self.ttl)
+
+    async def create_conversation(self, conversation: StoredConversation, items: list[ConversationItem]) -> None:
+        """Keep a conversation and its first items."""
+        key = CONVERSATION + conversation.id
+        fields = orjson.dumps(
+            {"created_at": conversation.created_at, "metadata": orjson.loads(conversation.metadata_json)}
+        )
+        await self._call("set", key, fields, ex=self.ttl or None)
+        if items:
+            await self._call("rpush", key + ":items", *[self._encode_item(i) for i in items])
+            await self._expire(key + ":items")
+
+    async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
+        """The conversation, or None."""
+        raw = await self._call("get", CONVERSATION + conversation_id)
+        if raw is None:
+            return None
+        fields = orjson.loads(raw)
+        return StoredConversation(conversation_id, int(fields["created_at"]), orjson.dumps(fields["metadata"]))
+
+    async def update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+        """Replace its metadata."""
+        old = await self.get_conversation(conversation_id)
+        if old is None:
+            return None
+        new = StoredConversation(conversation_id, old.created_at, metadata_json)
+        await self.create_conversation(new, [])
+        return new
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Forget a conversation and its items."""
+        key = CONVERSATION + conversation_id
+        return bool(await self._call("delete", key, key + ":items"))
+
+    async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
+        """Its items, oldest first."""
+        if await self.get_conversation(conversation_id) is None:
+            return None
+        raw = await self._call("lrange", CONVERSATION + conversation_id + ":items", 0, -1)
+        return [self._decode_item(r) for r in raw]
+
+    async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        """Append items (one RPUSH)."""
+        key = CONVERSATION + conversation_id
+        if await self.get_conversation(conversation_id) is None:
+            return False
+        if items:
+            await self._call("rpush", key + ":items", *[self._encode_item(i) for i in items])
+            await self._expire(key, key + ":items")
+        return True
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
+        """Remove one item."""
+        items = await self.conversation_items(conversation_id)
+        if items is None:
+            return None
+        for item in items:
+            if item[0] == item_id:
+                removed = await self._call("lrem", CONVERSATION + conversation_id + ":items", 1, self._encode_item(item))
+                return bool(removed)
+        return False

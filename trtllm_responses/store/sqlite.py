@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from ..errors import ServiceUnavailableError
-from .base import StoredResponse, StoreStats
+from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
 from .codec import CodecError, decode_entry, encode_entry
 
 __all__ = ["SQLiteStore"]
@@ -44,6 +44,11 @@ CREATE TRIGGER IF NOT EXISTS responses_ins AFTER INSERT ON responses BEGIN
   UPDATE totals SET v = v + 1 WHERE k = 'responses';
   UPDATE totals SET v = v + new.nbytes WHERE k = 'bytes';
 END;
+CREATE TABLE IF NOT EXISTS conversations (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL,
+                                          metadata BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS conversation_items (seq INTEGER PRIMARY KEY AUTOINCREMENT, conversation TEXT NOT NULL,
+                                               item_id TEXT NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS conversation_items_by_conversation ON conversation_items(conversation, seq);
 CREATE TRIGGER IF NOT EXISTS responses_del AFTER DELETE ON responses BEGIN
   UPDATE totals SET v = v - 1 WHERE k = 'responses';
   UPDATE totals SET v = v - old.nbytes WHERE k = 'bytes';
@@ -136,6 +141,72 @@ class SQLiteStore:
             rejected=int(values["rejected"]),
         )
 
+    def _create_conversation(self, c: StoredConversation, items: list[ConversationItem]) -> None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO conversations VALUES (?, ?, ?)", (c.id, c.created_at, c.metadata_json))
+            db.executemany(
+                "INSERT INTO conversation_items (conversation, item_id, data) VALUES (?, ?, ?)",
+                [(c.id, i, d) for i, d in items],
+            )
+
+    def _get_conversation(self, conversation_id: str) -> StoredConversation | None:
+        row = self._connect().execute(
+            "SELECT id, created_at, metadata FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        return StoredConversation(row[0], int(row[1]), bytes(row[2])) if row else None
+
+    def _update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+        db = self._connect()
+        with db:
+            db.execute("UPDATE conversations SET metadata = ? WHERE id = ?", (metadata_json, conversation_id))
+        return self._get_conversation(conversation_id)
+
+    def _delete_conversation(self, conversation_id: str) -> bool:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("DELETE FROM conversation_items WHERE conversation = ?", (conversation_id,))
+            return db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,)).rowcount > 0
+
+    def _conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN")
+            if self._get_conversation(conversation_id) is None:
+                return None
+            rows = db.execute(
+                "SELECT item_id, data FROM conversation_items WHERE conversation = ? ORDER BY seq",
+                (conversation_id,),
+            ).fetchall()
+            return [(r[0], bytes(r[1])) for r in rows]
+
+    def _append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if self._get_conversation(conversation_id) is None:
+                return False
+            db.executemany(
+                "INSERT INTO conversation_items (conversation, item_id, data) VALUES (?, ?, ?)",
+                [(conversation_id, i, d) for i, d in items],
+            )
+            return True
+
+    def _delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if self._get_conversation(conversation_id) is None:
+                return None
+            return (
+                db.execute(
+                    "DELETE FROM conversation_items WHERE conversation = ? AND item_id = ?", (conversation_id, item_id)
+                ).rowcount
+                > 0
+            )
+
     def _close(self) -> None:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is not None:
@@ -180,3 +251,33 @@ class SQLiteStore:
         """Checkpoint the WAL into the database file and close it."""
         await asyncio.get_running_loop().run_in_executor(self._thread, self._close)
         self._thread.shutdown(wait=True)
+
+    # -- conversations -------------------------------------------------------------------------
+
+    async def create_conversation(self, conversation: StoredConversation, items: list[ConversationItem]) -> None:
+        """Keep a conversation and its first items (one transaction)."""
+        await self._run(self._create_conversation, conversation, items)
+
+    async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
+        """The conversation, or None."""
+        return await self._run(self._get_conversation, conversation_id)
+
+    async def update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+        """Replace its metadata."""
+        return await self._run(self._update_conversation, conversation_id, metadata_json)
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Forget a conversation and its items."""
+        return await self._run(self._delete_conversation, conversation_id)
+
+    async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
+        """Its items, oldest first."""
+        return await self._run(self._conversation_items, conversation_id)
+
+    async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        """Append items (one transaction)."""
+        return await self._run(self._append_conversation_items, conversation_id, items)
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
+        """Remove one item."""
+        return await self._run(self._delete_conversation_item, conversation_id, item_id)
