@@ -18,7 +18,7 @@ from trtllm_responses.config import ServerConfig
 from trtllm_responses.executors.base import Executor
 from trtllm_responses.harmony import HarmonyAdapter
 from trtllm_responses.server import create_app
-from trtllm_responses.store import ConversationHistoryStore
+from trtllm_responses.store import ResponseStore, open_store
 
 
 @dataclass
@@ -26,7 +26,7 @@ class RunningServer:
     base_url: str
     app: FastAPI
     executor: Executor
-    store: ConversationHistoryStore
+    store: ResponseStore
     server: uvicorn.Server
     thread: threading.Thread
 
@@ -38,7 +38,9 @@ class RunningServer:
 def start_server(executor: Executor, adapter: HarmonyAdapter, **config: Any) -> RunningServer:
     """Serve ``executor`` with uvicorn on 127.0.0.1 and a free port; return when it accepts connections."""
     cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", **config})
-    store = ConversationHistoryStore(cfg.max_stored_responses, cfg.max_store_bytes)
+    store = open_store(
+        cfg.store, max_responses=cfg.max_stored_responses, max_bytes=cfg.max_store_bytes, ttl=cfg.store_ttl
+    )
     app = create_app(cfg, executor, store, adapter)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -83,11 +83,6 @@ class ResponsesRequest(BaseModel):
         return value
 
 
-_UNSUPPORTED = {
-    "conversation": "the Conversations API is not supported; use previous_response_id",
-}
-
-
 def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
     """Parse and check a request body; raise InvalidRequestError naming the offending field."""
     if not isinstance(body, dict):
@@ -105,8 +100,13 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
         raise InvalidRequestError(f"Invalid value for '{param}': {first['msg']}.", param=param) from exc
     if request.background and not request.store:
         raise InvalidRequestError("Background responses require store=true.", param="background")
-    if request.conversation is not None:
-        raise InvalidRequestError(_UNSUPPORTED["conversation"], param="conversation")
+    if request.conversation is not None and request.previous_response_id is not None:
+        raise InvalidRequestError(
+            "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or "
+            "'conversation'.",
+            param="conversation",
+            code="mutually_exclusive_parameters",
+        )
     if request.top_logprobs:
         raise InvalidRequestError("top_logprobs is not supported by this server", param="top_logprobs")
     return request

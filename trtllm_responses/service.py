@@ -19,6 +19,7 @@ from typing import Any, TypeAlias
 import orjson
 from openai.types.responses import Response, ResponseStreamEvent
 
+from .conversations import ConversationsService, conversation_id
 from .errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
 from .harmony.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt
@@ -47,6 +48,7 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
+    conversation_id: str | None = None  # conversation=: its items come first; this turn's are appended
     stream: ResponseStream | None = None  # while driven: its state (GET of an in-progress response)
     cancelled: bool = False  # a client cancelled it (background): it ends with status "cancelled"
 
@@ -68,6 +70,7 @@ class ResponsesService:
         self.adapter = adapter
         self.model_name = model_name
         self.metrics = metrics or ServerMetrics()
+        self.conversations = ConversationsService(store, adapter)
         #: Responses being generated in this process, by id (foreground and background).
         self.live: dict[str, PreparedResponse] = {}
 
@@ -86,6 +89,10 @@ class ResponsesService:
                     param="previous_response_id",
                 )
             history = previous.history
+        conversation = None
+        if request.conversation is not None:
+            conversation = conversation_id(request.conversation)
+            history = await self.conversations.history(conversation)
         prompt = self.adapter.build_prompt(request, history)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
@@ -112,11 +119,12 @@ class ResponsesService:
             request=request,
             prompt=prompt,
             generation=generation,
-            response=self._snapshot(response_id, request),
+            response=self._snapshot(response_id, request, conversation),
             received_at=received,
+            conversation_id=conversation,
         )
 
-    def _snapshot(self, response_id: str, request: ResponsesRequest) -> Response:
+    def _snapshot(self, response_id: str, request: ResponsesRequest, conversation: str | None = None) -> Response:
         reasoning = request.reasoning
         data: dict[str, Any] = {
             "id": response_id,
@@ -154,6 +162,7 @@ class ResponsesService:
             "safety_identifier": request.safety_identifier,
             "prompt_cache_key": request.prompt_cache_key,
             "user": request.user,
+            "conversation": {"id": conversation} if conversation else None,
         }
         try:
             return Response.model_validate(data)
@@ -231,8 +240,14 @@ class ResponsesService:
             final.status = "cancelled"
             final.error = None
         final_json = to_json(final)
+        items = normalize_input_items(prepared.request.input) if prepared.request.store or prepared.conversation_id else []
+        if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
+            try:
+                await self.conversations.append(prepared.conversation_id, items + [to_dict(i) for i in final.output])
+            except ServiceUnavailableError:
+                self.metrics.store_errors += 1
+                logger.error("Response %s could not be added to its conversation: the store is unavailable", final.id)
         if prepared.request.store:
-            items = normalize_input_items(prepared.request.input)
             history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
             entry = StoredResponse(
                 id=final.id,

@@ -22,6 +22,7 @@ from ..metrics import ServerMetrics
 from ..service import ResponsesService
 from ..store import ResponseStore
 from .background import BackgroundLimits, BackgroundResponses
+from .conversation_routes import build_conversation_router
 from .create import ResponsesApp
 from .errors import install_error_handlers
 from .routes import build_router
@@ -71,4 +72,5 @@ def create_app(
     install_error_handlers(app)
     app.state.background = background
     app.include_router(build_router(service, background, config))
+    app.include_router(build_conversation_router(service.conversations))
     return ResponsesApp(app, service, background)
