@@ -35,12 +35,15 @@ class RunningServer:
         self.thread.join(timeout=10)
 
 
-def start_server(executor: Executor, adapter: HarmonyAdapter, **config: Any) -> RunningServer:
+def start_server(
+    executor: Executor, adapter: HarmonyAdapter, store: Any = None, **config: Any
+) -> RunningServer:
     """Serve ``executor`` with uvicorn on 127.0.0.1 and a free port; return when it accepts connections."""
     cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", **config})
-    store = open_store(
-        cfg.store, max_responses=cfg.max_stored_responses, max_bytes=cfg.max_store_bytes, ttl=cfg.store_ttl
-    )
+    if store is None:
+        store = open_store(
+            cfg.store, max_responses=cfg.max_stored_responses, max_bytes=cfg.max_store_bytes, ttl=cfg.store_ttl
+        )
     app = create_app(cfg, executor, store, adapter)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -20,8 +20,10 @@ WEATHER = {
 def server(request, encoding, adapter, tmp_path_factory):  # type: ignore[no-untyped-def]
     from server_harness import start_server
 
-    store = "memory" if request.param == "memory" else f"sqlite:///{tmp_path_factory.mktemp('conv') / 'c.db'}"
-    running = start_server(EchoExecutor(encoding), adapter, store=store)
+    from trtllm_responses.store import open_store
+
+    url = "memory" if request.param == "memory" else f"sqlite:///{tmp_path_factory.mktemp('conv') / 'c.db'}"
+    running = start_server(EchoExecutor(encoding), adapter, store=open_store(url, max_responses=1000, max_bytes=1 << 30))
     yield running
     running.stop()
 

@@ -29,7 +29,7 @@ BAD_BODIES = [
     (b'{"input": "x", "stream": "yes"}', "stream", "Invalid value"),
     (b'{"input": "x", "temperature": "hot"}', "temperature", "Invalid value"),
     (b'{"input": "x", "max_output_tokens": -5}', "max_output_tokens", "Invalid value"),
-    (b'{"input": "x", "tools": "all"}', "tools", "Invalid value"),
+    (b'{"input": "x", "tools": "all"}', "tools", "must be an array"),
     (b'{"input": [{"type": "mystery"}]}', "input[0].type", "Unknown or unsupported input item type"),
     (
         b'{"input": [{"type": "function_call_output", "call_id": "nope", "output": "1"}]}',
@@ -46,7 +46,41 @@ BAD_BODIES = [
         "input[0].content[0]",
         "only reads text",
     ),
-    (b'{"input": "x", "tools": [{"type": "computer_use_preview"}]}', "tools[0].type", "not supported"),
+    (b'{"input": "x", "tools": [{"type": "teleporter"}]}', "tools[0].type", "Unknown tool type"),
+    # Wrong types anywhere are 400s naming the field, never 500s.
+    (b'{"input": "x", "tools": [{"type": {}}]}', "tools[0].type", "must be a string"),
+    (b'{"input": [{"type": {}, "role": "user", "content": "x"}]}', "input[0].type", "must be a string"),
+    (b'{"input": [{"type": [], "role": "user", "content": "x"}]}', "input[0].type", "must be a string"),
+    (
+        b'{"input": "x", "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": 5}}',
+        "tool_choice.tools",
+        "Invalid value",
+    ),
+    (
+        b'{"input": "x", "tool_choice": {"type": "allowed_tools", "tools": [{"type": "function", "name": {}}]}}',
+        "tool_choice.tools[0].name",
+        "must be a string",
+    ),
+    (b'{"input": "x", "tools": [{"type": "function", "name": {}}]}', "tools[0].name", "Invalid value"),
+    (b'{"input": "x", "tools": [{"type": "function", "name": "has space"}]}', "tools[0].name", "tool name"),
+    (b'{"input": "x", "tools": [{"type": "code_interpreter"}]}', "tools[0].container", "required"),
+    (b'{"input": "x", "text": {"format": {"type": "yaml"}}}', "text.format.type", "Unknown text format"),
+    (b'{"input": "x", "max_output_tokens": 16.5}', "max_output_tokens", "Invalid value"),
+    (b'{"input": "x", "metadata": {"k": 5}}', "metadata.k", "Invalid value"),
+    (b'{"input": "x", "metadata": {"' + b"k" * 65 + b'": "v"}}', "metadata", "the most is 64"),
+    (b'{"input": "x", "metadata": {"k": "' + b"v" * 513 + b'"}}', "metadata.k", "the most is 512"),
+    (b'{"input": []}', "input", "nothing to respond to"),
+    (b'{"model": "gpt-oss"}', "input", "nothing to respond to"),
+    (b'{"input": [' + b"[" * 300 + b"]" * 300 + b"]}", "input[0]" + "[0]" * 62, "levels deep"),
+    (
+        b'{"input": "x", "tools": [{"type": "function", "name": "f", "parameters": '
+        + b'{"a": ' * 300
+        + b"1"
+        + b"}" * 301
+        + b"]}",
+        "tools[0].parameters" + ".a" * 61,
+        "levels deep",
+    ),
     (b'{"input": "x", "background": true, "store": false}', "background", "require store=true"),
 ]
 

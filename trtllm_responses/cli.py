@@ -90,6 +90,7 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         store_ttl=args.store_ttl,
         api_key=args.api_key or os.environ.get("TRTLLM_RESPONSES_API_KEY") or None,
         shutdown_timeout=args.shutdown_timeout,
+        max_input_bytes=args.max_input_bytes,
     )
 
 
@@ -205,6 +206,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -262,6 +270,13 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=_non_negative_float,
         default=30.0,
         help="on SIGTERM, seconds running responses get to finish before they are ended (default: 30)",
+    )
+    serve.add_argument(
+        "--max_input_bytes",
+        type=_non_negative_int,
+        default=0,
+        help="refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
+        "0: 16 bytes per token of the context window",
     )
     serve.add_argument(
         "--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"]

@@ -22,3 +22,5 @@ class ServerConfig:
     api_key: str | None = None  # Bearer key required on /v1/* (None: open)
     shutdown_timeout: float = 30.0  # SIGTERM: seconds running responses get to finish
     background_grace: float = 300.0  # seconds a finished background response's events stay replayable
+    #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
+    max_input_bytes: int = 0

@@ -220,10 +220,9 @@ class ConversationsService:
         converted = input_to_messages([orjson.loads(data) for _, data in items], _AnyCall(), param="conversation")
         return EMPTY_HISTORY.extended(self.adapter.render_messages(converted.messages), converted.calls)
 
-    async def append(self, conversation_id: str, items: Sequence[Mapping[str, Any]]) -> bool:
-        """Append a response's input and output items (they have ids); False if the conversation is gone."""
-        stored = [(str(item["id"]), orjson.dumps(item)) for item in items]
-        return await self.store.append_conversation_items(conversation_id, stored)
+    async def append(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        """Append a response's input and output items; False if the conversation is gone."""
+        return await self.store.append_conversation_items(conversation_id, items)
 
 
 class _AnyCall(dict):  # type: ignore[type-arg]

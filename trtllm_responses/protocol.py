@@ -13,16 +13,34 @@ its errors can name the exact item and part (``input[2].content[0]``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .errors import InvalidRequestError
+from .request_fields import check_text, check_tool_choice, check_tools, one_sentence
 
-__all__ = ["ReasoningParam", "ResponsesRequest", "parse_request"]
+__all__ = ["MAX_JSON_DEPTH", "ReasoningParam", "ResponsesRequest", "parse_request"]
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+#: Deepest nesting of objects and arrays taken in a request body (tool schemas included).
+MAX_JSON_DEPTH = 64
+#: OpenAI's metadata limits.
+MAX_METADATA_PAIRS = 16
+MAX_METADATA_KEY = 64
+MAX_METADATA_VALUE = 512
+
+
+def _integral(value: Any) -> Any:
+    """``16.0`` is the integer 16, as JSON has one number type (``16.5`` stays a float, and is refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_integral)]
 
 
 class ReasoningParam(BaseModel):
@@ -36,21 +54,25 @@ class ReasoningParam(BaseModel):
 
 
 class ResponsesRequest(BaseModel):
-    """A Responses API create request, as far as this server uses it."""
+    """A Responses API create request, as far as this server uses it.
+
+    ``tools``, ``tool_choice`` and ``text`` hold what ``request_fields`` checked,
+    in the SDK's shape. ``null`` for any field means the field is absent.
+    """
 
     model_config = ConfigDict(extra="ignore", strict=True)
 
     model: str | None = None
-    input: str | list[dict[str, Any]] = Field(default_factory=list)
+    input: str | list[Any] = Field(default_factory=list)
     instructions: str | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
     tool_choice: str | dict[str, Any] = "auto"
     parallel_tool_calls: bool = True
     reasoning: ReasoningParam | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: Integer | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: int | None = None
+    seed: Integer | None = None
     stream: bool = False
     store: bool = True
     previous_response_id: str | None = None
@@ -58,29 +80,18 @@ class ResponsesRequest(BaseModel):
     text: dict[str, Any] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     user: str | None = None
-    safety_identifier: str | None = None
-    prompt_cache_key: str | None = None
+    safety_identifier: str | None = Field(default=None, max_length=64)
+    prompt_cache_key: str | None = Field(default=None, max_length=64)
     background: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    max_tool_calls: int | None = Field(default=None, ge=1)
+    top_logprobs: Integer | None = Field(default=None, ge=0, le=20)
+    max_tool_calls: Integer | None = Field(default=None, ge=1)
     service_tier: str | None = None
     include: list[str] | None = None
     stream_options: dict[str, Any] | None = None
     conversation: Any = None
 
-    @field_validator("tool_choice")
-    @classmethod
-    def _check_tool_choice(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
-        if isinstance(value, str) and value not in ("auto", "none", "required"):
-            raise ValueError("tool_choice must be 'auto', 'none', 'required' or a tool choice object")
-        return value
 
-    @field_validator("metadata")
-    @classmethod
-    def _check_metadata(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value is not None and len(value) > 16:
-            raise ValueError("metadata can hold at most 16 key-value pairs")
-        return value
+_OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text": check_text}
 
 
 def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
@@ -92,12 +103,15 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
             raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
         if not isinstance(body, dict):
             raise InvalidRequestError("The request body must be a JSON object.")
+    _check_depth(body)
+    # null means absent, for every field (the Open Responses schema allows it for the optional ones).
+    body = {key: value for key, value in body.items() if value is not None}
+    checked = {name: check(body[name]) for name, check in _OBJECT_FIELDS.items() if name in body}
     try:
-        request = ResponsesRequest.model_validate(body)
+        request = ResponsesRequest.model_validate({**body, **checked})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        param = _param_path(first["loc"])
-        raise InvalidRequestError(f"Invalid value for '{param}': {first['msg']}.", param=param) from exc
+        raise one_sentence(exc, "") from None
+    _check_metadata(request.metadata)
     if request.background and not request.store:
         raise InvalidRequestError("Background responses require store=true.", param="background")
     if request.conversation is not None and request.previous_response_id is not None:
@@ -109,17 +123,58 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
         )
     if request.top_logprobs:
         raise InvalidRequestError("top_logprobs is not supported by this server", param="top_logprobs")
+    if not request.input and request.previous_response_id is None and request.conversation is None:
+        raise InvalidRequestError(
+            "There is nothing to respond to: 'input' is empty and no 'previous_response_id' is given.",
+            param="input",
+        )
     return request
 
 
-def _param_path(loc: tuple[Any, ...]) -> str:
-    """``('input', 2, 'content')`` → ``input[2].content``; union branch names are dropped."""
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif part in ("str", "list[dict[str,any]]", "dict[str,any]") or "[" in str(part):
-            continue
-        else:
-            path += ("." if path else "") + str(part)
-    return path
+def _check_metadata(metadata: dict[str, str] | None) -> None:
+    if metadata is None:
+        return
+    if len(metadata) > MAX_METADATA_PAIRS:
+        raise InvalidRequestError(
+            f"'metadata' can hold at most {MAX_METADATA_PAIRS} key-value pairs.", param="metadata"
+        )
+    for key, value in metadata.items():
+        if len(key) > MAX_METADATA_KEY:
+            raise InvalidRequestError(
+                f"A 'metadata' key is {len(key)} characters; the most is {MAX_METADATA_KEY}.", param="metadata"
+            )
+        if len(value) > MAX_METADATA_VALUE:
+            raise InvalidRequestError(
+                f"'metadata.{key}' is {len(value)} characters; the most is {MAX_METADATA_VALUE}.",
+                param=f"metadata.{key}",
+            )
+
+
+def _check_depth(body: dict[str, Any]) -> None:
+    """Refuse objects and arrays nested deeper than MAX_JSON_DEPTH, naming where."""
+    path = _too_deep(body, 1)
+    if path is not None:
+        where = ""
+        for key in reversed(path):
+            where += f"[{key}]" if isinstance(key, int) else (f".{key}" if where else str(key))
+        raise InvalidRequestError(
+            f"The request nests objects and arrays more than {MAX_JSON_DEPTH} levels deep (at '{where}').",
+            param=where,
+        )
+
+
+def _too_deep(value: dict[str, Any] | list[Any], depth: int) -> list[str | int] | None:
+    """The path (innermost key first) to a container deeper than MAX_JSON_DEPTH, or None.
+
+    Recursion is bounded by MAX_JSON_DEPTH, never by the input.
+    """
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, child in items:
+        if isinstance(child, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                return [key]
+            path = _too_deep(child, depth + 1)
+            if path is not None:
+                path.append(key)
+                return path
+    return None

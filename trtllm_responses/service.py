@@ -22,7 +22,8 @@ from openai.types.responses import Response, ResponseStreamEvent
 from .conversations import ConversationsService, conversation_id
 from .errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
-from .harmony.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt
+from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
+from .harmony.render_pool import RenderPool
 from .ids import new_id
 from .input_items import normalize_input_items
 from .metrics import ServerMetrics
@@ -31,12 +32,23 @@ from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .wire import to_dict, to_json
 
-__all__ = ["Deliver", "PreparedResponse", "ResponsesService"]
+__all__ = ["Deliver", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
 
 #: Receives each engine step's events (the streaming transport writes them out).
 Deliver: TypeAlias = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
+
+#: Requests up to this size render on the event loop (≈1 ms of tokenizing); larger ones in the worker.
+INLINE_RENDER_BYTES = 16 << 10
+#: Request bytes allowed per token of context window: generous for any text that fits the window
+#: (gpt-oss averages ~4 bytes of text per token; JSON escaping and item framing add to it).
+INPUT_BYTES_PER_TOKEN = 16
+
+
+def default_max_input_bytes(max_seq_len: int) -> int:
+    """``--max_input_bytes`` when not set: sized to the context window."""
+    return INPUT_BYTES_PER_TOKEN * max_seq_len
 
 
 @dataclass(slots=True)
@@ -51,6 +63,9 @@ class PreparedResponse:
     conversation_id: str | None = None  # conversation=: its items come first; this turn's are appended
     stream: ResponseStream | None = None  # while driven: its state (GET of an in-progress response)
     cancelled: bool = False  # a client cancelled it (background): it ends with status "cancelled"
+    # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
+    input_item_ids: tuple[str, ...] = ()
+    input_items_json: tuple[bytes, ...] = ()
 
 
 class ResponsesService:
@@ -64,6 +79,9 @@ class ResponsesService:
         adapter: HarmonyAdapter,
         model_name: str,
         metrics: ServerMetrics | None = None,
+        max_input_bytes: int | None = None,
+        inline_render_bytes: int = INLINE_RENDER_BYTES,
+        render_pool: RenderPool | None = None,
     ) -> None:
         self.executor = executor
         self.store = store
@@ -73,12 +91,26 @@ class ResponsesService:
         self.conversations = ConversationsService(store, adapter)
         #: Responses being generated in this process, by id (foreground and background).
         self.live: dict[str, PreparedResponse] = {}
+        self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
+        self.inline_render_bytes = inline_render_bytes
+        self.render_pool = render_pool or RenderPool()
+
+    def check_input_size(self, size: int) -> None:
+        """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
+        if size > self.max_input_bytes:
+            raise InvalidRequestError(
+                f"The request is larger than {self.max_input_bytes} bytes, more than this model's context "
+                f"window of {self.executor.max_seq_len} tokens can hold (--max_input_bytes).",
+                param="input",
+                code="context_length_exceeded",
+            )
 
     # -- create ----------------------------------------------------------------------------
 
     async def prepare(self, body: bytes, received_at: float | None = None) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong."""
         received = received_at if received_at is not None else time.perf_counter()
+        self.check_input_size(len(body))
         request = parse_request(body)
         history = EMPTY_HISTORY
         if request.previous_response_id is not None:
@@ -93,7 +125,7 @@ class ResponsesService:
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
             history = await self.conversations.history(conversation)
-        prompt = self.adapter.build_prompt(request, history)
+        prompt = await self._build_prompt(request, history, len(body))
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -102,6 +134,7 @@ class ResponsesService:
                 param="input",
                 code="context_length_exceeded",
             )
+        self.adapter.admit(prompt)
         max_tokens = min(request.max_output_tokens or room, room)
         response_id = new_id("resp")
         generation = GenerationRequest(
@@ -115,14 +148,27 @@ class ResponsesService:
                 seed=request.seed,
             ),
         )
+        items = normalize_input_items(request.input) if request.store or conversation else []
         return PreparedResponse(
             request=request,
             prompt=prompt,
             generation=generation,
             response=self._snapshot(response_id, request, conversation),
             received_at=received,
+            input_item_ids=tuple(item["id"] for item in items),
+            input_items_json=tuple(orjson.dumps(item) for item in items),
             conversation_id=conversation,
         )
+
+    async def _build_prompt(self, request: ResponsesRequest, history: ConversationHistory, size: int) -> Prompt:
+        """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
+        adapter = self.adapter
+        draft = adapter.draft_prompt(request, history)
+        if size <= self.inline_render_bytes or not draft.to_render:
+            return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
+        renders = await self.render_pool.render(draft.to_render)
+        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders)]
+        return adapter.finish_prompt(draft, rendered)
 
     def _snapshot(self, response_id: str, request: ResponsesRequest, conversation: str | None = None) -> Response:
         reasoning = request.reasoning
@@ -218,7 +264,12 @@ class ResponsesService:
                     break
                 if events and deliver is not None:
                     await deliver(events)
-            final_json = await self._keep(prepared, processor.stream)
+            try:
+                final_json = await self._keep(prepared, processor.stream)
+            except Exception:  # the store or the serializer failed: the client still gets a terminal event
+                logger.exception("Could not serialize or store %s", generation.request_id)
+                events[-1] = processor.stream.fail_instead("The server could not store the response.")
+                final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
             self.metrics.record_response(processor.output_tokens)
             if deliver is not None:
                 await deliver(events)
@@ -240,10 +291,11 @@ class ResponsesService:
             final.status = "cancelled"
             final.error = None
         final_json = to_json(final)
-        items = normalize_input_items(prepared.request.input) if prepared.request.store or prepared.conversation_id else []
         if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
+            items = list(zip(prepared.input_item_ids, prepared.input_items_json, strict=True))
+            items += [(item.id, to_json(item)) for item in final.output if item.id]
             try:
-                await self.conversations.append(prepared.conversation_id, items + [to_dict(i) for i in final.output])
+                await self.conversations.append(prepared.conversation_id, items)
             except ServiceUnavailableError:
                 self.metrics.store_errors += 1
                 logger.error("Response %s could not be added to its conversation: the store is unavailable", final.id)
@@ -252,8 +304,8 @@ class ResponsesService:
             entry = StoredResponse(
                 id=final.id,
                 response_json=final_json,
-                input_item_ids=tuple(item["id"] for item in items),
-                input_items_json=tuple(orjson.dumps(item) for item in items),
+                input_item_ids=prepared.input_item_ids,
+                input_items_json=prepared.input_items_json,
                 history=history,
             )
             try:

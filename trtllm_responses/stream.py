@@ -253,6 +253,19 @@ class ResponseStream:
         error = ResponseError(code="server_error", message=message)
         return self._end(ResponseFailedEvent, "failed", usage, error=error)
 
+    def fail_instead(self, message: str) -> ResponseStreamEvent:
+        """``response.failed`` in place of the terminal event just made, which must not have been sent.
+
+        For when the finished response cannot be stored or serialized: the
+        client gets a terminal event with the same sequence number either way.
+        """
+        terminal = self._terminal
+        if terminal is None:
+            raise StreamStateError("there is no terminal event to replace")
+        self._terminal = None
+        self._sequence -= 1
+        return self.fail(message, terminal.usage)[-1]
+
     def _end(
         self, event_type: type[Any], status: str, usage: ResponseUsage | None, **fields: Any
     ) -> list[ResponseStreamEvent]:

@@ -123,19 +123,23 @@ class EchoExecutor(Executor):
         header = f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
         return tokens + self._segment(header, arguments, "<|call|>")
 
-    def _last_message(self, prompt: Sequence[int]) -> tuple[str, str]:
-        """Header and body text of the message before the final ``<|start|>assistant``."""
+    def _last_message(self, prompt: Sequence[int]) -> tuple[str, str, Sequence[int]]:
+        """Header text, body text and body tokens of the message before the final ``<|start|>assistant``."""
         start = self._enc.start
         end = len(prompt) - 2  # prompt ends with <|start|>assistant
         i = end - 1
         while i >= 0 and prompt[i] != start:
             i -= 1
         if i < 0:
-            return "", ""
+            return "", "", ()
         body_end = end - 1 if prompt[end - 1] in self._enc.message_terminators else end
-        text = self._enc.decode(prompt[i + 1 : body_end])
-        header, _, body = text.partition("<|message|>")
-        return header, body
+        try:
+            body_start = prompt.index(self._enc.message, i + 1, body_end) + 1
+        except ValueError:
+            body_start = body_end
+        header = self._enc.decode(prompt[i + 1 : body_start - 1])
+        body_tokens = prompt[body_start:body_end]
+        return header, self._enc.decode(body_tokens), body_tokens
 
     def _declared_functions(self, prompt: Sequence[int]) -> list[tuple[str, list[str]]]:
         """(name, declaration lines) of the functions the developer message declares, in order."""
@@ -160,13 +164,16 @@ class EchoExecutor(Executor):
                 functions[-1][1].append(line)
         return functions
 
-    def plan(self, prompt: Sequence[int]) -> list[int]:
-        """The whole completion this executor streams for ``prompt``."""
-        header, body = self._last_message(prompt)
+    def plan(self, prompt: Sequence[int], max_tokens: int | None = None) -> list[int]:
+        """The completion this executor streams for ``prompt`` (built no further than ``max_tokens``).
+
+        Echoed text reuses the prompt's own tokens for it, so echoing costs a copy, not a tokenization.
+        """
+        header, body, body_tokens = self._last_message(prompt)
         role = header.split(" ", 1)[0].split("<|", 1)[0]
         if role.startswith("functions."):
             name = role[len("functions.") :]
-            return self._answer(f"Got {name} output.", f"{name} returned: {body}")
+            return self._answer(f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens))
         if body.startswith("#harmony\n"):
             return self._enc.encode(body[len("#harmony\n") :])
         if body == "#prompt":
@@ -175,7 +182,9 @@ class EchoExecutor(Executor):
         if lorem:
             n = int(lorem.group(1))
             filler = self._filler
-            tokens = [filler[i % len(filler)] for i in range(n)]
+            # Past max_tokens nothing is streamed: build no more than that (and one to show the cut).
+            count = n if max_tokens is None else min(n, max_tokens + 1)
+            tokens = [filler[i % len(filler)] for i in range(count)]
             return self._answer(f"Writing {n} tokens.", tokens)
         call = _CALL.fullmatch(body)
         if call:
@@ -185,7 +194,7 @@ class EchoExecutor(Executor):
             name, declaration = functions[0]
             arguments = _arguments_for(declaration, body)
             return self._call(name, json.dumps(arguments, ensure_ascii=False, separators=(",", ":")))
-        return self._answer("Echoing the user.", body)
+        return self._answer("Echoing the user.", list(body_tokens))
 
     # -- the engine ------------------------------------------------------------------------
 
@@ -194,7 +203,7 @@ class EchoExecutor(Executor):
         request_id = request.request_id
         self._running.add(request_id)
         try:
-            completion = self.plan(request.prompt_token_ids)
+            completion = self.plan(request.prompt_token_ids, request.sampling.max_tokens)
             # Where it ends, decided up front: at the first stop token (kept), at max_tokens, or by
             # running out (then a last, empty delta says "length").
             stops = frozenset(request.sampling.stop_token_ids)

@@ -41,12 +41,20 @@ from openai_harmony import (
     ToolDescription,
 )
 
+from ..bounded_cache import ByteBoundedCache
 from ..errors import InvalidRequestError
 from ..protocol import ResponsesRequest
 from .encoding import HarmonyEncoding
 from .items import input_to_messages
 
-__all__ = ["EMPTY_HISTORY", "ConversationHistory", "HarmonyAdapter", "Prompt", "RenderedMessage"]
+__all__ = [
+    "EMPTY_HISTORY",
+    "ConversationHistory",
+    "HarmonyAdapter",
+    "Prompt",
+    "PromptDraft",
+    "RenderedMessage",
+]
 
 _EFFORTS = {
     "none": ReasoningEffort.LOW,
@@ -60,6 +68,8 @@ _WEB_SEARCH_TOOLS = frozenset(
     {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
 )
 _CODE_TOOLS = frozenset({"code_interpreter"})
+#: Byte budget of the rendered developer messages cache (instructions and tools are client text).
+DEVELOPER_CACHE_BYTES = 32 << 20
 # A RenderedMessage's own object (4 slots) with headroom for allocator rounding.
 _MESSAGE_OVERHEAD = 96
 # A ConversationHistory object (4 slots) and its mapping proxy.
@@ -142,12 +152,32 @@ class Prompt:
     developer: RenderedMessage | None
     history: ConversationHistory  # history including this request's input
     instructions: str | None  # effective instructions (request + system/developer input messages)
+    developer_key: tuple[str | None, str] = (None, "[]")  # (instructions, functions JSON): the cache key
+
 
     @property
     def messages(self) -> list[Message]:
         """Every Harmony message of the prompt, in order (analysis included, as stored)."""
         head = [self.system.message] + ([self.developer.message] if self.developer else [])
         return head + [m.message for m in self.history.messages]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptDraft:
+    """A prompt before its new messages are rendered: what ``HarmonyAdapter.finish_prompt`` completes.
+
+    ``to_render`` holds the developer message first when it was not cached
+    (``renders_developer``), then the request's input messages.
+    """
+
+    system: RenderedMessage
+    developer: RenderedMessage | None
+    developer_key: tuple[str | None, str]
+    renders_developer: bool
+    to_render: list[Message]
+    history: ConversationHistory
+    calls: dict[str, str]
+    instructions: str | None
 
 
 def _today() -> str:
@@ -167,13 +197,16 @@ class HarmonyAdapter:
         *,
         model_identity: str | None = None,
         today: Callable[[], str] = _today,
+        developer_cache_bytes: int = DEVELOPER_CACHE_BYTES,
     ) -> None:
         self.encoding = encoding
         self._model_identity = model_identity
         self._today = today
         self._assistant_start = tuple(encoding.encode("<|start|>assistant"))
+        # Keyed by a handful of small values: bounded by count.
         self._render_system = lru_cache(maxsize=64)(self._render_system_uncached)
-        self._render_developer = lru_cache(maxsize=256)(self._render_developer_uncached)
+        # Keyed by client text (instructions, tools): bounded by bytes, filled only by accepted prompts.
+        self._developers: ByteBoundedCache[RenderedMessage] = ByteBoundedCache(developer_cache_bytes)
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -183,12 +216,15 @@ class HarmonyAdapter:
     # -- rendering -------------------------------------------------------------------------
 
     def render_message(self, message: Message) -> RenderedMessage:
-        """Render one conversation message (user, assistant or tool)."""
-        tokens = self.encoding.intern(self.encoding.harmony.render(message))
+        """Render one message (developer, user, assistant or tool) in this thread."""
+        return self.rendered(message, self.encoding.render(message))
+
+    def rendered(self, message: Message, tokens: Sequence[int]) -> RenderedMessage:
+        """The RenderedMessage of ``message``, whose render (done here or elsewhere) is ``tokens``."""
         is_assistant = message.author.role == Role.ASSISTANT and not message.recipient
         return RenderedMessage(
             source=message.to_json(),
-            tokens=tokens,
+            tokens=self.encoding.intern(tokens),
             is_analysis=message.author.role == Role.ASSISTANT and message.channel == "analysis",
             is_final=is_assistant and message.channel == "final",
         )
@@ -213,10 +249,8 @@ class HarmonyAdapter:
         )
         return RenderedMessage(message.to_json(), self.encoding.intern(tokens), False, False)
 
-    def _render_developer_uncached(
-        self, instructions: str | None, functions_json: str
-    ) -> RenderedMessage | None:
-        functions = orjson.loads(functions_json)
+    @staticmethod
+    def _developer_message(instructions: str | None, functions: list[dict[str, Any]]) -> Message | None:
         if not instructions and not functions:
             return None
         content = DeveloperContent.new()
@@ -229,9 +263,7 @@ class HarmonyAdapter:
                     for f in functions
                 ]
             )
-        message = Message.from_role_and_content(Role.DEVELOPER, content)
-        tokens = self.encoding.intern(self.encoding.harmony.render(message))
-        return RenderedMessage(message.to_json(), tokens, False, False)
+        return Message.from_role_and_content(Role.DEVELOPER, content)
 
     # -- requests --------------------------------------------------------------------------
 
@@ -239,7 +271,21 @@ class HarmonyAdapter:
         """Render ``request`` continuing ``history``; raise InvalidRequestError for bad input.
 
         Instructions, tools and reasoning effort come from ``request`` alone;
-        ``history`` contributes its messages and its function call ids.
+        ``history`` contributes its messages and its function call ids. Renders in
+        this thread and admits the prompt's developer message into the cache: for
+        callers that use every prompt they build (the server drafts, renders where
+        it chooses, and admits only accepted prompts).
+        """
+        draft = self.draft_prompt(request, history)
+        prompt = self.finish_prompt(draft, self.render_messages(draft.to_render))
+        self.admit(prompt)
+        return prompt
+
+    def draft_prompt(self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY) -> PromptDraft:
+        """Everything of the prompt but the rendering of its new messages (``draft.to_render``).
+
+        Checks the request's input and tools (InvalidRequestError); cheap: harmony
+        tokenizes nothing here except the small, cached system message.
         """
         converted = input_to_messages(request.input, history.calls)
         functions, browser, python = _select_tools(request)
@@ -253,21 +299,51 @@ class HarmonyAdapter:
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
         instructions = "\n\n".join(parts) if parts else None
-        developer = self._render_developer(instructions, orjson.dumps(functions).decode())
+        developer_key = (instructions, orjson.dumps(functions).decode())
+        developer = self._developers.get(developer_key)
+        to_render = list(converted.messages)
+        if developer is None:
+            message = self._developer_message(instructions, functions)
+            if message is not None:
+                to_render.insert(0, message)
+        return PromptDraft(
+            system=system,
+            developer=developer,
+            developer_key=developer_key,
+            renders_developer=developer is None and len(to_render) > len(converted.messages),
+            to_render=to_render,
+            history=history,
+            calls=converted.calls,
+            instructions=instructions,
+        )
 
-        full_history = history.extended(self.render_messages(converted.messages), converted.calls)
-        tokens = list(system.tokens)
+    def finish_prompt(self, draft: PromptDraft, rendered: Sequence[RenderedMessage]) -> Prompt:
+        """The prompt, from its draft and the renders of ``draft.to_render`` (in order)."""
+        developer = draft.developer
+        if draft.renders_developer:
+            developer, rendered = rendered[0], rendered[1:]
+        full_history = draft.history.extended(rendered, draft.calls)
+        tokens = list(draft.system.tokens)
         if developer is not None:
             tokens += developer.tokens
         tokens += self.conversation_tokens(full_history.messages)
         tokens += self._assistant_start
         return Prompt(
             token_ids=tokens,
-            system=system,
+            system=draft.system,
             developer=developer,
             history=full_history,
-            instructions=instructions,
+            instructions=draft.instructions,
+            developer_key=draft.developer_key,
         )
+
+    def admit(self, prompt: Prompt) -> None:
+        """Cache the prompt's developer message for the requests that repeat its instructions and tools."""
+        developer = prompt.developer
+        if developer is not None and self._developers.get(prompt.developer_key) is None:
+            instructions, functions_json = prompt.developer_key
+            key_bytes = sys.getsizeof(instructions) + sys.getsizeof(functions_json)
+            self._developers.admit(prompt.developer_key, developer, developer.nbytes + key_bytes)
 
     @staticmethod
     def conversation_tokens(messages: Sequence[RenderedMessage]) -> list[int]:

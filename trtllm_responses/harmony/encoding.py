@@ -20,15 +20,18 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 import openai_harmony
+import regex
 
 from ..errors import VocabError
 from ..files import sha256_file, write_atomically
+
+from .linear import LONG_RUN, has_long_run, linear_encode
 
 __all__ = [
     "VOCAB_FILENAME",
@@ -145,9 +148,16 @@ class HarmonyEncoding:
     call: int = field(init=False)
     endoftext: int = field(init=False)
     _ints: list[int] = field(init=False, repr=False)  # one shared int object per token id
+    _special_by_text: dict[str, int] = field(init=False, repr=False)
+    _special_pattern: regex.Pattern[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_ints", list(range(len(self.token_bytes))))
+        specials = {self.token_bytes[i].decode("utf-8"): i for i in self.special_ids}
+        object.__setattr__(self, "_special_by_text", specials)
+        # Longest first, so that no control token is read as a prefix of a longer one.
+        alternatives = "|".join(regex.escape(t) for t in sorted(specials, key=len, reverse=True))
+        object.__setattr__(self, "_special_pattern", regex.compile(alternatives))
 
         def one(text: str) -> int:
             ids = self.harmony.encode(text, allowed_special="all")
@@ -177,8 +187,18 @@ class HarmonyEncoding:
         return frozenset((self.end, self.return_, self.call))
 
     def encode(self, text: str) -> list[int]:
-        """Tokenize text, reading Harmony control tokens written in it as control tokens."""
-        return self.harmony.encode(text, allowed_special="all")
+        """Tokenize text, reading Harmony control tokens written in it as control tokens (linear time).
+
+        As harmony does: the text between control tokens is encoded as plain text.
+        """
+        tokens: list[int] = []
+        position = 0
+        for match in self._special_pattern.finditer(text):
+            tokens += self.encode_plain(text[position : match.start()])
+            tokens.append(self._special_by_text[match.group()])
+            position = match.end()
+        tokens += self.encode_plain(text[position:])
+        return tokens
 
     def intern(self, tokens: Sequence[int]) -> tuple[int, ...]:
         """``tokens`` as a tuple of the encoding's shared int objects: a stored token id costs one slot."""
@@ -186,12 +206,56 @@ class HarmonyEncoding:
         return tuple([table[t] for t in tokens])
 
     def encode_plain(self, text: str) -> list[int]:
-        """Tokenize text as plain text: ``<|start|>`` written in it stays text, never a control token."""
+        """Tokenize text as plain text (``<|start|>`` written in it stays text), in linear time (``linear.py``)."""
+        return linear_encode(self._encode_ordinary, text)
+
+    def _encode_ordinary(self, text: str) -> list[int]:
         return self.harmony.encode(text, allowed_special=set(), disallowed_special=())
+
+    def render(self, message: openai_harmony.Message) -> list[int]:
+        """harmony's render of one message, in linear time whatever its text.
+
+        harmony tokenizes a message's content itself, so a long run in it would
+        cost quadratic time there. Long runs are swapped for short placeholders
+        while harmony renders; the body is then decoded, the runs put back, and
+        the body re-encoded with :meth:`encode_plain`. Messages without long runs
+        (all ordinary ones) are harmony's render, unchanged.
+        """
+        data = message.to_dict()
+        runs: list[str] = []
+        nonce = os.urandom(6).hex()
+
+        def swap(match: regex.Match[str]) -> str:
+            runs.append(match.group())
+            return f"\ue000{nonce}.{len(runs) - 1}\ue001"
+
+        data["content"] = _map_strings(data.get("content"), lambda s: _swap_long_runs(s, swap))
+        if not runs:
+            return self.harmony.render(message)
+        tokens = self.harmony.render(openai_harmony.Message.from_dict(data))
+        body_start = tokens.index(self.message) + 1
+        body = self.decode(tokens[body_start:-1])
+        restored = regex.sub(f"\ue000{nonce}\\.(\\d+)\ue001", lambda m: runs[int(m.group(1))], body)
+        return tokens[:body_start] + self.encode_plain(restored) + tokens[-1:]
 
     def decode(self, tokens: Sequence[int]) -> str:
         """Decode tokens to text, control tokens as their literal text; invalid UTF-8 as U+FFFD."""
         return b"".join([self.token_bytes[t] for t in tokens]).decode("utf-8", "replace")
+
+
+def _swap_long_runs(text: str, swap: Callable[[regex.Match[str]], str]) -> str:
+    return LONG_RUN.sub(swap, text) if has_long_run(text) else text
+
+
+def _map_strings(value: object, fn: Callable[[str], str]) -> object:
+    """``value`` (JSON-like) with ``fn`` applied to every string value (keys stay)."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    return value
 
 
 _lock = threading.Lock()

@@ -293,7 +293,9 @@ def input_to_messages(
         if not isinstance(item, Mapping):
             raise InvalidRequestError(f"'{where}' must be an object.", param=where)
         kind = item.get("type", "message" if "role" in item else None)
-        converter = _INPUT_CONVERTERS.get(kind)  # type: ignore[arg-type]
+        if not isinstance(kind, str):
+            raise InvalidRequestError(f"'{where}.type' must be a string.", param=f"{where}.type")
+        converter = _INPUT_CONVERTERS.get(kind)
         if converter is None:
             raise InvalidRequestError(
                 f"Unknown or unsupported input item type {kind!r} at '{where}.type'.", param=f"{where}.type"

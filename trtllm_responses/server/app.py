@@ -38,7 +38,12 @@ def create_app(
     """An app serving the Responses API with ``executor``; starts and shuts it down with the app."""
     metrics = ServerMetrics()
     service = ResponsesService(
-        executor=executor, store=store, adapter=adapter, model_name=config.served_model_name, metrics=metrics
+        executor=executor,
+        store=store,
+        adapter=adapter,
+        model_name=config.served_model_name,
+        metrics=metrics,
+        max_input_bytes=config.max_input_bytes,
     )
     background = BackgroundResponses(service, BackgroundLimits(grace=config.background_grace))
 
@@ -64,6 +69,7 @@ def create_app(
             reaper.cancel()
             background.abort_all()
             await background.wait(5)
+            service.render_pool.close()
             await executor.shutdown()
             await store.close()
 

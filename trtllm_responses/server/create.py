@@ -37,7 +37,7 @@ class _BodyTooLarge(InvalidRequestError):
     status_code = 413
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive, service: ResponsesService) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -50,6 +50,7 @@ async def _read_body(receive: Receive) -> bytes:
             raise _BodyTooLarge(
                 f"The request body is larger than {MAX_BODY_BYTES >> 20} MiB.", code="request_too_large"
             )
+        service.check_input_size(size)  # refuse early, before reading (and parsing) the rest
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
@@ -61,7 +62,7 @@ async def create_response(
     """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream."""
     response: Response
     try:
-        body = await _read_body(receive)
+        body = await _read_body(receive, service)
         prepared = await service.prepare(body, time.perf_counter())
         if prepared.request.background:
             run = background.start(prepared)

@@ -1,0 +1,87 @@
+"""Tokenization in linear time, whatever the text.
+
+gpt-oss's tokenizer (o200k, in openai-harmony's Rust) first splits text into
+pieces with a regex, then byte-pair-merges each piece. Merging costs O(m²) in
+the piece's length m, so one long piece is quadratic: 100 KB of ``=`` took 10 s,
+and 1 MB of ``a`` overflowed the regex engine's stack.
+
+Every o200k piece lies inside one run of the text's characters: a whitespace
+run, or a run of non-whitespace non-digit characters (its "word run") plus at
+most one leading character and trailing newlines (digits form pieces of at most
+three). So when no run is longer than :data:`MAX_RUN` characters, no piece is
+longer than ``2 * MAX_RUN + 1``, and harmony's own encoder is linear on it: such
+text is encoded by harmony as it is, **token for token identical**.
+
+A longer run is cut into parts of at most :data:`MAX_RUN` characters, each part
+encoded on its own. Inside a word run the cuts go, where one exists within
+reach, where a piece boundary is certain: after a letter or digit and before a
+punctuation mark (o200k ends a letter or number piece there, and no piece starts
+earlier and reaches across). Unbroken CJK paragraphs, URLs and base64 are cut
+only there, so they too encode exactly as harmony encodes them. Only runs with no
+such boundary within :data:`MAX_RUN` characters (``====…``, ``aaaa…``,
+256 spaces) get a forced cut, where tokens may differ from harmony's at the cut;
+they always decode to the same text.
+
+Ordinary prose and code have no run of 256 characters without whitespace, a digit
+or a word-to-punctuation step, which is why :data:`MAX_RUN` is 256. It bounds
+the merge work per character at ``O(MAX_RUN)`` bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+
+import regex
+
+__all__ = ["LONG_RUN", "MAX_RUN", "has_long_run", "linear_encode", "split_points"]
+
+#: Longest run (whitespace, or non-whitespace non-digit) handed to the tokenizer whole.
+MAX_RUN = 256
+
+_WORD = r"[^\p{White_Space}\p{N}]"
+_SPACE = r"\p{White_Space}"
+# A whole run of at least MAX_RUN characters: anchored at the run's start (the lookbehind), so the
+# search is linear (no restart inside a run).
+LONG_RUN = regex.compile(
+    rf"(?P<word>(?<!{_WORD}){_WORD}{{{MAX_RUN},}})|(?P<space>(?<!{_SPACE}){_SPACE}{{{MAX_RUN},}})"
+)
+# Where o200k certainly ends a piece inside a word run: a letter or digit, then punctuation that is
+# not a combining mark (marks join letter pieces) nor an apostrophe (contractions: 's, 't …).
+_CERTAIN_BOUNDARY = regex.compile(r"(?<=[\p{L}\p{N}])(?=[^\p{White_Space}\p{L}\p{N}\p{M}'])")
+
+
+def has_long_run(text: str) -> bool:
+    """Whether ``text`` has a run longer than the tokenizer may take whole."""
+    return len(text) >= MAX_RUN and LONG_RUN.search(text) is not None
+
+
+def split_points(text: str) -> list[int]:
+    """Offsets at which to cut ``text`` so that no part holds a run longer than :data:`MAX_RUN`."""
+    cuts: list[int] = []
+    for run in LONG_RUN.finditer(text):
+        start, end = run.span()
+        boundaries: list[int] = []
+        if run.lastgroup == "word":
+            boundaries = [m.start() for m in _CERTAIN_BOUNDARY.finditer(text, start + 1, end)]
+        position = start
+        while end - position > MAX_RUN:
+            # The furthest certain boundary within reach; else a forced cut.
+            i = bisect.bisect_right(boundaries, position + MAX_RUN) - 1
+            cut = boundaries[i] if i >= 0 and boundaries[i] > position else position + MAX_RUN
+            cuts.append(cut)
+            position = cut
+    return cuts
+
+
+def linear_encode(encode: Callable[[str], list[int]], text: str) -> list[int]:
+    """``encode(text)`` in linear time: parts without long runs, each encoded by ``encode``."""
+    if not has_long_run(text):
+        return encode(text)
+    tokens: list[int] = []
+    previous = 0
+    for cut in split_points(text):
+        tokens += encode(text[previous:cut])
+        previous = cut
+    tokens += encode(text[previous:])
+    return tokens
