@@ -91,8 +91,10 @@ def test_redis_going_away_is_503_then_recovers() -> None:
                 assert info.value.status_code == 503
                 assert info.value.body["code"] == "service_unavailable"  # type: ignore[index]
             assert time.monotonic() - started < 30, "an unreachable store must fail fast, not hang"
-            # A response that needs no stored state is still served (storing it fails, logged).
-            assert client.responses.create(model="m", input="#lorem 3").status == "completed"
+            # A response that needs no store is still served; one that asked to be stored fails, saying why.
+            assert client.responses.create(model="m", input="#lorem 3", store=False).status == "completed"
+            unstored = client.responses.create(model="m", input="#lorem 3")
+            assert unstored.status == "failed" and "store" in unstored.error.message  # type: ignore[union-attr]
             redis.start()  # back, empty (no persistence)
             again = client.responses.create(model="m", input="hello again")
             assert client.responses.retrieve(again.id).status == "completed"

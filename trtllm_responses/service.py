@@ -298,7 +298,7 @@ class ResponsesService:
                 await self.conversations.append(prepared.conversation_id, items)
             except ServiceUnavailableError:
                 self.metrics.store_errors += 1
-                logger.error("Response %s could not be added to its conversation: the store is unavailable", final.id)
+                raise  # drive ends the response failed instead
         if prepared.request.store:
             history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
             entry = StoredResponse(
@@ -311,9 +311,8 @@ class ResponsesService:
             try:
                 await self.store.put(entry)
             except ServiceUnavailableError:
-                # The output is real and the client gets it; only continuing it later will 404.
                 self.metrics.store_errors += 1
-                logger.error("Response %s could not be stored: the store is unavailable", final.id)
+                raise  # drive ends the response failed instead: a response asked to be stored never silently is not
         return final_json
 
     # -- stored responses --------------------------------------------------------------------
