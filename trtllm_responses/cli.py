@@ -11,10 +11,11 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import APIError, VocabError
 
@@ -164,14 +165,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config.store, max_responses=config.max_stored_responses, max_bytes=config.max_store_bytes, ttl=config.store_ttl
     )
     app = create_app(config, executor, store, HarmonyAdapter(encoding))
-    uvicorn.run(
+    shutdown = app.state.shutdown
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            shutdown.begin()
+            if sig == signal.SIGTERM and sig in self._captured_signals:
+                # A graceful SIGTERM shutdown is a normal exit (0): uvicorn must not re-raise it.
+                self._captured_signals.remove(sig)
+
+    uv_config = uvicorn.Config(
         app,
         host=config.host,
         port=config.port,
         log_level=config.log_level,
         access_log=False,
-        timeout_graceful_shutdown=config.shutdown_timeout + 5,
+        # Connections close by themselves once running responses end (by --shutdown_timeout at most,
+        # then a terminal event): uvicorn waits a little longer before cancelling anything.
+        timeout_graceful_shutdown=config.shutdown_timeout + 10,
     )
+    Server(uv_config).run()
     return 0
 
 

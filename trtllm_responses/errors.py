@@ -9,6 +9,7 @@ started SSE stream they become a ``response.failed`` event instead.
 
     APIError
      ├── InvalidRequestError   400  invalid_request_error   (bad JSON, fields, items, call ids; 413 for a body too large)
+     ├── AuthenticationError   401  invalid_request_error   (missing or wrong API key)
      ├── NotFoundError         404  invalid_request_error   (unknown response id)
      ├── ServerError           500  server_error            (a bug on our side)
      └── ServiceUnavailableError 503 service_unavailable_error (the response store cannot be reached)
@@ -23,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "APIError",
+    "AuthenticationError",
     "HarmonyFormatError",
     "InvalidRequestError",
     "NotFoundError",
@@ -61,6 +63,16 @@ class InvalidRequestError(APIError):
 
     status_code = 400
     error_type = "invalid_request_error"
+
+
+class AuthenticationError(APIError):
+    """The request has no valid ``Authorization: Bearer`` API key (HTTP 401)."""
+
+    status_code = 401
+    error_type = "invalid_request_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = "invalid_api_key") -> None:
+        super().__init__(message, param=param, code=code)
 
 
 class NotFoundError(APIError):

@@ -270,7 +270,15 @@ class ResponsesService:
                 logger.exception("Could not serialize or store %s", generation.request_id)
                 events[-1] = processor.stream.fail_instead("The server could not store the response.")
                 final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
-            self.metrics.record_response(processor.output_tokens)
+            final = processor.stream.final_response
+            self.metrics.record_response(
+                processor.output_tokens,
+                status=final.status if final is not None and final.status else "failed",
+                input_tokens=len(prepared.prompt.token_ids),
+                cached_tokens=processor.cached_tokens,
+                received_at=prepared.received_at,
+                first_token_at=processor.first_token_at,
+            )
             if deliver is not None:
                 await deliver(events)
             return final_json
@@ -278,6 +286,7 @@ class ResponsesService:
             self.live.pop(generation.request_id, None)
             if not executor_finished:
                 self.executor.abort(generation.request_id)
+                self.metrics.record_abort()
             await deltas.aclose()
 
     async def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
@@ -297,7 +306,7 @@ class ResponsesService:
             try:
                 await self.conversations.append(prepared.conversation_id, items)
             except ServiceUnavailableError:
-                self.metrics.store_errors += 1
+                self.metrics.record_store_error()
                 raise  # drive ends the response failed instead
         if prepared.request.store:
             history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
@@ -311,7 +320,7 @@ class ResponsesService:
             try:
                 await self.store.put(entry)
             except ServiceUnavailableError:
-                self.metrics.store_errors += 1
+                self.metrics.record_store_error()
                 raise  # drive ends the response failed instead: a response asked to be stored never silently is not
         return final_json
 

@@ -352,6 +352,7 @@ class TokenStreamProcessor:
         self._reasoning_tokens = 0
         self._in_reasoning = False
         self._cached_tokens = 0
+        self.first_token_at: float | None = None  # perf_counter() when the first output token arrived
         self.done = False
 
     def start(self) -> list[ResponseStreamEvent]:
@@ -362,6 +363,11 @@ class TokenStreamProcessor:
     def output_tokens(self) -> int:
         """Tokens the executor has produced so far."""
         return self._output_tokens
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens the engine reported reusing from its KV cache."""
+        return self._cached_tokens
 
     def usage(self) -> ResponseUsage:
         """Usage so far."""
@@ -375,6 +381,8 @@ class TokenStreamProcessor:
             raise StreamStateError("the response has already ended")
         tokens = delta.token_ids
         self._output_tokens += len(tokens)
+        if self.first_token_at is None and tokens:
+            self.first_token_at = time.perf_counter()
         if delta.cached_tokens is not None:
             self._cached_tokens = delta.cached_tokens
         if delta.finish_reason is None:

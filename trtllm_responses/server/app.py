@@ -24,6 +24,7 @@ from ..store import ResponseStore
 from .background import BackgroundLimits, BackgroundResponses
 from .conversation_routes import build_conversation_router
 from .create import ResponsesApp
+from .operations import GracefulShutdown
 from .errors import install_error_handlers
 from .routes import build_router
 
@@ -46,6 +47,7 @@ def create_app(
         max_input_bytes=config.max_input_bytes,
     )
     background = BackgroundResponses(service, BackgroundLimits(grace=config.background_grace))
+    shutdown = GracefulShutdown(service, background, config.shutdown_timeout)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -60,6 +62,7 @@ def create_app(
         # all and stall the event loop for tens of milliseconds under load. Refcounting still frees.
         gc.collect()
         gc.freeze()
+        shutdown.attach(asyncio.get_running_loop())
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
         reaper = asyncio.ensure_future(background.reap_forever())
         try:
@@ -67,8 +70,7 @@ def create_app(
         finally:
             watchdog.cancel()
             reaper.cancel()
-            background.abort_all()
-            await background.wait(5)
+            await shutdown.drain()
             service.render_pool.close()
             await executor.shutdown()
             await store.close()
@@ -77,6 +79,7 @@ def create_app(
     app.state.service = service
     install_error_handlers(app)
     app.state.background = background
+    app.state.shutdown = shutdown
     app.include_router(build_router(service, background, config))
     app.include_router(build_conversation_router(service.conversations))
-    return ResponsesApp(app, service, background)
+    return ResponsesApp(app, service, background, api_key=config.api_key)

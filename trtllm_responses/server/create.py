@@ -15,11 +15,12 @@ import time
 
 from fastapi import FastAPI
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ..errors import APIError, InvalidRequestError, ServerError
 from ..service import ResponsesService
 from .errors import error_response
+from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
 from ..wire import to_json
 from .background import BackgroundResponses
 from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
@@ -58,8 +59,8 @@ async def _read_body(receive: Receive, service: ResponsesService) -> bytes:
 
 async def create_response(
     service: ResponsesService, background: BackgroundResponses, scope: Scope, receive: Receive, send: Send
-) -> None:
-    """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream."""
+) -> int:
+    """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream. Returns the HTTP status."""
     response: Response
     try:
         body = await _read_body(receive, service)
@@ -75,22 +76,27 @@ async def create_response(
         else:
             response = JSONBytesResponse(await service.drive(prepared))
     except ConnectionResetError:
-        return
+        return CLIENT_CLOSED
     except APIError as exc:
         response = error_response(exc)
     except Exception:
         logger.exception("Unhandled error on POST %s", PATH)
         response = error_response(ServerError("The server had an error while processing your request."))
     await response(scope, receive, send)
+    return response.status_code
 
 
 class ResponsesApp:
     """The ASGI app: ``POST /v1/responses`` here, everything else (and the lifespan) to FastAPI."""
 
-    def __init__(self, api: FastAPI, service: ResponsesService, background: BackgroundResponses) -> None:
+    def __init__(
+        self, api: FastAPI, service: ResponsesService, background: BackgroundResponses, api_key: str | None = None
+    ) -> None:
         self.api = api
         self.service = service
         self.background = background
+        self.api_key = api_key
+        self._requests = service.metrics.requests
 
     @property
     def state(self):  # type: ignore[no-untyped-def]
@@ -98,14 +104,33 @@ class ResponsesApp:
         return self.api.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == PATH:
-            if scope["method"] == "POST":
-                await create_response(self.service, self.background, scope, receive, send)
-            else:
-                error = InvalidRequestError(
-                    f"{scope['method']} is not allowed on {PATH}; use POST.", code="method_not_allowed"
-                )
-                error.status_code = 405
-                await error_response(error)(scope, receive, send)
+        if scope["type"] != "http":
+            await self.api(scope, receive, send)
             return
-        await self.api(scope, receive, send)
+        path = scope["path"]
+        method = scope["method"]
+        if self.api_key is not None and path.startswith("/v1/") and not authorized(scope, self.api_key):
+            await error_response(unauthorized(scope))(scope, receive, send)
+            self._requests.labels(route_label(path), method, "401").inc()
+            return
+        if path == PATH:
+            if method == "POST":
+                status = await create_response(self.service, self.background, scope, receive, send)
+            else:
+                error = InvalidRequestError(f"{method} is not allowed on {PATH}; use POST.", code="method_not_allowed")
+                error.status_code = status = 405
+                await error_response(error)(scope, receive, send)
+            self._requests.labels(PATH, method, str(status)).inc()
+            return
+        status = CLIENT_CLOSED
+
+        async def counting_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.api(scope, receive, counting_send)
+        finally:
+            self._requests.labels(route_label(path), method, str(status)).inc()

@@ -11,6 +11,7 @@ from ..config import ServerConfig
 from ..errors import InvalidRequestError
 from ..service import ResponsesService
 from .background import BackgroundResponses
+from .operations import metrics_text
 from .responses import FramesResponse, JSONBytesResponse
 
 __all__ = ["build_router"]
@@ -91,6 +92,11 @@ def build_router(service: ResponsesService, background: BackgroundResponses, con
                 "rejected": store.rejected,
             },
         }
+
+    @router.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        body, content_type = await metrics_text(service, background)
+        return Response(body, media_type=content_type)
 
     @router.get("/health")
     async def health() -> dict[str, str]:
