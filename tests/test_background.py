@@ -79,10 +79,15 @@ def test_background_create_returns_at_once_then_polls_to_completed(client: opena
     assert "in_progress" in seen or "queued" in seen
     # The whole stream can still be replayed, and it agrees with the stored response.
     final = check_stream(replay(http, created.id))
-    assert final["id"] == created.id and final["output"] == done.model_dump(mode="json", exclude_unset=True)["output"]
+    assert (
+        final["id"] == created.id
+        and final["output"] == done.model_dump(mode="json", exclude_unset=True)["output"]
+    )
 
 
-def test_stream_background_survives_a_disconnect_and_resumes_with_the_sdk(client: openai.OpenAI, paced) -> None:  # type: ignore[no-untyped-def]
+def test_stream_background_survives_a_disconnect_and_resumes_with_the_sdk(
+    client: openai.OpenAI, paced
+) -> None:  # type: ignore[no-untyped-def]
     executor: RecordingEcho = paced.executor
     seen = []
     with client.responses.stream(model="m", input="#lorem 400", background=True) as stream:
@@ -151,7 +156,9 @@ def test_cancel_and_stream_are_400_for_foreground_responses(client: openai.OpenA
     assert http.get(f"/v1/responses/{done.id}", params={"starting_after": 2}).status_code == 400
 
 
-def test_retrieve_during_a_foreground_stream_is_its_in_progress_snapshot(paced, client: openai.OpenAI) -> None:  # type: ignore[no-untyped-def]
+def test_retrieve_during_a_foreground_stream_is_its_in_progress_snapshot(
+    paced, client: openai.OpenAI
+) -> None:  # type: ignore[no-untyped-def]
     with httpx.Client(base_url=paced.base_url, timeout=60) as http:
         with http.stream("POST", "/v1/responses", json={"input": "#lorem 2000", "stream": True}) as response:
             lines = response.iter_lines()

@@ -23,7 +23,9 @@ def server(request, encoding, adapter, tmp_path_factory):  # type: ignore[no-unt
     from trtllm_responses.store import open_store
 
     url = "memory" if request.param == "memory" else f"sqlite:///{tmp_path_factory.mktemp('conv') / 'c.db'}"
-    running = start_server(EchoExecutor(encoding), adapter, store=open_store(url, max_responses=1000, max_bytes=1 << 30))
+    running = start_server(
+        EchoExecutor(encoding), adapter, store=open_store(url, max_responses=1000, max_bytes=1 << 30)
+    )
     yield running
     running.stop()
 
@@ -38,7 +40,9 @@ def test_conversation_crud_and_items(client: openai.OpenAI) -> None:
     conv = client.conversations.create(
         items=[{"type": "message", "role": "user", "content": "hello"}], metadata={"topic": "demo"}
     )
-    assert conv.object == "conversation" and conv.id.startswith("conv_") and conv.metadata == {"topic": "demo"}
+    assert (
+        conv.object == "conversation" and conv.id.startswith("conv_") and conv.metadata == {"topic": "demo"}
+    )
     assert client.conversations.retrieve(conv.id).created_at == conv.created_at
     assert client.conversations.update(conv.id, metadata={"topic": "new"}).metadata == {"topic": "new"}
     added = client.conversations.items.create(
@@ -57,7 +61,9 @@ def test_conversation_crud_and_items(client: openai.OpenAI) -> None:
     assert [i.id for i in page.data] == [items.data[2].id, items.data[1].id] and page.has_more
     rest = client.conversations.items.list(conv.id, limit=2, after=page.data[-1].id)
     assert [i.id for i in rest.data] == [items.data[0].id] and not rest.has_more
-    assert list(i.id for i in client.conversations.items.list(conv.id, order="asc", limit=1)) == [i.id for i in items.data]
+    assert list(i.id for i in client.conversations.items.list(conv.id, order="asc", limit=1)) == [
+        i.id for i in items.data
+    ]
     one = client.conversations.items.retrieve(items.data[1].id, conversation_id=conv.id)
     assert one.id == items.data[1].id
     after_delete = client.conversations.items.delete(items.data[1].id, conversation_id=conv.id)
@@ -90,8 +96,12 @@ def test_bad_conversation_requests_are_400(client: openai.OpenAI) -> None:
 
 
 def test_responses_in_a_conversation(client: openai.OpenAI) -> None:
-    conv = client.conversations.create(items=[{"type": "message", "role": "user", "content": "My name is Ada."}])
-    first = client.responses.create(model="m", input="Weather in Rome?", tools=[WEATHER], conversation=conv.id)
+    conv = client.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "My name is Ada."}]
+    )
+    first = client.responses.create(
+        model="m", input="Weather in Rome?", tools=[WEATHER], conversation=conv.id
+    )
     assert first.conversation is not None and first.conversation.id == conv.id
     call = next(item for item in first.output if item.type == "function_call")
     second = client.responses.create(
@@ -107,7 +117,11 @@ def test_responses_in_a_conversation(client: openai.OpenAI) -> None:
     assert prompt.index("My name is Ada.") < prompt.index("Weather in Rome?") < prompt.index("warm")
     kinds = [item.type for item in client.conversations.items.list(conv.id, order="asc", limit=100).data]
     # seed message, then each turn's input and output items.
-    assert kinds[:1] == ["message"] and kinds.count("function_call") == 1 and kinds.count("function_call_output") == 1
+    assert (
+        kinds[:1] == ["message"]
+        and kinds.count("function_call") == 1
+        and kinds.count("function_call_output") == 1
+    )
     assert len(kinds) == 1 + (1 + len(first.output)) + (1 + len(second.output)) + (1 + len(third.output))
 
 

@@ -39,8 +39,24 @@ def test_metrics_after_a_load(encoding, adapter) -> None:  # type: ignore[no-unt
             got = samples(response.text)
         post = ("trtllm_requests_total", (("method", "POST"), ("route", "/v1/responses"), ("status", "200")))
         assert got[post] == 8
-        assert got[("trtllm_requests_total", (("method", "GET"), ("route", "/v1/responses/{id}"), ("status", "404")))] == 1
-        assert got[("trtllm_requests_total", (("method", "GET"), ("route", "/v1/responses/{id}"), ("status", "200")))] == 1
+        assert (
+            got[
+                (
+                    "trtllm_requests_total",
+                    (("method", "GET"), ("route", "/v1/responses/{id}"), ("status", "404")),
+                )
+            ]
+            == 1
+        )
+        assert (
+            got[
+                (
+                    "trtllm_requests_total",
+                    (("method", "GET"), ("route", "/v1/responses/{id}"), ("status", "200")),
+                )
+            ]
+            == 1
+        )
         assert got[("trtllm_responses_total", (("status", "completed"),))] == 8
         # Each response's output: the analysis "Writing N tokens." plus N tokens, and the Harmony framing.
         assert got[("trtllm_output_tokens_total", ())] > sum(range(10, 15)) + 21
@@ -61,7 +77,11 @@ def test_api_key(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as http:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "sekret-key"}):
-                for method, path in (("POST", "/v1/responses"), ("GET", "/v1/models"), ("GET", "/v1/responses/x")):
+                for method, path in (
+                    ("POST", "/v1/responses"),
+                    ("GET", "/v1/models"),
+                    ("GET", "/v1/responses/x"),
+                ):
                     response = http.request(method, path, json={"input": "x"}, headers=headers)
                     assert response.status_code == 401, (headers, path)
                     error = response.json()["error"]
@@ -69,7 +89,9 @@ def test_api_key(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
                     assert "sekret" not in response.text and "wrong" not in response.text
             assert http.get("/health").status_code == 200
             assert http.get("/metrics").status_code == 200
-            ok = http.post("/v1/responses", json={"input": "hi"}, headers={"Authorization": "Bearer sekret-key"})
+            ok = http.post(
+                "/v1/responses", json={"input": "hi"}, headers={"Authorization": "Bearer sekret-key"}
+            )
             assert ok.status_code == 200
         with openai.OpenAI(base_url=running.base_url + "/v1", api_key="sekret-key", max_retries=0) as client:
             assert client.responses.create(model="m", input="hi").output_text == "hi"
@@ -84,7 +106,12 @@ def test_api_key_from_the_environment(tmp_path) -> None:  # type: ignore[no-unty
     server = ServeProcess(env={"TRTLLM_RESPONSES_API_KEY": "from-env"}).start()
     try:
         assert httpx.get(server.base_url + "/v1/models").status_code == 401
-        assert httpx.get(server.base_url + "/v1/models", headers={"Authorization": "Bearer from-env"}).status_code == 200
+        assert (
+            httpx.get(
+                server.base_url + "/v1/models", headers={"Authorization": "Bearer from-env"}
+            ).status_code
+            == 200
+        )
     finally:
         server.kill()
 

@@ -6,9 +6,8 @@ from typing import Any
 
 import httpx
 import pytest
-from stream_grammar import check_stream
-
 from server_harness import stream_events
+from stream_grammar import check_stream
 
 NULLS = {
     "input": "hi",

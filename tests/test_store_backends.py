@@ -38,14 +38,26 @@ async def store(request, tmp_path) -> AsyncIterator[ResponseStore]:  # type: ign
     await backend.close()
 
 
-def turn(adapter: HarmonyAdapter, text: str, history=EMPTY_HISTORY, response_id: str = "resp_1") -> StoredResponse:  # type: ignore[no-untyped-def]
+def turn(
+    adapter: HarmonyAdapter, text: str, history=EMPTY_HISTORY, response_id: str = "resp_1"
+) -> StoredResponse:  # type: ignore[no-untyped-def]
     tools = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
     prompt = adapter.build_prompt(parse_request({"input": text, "tools": tools}), history)
     output = [
         {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "thinking about " + text}]},
-        {"type": "function_call", "call_id": f"call_{response_id}", "name": "lookup", "arguments": '{"q": 1}'},
+        {
+            "type": "function_call",
+            "call_id": f"call_{response_id}",
+            "name": "lookup",
+            "arguments": '{"q": 1}',
+        },
     ]
-    item = {"id": "msg_in", "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+    item = {
+        "id": "msg_in",
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": text}],
+    }
     return StoredResponse(
         id=response_id,
         response_json=json.dumps({"id": response_id, "output": output}).encode(),
@@ -78,7 +90,9 @@ async def test_put_get_delete_round_trip(store: ResponseStore, adapter: HarmonyA
     assert await store.get(entry.id) is None
 
 
-async def test_continuing_from_any_backend_renders_the_same_tokens(store: ResponseStore, adapter: HarmonyAdapter) -> None:
+async def test_continuing_from_any_backend_renders_the_same_tokens(
+    store: ResponseStore, adapter: HarmonyAdapter
+) -> None:
     first = turn(adapter, "first question")
     await store.put(first)
     loaded = await store.get(first.id)
@@ -87,7 +101,10 @@ async def test_continuing_from_any_backend_renders_the_same_tokens(store: Respon
         {"input": [{"type": "function_call_output", "call_id": "call_resp_1", "output": "42"}], "tools": []}
     )
     # The call id is known from the stored history, and the prompt is the one memory would render.
-    assert adapter.build_prompt(follow, loaded.history).token_ids == adapter.build_prompt(follow, first.history).token_ids
+    assert (
+        adapter.build_prompt(follow, loaded.history).token_ids
+        == adapter.build_prompt(follow, first.history).token_ids
+    )
 
 
 async def test_replacing_an_entry_keeps_one(store: ResponseStore, adapter: HarmonyAdapter) -> None:
@@ -109,7 +126,9 @@ async def test_concurrent_puts_and_gets(store: ResponseStore, adapter: HarmonyAd
 
 
 @pytest.mark.parametrize("url", ["memory", "sqlite"])
-async def test_bounded_backends_evict_the_least_recently_used(url: str, tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
+async def test_bounded_backends_evict_the_least_recently_used(
+    url: str, tmp_path, adapter: HarmonyAdapter
+) -> None:  # type: ignore[no-untyped-def]
     store = open_store(
         url if url == "memory" else f"sqlite:///{tmp_path / 'lru.db'}", max_responses=2, max_bytes=1 << 30
     )
@@ -117,7 +136,9 @@ async def test_bounded_backends_evict_the_least_recently_used(url: str, tmp_path
         await store.put(turn(adapter, name, response_id=name))
     assert await store.get("a") is not None  # a is now more recent than b
     await store.put(turn(adapter, "c", response_id="c"))
-    assert await store.get("b") is None and await store.get("a") is not None and await store.get("c") is not None
+    assert (
+        await store.get("b") is None and await store.get("a") is not None and await store.get("c") is not None
+    )
     stats = await store.stats()
     assert stats.evictions == 1 and stats.responses == 2
     await store.close()
@@ -224,7 +245,11 @@ async def test_conversations_in_every_backend(store: ResponseStore) -> None:
     assert await store.delete_conversation_item("conv_nope", "msg_3") is None
     assert len(await store.conversation_items("conv_1") or []) == 20
     updated = await store.update_conversation("conv_1", b'{"topic":"y"}')
-    assert updated is not None and updated.metadata_json == b'{"topic":"y"}' and updated.created_at == conv.created_at
+    assert (
+        updated is not None
+        and updated.metadata_json == b'{"topic":"y"}'
+        and updated.created_at == conv.created_at
+    )
     assert await store.update_conversation("conv_nope", b"{}") is None
     assert await store.delete_conversation("conv_1") and not await store.delete_conversation("conv_1")
     assert await store.conversation_items("conv_1") is None

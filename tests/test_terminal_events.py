@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
+from server_harness import RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
-from server_harness import RunningServer, start_server, stream_events
 from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.store import ConversationHistoryStore, StoredResponse

@@ -183,7 +183,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         access_log=False,
         # Connections close by themselves once running responses end (by --shutdown_timeout at most,
         # then a terminal event): uvicorn waits a little longer before cancelling anything.
-        timeout_graceful_shutdown=config.shutdown_timeout + 10,
+        timeout_graceful_shutdown=int(config.shutdown_timeout) + 10,
     )
     Server(uv_config).run()
     return 0

@@ -61,7 +61,10 @@ def _metadata(value: Any) -> bytes:
     if (
         not isinstance(value, dict)
         or len(value) > 16
-        or not all(isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512 for k, v in value.items())
+        or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512
+            for k, v in value.items()
+        )
     ):
         raise InvalidRequestError(
             "'metadata' must be an object of at most 16 string pairs (keys up to 64, values up to 512 characters).",
@@ -171,7 +174,9 @@ class ConversationsService:
             try:
                 start = ids.index(after) + 1
             except ValueError:
-                raise InvalidRequestError(f"No item with id '{after}' in this conversation.", param="after") from None
+                raise InvalidRequestError(
+                    f"No item with id '{after}' in this conversation.", param="after"
+                ) from None
         return _list_json(items[start : start + limit], start + limit < len(items))
 
     async def add_items(self, conversation_id: str, raw: bytes) -> bytes:
@@ -217,7 +222,9 @@ class ConversationsService:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation")
         if not items:
             return EMPTY_HISTORY
-        converted = input_to_messages([orjson.loads(data) for _, data in items], _AnyCall(), param="conversation")
+        converted = input_to_messages(
+            [orjson.loads(data) for _, data in items], _AnyCall(), param="conversation"
+        )
         return EMPTY_HISTORY.extended(self.adapter.render_messages(converted.messages), converted.calls)
 
     async def append(self, conversation_id: str, items: list[ConversationItem]) -> bool:

@@ -30,7 +30,6 @@ import regex
 
 from ..errors import VocabError
 from ..files import sha256_file, write_atomically
-
 from .linear import LONG_RUN, has_long_run, linear_encode
 
 __all__ = [

@@ -24,8 +24,8 @@ from ..store import ResponseStore
 from .background import BackgroundLimits, BackgroundResponses
 from .conversation_routes import build_conversation_router
 from .create import ResponsesApp
-from .operations import GracefulShutdown
 from .errors import install_error_handlers
+from .operations import GracefulShutdown
 from .routes import build_router
 
 __all__ = ["create_app"]

@@ -25,9 +25,8 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from openai.types.responses import ResponseStreamEvent
-
 import orjson
+from openai.types.responses import ResponseStreamEvent
 
 from ..errors import InvalidRequestError
 from ..service import PreparedResponse, ResponsesService
@@ -201,7 +200,9 @@ class BackgroundResponses:
         """Forget runs whose grace period is over."""
         now = time.monotonic()
         expired = [
-            rid for rid, run in self.runs.items() if run.done and run.ended_at is not None and now - run.ended_at > self.limits.grace
+            rid
+            for rid, run in self.runs.items()
+            if run.done and run.ended_at is not None and now - run.ended_at > self.limits.grace
         ]
         for rid in expired:
             del self.runs[rid]
@@ -233,4 +234,3 @@ _NOT_BACKGROUND = (
     "Response '{}' was not created with background=true: only background responses can be streamed from "
     "GET; its events went to the request that created it."
 )
-

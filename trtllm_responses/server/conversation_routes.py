@@ -18,7 +18,9 @@ _MAX_BODY = 16 << 20
 async def _read(request: Request) -> bytes:
     body = await request.body()
     if len(body) > _MAX_BODY:
-        error = InvalidRequestError(f"The request body is larger than {_MAX_BODY >> 20} MiB.", code="request_too_large")
+        error = InvalidRequestError(
+            f"The request body is larger than {_MAX_BODY >> 20} MiB.", code="request_too_large"
+        )
         error.status_code = 413
         raise error
     return body
@@ -52,7 +54,9 @@ def build_conversation_router(conversations: ConversationsService) -> APIRouter:
         limit = _int_param(request, "limit", 20, 1, 100)
         after = request.query_params.get("after")
         # ``include`` asks for extra fields (logprobs, image urls, …) that these items never hold.
-        return JSONBytesResponse(await conversations.list_items(conversation_id, after=after, limit=limit, order=order))
+        return JSONBytesResponse(
+            await conversations.list_items(conversation_id, after=after, limit=limit, order=order)
+        )
 
     @router.post("/v1/conversations/{conversation_id}/items")
     async def add_items(conversation_id: str, request: Request) -> Response:

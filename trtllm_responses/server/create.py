@@ -19,10 +19,10 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..errors import APIError, InvalidRequestError, ServerError
 from ..service import ResponsesService
-from .errors import error_response
-from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
 from ..wire import to_json
 from .background import BackgroundResponses
+from .errors import error_response
+from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
 from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
 
 __all__ = ["ResponsesApp", "MAX_BODY_BYTES"]

@@ -38,7 +38,15 @@ _ROUTES = [
     (re.compile(r"^/v1/conversations/[^/]+/items$"), "/v1/conversations/{id}/items"),
     (re.compile(r"^/v1/conversations/[^/]+$"), "/v1/conversations/{id}"),
 ]
-_KNOWN = {"/v1/responses", "/v1/conversations", "/v1/models", "/health", "/metrics", "/stats", "/openapi.json"}
+_KNOWN = {
+    "/v1/responses",
+    "/v1/conversations",
+    "/v1/models",
+    "/health",
+    "/metrics",
+    "/stats",
+    "/openapi.json",
+}
 
 
 def route_label(path: str) -> str:

@@ -105,13 +105,17 @@ class ResponseStore(Protocol):
 
     # -- conversations (the Conversations API): a conversation and its ordered items ------------
 
-    async def create_conversation(self, conversation: StoredConversation, items: list[ConversationItem]) -> None:
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[ConversationItem]
+    ) -> None:
         """Keep a new conversation with its first items."""
 
     async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
         """The conversation, or None."""
 
-    async def update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+    async def update_conversation(
+        self, conversation_id: str, metadata_json: bytes
+    ) -> StoredConversation | None:
         """Replace its metadata; None if unknown."""
 
     async def delete_conversation(self, conversation_id: str) -> bool:

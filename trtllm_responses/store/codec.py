@@ -92,11 +92,17 @@ def decode_entry(data: bytes) -> StoredResponse:
         messages = []
         at = 0
         for source, flags, n in header["messages"]:
-            messages.append(RenderedMessage(source, tuple(tokens[at : at + n]), bool(flags & 1), bool(flags & 2)))
+            messages.append(
+                RenderedMessage(source, tuple(tokens[at : at + n]), bool(flags & 1), bool(flags & 2))
+            )
             at += n
         if at != len(tokens):
             raise CodecError("token count does not match the messages")
-        history = EMPTY_HISTORY.extended(messages, header["calls"]) if messages or header["calls"] else EMPTY_HISTORY
+        history = (
+            EMPTY_HISTORY.extended(messages, header["calls"])
+            if messages or header["calls"]
+            else EMPTY_HISTORY
+        )
         return StoredResponse(header["id"], response_json, tuple(item_ids), tuple(items), history)
     except CodecError:
         raise

@@ -38,7 +38,9 @@ class ConversationHistoryStore:
         self._rejected = 0
         self._lock = threading.Lock()
         # Conversations: least recently used dropped past max_responses of them.
-        self._conversations: OrderedDict[str, tuple[StoredConversation, list[ConversationItem]]] = OrderedDict()
+        self._conversations: OrderedDict[str, tuple[StoredConversation, list[ConversationItem]]] = (
+            OrderedDict()
+        )
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -103,7 +105,9 @@ class ConversationHistoryStore:
 
     # -- conversations --------------------------------------------------------------------------
 
-    async def create_conversation(self, conversation: StoredConversation, items: list[ConversationItem]) -> None:
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[ConversationItem]
+    ) -> None:
         """Keep a conversation (the least recently used one goes past ``max_responses`` of them)."""
         with self._lock:
             self._conversations[conversation.id] = (conversation, list(items))
@@ -123,7 +127,9 @@ class ConversationHistoryStore:
             found = self._conversation(conversation_id)
             return found[0] if found else None
 
-    async def update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+    async def update_conversation(
+        self, conversation_id: str, metadata_json: bytes
+    ) -> StoredConversation | None:
         """Replace its metadata."""
         with self._lock:
             found = self._conversation(conversation_id)

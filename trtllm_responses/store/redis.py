@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..errors import ServiceUnavailableError
 import orjson
 
+from ..errors import ServiceUnavailableError
 from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
 from .codec import CodecError, decode_entry, encode_entry
 
@@ -88,7 +88,9 @@ class RedisStore:
         data = encode_entry(entry)
         if len(data) > self.max_bytes:
             self._rejected += 1
-            logger.warning("Response %s (%d bytes) is larger than --max_store_bytes; not stored", entry.id, len(data))
+            logger.warning(
+                "Response %s (%d bytes) is larger than --max_store_bytes; not stored", entry.id, len(data)
+            )
             return False
         await self._call("set", PREFIX + entry.id, data, ex=self.ttl or None)
         return True
@@ -135,7 +137,9 @@ class RedisStore:
             for key in keys:
                 await self._call("expire", key, self.ttl)
 
-    async def create_conversation(self, conversation: StoredConversation, items: list[ConversationItem]) -> None:
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[ConversationItem]
+    ) -> None:
         """Keep a conversation and its first items."""
         key = CONVERSATION + conversation.id
         fields = orjson.dumps(
@@ -152,9 +156,13 @@ class RedisStore:
         if raw is None:
             return None
         fields = orjson.loads(raw)
-        return StoredConversation(conversation_id, int(fields["created_at"]), orjson.dumps(fields["metadata"]))
+        return StoredConversation(
+            conversation_id, int(fields["created_at"]), orjson.dumps(fields["metadata"])
+        )
 
-    async def update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+    async def update_conversation(
+        self, conversation_id: str, metadata_json: bytes
+    ) -> StoredConversation | None:
         """Replace its metadata."""
         old = await self.get_conversation(conversation_id)
         if old is None:
@@ -192,6 +200,8 @@ class RedisStore:
             return None
         for item in items:
             if item[0] == item_id:
-                removed = await self._call("lrem", CONVERSATION + conversation_id + ":items", 1, self._encode_item(item))
+                removed = await self._call(
+                    "lrem", CONVERSATION + conversation_id + ":items", 1, self._encode_item(item)
+                )
                 return bool(removed)
         return False

@@ -77,7 +77,9 @@ class SQLiteStore:
     def _connect(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True)
+            db = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True
+            )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
@@ -114,7 +116,9 @@ class SQLiteStore:
                 count, size = self._totals(db)
                 if count <= self.max_responses and size <= self.max_bytes:
                     break
-                db.execute("DELETE FROM responses WHERE id = (SELECT id FROM responses ORDER BY used LIMIT 1)")
+                db.execute(
+                    "DELETE FROM responses WHERE id = (SELECT id FROM responses ORDER BY used LIMIT 1)"
+                )
                 evicted += 1
             if evicted:
                 db.execute("UPDATE totals SET v = v + ? WHERE k = 'evictions'", (evicted,))
@@ -152,9 +156,11 @@ class SQLiteStore:
             )
 
     def _get_conversation(self, conversation_id: str) -> StoredConversation | None:
-        row = self._connect().execute(
-            "SELECT id, created_at, metadata FROM conversations WHERE id = ?", (conversation_id,)
-        ).fetchone()
+        row = (
+            self._connect()
+            .execute("SELECT id, created_at, metadata FROM conversations WHERE id = ?", (conversation_id,))
+            .fetchone()
+        )
         return StoredConversation(row[0], int(row[1]), bytes(row[2])) if row else None
 
     def _update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
@@ -202,7 +208,8 @@ class SQLiteStore:
                 return None
             return (
                 db.execute(
-                    "DELETE FROM conversation_items WHERE conversation = ? AND item_id = ?", (conversation_id, item_id)
+                    "DELETE FROM conversation_items WHERE conversation = ? AND item_id = ?",
+                    (conversation_id, item_id),
                 ).rowcount
                 > 0
             )
@@ -254,7 +261,9 @@ class SQLiteStore:
 
     # -- conversations -------------------------------------------------------------------------
 
-    async def create_conversation(self, conversation: StoredConversation, items: list[ConversationItem]) -> None:
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[ConversationItem]
+    ) -> None:
         """Keep a conversation and its first items (one transaction)."""
         await self._run(self._create_conversation, conversation, items)
 
@@ -262,7 +271,9 @@ class SQLiteStore:
         """The conversation, or None."""
         return await self._run(self._get_conversation, conversation_id)
 
-    async def update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+    async def update_conversation(
+        self, conversation_id: str, metadata_json: bytes
+    ) -> StoredConversation | None:
         """Replace its metadata."""
         return await self._run(self._update_conversation, conversation_id, metadata_json)
 
