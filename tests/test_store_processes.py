@@ -101,3 +101,45 @@ def test_redis_going_away_is_503_then_recovers() -> None:
     finally:
         server.kill()
         redis.stop()
+
+
+def test_background_responses_across_two_processes(redis_server) -> None:  # type: ignore[no-untyped-def]
+    """Started on A: polled, resumed and cancelled on B (events and cancels go through Redis)."""
+    redis_server.flush()
+    paced = ("--store", redis_server.url, "--echo_tokens_per_second", "100")
+    a = ServeProcess(*paced).start()
+    b = ServeProcess(*paced).start()
+    try:
+        with sdk(a) as on_a, sdk(b) as on_b:
+            # Resume on B a stream that A generates, and read it to its end.
+            short = on_a.responses.create(model="m", input="#lorem 60", background=True)
+            deadline = time.monotonic() + 30
+            while on_b.responses.retrieve(short.id).status == "queued" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert on_b.responses.retrieve(short.id).status in ("in_progress", "completed")
+            with on_b.responses.stream(response_id=short.id, starting_after=3) as stream:
+                events = list(stream)
+                final = stream.get_final_response()
+            assert events[0].sequence_number == 4 and events[-1].type == "response.completed"
+            assert [e.sequence_number for e in events] == list(range(4, 4 + len(events)))
+            assert final.output_text == on_a.responses.retrieve(short.id).output_text
+            assert on_b.responses.retrieve(short.id).status == "completed"
+
+            # Cancel on B what A runs.
+            long = on_a.responses.create(model="m", input="#lorem 5000", background=True)
+            while on_b.responses.retrieve(long.id).status == "queued" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)
+            polled = on_b.responses.retrieve(long.id)
+            assert polled.status == "in_progress" and polled.background
+            cancelled = on_b.responses.cancel(long.id)
+            assert cancelled.status == "cancelled"
+            assert on_a.responses.retrieve(long.id).status == "cancelled"
+            assert on_b.responses.cancel(long.id).status == "cancelled"  # idempotent, from anywhere
+            # B can still replay the cancelled response's whole stream from Redis.
+            replayed = list(on_b.responses.retrieve(long.id, stream=True))
+            assert replayed[0].type == "response.created" and replayed[-1].type == "response.failed"
+            assert replayed[-1].response.status == "cancelled"
+    finally:
+        a.kill()
+        b.kill()

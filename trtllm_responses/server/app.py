@@ -21,11 +21,13 @@ from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
 from ..service import ResponsesService
 from ..store import ResponseStore
+from ..store.redis import RedisStore
 from .background import BackgroundLimits, BackgroundResponses
 from .conversation_routes import build_conversation_router
 from .create import ResponsesApp
 from .errors import install_error_handlers
 from .operations import GracefulShutdown
+from .relay import RedisRelay
 from .routes import build_router
 
 __all__ = ["create_app"]
@@ -46,7 +48,9 @@ def create_app(
         metrics=metrics,
         max_input_bytes=config.max_input_bytes,
     )
-    background = BackgroundResponses(service, BackgroundLimits(grace=config.background_grace))
+    limits = BackgroundLimits(grace=config.background_grace)
+    relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None
+    background = BackgroundResponses(service, limits, relay)
     shutdown = GracefulShutdown(service, background, config.shutdown_timeout)
 
     @asynccontextmanager
@@ -65,11 +69,14 @@ def create_app(
         shutdown.attach(asyncio.get_running_loop())
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
         reaper = asyncio.ensure_future(background.reap_forever())
+        cancels = asyncio.ensure_future(relay.listen_for_cancels(background.cancel_local)) if relay else None
         try:
             yield
         finally:
             watchdog.cancel()
             reaper.cancel()
+            if cancels is not None:
+                cancels.cancel()
             await shutdown.drain()
             service.render_pool.close()
             await executor.shutdown()

@@ -31,6 +31,7 @@ from openai.types.responses import ResponseStreamEvent
 from ..errors import InvalidRequestError
 from ..service import PreparedResponse, ResponsesService
 from ..wire import to_json
+from .relay import RedisRelay
 from .sse import encode_event
 
 __all__ = ["BackgroundLimits", "BackgroundResponses", "BackgroundRun"]
@@ -84,6 +85,11 @@ class BackgroundRun:
         self._changed.set()
         self._changed = asyncio.Event()
 
+    async def changed(self) -> None:
+        """Wait until a frame is recorded or the run ends."""
+        if not self.done:
+            await self._changed.wait()
+
     def finish(self) -> None:
         self.done = True
         self.ended_at = time.monotonic()
@@ -120,11 +126,15 @@ class BackgroundRun:
 class BackgroundResponses:
     """The background responses of one server process."""
 
-    def __init__(self, service: ResponsesService, limits: BackgroundLimits | None = None) -> None:
+    def __init__(
+        self, service: ResponsesService, limits: BackgroundLimits | None = None, relay: RedisRelay | None = None
+    ) -> None:
         self.service = service
         self.limits = limits or BackgroundLimits()
         self.runs: dict[str, BackgroundRun] = {}
-        self._reaper: asyncio.TimerHandle | None = None
+        #: With a shared Redis store: other processes' background responses, and ours for them.
+        self.relay = relay
+        self._publishers: set[asyncio.Task[None]] = set()
 
     def start(self, prepared: PreparedResponse) -> BackgroundRun:
         """Start generating ``prepared`` in a task of the server's; return at once."""
@@ -132,6 +142,10 @@ class BackgroundResponses:
         run = BackgroundRun(prepared, self.limits)
         self.runs[run.id] = run
         run.task = asyncio.ensure_future(self._drive(run))
+        if self.relay is not None:
+            publisher = asyncio.ensure_future(self.relay.publish(run))
+            self._publishers.add(publisher)
+            publisher.add_done_callback(self._publishers.discard)
         return run
 
     async def _drive(self, run: BackgroundRun) -> bytes:
@@ -155,6 +169,10 @@ class BackgroundResponses:
     async def cancel(self, response_id: str) -> bytes:
         """Cancel a background response; return it (status ``cancelled``, or as it ended)."""
         run = self.runs.get(response_id)
+        if run is None and self.relay is not None:
+            body = await self.relay.request_cancel(response_id)
+            if body is not None:
+                return body
         if run is not None and not run.done:
             run.prepared.cancelled = True
             self.service.executor.abort(response_id)
@@ -172,9 +190,22 @@ class BackgroundResponses:
             )
         return body
 
+    async def cancel_local(self, response_id: str) -> None:
+        """Cancel ``response_id`` if this process runs it (another process asked, through the relay)."""
+        if response_id in self.runs:
+            await self.cancel(response_id)
+
     async def stream(self, response_id: str, starting_after: int | None) -> AsyncIterator[bytes]:
         """SSE frames of a background response after ``starting_after``; 400/404 when there are none to give."""
         run = self.runs.get(response_id)
+        if run is None and self.relay is not None and await self.relay.has_events(response_id):
+            first = await self.relay.first_sequence(response_id)
+            if starting_after is not None and starting_after + 1 < first or starting_after is None and first > 0:
+                raise InvalidRequestError(
+                    f"Events before sequence number {first} of this response are no longer kept.",
+                    param="starting_after",
+                )
+            return self.relay.follow(response_id, starting_after)
         if run is None:
             live = self.service.live.get(response_id)
             if live is not None and not live.request.background:
@@ -194,6 +225,11 @@ class BackgroundResponses:
         run = self.runs.get(response_id)
         if run is not None and run.prepared.stream is None and not run.done:
             return to_json(run.prepared.response.model_copy(update={"status": "queued"}))
+        if run is None and self.relay is not None and response_id not in self.service.live:
+            if await self.service.store.get(response_id) is None:
+                snapshot = await self.relay.snapshot(response_id)
+                if snapshot is not None:
+                    return snapshot
         return await self.service.retrieve(response_id)
 
     def _reap(self) -> None:
