@@ -223,3 +223,18 @@ def test_cost_depends_on_the_last_message_not_the_history(
     )
     spy_echo.plan(prompt)
     assert max(decoded) < 50
+
+
+def test_lorem_is_built_no_further_than_max_tokens(echo: EchoExecutor, adapter: HarmonyAdapter) -> None:
+    prompt = prompt_for(adapter, {"input": "#lorem 30000000"})
+    assert len(echo.plan(prompt, max_tokens=5)) < 50  # O(max_tokens), not 30 million tokens
+    deltas = run(echo, prompt, max_tokens=5)
+    assert len(deltas) == 5 and deltas[-1].finish_reason == "length"
+
+
+def test_echoed_text_reuses_the_prompt_tokens(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    text = "=" * 100_000 + " 中文"
+    deltas = run(echo, prompt_for(adapter, {"input": text}), max_tokens=200_000)
+    assert messages(encoding, deltas)[-1] == ("final", None, text)

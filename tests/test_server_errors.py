@@ -16,6 +16,8 @@ def assert_error(
     body = response.json()
     assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
     assert body["error"]["message"] and message in body["error"]["message"]
+    # One sentence a person can act on, never a validation dump.
+    assert len(body["error"]["message"]) < 300 and "\n" not in body["error"]["message"]
     assert body["error"]["param"] == param
     assert body["error"]["type"] == "invalid_request_error"
     return body["error"]

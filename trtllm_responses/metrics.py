@@ -68,11 +68,24 @@ class ServerMetrics:
         self.store_responses = Gauge("trtllm_store_responses", "Responses in the store", registry=r)
         self.store_bytes = Gauge("trtllm_store_bytes", "Bytes the store holds", registry=r)
         self.store_evictions = Gauge("trtllm_store_evictions", "Entries the store evicted (or expired)", registry=r)
+        self.active = 0  # responses being generated now
+        self.gc_collections = [0, 0, 0]
+        self.gc_max = [0.0, 0.0, 0.0]  # longest collection per generation since reset
 
     def record_handoff(self, seconds: float) -> None:
         """A prompt was handed to the executor ``seconds`` after its request arrived."""
         self.added_latency.append(seconds)
         self.added.observe(seconds)
+
+    def record_gc(self, generation: int, seconds: float) -> None:
+        """A cyclic-GC collection of ``generation`` took ``seconds``."""
+        self.gc_collections[generation] += 1
+        if seconds > self.gc_max[generation]:
+            self.gc_max[generation] = seconds
+
+    def idle(self) -> bool:
+        """Whether no response is being generated."""
+        return self.active == 0
 
     def record_response(
         self,
@@ -122,6 +135,7 @@ class ServerMetrics:
         self.added_latency.clear()
         self.loop_lag.clear()
         self.max_loop_lag = 0.0
+        self.gc_max = [0.0, 0.0, 0.0]
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-able view."""
@@ -132,5 +146,13 @@ class ServerMetrics:
             "event_loop_lag": {
                 **_summary(self.loop_lag),
                 "max_since_reset_ms": round(self.max_loop_lag * 1000, 3),
+            },
+            "active_responses": self.active,
+            "gc": {
+                f"generation_{g}": {
+                    "collections": self.gc_collections[g],
+                    "max_since_reset_ms": round(self.gc_max[g] * 1000, 3),
+                }
+                for g in range(3)
             },
         }

@@ -141,7 +141,8 @@ def _check_metadata(metadata: dict[str, str] | None) -> None:
     for key, value in metadata.items():
         if len(key) > MAX_METADATA_KEY:
             raise InvalidRequestError(
-                f"A 'metadata' key is {len(key)} characters; the most is {MAX_METADATA_KEY}.", param="metadata"
+                f"A 'metadata' key is {len(key)} characters; the most is {MAX_METADATA_KEY}.",
+                param="metadata",
             )
         if len(value) > MAX_METADATA_VALUE:
             raise InvalidRequestError(

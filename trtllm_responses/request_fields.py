@@ -62,7 +62,9 @@ def one_sentence(error: ValidationError, param: str) -> InvalidRequestError:
     message = first["msg"]
     if len(message) > _MAX_MESSAGE:
         message = message[:_MAX_MESSAGE] + "…"
-    return InvalidRequestError(f"Invalid value for '{where}': {message[:1].lower()}{message[1:]}.", param=where)
+    return InvalidRequestError(
+        f"Invalid value for '{where}': {message[:1].lower()}{message[1:]}.", param=where
+    )
 
 
 _TYPE_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none", "tagged-union"})
@@ -130,7 +132,8 @@ def check_tool_choice(choice: Any) -> str | dict[str, Any]:
     if isinstance(choice, str):
         if choice not in _TOOL_CHOICE_STRINGS:
             raise InvalidRequestError(
-                "'tool_choice' must be 'auto', 'none', 'required' or a tool choice object.", param="tool_choice"
+                "'tool_choice' must be 'auto', 'none', 'required' or a tool choice object.",
+                param="tool_choice",
             )
         return choice
     if isinstance(choice, Mapping) and choice.get("type") == "allowed_tools":
@@ -140,7 +143,9 @@ def check_tool_choice(choice: Any) -> str | dict[str, Any]:
             for i, tool in enumerate(tools):
                 where = f"tool_choice.tools[{i}]"
                 if not isinstance(tool, Mapping) or not isinstance(tool.get("type"), str):
-                    raise InvalidRequestError(f"'{where}' must be an object with a string 'type'.", param=where)
+                    raise InvalidRequestError(
+                        f"'{where}' must be an object with a string 'type'.", param=where
+                    )
                 if "name" in tool and not isinstance(tool["name"], str):
                     raise InvalidRequestError(f"'{where}.name' must be a string.", param=f"{where}.name")
     return _check_object(choice, _TOOL_CHOICES, "tool_choice", "tool_choice")

@@ -160,14 +160,16 @@ class ResponsesService:
             conversation_id=conversation,
         )
 
-    async def _build_prompt(self, request: ResponsesRequest, history: ConversationHistory, size: int) -> Prompt:
+    async def _build_prompt(
+        self, request: ResponsesRequest, history: ConversationHistory, size: int
+    ) -> Prompt:
         """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
         adapter = self.adapter
         draft = adapter.draft_prompt(request, history)
         if size <= self.inline_render_bytes or not draft.to_render:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         renders = await self.render_pool.render(draft.to_render)
-        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders)]
+        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders, strict=True)]
         return adapter.finish_prompt(draft, rendered)
 
     def _snapshot(self, response_id: str, request: ResponsesRequest, conversation: str | None = None) -> Response:
@@ -242,6 +244,7 @@ class ResponsesService:
         deltas = self.executor.generate(generation)
         executor_finished = False
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
+        self.metrics.active += 1
         try:
             while True:
                 try:
@@ -284,6 +287,7 @@ class ResponsesService:
             return final_json
         finally:
             self.live.pop(generation.request_id, None)
+            self.metrics.active -= 1
             if not executor_finished:
                 self.executor.abort(generation.request_id)
                 self.metrics.record_abort()

@@ -173,7 +173,9 @@ class EchoExecutor(Executor):
         role = header.split(" ", 1)[0].split("<|", 1)[0]
         if role.startswith("functions."):
             name = role[len("functions.") :]
-            return self._answer(f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens))
+            return self._answer(
+                f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens)
+            )
         if body.startswith("#harmony\n"):
             return self._enc.encode(body[len("#harmony\n") :])
         if body == "#prompt":

@@ -154,7 +154,6 @@ class Prompt:
     instructions: str | None  # effective instructions (request + system/developer input messages)
     developer_key: tuple[str | None, str] = (None, "[]")  # (instructions, functions JSON): the cache key
 
-
     @property
     def messages(self) -> list[Message]:
         """Every Harmony message of the prompt, in order (analysis included, as stored)."""
@@ -281,7 +280,9 @@ class HarmonyAdapter:
         self.admit(prompt)
         return prompt
 
-    def draft_prompt(self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY) -> PromptDraft:
+    def draft_prompt(
+        self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY
+    ) -> PromptDraft:
         """Everything of the prompt but the rendering of its new messages (``draft.to_render``).
 
         Checks the request's input and tools (InvalidRequestError); cheap: harmony

@@ -4,11 +4,15 @@ openai-harmony holds the GIL while it tokenizes (measured: a 2 MB encode in a
 thread stalls the event loop for its whole 0.4 s), so a thread would not help.
 Rendering is linear (``linear.py``) but still ~0.2 µs per character: above a
 size threshold the server renders a request's new messages here instead, while
-the event loop keeps streaming. Messages cross as harmony's JSON, token ids come
-back as packed 32-bit arrays.
+the event loop keeps streaming.
 
-The worker process starts at the first use (not every server needs it) and
-loads the encoding from the same vocab folder as the server.
+The worker is ``python -m trtllm_responses.harmony.render_pool``, spoken to over
+its stdin/stdout with asyncio pipes (no thread, no pickling, and unlike
+multiprocessing's spawn it never re-imports the server's main module). Frames
+are a 4-byte little-endian length and a payload: a request is the JSON list of
+harmony's JSON of each message; the answer is one frame of packed 32-bit token
+ids per message. It starts at the first use, renders one request at a time, and
+is restarted if it dies (the request it was rendering fails).
 """
 
 from __future__ import annotations
@@ -16,57 +20,90 @@ from __future__ import annotations
 import array
 import asyncio
 import json
-import multiprocessing
+import struct
+import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 
 from openai_harmony import Message
 
-from .encoding import HarmonyEncoding, load_encoding
+from ..errors import ServerError
 
 __all__ = ["RenderPool"]
 
-_worker_encoding: HarmonyEncoding | None = None
-
-
-def _start_worker() -> None:
-    global _worker_encoding
-    _worker_encoding = load_encoding()
-
-
-def _render_in_worker(sources: Sequence[str]) -> list[bytes]:
-    assert _worker_encoding is not None
-    render = _worker_encoding.render
-    return [array.array("I", render(Message.from_dict(json.loads(s)))).tobytes() for s in sources]
+_LENGTH = struct.Struct("<I")
 
 
 class RenderPool:
     """One worker process that renders Harmony messages; ``render`` awaits it without blocking the loop."""
 
     def __init__(self) -> None:
-        self._executor: ProcessPoolExecutor | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._lock: asyncio.Lock | None = None
 
-    def _pool(self) -> ProcessPoolExecutor:
-        if self._executor is None:
-            # spawn: a fresh interpreter, not a fork of a server holding sockets, threads and an engine.
-            self._executor = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker
+    async def _worker(self) -> asyncio.subprocess.Process:
+        process = self._process
+        if process is None or process.returncode is not None:
+            process = self._process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                __name__,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=1 << 20,
             )
-        return self._executor
+        return process
 
     async def render(self, messages: Sequence[Message]) -> list[list[int]]:
-        """Each message's render, as harmony (linear) makes it."""
-        sources = [m.to_json() for m in messages]
-        packed = await asyncio.get_running_loop().run_in_executor(self._pool(), _render_in_worker, sources)
-        out = []
-        for data in packed:
-            tokens = array.array("I")
-            tokens.frombytes(data)
-            out.append(tokens.tolist())
-        return out
+        """Each message's render, as ``HarmonyEncoding.render`` makes it."""
+        payload = json.dumps([m.to_json() for m in messages]).encode()
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            process = await self._worker()
+            assert process.stdin is not None and process.stdout is not None
+            try:
+                process.stdin.write(_LENGTH.pack(len(payload)) + payload)
+                await process.stdin.drain()
+                out = []
+                for _ in messages:
+                    (size,) = _LENGTH.unpack(await process.stdout.readexactly(_LENGTH.size))
+                    tokens = array.array("I")
+                    tokens.frombytes(await process.stdout.readexactly(size))
+                    out.append(tokens.tolist())
+                return out
+            except (OSError, asyncio.IncompleteReadError) as exc:
+                await self.aclose()
+                raise ServerError("The renderer process failed; please retry.") from exc
+            except asyncio.CancelledError:
+                # Its reply would arrive out of step with the next request: start afresh.
+                await asyncio.shield(self.aclose())
+                raise
 
-    def close(self) -> None:
-        """Stop the worker (pending renders are cancelled)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+    async def aclose(self) -> None:
+        """Stop the worker and release its pipes."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+        if process.stdin is not None:
+            process.stdin.close()
+
+
+def _serve() -> None:
+    """The worker: render requests from stdin until it closes."""
+    from .encoding import load_encoding
+
+    encoding = load_encoding()
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while header := stdin.read(_LENGTH.size):
+        (size,) = _LENGTH.unpack(header)
+        for source in json.loads(stdin.read(size)):
+            tokens = array.array("I", encoding.render(Message.from_dict(json.loads(source)))).tobytes()
+            stdout.write(_LENGTH.pack(len(tokens)) + tokens)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    _serve()

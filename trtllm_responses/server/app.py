@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from ..config import ServerConfig
 from ..executors.base import Executor
+from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
 from ..service import ResponsesService
@@ -67,6 +68,8 @@ def create_app(
         gc.collect()
         gc.freeze()
         shutdown.attach(asyncio.get_running_loop())
+        # ... and from now on, collect when it cannot stall streams (gc_schedule.py).
+        collector = asyncio.ensure_future(CollectorSchedule(metrics.idle, metrics.record_gc).run())
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
         reaper = asyncio.ensure_future(background.reap_forever())
         cancels = asyncio.ensure_future(relay.listen_for_cancels(background.cancel_local)) if relay else None
@@ -78,7 +81,8 @@ def create_app(
             if cancels is not None:
                 cancels.cancel()
             await shutdown.drain()
-            service.render_pool.close()
+            collector.cancel()
+            await service.render_pool.aclose()
             await executor.shutdown()
             await store.close()
 

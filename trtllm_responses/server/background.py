@@ -136,6 +136,12 @@ class BackgroundResponses:
         self.relay = relay
         self._publishers: set[asyncio.Task[None]] = set()
 
+    async def begin(self, prepared: PreparedResponse) -> BackgroundRun:
+        """Start ``prepared``; with a shared store, every process can see it once this returns."""
+        if self.relay is not None:
+            await self.relay.announce(prepared)  # 503 if Redis is down: nothing has started yet
+        return self.start(prepared)
+
     def start(self, prepared: PreparedResponse) -> BackgroundRun:
         """Start generating ``prepared`` in a task of the server's; return at once."""
         self._reap()
@@ -198,7 +204,9 @@ class BackgroundResponses:
     async def stream(self, response_id: str, starting_after: int | None) -> AsyncIterator[bytes]:
         """SSE frames of a background response after ``starting_after``; 400/404 when there are none to give."""
         run = self.runs.get(response_id)
-        if run is None and self.relay is not None and await self.relay.has_events(response_id):
+        if run is None and self.relay is not None and (
+            await self.relay.has_events(response_id) or await self.relay.snapshot(response_id) is not None
+        ):
             first = await self.relay.first_sequence(response_id)
             if starting_after is not None and starting_after + 1 < first or starting_after is None and first > 0:
                 raise InvalidRequestError(

@@ -66,7 +66,7 @@ async def create_response(
         body = await _read_body(receive, service)
         prepared = await service.prepare(body, time.perf_counter())
         if prepared.request.background:
-            run = background.start(prepared)
+            run = await background.begin(prepared)
             if prepared.request.stream:
                 response = FramesResponse(run.follow(None))
             else:

@@ -50,12 +50,16 @@ class RedisRelay:
 
     # -- the owning process --------------------------------------------------------------------
 
+    async def announce(self, prepared: Any) -> None:
+        """Make a starting background response visible to every process (its ``queued`` snapshot)."""
+        snapshot = to_json(prepared.response.model_copy(update={"status": "queued"}))
+        await self._call("set", SNAPSHOT + prepared.generation.request_id, snapshot, ex=self.grace + 3600)
+
     async def publish(self, run: Any) -> None:
         """Run until ``run`` ends: mirror its frames and snapshot to Redis (errors are logged, not raised)."""
         written = 0
         key = EVENTS + run.id
         try:
-            await self.client.set(SNAPSHOT + run.id, self._snapshot(run), ex=self.grace + 3600)
             while True:
                 done = run.done
                 end = run.next_sequence
@@ -151,7 +155,9 @@ class RedisRelay:
                 logger.error("Lost the Redis event stream of %s: %r", response_id, exc)
                 return
             if not batches:
-                if not await self.client.exists(key):
+                # Nothing new for a second: the stream may not have started yet (its snapshot says it
+                # is coming) or may be gone (expired after its grace period).
+                if not await self.client.exists(key) and not await self.client.exists(SNAPSHOT + response_id):
                     return
                 continue
             out = []

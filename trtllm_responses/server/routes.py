@@ -63,7 +63,9 @@ def build_router(service: ResponsesService, background: BackgroundResponses, con
             raise InvalidRequestError("'order' must be 'asc' or 'desc'.", param="order")
         limit = _int_param(request, "limit", 20, 1, 100)
         after = request.query_params.get("after")
-        return JSONBytesResponse(await service.input_items(response_id, after=after, limit=limit, order=order))
+        return JSONBytesResponse(
+            await service.input_items(response_id, after=after, limit=limit, order=order)
+        )
 
     @router.get("/v1/models")
     async def list_models() -> dict[str, object]:
