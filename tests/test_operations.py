@@ -116,8 +116,15 @@ def test_api_key_from_the_environment(tmp_path) -> None:  # type: ignore[no-unty
         server.kill()
 
 
-def test_sigterm_during_16_streams_ends_each_with_a_terminal_event_and_exits_0() -> None:
-    server = ServeProcess("--echo_tokens_per_second", "40", "--shutdown_timeout", "3").start()
+def test_sigterm_during_16_streams_ends_each_with_a_terminal_event_and_exits_0(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = f"sqlite:///{tmp_path / 'r.db'}"
+    server = ServeProcess(
+        "--echo_tokens_per_second", "40", "--shutdown_timeout", "3", "--store", store
+    ).start()
+    # Two background responses too: one finishes within the grace period, one is ended by the shutdown.
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        quick_bg = http.post("/v1/responses", json={"input": "#lorem 20", "background": True}).json()["id"]
+        slow_bg = http.post("/v1/responses", json={"input": "#lorem 2000", "background": True}).json()["id"]
     results: dict[int, Any] = {}
     started = threading.Barrier(17)
 
@@ -165,3 +172,11 @@ def test_sigterm_during_16_streams_ends_each_with_a_terminal_event_and_exits_0()
         else:
             assert final["status"] == "failed"
     assert statuses.count("completed") == 8, statuses
+    # The store was flushed on the way out: after a restart, both background responses are there, ended.
+    server.start()
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=30) as http:
+            assert http.get(f"/v1/responses/{quick_bg}").json()["status"] == "completed"
+            assert http.get(f"/v1/responses/{slow_bg}").json()["status"] == "failed"
+    finally:
+        server.kill()

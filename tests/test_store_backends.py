@@ -253,3 +253,22 @@ async def test_conversations_in_every_backend(store: ResponseStore) -> None:
     assert await store.update_conversation("conv_nope", b"{}") is None
     assert await store.delete_conversation("conv_1") and not await store.delete_conversation("conv_1")
     assert await store.conversation_items("conv_1") is None
+
+
+async def test_memory_conversations_are_bounded_in_bytes() -> None:
+    from trtllm_responses.store import ConversationHistoryStore, StoredConversation
+
+    store = ConversationHistoryStore(max_responses=100, max_bytes=20_000)
+    for n in range(10):
+        await store.create_conversation(StoredConversation(f"conv_{n}", 0, b"{}"), [])
+        for i in range(5):
+            await store.append_conversation_items(f"conv_{n}", [(f"msg_{i}", b"x" * 1000)])
+        assert store._conversation_bytes <= 20_000
+    # The most recent conversations are kept whole; the oldest were evicted to make room.
+    assert (
+        await store.conversation_items("conv_9") is not None
+        and len(await store.conversation_items("conv_9") or []) == 5
+    )
+    assert await store.get_conversation("conv_0") is None
+    assert (await store.stats()).evictions > 0
+    assert await store.delete_conversation("conv_9") and store._conversation_bytes < 20_000

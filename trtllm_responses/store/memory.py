@@ -22,6 +22,14 @@ __all__ = ["ConversationHistoryStore"]
 
 logger = logging.getLogger(__name__)
 
+# A conversation's own objects and bookkeeping; each item adds its two strings and a tuple.
+_CONVERSATION_OVERHEAD = 512
+_ITEM_OVERHEAD = 160
+
+
+def _items_size(items: list[ConversationItem]) -> int:
+    return sum(_ITEM_OVERHEAD + len(item_id) + len(data) for item_id, data in items)
+
 
 class ConversationHistoryStore:
     """An LRU ResponseStore bounded by response count and total bytes; thread-safe, O(1) get/put/delete."""
@@ -37,10 +45,13 @@ class ConversationHistoryStore:
         self._evictions = 0
         self._rejected = 0
         self._lock = threading.Lock()
-        # Conversations: least recently used dropped past max_responses of them.
+        # Conversations: least recently used dropped past max_responses of them, or past max_bytes of
+        # items (a budget of their own, beside the responses').
         self._conversations: OrderedDict[str, tuple[StoredConversation, list[ConversationItem]]] = (
             OrderedDict()
         )
+        self._conversation_sizes: dict[str, int] = {}
+        self._conversation_bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -108,12 +119,34 @@ class ConversationHistoryStore:
     async def create_conversation(
         self, conversation: StoredConversation, items: list[ConversationItem]
     ) -> None:
-        """Keep a conversation (the least recently used one goes past ``max_responses`` of them)."""
+        """Keep a conversation (least recently used ones go past ``max_responses`` of them or ``max_bytes``)."""
         with self._lock:
+            self._drop_conversation(conversation.id)
             self._conversations[conversation.id] = (conversation, list(items))
-            while len(self._conversations) > self.max_responses:
-                self._conversations.popitem(last=False)
-                self._evictions += 1
+            self._conversation_sizes[conversation.id] = 0
+            self._grow(
+                conversation.id, _CONVERSATION_OVERHEAD + len(conversation.metadata_json) + _items_size(items)
+            )
+
+    def _grow(self, conversation_id: str, size: int) -> None:
+        """Account ``size`` more bytes to a conversation, then evict others (never it) to fit the bounds."""
+        self._conversation_sizes[conversation_id] += size
+        self._conversation_bytes += size
+        while len(self._conversations) > 1 and (
+            len(self._conversations) > self.max_responses or self._conversation_bytes > self.max_bytes
+        ):
+            oldest = next(iter(self._conversations))
+            if oldest == conversation_id:
+                self._conversations.move_to_end(oldest)
+                continue
+            self._drop_conversation(oldest)
+            self._evictions += 1
+
+    def _drop_conversation(self, conversation_id: str) -> bool:
+        if self._conversations.pop(conversation_id, None) is None:
+            return False
+        self._conversation_bytes -= self._conversation_sizes.pop(conversation_id)
+        return True
 
     def _conversation(self, conversation_id: str) -> tuple[StoredConversation, list[ConversationItem]] | None:
         found = self._conversations.get(conversation_id)
@@ -138,12 +171,13 @@ class ConversationHistoryStore:
             old = found[0]
             new = StoredConversation(old.id, old.created_at, metadata_json)
             self._conversations[conversation_id] = (new, found[1])
+            self._grow(conversation_id, len(metadata_json) - len(old.metadata_json))
             return new
 
     async def delete_conversation(self, conversation_id: str) -> bool:
         """Forget a conversation."""
         with self._lock:
-            return self._conversations.pop(conversation_id, None) is not None
+            return self._drop_conversation(conversation_id)
 
     async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
         """Its items, oldest first (a copy)."""
@@ -152,12 +186,13 @@ class ConversationHistoryStore:
             return list(found[1]) if found else None
 
     async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
-        """Append items."""
+        """Append items (older conversations are evicted to make room; never this one)."""
         with self._lock:
             found = self._conversation(conversation_id)
             if found is None:
                 return False
             found[1].extend(items)
+            self._grow(conversation_id, _items_size(items))
             return True
 
     async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
@@ -167,8 +202,11 @@ class ConversationHistoryStore:
             if found is None:
                 return None
             items = found[1]
-            for i, (iid, _) in enumerate(items):
-                if iid == item_id:
+            for i, item in enumerate(items):
+                if item[0] == item_id:
                     del items[i]
+                    size = _items_size([item])
+                    self._conversation_sizes[conversation_id] -= size
+                    self._conversation_bytes -= size
                     return True
             return False
