@@ -210,3 +210,29 @@ def test_event_buffers_are_bounded_and_dropped_after_the_grace_period(encoding, 
             assert check_stream(stream_events(http, {"input": "#lorem 3"}))["status"] == "completed"
     finally:
         running.stop()
+
+
+def test_finished_runs_kept_for_replay_are_capped(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+    from trtllm_responses.server.background import BackgroundLimits
+
+    running = start_server(EchoExecutor(encoding), adapter)
+    try:
+        background = running.app.state.background
+        background.limits = BackgroundLimits(max_finished=3)
+        with httpx.Client(base_url=running.base_url, timeout=30) as http:
+            ids = [
+                http.post("/v1/responses", json={"input": "#lorem 5", "background": True}).json()["id"]
+                for _ in range(6)
+            ]
+            deadline = time.monotonic() + 20
+            while any(http.get(f"/v1/responses/{i}").json()["status"] != "completed" for i in ids):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            by_end = sorted(ids, key=lambda i: background.runs[i].ended_at)
+            background._reap()
+            assert sorted(background.runs) == sorted(by_end[3:])  # the three that ended last
+            assert replay(http, by_end[-1])[-1]["type"] == "response.completed"
+            dropped = http.get(f"/v1/responses/{by_end[0]}", params={"stream": "true"})
+            assert dropped.status_code == 400 and "no longer kept" in dropped.json()["error"]["message"]
+    finally:
+        running.stop()

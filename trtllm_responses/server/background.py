@@ -46,6 +46,8 @@ class BackgroundLimits:
     max_events: int = 100_000
     max_bytes: int = 64 << 20
     grace: float = 300.0
+    #: Finished runs kept for replay at once, in this process (the oldest-ended go first past it).
+    max_finished: int = 1_000
 
 
 @dataclass(eq=False)
@@ -250,6 +252,11 @@ class BackgroundResponses:
         ]
         for rid in expired:
             del self.runs[rid]
+        finished = [run for run in self.runs.values() if run.done and run.ended_at is not None]
+        if len(finished) > self.limits.max_finished:
+            finished.sort(key=lambda run: run.ended_at or 0.0)
+            for run in finished[: len(finished) - self.limits.max_finished]:
+                del self.runs[run.id]
 
     async def reap_forever(self, interval: float = 5.0) -> None:
         """Run until cancelled: drop expired runs even when no new background response starts."""
