@@ -39,7 +39,7 @@ def start_server(
     executor: Executor, adapter: HarmonyAdapter, store: Any = None, **config: Any
 ) -> RunningServer:
     """Serve ``executor`` with uvicorn on 127.0.0.1 and a free port; return when it accepts connections."""
-    cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", **config})
+    cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", "start_render_worker": False, **config})
     if store is None:
         store = open_store(
             cfg.store, max_responses=cfg.max_stored_responses, max_bytes=cfg.max_store_bytes, ttl=cfg.store_ttl

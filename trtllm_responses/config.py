@@ -24,3 +24,5 @@ class ServerConfig:
     background_grace: float = 300.0  # seconds a finished background response's events stay replayable
     #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
     max_input_bytes: int = 0
+    #: Start the render worker process with the server (else at the first large request).
+    start_render_worker: bool = True

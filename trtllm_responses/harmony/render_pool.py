@@ -11,8 +11,9 @@ its stdin/stdout with asyncio pipes (no thread, no pickling, and unlike
 multiprocessing's spawn it never re-imports the server's main module). Frames
 are a 4-byte little-endian length and a payload: a request is the JSON list of
 harmony's JSON of each message; the answer is one frame of packed 32-bit token
-ids per message. It starts at the first use, renders one request at a time, and
-is restarted if it dies (the request it was rendering fails).
+ids per message. ``serve`` starts it with the server (tests: at the first use);
+it renders one request at a time, and is restarted if it dies (the request it
+was rendering fails).
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class RenderPool:
                 limit=1 << 20,
             )
         return process
+
+    async def start(self) -> None:
+        """Start the worker now (it takes a second or two to load the encoding) rather than at first use."""
+        await self._worker()
 
     async def render(self, messages: Sequence[Message]) -> list[list[int]]:
         """Each message's render, as ``HarmonyEncoding.render`` makes it."""

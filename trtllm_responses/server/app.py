@@ -62,6 +62,8 @@ def create_app(
             logger.error("The %s executor could not start: %s", executor.name, exc)
             raise
         logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)
+        if config.start_render_worker:
+            await service.render_pool.start()
         # Everything alive now (modules, schemas, vocab tables, the model's Python side) lives as long
         # as the process: take it out of the cyclic GC's full collections, which otherwise walk it
         # all and stall the event loop for tens of milliseconds under load. Refcounting still frees.
