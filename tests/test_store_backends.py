@@ -272,3 +272,25 @@ async def test_memory_conversations_are_bounded_in_bytes() -> None:
     assert await store.get_conversation("conv_0") is None
     assert (await store.stats()).evictions > 0
     assert await store.delete_conversation("conv_9") and store._conversation_bytes < 20_000
+
+
+async def test_sqlite_locked_is_service_unavailable_then_recovers(tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    from trtllm_responses.store.sqlite import SQLiteStore
+
+    path = str(tmp_path / "locked.db")
+    store = SQLiteStore(path, timeout=0.5)
+    await store.put(turn(adapter, "before"))
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")  # another process holding the database
+    try:
+        for call in (store.put(turn(adapter, "during")), store.get("resp_1")):
+            with pytest.raises(ServiceUnavailableError):
+                await asyncio.wait_for(call, 10)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert await store.get("resp_1") is not None
+    assert await store.put(turn(adapter, "after"))
+    await store.close()
