@@ -236,3 +236,10 @@ def test_finished_runs_kept_for_replay_are_capped(encoding, adapter) -> None:  #
             assert dropped.status_code == 400 and "no longer kept" in dropped.json()["error"]["message"]
     finally:
         running.stop()
+
+
+def test_cancel_right_after_create_lands(client: openai.OpenAI) -> None:
+    """A cancel that may arrive before the executor started the generation still ends it cancelled."""
+    for _ in range(5):
+        created = client.responses.create(model="m", input="#lorem 5000", background=True)
+        assert client.responses.cancel(created.id).status == "cancelled"

@@ -183,12 +183,13 @@ class BackgroundResponses:
                 return body
         if run is not None and not run.done:
             run.prepared.cancelled = True
-            self.service.executor.abort(response_id)
             assert run.task is not None
-            try:
-                await asyncio.wait_for(asyncio.shield(run.task), 30)
-            except Exception:  # the task's own failure is logged by _drive; answer with what is stored
-                pass
+            # An executor ignores an abort for a generation it has not started yet (a queued response):
+            # repeat it until the run ends, so a cancel right after the create still lands.
+            deadline = time.monotonic() + 30
+            while not run.done and time.monotonic() < deadline:
+                self.service.executor.abort(response_id)
+                await asyncio.wait({run.task}, timeout=0.05)
         body = await self.retrieve(response_id)
         if run is None and not _is_background(body):
             raise InvalidRequestError(

@@ -132,6 +132,15 @@ class GracefulShutdown:
             self.service.executor.abort(response_id)
             self.service.metrics.record_abort()
         self.background.abort_all()
+        if live and self.loop is not None:
+            # A generation the executor had not started yet ignores the abort: ask again until none is left.
+            self._timer = self.loop.call_later(0.1, self._abort_again)
+
+    def _abort_again(self) -> None:
+        for response_id in list(self.service.live):
+            self.service.executor.abort(response_id)
+        if self.service.live and self.loop is not None:
+            self._timer = self.loop.call_later(0.1, self._abort_again)
 
     async def drain(self) -> None:
         """At lifespan shutdown: let background responses run to the deadline, then end them."""
