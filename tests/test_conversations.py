@@ -125,6 +125,40 @@ def test_responses_in_a_conversation(client: openai.OpenAI) -> None:
     assert len(kinds) == 1 + (1 + len(first.output)) + (1 + len(second.output)) + (1 + len(third.output))
 
 
+def test_a_remembered_conversation_history_renders_like_its_items(
+    server, client: openai.OpenAI, adapter
+) -> None:  # type: ignore[no-untyped-def]
+    """The next turn continues the history kept from the last one; it must equal rendering the items."""
+    from trtllm_responses.conversations import ConversationsService
+
+    conv = client.conversations.create(items=[{"type": "message", "role": "user", "content": "Hi, I am Bo."}])
+    first = client.responses.create(
+        model="m", input="Weather in Rome?", tools=[WEATHER], conversation=conv.id
+    )
+    call = next(item for item in first.output if item.type == "function_call")
+    client.responses.create(
+        model="m",
+        conversation=conv.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "warm"}],
+        tools=[WEATHER],
+    )
+    service = server.app.state.service.conversations
+    remembered = service._histories.get(conv.id)
+    assert remembered is not None  # kept from the last turn: the next one renders nothing old
+    kept, seen = asyncio.run(service.history(conv.id))
+    assert kept is remembered[2]
+    fresh, fresh_seen = asyncio.run(ConversationsService(server.store, adapter).history(conv.id))
+    assert fresh_seen == seen
+    assert adapter.conversation_tokens(kept.messages) == adapter.conversation_tokens(fresh.messages)
+    assert dict(kept.calls) == dict(fresh.calls)
+    # Items added through the API invalidate it: they are rendered.
+    client.conversations.items.create(
+        conv.id, items=[{"type": "message", "role": "user", "content": "More."}]
+    )
+    after, _ = asyncio.run(service.history(conv.id))
+    assert len(after.messages) == len(fresh.messages) + 1
+
+
 def test_conversation_errors_in_responses(client: openai.OpenAI) -> None:
     conv = client.conversations.create()
     prior = client.responses.create(model="m", input="hi")

@@ -12,13 +12,14 @@ conversation holds can be rendered.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
 
+from .bounded_cache import ByteBoundedCache
 from .errors import InvalidRequestError, NotFoundError
-from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter
+from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, RenderedMessage
 from .harmony.items import input_to_messages
 from .ids import new_id
 from .input_items import normalize_input_items
@@ -30,6 +31,11 @@ __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]
 MAX_ITEMS_PER_REQUEST = 20
 #: Items one conversation may hold.
 MAX_ITEMS_PER_CONVERSATION = 10_000
+#: Bytes of rendered conversation histories remembered in this process.
+HISTORY_CACHE_BYTES = 256 << 20
+
+#: Renders Harmony messages (given the size of their items' JSON) into RenderedMessages.
+Render = Callable[[list[Any], int], Awaitable[list[RenderedMessage]]]
 
 
 def conversation_id(value: Any) -> str:
@@ -106,9 +112,15 @@ def _list_json(items: Sequence[ConversationItem], has_more: bool) -> bytes:
 class ConversationsService:
     """Creates, reads, updates and deletes conversations and their items."""
 
-    def __init__(self, store: ResponseStore, adapter: HarmonyAdapter) -> None:
+    def __init__(self, store: ResponseStore, adapter: HarmonyAdapter, render: Render | None = None) -> None:
         self.store = store
         self.adapter = adapter
+        self._render = render
+        # Rendered histories of recent conversations, keyed by conversation id and checked against the
+        # stored items (their count and last id): a turn in a conversation renders only what is new.
+        self._histories: ByteBoundedCache[tuple[int, str | None, ConversationHistory]] = ByteBoundedCache(
+            HISTORY_CACHE_BYTES, HISTORY_CACHE_BYTES // 4
+        )
 
     def _items(self, raw: Any, param: str = "items") -> list[ConversationItem]:
         """Checked items with ids, as stored."""
@@ -215,21 +227,53 @@ class ConversationsService:
 
     # -- responses in a conversation ---------------------------------------------------------
 
-    async def history(self, conversation_id: str) -> ConversationHistory:
-        """The conversation's items as a Harmony history, to render before a request's input."""
+    async def history(self, conversation_id: str) -> tuple[ConversationHistory, tuple[int, str | None]]:
+        """The conversation's items as a Harmony history, to render before a request's input, and what
+        was rendered (item count, last item id).
+
+        A conversation whose last turn ran here is not rendered again: its history is remembered
+        (and checked against the stored items). Otherwise its items are rendered, large ones in the
+        render worker, off the event loop.
+        """
         items = await self.store.conversation_items(conversation_id)
         if items is None:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation")
+        seen = (len(items), items[-1][0] if items else None)
         if not items:
-            return EMPTY_HISTORY
+            return EMPTY_HISTORY, seen
+        cached = self._histories.get(conversation_id)
+        if cached is not None and cached[:2] == seen:
+            return cached[2], seen
         converted = input_to_messages(
             [orjson.loads(data) for _, data in items], _AnyCall(), param="conversation"
         )
-        return EMPTY_HISTORY.extended(self.adapter.render_messages(converted.messages), converted.calls)
+        size = sum(len(data) for _, data in items)
+        if self._render is not None:
+            rendered = await self._render(converted.messages, size)
+        else:
+            rendered = self.adapter.render_messages(converted.messages)
+        history = EMPTY_HISTORY.extended(rendered, converted.calls)
+        self._histories.admit(conversation_id, (*seen, history), history.nbytes)
+        return history, seen
 
-    async def append(self, conversation_id: str, items: list[ConversationItem]) -> bool:
-        """Append a response's input and output items; False if the conversation is gone."""
-        return await self.store.append_conversation_items(conversation_id, items)
+    async def append(
+        self,
+        conversation_id: str,
+        items: list[ConversationItem],
+        history: ConversationHistory | None = None,
+        seen: tuple[int, str | None] = (0, None),
+    ) -> bool:
+        """Append a response's input and output items; False if the conversation is gone.
+
+        ``history`` is the conversation's history after them (the turn's prompt history plus its
+        output) when ``seen`` is what the turn rendered; it is remembered for the next turn.
+        """
+        appended = await self.store.append_conversation_items(conversation_id, items)
+        if appended and history is not None and items:
+            self._histories.admit(
+                conversation_id, (seen[0] + len(items), items[-1][0], history), history.nbytes
+            )
+        return appended
 
 
 class _AnyCall(dict):  # type: ignore[type-arg]

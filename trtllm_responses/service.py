@@ -22,7 +22,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 from .conversations import ConversationsService, conversation_id
 from .errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
-from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
+from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from .harmony.render_pool import RenderPool
 from .ids import new_id
 from .input_items import normalize_input_items
@@ -61,6 +61,7 @@ class PreparedResponse:
     response: Response  # the in_progress snapshot
     received_at: float
     conversation_id: str | None = None  # conversation=: its items come first; this turn's are appended
+    conversation_seen: tuple[int, str | None] = (0, None)  # its item count and last item id, as rendered
     stream: ResponseStream | None = None  # while driven: its state (GET of an in-progress response)
     cancelled: bool = False  # a client cancelled it (background): it ends with status "cancelled"
     # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
@@ -88,12 +89,12 @@ class ResponsesService:
         self.adapter = adapter
         self.model_name = model_name
         self.metrics = metrics or ServerMetrics()
-        self.conversations = ConversationsService(store, adapter)
         #: Responses being generated in this process, by id (foreground and background).
         self.live: dict[str, PreparedResponse] = {}
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
+        self.conversations = ConversationsService(store, adapter, self._render_history)
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
@@ -122,9 +123,10 @@ class ResponsesService:
                 )
             history = previous.history
         conversation = None
+        seen: tuple[int, str | None] = (0, None)
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
-            history = await self.conversations.history(conversation)
+            history, seen = await self.conversations.history(conversation)
         prompt = await self._build_prompt(request, history, len(body))
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
@@ -158,7 +160,15 @@ class ResponsesService:
             input_item_ids=tuple(item["id"] for item in items),
             input_items_json=tuple(orjson.dumps(item) for item in items),
             conversation_id=conversation,
+            conversation_seen=seen if conversation else (0, None),
         )
+
+    async def _render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
+        """Render a conversation's messages: in the worker process when large, as ``_build_prompt`` does."""
+        if size <= self.inline_render_bytes:
+            return self.adapter.render_messages(messages)
+        renders = await self.render_pool.render(messages)
+        return [self.adapter.rendered(m, tokens) for m, tokens in zip(messages, renders, strict=True)]
 
     async def _build_prompt(
         self, request: ResponsesRequest, history: ConversationHistory, size: int
@@ -304,16 +314,18 @@ class ResponsesService:
             final.status = "cancelled"
             final.error = None
         final_json = to_json(final)
+        turn = None
         if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
             items = list(zip(prepared.input_item_ids, prepared.input_items_json, strict=True))
             items += [(item.id, to_json(item)) for item in final.output if item.id]
+            turn = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
             try:
-                await self.conversations.append(prepared.conversation_id, items)
+                await self.conversations.append(prepared.conversation_id, items, turn, prepared.conversation_seen)
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
                 raise  # drive ends the response failed instead
         if prepared.request.store:
-            history = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
+            history = turn or self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
             entry = StoredResponse(
                 id=final.id,
                 response_json=final_json,
