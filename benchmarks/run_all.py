@@ -55,7 +55,9 @@ def main() -> int:
     results["http"] = run("http_stream.py", "--duration", "10", "--runs", "5")
     results["latency"] = run("latency.py")
     results["store"] = run("store_memory.py")
+    results["hostile"] = run("hostile_input.py")
     p, h, lat, st = results["pipeline"], results["http"], results["latency"], results["store"]
+    hostile = results["hostile"]
     longest = max(results["prompt"]["histories"], key=lambda x: x["history_tokens"])
     checks = [
         ("pipeline <= 3x parser-only (1 token/step)", p["ratio"], p["ratio"] <= 3),
@@ -83,9 +85,19 @@ def main() -> int:
         ),
         ("store within --max_store_bytes", st["max_accounted_mib"], st["within_bound"]),
         (
+            "hostile input: worst event loop lag <= 10 ms",
+            hostile["worst_loop_lag_ms"],
+            hostile["worst_loop_lag_ms"] is not None and hostile["worst_loop_lag_ms"] <= 10,
+        ),
+        (
+            "hostile input: p99 ITL of 64 paced streams <= 20 ms",
+            hostile["worst_itl_p99_ms"],
+            hostile["worst_itl_p99_ms"] is not None and hostile["worst_itl_p99_ms"] <= 20,
+        ),
+        (
             "no errors",
-            h["errors"] + lat["errors"] + st["errors"],
-            h["errors"] + lat["errors"] + st["errors"] == 0,
+            h["errors"] + lat["errors"] + st["errors"] + hostile["stream_errors"],
+            h["errors"] + lat["errors"] + st["errors"] + hostile["stream_errors"] == 0,
         ),
     ]
     results["checks"] = [{"target": t, "value": v, "met": ok} for t, v, ok in checks]

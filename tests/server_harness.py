@@ -18,6 +18,7 @@ from trtllm_responses.config import ServerConfig
 from trtllm_responses.executors.base import Executor
 from trtllm_responses.harmony import HarmonyAdapter
 from trtllm_responses.server import create_app
+from trtllm_responses.server.http_protocol import uvicorn_config
 from trtllm_responses.store import ResponseStore, open_store
 
 
@@ -49,7 +50,9 @@ def start_server(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn_config(app, cfg.http, log_level="warning", access_log=False, lifespan="on")
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -429,7 +429,10 @@ def _summarize(
         "output_tokens_per_s": round(tokens / elapsed, 1) if elapsed else 0.0,
         "per_stream_tokens_per_s_p50": round(percentile(per_stream, 50) or 0.0, 1),
         "ttft_ms": {q: _ms(percentile(ttfts, p)) for q, p in (("p50", 50), ("p90", 90), ("p99", 99))},
-        "itl_ms": {q: _ms(percentile(gaps, p)) for q, p in (("p50", 50), ("p90", 90), ("p99", 99))},
+        "itl_ms": {
+            **{q: _ms(percentile(gaps, p)) for q, p in (("p50", 50), ("p90", 90), ("p99", 99))},
+            "max": _ms(max(gaps)) if gaps else None,
+        },
         "latency_ms": {q: _ms(percentile(latencies, p)) for q, p in (("p50", 50), ("p99", 99))},
         "client_cpu_s": round(client_cpu, 3),
         "client_cpu_utilization": round(client_cpu / elapsed, 3) if elapsed else 0.0,

@@ -78,6 +78,7 @@ ECHO_BANNER = (
 
 def _server_config(args: argparse.Namespace) -> ServerConfig:
     from .config import ServerConfig
+    from .http_limits import HTTPLimits
 
     name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
     return ServerConfig(
@@ -92,6 +93,7 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         api_key=args.api_key or os.environ.get("TRTLLM_RESPONSES_API_KEY") or None,
         shutdown_timeout=args.shutdown_timeout,
         max_input_bytes=args.max_input_bytes,
+        http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
     )
 
 
@@ -156,6 +158,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .harmony import HarmonyAdapter
     from .server import create_app
+    from .server.http_protocol import uvicorn_config
     from .store import open_store
 
     engine = args.engine or ("trtllm" if args.model else "echo")
@@ -175,8 +178,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # A graceful SIGTERM shutdown is a normal exit (0): uvicorn must not re-raise it.
                 self._captured_signals.remove(sig)
 
-    uv_config = uvicorn.Config(
+    server_config = uvicorn_config(
         app,
+        config.http,
         host=config.host,
         port=config.port,
         log_level=config.log_level,
@@ -185,7 +189,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # then a terminal event): uvicorn waits a little longer before cancelling anything.
         timeout_graceful_shutdown=int(config.shutdown_timeout) + 10,
     )
-    Server(uv_config).run()
+    Server(server_config).run()
     return 0
 
 
@@ -232,6 +236,69 @@ def _non_negative_float(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+#: ``serve`` flags that are fields of HTTPLimits (same names; defaults from HTTPLimits).
+HTTP_LIMIT_FLAGS = (
+    "max_head_bytes",
+    "max_header_count",
+    "timeout_request_head",
+    "timeout_request_body",
+    "timeout_keep_alive",
+    "limit_concurrency",
+)
+
+
+def _add_http_limits(serve: argparse.ArgumentParser) -> None:
+    from .http_limits import HTTPLimits
+
+    d = HTTPLimits()
+    group = serve.add_argument_group("HTTP limits (per connection; see README, 'HTTP limits')")
+    group.add_argument(
+        "--max_head_bytes",
+        type=_positive_int,
+        default=d.max_head_bytes,
+        help=f"request line plus headers; longer URL 414, longer head 431 (default: {d.max_head_bytes})",
+    )
+    group.add_argument(
+        "--max_header_count",
+        type=_positive_int,
+        default=d.max_header_count,
+        help=f"header fields per request; more is 431 (default: {d.max_header_count})",
+    )
+    group.add_argument(
+        "--timeout_request_head",
+        type=_positive_float,
+        default=d.timeout_request_head,
+        help=f"seconds to receive a request head, from connecting or its first byte; then 408 "
+        f"(default: {d.timeout_request_head:g})",
+    )
+    group.add_argument(
+        "--timeout_request_body",
+        type=_positive_float,
+        default=d.timeout_request_body,
+        help=f"seconds to receive a request body after its head; then 408 (default: {d.timeout_request_body:g})",
+    )
+    group.add_argument(
+        "--timeout_keep_alive",
+        type=_positive_float,
+        default=d.timeout_keep_alive,
+        help=f"seconds an idle keep-alive connection stays open (default: {d.timeout_keep_alive:g})",
+    )
+    group.add_argument(
+        "--limit_concurrency",
+        type=_positive_int,
+        default=d.limit_concurrency,
+        help=f"open connections or requests in flight beyond which requests get 503 "
+        f"(default: {d.limit_concurrency})",
+    )
 
 
 def _fraction(text: str) -> float:
@@ -301,6 +368,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=0.0,
         help="pace the echo executor (0: unpaced)",
     )
+    _add_http_limits(serve)
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(
         "--backend", choices=["pytorch", "tensorrt"], help="TensorRT-LLM backend (default: pytorch)"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .http_limits import HTTPLimits
 
 __all__ = ["ServerConfig"]
 
@@ -26,3 +28,5 @@ class ServerConfig:
     max_input_bytes: int = 0
     #: Start the render worker process with the server (else at the first large request).
     start_render_worker: bool = True
+    #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
+    http: HTTPLimits = field(default_factory=HTTPLimits)

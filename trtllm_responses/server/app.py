@@ -27,6 +27,7 @@ from .background import BackgroundLimits, BackgroundResponses
 from .conversation_routes import build_conversation_router
 from .create import ResponsesApp
 from .errors import install_error_handlers
+from .openapi import install_openapi
 from .operations import GracefulShutdown
 from .relay import RedisRelay
 from .routes import build_router
@@ -91,6 +92,7 @@ def create_app(
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     install_error_handlers(app)
+    install_openapi(app)
     app.state.background = background
     app.state.shutdown = shutdown
     app.include_router(build_router(service, background, config))

@@ -119,7 +119,7 @@ class ResponsesApp:
             else:
                 error = InvalidRequestError(f"{method} is not allowed on {PATH}; use POST.", code="method_not_allowed")
                 error.status_code = status = 405
-                await error_response(error)(scope, receive, send)
+                await error_response(error, {"Allow": "POST"})(scope, receive, send)
             self._requests.labels(PATH, method, str(status)).inc()
             return
         status = CLIENT_CLOSED

@@ -10,11 +10,13 @@ our :class:`~trtllm_responses.errors.APIError` tree, Starlette's HTTP errors
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from ..errors import APIError, InvalidRequestError, NotFoundError, ServerError
 from .responses import JSONBytesResponse
@@ -24,11 +26,11 @@ __all__ = ["error_response", "install_error_handlers"]
 logger = logging.getLogger(__name__)
 
 
-def error_response(error: APIError) -> Response:
-    """The HTTP response of an APIError."""
+def error_response(error: APIError, headers: Mapping[str, str] | None = None) -> Response:
+    """The HTTP response of an APIError (``headers``: e.g. a 405's ``Allow``)."""
     import orjson
 
-    return JSONBytesResponse(orjson.dumps(error.to_dict()), status_code=error.status_code)
+    return JSONBytesResponse(orjson.dumps(error.to_dict()), status_code=error.status_code, headers=headers)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -42,12 +44,34 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         error: APIError = NotFoundError(
             f"No route for {request.method} {request.url.path}.", code="unknown_url"
         )
-    else:
+    elif exc.status_code == 405:
+        # Starlette's own Allow names the first route matching the path only (GET, not DELETE, for
+        # /v1/responses/{id}): list every method a route serves on this path.
+        allowed = _allowed_methods(request)
         error = InvalidRequestError(
-            str(exc.detail), code="method_not_allowed" if exc.status_code == 405 else None
+            f"{request.method} is not allowed on {request.url.path}; use {' or '.join(allowed)}.",
+            code="method_not_allowed",
         )
+        error.status_code = 405
+        return error_response(error, {"Allow": ", ".join(allowed)})
+    else:
+        error = InvalidRequestError(str(exc.detail))
         error.status_code = exc.status_code
-    return error_response(error)
+    return error_response(error, exc.headers)
+
+
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods some route of the app serves on the request's path."""
+    routes = request.app.router.routes
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] == Match.FULL for route in routes):
+            allowed.append(method)
+    return allowed
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:

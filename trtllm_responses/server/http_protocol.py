@@ -1,0 +1,259 @@
+"""uvicorn's httptools protocol with the limits uvicorn lacks, and the uvicorn Config that uses it.
+
+uvicorn (httptools) bounds neither the size nor the arrival time of a request
+head: an unterminated 50 MB header is buffered whole, and a client sending one
+byte a second holds its connection forever. It answers malformed HTTP and an
+exceeded ``limit_concurrency`` in plain text. ``GuardedHttpToolsProtocol`` adds,
+per connection (limits from :class:`~.http_limits.HTTPLimits`):
+
+* a head deadline (``timeout_request_head``) from connecting, or from the first
+  byte of a keep-alive connection's next request, to the end of the head: 408;
+* a body deadline (``timeout_request_body``) from the end of the head to the end
+  of the body: 408 if no response has started, else the connection is closed;
+* head size (``max_head_bytes``: URL alone 414, head 431, counted on the raw bytes
+  while the head is incomplete, so an unterminated header costs at most the limit
+  plus one read) and header count (``max_header_count``: 431);
+* a connection cap (``limit_concurrency``): 503 with ``Retry-After``;
+* the OpenAI error envelope, not plain text, for all of these and for any
+  request httptools cannot parse (bad chunk size, Content-Length with chunked).
+
+Each of these answers closes the connection. A deadline never fires while an
+earlier response on the same connection is still being written (a pipelined
+request waits for it, with reading paused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+import httptools
+import orjson
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from ..errors import APIError, InvalidRequestError, ServerError
+from ..http_limits import HTTPLimits
+
+__all__ = ["GuardedHttpToolsProtocol", "protocol_class", "uvicorn_config"]
+
+
+class _Rejected(Exception):
+    """Raised inside a parser callback to stop parsing; the error to send is on the protocol."""
+
+
+class _ServiceUnavailable(ServerError):
+    status_code = 503
+
+
+def _seconds(value: float) -> str:
+    return "1 second" if value == 1 else f"{value:g} seconds"
+
+
+def _error(status: int, message: str, code: str) -> APIError:
+    error: APIError = InvalidRequestError(message, code=code)
+    error.status_code = status
+    return error
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """HttpToolsProtocol with head/body deadlines, head size and count limits, and enveloped errors."""
+
+    limits: ClassVar[HTTPLimits] = HTTPLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._in_head = False  # a request head has begun and is not complete
+        self._receiving_body = False  # a request head is complete and its body is not
+        self._head_bytes = 0  # raw bytes received while a head was incomplete
+        self._head_size = 0  # URL and header bytes seen by the parser
+        self._header_count = 0
+        self._rejection: APIError | None = None
+
+    # --- deadlines -----------------------------------------------------------------------------------
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._deadline_passed)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _deadline_passed(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        limits = self.limits
+        if self._receiving_body:
+            if self.pipeline:  # queued behind a response still being written; reading is paused
+                self._arm(limits.timeout_request_body)
+                return
+            cycle = self.cycle
+            if cycle.response_started:
+                self.transport.close()
+                return
+            # The app is waiting for the body: it sees a disconnect, its later sends are dropped.
+            cycle.disconnected = True
+            cycle.message_event.set()
+            self._send_error(
+                _error(
+                    408,
+                    f"The request body was not received within {_seconds(limits.timeout_request_body)}.",
+                    "request_timeout",
+                )
+            )
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._arm(limits.timeout_request_head)  # an earlier response is still being written
+            return
+        self._send_error(
+            _error(
+                408,
+                f"The request head was not received within {_seconds(limits.timeout_request_head)}.",
+                "request_timeout",
+            )
+        )
+
+    # --- the error envelope ----------------------------------------------------------------------------
+
+    def _send_error(self, error: APIError, extra_headers: bytes = b"") -> None:
+        """Write ``error`` as a complete HTTP response and close the connection."""
+        self._disarm()
+        body = orjson.dumps(error.to_dict())
+        head = [STATUS_LINE[error.status_code]]
+        for name, value in self.server_state.default_headers:
+            head.extend([name, b": ", value, b"\r\n"])
+        head.append(
+            b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n" % len(body)
+        )
+        head.append(extra_headers)
+        head.append(b"\r\n")
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()
+
+    def _reject(self, error: APIError) -> None:
+        """Stop parsing from inside a parser callback; ``data_received`` sends ``error``."""
+        self._rejection = error
+        raise _Rejected(error.message)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's plain-text 400, as an envelope."""
+        self._send_error(_error(400, "The request is not valid HTTP.", "invalid_http"))
+
+    # --- asyncio.Protocol -----------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm(self.limits.timeout_request_head)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._unset_keepalive_if_required()
+        if self._in_head or not self._receiving_body:
+            self._head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._disarm()  # the WebSocket protocol takes the connection over
+            self._receiving_body = False
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        except httptools.HttpParserError as exc:
+            if self._rejection is not None:
+                error, self._rejection = self._rejection, None
+            else:
+                self.logger.debug("Invalid HTTP request: %s", exc)
+                error = _error(400, f"The request is not valid HTTP: {exc}.", "invalid_http")
+            extra = b"retry-after: 1\r\n" if error.status_code == 503 else b""
+            self._send_error(error, extra)
+            return
+        if (
+            self._in_head
+            and self._head_bytes > self.limits.max_head_bytes
+            and not self.transport.is_closing()
+        ):
+            self._send_error(self._head_too_large())
+
+    # --- parser callbacks -----------------------------------------------------------------------------
+
+    def _head_too_large(self) -> APIError:
+        limit = self.limits.max_head_bytes
+        return _error(
+            431, f"The request line and headers are larger than {limit} bytes.", "headers_too_large"
+        )
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+        self._head_size = 0
+        self._header_count = 0
+        if self._deadline is None:
+            self._arm(self.limits.timeout_request_head)
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        self._head_size += len(url)
+        if len(self.url) > self.limits.max_head_bytes:
+            self._reject(
+                _error(414, f"The URL is longer than {self.limits.max_head_bytes} bytes.", "url_too_long")
+            )
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self.limits.max_header_count:
+            self._reject(
+                _error(
+                    431,
+                    f"The request has more than {self.limits.max_header_count} headers.",
+                    "too_many_headers",
+                )
+            )
+        self._head_size += len(name) + len(value) + 4
+        if self._head_size > self.limits.max_head_bytes:
+            self._reject(self._head_too_large())
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+        limit = self.limits.limit_concurrency
+        # This connection is among self.connections; this request's task is not yet among self.tasks.
+        if len(self.connections) > limit or len(self.tasks) >= limit:
+            self.logger.warning("Over --limit_concurrency %d: answering 503", limit)
+            self._reject(
+                _ServiceUnavailable(
+                    "The server is at its connection limit; retry shortly.", code="server_overloaded"
+                )
+            )
+        super().on_headers_complete()
+        self._receiving_body = True
+        self._arm(self.limits.timeout_request_body)
+
+    def on_message_complete(self) -> None:
+        self._receiving_body = False
+        self._disarm()
+        super().on_message_complete()
+
+
+def protocol_class(limits: HTTPLimits) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class enforcing ``limits`` (uvicorn builds it with its own arguments)."""
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits})
+
+
+def uvicorn_config(app: Any, limits: HTTPLimits, **kwargs: Any) -> uvicorn.Config:
+    """A uvicorn Config serving ``app`` under ``limits``; ``kwargs`` are other uvicorn settings."""
+    return uvicorn.Config(
+        app,
+        http=protocol_class(limits),
+        timeout_keep_alive=limits.timeout_keep_alive,  # type: ignore[arg-type]  # a float works (call_later)
+        **kwargs,
+    )

@@ -1,0 +1,296 @@
+"""``/openapi.json`` that tells the truth about the server.
+
+FastAPI documents what it sees: the routes it serves, with a 422 for each (a
+status this server never sends: validation errors are 400s) and no error
+schema. ``POST /v1/responses`` is served outside FastAPI (``create.py``), and
+the routes that read their query string by hand list no query parameters.
+:func:`build_openapi` starts from FastAPI's document and states instead:
+
+* every route, ``POST /v1/responses`` included, with its request body schema
+  (``ResponsesRequest``, what ``parse_request`` checks) and query parameters;
+* each 200 body as the ``openai`` package's types (``Response``,
+  ``ResponseItemList``, ``Model``), and ``text/event-stream`` for streams;
+* each error status a route can answer, with the error envelope schema;
+* no 422 anywhere. 401 (with ``--api_key``) and 503 (store unavailable) can come from any
+  ``/v1`` route; they are listed in ``info``.
+
+The connection-level answers of ``http_protocol`` (408, 414, 431, 503 and 400
+for unparsable HTTP) can come from any route; they are listed in ``info``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from openai.types import Model
+from openai.types.responses import Response, ResponseItemList, ResponseStreamEvent
+from pydantic import BaseModel, RootModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from ..protocol import ResponsesRequest
+
+__all__ = ["ERROR_SCHEMA", "build_openapi", "install_openapi"]
+
+_REF = "#/components/schemas/{model}"
+
+
+class _StreamEvent(RootModel[ResponseStreamEvent]):
+    """One stream event (a union): a model, so its schema shares the definitions of the others."""
+
+
+#: The OpenAI error envelope.
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "ErrorResponse",
+    "required": ["error"],
+    "additionalProperties": False,
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "additionalProperties": False,
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+
+_ERRORS = {
+    "400": "The request is invalid: the message names the field (`param`).",
+    "404": "No stored response has this id (or the route does not exist).",
+    "413": "The request body is larger than the server accepts.",
+}
+
+_CONNECTION_ERRORS = (
+    "With --api_key, any /v1 request without `Authorization: Bearer KEY` is answered 401 "
+    "(`invalid_api_key`); any request that needs the response store while it is unreachable is answered "
+    "503 (`service_unavailable`). "
+    "Any request may also be answered, with the same error envelope and `connection: close`, by the "
+    "server's HTTP limits: 400 (not valid HTTP), 408 (head or body not received in time), 414 (URL too "
+    "long), 431 (headers too large or too many), 503 with `Retry-After` (connection limit reached)."
+)
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(status: str) -> dict[str, Any]:
+    return _json({"$ref": "#/components/schemas/ErrorResponse"}, _ERRORS[status])
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _create_operation() -> dict[str, Any]:
+    return {
+        "summary": "Create a model response",
+        "operationId": "create_response",
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _ref("ResponsesRequest")}},
+        },
+        "responses": {
+            "200": {
+                "description": "The response (`stream: false`), or its Server-Sent Events (`stream: true`).",
+                "content": {
+                    "application/json": {"schema": _ref("Response")},
+                    "text/event-stream": {
+                        # One SSE event, as OpenAPI 3.2 describes them: `data` holds the event's JSON.
+                        "schema": {
+                            "type": "object",
+                            "required": ["event", "data"],
+                            "properties": {
+                                "event": {"type": "string", "description": "The event's `type`."},
+                                "data": {
+                                    "type": "string",
+                                    "contentMediaType": "application/json",
+                                    "contentSchema": _ref("ResponseStreamEvent"),
+                                },
+                            },
+                            "description": "The last event is response.completed, response.incomplete "
+                            "or response.failed.",
+                        }
+                    },
+                },
+            },
+            "400": _error("400"),
+            "404": _error("404"),
+            "413": _error("413"),
+        },
+    }
+
+
+_STATS = {"type": "object", "additionalProperties": True, "description": "Server metrics and store usage."}
+_HEALTH = {
+    "type": "object",
+    "required": ["status", "executor"],
+    "properties": {"status": {"const": "ok"}, "executor": {"type": "string"}},
+}
+_DELETED = {
+    "type": "object",
+    "required": ["id", "object", "deleted"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "response.deleted"},
+        "deleted": {"const": True},
+    },
+}
+_CONVERSATION = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "metadata"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "conversation"},
+        "created_at": {"type": "integer"},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+_CONVERSATION_DELETED = {
+    "type": "object",
+    "required": ["id", "object", "deleted"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "conversation.deleted"},
+        "deleted": {"const": True},
+    },
+}
+_ITEM = {
+    "type": "object",
+    "required": ["id", "type"],
+    "properties": {"id": {"type": "string"}, "type": {"type": "string"}},
+}
+_ITEM_LIST = {
+    "type": "object",
+    "required": ["object", "data", "first_id", "last_id", "has_more"],
+    "properties": {
+        "object": {"const": "list"},
+        "data": {"type": "array", "items": _ITEM},
+        "first_id": {"type": ["string", "null"]},
+        "last_id": {"type": ["string", "null"]},
+        "has_more": {"type": "boolean"},
+    },
+}
+_PAGE = [
+    _query("order", {"enum": ["asc", "desc"], "default": "desc"}, "Order of the items."),
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, "Page size."),
+    _query("after", {"type": "string"}, "List items after this item id."),
+]
+_METRICS = {"type": "string", "description": "Prometheus text exposition format."}
+#: Routes whose 200 is not JSON (or not only JSON): (path, method) -> extra media types.
+_MEDIA: dict[tuple[str, str], dict[str, Any]] = {
+    ("/metrics", "get"): {"text/plain": {"schema": _METRICS}},
+    ("/v1/responses/{response_id}", "get"): {
+        "text/event-stream": {
+            "schema": {"type": "string", "description": "A background response's events (stream=true)."}
+        }
+    },
+}
+_MODELS = {
+    "type": "object",
+    "required": ["object", "data"],
+    "properties": {"object": {"const": "list"}, "data": {"type": "array", "items": _ref("Model")}},
+}
+
+#: (path, method) -> what to state about it: its 200 schema, error statuses, extra query parameters.
+_ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[str, Any]]]] = {
+    ("/v1/responses/{response_id}", "get"): (
+        _ref("Response"),
+        ("400", "404"),
+        [
+            _query("stream", {"type": "boolean"}, "Stream a background response's events (SSE)."),
+            _query(
+                "starting_after", {"type": "integer", "minimum": 0}, "Only events after this sequence number."
+            ),
+        ],
+    ),
+    ("/v1/responses/{response_id}/cancel", "post"): (_ref("Response"), ("400", "404"), []),
+    ("/v1/conversations", "post"): (_CONVERSATION, ("400",), []),
+    ("/v1/conversations/{conversation_id}", "get"): (_CONVERSATION, ("404",), []),
+    ("/v1/conversations/{conversation_id}", "post"): (_CONVERSATION, ("400", "404"), []),
+    ("/v1/conversations/{conversation_id}", "delete"): (_CONVERSATION_DELETED, ("404",), []),
+    ("/v1/conversations/{conversation_id}/items", "get"): (_ITEM_LIST, ("400", "404"), _PAGE),
+    ("/v1/conversations/{conversation_id}/items", "post"): (_ITEM_LIST, ("400", "404"), []),
+    ("/v1/conversations/{conversation_id}/items/{item_id}", "get"): (_ITEM, ("404",), []),
+    ("/v1/conversations/{conversation_id}/items/{item_id}", "delete"): (_CONVERSATION, ("404",), []),
+    ("/metrics", "get"): (_METRICS, (), []),
+    ("/v1/responses/{response_id}", "delete"): (_DELETED, ("404",), []),
+    ("/v1/responses/{response_id}/input_items", "get"): (
+        _ref("ResponseItemList"),
+        ("400", "404"),
+        [
+            _query("order", {"enum": ["asc", "desc"], "default": "desc"}, "Order of the items."),
+            _query("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, "Page size."),
+            _query("after", {"type": "string"}, "List items after this item id."),
+        ],
+    ),
+    ("/v1/models", "get"): (_MODELS, (), []),
+    ("/stats", "get"): (
+        _STATS,
+        (),
+        [_query("reset", {"type": "string"}, "`1` resets the counters after reading them.")],
+    ),
+    ("/health", "get"): (_HEALTH, (), []),
+}
+
+
+def build_openapi(api: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document of the whole server (FastAPI's routes and ``POST /v1/responses``)."""
+    document = get_openapi(title=api.title, version=api.version, routes=api.routes)
+    document["info"]["description"] = (
+        "OpenAI Responses API for gpt-oss on TensorRT-LLM. " + _CONNECTION_ERRORS
+    )
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        (ResponsesRequest, "validation"),
+        (Response, "serialization"),
+        (ResponseItemList, "serialization"),
+        (Model, "serialization"),
+        (_StreamEvent, "serialization"),
+    ]
+    _, schemas = models_json_schema(models, ref_template=_REF)
+    components = document.setdefault("components", {})
+    defs = schemas["$defs"]
+    defs["ResponseStreamEvent"] = defs.pop(_StreamEvent.__name__)  # referenced only by our _create_operation
+    components["schemas"] = {**defs, "ErrorResponse": ERROR_SCHEMA}
+    paths: dict[str, dict[str, Any]] = document.setdefault("paths", {})
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            stated = _ROUTES.get((path, method))
+            if stated is None:
+                raise RuntimeError(f"{method.upper()} {path} is not described in server/openapi.py")
+            ok, errors, query = stated
+            if (path, method) == ("/metrics", "get"):
+                success: dict[str, Any] = {
+                    "description": "Successful Response",
+                    "content": dict(_MEDIA[(path, method)]),
+                }
+            else:
+                success = _json(ok, "Successful Response")
+                success["content"].update(_MEDIA.get((path, method), {}))
+            operation["responses"] = {"200": success} | {status: _error(status) for status in errors}
+            operation["parameters"] = operation.get("parameters", []) + query
+    paths.setdefault("/v1/responses", {})["post"] = _create_operation()
+    return document
+
+
+def install_openapi(api: FastAPI) -> None:
+    """Serve :func:`build_openapi`'s document (built once, on first request) at ``/openapi.json``."""
+    document: dict[str, Any] = {}
+
+    def openapi() -> dict[str, Any]:
+        if not document:
+            document.update(build_openapi(api))
+        return document
+
+    api.openapi = openapi  # type: ignore[method-assign]
