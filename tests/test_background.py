@@ -218,7 +218,8 @@ def test_finished_runs_kept_for_replay_are_capped(encoding, adapter) -> None:  #
     running = start_server(EchoExecutor(encoding), adapter)
     try:
         background = running.app.state.background
-        background.limits = BackgroundLimits(max_finished=3)
+        # The server's reaper also runs every 5 s: the cap is lowered only once every run has ended.
+        background.limits = BackgroundLimits(max_finished=1000)
         with httpx.Client(base_url=running.base_url, timeout=30) as http:
             ids = [
                 http.post("/v1/responses", json={"input": "#lorem 5", "background": True}).json()["id"]
@@ -229,6 +230,7 @@ def test_finished_runs_kept_for_replay_are_capped(encoding, adapter) -> None:  #
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
             by_end = sorted(ids, key=lambda i: background.runs[i].ended_at)
+            background.limits = BackgroundLimits(max_finished=3)
             background._reap()
             assert sorted(background.runs) == sorted(by_end[3:])  # the three that ended last
             assert replay(http, by_end[-1])[-1]["type"] == "response.completed"
