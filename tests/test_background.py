@@ -187,7 +187,7 @@ def test_event_buffers_are_bounded_and_dropped_after_the_grace_period(encoding, 
     running = start_server(EchoExecutor(encoding), adapter)
     try:
         background = running.app.state.background
-        background.limits = BackgroundLimits(max_events=20, max_bytes=1 << 20, grace=0.0)
+        background.limits = BackgroundLimits(max_events=20, max_bytes=1 << 20, grace=3600.0)
         with httpx.Client(base_url=running.base_url, timeout=30) as http:
             created = http.post("/v1/responses", json={"input": "#lorem 100", "background": True}).json()
             deadline = time.monotonic() + 20
@@ -201,6 +201,7 @@ def test_event_buffers_are_bounded_and_dropped_after_the_grace_period(encoding, 
             assert old.status_code == 400 and "no longer kept" in old.json()["error"]["message"]
             tail = replay(http, created["id"], starting_after=run.first_sequence - 1)
             assert len(tail) == 20 and tail[-1]["type"] == "response.completed"
+            background.limits = BackgroundLimits(max_events=20, max_bytes=1 << 20, grace=0.0)
             background._reap()
             assert background.get(created["id"]) is None
             gone = http.get(f"/v1/responses/{created['id']}", params={"stream": "true"})
