@@ -10,6 +10,11 @@
 - content parts are added and done in pairs with content_index 0 inside their item;
 - deltas concatenate to their done text (output text, reasoning text, function
   arguments, code, MCP arguments), and the done item carries that text;
+- server-run tool items: ``mcp_list_tools`` items carry ``.in_progress`` then ``.completed``
+  (no ``error``) or ``.failed`` (an ``error``); a run ``mcp_call`` carries ``.in_progress`` after
+  its arguments are done (a call refused without running has only ``.failed``), then
+  ``.completed``/``.failed`` agreeing with the done item's status
+  (a failed tool call is an item status, never a failed response);
 - the terminal response's output equals the done items (ids, call ids, content),
   its id is the created id, and its status agrees with the terminal event;
 - every event validates as the SDK's ResponseStreamEvent (and against the spec
@@ -35,6 +40,17 @@ DELTA_DONE = {
     "response.mcp_call_arguments.delta": ("response.mcp_call_arguments.done", "arguments"),
 }
 DONE_TYPES = {done: field for done, field in DELTA_DONE.values()}
+#: Tool-run status events: event type → (the item type it belongs to, the phase it reports).
+TOOL_STATUS = {
+    "response.mcp_list_tools.in_progress": ("mcp_list_tools", "in_progress"),
+    "response.mcp_list_tools.completed": ("mcp_list_tools", "completed"),
+    "response.mcp_list_tools.failed": ("mcp_list_tools", "failed"),
+    "response.mcp_call.in_progress": ("mcp_call", "in_progress"),
+    "response.mcp_call.completed": ("mcp_call", "completed"),
+    "response.mcp_call.failed": ("mcp_call", "failed"),
+}
+#: Item types whose failure is the item's own status inside a completed response.
+TOOL_ITEMS = {"mcp_call"}
 
 
 def _item_text(item: dict[str, Any]) -> str | None:
@@ -43,7 +59,7 @@ def _item_text(item: dict[str, Any]) -> str | None:
         return "".join(part.get("text", part.get("refusal", "")) for part in item["content"])
     if kind == "reasoning":
         return "".join(part["text"] for part in item.get("content") or [])
-    if kind in ("function_call", "mcp_call"):
+    if kind in ("function_call", "mcp_call", "mcp_approval_request"):
         return item["arguments"]
     if kind == "code_interpreter_call":
         return item.get("code") or ""
@@ -75,6 +91,7 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             assert open_item["id"], "empty item id"
             assert open_item.get("status") in (None, "in_progress")
             deltas = {}
+            phases: list[str] = []
             continue
         assert open_item is not None, f"{kind} outside an item"
         if "output_index" in event:
@@ -96,9 +113,30 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             field = DONE_TYPES[kind]
             assert "".join(deltas.get(kind, [])) == event[field], f"{kind}: deltas do not add up"
             deltas[kind + "!"] = [event[field]]
+        elif kind in TOOL_STATUS:
+            item_type, phase = TOOL_STATUS[kind]
+            assert open_item["type"] == item_type, f"{kind} on a {open_item['type']} item"
+            if phase == "in_progress":
+                assert not phases, f"{kind} twice or after the end"
+                if item_type == "mcp_call":
+                    assert "response.mcp_call_arguments.done!" in deltas, (
+                        "the call ran before its arguments were done"
+                    )
+            elif item_type == "mcp_call" and phase == "failed" and not phases:
+                assert "response.mcp_call_arguments.done!" in deltas  # refused without running (a limit)
+            else:
+                assert phases == ["in_progress"], f"{kind} without in_progress"
+            phases.append(phase)
         elif kind == "response.output_item.done":
             assert open_part is None, "item done while a content part is open"
             item = event["item"]
+            if item["type"] == "mcp_list_tools":
+                assert phases in (["in_progress", "completed"], ["in_progress", "failed"]), phases
+                assert (phases[-1] == "failed") == bool(item.get("error")), "list_tools status vs error"
+            if item["type"] == "mcp_call" and phases:
+                assert phases[-1] != "in_progress", "a tool call that started never ended"
+                assert item["status"] == phases[-1], "the tool's end event disagrees with the item"
+                assert (item["status"] == "failed") == (item.get("error") is not None)
             assert item["id"] == open_item["id"] and item["type"] == open_item["type"]
             if item["type"] == "function_call":
                 assert item["call_id"] == open_item["call_id"] and item["name"] == open_item["name"]
@@ -125,7 +163,11 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     assert response["output"] == done_items, "the final response's output differs from the streamed items"
     if response["status"] == "completed":
         assert response["incomplete_details"] is None and response["error"] is None
-        assert all(item.get("status") in (None, "completed") for item in done_items)
+        assert all(
+            item.get("status") in (None, "completed")
+            or (item["type"] in TOOL_ITEMS and item["status"] == "failed")
+            for item in done_items
+        )
         assert response["completed_at"] is not None
     elif response["status"] == "incomplete":
         assert response["incomplete_details"]["reason"]

@@ -79,6 +79,7 @@ ECHO_BANNER = (
 def _server_config(args: argparse.Namespace) -> ServerConfig:
     from .config import ServerConfig
     from .http_limits import HTTPLimits
+    from .tools.settings import ToolSettings
 
     name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
     return ServerConfig(
@@ -94,6 +95,12 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         shutdown_timeout=args.shutdown_timeout,
         max_input_bytes=args.max_input_bytes,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
+        tools=ToolSettings(
+            mcp_allowed_urls=tuple(args.mcp_allowed_urls),
+            tool_servers=tuple(args.tool_server),
+            tool_timeout=args.tool_timeout,
+            tool_output_max_bytes=args.tool_output_max_bytes,
+        ),
     )
 
 
@@ -299,6 +306,22 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
         help=f"open connections or requests in flight beyond which requests get 503 "
         f"(default: {d.limit_concurrency})",
     )
+def _url_prefixes(text: str) -> list[str]:
+    from urllib.parse import urlsplit
+
+    prefixes = [p.strip() for p in text.split(",") if p.strip()]
+    for prefix in prefixes:
+        parts = urlsplit(prefix)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise argparse.ArgumentTypeError(f"not an http(s) URL prefix: {prefix}")
+    return prefixes
+
+
+def _tool_server(text: str) -> tuple[str, str]:
+    label, sep, url = text.partition("=")
+    if not sep or not label or "." in label or not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"expected LABEL=http(s)://URL, got {text}")
+    return label, url
 
 
 def _fraction(text: str) -> float:
@@ -369,6 +392,31 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="pace the echo executor (0: unpaced)",
     )
     _add_http_limits(serve)
+    tools = serve.add_argument_group("server-run tools (MCP servers)")
+    tools.add_argument(
+        "--mcp_allowed_urls",
+        type=_url_prefixes,
+        default=[],
+        metavar="PREFIX,...",
+        help="URL prefixes a client's mcp tool may point the server at (default: none; mcp tools are refused)",
+    )
+    tools.add_argument(
+        "--tool_server",
+        type=_tool_server,
+        action="append",
+        default=[],
+        metavar="LABEL=URL",
+        help="an operator-configured MCP server, used for {type: mcp, server_label: LABEL} (repeatable)",
+    )
+    tools.add_argument(
+        "--tool_timeout", type=_positive_float, default=60.0, help="seconds a tool call or listing may take"
+    )
+    tools.add_argument(
+        "--tool_output_max_bytes",
+        type=_positive_int,
+        default=64 << 10,
+        help="longest tool output the model reads; longer is truncated with a note (default: 65536)",
+    )
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(
         "--backend", choices=["pytorch", "tensorrt"], help="TensorRT-LLM backend (default: pytorch)"
@@ -473,6 +521,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level="DEBUG" if level == "TRACE" else level, format="%(levelname)s %(name)s: %(message)s"
     )
+    if level not in ("DEBUG", "TRACE"):
+        # The MCP client logs every HTTP exchange and session id at INFO: noise, and session ids are
+        # credentials of a kind. Their warnings and errors still show.
+        for name in ("httpx2", "mcp"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args.func(args))
     except (APIError, VocabError, OSError, ValueError, RuntimeError) as exc:

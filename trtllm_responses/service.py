@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -30,6 +30,10 @@ from .metrics import ServerMetrics
 from .protocol import ResponsesRequest, parse_request
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
+from .tool_loop import ToolLoop
+from .tools.base import ServerTools
+from .tools.prepare import prepare_server_tools
+from .tools.settings import ToolSettings
 from .wire import to_dict, to_json
 
 __all__ = ["Deliver", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
@@ -67,6 +71,7 @@ class PreparedResponse:
     # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
     input_item_ids: tuple[str, ...] = ()
     input_items_json: tuple[bytes, ...] = ()
+    tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
 
 
 class ResponsesService:
@@ -83,7 +88,9 @@ class ResponsesService:
         max_input_bytes: int | None = None,
         inline_render_bytes: int = INLINE_RENDER_BYTES,
         render_pool: RenderPool | None = None,
+        tool_settings: ToolSettings | None = None,
     ) -> None:
+        self.tool_settings = tool_settings or ToolSettings()
         self.executor = executor
         self.store = store
         self.adapter = adapter
@@ -91,6 +98,8 @@ class ResponsesService:
         self.metrics = metrics or ServerMetrics()
         #: Responses being generated in this process, by id (foreground and background).
         self.live: dict[str, PreparedResponse] = {}
+        #: The executor request id each live response is generating now (the tool loop runs several).
+        self.generating: dict[str, str] = {}
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
@@ -127,7 +136,9 @@ class ResponsesService:
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
             history, seen = await self.conversations.history(conversation)
-        prompt = await self._build_prompt(request, history, len(body))
+        tools = await prepare_server_tools(request, history.calls, self.tool_settings)
+        namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
+        prompt = await self._build_prompt(request, history, len(body), namespaces)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -161,6 +172,7 @@ class ResponsesService:
             input_items_json=tuple(orjson.dumps(item) for item in items),
             conversation_id=conversation,
             conversation_seen=seen if conversation else (0, None),
+            tools=tools,
         )
 
     async def _render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
@@ -171,11 +183,15 @@ class ResponsesService:
         return [self.adapter.rendered(m, tokens) for m, tokens in zip(messages, renders, strict=True)]
 
     async def _build_prompt(
-        self, request: ResponsesRequest, history: ConversationHistory, size: int
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory,
+        size: int,
+        namespaces: Sequence[Mapping[str, Any]] = (),
     ) -> Prompt:
         """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
         adapter = self.adapter
-        draft = adapter.draft_prompt(request, history)
+        draft = adapter.draft_prompt(request, history, namespaces)
         if size <= self.inline_render_bytes or not draft.to_render:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         renders = await self.render_pool.render(draft.to_render)
@@ -242,45 +258,42 @@ class ResponsesService:
             ResponseStream(prepared.response), self.adapter.encoding, len(prepared.prompt.token_ids)
         )
         prepared.stream = processor.stream
-        generation = prepared.generation
-        self.live[generation.request_id] = prepared
+        response_id = prepared.generation.request_id
+        self.live[response_id] = prepared
         try:
             opening = processor.start()
+            loop = None
+            if prepared.tools is not None:
+                request = prepared.request
+                loop = ToolLoop(
+                    tools=prepared.tools,
+                    adapter=self.adapter,
+                    processor=processor,
+                    generation=prepared.generation,
+                    prompt=prepared.prompt,
+                    calls=dict(prepared.prompt.history.calls),
+                    max_seq_len=self.executor.max_seq_len,
+                    max_output_tokens=request.max_output_tokens,
+                    max_tool_calls=request.max_tool_calls,
+                    tool_timeout=self.tool_settings.tool_timeout,
+                )
+                opening += loop.opening()
             if deliver is not None:
                 await deliver(opening)
         except BaseException:
-            self.live.pop(generation.request_id, None)
+            self.live.pop(response_id, None)
             raise
-        deltas = self.executor.generate(generation)
-        executor_finished = False
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
         self.metrics.active += 1
         try:
-            while True:
-                try:
-                    delta = await deltas.__anext__()
-                except StopAsyncIteration:
-                    events = processor.fail("The executor ended the stream without a finish reason.")
-                    break
-                except Exception as exc:  # the executor failed: response.failed, never a broken stream
-                    logger.exception("Executor failed on %s", generation.request_id)
-                    events = processor.fail(f"The executor failed: {exc}")
-                    break
-                executor_finished = delta.finish_reason is not None
-                try:
-                    events = processor.process(delta)
-                except Exception:
-                    logger.exception("Internal error while streaming %s", generation.request_id)
-                    events = processor.fail("The server had an error while processing the model's output.")
-                    break
-                if processor.done:
-                    break
-                if events and deliver is not None:
-                    await deliver(events)
+            if loop is None:
+                events = await self._generate(prepared.generation, processor, deliver)
+            else:
+                events = await loop.run(self._generate, deliver)
             try:
                 final_json = await self._keep(prepared, processor.stream)
             except Exception:  # the store or the serializer failed: the client still gets a terminal event
-                logger.exception("Could not serialize or store %s", generation.request_id)
+                logger.exception("Could not serialize or store %s", prepared.generation.request_id)
                 events[-1] = processor.stream.fail_instead("The server could not store the response.")
                 final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
             final = processor.stream.final_response
@@ -296,12 +309,52 @@ class ResponsesService:
                 await deliver(events)
             return final_json
         finally:
-            self.live.pop(generation.request_id, None)
+            self.live.pop(response_id, None)
             self.metrics.active -= 1
+
+    async def _generate(
+        self, generation: GenerationRequest, processor: TokenStreamProcessor, deliver: Deliver | None
+    ) -> list[ResponseStreamEvent]:
+        """Run one generation through ``processor``, delivering each step's events but the last (returned).
+
+        It ends when the processor is done: a terminal event, or a held server-run
+        tool call (the tool loop goes on). The generation is aborted in the
+        executor whenever this stops before the executor finished.
+        """
+        deltas = self.executor.generate(generation)
+        executor_finished = False
+        response_id = generation.request_id.partition(".")[0]  # the tool loop's turns are <id>.<n>
+        self.generating[response_id] = generation.request_id
+        try:
+            while True:
+                try:
+                    delta = await deltas.__anext__()
+                except StopAsyncIteration:
+                    return processor.fail("The executor ended the stream without a finish reason.")
+                except Exception as exc:  # the executor failed: response.failed, never a broken stream
+                    logger.exception("Executor failed on %s", generation.request_id)
+                    return processor.fail(f"The executor failed: {exc}")
+                executor_finished = delta.finish_reason is not None
+                try:
+                    events = processor.process(delta)
+                except Exception:
+                    logger.exception("Internal error while streaming %s", generation.request_id)
+                    return processor.fail("The server had an error while processing the model's output.")
+                if processor.done:
+                    return events
+                if events and deliver is not None:
+                    await deliver(events)
+        finally:
+            if self.generating.get(response_id) == generation.request_id:
+                del self.generating[response_id]
             if not executor_finished:
                 self.executor.abort(generation.request_id)
                 self.metrics.record_abort()
             await deltas.aclose()
+
+    def abort(self, response_id: str) -> None:
+        """Abort the generation ``response_id`` is running now, if any (its stream then ends)."""
+        self.executor.abort(self.generating.get(response_id, response_id))
 
     async def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
         """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
@@ -395,7 +448,12 @@ class ResponsesService:
 
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """A tool as the response echoes it: function tools with every field the spec requires."""
+    """A tool as the response echoes it: function tools with every field the spec requires.
+
+    MCP tools lose ``headers`` and ``authorization``: secrets go to the MCP server only.
+    """
+    if tool.get("type") == "mcp":
+        return {k: (None if k in ("headers", "authorization") else v) for k, v in tool.items()}
     if tool.get("type") != "function":
         return tool
     return {

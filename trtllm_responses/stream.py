@@ -9,9 +9,18 @@ Harmony parser reports and to how a generation ends:
     message_started(header) → output_item.added (+ content_part.added)
     content_delta(text)     → output_text / reasoning_text / function_call_arguments / … .delta
     message_ended(status)   → … .done (+ content_part.done), output_item.done
+                              (a server-run tool call is held open instead, see below)
     complete(usage)         → response.completed
     incomplete(usage)       → response.incomplete  (max_output_tokens)
     fail(message, usage)    → response.failed
+
+Server-run tools (``tool_loop.py``) use a few more, all at message boundaries:
+``hold_calls`` makes calls of the given item kinds stay open after their
+arguments are done; ``tool_started`` / ``tool_finished`` stream the run of the
+held call (``response.mcp_call.in_progress`` … ``.completed``/``.failed``, then
+``output_item.done`` with the output); ``tool_item`` opens a call the model did
+not write in this response (an approved call); ``list_tools_item`` adds an
+``mcp_list_tools`` item with its events.
 
 Each returns the list of events it caused; an illegal transition raises
 :class:`StreamStateError`. The final response is assembled from the items the
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import time
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from openai.types.responses import (
@@ -42,6 +52,12 @@ from openai.types.responses import (
     ResponseInProgressEvent,
     ResponseMcpCallArgumentsDeltaEvent,
     ResponseMcpCallArgumentsDoneEvent,
+    ResponseMcpCallCompletedEvent,
+    ResponseMcpCallFailedEvent,
+    ResponseMcpCallInProgressEvent,
+    ResponseMcpListToolsCompletedEvent,
+    ResponseMcpListToolsFailedEvent,
+    ResponseMcpListToolsInProgressEvent,
     ResponseOutputItem,
     ResponseOutputItemAddedEvent,
     ResponseOutputItemDoneEvent,
@@ -57,6 +73,7 @@ from openai.types.responses.response import IncompleteDetails
 from openai.types.responses.response_content_part_added_event import PartReasoningText as AddedReasoningPart
 from openai.types.responses.response_content_part_done_event import PartReasoningText as DoneReasoningPart
 from openai.types.responses.response_error import ResponseError
+from openai.types.responses.response_output_item import McpListTools
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import BaseModel
 
@@ -76,7 +93,7 @@ class StreamStateError(RuntimeError):
 class _Item:
     """The item being streamed, and the fixed fields of its delta events (computed once per item)."""
 
-    __slots__ = ("call_id", "chunks", "delta_fields", "delta_type", "id", "output_index", "target")
+    __slots__ = ("call_id", "chunks", "delta_fields", "delta_type", "fields", "id", "output_index", "target")
 
     def __init__(self, target: ItemTarget, item_id: str, call_id: str | None, output_index: int) -> None:
         self.target = target
@@ -84,6 +101,7 @@ class _Item:
         self.call_id = call_id
         self.output_index = output_index
         self.chunks: list[str] = []
+        self.fields: dict[str, Any] = {}  # extra fields of the done item (tool items)
         self.delta_type: type[Any] | None = _DELTA_EVENTS.get(target.kind)
         fields: dict[str, Any] = {}
         if self.delta_type is not None:
@@ -122,6 +140,9 @@ class ResponseStream:
         self._terminal: Response | None = None
         self._item: _Item | None = None
         self._output: list[ResponseOutputItem] = []
+        self._hold: frozenset[ItemKind] = frozenset()
+        self._resolve: Callable[[ItemTarget], ItemTarget] | None = None
+        self._held: _Item | None = None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -135,6 +156,24 @@ class ResponseStream:
     def final_response(self) -> Response | None:
         """The response the terminal event carried, once there was one."""
         return self._terminal
+
+    @property
+    def output(self) -> list[ResponseOutputItem]:
+        """The items done so far, in output_index order (read-only for callers)."""
+        return self._output
+
+    @property
+    def held(self) -> tuple[ItemTarget, str, str] | None:
+        """The held tool call (target, item id, arguments), if one waits to be run."""
+        item = self._held
+        return None if item is None else (item.target, item.id, "".join(item.chunks))
+
+    def hold_calls(
+        self, kinds: frozenset[ItemKind], resolve: Callable[[ItemTarget], ItemTarget] | None = None
+    ) -> None:
+        """Hold calls of ``kinds`` open when their message ends; ``resolve`` may re-target a call at its start."""
+        self._hold = kinds
+        self._resolve = resolve
 
     def _emit(self, event_type: type[Any], **fields: Any) -> ResponseStreamEvent:
         fields["type"] = _event_type_name(event_type)
@@ -171,7 +210,11 @@ class ResponseStream:
             raise StreamStateError("a message started while another is open")
         if header.role != "assistant":
             raise HarmonyFormatError(f"the model wrote a message as {header.role!r}")
+        if self._held is not None:
+            raise HarmonyFormatError("the model kept writing after a tool call instead of stopping")
         target = classify(header)
+        if self._resolve is not None and target.kind in self._hold:
+            target = self._resolve(target)
         item_id, call_id = new_item_ids(target.kind)
         item = self._item = _Item(target, item_id, call_id, len(self._output))
         events = [
@@ -232,10 +275,77 @@ class ResponseStream:
             events.append(self._emit(ResponseCodeInterpreterCallCodeDoneEvent, code=text, **where))
         elif kind is ItemKind.MCP_CALL:
             events.append(self._emit(ResponseMcpCallArgumentsDoneEvent, arguments=text, **where))
+        if kind in self._hold and status == "completed":
+            self._held = item  # the tool loop runs it, then closes it with tool_finished
+            return events
         done = build_output_item(item.target, item.id, text, status, item.call_id)
         self._output.append(done)
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         return events
+
+    # -- server-run tools (message boundaries only) ----------------------------------------------
+
+    def tool_item(self, target: ItemTarget, arguments: str, **fields: Any) -> list[ResponseStreamEvent]:
+        """Open and hold a call the model did not write in this response (an approved call)."""
+        self._check_open()
+        if self._item is not None or self._held is not None:
+            raise StreamStateError("a tool item opened while another item is open")
+        item_id, call_id = new_item_ids(target.kind)
+        item = _Item(target, item_id, call_id, len(self._output))
+        item.chunks.append(arguments)
+        item.fields = fields
+        self._held = item
+        added = _with_fields(build_output_item(target, item_id, arguments, "in_progress", call_id), fields)
+        where = {"item_id": item_id, "output_index": item.output_index}
+        events = [self._emit(ResponseOutputItemAddedEvent, output_index=item.output_index, item=added)]
+        if target.kind is ItemKind.MCP_CALL:  # the arguments, streamed as for a call the model writes
+            events.append(self._emit(ResponseMcpCallArgumentsDeltaEvent, delta=arguments, **where))
+            events.append(self._emit(ResponseMcpCallArgumentsDoneEvent, arguments=arguments, **where))
+        return events
+
+    def tool_started(self) -> list[ResponseStreamEvent]:
+        """The held call starts running."""
+        item = self._require_held()
+        started = _TOOL_EVENTS[item.target.kind][0]
+        return [self._emit(started, item_id=item.id, output_index=item.output_index)]
+
+    def tool_finished(self, status: str, **fields: Any) -> list[ResponseStreamEvent]:
+        """The held call ended (``completed`` or ``failed``); ``fields`` (output, error…) go on its item."""
+        item = self._require_held()
+        self._held = None
+        _, completed, failed = _TOOL_EVENTS[item.target.kind]
+        done = build_output_item(item.target, item.id, "".join(item.chunks), status, item.call_id)
+        done = _with_fields(done, {**item.fields, **fields})
+        self._output.append(done)
+        where = {"item_id": item.id, "output_index": item.output_index}
+        return [
+            self._emit(completed if status == "completed" else failed, **where),
+            self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done),
+        ]
+
+    def _require_held(self) -> _Item:
+        self._check_open()
+        if self._held is None:
+            raise StreamStateError("no tool call is held")
+        return self._held
+
+    def list_tools_item(self, item: McpListTools) -> list[ResponseStreamEvent]:
+        """An ``mcp_list_tools`` item whose listing is done (``error`` set: it failed)."""
+        self._check_open()
+        if self._item is not None or self._held is not None:
+            raise StreamStateError("a list_tools item added while another item is open")
+        index = len(self._output)
+        where = {"item_id": item.id, "output_index": index}
+        added = item.model_copy(update={"tools": [], "error": None})
+        self._output.append(item)
+        return [
+            self._emit(ResponseOutputItemAddedEvent, output_index=index, item=added),
+            self._emit(ResponseMcpListToolsInProgressEvent, **where),
+            self._emit(
+                ResponseMcpListToolsFailedEvent if item.error else ResponseMcpListToolsCompletedEvent, **where
+            ),
+            self._emit(ResponseOutputItemDoneEvent, output_index=index, item=item),
+        ]
 
     def complete(self, usage: ResponseUsage) -> list[ResponseStreamEvent]:
         """``response.completed``: the model finished on its own."""
@@ -271,6 +381,12 @@ class ResponseStream:
     ) -> list[ResponseStreamEvent]:
         self._check_open()
         events = self.message_ended("incomplete") if self._item is not None else []
+        if self._held is not None:  # a tool call that never ran
+            item, self._held = self._held, None
+            done = build_output_item(item.target, item.id, "".join(item.chunks), "incomplete", item.call_id)
+            done = _with_fields(done, item.fields)
+            self._output.append(done)
+            events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         update: dict[str, Any] = {
             "status": status,
             "output": list(self._output),
@@ -281,6 +397,13 @@ class ResponseStream:
         self._terminal = self._response.model_copy(update=update)
         events.append(self._emit(event_type, response=self._terminal))
         return events
+
+
+def _with_fields(item: Any, fields: dict[str, Any]) -> Any:
+    """``item`` with more fields (a tool's output, error…), validated into the SDK's types (once per call)."""
+    if not fields:
+        return item
+    return type(item).model_validate({**item.model_dump(), **fields})
 
 
 def _construct(model_type: type[BaseModel], fields: dict[str, Any]) -> Any:
@@ -328,6 +451,16 @@ _DELTA_EVENTS: dict[ItemKind, type[Any]] = {
 }
 
 
+#: Per server-run call kind: its started, completed and failed events.
+_TOOL_EVENTS: dict[ItemKind, tuple[type[Any], type[Any], type[Any]]] = {
+    ItemKind.MCP_CALL: (
+        ResponseMcpCallInProgressEvent,
+        ResponseMcpCallCompletedEvent,
+        ResponseMcpCallFailedEvent,
+    ),
+}
+
+
 def _empty_part(kind: ItemKind) -> Any:
     if kind is ItemKind.MESSAGE:
         return ResponseOutputText(type="output_text", text="", annotations=[], logprobs=[])
@@ -346,12 +479,14 @@ class TokenStreamProcessor:
 
     def __init__(self, stream: ResponseStream, encoding: HarmonyEncoding, prompt_tokens: int) -> None:
         self.stream = stream
+        self._parser_encoding = encoding
         self._parser = HarmonyStreamParser(encoding)
         self._prompt_tokens = prompt_tokens
         self._output_tokens = 0
         self._reasoning_tokens = 0
         self._in_reasoning = False
-        self._cached_tokens = 0
+        self._cached_tokens = 0  # this generation's
+        self._cached_before = 0  # earlier generations' (the tool loop's turns)
         self.first_token_at: float | None = None  # perf_counter() when the first output token arrived
         self.done = False
 
@@ -366,14 +501,36 @@ class TokenStreamProcessor:
 
     @property
     def cached_tokens(self) -> int:
-        """Prompt tokens the engine reported reusing from its KV cache."""
-        return self._cached_tokens
+        """Prompt tokens the engine reported reusing from its KV cache (every generation of the response)."""
+        return self._cached_before + self._cached_tokens
 
     def usage(self) -> ResponseUsage:
         """Usage so far."""
         return make_usage(
-            self._prompt_tokens, self._output_tokens, self._reasoning_tokens, self._cached_tokens
+            self._prompt_tokens,
+            self._output_tokens,
+            self._reasoning_tokens,
+            self._cached_before + self._cached_tokens,
         )
+
+    @property
+    def awaiting_tool(self) -> bool:
+        """The generation stopped on a held tool call: the tool loop runs it and starts the next turn."""
+        return self.done and self.stream.final_response is None
+
+    def add_prompt_tokens(self, count: int) -> None:
+        """Count ``count`` more input tokens (the prompt grew before the first generation)."""
+        self._prompt_tokens += count
+
+    def next_turn(self, prompt_tokens: int) -> None:
+        """Get ready for the next generation of the same response (its prompt counts as input)."""
+        if not self.awaiting_tool:
+            raise StreamStateError("next_turn() without a held tool call")
+        self._parser = HarmonyStreamParser(self._parser_encoding)
+        self._prompt_tokens += prompt_tokens
+        self._cached_before += self._cached_tokens
+        self._cached_tokens = 0
+        self.done = False
 
     def process(self, delta: TokenDelta) -> list[ResponseStreamEvent]:
         """Events for one engine step."""
@@ -427,6 +584,8 @@ class TokenStreamProcessor:
         whole = reason == "stop" and not self._parser.in_header
         self._apply(self._parser.finish(), events, "completed" if whole else "incomplete")
         self.done = True
+        if whole and self.stream.held is not None:
+            return  # a server-run tool call: the tool loop goes on (awaiting_tool)
         events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
 
     def fail(self, message: str) -> list[ResponseStreamEvent]:

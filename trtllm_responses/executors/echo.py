@@ -8,14 +8,18 @@ match wins:
 - user text ``#prompt``: analysis ``Showing the prompt.``, final = the decoded prompt;
 - user text ``#lorem N``: analysis ``Writing N tokens.``, final of exactly N filler tokens;
 - user text ``call NAME {json}``: analysis ``Calling NAME.``, then a call to
-  ``functions.NAME`` with that json, ending ``<|call|>``;
+  ``functions.NAME`` with that json, ending ``<|call|>``; a dotted ``LABEL.TOOL``
+  calls that tool of a namespace (an MCP server) instead;
 - other user text when the prompt declares function tools: a call to the first
   declared function, arguments built from its declared parameters (required
   string = the user text, number = 1, boolean = true, array = [], object = {},
   enum = its first value);
 - other user text T: analysis ``Echoing the user.``, final T;
 - last message from tool ``functions.NAME`` with output C: analysis ``Got NAME output.``,
-  final ``NAME returned: C``.
+  final ``NAME returned: C``;
+- last message from a server-run tool T (``LABEL.TOOL``, ``python``…) with output
+  ``call NAME {json}``: that call, as for user text (so tools can chain calls);
+  with any other output C: analysis ``Got T output.``, final ``T returned: C``.
 
 It honours ``max_tokens`` (finish ``length``) and stops at the first stop token
 like a real engine (finish ``stop``, the stop token included); a completion that
@@ -46,6 +50,7 @@ def _next_step() -> Generator[None, None, None]:
     yield
 
 
+_CONVERSATION_ROLES = frozenset({"user", "assistant", "system", "developer", ""})
 _LOREM = re.compile(r"#lorem (\d+)")
 _CALL = re.compile(r"call ([A-Za-z0-9_\-.]+) (\{.*\})", re.DOTALL)
 _FUNCTION_DECL = re.compile(r"^type ([A-Za-z0-9_\-]+) = \((.*)$")
@@ -120,7 +125,12 @@ class EchoExecutor(Executor):
 
     def _call(self, name: str, arguments: str) -> list[int]:
         tokens = self._segment("<|channel|>analysis<|message|>", f"Calling {name}.", "<|end|>")
-        header = f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+        if "." in name:  # a namespace's tool, in the header Harmony itself renders for such a call
+            header = f"<|start|>assistant to={name}<|channel|>commentary <|constrain|>json<|message|>"
+        else:
+            header = (
+                f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+            )
         return tokens + self._segment(header, arguments, "<|call|>")
 
     def _last_message(self, prompt: Sequence[int]) -> tuple[str, str, Sequence[int]]:
@@ -175,6 +185,13 @@ class EchoExecutor(Executor):
             name = role[len("functions.") :]
             return self._answer(
                 f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens)
+            )
+        if role not in _CONVERSATION_ROLES:  # a server-run tool's output
+            chained = _CALL.fullmatch(body)
+            if chained:
+                return self._call(chained.group(1), chained.group(2))
+            return self._answer(
+                f"Got {role} output.", self._enc.encode_plain(f"{role} returned: ") + list(body_tokens)
             )
         if body.startswith("#harmony\n"):
             return self._enc.encode(body[len("#harmony\n") :])

@@ -39,6 +39,7 @@ from openai_harmony import (
     Role,
     SystemContent,
     ToolDescription,
+    ToolNamespaceConfig,
 )
 
 from ..bounded_cache import ByteBoundedCache
@@ -249,8 +250,12 @@ class HarmonyAdapter:
         return RenderedMessage(message.to_json(), self.encoding.intern(tokens), False, False)
 
     @staticmethod
-    def _developer_message(instructions: str | None, functions: list[dict[str, Any]]) -> Message | None:
-        if not instructions and not functions:
+    def _developer_message(
+        instructions: str | None,
+        functions: list[dict[str, Any]],
+        namespaces: Sequence[Mapping[str, Any]] = (),
+    ) -> Message | None:
+        if not instructions and not functions and not namespaces:
             return None
         content = DeveloperContent.new()
         if instructions:
@@ -262,11 +267,24 @@ class HarmonyAdapter:
                     for f in functions
                 ]
             )
+        for ns in namespaces:  # server-run tools (MCP servers): rendered like function tools
+            tools = [
+                ToolDescription.new(t["name"], t.get("description") or "", parameters=t.get("parameters"))
+                for t in ns["tools"]
+            ]
+            content = content.with_tools(
+                ToolNamespaceConfig(name=ns["name"], description=ns["description"] or None, tools=tools)
+            )
         return Message.from_role_and_content(Role.DEVELOPER, content)
 
     # -- requests --------------------------------------------------------------------------
 
-    def build_prompt(self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY) -> Prompt:
+    def build_prompt(
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory = EMPTY_HISTORY,
+        namespaces: Sequence[Mapping[str, Any]] = (),
+    ) -> Prompt:
         """Render ``request`` continuing ``history``; raise InvalidRequestError for bad input.
 
         Instructions, tools and reasoning effort come from ``request`` alone;
@@ -275,15 +293,21 @@ class HarmonyAdapter:
         callers that use every prompt they build (the server drafts, renders where
         it chooses, and admits only accepted prompts).
         """
-        draft = self.draft_prompt(request, history)
+        draft = self.draft_prompt(request, history, namespaces)
         prompt = self.finish_prompt(draft, self.render_messages(draft.to_render))
         self.admit(prompt)
         return prompt
 
     def draft_prompt(
-        self, request: ResponsesRequest, history: ConversationHistory = EMPTY_HISTORY
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory = EMPTY_HISTORY,
+        namespaces: Sequence[Mapping[str, Any]] = (),
     ) -> PromptDraft:
         """Everything of the prompt but the rendering of its new messages (``draft.to_render``).
+
+        ``namespaces`` are the server-run tool namespaces (``{"name", "description",
+        "tools"}``, e.g. listed MCP servers), shown after the function tools.
 
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
         tokenizes nothing here except the small, cached system message.
@@ -295,16 +319,21 @@ class HarmonyAdapter:
             if request.reasoning and request.reasoning.effort
             else ReasoningEffort.MEDIUM
         )
-        system = self._render_system(effort, self._today(), browser, python, bool(functions))
+        if request.tool_choice == "none":
+            namespaces = ()
+        elif isinstance(request.tool_choice, Mapping) and request.tool_choice.get("type") == "mcp":
+            functions, namespaces = [], _chosen_namespace(request.tool_choice, namespaces)
+        system = self._render_system(effort, self._today(), browser, python, bool(functions or namespaces))
 
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
         instructions = "\n\n".join(parts) if parts else None
-        developer_key = (instructions, orjson.dumps(functions).decode())
+        tools_json = orjson.dumps([functions, list(namespaces)] if namespaces else functions).decode()
+        developer_key = (instructions, tools_json)
         developer = self._developers.get(developer_key)
         to_render = list(converted.messages)
         if developer is None:
-            message = self._developer_message(instructions, functions)
+            message = self._developer_message(instructions, functions, namespaces)
             if message is not None:
                 to_render.insert(0, message)
         return PromptDraft(
@@ -361,6 +390,34 @@ class HarmonyAdapter:
             out += m.tokens
         return out
 
+    def extend_prompt(self, token_ids: Sequence[int], messages: Sequence[RenderedMessage]) -> list[int]:
+        """The prompt of the next generation in a response: ``token_ids`` (a prompt) plus ``messages``.
+
+        For the in-response tool loop: the model's messages of the last turn and
+        the tool's output, none of them a ``final``, so no analysis is dropped and
+        the result is exactly what ``build_prompt`` renders for the same
+        conversation (O(new tokens) to render; a prefix extension of ``token_ids``).
+        """
+        if any(m.is_final for m in messages):
+            raise ValueError("extend_prompt() takes no final message (it would drop earlier analysis)")
+        start = self._assistant_start
+        if tuple(token_ids[-len(start) :]) != start:
+            raise ValueError("a prompt ends with <|start|>assistant")
+        out = list(token_ids[: -len(start)])
+        for m in messages:
+            out += m.tokens
+        out += start
+        return out
+
+    def prompt_with(self, prompt: Prompt, messages: Sequence[RenderedMessage]) -> list[int]:
+        """The token ids of ``prompt`` continued by ``messages`` (rendered in full: Harmony's analysis rule applied)."""
+        tokens = list(prompt.system.tokens)
+        if prompt.developer is not None:
+            tokens += prompt.developer.tokens
+        tokens += self.conversation_tokens(prompt.history.messages + tuple(messages))
+        tokens += self._assistant_start
+        return tokens
+
     def continue_history(
         self, prompt: Prompt, output_items: Sequence[Mapping[str, Any]]
     ) -> ConversationHistory:
@@ -371,6 +428,27 @@ class HarmonyAdapter:
         """
         converted = input_to_messages(output_items, prompt.history.calls, param="output")
         return prompt.history.extended(self.render_messages(converted.messages), converted.calls)
+
+
+def _chosen_namespace(
+    choice: Mapping[str, Any], namespaces: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """``tool_choice: {"type": "mcp", "server_label", "name"?}`` shows the model only that server (or tool)."""
+    label, name = choice.get("server_label"), choice.get("name")
+    chosen = [ns for ns in namespaces if ns["name"] == label]
+    if not chosen:
+        raise InvalidRequestError(
+            f"tool_choice names MCP server {label!r}, which has no listed tools here.",
+            param="tool_choice.server_label",
+        )
+    if name is not None:
+        chosen = [{**ns, "tools": [t for t in ns["tools"] if t["name"] == name]} for ns in chosen]
+        if not chosen[0]["tools"]:
+            raise InvalidRequestError(
+                f"tool_choice names tool {name!r}, which MCP server {label!r} does not list.",
+                param="tool_choice.name",
+            )
+    return chosen
 
 
 def _select_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]], bool, bool]:
@@ -403,6 +481,8 @@ def _select_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]], bool
             browser = True
         elif kind in _CODE_TOOLS:
             python = True
+        elif kind == "mcp":
+            continue  # server-run: checked and listed by tools/mcp.py, rendered from draft_prompt's namespaces
         else:
             raise InvalidRequestError(
                 f"Tool type {kind!r} at 'tools[{i}].type' is not supported; gpt-oss here takes function, "

@@ -14,10 +14,15 @@ which Responses item a model message becomes:
     to=functions.NAME                 → function_call    (fc_, call_…)
     to=browser.*                      → web_search_call  (ws_)
     to=python                         → code_interpreter_call (ci_)
-    any other recipient               → mcp_call         (mcp_)
+    any other recipient               → mcp_call         (mcp_), or mcp_approval_request (mcpr_)
+                                        when the server's tool loop says the call needs approval
 
 Output items sent back as input convert to the same messages the server stores,
-so a stateless replay renders the same tokens as a stored continuation.
+so a stateless replay renders the same tokens as a stored continuation. MCP items
+(``mcp_list_tools``, ``mcp_approval_request``) also leave entries in the
+conversation's ``calls`` map under keys no call id can take (``mcp_list_tools:LABEL``
+→ the listed tools' JSON, ``mcpr_…`` → the pending call's JSON), so a later turn finds
+them whether the conversation was stored or replayed.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from openai.types.responses import (
     ResponseReasoningItem,
 )
 from openai.types.responses.response_function_web_search import ActionFind, ActionOpenPage, ActionSearch
-from openai.types.responses.response_output_item import McpCall
+from openai.types.responses.response_output_item import McpApprovalRequest, McpCall
 from openai.types.responses.response_reasoning_item import Content as ReasoningContent
 from openai_harmony import Author, Message, Role, TextContent
 
@@ -56,6 +61,9 @@ __all__ = [
     "completion_to_output_items",
     "function_call_message",
     "input_to_messages",
+    "list_tools_key",
+    "mcp_call_message",
+    "mcp_output_text",
     "new_item_ids",
     "tool_output_message",
 ]
@@ -74,6 +82,7 @@ class ItemKind(enum.Enum):
     WEB_SEARCH_CALL = "web_search_call"
     CODE_INTERPRETER_CALL = "code_interpreter_call"
     MCP_CALL = "mcp_call"
+    MCP_APPROVAL_REQUEST = "mcp_approval_request"
 
 
 _PREFIX = {
@@ -83,6 +92,7 @@ _PREFIX = {
     ItemKind.WEB_SEARCH_CALL: "ws",
     ItemKind.CODE_INTERPRETER_CALL: "ci",
     ItemKind.MCP_CALL: "mcp",
+    ItemKind.MCP_APPROVAL_REQUEST: "mcpr",
 }
 
 
@@ -92,7 +102,7 @@ class ItemTarget:
 
     kind: ItemKind
     name: str | None = None  # function, MCP tool or browser action
-    namespace: str | None = None  # MCP server label
+    namespace: str | None = None  # the recipient's namespace: MCP server label, "browser", "python"
     phase: str | None = None  # messages: "final_answer" or "commentary"
 
 
@@ -104,9 +114,9 @@ def classify(header: MessageHeader) -> ItemTarget:
         if namespace == FUNCTIONS_NAMESPACE and name:
             return ItemTarget(ItemKind.FUNCTION_CALL, name=name)
         if namespace == "browser":
-            return ItemTarget(ItemKind.WEB_SEARCH_CALL, name=name or "search")
+            return ItemTarget(ItemKind.WEB_SEARCH_CALL, name=name or "search", namespace="browser")
         if recipient == "python":
-            return ItemTarget(ItemKind.CODE_INTERPRETER_CALL)
+            return ItemTarget(ItemKind.CODE_INTERPRETER_CALL, namespace="python")
         return ItemTarget(ItemKind.MCP_CALL, name=name or namespace, namespace=namespace)
     if header.channel == "analysis":
         return ItemTarget(ItemKind.REASONING)
@@ -192,6 +202,14 @@ def build_output_item(
             status=status,  # type: ignore[arg-type]
         )
     assert target.name is not None and target.namespace is not None
+    if kind is ItemKind.MCP_APPROVAL_REQUEST:
+        return McpApprovalRequest(
+            id=item_id,
+            type="mcp_approval_request",
+            name=target.name,
+            server_label=target.namespace,
+            arguments=text,
+        )
     return McpCall(
         id=item_id,
         type="mcp_call",
@@ -399,6 +417,40 @@ def _convert_code_interpreter_call(
     )
 
 
+def mcp_call_message(recipient: str, arguments: str) -> Message:
+    """The Harmony message of a call to an MCP tool: commentary to ``LABEL.TOOL``, JSON body."""
+    return (
+        Message.from_role_and_content(Role.ASSISTANT, arguments)
+        .with_channel("commentary")
+        .with_recipient(recipient)
+        .with_content_type(_JSON_CONTENT_TYPE)
+    )
+
+
+def mcp_output_text(item: Mapping[str, Any]) -> str | None:
+    """What the model read for an ``mcp_call``: its output, or its error as text (None: not run)."""
+    output = item.get("output")
+    if isinstance(output, str):
+        return output
+    error = item.get("error")
+    if isinstance(error, str):
+        return f"Error: {error}"
+    if isinstance(error, Mapping):
+        if error.get("type") == "mcp_tool_execution_error":
+            content = error.get("content")
+            if isinstance(content, list):
+                texts = [c.get("text", "") for c in content if isinstance(c, Mapping)]
+                return "Error: " + "".join(t for t in texts if isinstance(t, str))
+            return f"Error: {content}"
+        return f"Error: {error.get('message', '')}"
+    return None
+
+
+def list_tools_key(server_label: str) -> str:
+    """The ``calls`` key under which a conversation keeps an MCP server's listed tools."""
+    return f"mcp_list_tools:{server_label}"
+
+
 def _convert_mcp_call(
     item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
 ) -> None:
@@ -406,15 +458,57 @@ def _convert_mcp_call(
     name = _require_str(item, "name", where)
     arguments = _require_str(item, "arguments", where)
     recipient = f"{server}.{name}"
-    out.messages.append(
-        Message.from_role_and_content(Role.ASSISTANT, arguments)
-        .with_channel("commentary")
-        .with_recipient(recipient)
-        .with_content_type(_JSON_CONTENT_TYPE)
-    )
-    output = item.get("output")
-    if isinstance(output, str):
+    if not item.get("approval_request_id"):  # an approved call was rendered by its approval request
+        out.messages.append(mcp_call_message(recipient, arguments))
+    output = mcp_output_text(item)
+    if output is not None:
         out.messages.append(tool_output_message(recipient, output))
+
+
+def _convert_mcp_list_tools(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    server = _require_str(item, "server_label", where)
+    tools = item.get("tools")
+    if not isinstance(tools, list):
+        raise InvalidRequestError(f"'{where}.tools' must be a list.", param=f"{where}.tools")
+    if item.get("error") is None:
+        out.calls[list_tools_key(server)] = orjson.dumps(tools).decode()
+
+
+def _convert_mcp_approval_request(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    request_id = _require_str(item, "id", where)
+    server = _require_str(item, "server_label", where)
+    name = _require_str(item, "name", where)
+    arguments = _require_str(item, "arguments", where)
+    out.calls[request_id] = orjson.dumps(
+        {"server_label": server, "name": name, "arguments": arguments}
+    ).decode()
+    out.messages.append(mcp_call_message(f"{server}.{name}", arguments))
+
+
+#: What the model reads when a call it asked for was not approved.
+DECLINED_OUTPUT = "Error: the user did not approve this tool call."
+
+
+def _convert_mcp_approval_response(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    request_id = _require_str(item, "approval_request_id", where)
+    approve = item.get("approve")
+    if not isinstance(approve, bool):
+        raise InvalidRequestError(f"'{where}.approve' must be a boolean.", param=f"{where}.approve")
+    pending = out.calls.get(request_id) or calls.get(request_id)
+    if pending is None:
+        raise InvalidRequestError(
+            f"No mcp_approval_request with id {request_id!r} in this conversation.",
+            param=f"{where}.approval_request_id",
+        )
+    if not approve:  # an approved call runs in the response (its mcp_call item carries the output)
+        call = orjson.loads(pending)
+        out.messages.append(tool_output_message(f"{call['server_label']}.{call['name']}", DECLINED_OUTPUT))
 
 
 _INPUT_CONVERTERS = {
@@ -425,6 +519,9 @@ _INPUT_CONVERTERS = {
     "web_search_call": _convert_web_search_call,
     "code_interpreter_call": _convert_code_interpreter_call,
     "mcp_call": _convert_mcp_call,
+    "mcp_list_tools": _convert_mcp_list_tools,
+    "mcp_approval_request": _convert_mcp_approval_request,
+    "mcp_approval_response": _convert_mcp_approval_response,
 }
 
 

@@ -49,6 +49,7 @@ def create_app(
         model_name=config.served_model_name,
         metrics=metrics,
         max_input_bytes=config.max_input_bytes,
+        tool_settings=config.tools,
     )
     limits = BackgroundLimits(grace=config.background_grace)
     relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None

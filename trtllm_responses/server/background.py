@@ -188,7 +188,7 @@ class BackgroundResponses:
             # repeat it until the run ends, so a cancel right after the create still lands.
             deadline = time.monotonic() + 30
             while not run.done and time.monotonic() < deadline:
-                self.service.executor.abort(response_id)
+                self.service.abort(response_id)
                 await asyncio.wait({run.task}, timeout=0.05)
         body = await self.retrieve(response_id)
         if run is None and not _is_background(body):
@@ -269,7 +269,7 @@ class BackgroundResponses:
         """Abort every running background generation in the executor (each ends with a terminal event)."""
         for run in self.runs.values():
             if not run.done:
-                self.service.executor.abort(run.id)
+                self.service.abort(run.id)
 
     async def wait(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for the running background responses to end."""

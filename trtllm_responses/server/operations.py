@@ -129,7 +129,7 @@ class GracefulShutdown:
         if live:
             logger.warning("Shutdown timeout: ending %d running response(s)", len(live))
         for response_id in live:
-            self.service.executor.abort(response_id)
+            self.service.abort(response_id)
             self.service.metrics.record_abort()
         self.background.abort_all()
         if live and self.loop is not None:
@@ -138,7 +138,7 @@ class GracefulShutdown:
 
     def _abort_again(self) -> None:
         for response_id in list(self.service.live):
-            self.service.executor.abort(response_id)
+            self.service.abort(response_id)
         if self.service.live and self.loop is not None:
             self._timer = self.loop.call_later(0.1, self._abort_again)
 

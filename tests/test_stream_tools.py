@@ -1,0 +1,119 @@
+"""ResponseStream's server-run tool transitions, and the grammar checker's rules for them (it must fail)."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from openai.types.responses import Response
+from openai.types.responses.response_output_item import McpListTools, McpListToolsTool
+from stream_grammar import check_stream
+
+from trtllm_responses.harmony.items import ItemKind, ItemTarget
+from trtllm_responses.harmony.parser import MessageHeader
+from trtllm_responses.protocol import parse_request
+from trtllm_responses.service import ResponsesService
+from trtllm_responses.stream import ResponseStream, StreamStateError, make_usage
+from trtllm_responses.wire import to_dict
+
+
+def snapshot() -> Response:
+    """The in_progress response the service would start from (its own snapshot builder)."""
+    service: Any = SimpleNamespace(model_name="m")
+    return ResponsesService._snapshot(service, "resp_test", parse_request({"input": "x"}))
+
+
+ADD = ItemTarget(ItemKind.MCP_CALL, name="add", namespace="demo")
+
+
+def loop_events(failed: bool = False) -> list[dict[str, Any]]:
+    """A stream: a listing, a model-written call that is held, run and finished, then completion."""
+    stream = ResponseStream(snapshot())
+    stream.hold_calls(frozenset({ItemKind.MCP_CALL}))
+    events = stream.start()
+    tool = McpListToolsTool(name="add", input_schema={"type": "object"})
+    events += stream.list_tools_item(
+        McpListTools(id="mcpl_1", type="mcp_list_tools", server_label="demo", tools=[tool])
+    )
+    events += stream.message_started(
+        MessageHeader(role="assistant", channel="commentary", recipient="demo.add")
+    )
+    events += stream.content_delta('{"a": 1}')
+    events += stream.message_ended("completed")
+    assert stream.held is not None and stream.held[0] == ADD
+    events += stream.tool_started()
+    if failed:
+        error = {"type": "mcp_protocol_error", "code": -32001, "message": "timed out"}
+        events += stream.tool_finished("failed", output=None, error=error)
+    else:
+        events += stream.tool_finished("completed", output="2", error=None)
+    events += stream.complete(make_usage(10, 5, 0, 0))
+    return [to_dict(e) for e in events]
+
+
+def test_the_loop_transitions_make_a_valid_stream() -> None:
+    response = check_stream(loop_events())
+    assert [i["type"] for i in response["output"]] == ["mcp_list_tools", "mcp_call"]
+    assert response["output"][1]["output"] == "2"
+    failed = check_stream(loop_events(failed=True))
+    assert failed["status"] == "completed" and failed["output"][1]["status"] == "failed"
+
+
+def test_an_approved_call_streams_its_arguments() -> None:
+    stream = ResponseStream(snapshot())
+    events = stream.start()
+    events += stream.tool_item(ADD, '{"a": 1}', approval_request_id="mcpr_1")
+    events += stream.tool_started()
+    events += stream.tool_finished("completed", output="1", error=None)
+    events += stream.complete(make_usage(1, 1, 0, 0))
+    response = check_stream([to_dict(e) for e in events])
+    assert response["output"][0]["approval_request_id"] == "mcpr_1"
+
+
+def test_a_held_call_is_closed_incomplete_if_the_response_fails() -> None:
+    stream = ResponseStream(snapshot())
+    stream.hold_calls(frozenset({ItemKind.MCP_CALL}))
+    events = stream.start()
+    events += stream.message_started(
+        MessageHeader(role="assistant", channel="commentary", recipient="demo.add")
+    )
+    events += stream.message_ended("completed")
+    events += stream.fail("boom", make_usage(1, 1, 0, 0))
+    response = check_stream([to_dict(e) for e in events])
+    assert response["output"][0]["status"] == "incomplete"
+
+
+def test_illegal_tool_transitions_raise() -> None:
+    stream = ResponseStream(snapshot())
+    stream.start()
+    with pytest.raises(StreamStateError):
+        stream.tool_started()
+    stream.tool_item(ADD, "{}")
+    with pytest.raises(StreamStateError):
+        stream.tool_item(ADD, "{}")
+
+
+def _without(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    out = [copy.deepcopy(e) for e in events if e["type"] != kind]
+    for i, event in enumerate(out):
+        event["sequence_number"] = i
+    return out
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        lambda ev: _without(ev, "response.mcp_list_tools.in_progress"),
+        lambda ev: _without(ev, "response.mcp_list_tools.completed"),
+        lambda ev: _without(ev, "response.mcp_call.completed"),
+        lambda ev: [
+            {**e, "type": "response.mcp_call.failed"} if e["type"] == "response.mcp_call.completed" else e
+            for e in ev
+        ],
+    ],
+)
+def test_the_checker_rejects_broken_tool_streams(broken: Any) -> None:
+    with pytest.raises(AssertionError):
+        check_stream(broken(loop_events()))

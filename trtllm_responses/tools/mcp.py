@@ -1,0 +1,343 @@
+"""Remote MCP servers as server-run tools, through the official ``mcp`` SDK.
+
+:class:`MCPProvider` is one MCP server of one response: it lists the server's
+tools and runs calls (``mcp_request.py`` builds providers from a request). The
+listing has its own MCP session (streamable HTTP, or SSE when the URL's path
+ends in ``/sse``), made while the request is prepared; the calls
+of one response share one session, opened at the first call and closed when the
+response ends (the loop calls ``aclose`` from the task that made the calls, as
+anyio's cancel scopes require). A timed-out or failed call drops the session.
+
+Headers a client sends (``Authorization``…) go to its MCP server and nowhere
+else: they are kept only on the provider of this response, never in the
+response, the store or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import ssl
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import httpx2
+import orjson
+from mcp.client import Client
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from openai.types.responses.response_output_item import McpListToolsTool
+
+from ..errors import InvalidRequestError
+from ..harmony.items import ItemKind
+from .base import ToolNamespace, ToolOutcome, ToolProvider, truncate_output
+from .settings import ToolSettings
+
+__all__ = ["ApprovalRule", "MCPProvider", "MissingTool", "describe_exception", "tool_names"]
+
+logger = logging.getLogger(__name__)
+
+# JSON-RPC / MCP error codes used in mcp_protocol_error items.
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_TIMEOUT = -32001
+CONNECTION_ERROR = -32000
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for every MCP connection (building one costs milliseconds; it never changes)."""
+    return httpx2.create_ssl_context()
+
+
+def _http_client(
+    headers: dict[str, str] | None = None,
+    timeout: httpx2.Timeout | None = None,
+    auth: httpx2.Auth | None = None,
+) -> httpx2.AsyncClient:
+    """An HTTP client for one MCP session: the mcp SDK's defaults (no redirects: the SDK follows same-origin
+    ones itself), the shared TLS context, and no proxy settings read from the environment."""
+    return httpx2.AsyncClient(
+        headers=headers,
+        timeout=timeout or httpx2.Timeout(30.0),
+        auth=auth,
+        verify=_ssl_context(),
+        trust_env=False,
+    )
+
+
+def _protocol_error(message: str, code: int) -> ToolOutcome:
+    return ToolOutcome(
+        {"output": None, "error": {"type": "mcp_protocol_error", "code": code, "message": message}},
+        failed=True,
+    )
+
+
+def describe_exception(exc: BaseException) -> tuple[str, int | None]:
+    """A short message for a failed MCP exchange (the innermost cause), and its HTTP status if any."""
+    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"the MCP server answered HTTP {exc.response.status_code}", exc.response.status_code
+    if isinstance(exc, httpx2.ConnectError):
+        return "could not connect to the MCP server", None
+    if isinstance(exc, httpx2.TimeoutException):
+        return "the MCP server did not answer in time", None
+    if isinstance(exc, MCPError):
+        return f"the MCP server returned an error: {exc.message}", None
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, None
+
+
+class ApprovalRule:
+    """``require_approval``: "always" (the default, as OpenAI's), "never", or {"always"/"never": {"tool_names"}}."""
+
+    def __init__(self, value: Any, where: str) -> None:
+        self.default = True
+        self.never: frozenset[str] = frozenset()
+        self.always: frozenset[str] = frozenset()
+        if value is None or value == "always":
+            return
+        if value == "never":
+            self.default = False
+            return
+        if not isinstance(value, Mapping):
+            raise InvalidRequestError(
+                f"'{where}' must be 'always', 'never' or an object with 'always'/'never' tool lists.",
+                param=where,
+            )
+        for key in ("always", "never"):
+            names = tool_names(value.get(key), f"{where}.{key}")
+            setattr(self, key, names)
+
+    def __call__(self, name: str) -> bool:
+        if name in self.never:
+            return False
+        return name in self.always or self.default
+
+
+def tool_names(value: Any, where: str) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if isinstance(value, Mapping):
+        value = value.get("tool_names") or []
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise InvalidRequestError(f"'{where}' must list tool names.", param=where)
+    return frozenset(value)
+
+
+class MCPProvider(ToolProvider):
+    """One MCP server of one response: its listed tools, and calls to them."""
+
+    item_kind = ItemKind.MCP_CALL
+
+    def __init__(
+        self,
+        label: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        settings: ToolSettings,
+        description: str | None = None,
+        allowed: frozenset[str] | None = None,
+        read_only: bool = False,
+        approval: ApprovalRule | None = None,
+    ) -> None:
+        self.namespace = label
+        self._url = url
+        self._headers = dict(headers)
+        self._settings = settings
+        self._description = description
+        self._allowed = allowed
+        self._read_only = read_only
+        self._approval = approval or ApprovalRule("never", "")
+        self.tools: list[McpListToolsTool] | None = None
+        self._session: Client | None = None
+        self._stack: AsyncExitStack | None = None
+
+    def __repr__(self) -> str:  # never the headers
+        return f"MCPProvider({self.namespace!r}, {self._url!r})"
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _client(self) -> AsyncIterator[Client]:
+        timeout = self._settings.tool_timeout
+        if self._url.rstrip("/").endswith("/sse"):
+            transport: Any = sse_client(
+                self._url,
+                headers=self._headers,
+                timeout=timeout,
+                sse_read_timeout=timeout,
+                httpx_client_factory=_http_client,
+            )
+            async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
+                yield client
+            return
+        http = _http_client(headers=self._headers, timeout=httpx2.Timeout(timeout))
+        async with http:
+            transport = streamable_http_client(self._url, http_client=http)
+            async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
+                yield client
+
+    # -- listing -----------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[McpListToolsTool]:
+        """List the server's tools (every page), filtered by ``allowed_tools``; sets ``self.tools``."""
+        tools: list[McpListToolsTool] = []
+        async with self._client() as client:
+            cursor: str | None = None
+            while True:
+                page = await client.list_tools(cursor=cursor)
+                for tool in page.tools:
+                    annotations = (
+                        tool.annotations.model_dump(exclude_none=True, by_alias=True)
+                        if tool.annotations
+                        else None
+                    )
+                    tools.append(
+                        McpListToolsTool(
+                            name=tool.name,
+                            description=tool.description,
+                            input_schema=tool.input_schema,
+                            annotations=annotations,
+                        )
+                    )
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        self.tools = self.filter(tools)
+        return self.tools
+
+    def filter(self, tools: Sequence[McpListToolsTool]) -> list[McpListToolsTool]:
+        """The tools ``allowed_tools`` lets the model see."""
+        out = []
+        for tool in tools:
+            if self._allowed is not None and tool.name not in self._allowed:
+                continue
+            if self._read_only and not (
+                isinstance(tool.annotations, Mapping) and tool.annotations.get("readOnlyHint")
+            ):
+                continue
+            out.append(tool)
+        return out
+
+    def describe(self) -> ToolNamespace | None:
+        if not self.tools:
+            return None
+        return ToolNamespace(
+            name=self.namespace,
+            description=self._description or "",
+            tools=tuple(
+                {"name": t.name, "description": t.description or "", "parameters": t.input_schema}
+                for t in self.tools
+            ),
+        )
+
+    def needs_approval(self, name: str) -> bool:
+        # A call to a tool that is not listed is refused, not put to the user.
+        return bool(self.tools) and name in {t.name for t in self.tools or ()} and self._approval(name)
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def failure(self, message: str, code: int = INTERNAL_ERROR) -> ToolOutcome:
+        return _protocol_error(message, code)
+
+    async def reset(self) -> None:
+        stack, self._stack, self._session = self._stack, None, None
+        if stack is not None:
+            try:
+                await stack.aclose()
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # a broken session: nothing left to release
+                logger.debug("Closing the MCP session to %s: %s", self.namespace, describe_exception(exc)[0])
+
+    async def aclose(self) -> None:
+        await self.reset()
+
+    def check(self, name: str, arguments: str) -> ToolOutcome | None:
+        if not self.tools or name not in {t.name for t in self.tools}:
+            return self.failure(
+                f"Tool '{name}' is not available on MCP server '{self.namespace}'.", INVALID_PARAMS
+            )
+        try:
+            args = orjson.loads(arguments) if arguments.strip() else {}
+        except orjson.JSONDecodeError as exc:
+            return self.failure(f"The arguments are not valid JSON: {exc}", INVALID_PARAMS)
+        if not isinstance(args, dict):
+            return self.failure("The arguments must be a JSON object.", INVALID_PARAMS)
+        return None
+
+    async def connect(self) -> ToolOutcome | None:
+        if self._session is not None:
+            return None
+        stack = AsyncExitStack()
+        try:
+            self._session = await stack.enter_async_context(self._client())
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            return self._failed(exc, "connect")
+        self._stack = stack
+        return None
+
+    def _failed(self, exc: BaseException, what: str) -> ToolOutcome:
+        message, status = describe_exception(exc)
+        logger.info("MCP %s on %s failed: %s", what, self.namespace, message)
+        if status is not None:
+            return ToolOutcome(
+                {"output": None, "error": {"type": "http_error", "code": status, "message": message}},
+                failed=True,
+            )
+        return self.failure(message, CONNECTION_ERROR)
+
+    async def call(self, name: str, arguments: str) -> ToolOutcome:
+        if self._session is None:
+            connected = await self.connect()
+            if connected is not None:
+                return connected
+        assert self._session is not None
+        args = orjson.loads(arguments) if arguments.strip() else {}
+        try:
+            result = await self._session.call_tool(name, args)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            await self.reset()
+            return self._failed(exc, f"call {name}")
+        text = truncate_output(_content_text(result.content), self._settings.tool_output_max_bytes)
+        if result.is_error:
+            content = [{"type": "text", "text": text}]
+            return ToolOutcome(
+                {"output": None, "error": {"type": "mcp_tool_execution_error", "content": content}},
+                failed=True,
+            )
+        return ToolOutcome({"output": text, "error": None})
+
+
+def _content_text(content: Sequence[Any]) -> str:
+    """A tool result's content as the text the model reads (non-text blocks as their JSON)."""
+    parts = []
+    for block in content:
+        if getattr(block, "type", None) == "text":
+            parts.append(block.text)
+        else:
+            parts.append(orjson.dumps(block.model_dump(mode="json", exclude_none=True)).decode())
+    return "\n".join(parts)
+
+
+class MissingTool(ToolProvider):
+    """Answers a call to a namespace no server-run tool serves."""
+
+    namespace = ""
+
+    def failure(self, message: str, code: int = INTERNAL_ERROR) -> ToolOutcome:
+        return _protocol_error(message, code)
+
+    async def call(self, name: str, arguments: str) -> ToolOutcome:
+        return self.failure(
+            f"Tool '{name}' is not available: no such server in this response.", INVALID_PARAMS
+        )
