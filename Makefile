@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint bench install clean redis-server
+.PHONY: run test lint bench install clean compliance redis-server
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (README, "Stores").
@@ -34,6 +34,12 @@ test: $(STAMP) redis-server
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
+
+# The Open Responses compliance suite's own runner (bun, from npm) against the echo server on loopback.
+# OPENRESPONSES: a checkout of the openresponses repository (it holds bin/compliance-test.ts).
+compliance: $(STAMP)
+	@test -n "$(OPENRESPONSES)" || (echo "usage: make compliance OPENRESPONSES=/path/to/openresponses" && exit 2)
+	$(BIN)/python scripts/openresponses_compliance.py $(OPENRESPONSES)
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"

@@ -7,6 +7,7 @@
   terminal event (completed / incomplete / failed) closes it;
 - output items are added in output_index order 0, 1, 2…, one open at a time, each
   closed by ``output_item.done`` with the same id; nothing touches an item after its done;
+- ``response.compaction.compacting`` comes only inside a ``compaction`` item;
 - content parts are added and done in pairs with content_index 0 inside their item;
 - deltas concatenate to their done text (output text, reasoning text, function
   arguments, code, MCP arguments), and the done item carries that text;
@@ -113,6 +114,8 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             field = DONE_TYPES[kind]
             assert "".join(deltas.get(kind, [])) == event[field], f"{kind}: deltas do not add up"
             deltas[kind + "!"] = [event[field]]
+        elif kind == "response.compaction.compacting":
+            assert open_item["type"] == "compaction", "compacting outside a compaction item"
         elif kind in TOOL_STATUS:
             item_type, phase = TOOL_STATUS[kind]
             assert open_item["type"] == item_type, f"{kind} on a {open_item['type']} item"

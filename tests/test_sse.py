@@ -12,7 +12,7 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
-from trtllm_responses.server.sse import encode_event, encode_events
+from trtllm_responses.server.sse import encode_event, encode_events, event_json
 from trtllm_responses.wire import to_json
 
 DELTAS = [
@@ -49,6 +49,23 @@ def test_fast_delta_frames_equal_the_sdk_serialization(event_type: type, extra: 
     assert data == json.loads(to_json(event))
     assert next(iter(data)) == "type"
     validate_event(data)
+    assert json.loads(event_json(event)) == data  # what a WebSocket message carries
+
+
+def test_event_json_of_a_generic_event_is_its_frame_data() -> None:
+    from openai.types.responses import ResponseTextDoneEvent
+
+    done = ResponseTextDoneEvent(
+        item_id="m",
+        output_index=0,
+        content_index=0,
+        text="x",
+        logprobs=[],
+        sequence_number=0,
+        type="response.output_text.done",
+    )
+    assert encode_event(done) == b"event: response.output_text.done\ndata: " + event_json(done) + b"\n\n"
+    assert json.loads(event_json(done)) == json.loads(to_json(done))
 
 
 def test_several_events_make_one_write() -> None:

@@ -93,6 +93,9 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         store_ttl=args.store_ttl,
         api_key=args.api_key or os.environ.get("TRTLLM_RESPONSES_API_KEY") or None,
         shutdown_timeout=args.shutdown_timeout,
+        encryption_key_file=args.encryption_key_file,
+        redact_reasoning=args.redact_reasoning,
+        websocket_max_seconds=args.websocket_max_seconds,
         max_input_bytes=args.max_input_bytes,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
         tools=ToolSettings(
@@ -392,6 +395,22 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="pace the echo executor (0: unpaced)",
     )
     _add_http_limits(serve)
+    serve.add_argument(
+        "--encryption_key_file",
+        help="base64 32-byte key for encrypted reasoning/compaction (default: "
+        "$TRTLLM_RESPONSES_ENCRYPTION_KEY, else one generated once in the cache folder)",
+    )
+    serve.add_argument(
+        "--redact_reasoning",
+        action="store_true",
+        help="reasoning items carry only encrypted_content; reasoning text is not streamed",
+    )
+    serve.add_argument(
+        "--websocket_max_seconds",
+        type=_positive_float,
+        default=3600.0,
+        help="close WebSocket connections after this long (default: 3600)",
+    )
     tools = serve.add_argument_group("server-run tools (MCP servers)")
     tools.add_argument(
         "--mcp_allowed_urls",

@@ -25,6 +25,12 @@ class ServerConfig:
     api_key: str | None = None  # Bearer key required on /v1/* (None: open)
     shutdown_timeout: float = 30.0  # SIGTERM: seconds running responses get to finish
     background_grace: float = 300.0  # seconds a finished background response's events stay replayable
+    #: Key for encrypted reasoning and compaction (else $TRTLLM_RESPONSES_ENCRYPTION_KEY, else the cache's).
+    encryption_key_file: str | None = None
+    #: Reasoning items carry only ``encrypted_content``; no reasoning text is streamed.
+    redact_reasoning: bool = False
+    #: A WebSocket connection is closed after this long (``websocket_connection_limit_reached``).
+    websocket_max_seconds: float = 3600.0
     #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
     max_input_bytes: int = 0
     #: Start the render worker process with the server (else at the first large request).

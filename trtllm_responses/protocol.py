@@ -89,6 +89,7 @@ class ResponsesRequest(BaseModel):
     include: list[str] | None = None
     stream_options: dict[str, Any] | None = None
     conversation: Any = None
+    context_management: list[dict[str, Any]] | None = None
 
 
 _OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text": check_text}

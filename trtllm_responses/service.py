@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import orjson
-from openai.types.responses import Response, ResponseStreamEvent
+from openai.types.responses import Response, ResponseCompactionItem, ResponseStreamEvent
 
+from .compaction import (
+    Compaction,
+    compact_conversation,
+    compact_threshold,
+    compacted_response_json,
+    window_for_turn,
+)
 from .conversations import ConversationsService, conversation_id
 from .errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
@@ -28,6 +35,7 @@ from .ids import new_id
 from .input_items import normalize_input_items
 from .metrics import ServerMetrics
 from .protocol import ResponsesRequest, parse_request
+from .sealing import ContentSealer, unseal_items
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .tool_loop import ToolLoop
@@ -36,7 +44,7 @@ from .tools.prepare import prepare_server_tools
 from .tools.settings import ToolSettings
 from .wire import to_dict, to_json
 
-__all__ = ["Deliver", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
+__all__ = ["Deliver", "HistoryLookup", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
 
 #: Receives each engine step's events (the streaming transport writes them out).
 Deliver: TypeAlias = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
@@ -71,7 +79,20 @@ class PreparedResponse:
     # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
     input_item_ids: tuple[str, ...] = ()
     input_items_json: tuple[bytes, ...] = ()
+    #: Seals each reasoning item's ``encrypted_content`` (asked for with ``include``, or redacting).
+    seal_reasoning: Callable[[str], str] | None = None
+    #: Asked at each Harmony message boundary; a reason (e.g. ``steered``) ends the response there.
+    stop_requested: Callable[[], str | None] | None = None
+    #: The conversation was compacted before this response (``context_management``).
+    compaction: Compaction | None = None
+
     tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
+
+
+#: Finds the history of a ``previous_response_id`` somewhere other than the store (a WebSocket's own).
+HistoryLookup: TypeAlias = Callable[[str], ConversationHistory | None]
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 class ResponsesService:
@@ -85,6 +106,8 @@ class ResponsesService:
         adapter: HarmonyAdapter,
         model_name: str,
         metrics: ServerMetrics | None = None,
+        sealer: ContentSealer | None = None,
+        redact_reasoning: bool = False,
         max_input_bytes: int | None = None,
         inline_render_bytes: int = INLINE_RENDER_BYTES,
         render_pool: RenderPool | None = None,
@@ -92,6 +115,8 @@ class ResponsesService:
     ) -> None:
         self.tool_settings = tool_settings or ToolSettings()
         self.executor = executor
+        self.sealer = sealer
+        self.redact_reasoning = redact_reasoning and sealer is not None
         self.store = store
         self.adapter = adapter
         self.model_name = model_name
@@ -117,28 +142,42 @@ class ResponsesService:
 
     # -- create ----------------------------------------------------------------------------
 
-    async def prepare(self, body: bytes, received_at: float | None = None) -> PreparedResponse:
-        """Check a request body and render its prompt. Raises APIError for anything wrong."""
+    async def prepare(
+        self,
+        body: bytes | dict[str, Any],
+        received_at: float | None = None,
+        *,
+        lookup: HistoryLookup | None = None,
+        compact: bool = True,
+    ) -> PreparedResponse:
+        """Check a request body and render its prompt. Raises APIError for anything wrong.
+
+        With ``compact`` (the default), a ``context_management`` threshold the prompt
+        exceeds compacts the conversation first (a summarization generation).
+
+        ``lookup`` is asked for ``previous_response_id`` before the store (a WebSocket's
+        connection-local state); an id neither knows is ``previous_response_not_found``
+        there, a 404 over HTTP.
+        """
         received = received_at if received_at is not None else time.perf_counter()
-        self.check_input_size(len(body))
+        size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
+        self.check_input_size(size)
         request = parse_request(body)
-        history = EMPTY_HISTORY
-        if request.previous_response_id is not None:
-            previous = await self.store.get(request.previous_response_id)
-            if previous is None:
-                raise NotFoundError(
-                    f"Previous response with id '{request.previous_response_id}' not found.",
-                    param="previous_response_id",
-                )
-            history = previous.history
         conversation = None
         seen: tuple[int, str | None] = (0, None)
+        conversation_history = None
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
-            history, seen = await self.conversations.history(conversation)
-        tools = await prepare_server_tools(request, history.calls, self.tool_settings)
-        namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
-        prompt = await self._build_prompt(request, history, len(body), namespaces)
+            conversation_history, seen = await self.conversations.history(conversation)
+        prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
+        compaction = None
+        threshold = compact_threshold(request)
+        if compact and threshold is not None and len(prompt.token_ids) > threshold:
+            compaction = await compact_conversation(self, request, lookup=lookup, size=size)
+            window = request.model_copy(
+                update={"input": window_for_turn(compaction, request), "previous_response_id": None}
+            )
+            prompt, _ = await self.render(window, size=size, tools=tools, prepare_tools=False)
         room = self.executor.max_seq_len - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
@@ -162,6 +201,13 @@ class ResponsesService:
             ),
         )
         items = normalize_input_items(request.input) if request.store or conversation else []
+        sealer = self.sealer
+        include = request.include or ()
+        seal = (
+            sealer.seal_reasoning
+            if sealer is not None and (self.redact_reasoning or ENCRYPTED_REASONING in include)
+            else None
+        )
         return PreparedResponse(
             request=request,
             prompt=prompt,
@@ -170,6 +216,8 @@ class ResponsesService:
             received_at=received,
             input_item_ids=tuple(item["id"] for item in items),
             input_items_json=tuple(orjson.dumps(item) for item in items),
+            seal_reasoning=seal,
+            compaction=compaction,
             conversation_id=conversation,
             conversation_seen=seen if conversation else (0, None),
             tools=tools,
@@ -181,6 +229,60 @@ class ResponsesService:
             return self.adapter.render_messages(messages)
         renders = await self.render_pool.render(messages)
         return [self.adapter.rendered(m, tokens) for m, tokens in zip(messages, renders, strict=True)]
+
+    async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
+        """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
+        if lookup is not None:
+            local = lookup(response_id)
+            if local is not None:
+                return local
+        previous = await self.store.get(response_id)
+        if previous is None:
+            if lookup is not None:
+                raise InvalidRequestError(
+                    f"Previous response with id '{response_id}' not found.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            raise NotFoundError(
+                f"Previous response with id '{response_id}' not found.", param="previous_response_id"
+            )
+        return previous.history
+
+    async def render(
+        self,
+        request: ResponsesRequest,
+        *,
+        lookup: HistoryLookup | None = None,
+        size: int = 0,
+        tools: ServerTools | None = None,
+        prepare_tools: bool = True,
+        history: ConversationHistory | None = None,
+    ) -> tuple[Prompt, ServerTools | None]:
+        """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
+        and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``)."""
+        if history is None:  # else: the conversation's (``conversation=``)
+            history = EMPTY_HISTORY
+        if request.previous_response_id is not None:
+            history = await self.history_of(request.previous_response_id, lookup)
+        if prepare_tools:
+            tools = await prepare_server_tools(request, history.calls, self.tool_settings)
+        namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
+        if self.sealer is not None and not isinstance(request.input, str):
+            opened = unseal_items(request.input, self.sealer)
+            if opened is not request.input:
+                request = request.model_copy(update={"input": opened})
+        return await self._build_prompt(request, history, size, namespaces), tools
+
+    async def count_input_tokens(self, body: bytes) -> bytes:
+        """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send.
+
+        Counting never generates: with ``context_management`` it is the prompt before any
+        compaction, the number the threshold is compared with.
+        """
+        prepared = await self.prepare(body, compact=False)
+        count = len(prepared.prompt.token_ids)
+        return orjson.dumps({"object": "response.input_tokens", "input_tokens": count})
 
     async def _build_prompt(
         self,
@@ -255,13 +357,20 @@ class ResponsesService:
         a delivery error.
         """
         processor = TokenStreamProcessor(
-            ResponseStream(prepared.response), self.adapter.encoding, len(prepared.prompt.token_ids)
+            ResponseStream(prepared.response, prepared.seal_reasoning, self.redact_reasoning),
+            self.adapter.encoding,
+            len(prepared.prompt.token_ids),
+            prepared.stop_requested,
         )
         prepared.stream = processor.stream
         response_id = prepared.generation.request_id
         self.live[response_id] = prepared
         try:
             opening = processor.start()
+            if prepared.compaction is not None:
+                done = prepared.compaction
+                processor.count_extra(done.input_tokens, done.output_tokens, done.reasoning_tokens)
+                opening += processor.stream.compacted(ResponseCompactionItem.model_validate(done.compaction_item))
             loop = None
             if prepared.tools is not None:
                 request = prepared.request
@@ -371,14 +480,14 @@ class ResponsesService:
         if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
             items = list(zip(prepared.input_item_ids, prepared.input_items_json, strict=True))
             items += [(item.id, to_json(item)) for item in final.output if item.id]
-            turn = self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
+            turn = self.history_after(prepared, [to_dict(item) for item in final.output])
             try:
                 await self.conversations.append(prepared.conversation_id, items, turn, prepared.conversation_seen)
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
                 raise  # drive ends the response failed instead
         if prepared.request.store:
-            history = turn or self.adapter.continue_history(prepared.prompt, [to_dict(item) for item in final.output])
+            history = turn or self.history_after(prepared, [to_dict(item) for item in final.output])
             entry = StoredResponse(
                 id=final.id,
                 response_json=final_json,
@@ -393,7 +502,30 @@ class ResponsesService:
                 raise  # drive ends the response failed instead: a response asked to be stored never silently is not
         return final_json
 
+    def history_after(
+        self, prepared: PreparedResponse, output: Sequence[Mapping[str, Any]]
+    ) -> ConversationHistory:
+        """The conversation after a response: its prompt's plus its ``output`` items (reasoning unredacted).
+
+        A ``compaction`` output item is already in the prompt (as the summary), so it is skipped.
+        """
+        output = [item for item in output if item.get("type") != "compaction"]
+        if self.redact_reasoning and self.sealer is not None:
+            output = unseal_items(output, self.sealer, "output")  # type: ignore[assignment]
+        return self.adapter.continue_history(prepared.prompt, output)
+
     # -- stored responses --------------------------------------------------------------------
+
+    async def compact(self, body: bytes) -> bytes:
+        """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary."""
+        self.check_input_size(len(body))
+        request = parse_request(body)
+        if request.model is None:  # required here, as in the SDK's ResponseCompactParams
+            raise InvalidRequestError(
+                "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
+            )
+        compaction = await compact_conversation(self, request, size=len(body))
+        return orjson.dumps(compacted_response_json(compaction))
 
     async def retrieve(self, response_id: str) -> bytes:
         """The response's JSON: its current snapshot while it is generated here, else the stored one."""

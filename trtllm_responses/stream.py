@@ -11,7 +11,7 @@ Harmony parser reports and to how a generation ends:
     message_ended(status)   → … .done (+ content_part.done), output_item.done
                               (a server-run tool call is held open instead, see below)
     complete(usage)         → response.completed
-    incomplete(usage)       → response.incomplete  (max_output_tokens)
+    incomplete(usage)       → response.incomplete  (max_output_tokens, or steered at a message boundary)
     fail(message, usage)    → response.failed
 
 Server-run tools (``tool_loop.py``) use a few more, all at message boundaries:
@@ -41,6 +41,7 @@ from openai.types.responses import (
     Response,
     ResponseCodeInterpreterCallCodeDeltaEvent,
     ResponseCodeInterpreterCallCodeDoneEvent,
+    ResponseCompactionItem,
     ResponseCompletedEvent,
     ResponseContentPartAddedEvent,
     ResponseContentPartDoneEvent,
@@ -70,6 +71,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 from openai.types.responses.response import IncompleteDetails
+from openai.types.responses.response_compaction_compacting_event import ResponseCompactionCompactingEvent
 from openai.types.responses.response_content_part_added_event import PartReasoningText as AddedReasoningPart
 from openai.types.responses.response_content_part_done_event import PartReasoningText as DoneReasoningPart
 from openai.types.responses.response_error import ResponseError
@@ -133,8 +135,16 @@ def make_usage(
 class ResponseStream:
     """The event state machine of one response. ``response`` is its initial (in_progress) snapshot."""
 
-    def __init__(self, response: Response) -> None:
+    def __init__(
+        self,
+        response: Response,
+        seal_reasoning: Callable[[str], str] | None = None,
+        redact_reasoning: bool = False,
+    ) -> None:
         self._response = response
+        # Reasoning items get ``encrypted_content`` from ``seal_reasoning``; redacted, they stream no text.
+        self._seal_reasoning = seal_reasoning
+        self._redact_reasoning = redact_reasoning
         self._sequence = 0
         self._started = False
         self._terminal: Response | None = None
@@ -151,6 +161,11 @@ class ResponseStream:
         if self._terminal is not None:
             return self._terminal
         return self._response.model_copy(update={"output": list(self._output)})
+
+    @property
+    def item_open(self) -> bool:
+        """Whether an output item is being streamed (False between Harmony messages)."""
+        return self._item is not None
 
     @property
     def final_response(self) -> Response | None:
@@ -203,6 +218,19 @@ class ResponseStream:
             self._emit(ResponseInProgressEvent, response=self._response),
         ]
 
+    def compacted(self, item: ResponseCompactionItem) -> list[ResponseStreamEvent]:
+        """The conversation was compacted before generating: its ``compaction`` item, added and done."""
+        self._check_open()
+        if self._item is not None:
+            raise StreamStateError("compaction while a message is open")
+        index = len(self._output)
+        self._output.append(item)
+        return [
+            self._emit(ResponseOutputItemAddedEvent, output_index=index, item=item),
+            self._emit(ResponseCompactionCompactingEvent, item_id=item.id, output_index=index),
+            self._emit(ResponseOutputItemDoneEvent, output_index=index, item=item),
+        ]
+
     def message_started(self, header: MessageHeader) -> list[ResponseStreamEvent]:
         """A model message begins: open its output item."""
         self._check_open()
@@ -217,6 +245,9 @@ class ResponseStream:
             target = self._resolve(target)
         item_id, call_id = new_item_ids(target.kind)
         item = self._item = _Item(target, item_id, call_id, len(self._output))
+        redacted = self._redact_reasoning and target.kind is ItemKind.REASONING
+        if redacted:
+            item.delta_type = None
         events = [
             self._emit(
                 ResponseOutputItemAddedEvent,
@@ -224,7 +255,7 @@ class ResponseStream:
                 item=build_output_item(target, item_id, "", "in_progress", call_id),
             )
         ]
-        part = _empty_part(target.kind)
+        part = None if redacted else _empty_part(target.kind)
         if part is not None:
             events.append(
                 self._emit(
@@ -265,7 +296,7 @@ class ResponseStream:
             events.append(self._emit(ResponseTextDoneEvent, content_index=0, text=text, logprobs=[], **where))
             part: Any = ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])
             events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
-        elif kind is ItemKind.REASONING:
+        elif kind is ItemKind.REASONING and not self._redact_reasoning:
             events.append(self._emit(ResponseReasoningTextDoneEvent, content_index=0, text=text, **where))
             part = DoneReasoningPart(type="reasoning_text", text=text)
             events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
@@ -279,6 +310,11 @@ class ResponseStream:
             self._held = item  # the tool loop runs it, then closes it with tool_finished
             return events
         done = build_output_item(item.target, item.id, text, status, item.call_id)
+        if kind is ItemKind.REASONING and self._seal_reasoning is not None:
+            sealed: dict[str, Any] = {"encrypted_content": self._seal_reasoning(text)}
+            if self._redact_reasoning:
+                sealed["content"] = []
+            done = done.model_copy(update=sealed)
         self._output.append(done)
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         return events
@@ -477,8 +513,16 @@ class TokenStreamProcessor:
     executor error. Malformed model output ends it with ``response.failed``.
     """
 
-    def __init__(self, stream: ResponseStream, encoding: HarmonyEncoding, prompt_tokens: int) -> None:
+    def __init__(
+        self,
+        stream: ResponseStream,
+        encoding: HarmonyEncoding,
+        prompt_tokens: int,
+        stop_requested: Callable[[], str | None] | None = None,
+    ) -> None:
         self.stream = stream
+        # Asked between Harmony messages (never per token): a reason to end the response there.
+        self._stop_requested = stop_requested
         self._parser_encoding = encoding
         self._parser = HarmonyStreamParser(encoding)
         self._prompt_tokens = prompt_tokens
@@ -503,6 +547,12 @@ class TokenStreamProcessor:
     def cached_tokens(self) -> int:
         """Prompt tokens the engine reported reusing from its KV cache (every generation of the response)."""
         return self._cached_before + self._cached_tokens
+
+    def count_extra(self, input_tokens: int, output_tokens: int, reasoning_tokens: int) -> None:
+        """Add another generation's usage to this response's (automatic compaction's summary run)."""
+        self._prompt_tokens += input_tokens
+        self._output_tokens += output_tokens
+        self._reasoning_tokens += reasoning_tokens
 
     def usage(self) -> ResponseUsage:
         """Usage so far."""
@@ -549,14 +599,27 @@ class TokenStreamProcessor:
         events: list[ResponseStreamEvent] = []
         try:
             if tokens:
-                self._apply(self._parser.feed(tokens), events, "completed")
+                # A step that finishes the response is applied whole; others may stop at a boundary.
+                stop = self._stop_requested if delta.finish_reason is None else None
+                reason = self._apply(self._parser.feed(tokens), events, "completed", stop)
+                if reason is not None:  # ended at a message boundary (steering): the step's rest is dropped
+                    self.done = True
+                    events += self.stream.incomplete(self.usage(), reason)
+                    return events
             if delta.finish_reason is not None:
                 self._finish(delta, events)
         except HarmonyFormatError as exc:
             events += self.fail(f"The model's output broke the Harmony format: {exc}")
         return events
 
-    def _apply(self, parsed: list[Any], events: list[ResponseStreamEvent], cut_status: str) -> None:
+    def _apply(
+        self,
+        parsed: list[Any],
+        events: list[ResponseStreamEvent],
+        cut_status: str,
+        stop: Callable[[], str | None] | None = None,
+    ) -> str | None:
+        """Apply parser events; after each message that ends, ``stop`` may give a reason to end there."""
         stream = self.stream
         for event in parsed:
             kind = type(event)
@@ -570,6 +633,11 @@ class TokenStreamProcessor:
                 if self._in_reasoning:
                     self._reasoning_tokens += event.num_tokens
                     self._in_reasoning = False
+                if stop is not None:
+                    reason = stop()
+                    if reason is not None:
+                        return reason
+        return None
 
     def _finish(self, delta: TokenDelta, events: list[ResponseStreamEvent]) -> None:
         reason = delta.finish_reason

@@ -21,6 +21,12 @@ match wins:
   ``call NAME {json}``: that call, as for user text (so tools can chain calls);
   with any other output C: analysis ``Got T output.``, final ``T returned: C``.
 
+Before all of these: a prompt whose developer instructions begin with the
+compaction instruction (``compaction.COMPACTION_INSTRUCTION``, "You are compacting
+this conversation") is a summarization run: analysis ``Summarizing the conversation.``,
+final ``Summary of a conversation of P prompt tokens; the last message said: B``
+(B: the last message's body, at most its first 200 characters).
+
 It honours ``max_tokens`` (finish ``length``) and stops at the first stop token
 like a real engine (finish ``stop``, the stop token included); a completion that
 runs out without a stop token ends with finish ``length``. Its cost per request
@@ -50,6 +56,7 @@ def _next_step() -> Generator[None, None, None]:
     yield
 
 
+_COMPACTING = "# Instructions\n\nYou are compacting this conversation"
 _CONVERSATION_ROLES = frozenset({"user", "assistant", "system", "developer", ""})
 _LOREM = re.compile(r"#lorem (\d+)")
 _CALL = re.compile(r"call ([A-Za-z0-9_\-.]+) (\{.*\})", re.DOTALL)
@@ -174,12 +181,29 @@ class EchoExecutor(Executor):
                 functions[-1][1].append(line)
         return functions
 
+    def _developer_text(self, prompt: Sequence[int]) -> str:
+        """The body of the developer message right after the system message ('' if none)."""
+        enc = self._enc
+        try:
+            system_end = prompt.index(enc.end)
+        except ValueError:
+            return ""
+        if prompt[system_end + 1 : system_end + 3] != [enc.start, self._developer]:
+            return ""
+        developer_end = prompt.index(enc.end, system_end + 1)
+        return enc.decode(prompt[system_end + 3 : developer_end]).partition("<|message|>")[2]
+
     def plan(self, prompt: Sequence[int], max_tokens: int | None = None) -> list[int]:
         """The completion this executor streams for ``prompt`` (built no further than ``max_tokens``).
 
         Echoed text reuses the prompt's own tokens for it, so echoing costs a copy, not a tokenization.
         """
         header, body, body_tokens = self._last_message(prompt)
+        if self._developer_text(prompt).startswith(_COMPACTING):
+            return self._answer(
+                "Summarizing the conversation.",
+                f"Summary of a conversation of {len(prompt)} prompt tokens; the last message said: {body[:200]}",
+            )
         role = header.split(" ", 1)[0].split("<|", 1)[0]
         if role.startswith("functions."):
             name = role[len("functions.") :]

@@ -20,6 +20,7 @@ from ..executors.base import Executor
 from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
+from ..sealing import ContentSealer, load_key
 from ..service import ResponsesService
 from ..store import ResponseStore
 from ..store.redis import RedisStore
@@ -27,6 +28,7 @@ from .background import BackgroundLimits, BackgroundResponses
 from .conversation_routes import build_conversation_router
 from .create import ResponsesApp
 from .errors import install_error_handlers
+from .loop_routes import build_loop_router
 from .openapi import install_openapi
 from .operations import GracefulShutdown
 from .relay import RedisRelay
@@ -38,9 +40,17 @@ logger = logging.getLogger(__name__)
 
 
 def create_app(
-    config: ServerConfig, executor: Executor, store: ResponseStore, adapter: HarmonyAdapter
+    config: ServerConfig,
+    executor: Executor,
+    store: ResponseStore,
+    adapter: HarmonyAdapter,
+    sealer: ContentSealer | None = None,
 ) -> ResponsesApp:
-    """An app serving the Responses API with ``executor``; starts and shuts it down with the app."""
+    """An app serving the Responses API with ``executor``; starts and shuts it down with the app.
+
+    ``sealer`` encrypts reasoning and compaction content; by default its key comes from
+    ``config.encryption_key_file``, the environment or the cache folder (``sealing.load_key``).
+    """
     metrics = ServerMetrics()
     service = ResponsesService(
         executor=executor,
@@ -48,6 +58,8 @@ def create_app(
         adapter=adapter,
         model_name=config.served_model_name,
         metrics=metrics,
+        sealer=sealer or ContentSealer(load_key(config.encryption_key_file)),
+        redact_reasoning=config.redact_reasoning,
         max_input_bytes=config.max_input_bytes,
         tool_settings=config.tools,
     )
@@ -97,5 +109,6 @@ def create_app(
     app.state.background = background
     app.state.shutdown = shutdown
     app.include_router(build_router(service, background, config))
+    app.include_router(build_loop_router(service))
     app.include_router(build_conversation_router(service.conversations))
-    return ResponsesApp(app, service, background, api_key=config.api_key)
+    return ResponsesApp(app, service, background, config)

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from ..config import ServerConfig
 from ..errors import APIError, InvalidRequestError, ServerError
 from ..service import ResponsesService
 from ..wire import to_json
@@ -24,6 +25,7 @@ from .background import BackgroundResponses
 from .errors import error_response
 from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
 from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
+from .websocket import serve_websocket
 
 __all__ = ["ResponsesApp", "MAX_BODY_BYTES"]
 
@@ -90,12 +92,17 @@ class ResponsesApp:
     """The ASGI app: ``POST /v1/responses`` here, everything else (and the lifespan) to FastAPI."""
 
     def __init__(
-        self, api: FastAPI, service: ResponsesService, background: BackgroundResponses, api_key: str | None = None
+        self,
+        api: FastAPI,
+        service: ResponsesService,
+        background: BackgroundResponses,
+        config: ServerConfig | None = None,
     ) -> None:
         self.api = api
         self.service = service
         self.background = background
-        self.api_key = api_key
+        self.config = config or ServerConfig()
+        self.api_key = self.config.api_key
         self._requests = service.metrics.requests
 
     @property
@@ -104,6 +111,13 @@ class ResponsesApp:
         return self.api.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            if self.api_key is not None and not authorized(scope, self.api_key):
+                await send({"type": "websocket.close", "code": 1008})  # before accept: an HTTP 403
+                return
+            if scope["path"] == PATH:
+                await serve_websocket(self.service, self.config, scope, receive, send)
+                return
         if scope["type"] != "http":
             await self.api(scope, receive, send)
             return

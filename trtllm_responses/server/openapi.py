@@ -203,6 +203,38 @@ _MODELS = {
     "properties": {"object": {"const": "list"}, "data": {"type": "array", "items": _ref("Model")}},
 }
 
+_INPUT_TOKENS = {
+    "type": "object",
+    "required": ["object", "input_tokens"],
+    "properties": {
+        "object": {"const": "response.input_tokens"},
+        "input_tokens": {"type": "integer", "minimum": 1},
+    },
+}
+# The SDK's CompactedResponse types its output as output items, but the user messages it holds are
+# input messages (role user, input_text parts), as OpenAI sends them; so the schema is stated here.
+_COMPACTED = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "output", "usage"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "response.compaction"},
+        "created_at": {"type": "integer"},
+        "output": {
+            "type": "array",
+            "description": "The user messages verbatim, then one `compaction` item (encrypted summary).",
+            "items": {
+                "type": "object",
+                "required": ["id", "type"],
+                "properties": {"type": {"enum": ["message", "compaction"]}},
+            },
+        },
+        "usage": {"type": "object", "required": ["input_tokens", "output_tokens", "total_tokens"]},
+    },
+}
+#: Routes that take the create body (``ResponsesRequest``), read by hand.
+_CREATE_BODY_ROUTES = {("/v1/responses/input_tokens", "post"), ("/v1/responses/compact", "post")}
+
 #: (path, method) -> what to state about it: its 200 schema, error statuses, extra query parameters.
 _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[str, Any]]]] = {
     ("/v1/responses/{response_id}", "get"): (
@@ -235,6 +267,8 @@ _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[
             _query("after", {"type": "string"}, "List items after this item id."),
         ],
     ),
+    ("/v1/responses/input_tokens", "post"): (_INPUT_TOKENS, ("400", "404", "413"), []),
+    ("/v1/responses/compact", "post"): (_COMPACTED, ("400", "404", "413"), []),
     ("/v1/models", "get"): (_MODELS, (), []),
     ("/stats", "get"): (
         _STATS,
@@ -280,6 +314,11 @@ def build_openapi(api: FastAPI) -> dict[str, Any]:
                 success["content"].update(_MEDIA.get((path, method), {}))
             operation["responses"] = {"200": success} | {status: _error(status) for status in errors}
             operation["parameters"] = operation.get("parameters", []) + query
+            if (path, method) in _CREATE_BODY_ROUTES:
+                operation["requestBody"] = {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref("ResponsesRequest")}},
+                }
     paths.setdefault("/v1/responses", {})["post"] = _create_operation()
     return document
 

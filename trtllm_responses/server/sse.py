@@ -22,7 +22,7 @@ from openai.types.responses import (
 
 from ..wire import exact_bytes, to_json
 
-__all__ = ["encode_event", "encode_events"]
+__all__ = ["encode_event", "encode_events", "event_json"]
 
 _MAX_CACHED_PREFIXES = 4096
 
@@ -86,6 +86,11 @@ def encode_event(event: ResponseStreamEvent) -> bytes:
     if prefix is None:
         prefix = _generic_prefixes[event.type] = b"event: " + event.type.encode() + b"\ndata: "
     return prefix + to_json(event) + b"\n\n"
+
+
+def event_json(event: ResponseStreamEvent) -> bytes:
+    """The JSON of one event, exactly as its SSE frame carries it (the WebSocket transport sends this)."""
+    return encode_event(event)[len(event.type) + 14 : -2]  # past "event: TYPE\ndata: ", before "\n\n"
 
 
 def encode_events(events: Sequence[ResponseStreamEvent]) -> bytes:
