@@ -180,3 +180,21 @@ def test_sigterm_during_16_streams_ends_each_with_a_terminal_event_and_exits_0(t
             assert http.get(f"/v1/responses/{slow_bg}").json()["status"] == "failed"
     finally:
         server.kill()
+
+
+def test_api_key_applies_to_the_websocket(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect as ws_connect
+
+    running = start_server(EchoExecutor(encoding), adapter, api_key="sekret-key")
+    url = running.base_url.replace("http://", "ws://") + "/v1/responses"
+    try:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            with pytest.raises(InvalidStatus) as refused:
+                ws_connect(url, additional_headers=headers, open_timeout=10)
+            assert refused.value.response.status_code == 403
+        with ws_connect(url, additional_headers={"Authorization": "Bearer sekret-key"}, open_timeout=10) as ws:
+            ws.send('{"type": "response.create", "input": "hi"}')
+            assert '"response.created"' in ws.recv(timeout=10)
+    finally:
+        running.stop()
