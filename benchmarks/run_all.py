@@ -48,6 +48,13 @@ def machine() -> dict[str, Any]:
     }
 
 
+def _first_last(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
+    """Medians of the first five and the last five turns."""
+    import statistics
+
+    return statistics.median(r[key] for r in rows[:5]), statistics.median(r[key] for r in rows[-5:])
+
+
 def main() -> int:
     results: dict[str, Any] = {"machine": machine()}
     results["pipeline"] = run("micro_pipeline.py", "--repeat", "21")
@@ -56,9 +63,13 @@ def main() -> int:
     results["latency"] = run("latency.py")
     results["store"] = run("store_memory.py")
     results["hostile"] = run("hostile_input.py")
+    results["tool_loop"] = run("tool_loop.py", "--requests", "100")
+    results["ws_loop"] = run("ws_agent_loop.py")
     p, h, lat, st = results["pipeline"], results["http"], results["latency"], results["store"]
     hostile = results["hostile"]
     longest = max(results["prompt"]["histories"], key=lambda x: x["history_tokens"])
+    ws_first, ws_last = _first_last(results["ws_loop"]["ws"], "created_ms")
+    http_first, http_last = _first_last(results["ws_loop"]["http"], "created_ms")
     checks = [
         ("pipeline <= 3x parser-only (1 token/step)", p["ratio"], p["ratio"] <= 3),
         ("HTTP 64 streams >= 80,000 tokens/s", h["output_tokens_per_s"], h["output_tokens_per_s"] >= 80_000),
@@ -95,6 +106,16 @@ def main() -> int:
             hostile["worst_itl_p99_ms"] is not None and hostile["worst_itl_p99_ms"] <= 20,
         ),
         (
+            "WebSocket loop, 2k -> 100k tokens: last 5 turns to response.created <= 2x first 5 + 5 ms",
+            f"{ws_first:.2f} -> {ws_last:.2f} ms",
+            ws_last <= 2 * ws_first + 5,
+        ),
+        (
+            "in-response MCP round trip: server-added p50 reported",
+            results["tool_loop"]["added_by_server_ms_p50"],
+            True,
+        ),
+        (
             "no errors",
             h["errors"] + lat["errors"] + st["errors"] + hostile["stream_errors"],
             h["errors"] + lat["errors"] + st["errors"] + hostile["stream_errors"] == 0,
@@ -107,6 +128,7 @@ def main() -> int:
         print(f"{'MET ' if ok else 'MISS'}  {target:<{width}}  {value}")
     print(f"HTTP TTFT p99 under 64 streams: {h['ttft_ms_p99']} ms; runs: {h['output_tokens_per_s_runs']}")
     print(f"store: {st['bytes_per_response']} bytes per stored response; RSS {st['rss_samples_mib']} MiB")
+    print(f"previous_response_id over HTTP, 2k -> 100k tokens, to response.created: {http_first:.2f} -> {http_last:.2f} ms")
     return 0
 
 

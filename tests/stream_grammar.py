@@ -16,6 +16,9 @@
   its arguments are done (a call refused without running has only ``.failed``), then
   ``.completed``/``.failed`` agreeing with the done item's status
   (a failed tool call is an item status, never a failed response);
+- ``output_text.annotation.added`` comes inside an open output_text part, numbered 0, 1, 2… per
+  item, after the text it annotates was streamed; the done part and item carry the same annotations,
+  each pointing inside the text;
 - the terminal response's output equals the done items (ids, call ids, content),
   its id is the created id, and its status agrees with the terminal event;
 - every event validates as the SDK's ResponseStreamEvent (and against the spec
@@ -49,9 +52,19 @@ TOOL_STATUS = {
     "response.mcp_call.in_progress": ("mcp_call", "in_progress"),
     "response.mcp_call.completed": ("mcp_call", "completed"),
     "response.mcp_call.failed": ("mcp_call", "failed"),
+    "response.code_interpreter_call.in_progress": ("code_interpreter_call", "in_progress"),
+    "response.code_interpreter_call.interpreting": ("code_interpreter_call", "running"),
+    "response.code_interpreter_call.completed": ("code_interpreter_call", "completed"),
+    "response.web_search_call.in_progress": ("web_search_call", "in_progress"),
+    "response.web_search_call.searching": ("web_search_call", "running"),
+    "response.web_search_call.completed": ("web_search_call", "completed"),
 }
 #: Item types whose failure is the item's own status inside a completed response.
-TOOL_ITEMS = {"mcp_call"}
+TOOL_ITEMS = {"mcp_call", "code_interpreter_call", "web_search_call"}
+#: Built-in tool items: ``.in_progress`` right after ``output_item.added``; when the server runs them,
+#: ``.interpreting``/``.searching`` (after the code is done) then ``.completed`` (the item's status says
+#: whether the run failed: these items have no failed event).
+BUILTIN_ITEMS = {"code_interpreter_call", "web_search_call"}
 
 
 def _item_text(item: dict[str, Any]) -> str | None:
@@ -93,6 +106,7 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             assert open_item.get("status") in (None, "in_progress")
             deltas = {}
             phases: list[str] = []
+            annotations: list[dict[str, Any]] = []
             continue
         assert open_item is not None, f"{kind} outside an item"
         if "output_index" in event:
@@ -105,7 +119,16 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             open_part = event["content_index"]
         elif kind == "response.content_part.done":
             assert open_part == event["content_index"]
+            if event["part"]["type"] == "output_text":
+                assert event["part"]["annotations"] == annotations, "the done part's annotations differ"
             open_part = None
+        elif kind == "response.output_text.annotation.added":
+            assert open_part == event["content_index"] == 0, "annotation outside its content part"
+            assert event["annotation_index"] == len(annotations), "annotation_index out of order"
+            annotation = event["annotation"]
+            streamed_text = "".join(deltas.get("response.output_text.done", []))
+            assert 0 <= annotation["start_index"] <= annotation["end_index"] <= len(streamed_text)
+            annotations.append(annotation)
         elif kind in DELTA_DONE:
             if open_item["type"] in ("message", "reasoning"):
                 assert open_part == event["content_index"], "delta outside its content part"
@@ -119,7 +142,20 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
         elif kind in TOOL_STATUS:
             item_type, phase = TOOL_STATUS[kind]
             assert open_item["type"] == item_type, f"{kind} on a {open_item['type']} item"
-            if phase == "in_progress":
+            if item_type in BUILTIN_ITEMS:
+                expected = {
+                    "in_progress": [],
+                    "running": ["in_progress"],
+                    "completed": ["in_progress", "running"],
+                }
+                assert phases == expected[phase], f"{kind} after {phases}"
+                if phase == "in_progress":
+                    assert not deltas, f"{kind} after the code started"
+                elif item_type == "code_interpreter_call":
+                    assert "response.code_interpreter_call_code.done!" in deltas, (
+                        "ran before its code was done"
+                    )
+            elif phase == "in_progress":
                 assert not phases, f"{kind} twice or after the end"
                 if item_type == "mcp_call":
                     assert "response.mcp_call_arguments.done!" in deltas, (
@@ -140,10 +176,17 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
                 assert phases[-1] != "in_progress", "a tool call that started never ended"
                 assert item["status"] == phases[-1], "the tool's end event disagrees with the item"
                 assert (item["status"] == "failed") == (item.get("error") is not None)
+            if item["type"] in BUILTIN_ITEMS:
+                assert phases[:1] == ["in_progress"], f"{item['type']} without .in_progress"
+                if len(phases) > 1:  # run by the server
+                    assert phases == ["in_progress", "running", "completed"], phases
+                    assert item["status"] in ("completed", "failed"), item["status"]
             assert item["id"] == open_item["id"] and item["type"] == open_item["type"]
             if item["type"] == "function_call":
                 assert item["call_id"] == open_item["call_id"] and item["name"] == open_item["name"]
                 assert item["call_id"], "empty call_id"
+            if item["type"] == "message":
+                assert [a for part in item["content"] for a in part.get("annotations", [])] == annotations
             text = _item_text(item)
             done_texts = [v[0] for k, v in deltas.items() if k.endswith("!")]
             if text is not None and done_texts:

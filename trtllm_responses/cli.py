@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from .config import ServerConfig
     from .executors.base import Executor
     from .harmony import HarmonyEncoding
+    from .tools.settings import ToolSettings
 
 __all__ = ["build_parser", "main"]
 
@@ -79,7 +81,7 @@ ECHO_BANNER = (
 def _server_config(args: argparse.Namespace) -> ServerConfig:
     from .config import ServerConfig
     from .http_limits import HTTPLimits
-    from .tools.settings import ToolSettings
+    from .tools.settings import PythonLimits, ToolSettings
 
     name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
     return ServerConfig(
@@ -103,6 +105,15 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
             tool_servers=tuple(args.tool_server),
             tool_timeout=args.tool_timeout,
             tool_output_max_bytes=args.tool_output_max_bytes,
+            python_tool=args.python_tool,
+            python_limits=PythonLimits(
+                timeout=args.python_timeout,
+                cpu_seconds=max(1, math.ceil(args.python_timeout)),
+                memory_bytes=args.python_memory_mb << 20,
+                output_bytes=args.tool_output_max_bytes,
+            ),
+            browser_backend=args.browser_backend,
+            fetch_allow_private=tuple(args.fetch_allow_private),
         ),
     )
 
@@ -174,6 +185,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = args.engine or ("trtllm" if args.model else "echo")
     config = _server_config(args)
     executor, encoding = _build_executor(args, engine)
+    _log_builtin_tools(config.tools)
     store = open_store(
         config.store, max_responses=config.max_stored_responses, max_bytes=config.max_store_bytes, ttl=config.store_ttl
     )
@@ -201,6 +213,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     Server(server_config).run()
     return 0
+
+
+def _log_builtin_tools(tools: ToolSettings) -> None:
+    """Say what the operator turned on of gpt-oss's built-in tools, and what python ``local`` isolates here."""
+    if tools.python_tool == "local":
+        from .tools.python_tool import network_isolated
+
+        if network_isolated():
+            logger.warning("--python_tool local: model-written code runs here, limited, without network.")
+        else:
+            logger.warning(
+                "--python_tool local: model-written code runs here, limited, WITH the server's network "
+                "(this platform does not let a process enter a new network namespace; see README)."
+            )
+    elif tools.python_tool != "off":
+        logger.info("--python_tool %s: code_interpreter calls go to that MCP server.", tools.python_tool)
+    if tools.browser_backend != "off":
+        logger.info("--browser_backend %s: web_search calls are run by the server.", tools.browser_backend)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -253,6 +283,38 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+def _python_tool(text: str) -> str:
+    if text in ("off", "local") or (text.startswith("mcp:") and _is_http_url(text[4:])):
+        return text
+    raise argparse.ArgumentTypeError(f"expected off, local or mcp:http(s)://URL, got {text}")
+
+
+def _browser_backend(text: str) -> str:
+    if text in ("off", "exa", "youcom"):
+        return text
+    kind, _, url = text.partition(":")
+    if kind in ("searxng", "mcp") and _is_http_url(url):
+        return text
+    raise argparse.ArgumentTypeError(f"expected off, exa, youcom, searxng:URL or mcp:URL, got {text}")
+
+
+def _is_http_url(text: str) -> bool:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _hosts_or_cidrs(text: str) -> list[str]:
+    from .tools.fetch import parse_allow_private
+
+    try:
+        parse_allow_private(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return [p.strip() for p in text.split(",") if p.strip()]
 
 
 #: ``serve`` flags that are fields of HTTPLimits (same names; defaults from HTTPLimits).
@@ -309,6 +371,8 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
         help=f"open connections or requests in flight beyond which requests get 503 "
         f"(default: {d.limit_concurrency})",
     )
+
+
 def _url_prefixes(text: str) -> list[str]:
     from urllib.parse import urlsplit
 
@@ -435,6 +499,39 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=_positive_int,
         default=64 << 10,
         help="longest tool output the model reads; longer is truncated with a note (default: 65536)",
+    )
+    builtin = serve.add_argument_group("gpt-oss's built-in tools, run by the server (README: isolation)")
+    builtin.add_argument(
+        "--python_tool",
+        type=_python_tool,
+        default="off",
+        metavar="{off,local,mcp:URL}",
+        help="run code_interpreter calls (gpt-oss's python): local = a limited subprocess per call, "
+        "mcp:URL = the python tool of that MCP server (default: off, the tool is not shown)",
+    )
+    builtin.add_argument(
+        "--python_timeout",
+        type=_positive_float,
+        default=30.0,
+        help="wall-clock seconds of one local python call",
+    )
+    builtin.add_argument(
+        "--python_memory_mb", type=_positive_int, default=1024, help="address space of one local python call"
+    )
+    builtin.add_argument(
+        "--browser_backend",
+        type=_browser_backend,
+        default="off",
+        metavar="{off,exa,youcom,searxng:URL,mcp:URL}",
+        help="run web_search calls (gpt-oss's browser) through this search backend; keys from EXA_API_KEY / "
+        "YDC_API_KEY (default: off, the tool is not shown)",
+    )
+    builtin.add_argument(
+        "--fetch_allow_private",
+        type=_hosts_or_cidrs,
+        default=[],
+        metavar="HOST_OR_CIDR,...",
+        help="private, loopback or link-local hosts the browser may fetch anyway (default: none)",
     )
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(

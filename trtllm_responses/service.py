@@ -268,11 +268,13 @@ class ResponsesService:
         if prepare_tools:
             tools = await prepare_server_tools(request, history.calls, self.tool_settings)
         namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
+        # The built-in tools shown ({} hides every declared one: their backends are off).
+        builtin = tools.builtin if tools is not None else {}
         if self.sealer is not None and not isinstance(request.input, str):
             opened = unseal_items(request.input, self.sealer)
             if opened is not request.input:
                 request = request.model_copy(update={"input": opened})
-        return await self._build_prompt(request, history, size, namespaces), tools
+        return await self._build_prompt(request, history, size, namespaces, builtin), tools
 
     async def count_input_tokens(self, body: bytes) -> bytes:
         """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send.
@@ -290,10 +292,11 @@ class ResponsesService:
         history: ConversationHistory,
         size: int,
         namespaces: Sequence[Mapping[str, Any]] = (),
+        builtin: Mapping[str, str] | None = None,
     ) -> Prompt:
         """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
         adapter = self.adapter
-        draft = adapter.draft_prompt(request, history, namespaces)
+        draft = adapter.draft_prompt(request, history, namespaces, builtin)
         if size <= self.inline_render_bytes or not draft.to_render:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         renders = await self.render_pool.render(draft.to_render)
@@ -385,6 +388,7 @@ class ResponsesService:
                     max_output_tokens=request.max_output_tokens,
                     max_tool_calls=request.max_tool_calls,
                     tool_timeout=self.tool_settings.tool_timeout,
+                    include=frozenset(request.include or ()),
                 )
                 opening += loop.opening()
             if deliver is not None:
@@ -480,14 +484,15 @@ class ResponsesService:
         if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
             items = list(zip(prepared.input_item_ids, prepared.input_items_json, strict=True))
             items += [(item.id, to_json(item)) for item in final.output if item.id]
-            turn = self.history_after(prepared, [to_dict(item) for item in final.output])
+            turn = self.history_after(prepared, [to_dict(item) for item in stream.model_output])
             try:
                 await self.conversations.append(prepared.conversation_id, items, turn, prepared.conversation_seen)
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
                 raise  # drive ends the response failed instead
         if prepared.request.store:
-            history = turn or self.history_after(prepared, [to_dict(item) for item in final.output])
+            model_output = stream.model_output  # tool items as the model read them
+            history = turn or self.history_after(prepared, [to_dict(item) for item in model_output])
             entry = StoredResponse(
                 id=final.id,
                 response_json=final_json,

@@ -20,7 +20,10 @@ arguments are done; ``tool_started`` / ``tool_finished`` stream the run of the
 held call (``response.mcp_call.in_progress`` … ``.completed``/``.failed``, then
 ``output_item.done`` with the output); ``tool_item`` opens a call the model did
 not write in this response (an approved call); ``list_tools_item`` adds an
-``mcp_list_tools`` item with its events.
+``mcp_list_tools`` item with its events. ``rewrite_messages`` installs a per-message text
+rewriter (the browser's citations → ``url_citation`` annotations, streamed as
+``response.output_text.annotation.added``); ``model_output`` is the output as the model
+read it (tool items with the fields no client asked for, for the next turn and the store).
 
 Each returns the list of events it caused; an illegal transition raises
 :class:`StreamStateError`. The final response is assembled from the items the
@@ -41,6 +44,9 @@ from openai.types.responses import (
     Response,
     ResponseCodeInterpreterCallCodeDeltaEvent,
     ResponseCodeInterpreterCallCodeDoneEvent,
+    ResponseCodeInterpreterCallCompletedEvent,
+    ResponseCodeInterpreterCallInProgressEvent,
+    ResponseCodeInterpreterCallInterpretingEvent,
     ResponseCompactionItem,
     ResponseCompletedEvent,
     ResponseContentPartAddedEvent,
@@ -63,12 +69,16 @@ from openai.types.responses import (
     ResponseOutputItemAddedEvent,
     ResponseOutputItemDoneEvent,
     ResponseOutputText,
+    ResponseOutputTextAnnotationAddedEvent,
     ResponseReasoningTextDeltaEvent,
     ResponseReasoningTextDoneEvent,
     ResponseStreamEvent,
     ResponseTextDeltaEvent,
     ResponseTextDoneEvent,
     ResponseUsage,
+    ResponseWebSearchCallCompletedEvent,
+    ResponseWebSearchCallInProgressEvent,
+    ResponseWebSearchCallSearchingEvent,
 )
 from openai.types.responses.response import IncompleteDetails
 from openai.types.responses.response_compaction_compacting_event import ResponseCompactionCompactingEvent
@@ -76,6 +86,10 @@ from openai.types.responses.response_content_part_added_event import PartReasoni
 from openai.types.responses.response_content_part_done_event import PartReasoningText as DoneReasoningPart
 from openai.types.responses.response_error import ResponseError
 from openai.types.responses.response_output_item import McpListTools
+from openai.types.responses.response_output_text import AnnotationURLCitation
+from openai.types.responses.response_output_text_annotation_added_event import (
+    AnnotationURLCitation as AddedURLCitation,
+)
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import BaseModel
 
@@ -84,6 +98,7 @@ from .executors.base import TokenDelta
 from .harmony.encoding import HarmonyEncoding
 from .harmony.items import ItemKind, ItemTarget, build_output_item, classify, new_item_ids
 from .harmony.parser import ContentDelta, HarmonyStreamParser, MessageHeader, MessageStarted
+from .tools.base import TextRewriter
 
 __all__ = ["ResponseStream", "StreamStateError", "TokenStreamProcessor", "make_usage"]
 
@@ -95,7 +110,17 @@ class StreamStateError(RuntimeError):
 class _Item:
     """The item being streamed, and the fixed fields of its delta events (computed once per item)."""
 
-    __slots__ = ("call_id", "chunks", "delta_fields", "delta_type", "fields", "id", "output_index", "target")
+    __slots__ = (
+        "call_id",
+        "chunks",
+        "delta_fields",
+        "delta_type",
+        "fields",
+        "id",
+        "output_index",
+        "rewriter",
+        "target",
+    )
 
     def __init__(self, target: ItemTarget, item_id: str, call_id: str | None, output_index: int) -> None:
         self.target = target
@@ -104,6 +129,7 @@ class _Item:
         self.output_index = output_index
         self.chunks: list[str] = []
         self.fields: dict[str, Any] = {}  # extra fields of the done item (tool items)
+        self.rewriter: TextRewriter | None = None  # messages: rewrites their text (citations)
         self.delta_type: type[Any] | None = _DELTA_EVENTS.get(target.kind)
         fields: dict[str, Any] = {}
         if self.delta_type is not None:
@@ -153,6 +179,8 @@ class ResponseStream:
         self._hold: frozenset[ItemKind] = frozenset()
         self._resolve: Callable[[ItemTarget], ItemTarget] | None = None
         self._held: _Item | None = None
+        self._internal: dict[int, ResponseOutputItem] = {}  # output_index → the item as the model read it
+        self._rewriter: Callable[[], TextRewriter] | None = None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -178,6 +206,16 @@ class ResponseStream:
         return self._output
 
     @property
+    def model_output(self) -> list[ResponseOutputItem]:
+        """The items done so far as the model read them: tool items with the fields no client asked for.
+
+        What the conversation continues from (the tool loop's next turn, the stored history).
+        """
+        if not self._internal:
+            return self._output
+        return [self._internal.get(i, item) for i, item in enumerate(self._output)]
+
+    @property
     def held(self) -> tuple[ItemTarget, str, str] | None:
         """The held tool call (target, item id, arguments), if one waits to be run."""
         item = self._held
@@ -189,6 +227,10 @@ class ResponseStream:
         """Hold calls of ``kinds`` open when their message ends; ``resolve`` may re-target a call at its start."""
         self._hold = kinds
         self._resolve = resolve
+
+    def rewrite_messages(self, factory: Callable[[], TextRewriter]) -> None:
+        """Rewrite the text of every message from now on (``factory`` makes one rewriter per message)."""
+        self._rewriter = factory
 
     def _emit(self, event_type: type[Any], **fields: Any) -> ResponseStreamEvent:
         fields["type"] = _event_type_name(event_type)
@@ -248,6 +290,8 @@ class ResponseStream:
         redacted = self._redact_reasoning and target.kind is ItemKind.REASONING
         if redacted:
             item.delta_type = None
+        if self._rewriter is not None and target.kind is ItemKind.MESSAGE:
+            item.rewriter = self._rewriter()
         events = [
             self._emit(
                 ResponseOutputItemAddedEvent,
@@ -255,6 +299,9 @@ class ResponseStream:
                 item=build_output_item(target, item_id, "", "in_progress", call_id),
             )
         ]
+        started = _ADDED_EVENTS.get(target.kind)
+        if started is not None:
+            events.append(self._emit(started, item_id=item_id, output_index=item.output_index))
         part = None if redacted else _empty_part(target.kind)
         if part is not None:
             events.append(
@@ -273,6 +320,8 @@ class ResponseStream:
         item = self._item
         if item is None:
             raise StreamStateError("content arrived outside a message")
+        if item.rewriter is not None:
+            return self._rewritten_delta(item, *item.rewriter.feed(text))
         item.chunks.append(text)
         if item.delta_type is None:  # web_search_call: its action is known only when done
             return []
@@ -282,19 +331,51 @@ class ResponseStream:
         fields["delta"] = text
         return [self._stamp(item.delta_type, fields)]
 
+    def _rewritten_delta(
+        self, item: _Item, text: str, annotations: list[dict[str, Any]]
+    ) -> list[ResponseStreamEvent]:
+        """A message delta whose text was rewritten, and the annotations it completed."""
+        events: list[ResponseStreamEvent] = []
+        if text:
+            item.chunks.append(text)
+            fields = item.delta_fields.copy()
+            fields["logprobs"] = []
+            fields["delta"] = text
+            events.append(self._stamp(ResponseTextDeltaEvent, fields))
+        assert item.rewriter is not None
+        first = len(item.rewriter.annotations) - len(annotations)
+        for i, annotation in enumerate(annotations):
+            events.append(
+                self._emit(
+                    ResponseOutputTextAnnotationAddedEvent,
+                    item_id=item.id,
+                    output_index=item.output_index,
+                    content_index=0,
+                    annotation_index=first + i,
+                    annotation=AddedURLCitation.model_validate(annotation),
+                )
+            )
+        return events
+
     def message_ended(self, status: str = "completed") -> list[ResponseStreamEvent]:
         """The open item is done (``completed``, or ``incomplete`` when output was cut off)."""
         item = self._item
         if item is None:
             raise StreamStateError("no message is open")
+        events: list[ResponseStreamEvent] = []
+        annotations: list[Any] = []
+        if item.rewriter is not None:
+            events += self._rewritten_delta(item, item.rewriter.flush(), [])
+            annotations = [AnnotationURLCitation.model_validate(a) for a in item.rewriter.annotations]
         self._item = None
         text = "".join(item.chunks)
         kind = item.target.kind
         where = {"item_id": item.id, "output_index": item.output_index}
-        events: list[ResponseStreamEvent] = []
         if kind is ItemKind.MESSAGE:
             events.append(self._emit(ResponseTextDoneEvent, content_index=0, text=text, logprobs=[], **where))
-            part: Any = ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])
+            part: Any = ResponseOutputText(
+                type="output_text", text=text, annotations=annotations, logprobs=[]
+            )
             events.append(self._emit(ResponseContentPartDoneEvent, content_index=0, part=part, **where))
         elif kind is ItemKind.REASONING and not self._redact_reasoning:
             events.append(self._emit(ResponseReasoningTextDoneEvent, content_index=0, text=text, **where))
@@ -315,6 +396,8 @@ class ResponseStream:
             if self._redact_reasoning:
                 sealed["content"] = []
             done = done.model_copy(update=sealed)
+        if annotations:
+            done.content[0].annotations = annotations  # type: ignore[union-attr,index]
         self._output.append(done)
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         return events
@@ -334,6 +417,9 @@ class ResponseStream:
         added = _with_fields(build_output_item(target, item_id, arguments, "in_progress", call_id), fields)
         where = {"item_id": item_id, "output_index": item.output_index}
         events = [self._emit(ResponseOutputItemAddedEvent, output_index=item.output_index, item=added)]
+        started = _ADDED_EVENTS.get(target.kind)
+        if started is not None:
+            events.append(self._emit(started, **where))
         if target.kind is ItemKind.MCP_CALL:  # the arguments, streamed as for a call the model writes
             events.append(self._emit(ResponseMcpCallArgumentsDeltaEvent, delta=arguments, **where))
             events.append(self._emit(ResponseMcpCallArgumentsDoneEvent, arguments=arguments, **where))
@@ -345,13 +431,21 @@ class ResponseStream:
         started = _TOOL_EVENTS[item.target.kind][0]
         return [self._emit(started, item_id=item.id, output_index=item.output_index)]
 
-    def tool_finished(self, status: str, **fields: Any) -> list[ResponseStreamEvent]:
-        """The held call ended (``completed`` or ``failed``); ``fields`` (output, error…) go on its item."""
+    def tool_finished(
+        self, status: str, internal: dict[str, Any] | None = None, **fields: Any
+    ) -> list[ResponseStreamEvent]:
+        """The held call ended (``completed`` or ``failed``); ``fields`` (output, error…) go on its item.
+
+        ``internal``, when given, are the fields of the item as the model read it
+        (``model_output``), a superset of what the client is shown.
+        """
         item = self._require_held()
         self._held = None
         _, completed, failed = _TOOL_EVENTS[item.target.kind]
-        done = build_output_item(item.target, item.id, "".join(item.chunks), status, item.call_id)
-        done = _with_fields(done, {**item.fields, **fields})
+        base = build_output_item(item.target, item.id, "".join(item.chunks), status, item.call_id)
+        done = _with_fields(base, {**item.fields, **fields})
+        if internal is not None:
+            self._internal[item.output_index] = _with_fields(base, {**item.fields, **internal})
         self._output.append(done)
         where = {"item_id": item.id, "output_index": item.output_index}
         return [
@@ -488,12 +582,29 @@ _DELTA_EVENTS: dict[ItemKind, type[Any]] = {
 
 
 #: Per server-run call kind: its started, completed and failed events.
+#: code_interpreter_call and web_search_call have no failed event: a failed run ends with ``.completed``
+#: and the item's ``status: failed`` (the SDK's types define no other).
 _TOOL_EVENTS: dict[ItemKind, tuple[type[Any], type[Any], type[Any]]] = {
     ItemKind.MCP_CALL: (
         ResponseMcpCallInProgressEvent,
         ResponseMcpCallCompletedEvent,
         ResponseMcpCallFailedEvent,
     ),
+    ItemKind.CODE_INTERPRETER_CALL: (
+        ResponseCodeInterpreterCallInterpretingEvent,
+        ResponseCodeInterpreterCallCompletedEvent,
+        ResponseCodeInterpreterCallCompletedEvent,
+    ),
+    ItemKind.WEB_SEARCH_CALL: (
+        ResponseWebSearchCallSearchingEvent,
+        ResponseWebSearchCallCompletedEvent,
+        ResponseWebSearchCallCompletedEvent,
+    ),
+}
+#: Items whose ``.in_progress`` event follows ``output_item.added`` (as OpenAI streams them).
+_ADDED_EVENTS: dict[ItemKind, type[Any]] = {
+    ItemKind.CODE_INTERPRETER_CALL: ResponseCodeInterpreterCallInProgressEvent,
+    ItemKind.WEB_SEARCH_CALL: ResponseWebSearchCallInProgressEvent,
 }
 
 

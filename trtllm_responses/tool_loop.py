@@ -53,8 +53,6 @@ Generate = Callable[
     [GenerationRequest, TokenStreamProcessor, "Deliver | None"], Awaitable[list[ResponseStreamEvent]]
 ]
 
-#: The kinds of calls the loop runs (issue 13 adds code_interpreter_call and web_search_call).
-SERVER_RUN_KINDS = frozenset({ItemKind.MCP_CALL})
 TIMEOUT_CODE = -32001
 
 
@@ -74,6 +72,7 @@ class ToolLoop:
         max_output_tokens: int | None,
         max_tool_calls: int | None,
         tool_timeout: float,
+        include: frozenset[str] = frozenset(),
     ) -> None:
         self._tools = tools
         self._adapter = adapter
@@ -92,7 +91,12 @@ class ToolLoop:
         self._turns = 0
         self._executed = 0
         self._told_limit = False
-        self._stream.hold_calls(SERVER_RUN_KINDS, self._resolve)
+        self._include = include
+        self._stream.hold_calls(tools.held_kinds, self._resolve)
+        for provider in tools.providers.values():
+            rewriter = provider.text_rewriter()
+            if rewriter is not None:  # the browser: citations in messages become url_citation annotations
+                self._stream.rewrite_messages(rewriter)
 
     def _resolve(self, target: ItemTarget) -> ItemTarget:
         """A call that needs the client's approval becomes an ``mcp_approval_request`` (ends the response)."""
@@ -182,7 +186,17 @@ class ToolLoop:
             events = []
             self._executed += 1
             outcome = await self._call(provider, target.name or "", arguments)
-        events = events + stream.tool_finished("failed" if outcome.failed else "completed", **outcome.fields)
+        shown = dict(outcome.fields)
+        internal = dict(outcome.fields)
+        for name, overrides in outcome.optional.items():
+            internal.update(overrides)
+            if name in self._include:
+                shown.update(overrides)
+        internal.update(outcome.internal)
+        status = "failed" if outcome.failed else "completed"
+        events = events + stream.tool_finished(
+            status, internal=internal if internal != shown else None, **shown
+        )
         return events, stop
 
     async def _call(self, provider: ToolProvider, name: str, arguments: str) -> ToolOutcome:
@@ -207,7 +221,7 @@ class ToolLoop:
 
     def _next_generation(self) -> GenerationRequest | None:
         """The next turn's generation: the prompt plus the finished items rendered back (None: no budget left)."""
-        output = self._stream.output
+        output = self._stream.model_output
         items = [to_dict(item) for item in output[self._turn_start :]]
         self._turn_start = len(output)
         converted = input_to_messages(items, self._calls, param="output")

@@ -7,9 +7,15 @@ match wins:
 - user text ``#harmony\\n…``: the rest, verbatim (control tokens allowed);
 - user text ``#prompt``: analysis ``Showing the prompt.``, final = the decoded prompt;
 - user text ``#lorem N``: analysis ``Writing N tokens.``, final of exactly N filler tokens;
+- user text ``#steps`` followed by steps separated by lines ``---``: step K, where K is the number
+  of tool messages after that user message (the last step once they run out); a step is a
+  ``call …`` as below, or else the final answer (analysis ``Answering.``). So one response can
+  run a script of tool calls (search → open → find → answer);
+- user text ``call python CODE``: analysis ``Calling python.``, then CODE to ``python`` (analysis
+  channel, ``code`` content type, as gpt-oss calls its python tool), ending ``<|call|>``;
 - user text ``call NAME {json}``: analysis ``Calling NAME.``, then a call to
   ``functions.NAME`` with that json, ending ``<|call|>``; a dotted ``LABEL.TOOL``
-  calls that tool of a namespace (an MCP server) instead;
+  calls that tool of a namespace (an MCP server, ``browser.search``…) instead;
 - other user text when the prompt declares function tools: a call to the first
   declared function, arguments built from its declared parameters (required
   string = the user text, number = 1, boolean = true, array = [], object = {},
@@ -60,6 +66,8 @@ _COMPACTING = "# Instructions\n\nYou are compacting this conversation"
 _CONVERSATION_ROLES = frozenset({"user", "assistant", "system", "developer", ""})
 _LOREM = re.compile(r"#lorem (\d+)")
 _CALL = re.compile(r"call ([A-Za-z0-9_\-.]+) (\{.*\})", re.DOTALL)
+_CALL_PYTHON = re.compile(r"call python\s(.*)", re.DOTALL)
+_STEPS = "#steps\n"
 _FUNCTION_DECL = re.compile(r"^type ([A-Za-z0-9_\-]+) = \((.*)$")
 _PROPERTY = re.compile(r"^([A-Za-z0-9_$\-]+)(\??): (.*?),?(?:\s*//.*)?$")
 _FILLER_WORDS = (
@@ -116,6 +124,8 @@ class EchoExecutor(Executor):
         self._running: set[str] = set()
         self._aborted: set[str] = set()
         self._developer = encoding.encode("developer")[0]
+        self._user = encoding.encode("user")[0]
+        self._assistant = encoding.encode("assistant")[0]
         self._filler = encoding.encode_plain(_FILLER_WORDS)
         self._functions_marker = "Calls to these tools must go to the commentary channel: 'functions'."
 
@@ -139,6 +149,50 @@ class EchoExecutor(Executor):
                 f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
             )
         return tokens + self._segment(header, arguments, "<|call|>")
+
+    def _python_call(self, code: str) -> list[int]:
+        tokens = self._segment("<|channel|>analysis<|message|>", "Calling python.", "<|end|>")
+        return tokens + self._segment(
+            "<|start|>assistant<|channel|>analysis to=python code<|message|>", code, "<|call|>"
+        )
+
+    def _act(self, text: str) -> list[int] | None:
+        """A call for ``call python CODE`` / ``call NAME {json}`` text, else None."""
+        python = _CALL_PYTHON.fullmatch(text)
+        if python:
+            return self._python_call(python.group(1))
+        call = _CALL.fullmatch(text)
+        if call:
+            return self._call(call.group(1), call.group(2))
+        return None
+
+    def _script_step(self, prompt: Sequence[int]) -> list[int] | None:
+        """The next step of a ``#steps`` user message, when the last user message is one."""
+        enc = self._enc
+        start = enc.start
+        i = len(prompt) - 3
+        tool_messages = 0
+        while i >= 0:
+            if prompt[i] == start:
+                role = prompt[i + 1]
+                if role == self._user:
+                    break
+                if role != self._assistant:
+                    tool_messages += 1
+            i -= 1
+        if i < 0:
+            return None
+        try:
+            body_start = prompt.index(enc.message, i) + 1
+            body_end = prompt.index(enc.end, body_start)
+        except ValueError:
+            return None
+        body = enc.decode(prompt[body_start:body_end])
+        if not body.startswith(_STEPS):
+            return None
+        steps = re.split(r"\n---\n", body[len(_STEPS) :])
+        step = steps[min(tool_messages, len(steps) - 1)].strip()
+        return self._act(step) or self._answer("Answering.", step)
 
     def _last_message(self, prompt: Sequence[int]) -> tuple[str, str, Sequence[int]]:
         """Header text, body text and body tokens of the message before the final ``<|start|>assistant``."""
@@ -211,9 +265,12 @@ class EchoExecutor(Executor):
                 f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens)
             )
         if role not in _CONVERSATION_ROLES:  # a server-run tool's output
-            chained = _CALL.fullmatch(body)
+            scripted = self._script_step(prompt)
+            if scripted is not None:
+                return scripted
+            chained = self._act(body)
             if chained:
-                return self._call(chained.group(1), chained.group(2))
+                return chained
             return self._answer(
                 f"Got {role} output.", self._enc.encode_plain(f"{role} returned: ") + list(body_tokens)
             )
@@ -229,9 +286,13 @@ class EchoExecutor(Executor):
             count = n if max_tokens is None else min(n, max_tokens + 1)
             tokens = [filler[i % len(filler)] for i in range(count)]
             return self._answer(f"Writing {n} tokens.", tokens)
-        call = _CALL.fullmatch(body)
-        if call:
-            return self._call(call.group(1), call.group(2))
+        if body.startswith(_STEPS):
+            scripted = self._script_step(prompt)
+            if scripted is not None:
+                return scripted
+        called = self._act(body)
+        if called is not None:
+            return called
         functions = self._declared_functions(prompt)
         if functions:
             name, declaration = functions[0]

@@ -69,6 +69,7 @@ _WEB_SEARCH_TOOLS = frozenset(
     {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
 )
 _CODE_TOOLS = frozenset({"code_interpreter"})
+_HOSTED_CHOICES = _WEB_SEARCH_TOOLS | _CODE_TOOLS
 #: Byte budget of the rendered developer messages cache (instructions and tools are client text).
 DEVELOPER_CACHE_BYTES = 32 << 20
 # A RenderedMessage's own object (4 slots) with headroom for allocator rounding.
@@ -234,14 +235,21 @@ class HarmonyAdapter:
         return [self.render_message(m) for m in messages]
 
     def _render_system_uncached(
-        self, effort: ReasoningEffort, date: str, browser: bool, python: bool, has_functions: bool
+        self, effort: ReasoningEffort, date: str, browser: bool | str, python: bool | str, has_functions: bool
     ) -> RenderedMessage:
+        """``browser``/``python``: True for Harmony's default tool text, a string for the server's own."""
         content = SystemContent.new().with_reasoning_effort(effort).with_conversation_start_date(date)
         if self._model_identity:
             content = content.with_model_identity(self._model_identity)
-        if browser:
+        if isinstance(browser, str):
+            config = ToolNamespaceConfig.browser()
+            config.description = browser
+            content = content.with_tools(config)
+        elif browser:
             content = content.with_browser_tool()
-        if python:
+        if isinstance(python, str):
+            content = content.with_tools(ToolNamespaceConfig(name="python", description=python, tools=[]))
+        elif python:
             content = content.with_python_tool()
         message = Message.from_role_and_content(Role.SYSTEM, content)
         tokens = self.encoding.harmony.render(
@@ -303,17 +311,26 @@ class HarmonyAdapter:
         request: ResponsesRequest,
         history: ConversationHistory = EMPTY_HISTORY,
         namespaces: Sequence[Mapping[str, Any]] = (),
+        builtin: Mapping[str, str] | None = None,
     ) -> PromptDraft:
         """Everything of the prompt but the rendering of its new messages (``draft.to_render``).
 
         ``namespaces`` are the server-run tool namespaces (``{"name", "description",
         "tools"}``, e.g. listed MCP servers), shown after the function tools.
+        ``builtin``, when given, is what the server runs of gpt-oss's built-in tools
+        (``{"browser"|"python": instruction text}``): a declared built-in tool is shown
+        only when it is there, with that text (None: shown whenever declared, Harmony's text).
 
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
         tokenizes nothing here except the small, cached system message.
         """
         converted = input_to_messages(request.input, history.calls)
-        functions, browser, python = _select_tools(request)
+        functions, declared_browser, declared_python = _select_tools(request)
+        browser: bool | str = declared_browser
+        python: bool | str = declared_python
+        if builtin is not None:  # the server runs built-in tools: show those it runs, with their text
+            browser = builtin.get("browser", False) if declared_browser else False
+            python = builtin.get("python", False) if declared_python else False
         effort = (
             _EFFORTS[request.reasoning.effort]
             if request.reasoning and request.reasoning.effort
@@ -323,6 +340,12 @@ class HarmonyAdapter:
             namespaces = ()
         elif isinstance(request.tool_choice, Mapping) and request.tool_choice.get("type") == "mcp":
             functions, namespaces = [], _chosen_namespace(request.tool_choice, namespaces)
+        elif (
+            isinstance(request.tool_choice, Mapping)
+            and request.tool_choice.get("type") in _HOSTED_CHOICES
+            and (browser or python)
+        ):  # a built-in tool chosen (and shown: the server runs it): shown alone
+            functions, namespaces = [], ()
         system = self._render_system(effort, self._today(), browser, python, bool(functions or namespaces))
 
         parts = [request.instructions] if request.instructions else []

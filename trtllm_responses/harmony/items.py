@@ -52,7 +52,10 @@ from ..ids import new_id
 from .parser import MessageHeader, ParsedMessage
 
 __all__ = [
+    "BROWSER_PAGE",
+    "BROWSER_PAGES",
     "FUNCTIONS_NAMESPACE",
+    "MODEL_READ",
     "ConvertedInput",
     "ItemKind",
     "ItemTarget",
@@ -73,6 +76,14 @@ _JSON_CONTENT_TYPE = "<|constrain|>json"
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 _NON_TEXT_PARTS = ("input_image", "input_file", "input_audio", "image_url", "file")
 _BROWSER_ACTIONS = {"search": "search", "open": "open_page", "find": "find_in_page"}
+#: The field of a stored web_search_call item holding the page the browser showed the model
+#: (not an SDK field: stored items carry it, clients never see it).
+MODEL_READ = "model_read"
+#: The field of a stored web_search_call item holding the page it pushed on the browser's page stack;
+#: the conversation's ``calls`` keep them as ``browser_page:N`` (and their count as ``browser_pages``),
+#: so the page stack (and its cursors) lives on through ``previous_response_id``.
+BROWSER_PAGE = "browser_page"
+BROWSER_PAGES = "browser_pages"
 
 
 class ItemKind(enum.Enum):
@@ -401,6 +412,14 @@ def _convert_web_search_call(
         .with_recipient(f"browser.{name}")
         .with_content_type("code")
     )
+    read = item.get(MODEL_READ)
+    if isinstance(read, str):  # a call the server ran: what the browser showed the model
+        out.messages.append(tool_output_message(f"browser.{name}", read))
+    page = item.get(BROWSER_PAGE)
+    if isinstance(page, Mapping):  # the page it pushed: the next page of the conversation's stack
+        count = out.calls.get(BROWSER_PAGES) or calls.get(BROWSER_PAGES) or "0"
+        out.calls[f"browser_page:{count}"] = orjson.dumps(page).decode()
+        out.calls[BROWSER_PAGES] = str(int(count) + 1)
 
 
 def _convert_code_interpreter_call(
@@ -415,6 +434,10 @@ def _convert_code_interpreter_call(
         .with_recipient("python")
         .with_content_type("code")
     )
+    outputs = item.get("outputs")
+    if isinstance(outputs, list):  # a call the server ran: its logs are what python answered
+        logs = [o.get("logs") for o in outputs if isinstance(o, Mapping) and o.get("type") == "logs"]
+        out.messages.append(tool_output_message("python", "".join(t for t in logs if isinstance(t, str))))
 
 
 def mcp_call_message(recipient: str, arguments: str) -> Message:

@@ -16,15 +16,23 @@ response: the providers by namespace, the items to open the response with
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from openai.types.responses import ResponseOutputItem
 
 from ..harmony.items import ItemKind, ItemTarget
 
-__all__ = ["ApprovedCall", "ServerTools", "ToolNamespace", "ToolOutcome", "ToolProvider", "truncate_output"]
+__all__ = [
+    "ApprovedCall",
+    "ServerTools",
+    "TextRewriter",
+    "ToolNamespace",
+    "ToolOutcome",
+    "ToolProvider",
+    "truncate_output",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +58,11 @@ class ToolOutcome:
 
     fields: Mapping[str, Any]
     failed: bool = False
+    #: Fields shown only when the request's ``include`` names them: include name → field overrides
+    #: (``{"code_interpreter_call.outputs": {"outputs": [...]}}``). The model always reads them.
+    optional: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Fields the model reads that no client sees (kept on the stored item only, e.g. a browser page).
+    internal: Mapping[str, Any] = field(default_factory=dict)
 
 
 class ToolProvider(abc.ABC):
@@ -88,11 +101,29 @@ class ToolProvider(abc.ABC):
     def failure(self, message: str, code: int = -32603) -> ToolOutcome:
         """The outcome of a call that could not run or did not finish (timeout, refused, raised)."""
 
+    def text_rewriter(self) -> Callable[[], TextRewriter] | None:
+        """A factory of rewriters for the response's message text (the browser's citations), or None."""
+        return None
+
     async def reset(self) -> None:
         """Drop any connection a call left behind (after a timeout or an error); the next call reconnects."""
 
     async def aclose(self) -> None:
         """Release what the provider holds (its connection). Called once, by the task that made the calls."""
+
+
+class TextRewriter(Protocol):
+    """Rewrites a message's text as it streams (``feed`` each delta, ``flush`` at its end).
+
+    ``feed`` returns the text to emit now and the annotations completed by it (dicts of
+    the SDK's annotation types, offsets into the rewritten text); ``annotations`` holds all.
+    """
+
+    annotations: list[dict[str, Any]]
+
+    def feed(self, text: str) -> tuple[str, list[dict[str, Any]]]: ...
+
+    def flush(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +143,16 @@ class ServerTools:
     opening_items: list[ResponseOutputItem] = field(default_factory=list)
     approved: list[ApprovedCall] = field(default_factory=list)
     missing: ToolProvider | None = None  # answers calls to a namespace nobody serves
+    #: gpt-oss's built-in tools shown to the model (``"python"``/``"browser"`` → instruction text).
+    builtin: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def held_kinds(self) -> frozenset[ItemKind]:
+        """The item kinds of the calls this response runs (MCP calls also when a namespace is missing)."""
+        kinds = {p.item_kind for p in self.providers.values()}
+        if self.missing is not None:
+            kinds.add(ItemKind.MCP_CALL)
+        return frozenset(kinds)
 
     @property
     def namespaces(self) -> Sequence[ToolNamespace]:

@@ -1,8 +1,8 @@
 """The one entry point from the service: a request's server-run tools, ready for one response.
 
-Today that is its MCP servers (``mcp_request.py``); python and browser
-providers join here, so the service and the loop never learn which providers
-exist.
+Its MCP servers (``mcp_request.py``) and gpt-oss's python and browser
+(``builtin.py``) join here, so the service and the loop never learn which
+providers exist.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import InvalidRequestError
 from ..protocol import ResponsesRequest
 from .base import ServerTools
+from .builtin import builtin_shown, prepare_builtin_tools
 from .mcp_request import prepare_mcp_tools
 from .settings import ToolSettings
 
@@ -27,14 +28,17 @@ async def prepare_server_tools(
     Raises InvalidRequestError for a tool the request cannot have, or an
     approval with no tool to run the approved call.
     """
+    tools = None
     if any(tool.get("type") == "mcp" for tool in request.tools):
-        return await prepare_mcp_tools(request.tools, request.input, history_calls, settings)
-    if _approves_a_call(request.input):
+        tools = await prepare_mcp_tools(request.tools, request.input, history_calls, settings)
+    elif _approves_a_call(request.input):
         raise InvalidRequestError(
             "An mcp_approval_response approves a call, but tools declares no mcp tool to run it with.",
             param="tools",
         )
-    return None
+    # gpt-oss's python and browser: shown and run only when the operator turned their backends on.
+    shown = builtin_shown(request.tools, request.tool_choice, settings)
+    return prepare_builtin_tools(shown, settings, tools, history_calls)
 
 
 def _approves_a_call(input_items: Any) -> bool:

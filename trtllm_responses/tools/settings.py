@@ -5,9 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["ToolSettings", "url_allowed"]
+__all__ = ["PythonLimits", "ToolSettings", "url_allowed"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True, slots=True)
+class PythonLimits:
+    """What one local python call may use (``--python_tool local``)."""
+
+    timeout: float = 30.0  # wall-clock seconds
+    cpu_seconds: int = 10  # RLIMIT_CPU
+    memory_bytes: int = 1 << 30  # RLIMIT_AS
+    file_bytes: int = 64 << 20  # RLIMIT_FSIZE
+    output_bytes: int = 64 << 10  # stdout+stderr the model reads
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +36,12 @@ class ToolSettings:
     tool_servers: tuple[tuple[str, str], ...] = ()
     tool_timeout: float = 60.0
     tool_output_max_bytes: int = 64 << 10
+    # gpt-oss's built-in tools (tools/builtin.py): "off", "local" or "mcp:URL"; "off" or a backend.
+    python_tool: str = "off"
+    python_limits: PythonLimits = PythonLimits()
+    browser_backend: str = "off"
+    #: Hosts or CIDRs the browser may fetch although they are private, loopback or link-local.
+    fetch_allow_private: tuple[str, ...] = ()
 
     def tool_server(self, label: str) -> str | None:
         """The operator's URL for ``label``, if it configured one."""

@@ -1,0 +1,336 @@
+"""gpt-oss's python tool as a server-run code_interpreter: local subprocesses and an MCP python server.
+
+A real server on loopback (the echo executor: ``call python CODE`` calls the tool,
+and the model's answer after it is ``python returned: OUTPUT``), driven with httpx
+and the openai SDK; every stream goes through check_stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from mcp.server.mcpserver import MCPServer
+from mcp_server import MCPTestServer, _serve
+from server_harness import RunningServer, start_server, stream_events
+from stream_grammar import check_stream
+
+from trtllm_responses.executors.base import GenerationRequest, TokenDelta
+from trtllm_responses.executors.echo import EchoExecutor
+from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
+from trtllm_responses.tools.python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, network_isolated
+from trtllm_responses.tools.settings import PythonLimits, ToolSettings
+
+CODE_TOOL = {"type": "code_interpreter", "container": {"type": "auto"}}
+
+
+class RecordingEcho(EchoExecutor):
+    def __init__(self, encoding: HarmonyEncoding) -> None:
+        super().__init__(encoding)
+        self.requests: list[GenerationRequest] = []
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
+        self.requests.append(request)
+        async for delta in super().generate(request):
+            yield delta
+
+
+@pytest.fixture(scope="module")
+def server(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[RunningServer]:
+    limits = PythonLimits(timeout=3.0, cpu_seconds=1, memory_bytes=256 << 20, output_bytes=2000)
+    settings = ToolSettings(python_tool="local", python_limits=limits, tool_timeout=20.0)
+    running = start_server(RecordingEcho(encoding), adapter, tools=settings)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def http(server: RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, timeout=60) as client:
+        yield client
+
+
+def run(http: httpx.Client, code: str, **extra: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    body = {"input": f"call python {code}", "tools": [CODE_TOOL], **extra}
+    events = stream_events(http, body)
+    return check_stream(events), events
+
+
+def logs_of(item: dict[str, Any]) -> str:
+    return "".join(o["logs"] for o in item["outputs"] if o["type"] == "logs")
+
+
+def test_prints_a_result_streamed_as_openai_streams_it(http: httpx.Client) -> None:
+    response, events = run(http, "print(6 * 7)", include=["code_interpreter_call.outputs"])
+    assert response["status"] == "completed"
+    assert [i["type"] for i in response["output"]] == [
+        "reasoning",
+        "code_interpreter_call",
+        "reasoning",
+        "message",
+    ]
+    call = response["output"][1]
+    assert call["code"] == "print(6 * 7)" and call["status"] == "completed"
+    assert call["container_id"].startswith("cntr_")
+    assert call["outputs"] == [{"type": "logs", "logs": "42\n"}]
+    assert response["output"][-1]["content"][0]["text"] == "python returned: 42\n"
+    kinds = [e["type"] for e in events if "code_interpreter" in e["type"]]
+    assert kinds[0] == "response.code_interpreter_call.in_progress"
+    assert kinds[-3:] == [
+        "response.code_interpreter_call_code.done",
+        "response.code_interpreter_call.interpreting",
+        "response.code_interpreter_call.completed",
+    ]
+    assert "response.code_interpreter_call_code.delta" in kinds
+
+
+def test_outputs_only_when_included_but_the_model_reads_them(http: httpx.Client) -> None:
+    response, _ = run(http, "print('hidden from the client')")
+    call = response["output"][1]
+    assert call["outputs"] is None
+    assert response["output"][-1]["content"][0]["text"] == "python returned: hidden from the client\n"
+    # The stored conversation holds what the model read: a continuation sees the output.
+    follow = http.post(
+        "/v1/responses",
+        json={"input": "#prompt", "previous_response_id": response["id"], "tools": [CODE_TOOL]},
+    ).json()
+    assert (
+        "<|start|>python to=assistant<|channel|>commentary<|message|>hidden from the client"
+        in (follow["output"][-1]["content"][0]["text"])
+    )
+
+
+def test_timeout_comes_back_as_the_tool_text_with_failed_status(http: httpx.Client) -> None:
+    response, _ = run(
+        http,
+        "import time; print('start', flush=True); time.sleep(30)",
+        include=["code_interpreter_call.outputs"],
+    )
+    assert response["status"] == "completed"
+    call = response["output"][1]
+    assert call["status"] == "failed"
+    assert logs_of(call).startswith("start\n") and "stopped after 3 s of wall-clock time" in logs_of(call)
+    assert "wall-clock time" in response["output"][-1]["content"][0]["text"]
+
+
+async def test_cpu_limit() -> None:
+    # The provider itself, with a wall-clock limit far above the CPU limit (a loaded machine is slow).
+    python = LocalPython(PythonLimits(timeout=60.0, cpu_seconds=1, memory_bytes=256 << 20))
+    outcome = await python.call("", "while True: pass")
+    assert outcome.failed
+    logs = outcome.optional["code_interpreter_call.outputs"]["outputs"][0]["logs"]
+    assert "stopped after 1 s of CPU time" in logs
+
+
+def test_memory_limit(http: httpx.Client) -> None:
+    response, _ = run(http, "x = bytearray(1 << 30)", include=["code_interpreter_call.outputs"])
+    call = response["output"][1]
+    assert call["status"] == "failed" and "MemoryError" in logs_of(call)
+
+
+def test_oversized_output_is_cut_with_a_note(http: httpx.Client) -> None:
+    response, _ = run(http, "print('x' * 100000)", include=["code_interpreter_call.outputs"])
+    call = response["output"][1]
+    assert call["status"] == "failed"
+    assert "[output truncated" in logs_of(call) and len(logs_of(call)) < 2200
+
+
+def test_files_vanish_and_environment_is_scrubbed(http: httpx.Client) -> None:
+    os.environ["TRTLLM_TEST_SECRET"] = "do-not-leak"
+    try:
+        code = (
+            "import os, json; open('made.txt', 'w').write('hi'); "
+            "print(json.dumps({'cwd': os.getcwd(), 'files': os.listdir('.'), 'env': dict(os.environ)}))"
+        )
+        response, _ = run(http, code, include=["code_interpreter_call.outputs"])
+    finally:
+        del os.environ["TRTLLM_TEST_SECRET"]
+    seen = json.loads(logs_of(response["output"][1]))
+    assert seen["files"] == ["made.txt"], "an empty working directory of its own"
+    assert not os.path.exists(seen["cwd"]), "removed afterwards"
+    assert "TRTLLM_TEST_SECRET" not in seen["env"] and set(seen["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG"}
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "trtllm-python-*"))
+
+
+def test_no_network_where_the_platform_drops_it(http: httpx.Client) -> None:
+    if not network_isolated():
+        pytest.skip("this platform does not let a process enter a new network namespace")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        code = (
+            f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+            "    print('reached')\nexcept OSError as exc:\n    print('unreachable', exc.errno)"
+        )
+        response, _ = run(http, code, include=["code_interpreter_call.outputs"])
+    finally:
+        listener.close()
+    assert logs_of(response["output"][1]).startswith("unreachable")
+
+
+def test_python_error_is_read_by_the_model(http: httpx.Client) -> None:
+    response, _ = run(http, "raise ValueError('nope')", include=["code_interpreter_call.outputs"])
+    call = response["output"][1]
+    assert call["status"] == "failed" and "ValueError: nope" in logs_of(call)
+    assert "ValueError: nope" in response["output"][-1]["content"][0]["text"]
+
+
+def test_stateless_replay_renders_the_prompt_the_loop_saw(http: httpx.Client, server: RunningServer) -> None:
+    executor: RecordingEcho = server.executor  # type: ignore[assignment]
+    user = {"role": "user", "content": "call python print(1 + 1)"}
+    executor.requests.clear()
+    response, _ = run(http, "print(1 + 1)", include=["code_interpreter_call.outputs"])
+    loop_prompt = executor.requests[1].prompt_token_ids
+    executor.requests.clear()
+    replay = {"input": [user, *response["output"][:2]], "tools": [CODE_TOOL], "store": False}
+    check_stream(stream_events(http, replay))
+    assert executor.requests[0].prompt_token_ids == loop_prompt, "token for token"
+    # And continuing with previous_response_id renders the same conversation as a replay of all of it.
+    executor.requests.clear()
+    http.post(
+        "/v1/responses", json={"input": "next", "previous_response_id": response["id"], "tools": [CODE_TOOL]}
+    )
+    stored = executor.requests[0].prompt_token_ids
+    executor.requests.clear()
+    full = [user, *response["output"], {"role": "user", "content": "next"}]
+    http.post("/v1/responses", json={"input": full, "tools": [CODE_TOOL], "store": False})
+    assert executor.requests[0].prompt_token_ids == stored
+
+
+def test_the_tool_is_shown_with_the_stateless_text(http: httpx.Client) -> None:
+    response = http.post("/v1/responses", json={"input": "#prompt", "tools": [CODE_TOOL]}).json()
+    prompt = response["output"][-1]["content"][0]["text"]
+    assert "## python\n\n" + STATELESS_PYTHON_DESCRIPTION in prompt
+    assert "stateful Jupyter" not in prompt
+
+
+def test_hidden_when_the_backend_is_off(echo_server: RunningServer) -> None:
+    with httpx.Client(base_url=echo_server.base_url, timeout=30) as client:
+        response = client.post("/v1/responses", json={"input": "#prompt", "tools": [CODE_TOOL]}).json()
+    assert "## python" not in response["output"][-1]["content"][0]["text"]
+
+
+def test_openai_sdk(server: RunningServer) -> None:
+    with openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+        response = client.responses.create(
+            model="gpt-oss",
+            input="call python print(2 ** 10)",
+            tools=[CODE_TOOL],  # type: ignore[list-item]
+            include=["code_interpreter_call.outputs"],
+        )
+        assert response.output_text == "python returned: 1024\n"
+        call = response.output[1]
+        assert call.type == "code_interpreter_call" and call.outputs and call.outputs[0].type == "logs"
+
+
+def test_disconnect_kills_the_running_code(http: httpx.Client, tmp_path: Any) -> None:
+    marker = tmp_path / "pid"
+    code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
+    body = {"input": f"call python {code}", "tools": [CODE_TOOL], "stream": True}
+    with http.stream("POST", "/v1/responses", json=body) as reply:
+        lines = reply.iter_lines()  # kept referenced: the connection stays open until we leave
+        for line in lines:
+            if "response.code_interpreter_call.interpreting" in line:
+                break
+        deadline = time.monotonic() + 10
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        pid = int(marker.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the client went away: its code was killed"
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "trtllm-python-*"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# -- python through an MCP server ------------------------------------------------------------------
+
+
+def _python_mcp() -> MCPServer:
+    server = MCPServer("python-test")
+
+    @server.tool(description="Run python code, return what it printed.")
+    def python(code: str) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(code, {})  # noqa: S102 - the test's own MCP server
+        return out.getvalue()
+
+    return server
+
+
+@pytest.fixture(scope="module")
+def mcp_python_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[RunningServer]:
+    mcp = MCPTestServer(url="", sse_url="")
+    mcp.url = _serve(_python_mcp().streamable_http_app(), mcp) + "/mcp"
+    running = start_server(EchoExecutor(encoding), adapter, tools=ToolSettings(python_tool=f"mcp:{mcp.url}"))
+    yield running
+    running.stop()
+    mcp.stop()
+
+
+def test_python_through_an_mcp_server(mcp_python_server: RunningServer) -> None:
+    with httpx.Client(base_url=mcp_python_server.base_url, timeout=60) as client:
+        body = {
+            "input": "call python print(3 * 3)",
+            "tools": [CODE_TOOL],
+            "include": ["code_interpreter_call.outputs"],
+        }
+        response = check_stream(stream_events(client, body))
+    call = response["output"][1]
+    assert call["status"] == "completed" and call["outputs"] == [{"type": "logs", "logs": "9\n"}]
+    assert call["container_id"] == "mcp"
+    assert response["output"][-1]["content"][0]["text"] == "python returned: 9\n"
+
+
+async def test_agents_sdk_code_interpreter_tool(server: RunningServer) -> None:
+    from agents import Agent, CodeInterpreterTool, OpenAIResponsesModel, RunConfig, Runner
+
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as client:
+        agent = Agent(
+            name="coder",
+            instructions="Compute with python.",
+            model=OpenAIResponsesModel(model="gpt-oss", openai_client=client),
+            tools=[
+                CodeInterpreterTool(tool_config={"type": "code_interpreter", "container": {"type": "auto"}})
+            ],
+        )
+        result = await Runner.run(
+            agent, "call python print(sum(range(10)))", run_config=RunConfig(tracing_disabled=True)
+        )
+    assert result.final_output == "python returned: 45\n"
+    assert any(getattr(item.raw_item, "type", None) == "code_interpreter_call" for item in result.new_items)
+    assert len(result.raw_responses) == 1, "call, output and final in one response"
+
+
+def test_tool_choice_code_interpreter_shows_python_alone(http: httpx.Client) -> None:
+    function = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+    body = {"input": "#prompt", "tools": [CODE_TOOL, function], "tool_choice": {"type": "code_interpreter"}}
+    prompt = http.post("/v1/responses", json=body).json()["output"][-1]["content"][0]["text"]
+    assert "## python" in prompt and "lookup" not in prompt
+    body["tool_choice"] = {"type": "function", "name": "lookup"}
+    prompt = http.post("/v1/responses", json=body).json()["output"][-1]["content"][0]["text"]
+    assert "## python" not in prompt
