@@ -111,11 +111,6 @@ def main() -> int:
             ws_last <= 2 * ws_first + 5,
         ),
         (
-            "in-response MCP round trip: server-added p50 reported",
-            results["tool_loop"]["added_by_server_ms_p50"],
-            True,
-        ),
-        (
             "no errors",
             h["errors"] + lat["errors"] + st["errors"] + hostile["stream_errors"],
             h["errors"] + lat["errors"] + st["errors"] + hostile["stream_errors"] == 0,
@@ -128,6 +123,7 @@ def main() -> int:
         print(f"{'MET ' if ok else 'MISS'}  {target:<{width}}  {value}")
     print(f"HTTP TTFT p99 under 64 streams: {h['ttft_ms_p99']} ms; runs: {h['output_tokens_per_s_runs']}")
     print(f"store: {st['bytes_per_response']} bytes per stored response; RSS {st['rss_samples_mib']} MiB")
+    print(f"in-response MCP round trip, added by the server: p50 {results['tool_loop']['added_by_server_ms_p50']} ms")
     print(f"previous_response_id over HTTP, 2k -> 100k tokens, to response.created: {http_first:.2f} -> {http_last:.2f} ms")
     return 0
 
