@@ -10,7 +10,11 @@ CODEX_VERSION ?= 0.169.0
 CODEX_DIR := .codex-cli
 CODEX_STAMP := $(CODEX_DIR)/.installed-$(CODEX_VERSION)
 
-.PHONY: run test lint bench install clean compliance codex-cli
+.PHONY: run test lint bench install clean compliance codex-cli redis-server
+
+# Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
+# PyPI's bundled builds are years old (README, "Stores").
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +36,11 @@ codex-cli: $(CODEX_STAMP)
 run: $(STAMP)
 	$(BIN)/trtllm-responses serve --engine echo --host $(HOST) --port $(PORT)
 
-test: $(STAMP) codex-cli
+redis-server:
+	@command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends redis-server; }
+
+test: $(STAMP) codex-cli redis-server
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

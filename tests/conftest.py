@@ -55,3 +55,15 @@ def fake_trtllm(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def
     yield module
     for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
         sys.modules.pop(name, None)
+
+
+@pytest.fixture(scope="session")
+def redis_server():  # type: ignore[no-untyped-def]
+    """A real redis-server on a free loopback port for the session (``make test`` installs the binary)."""
+    from redis_harness import RedisServer, redis_binary
+
+    if redis_binary() is None:
+        pytest.fail("redis-server is not installed: run `make test` (it installs it) or apt-get install redis-server")
+    server = RedisServer().start()
+    yield server
+    server.stop()

@@ -19,7 +19,7 @@ from trtllm_responses.executors.base import Executor
 from trtllm_responses.harmony import HarmonyAdapter
 from trtllm_responses.server import create_app
 from trtllm_responses.server.http_protocol import uvicorn_config
-from trtllm_responses.store import ConversationHistoryStore
+from trtllm_responses.store import ResponseStore, open_store
 
 
 @dataclass
@@ -27,7 +27,7 @@ class RunningServer:
     base_url: str
     app: FastAPI
     executor: Executor
-    store: ConversationHistoryStore
+    store: ResponseStore
     server: uvicorn.Server
     thread: threading.Thread
 
@@ -42,7 +42,9 @@ def start_server(
     """Serve ``executor`` with uvicorn on 127.0.0.1 and a free port; return when it accepts connections."""
     cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", "start_render_worker": False, **config})
     if store is None:
-        store = ConversationHistoryStore(cfg.max_stored_responses, cfg.max_store_bytes)
+        store = open_store(
+            cfg.store, max_responses=cfg.max_stored_responses, max_bytes=cfg.max_store_bytes, ttl=cfg.store_ttl
+        )
     app = create_app(cfg, executor, store, adapter)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

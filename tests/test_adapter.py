@@ -339,7 +339,7 @@ def test_bad_input_is_a_typed_error_naming_the_field(
         ({"input": "x", "max_output_tokens": 0}, "max_output_tokens"),
         ({"input": "x", "reasoning": {"effort": "extreme"}}, "reasoning.effort"),
         ({"input": "x", "tool_choice": "sometimes"}, "tool_choice"),
-        ({"input": "x", "background": True}, "background"),
+        ({"input": "x", "background": True, "store": False}, "background"),
     ],
 )
 def test_bad_request_fields_are_typed_errors(body: Any, param: str | None) -> None:

@@ -83,7 +83,7 @@ BAD_BODIES = [
         "tools[0].parameters" + ".a" * 61,
         "levels deep",
     ),
-    (b'{"input": "x", "background": true}', "background", "background"),
+    (b'{"input": "x", "background": true, "store": false}', "background", "require store=true"),
 ]
 
 

@@ -11,10 +11,12 @@ import argparse
 import json
 import logging
 import math
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import APIError, VocabError
 
@@ -89,6 +91,10 @@ def _server_config(args: argparse.Namespace) -> ServerConfig:
         max_stored_responses=args.max_stored_responses,
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
+        store=args.store,
+        store_ttl=args.store_ttl,
+        api_key=args.api_key or os.environ.get("TRTLLM_RESPONSES_API_KEY") or None,
+        shutdown_timeout=args.shutdown_timeout,
         encryption_key_file=args.encryption_key_file,
         redact_reasoning=args.redact_reasoning,
         websocket_max_seconds=args.websocket_max_seconds,
@@ -174,18 +180,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .harmony import HarmonyAdapter
     from .server import create_app
     from .server.http_protocol import uvicorn_config
-    from .store import ConversationHistoryStore
+    from .store import open_store
 
     engine = args.engine or ("trtllm" if args.model else "echo")
     config = _server_config(args)
     executor, encoding = _build_executor(args, engine)
     _log_builtin_tools(config.tools)
-    store = ConversationHistoryStore(config.max_stored_responses, config.max_store_bytes)
-    app = create_app(config, executor, store, HarmonyAdapter(encoding))
-    server_config = uvicorn_config(
-        app, config.http, host=config.host, port=config.port, log_level=config.log_level, access_log=False
+    store = open_store(
+        config.store, max_responses=config.max_stored_responses, max_bytes=config.max_store_bytes, ttl=config.store_ttl
     )
-    uvicorn.Server(server_config).run()
+    app = create_app(config, executor, store, HarmonyAdapter(encoding))
+    shutdown = app.state.shutdown
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            shutdown.begin()
+            if sig == signal.SIGTERM and sig in self._captured_signals:
+                # A graceful SIGTERM shutdown is a normal exit (0): uvicorn must not re-raise it.
+                self._captured_signals.remove(sig)
+
+    server_config = uvicorn_config(
+        app,
+        config.http,
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level,
+        access_log=False,
+        # Connections close by themselves once running responses end (by --shutdown_timeout at most,
+        # then a terminal event): uvicorn waits a little longer before cancelling anything.
+        timeout_graceful_shutdown=int(config.shutdown_timeout) + 10,
+    )
+    Server(server_config).run()
     return 0
 
 
@@ -393,6 +419,28 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     serve.add_argument(
         "--max_store_bytes", type=_positive_int, default=2 << 30, help="LRU bound on stored bytes"
+    )
+    serve.add_argument(
+        "--store",
+        default="memory",
+        help="where responses are stored: memory (default), sqlite:///PATH (durable), "
+        "redis://HOST:PORT/DB (shared by replicas)",
+    )
+    serve.add_argument(
+        "--store_ttl",
+        type=int,
+        default=0,
+        help="Redis store: seconds an entry lives after its last use (0: until Redis evicts it)",
+    )
+    serve.add_argument(
+        "--api_key",
+        help="require 'Authorization: Bearer KEY' on /v1/* (also TRTLLM_RESPONSES_API_KEY)",
+    )
+    serve.add_argument(
+        "--shutdown_timeout",
+        type=_non_negative_float,
+        default=30.0,
+        help="on SIGTERM, seconds running responses get to finish before they are ended (default: 30)",
     )
     serve.add_argument(
         "--max_input_bytes",

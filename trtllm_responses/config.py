@@ -20,6 +20,11 @@ class ServerConfig:
     max_stored_responses: int = 10_000
     max_store_bytes: int = 2 << 30
     log_level: str = "info"
+    store: str = "memory"  # memory | sqlite:///PATH | redis://HOST:PORT/DB
+    store_ttl: int = 0  # Redis: seconds an entry lives after its last use (0: until Redis evicts it)
+    api_key: str | None = None  # Bearer key required on /v1/* (None: open)
+    shutdown_timeout: float = 30.0  # SIGTERM: seconds running responses get to finish
+    background_grace: float = 300.0  # seconds a finished background response's events stay replayable
     #: Key for encrypted reasoning and compaction (else $TRTLLM_RESPONSES_ENCRYPTION_KEY, else the cache's).
     encryption_key_file: str | None = None
     #: Reasoning items carry only ``encrypted_content``; no reasoning text is streamed.

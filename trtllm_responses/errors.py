@@ -9,8 +9,10 @@ started SSE stream they become a ``response.failed`` event instead.
 
     APIError
      ├── InvalidRequestError   400  invalid_request_error   (bad JSON, fields, items, call ids; 413 for a body too large)
+     ├── AuthenticationError   401  invalid_request_error   (missing or wrong API key)
      ├── NotFoundError         404  invalid_request_error   (unknown response id)
-     └── ServerError           500  server_error            (a bug on our side)
+     ├── ServerError           500  server_error            (a bug on our side)
+     └── ServiceUnavailableError 503 service_unavailable_error (the response store cannot be reached)
 
 ``HarmonyFormatError`` is not an API error: the model produced output that does
 not follow the Harmony format. The stream turns it into ``response.failed``.
@@ -22,10 +24,12 @@ from typing import Any
 
 __all__ = [
     "APIError",
+    "AuthenticationError",
     "HarmonyFormatError",
     "InvalidRequestError",
     "NotFoundError",
     "ServerError",
+    "ServiceUnavailableError",
     "VocabError",
 ]
 
@@ -61,6 +65,16 @@ class InvalidRequestError(APIError):
     error_type = "invalid_request_error"
 
 
+class AuthenticationError(APIError):
+    """The request has no valid ``Authorization: Bearer`` API key (HTTP 401)."""
+
+    status_code = 401
+    error_type = "invalid_request_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = "invalid_api_key") -> None:
+        super().__init__(message, param=param, code=code)
+
+
 class NotFoundError(APIError):
     """A referenced response does not exist or is no longer stored (HTTP 404)."""
 
@@ -76,6 +90,16 @@ class ServerError(APIError):
 
     status_code = 500
     error_type = "server_error"
+
+
+class ServiceUnavailableError(APIError):
+    """A backend the server needs (the response store) is down or too slow (HTTP 503); retry later."""
+
+    status_code = 503
+    error_type = "service_unavailable_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = "service_unavailable") -> None:
+        super().__init__(message, param=param, code=code)
 
 
 class HarmonyFormatError(ValueError):

@@ -1,10 +1,16 @@
-"""Server metrics that cost nothing per token: what ``GET /stats`` reports.
+"""Server metrics that cost nothing per token: what ``GET /stats`` and ``GET /metrics`` report.
 
 - server-added latency: request received → prompt handed to the executor, per response;
 - event-loop lag: how late a 5 ms timer fires (a request that blocks the loop shows here);
 - responses created and output tokens streamed.
 
 Windows are bounded (the last ``window`` samples), so memory stays flat.
+
+The same records feed Prometheus collectors (``registry``, one per server, never
+the global one): requests by route and status, tokens, time to first token and
+inter-token latency (one observation per response: its mean gap), server-added
+latency, store errors and executor aborts. Gauges that are read, not counted
+(live streams, background responses, the store's size) are set when scraped.
 """
 
 from __future__ import annotations
@@ -14,7 +20,12 @@ import time
 from collections import deque
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
 __all__ = ["ServerMetrics"]
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_ITL_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 def _summary(samples: deque[float]) -> dict[str, Any]:
@@ -39,6 +50,24 @@ class ServerMetrics:
         self.max_loop_lag = 0.0
         self.responses = 0
         self.output_tokens = 0
+        self.store_errors = 0
+        self.aborts = 0
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("trtllm_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=r)
+        self.input_tokens_total = Counter("trtllm_input_tokens", "Prompt tokens of finished responses", registry=r)
+        self.output_tokens_total = Counter("trtllm_output_tokens", "Tokens generated", registry=r)
+        self.cached_tokens_total = Counter("trtllm_cached_tokens", "Prompt tokens the engine reused", registry=r)
+        self.responses_total = Counter("trtllm_responses", "Responses ended, by status", ["status"], registry=r)
+        self.ttft = Histogram("trtllm_time_to_first_token_seconds", "Request received to first token", buckets=_LATENCY_BUCKETS, registry=r)
+        self.itl = Histogram("trtllm_inter_token_latency_seconds", "Mean gap between tokens, per response", buckets=_ITL_BUCKETS, registry=r)
+        self.added = Histogram("trtllm_server_added_latency_seconds", "Request received to prompt handed to the executor", buckets=_LATENCY_BUCKETS, registry=r)
+        self.store_errors_total = Counter("trtllm_store_errors", "Store operations that failed (unavailable)", registry=r)
+        self.aborts_total = Counter("trtllm_executor_aborts", "Generations aborted in the executor", registry=r)
+        self.active_streams = Gauge("trtllm_active_responses", "Responses being generated (foreground and background)", registry=r)
+        self.active_background = Gauge("trtllm_active_background_responses", "Background responses being generated", registry=r)
+        self.store_responses = Gauge("trtllm_store_responses", "Responses in the store", registry=r)
+        self.store_bytes = Gauge("trtllm_store_bytes", "Bytes the store holds", registry=r)
+        self.store_evictions = Gauge("trtllm_store_evictions", "Entries the store evicted (or expired)", registry=r)
         self.active = 0  # responses being generated now
         self.gc_collections = [0, 0, 0]
         self.gc_max = [0.0, 0.0, 0.0]  # longest collection per generation since reset
@@ -46,6 +75,7 @@ class ServerMetrics:
     def record_handoff(self, seconds: float) -> None:
         """A prompt was handed to the executor ``seconds`` after its request arrived."""
         self.added_latency.append(seconds)
+        self.added.observe(seconds)
 
     def record_gc(self, generation: int, seconds: float) -> None:
         """A cyclic-GC collection of ``generation`` took ``seconds``."""
@@ -57,10 +87,38 @@ class ServerMetrics:
         """Whether no response is being generated."""
         return self.active == 0
 
-    def record_response(self, output_tokens: int) -> None:
-        """A response ended after streaming ``output_tokens``."""
+    def record_response(
+        self,
+        output_tokens: int,
+        *,
+        status: str = "completed",
+        input_tokens: int = 0,
+        cached_tokens: int = 0,
+        received_at: float | None = None,
+        first_token_at: float | None = None,
+    ) -> None:
+        """A response ended after streaming ``output_tokens`` (times are ``perf_counter`` readings)."""
         self.responses += 1
         self.output_tokens += output_tokens
+        self.responses_total.labels(status).inc()
+        self.output_tokens_total.inc(output_tokens)
+        self.input_tokens_total.inc(input_tokens)
+        self.cached_tokens_total.inc(cached_tokens)
+        if first_token_at is not None:
+            if received_at is not None:
+                self.ttft.observe(first_token_at - received_at)
+            if output_tokens > 1:
+                self.itl.observe((time.perf_counter() - first_token_at) / (output_tokens - 1))
+
+    def record_store_error(self) -> None:
+        """A store operation failed (the store was unavailable)."""
+        self.store_errors += 1
+        self.store_errors_total.inc()
+
+    def record_abort(self) -> None:
+        """A generation was aborted in the executor."""
+        self.aborts += 1
+        self.aborts_total.inc()
 
     async def watch_event_loop(self, interval: float = 0.005) -> None:
         """Run until cancelled: sample how late the event loop wakes a timer."""

@@ -92,10 +92,6 @@ class ResponsesRequest(BaseModel):
     context_management: list[dict[str, Any]] | None = None
 
 
-_UNSUPPORTED = {
-    "background": "background responses are not supported by this server",
-    "conversation": "the Conversations API is not supported; use previous_response_id",
-}
 _OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text": check_text}
 
 
@@ -117,10 +113,15 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
     except ValidationError as exc:
         raise one_sentence(exc, "") from None
     _check_metadata(request.metadata)
-    if request.background:
-        raise InvalidRequestError(_UNSUPPORTED["background"], param="background")
-    if request.conversation is not None:
-        raise InvalidRequestError(_UNSUPPORTED["conversation"], param="conversation")
+    if request.background and not request.store:
+        raise InvalidRequestError("Background responses require store=true.", param="background")
+    if request.conversation is not None and request.previous_response_id is not None:
+        raise InvalidRequestError(
+            "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or "
+            "'conversation'.",
+            param="conversation",
+            code="mutually_exclusive_parameters",
+        )
     if not request.input and request.previous_response_id is None and request.conversation is None:
         raise InvalidRequestError(
             "There is nothing to respond to: 'input' is empty and no 'previous_response_id' is given.",

@@ -26,9 +26,10 @@ from .compaction import (
     compacted_response_json,
     window_for_turn,
 )
-from .errors import InvalidRequestError, NotFoundError, ServerError
+from .conversations import ConversationsService, conversation_id
+from .errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
 from .executors.base import Executor, GenerationRequest, SamplingSettings
-from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
+from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from .harmony.render_pool import RenderPool
 from .ids import new_id
 from .input_items import normalize_input_items
@@ -72,6 +73,10 @@ class PreparedResponse:
     generation: GenerationRequest
     response: Response  # the in_progress snapshot
     received_at: float
+    conversation_id: str | None = None  # conversation=: its items come first; this turn's are appended
+    conversation_seen: tuple[int, str | None] = (0, None)  # its item count and last item id, as rendered
+    stream: ResponseStream | None = None  # while driven: its state (GET of an in-progress response)
+    cancelled: bool = False  # a client cancelled it (background): it ends with status "cancelled"
     # Filled in by drive (for the access log): when the executor's first delta came, final usage.
     first_token_at: float | None = None
     usage: Any = None
@@ -120,9 +125,14 @@ class ResponsesService:
         self.adapter = adapter
         self.model_name = model_name
         self.metrics = metrics or ServerMetrics()
+        #: Responses being generated in this process, by id (foreground and background).
+        self.live: dict[str, PreparedResponse] = {}
+        #: The executor request id each live response is generating now (the tool loop runs several).
+        self.generating: dict[str, str] = {}
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
+        self.conversations = ConversationsService(store, adapter, self._render_history)
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
@@ -157,7 +167,13 @@ class ResponsesService:
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
         self.check_input_size(size)
         request = parse_request(body)
-        prompt, tools = await self.render(request, lookup=lookup, size=size)
+        conversation = None
+        seen: tuple[int, str | None] = (0, None)
+        conversation_history = None
+        if request.conversation is not None:
+            conversation = conversation_id(request.conversation)
+            conversation_history, seen = await self.conversations.history(conversation)
+        prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
         compaction = None
         threshold = compact_threshold(request)
         if compact and threshold is not None and len(prompt.token_ids) > threshold:
@@ -190,7 +206,7 @@ class ResponsesService:
             ),
             constraint=prompt.constraint,
         )
-        items = normalize_input_items(request.input) if request.store else []
+        items = normalize_input_items(request.input) if request.store or conversation else []
         sealer = self.sealer
         include = request.include or ()
         seal = (
@@ -202,14 +218,23 @@ class ResponsesService:
             request=request,
             prompt=prompt,
             generation=generation,
-            response=self._snapshot(response_id, request),
+            response=self._snapshot(response_id, request, conversation),
             received_at=received,
             input_item_ids=tuple(item["id"] for item in items),
             input_items_json=tuple(orjson.dumps(item) for item in items),
             seal_reasoning=seal,
             compaction=compaction,
+            conversation_id=conversation,
+            conversation_seen=seen if conversation else (0, None),
             tools=tools,
         )
+
+    async def _render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
+        """Render a conversation's messages: in the worker process when large, as ``_build_prompt`` does."""
+        if size <= self.inline_render_bytes:
+            return self.adapter.render_messages(messages)
+        renders = await self.render_pool.render(messages)
+        return [self.adapter.rendered(m, tokens) for m, tokens in zip(messages, renders, strict=True)]
 
     async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
         """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
@@ -238,10 +263,12 @@ class ResponsesService:
         size: int = 0,
         tools: ServerTools | None = None,
         prepare_tools: bool = True,
+        history: ConversationHistory | None = None,
     ) -> tuple[Prompt, ServerTools | None]:
         """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
         and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``)."""
-        history = EMPTY_HISTORY
+        if history is None:  # else: the conversation's (``conversation=``)
+            history = EMPTY_HISTORY
         if request.previous_response_id is not None:
             history = await self.history_of(request.previous_response_id, lookup)
         if prepare_tools:
@@ -282,7 +309,9 @@ class ResponsesService:
         rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders, strict=True)]
         return adapter.finish_prompt(draft, rendered)
 
-    def _snapshot(self, response_id: str, request: ResponsesRequest) -> Response:
+    def _snapshot(
+        self, response_id: str, request: ResponsesRequest, conversation: str | None = None
+    ) -> Response:
         reasoning = request.reasoning
         data: dict[str, Any] = {
             "id": response_id,
@@ -314,12 +343,13 @@ class ResponsesService:
             "max_output_tokens": request.max_output_tokens,
             "max_tool_calls": request.max_tool_calls,
             "store": request.store,
-            "background": False,
+            "background": request.background,
             "service_tier": "default",
             "metadata": request.metadata or {},
             "safety_identifier": request.safety_identifier,
             "prompt_cache_key": request.prompt_cache_key,
             "user": request.user,
+            "conversation": {"id": conversation} if conversation else None,
         }
         try:
             return Response.model_validate(data)
@@ -349,30 +379,39 @@ class ResponsesService:
                 stream, self.adapter.encoding, prompt_tokens, top_logprobs, prepared.stop_requested
             )
         )
-        opening = processor.start()
-        if prepared.compaction is not None:
-            done = prepared.compaction
-            processor.count_extra(done.input_tokens, done.output_tokens, done.reasoning_tokens)
-            opening += processor.stream.compacted(ResponseCompactionItem.model_validate(done.compaction_item))
-        loop = None
-        if prepared.tools is not None:
-            request = prepared.request
-            loop = ToolLoop(
-                tools=prepared.tools,
-                adapter=self.adapter,
-                processor=processor,
-                generation=prepared.generation,
-                prompt=prepared.prompt,
-                calls=dict(prepared.prompt.history.calls),
-                max_seq_len=self.executor.max_seq_len,
-                max_output_tokens=request.max_output_tokens,
-                max_tool_calls=request.max_tool_calls,
-                tool_timeout=self.tool_settings.tool_timeout,
-                include=frozenset(request.include or ()),
-            )
-            opening += loop.opening()
-        if deliver is not None:
-            await deliver(opening)
+        prepared.stream = processor.stream
+        response_id = prepared.generation.request_id
+        self.live[response_id] = prepared
+        try:
+            opening = processor.start()
+            if prepared.compaction is not None:
+                done = prepared.compaction
+                processor.count_extra(done.input_tokens, done.output_tokens, done.reasoning_tokens)
+                opening += processor.stream.compacted(
+                    ResponseCompactionItem.model_validate(done.compaction_item)
+                )
+            loop = None
+            if prepared.tools is not None:
+                request = prepared.request
+                loop = ToolLoop(
+                    tools=prepared.tools,
+                    adapter=self.adapter,
+                    processor=processor,
+                    generation=prepared.generation,
+                    prompt=prepared.prompt,
+                    calls=dict(prepared.prompt.history.calls),
+                    max_seq_len=self.executor.max_seq_len,
+                    max_output_tokens=request.max_output_tokens,
+                    max_tool_calls=request.max_tool_calls,
+                    tool_timeout=self.tool_settings.tool_timeout,
+                    include=frozenset(request.include or ()),
+                )
+                opening += loop.opening()
+            if deliver is not None:
+                await deliver(opening)
+        except BaseException:
+            self.live.pop(response_id, None)
+            raise
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
         self.metrics.active += 1
         try:
@@ -386,13 +425,22 @@ class ResponsesService:
                 logger.exception("Could not serialize or store %s", prepared.generation.request_id)
                 events[-1] = processor.stream.fail_instead("The server could not store the response.")
                 final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
-            self.metrics.record_response(processor.output_tokens)
+            final = processor.stream.final_response
+            self.metrics.record_response(
+                processor.output_tokens,
+                status=final.status if final is not None and final.status else "failed",
+                input_tokens=len(prepared.prompt.token_ids),
+                cached_tokens=processor.cached_tokens,
+                received_at=prepared.received_at,
+                first_token_at=processor.first_token_at,
+            )
             prepared.first_token_at = processor.first_token_at
             prepared.usage = processor.usage()
             if deliver is not None:
                 await deliver(events)
             return final_json
         finally:
+            self.live.pop(response_id, None)
             self.metrics.active -= 1
 
     async def _generate(
@@ -406,6 +454,8 @@ class ResponsesService:
         """
         deltas = self.executor.generate(generation)
         executor_finished = False
+        response_id = generation.request_id.partition(".")[0]  # the tool loop's turns are <id>.<n>
+        self.generating[response_id] = generation.request_id
         first = processor.first_token_at is None  # for the access log; a local flag costs nothing per token
         try:
             while True:
@@ -430,28 +480,55 @@ class ResponsesService:
                 if events and deliver is not None:
                     await deliver(events)
         finally:
+            if self.generating.get(response_id) == generation.request_id:
+                del self.generating[response_id]
             if not executor_finished:
                 self.executor.abort(generation.request_id)
+                self.metrics.record_abort()
             await deltas.aclose()
+
+    def abort(self, response_id: str) -> None:
+        """Abort the generation ``response_id`` is running now, if any (its stream then ends)."""
+        self.executor.abort(self.generating.get(response_id, response_id))
 
     async def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
         """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
         final = stream.final_response
         if final is None:
             raise ServerError("The response ended without a terminal event.")
+        if prepared.cancelled and final.status == "failed":
+            # The executor stopped because a client cancelled it: the terminal event (the same
+            # object) and the stored response both say so.
+            final.status = "cancelled"
+            final.error = None
         final_json = to_json(final)
+        turn = None
+        if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
+            items = list(zip(prepared.input_item_ids, prepared.input_items_json, strict=True))
+            items += [(item.id, to_json(item)) for item in final.output if item.id]
+            turn = self.history_after(prepared, [to_dict(item) for item in stream.model_output])
+            try:
+                await self.conversations.append(
+                    prepared.conversation_id, items, turn, prepared.conversation_seen
+                )
+            except ServiceUnavailableError:
+                self.metrics.record_store_error()
+                raise  # drive ends the response failed instead
         if prepared.request.store:
             model_output = stream.model_output  # tool items as the model read them
-            history = self.history_after(prepared, [to_dict(item) for item in model_output])
-            await self.store.put(
-                StoredResponse(
-                    id=final.id,
-                    response_json=final_json,
-                    input_item_ids=prepared.input_item_ids,
-                    input_items_json=prepared.input_items_json,
-                    history=history,
-                )
+            history = turn or self.history_after(prepared, [to_dict(item) for item in model_output])
+            entry = StoredResponse(
+                id=final.id,
+                response_json=final_json,
+                input_item_ids=prepared.input_item_ids,
+                input_items_json=prepared.input_items_json,
+                history=history,
             )
+            try:
+                await self.store.put(entry)
+            except ServiceUnavailableError:
+                self.metrics.record_store_error()
+                raise  # drive ends the response failed instead: a response asked to be stored never silently is not
         return final_json
 
     def history_after(
@@ -479,16 +556,11 @@ class ResponsesService:
         compaction = await compact_conversation(self, request, size=len(body))
         return orjson.dumps(compacted_response_json(compaction))
 
-    async def cancel(self, response_id: str) -> bytes:
-        """Cancel a background response. This server runs none, so a known id is a 400, an unknown one a 404."""
-        await self._get(response_id)
-        raise InvalidRequestError(
-            "Only responses created with background=true can be cancelled; this one was not.",
-            param="response_id",
-        )
-
     async def retrieve(self, response_id: str) -> bytes:
-        """The stored response's JSON; NotFoundError if unknown."""
+        """The response's JSON: its current snapshot while it is generated here, else the stored one."""
+        live = self.live.get(response_id)
+        if live is not None and live.stream is not None:
+            return to_json(live.stream.snapshot())
         return (await self._get(response_id)).response_json
 
     async def delete(self, response_id: str) -> bytes:

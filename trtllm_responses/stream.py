@@ -193,6 +193,12 @@ class ResponseStream:
 
     # -- state --------------------------------------------------------------------------------
 
+    def snapshot(self) -> Response:
+        """The response as it stands: the terminal one, or the in_progress one with the items done so far."""
+        if self._terminal is not None:
+            return self._terminal
+        return self._response.model_copy(update={"output": list(self._output)})
+
     @property
     def item_open(self) -> bool:
         """Whether an output item is being streamed (False between Harmony messages)."""
@@ -649,7 +655,9 @@ class TokenStreamProcessor:
         self._cached_tokens = 0  # this generation's
         self._cached_before = 0  # earlier generations' (the tool loop's turns)
         self.done = False
-        self.first_token_at: float | None = None  # when the executor's first delta came (perf_counter)
+        # When the executor's first delta came (perf_counter): set by the service's generation loop, so
+        # nothing here checks it per token.
+        self.first_token_at: float | None = None
 
     def start(self) -> list[ResponseStreamEvent]:
         """The opening events."""
@@ -659,6 +667,11 @@ class TokenStreamProcessor:
     def output_tokens(self) -> int:
         """Tokens the executor has produced so far."""
         return self._output_tokens
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens the engine reported reusing from its KV cache (every generation of the response)."""
+        return self._cached_before + self._cached_tokens
 
     def count_extra(self, input_tokens: int, output_tokens: int, reasoning_tokens: int) -> None:
         """Add another generation's usage to this response's (automatic compaction's summary run)."""

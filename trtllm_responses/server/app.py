@@ -23,10 +23,15 @@ from ..metrics import ServerMetrics
 from ..sealing import ContentSealer, load_key
 from ..service import ResponsesService
 from ..store import ResponseStore
+from ..store.redis import RedisStore
+from .background import BackgroundLimits, BackgroundResponses
+from .conversation_routes import build_conversation_router
 from .create import ResponsesApp
 from .errors import install_error_handlers
 from .loop_routes import build_loop_router
 from .openapi import install_openapi
+from .operations import GracefulShutdown
+from .relay import RedisRelay
 from .routes import build_router
 
 __all__ = ["create_app"]
@@ -58,6 +63,10 @@ def create_app(
         max_input_bytes=config.max_input_bytes,
         tool_settings=config.tools,
     )
+    limits = BackgroundLimits(grace=config.background_grace)
+    relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None
+    background = BackgroundResponses(service, limits, relay)
+    shutdown = GracefulShutdown(service, background, config.shutdown_timeout)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -74,21 +83,32 @@ def create_app(
         # all and stall the event loop for tens of milliseconds under load. Refcounting still frees.
         gc.collect()
         gc.freeze()
+        shutdown.attach(asyncio.get_running_loop())
         # ... and from now on, collect when it cannot stall streams (gc_schedule.py).
         collector = asyncio.ensure_future(CollectorSchedule(metrics.idle, metrics.record_gc).run())
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
+        reaper = asyncio.ensure_future(background.reap_forever())
+        cancels = asyncio.ensure_future(relay.listen_for_cancels(background.cancel_local)) if relay else None
         try:
             yield
         finally:
             watchdog.cancel()
+            reaper.cancel()
+            if cancels is not None:
+                cancels.cancel()
+            await shutdown.drain()
             collector.cancel()
             await service.render_pool.aclose()
             await executor.shutdown()
+            await store.close()
 
     app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     install_error_handlers(app)
     install_openapi(app)
-    app.include_router(build_router(service, config))
+    app.state.background = background
+    app.state.shutdown = shutdown
+    app.include_router(build_router(service, background, config))
     app.include_router(build_loop_router(service))
-    return ResponsesApp(app, service, config)
+    app.include_router(build_conversation_router(service.conversations))
+    return ResponsesApp(app, service, background, config)

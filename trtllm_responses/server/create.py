@@ -20,9 +20,12 @@ from starlette.types import Receive, Scope, Send
 from ..config import ServerConfig
 from ..errors import APIError, InvalidRequestError, ServerError
 from ..service import PreparedResponse, ResponsesService
+from ..wire import to_json
 from .access import AccessRecord
+from .background import BackgroundResponses
 from .errors import error_response
-from .responses import EventStreamResponse, JSONBytesResponse
+from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
+from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
 from .websocket import serve_websocket
 
 __all__ = ["ResponsesApp", "MAX_BODY_BYTES"]
@@ -58,22 +61,35 @@ async def _read_body(receive: Receive, service: ResponsesService) -> bytes:
 
 
 async def create_response(
-    service: ResponsesService, scope: Scope, receive: Receive, send: Send, record: AccessRecord
-) -> None:
-    """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream."""
+    service: ResponsesService,
+    background: BackgroundResponses,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    record: AccessRecord,
+) -> int:
+    """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream. Returns the HTTP status."""
     response: Response
     prepared: PreparedResponse | None = None
     try:
         body = await _read_body(receive, service)
         prepared = await service.prepare(body, time.perf_counter())
         record.response_id = prepared.response.id
-        if prepared.request.stream:
+        if prepared.request.background:
+            run = await background.begin(prepared)
+            if prepared.request.stream:
+                response = FramesResponse(run.follow(None))
+            else:
+                response = JSONBytesResponse(
+                    to_json(prepared.response.model_copy(update={"status": "queued"}))
+                )
+        elif prepared.request.stream:
             response = EventStreamResponse(service, prepared)
         else:
             response = JSONBytesResponse(await service.drive(prepared))
     except ConnectionResetError:
-        record.status = 499  # the client went away before it was answered
-        return
+        record.status = CLIENT_CLOSED  # the client went away before it was answered
+        return CLIENT_CLOSED
     except APIError as exc:
         response = error_response(exc)
     except Exception:
@@ -88,15 +104,25 @@ async def create_response(
         record.output_tokens = usage.output_tokens
         record.cached_tokens = usage.input_tokens_details.cached_tokens
         record.first_token = prepared.first_token_at
+    return response.status_code
 
 
 class ResponsesApp:
     """The ASGI app: ``POST /v1/responses`` here, everything else (and the lifespan) to FastAPI."""
 
-    def __init__(self, api: FastAPI, service: ResponsesService, config: ServerConfig | None = None) -> None:
+    def __init__(
+        self,
+        api: FastAPI,
+        service: ResponsesService,
+        background: BackgroundResponses,
+        config: ServerConfig | None = None,
+    ) -> None:
         self.api = api
         self.service = service
+        self.background = background
         self.config = config or ServerConfig()
+        self.api_key = self.config.api_key
+        self._requests = service.metrics.requests
 
     @property
     def state(self):  # type: ignore[no-untyped-def]
@@ -104,24 +130,37 @@ class ResponsesApp:
         return self.api.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket" and scope["path"] == PATH:
-            await serve_websocket(self.service, self.config, scope, receive, send)
-            return
+        if scope["type"] == "websocket":
+            if self.api_key is not None and not authorized(scope, self.api_key):
+                await send({"type": "websocket.close", "code": 1008})  # before accept: an HTTP 403
+                return
+            if scope["path"] == PATH:
+                await serve_websocket(self.service, self.config, scope, receive, send)
+                return
         if scope["type"] != "http":
             await self.api(scope, receive, send)
             return
+        path = scope["path"]
+        method = scope["method"]
         record = AccessRecord.start(scope)
+        send_with_id = record.wrap(send)
         try:
-            if scope["path"] == PATH:
-                if scope["method"] == "POST":
-                    await create_response(self.service, scope, receive, send, record)
+            if self.api_key is not None and path.startswith("/v1/") and not authorized(scope, self.api_key):
+                await error_response(unauthorized(scope))(scope, receive, send_with_id)
+            elif path == PATH:
+                if method == "POST":
+                    record.status = await create_response(
+                        self.service, self.background, scope, receive, send, record
+                    )
                 else:
                     error = InvalidRequestError(
-                        f"{scope['method']} is not allowed on {PATH}; use POST.", code="method_not_allowed"
+                        f"{method} is not allowed on {PATH}; use POST.", code="method_not_allowed"
                     )
                     error.status_code = 405
-                    await error_response(error, {"Allow": "POST"})(scope, receive, record.wrap(send))
+                    await error_response(error, {"Allow": "POST"})(scope, receive, send_with_id)
             else:
-                await self.api(scope, receive, record.wrap(send))
+                record.status = CLIENT_CLOSED  # until a response starts
+                await self.api(scope, receive, send_with_id)
         finally:
+            self._requests.labels(route_label(path), method, str(record.status)).inc()
             record.log()

@@ -1,4 +1,4 @@
-"""Routes agent loops use beside create: token counting, compaction, and cancel.
+"""Routes agent loops use beside create: token counting and compaction (cancel: ``routes.py``).
 
 Thin, like ``routes.py``: read the body, call the service, frame the answer.
 """
@@ -34,7 +34,7 @@ async def read_body(request: Request, service: ResponsesService) -> bytes:
 
 
 def build_loop_router(service: ResponsesService) -> APIRouter:
-    """``POST /v1/responses/input_tokens``, ``/v1/responses/compact``, ``/v1/responses/{id}/cancel``."""
+    """``POST /v1/responses/input_tokens`` and ``/v1/responses/compact``."""
     router = APIRouter()
 
     @router.post("/v1/responses/input_tokens")
@@ -44,9 +44,5 @@ def build_loop_router(service: ResponsesService) -> APIRouter:
     @router.post("/v1/responses/compact")
     async def compact(request: Request) -> Response:
         return JSONBytesResponse(await service.compact(await read_body(request, service)))
-
-    @router.post("/v1/responses/{response_id}/cancel")
-    async def cancel(response_id: str) -> Response:
-        return JSONBytesResponse(await service.cancel(response_id))
 
     return router

@@ -11,7 +11,8 @@ the routes that read their query string by hand list no query parameters.
 * each 200 body as the ``openai`` package's types (``Response``,
   ``ResponseItemList``, ``Model``), and ``text/event-stream`` for streams;
 * each error status a route can answer, with the error envelope schema;
-* no 422 anywhere. There is no 401: this server takes no API key.
+* no 422 anywhere. 401 (with ``--api_key``) and 503 (store unavailable) can come from any
+  ``/v1`` route; they are listed in ``info``.
 
 The connection-level answers of ``http_protocol`` (408, 414, 431, 503 and 400
 for unparsable HTTP) can come from any route; they are listed in ``info``.
@@ -67,6 +68,9 @@ _ERRORS = {
 }
 
 _CONNECTION_ERRORS = (
+    "With --api_key, any /v1 request without `Authorization: Bearer KEY` is answered 401 "
+    "(`invalid_api_key`); any request that needs the response store while it is unreachable is answered "
+    "503 (`service_unavailable`). "
     "Any request may also be answered, with the same error envelope and `connection: close`, by the "
     "server's HTTP limits: 400 (not valid HTTP), 408 (head or body not received in time), 414 (URL too "
     "long), 431 (headers too large or too many), 503 with `Retry-After` (connection limit reached)."
@@ -143,6 +147,56 @@ _DELETED = {
         "deleted": {"const": True},
     },
 }
+_CONVERSATION = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "metadata"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "conversation"},
+        "created_at": {"type": "integer"},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+_CONVERSATION_DELETED = {
+    "type": "object",
+    "required": ["id", "object", "deleted"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "conversation.deleted"},
+        "deleted": {"const": True},
+    },
+}
+_ITEM = {
+    "type": "object",
+    "required": ["id", "type"],
+    "properties": {"id": {"type": "string"}, "type": {"type": "string"}},
+}
+_ITEM_LIST = {
+    "type": "object",
+    "required": ["object", "data", "first_id", "last_id", "has_more"],
+    "properties": {
+        "object": {"const": "list"},
+        "data": {"type": "array", "items": _ITEM},
+        "first_id": {"type": ["string", "null"]},
+        "last_id": {"type": ["string", "null"]},
+        "has_more": {"type": "boolean"},
+    },
+}
+_PAGE = [
+    _query("order", {"enum": ["asc", "desc"], "default": "desc"}, "Order of the items."),
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, "Page size."),
+    _query("after", {"type": "string"}, "List items after this item id."),
+]
+_METRICS = {"type": "string", "description": "Prometheus text exposition format."}
+#: Routes whose 200 is not JSON (or not only JSON): (path, method) -> extra media types.
+_MEDIA: dict[tuple[str, str], dict[str, Any]] = {
+    ("/metrics", "get"): {"text/plain": {"schema": _METRICS}},
+    ("/v1/responses/{response_id}", "get"): {
+        "text/event-stream": {
+            "schema": {"type": "string", "description": "A background response's events (stream=true)."}
+        }
+    },
+}
 _MODELS = {
     "type": "object",
     "required": ["object", "data"],
@@ -183,7 +237,26 @@ _CREATE_BODY_ROUTES = {("/v1/responses/input_tokens", "post"), ("/v1/responses/c
 
 #: (path, method) -> what to state about it: its 200 schema, error statuses, extra query parameters.
 _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[str, Any]]]] = {
-    ("/v1/responses/{response_id}", "get"): (_ref("Response"), ("404",), []),
+    ("/v1/responses/{response_id}", "get"): (
+        _ref("Response"),
+        ("400", "404"),
+        [
+            _query("stream", {"type": "boolean"}, "Stream a background response's events (SSE)."),
+            _query(
+                "starting_after", {"type": "integer", "minimum": 0}, "Only events after this sequence number."
+            ),
+        ],
+    ),
+    ("/v1/responses/{response_id}/cancel", "post"): (_ref("Response"), ("400", "404"), []),
+    ("/v1/conversations", "post"): (_CONVERSATION, ("400",), []),
+    ("/v1/conversations/{conversation_id}", "get"): (_CONVERSATION, ("404",), []),
+    ("/v1/conversations/{conversation_id}", "post"): (_CONVERSATION, ("400", "404"), []),
+    ("/v1/conversations/{conversation_id}", "delete"): (_CONVERSATION_DELETED, ("404",), []),
+    ("/v1/conversations/{conversation_id}/items", "get"): (_ITEM_LIST, ("400", "404"), _PAGE),
+    ("/v1/conversations/{conversation_id}/items", "post"): (_ITEM_LIST, ("400", "404"), []),
+    ("/v1/conversations/{conversation_id}/items/{item_id}", "get"): (_ITEM, ("404",), []),
+    ("/v1/conversations/{conversation_id}/items/{item_id}", "delete"): (_CONVERSATION, ("404",), []),
+    ("/metrics", "get"): (_METRICS, (), []),
     ("/v1/responses/{response_id}", "delete"): (_DELETED, ("404",), []),
     ("/v1/responses/{response_id}/input_items", "get"): (
         _ref("ResponseItemList"),
@@ -196,8 +269,6 @@ _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[
     ),
     ("/v1/responses/input_tokens", "post"): (_INPUT_TOKENS, ("400", "404", "413"), []),
     ("/v1/responses/compact", "post"): (_COMPACTED, ("400", "404", "413"), []),
-    # A later issue adds background responses; until then every cancel is a 400 or a 404.
-    ("/v1/responses/{response_id}/cancel", "post"): (_ref("Response"), ("400", "404"), []),
     ("/v1/models", "get"): (_MODELS, (), []),
     ("/v1/models/{model_id}", "get"): (_ref("Model"), ("404",), []),
     ("/stats", "get"): (
@@ -234,9 +305,15 @@ def build_openapi(api: FastAPI) -> dict[str, Any]:
             if stated is None:
                 raise RuntimeError(f"{method.upper()} {path} is not described in server/openapi.py")
             ok, errors, query = stated
-            operation["responses"] = {"200": _json(ok, "Successful Response")} | {
-                status: _error(status) for status in errors
-            }
+            if (path, method) == ("/metrics", "get"):
+                success: dict[str, Any] = {
+                    "description": "Successful Response",
+                    "content": dict(_MEDIA[(path, method)]),
+                }
+            else:
+                success = _json(ok, "Successful Response")
+                success["content"].update(_MEDIA.get((path, method), {}))
+            operation["responses"] = {"200": success} | {status: _error(status) for status in errors}
             operation["parameters"] = operation.get("parameters", []) + query
             if (path, method) in _CREATE_BODY_ROUTES:
                 operation["requestBody"] = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 
 from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
@@ -12,7 +12,7 @@ from starlette.types import Receive, Scope, Send
 from ..service import PreparedResponse, ResponsesService
 from .sse import encode_events
 
-__all__ = ["EventStreamResponse", "JSONBytesResponse"]
+__all__ = ["EventStreamResponse", "FramesResponse", "JSONBytesResponse"]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -21,6 +21,50 @@ class JSONBytesResponse(Response):
     """A JSON body that is already bytes (serialized once, by ``wire.to_json`` or the store)."""
 
     media_type = "application/json"
+
+
+class FramesResponse(Response):
+    """``text/event-stream`` of SSE frames that are already bytes (a background response's recorded events).
+
+    The client going away stops only this reader: the generation goes on.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, frames: AsyncIterator[bytes]) -> None:
+        self.status_code = 200
+        self.background = None
+        self.init_headers(SSE_HEADERS)
+        self._frames = frames
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        this_task = asyncio.current_task()
+        assert this_task is not None
+        gone = False
+
+        async def watch() -> None:
+            nonlocal gone
+            await _wait_for_disconnect(receive)
+            gone = True
+            this_task.cancel()
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            async for frame in self._frames:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+        except asyncio.CancelledError:
+            if not gone:
+                raise
+            uncancel = getattr(this_task, "uncancel", None)
+            if uncancel is not None:
+                uncancel()
+            return
+        except OSError:  # the socket went away under a write
+            return
+        finally:
+            watcher.cancel()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class EventStreamResponse(Response):

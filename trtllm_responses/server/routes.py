@@ -10,7 +10,9 @@ from starlette.responses import Response
 from ..config import ServerConfig
 from ..errors import InvalidRequestError, NotFoundError
 from ..service import ResponsesService
-from .responses import JSONBytesResponse
+from .background import BackgroundResponses
+from .operations import metrics_text
+from .responses import FramesResponse, JSONBytesResponse
 
 __all__ = ["build_router"]
 
@@ -28,14 +30,27 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     return value
 
 
-def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
+def build_router(service: ResponsesService, background: BackgroundResponses, config: ServerConfig) -> APIRouter:
     """Routes of the Responses API, bound to one service."""
     router = APIRouter()
     started = int(time.time())
 
     @router.get("/v1/responses/{response_id}")
-    async def retrieve_response(response_id: str) -> Response:
-        return JSONBytesResponse(await service.retrieve(response_id))
+    async def retrieve_response(response_id: str, request: Request) -> Response:
+        stream = request.query_params.get("stream", "false").lower()
+        if stream not in ("true", "false"):
+            raise InvalidRequestError("'stream' must be true or false.", param="stream")
+        if stream == "true":
+            starting_after = _int_param(request, "starting_after", -1, -1, 1 << 62)
+            frames = await background.stream(response_id, None if starting_after < 0 else starting_after)
+            return FramesResponse(frames)
+        if "starting_after" in request.query_params:
+            raise InvalidRequestError("'starting_after' only applies with stream=true.", param="starting_after")
+        return JSONBytesResponse(await background.retrieve(response_id))
+
+    @router.post("/v1/responses/{response_id}/cancel")
+    async def cancel_response(response_id: str) -> Response:
+        return JSONBytesResponse(await background.cancel(response_id))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(response_id: str) -> Response:
@@ -86,6 +101,11 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
                 "rejected": store.rejected,
             },
         }
+
+    @router.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        body, content_type = await metrics_text(service, background)
+        return Response(body, media_type=content_type)
 
     @router.get("/health")
     async def health() -> dict[str, str]:

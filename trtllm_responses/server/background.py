@@ -1,0 +1,288 @@
+"""Background responses: generation owned by the server, not by a client connection.
+
+``BackgroundResponses.start`` runs ``ResponsesService.drive`` in a task of its
+own with a ``deliver`` that records each event's SSE frame, so a background
+response is generated exactly like any other (one ``drive``), and any number
+of clients can read it, from any sequence number, while it runs and for a
+grace period after it ended:
+
+- ``GET /v1/responses/{id}`` polls (the service's live snapshot, then the stored response);
+- ``GET /v1/responses/{id}?stream=true&starting_after=N`` replays the frames after
+  sequence number N and follows live until the terminal event;
+- ``POST /v1/responses/{id}/cancel`` aborts the generation in the executor; the
+  response ends ``cancelled`` (idempotent: a finished response stays as it is).
+
+Recorded frames are bounded per response (count and bytes; the oldest go
+first) and are dropped ``grace`` seconds after the response ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import orjson
+from openai.types.responses import ResponseStreamEvent
+
+from ..errors import InvalidRequestError
+from ..service import PreparedResponse, ResponsesService
+from ..wire import to_json
+from .relay import RedisRelay
+from .sse import encode_event
+
+__all__ = ["BackgroundLimits", "BackgroundResponses", "BackgroundRun"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundLimits:
+    """How much of each background response's event stream is kept, and for how long after it ends."""
+
+    max_events: int = 100_000
+    max_bytes: int = 64 << 20
+    grace: float = 300.0
+    #: Finished runs kept for replay at once, in this process (the oldest-ended go first past it).
+    max_finished: int = 1_000
+
+
+@dataclass(eq=False)
+class BackgroundRun:
+    """One background response: its recorded frames, and whether it has ended."""
+
+    prepared: PreparedResponse
+    limits: BackgroundLimits
+    frames: deque[bytes] = field(default_factory=deque)
+    first_sequence: int = 0  # sequence number of frames[0]
+    nbytes: int = 0
+    done: bool = False
+    ended_at: float | None = None
+    task: asyncio.Task[bytes] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def id(self) -> str:
+        return self.prepared.generation.request_id
+
+    @property
+    def next_sequence(self) -> int:
+        return self.first_sequence + len(self.frames)
+
+    async def record(self, events: list[ResponseStreamEvent]) -> None:
+        """The ``deliver`` of a background drive: keep each event's frame, wake the followers."""
+        for event in events:
+            frame = encode_event(event)
+            self.frames.append(frame)
+            self.nbytes += len(frame)
+        while len(self.frames) > self.limits.max_events or self.nbytes > self.limits.max_bytes:
+            self.nbytes -= len(self.frames.popleft())
+            self.first_sequence += 1
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def changed(self) -> None:
+        """Wait until a frame is recorded or the run ends."""
+        if not self.done:
+            await self._changed.wait()
+
+    def finish(self) -> None:
+        self.done = True
+        self.ended_at = time.monotonic()
+        self._wake()
+
+    def follow(self, starting_after: int | None) -> AsyncIterator[bytes]:
+        """Frames after sequence number ``starting_after`` (all without it), live until the end.
+
+        Checked here, before any byte is sent: InvalidRequestError if those events are gone.
+        """
+        position = 0 if starting_after is None else starting_after + 1
+        if position < self.first_sequence:
+            raise InvalidRequestError(
+                f"Events before sequence number {self.first_sequence} of this response are no longer kept.",
+                param="starting_after",
+            )
+        return self._frames(position)
+
+    async def _frames(self, position: int) -> AsyncIterator[bytes]:
+        while True:
+            if position < self.first_sequence:
+                raise RuntimeError("a follower fell behind the kept events")
+            end = self.next_sequence
+            if position < end:
+                start = position - self.first_sequence
+                yield b"".join(self.frames[i] for i in range(start, end - self.first_sequence))
+                position = end
+                continue
+            if self.done:
+                return
+            await self._changed.wait()
+
+
+class BackgroundResponses:
+    """The background responses of one server process."""
+
+    def __init__(
+        self, service: ResponsesService, limits: BackgroundLimits | None = None, relay: RedisRelay | None = None
+    ) -> None:
+        self.service = service
+        self.limits = limits or BackgroundLimits()
+        self.runs: dict[str, BackgroundRun] = {}
+        #: With a shared Redis store: other processes' background responses, and ours for them.
+        self.relay = relay
+        self._publishers: set[asyncio.Task[None]] = set()
+
+    async def begin(self, prepared: PreparedResponse) -> BackgroundRun:
+        """Start ``prepared``; with a shared store, every process can see it once this returns."""
+        if self.relay is not None:
+            await self.relay.announce(prepared)  # 503 if Redis is down: nothing has started yet
+        return self.start(prepared)
+
+    def start(self, prepared: PreparedResponse) -> BackgroundRun:
+        """Start generating ``prepared`` in a task of the server's; return at once."""
+        self._reap()
+        run = BackgroundRun(prepared, self.limits)
+        self.runs[run.id] = run
+        run.task = asyncio.ensure_future(self._drive(run))
+        if self.relay is not None:
+            publisher = asyncio.ensure_future(self.relay.publish(run))
+            self._publishers.add(publisher)
+            publisher.add_done_callback(self._publishers.discard)
+        return run
+
+    async def _drive(self, run: BackgroundRun) -> bytes:
+        try:
+            return await self.service.drive(run.prepared, run.record)
+        except BaseException:
+            logger.exception("Background response %s stopped without a terminal event", run.id)
+            raise
+        finally:
+            run.finish()
+
+    def get(self, response_id: str) -> BackgroundRun | None:
+        """The run of ``response_id`` while its events are kept."""
+        return self.runs.get(response_id)
+
+    @property
+    def active(self) -> int:
+        """Background responses still generating."""
+        return sum(1 for run in self.runs.values() if not run.done)
+
+    async def cancel(self, response_id: str) -> bytes:
+        """Cancel a background response; return it (status ``cancelled``, or as it ended)."""
+        run = self.runs.get(response_id)
+        if run is None and self.relay is not None:
+            body = await self.relay.request_cancel(response_id)
+            if body is not None:
+                return body
+        if run is not None and not run.done:
+            run.prepared.cancelled = True
+            assert run.task is not None
+            # An executor ignores an abort for a generation it has not started yet (a queued response):
+            # repeat it until the run ends, so a cancel right after the create still lands.
+            deadline = time.monotonic() + 30
+            while not run.done and time.monotonic() < deadline:
+                self.service.abort(response_id)
+                await asyncio.wait({run.task}, timeout=0.05)
+        body = await self.retrieve(response_id)
+        if run is None and not _is_background(body):
+            raise InvalidRequestError(
+                f"Response '{response_id}' is not a background response; only background responses can be "
+                "cancelled.",
+                param="response_id",
+            )
+        return body
+
+    async def cancel_local(self, response_id: str) -> None:
+        """Cancel ``response_id`` if this process runs it (another process asked, through the relay)."""
+        if response_id in self.runs:
+            await self.cancel(response_id)
+
+    async def stream(self, response_id: str, starting_after: int | None) -> AsyncIterator[bytes]:
+        """SSE frames of a background response after ``starting_after``; 400/404 when there are none to give."""
+        run = self.runs.get(response_id)
+        if run is None and self.relay is not None and (
+            await self.relay.has_events(response_id) or await self.relay.snapshot(response_id) is not None
+        ):
+            first = await self.relay.first_sequence(response_id)
+            if starting_after is not None and starting_after + 1 < first or starting_after is None and first > 0:
+                raise InvalidRequestError(
+                    f"Events before sequence number {first} of this response are no longer kept.",
+                    param="starting_after",
+                )
+            return self.relay.follow(response_id, starting_after)
+        if run is None:
+            live = self.service.live.get(response_id)
+            if live is not None and not live.request.background:
+                raise InvalidRequestError(_NOT_BACKGROUND.format(response_id), param="stream")
+            body = await self.service.retrieve(response_id)  # NotFoundError if unknown
+            if not _is_background(body):
+                raise InvalidRequestError(_NOT_BACKGROUND.format(response_id), param="stream")
+            raise InvalidRequestError(
+                f"The events of background response '{response_id}' are no longer kept; retrieve it without "
+                "stream=true.",
+                param="stream",
+            )
+        return run.follow(starting_after)
+
+    async def retrieve(self, response_id: str) -> bytes:
+        """A response's JSON: ``queued`` until its generation starts, then as the service has it."""
+        run = self.runs.get(response_id)
+        if run is not None and run.prepared.stream is None and not run.done:
+            return to_json(run.prepared.response.model_copy(update={"status": "queued"}))
+        if run is None and self.relay is not None and response_id not in self.service.live:
+            if await self.service.store.get(response_id) is None:
+                snapshot = await self.relay.snapshot(response_id)
+                if snapshot is not None:
+                    return snapshot
+        return await self.service.retrieve(response_id)
+
+    def _reap(self) -> None:
+        """Forget runs whose grace period is over."""
+        now = time.monotonic()
+        expired = [
+            rid
+            for rid, run in self.runs.items()
+            if run.done and run.ended_at is not None and now - run.ended_at > self.limits.grace
+        ]
+        for rid in expired:
+            del self.runs[rid]
+        finished = [run for run in self.runs.values() if run.done and run.ended_at is not None]
+        if len(finished) > self.limits.max_finished:
+            finished.sort(key=lambda run: run.ended_at or 0.0)
+            for run in finished[: len(finished) - self.limits.max_finished]:
+                del self.runs[run.id]
+
+    async def reap_forever(self, interval: float = 5.0) -> None:
+        """Run until cancelled: drop expired runs even when no new background response starts."""
+        while True:
+            await asyncio.sleep(interval)
+            self._reap()
+
+    def abort_all(self, reason: str = "The server is shutting down.") -> None:
+        """Abort every running background generation in the executor (each ends with a terminal event)."""
+        for run in self.runs.values():
+            if not run.done:
+                self.service.abort(run.id)
+
+    async def wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the running background responses to end."""
+        tasks = [run.task for run in self.runs.values() if run.task is not None and not run.done]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+
+def _is_background(body: bytes) -> bool:
+    return bool(orjson.loads(body).get("background"))
+
+
+_NOT_BACKGROUND = (
+    "Response '{}' was not created with background=true: only background responses can be streamed from "
+    "GET; its events went to the request that created it."
+)

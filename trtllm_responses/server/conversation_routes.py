@@ -1,0 +1,73 @@
+"""The Conversations API routes. Thin: read what HTTP carries, call ConversationsService, frame the answer."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from ..conversations import ConversationsService
+from ..errors import InvalidRequestError
+from .responses import JSONBytesResponse
+from .routes import _int_param
+
+__all__ = ["build_conversation_router"]
+
+_MAX_BODY = 16 << 20
+
+
+async def _read(request: Request) -> bytes:
+    body = await request.body()
+    if len(body) > _MAX_BODY:
+        error = InvalidRequestError(
+            f"The request body is larger than {_MAX_BODY >> 20} MiB.", code="request_too_large"
+        )
+        error.status_code = 413
+        raise error
+    return body
+
+
+def build_conversation_router(conversations: ConversationsService) -> APIRouter:
+    """``/v1/conversations…`` bound to one service."""
+    router = APIRouter()
+
+    @router.post("/v1/conversations")
+    async def create(request: Request) -> Response:
+        return JSONBytesResponse(await conversations.create(await _read(request)))
+
+    @router.get("/v1/conversations/{conversation_id}")
+    async def retrieve(conversation_id: str) -> Response:
+        return JSONBytesResponse(await conversations.retrieve(conversation_id))
+
+    @router.post("/v1/conversations/{conversation_id}")
+    async def update(conversation_id: str, request: Request) -> Response:
+        return JSONBytesResponse(await conversations.update(conversation_id, await _read(request)))
+
+    @router.delete("/v1/conversations/{conversation_id}")
+    async def delete(conversation_id: str) -> Response:
+        return JSONBytesResponse(await conversations.delete(conversation_id))
+
+    @router.get("/v1/conversations/{conversation_id}/items")
+    async def list_items(conversation_id: str, request: Request) -> Response:
+        order = request.query_params.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise InvalidRequestError("'order' must be 'asc' or 'desc'.", param="order")
+        limit = _int_param(request, "limit", 20, 1, 100)
+        after = request.query_params.get("after")
+        # ``include`` asks for extra fields (logprobs, image urls, …) that these items never hold.
+        return JSONBytesResponse(
+            await conversations.list_items(conversation_id, after=after, limit=limit, order=order)
+        )
+
+    @router.post("/v1/conversations/{conversation_id}/items")
+    async def add_items(conversation_id: str, request: Request) -> Response:
+        return JSONBytesResponse(await conversations.add_items(conversation_id, await _read(request)))
+
+    @router.get("/v1/conversations/{conversation_id}/items/{item_id}")
+    async def get_item(conversation_id: str, item_id: str) -> Response:
+        return JSONBytesResponse(await conversations.get_item(conversation_id, item_id))
+
+    @router.delete("/v1/conversations/{conversation_id}/items/{item_id}")
+    async def delete_item(conversation_id: str, item_id: str) -> Response:
+        return JSONBytesResponse(await conversations.delete_item(conversation_id, item_id))
+
+    return router

@@ -1,0 +1,152 @@
+"""What an operator needs: API-key checks, route labels for metrics, ``/metrics``, graceful shutdown.
+
+- ``--api_key``: ``Authorization: Bearer KEY`` is required on ``/v1/*`` (``/health``
+  and ``/metrics`` stay open for probes and scrapers); keys are compared in constant
+  time and never logged or echoed.
+- :class:`GracefulShutdown`: on SIGTERM, running responses (streams and background
+  ones) get ``--shutdown_timeout`` seconds to finish; then each is aborted in the
+  executor, so it ends with a terminal event (``response.failed``, status
+  ``failed``) before its connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import re
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import Scope
+
+from ..errors import AuthenticationError, ServiceUnavailableError
+from ..service import ResponsesService
+from .background import BackgroundResponses
+
+__all__ = ["CLIENT_CLOSED", "GracefulShutdown", "authorized", "metrics_text", "route_label", "unauthorized"]
+
+logger = logging.getLogger(__name__)
+
+#: The status recorded for a request whose client left before any response (nginx's convention).
+CLIENT_CLOSED = 499
+
+_ROUTES = [
+    (re.compile(r"^/v1/responses/[^/]+/input_items$"), "/v1/responses/{id}/input_items"),
+    (re.compile(r"^/v1/responses/[^/]+/cancel$"), "/v1/responses/{id}/cancel"),
+    (re.compile(r"^/v1/responses/[^/]+$"), "/v1/responses/{id}"),
+    (re.compile(r"^/v1/conversations/[^/]+/items/[^/]+$"), "/v1/conversations/{id}/items/{item_id}"),
+    (re.compile(r"^/v1/conversations/[^/]+/items$"), "/v1/conversations/{id}/items"),
+    (re.compile(r"^/v1/conversations/[^/]+$"), "/v1/conversations/{id}"),
+]
+_KNOWN = {
+    "/v1/responses",
+    "/v1/conversations",
+    "/v1/models",
+    "/health",
+    "/metrics",
+    "/stats",
+    "/openapi.json",
+}
+
+
+def route_label(path: str) -> str:
+    """The route template of ``path`` (ids folded), so labels stay few; ``other`` for unknown paths."""
+    if path in _KNOWN:
+        return path
+    for pattern, label in _ROUTES:
+        if pattern.match(path):
+            return label
+    return "other"
+
+
+def authorized(scope: Scope, api_key: str) -> bool:
+    """Whether the request carries ``Authorization: Bearer <api_key>`` (constant-time comparison)."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, token = value.partition(b" ")
+            return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), api_key.encode())
+    return False
+
+
+def unauthorized(scope: Scope) -> AuthenticationError:
+    """The 401 for a request without a valid key (the key itself is never echoed)."""
+    has_header = any(name == b"authorization" for name, _ in scope["headers"])
+    if has_header:
+        return AuthenticationError("Incorrect API key provided.")
+    return AuthenticationError(
+        "You didn't provide an API key. Send it in the Authorization header: 'Authorization: Bearer KEY'."
+    )
+
+
+async def metrics_text(service: ResponsesService, background: BackgroundResponses) -> tuple[bytes, str]:
+    """The Prometheus exposition of this server (gauges read now), and its content type."""
+    metrics = service.metrics
+    metrics.active_streams.set(len(service.live))
+    metrics.active_background.set(background.active)
+    try:
+        stats = await service.store.stats()
+    except ServiceUnavailableError:
+        metrics.record_store_error()
+    else:
+        metrics.store_responses.set(stats.responses)
+        metrics.store_bytes.set(stats.bytes)
+        metrics.store_evictions.set(stats.evictions)
+    return generate_latest(metrics.registry), CONTENT_TYPE_LATEST
+
+
+class GracefulShutdown:
+    """Lets running responses finish for ``timeout`` seconds after SIGTERM, then ends the rest."""
+
+    def __init__(self, service: ResponsesService, background: BackgroundResponses, timeout: float) -> None:
+        self.service = service
+        self.background = background
+        self.timeout = timeout
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called at startup with the server's loop."""
+        self.loop = loop
+
+    def begin(self) -> None:
+        """SIGTERM arrived (callable from a signal handler): start the countdown."""
+        if self.loop is not None and self.deadline is None:
+            self.loop.call_soon_threadsafe(self._start)
+
+    def _start(self) -> None:
+        assert self.loop is not None
+        if self.deadline is not None:
+            return
+        running = len(self.service.live) + self.background.active
+        logger.info("Shutting down: %d running response(s) get %.1f s to finish", running, self.timeout)
+        self.deadline = self.loop.time() + self.timeout
+        self._timer = self.loop.call_later(self.timeout, self.abort_all)
+
+    def abort_all(self) -> None:
+        """End every running response now: each is aborted in the executor and ends with a terminal event."""
+        live = list(self.service.live)
+        if live:
+            logger.warning("Shutdown timeout: ending %d running response(s)", len(live))
+        for response_id in live:
+            self.service.abort(response_id)
+            self.service.metrics.record_abort()
+        self.background.abort_all()
+        if live and self.loop is not None:
+            # A generation the executor had not started yet ignores the abort: ask again until none is left.
+            self._timer = self.loop.call_later(0.1, self._abort_again)
+
+    def _abort_again(self) -> None:
+        for response_id in list(self.service.live):
+            self.service.abort(response_id)
+        if self.service.live and self.loop is not None:
+            self._timer = self.loop.call_later(0.1, self._abort_again)
+
+    async def drain(self) -> None:
+        """At lifespan shutdown: let background responses run to the deadline, then end them."""
+        if self.deadline is not None and self.loop is not None:
+            await self.background.wait(max(0.0, self.deadline - self.loop.time()))
+        if self._timer is not None:
+            self._timer.cancel()
+        self.abort_all()
+        await self.background.wait(5)

@@ -1,0 +1,174 @@
+"""Background responses across processes, through Redis (``--store redis://…``).
+
+With several server processes sharing one Redis, a background response runs in
+the process that received its create, and every other process can poll it,
+resume its stream and cancel it:
+
+- its events are appended to a Redis stream ``trtllm:ev:<id>`` (entries
+  ``{seq, frame}``, capped like the local buffer, expiring ``grace`` seconds
+  after the end); the writer batches whatever accumulated since its last write,
+  so generation never waits for Redis;
+- its current snapshot (``queued``/``in_progress`` with the items done so far)
+  is kept at ``trtllm:bg:<id>`` until the final response is in the store;
+- a cancel is published on ``trtllm:cancel``; the process running the response
+  aborts it, and the cancelling process answers once the stored response shows
+  the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..errors import ServiceUnavailableError
+from ..store.redis import RedisStore
+from ..wire import to_json
+
+__all__ = ["RedisRelay"]
+
+logger = logging.getLogger(__name__)
+
+EVENTS = "trtllm:ev:"
+SNAPSHOT = "trtllm:bg:"
+CANCEL = "trtllm:cancel"
+_TERMINAL = (b"event: response.completed\n", b"event: response.incomplete\n", b"event: response.failed\n")
+_FLUSH_INTERVAL = 0.02
+
+
+class RedisRelay:
+    """Publishes this process's background responses to Redis, and reads other processes' from it."""
+
+    def __init__(self, store: RedisStore, max_events: int, grace: float) -> None:
+        self.store = store
+        self.client = store.client
+        self.max_events = max_events
+        self.grace = max(1, int(grace))
+        self._subscriber: asyncio.Task[None] | None = None
+
+    # -- the owning process --------------------------------------------------------------------
+
+    async def announce(self, prepared: Any) -> None:
+        """Make a starting background response visible to every process (its ``queued`` snapshot)."""
+        snapshot = to_json(prepared.response.model_copy(update={"status": "queued"}))
+        await self._call("set", SNAPSHOT + prepared.generation.request_id, snapshot, ex=self.grace + 3600)
+
+    async def publish(self, run: Any) -> None:
+        """Run until ``run`` ends: mirror its frames and snapshot to Redis (errors are logged, not raised)."""
+        written = 0
+        key = EVENTS + run.id
+        try:
+            while True:
+                done = run.done
+                end = run.next_sequence
+                if written < run.first_sequence:
+                    written = run.first_sequence
+                if written < end:
+                    pipe = self.client.pipeline(transaction=False)
+                    for seq in range(written, end):
+                        pipe.xadd(
+                            key,
+                            {"seq": seq, "frame": run.frames[seq - run.first_sequence]},
+                            maxlen=self.max_events,
+                            approximate=True,
+                        )
+                    if not done:
+                        pipe.set(SNAPSHOT + run.id, self._snapshot(run), ex=self.grace + 3600)
+                    await pipe.execute()
+                    written = end
+                if done:
+                    await self.client.expire(key, self.grace)
+                    await self.client.delete(SNAPSHOT + run.id)  # the final response is in the store now
+                    return
+                await run.changed()
+                await asyncio.sleep(_FLUSH_INTERVAL)
+        except Exception:
+            logger.exception("Could not publish background response %s to Redis", run.id)
+
+    @staticmethod
+    def _snapshot(run: Any) -> bytes:
+        stream = run.prepared.stream
+        if stream is None:
+            return to_json(run.prepared.response.model_copy(update={"status": "queued"}))
+        return to_json(stream.snapshot())
+
+    async def listen_for_cancels(self, cancel: Any) -> None:
+        """Run until cancelled: cancel local runs that any process asked to cancel."""
+        while True:
+            pubsub = self.client.pubsub()
+            try:
+                await pubsub.subscribe(CANCEL)
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        await cancel(message["data"].decode())
+            except asyncio.CancelledError:
+                await pubsub.aclose()
+                raise
+            except Exception as exc:
+                logger.warning("Redis cancel subscription lost (%r); retrying", exc)
+                await asyncio.sleep(1)
+
+    # -- any process ---------------------------------------------------------------------------
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return await self.store._call(name, *args, **kwargs)
+
+    async def snapshot(self, response_id: str) -> bytes | None:
+        """The in-progress snapshot of a background response running anywhere, or None."""
+        data = await self._call("get", SNAPSHOT + response_id)
+        return bytes(data) if data is not None else None
+
+    async def request_cancel(self, response_id: str, timeout: float = 30) -> bytes | None:
+        """Ask the owning process to cancel; the stored response once it ended (None if nobody runs it)."""
+        if await self.snapshot(response_id) is None:
+            return None
+        await self._call("publish", CANCEL, response_id)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            entry = await self.store.get(response_id)
+            if entry is not None:
+                return entry.response_json
+            await asyncio.sleep(0.05)
+        raise ServiceUnavailableError("The process running this response did not answer the cancel in time.")
+
+    async def has_events(self, response_id: str) -> bool:
+        """Whether Redis still keeps this response's events."""
+        return bool(await self._call("exists", EVENTS + response_id))
+
+    async def first_sequence(self, response_id: str) -> int:
+        """The oldest sequence number Redis still keeps (0 when it has every event)."""
+        first = await self._call("xrange", EVENTS + response_id, "-", "+", count=1)
+        return int(first[0][1][b"seq"]) if first else 0
+
+    async def follow(self, response_id: str, starting_after: int | None) -> AsyncIterator[bytes]:
+        """Frames after ``starting_after``: what Redis holds, then new ones until the terminal event."""
+        key = EVENTS + response_id
+        last_id = "0-0"
+        after = -1 if starting_after is None else starting_after
+        while True:
+            try:
+                batches = await self.client.xread({key: last_id}, block=1000, count=512)
+            except Exception as exc:
+                logger.error("Lost the Redis event stream of %s: %r", response_id, exc)
+                return
+            if not batches:
+                # Nothing new for a second: the stream may not have started yet (its snapshot says it
+                # is coming) or may be gone (expired after its grace period).
+                if not await self.client.exists(key) and not await self.client.exists(SNAPSHOT + response_id):
+                    return
+                continue
+            out = []
+            terminal = False
+            for entry_id, fields in batches[0][1]:
+                last_id = entry_id
+                if int(fields[b"seq"]) > after:
+                    frame = fields[b"frame"]
+                    out.append(frame)
+                    terminal = terminal or frame.startswith(_TERMINAL)
+            if out:
+                yield b"".join(out)
+            if terminal:
+                return

@@ -1,0 +1,48 @@
+"""Stored responses: one protocol (``base``), three backends, one byte codec for the durable ones.
+
+=========================  ==================================================================
+``--store``                backend
+=========================  ==================================================================
+``memory``                 :class:`ConversationHistoryStore` (LRU in this process; the default)
+``sqlite:///PATH``         :class:`SQLiteStore` (durable, WAL, LRU; one machine)
+``redis://HOST:PORT/DB``   :class:`RedisStore` (shared by processes and replicas; TTL)
+=========================  ==================================================================
+"""
+
+from __future__ import annotations
+
+from .base import ConversationItem, ResponseStore, StoredConversation, StoredResponse, StoreStats
+from .codec import CodecError, decode_entry, encode_entry
+from .memory import ConversationHistoryStore
+
+__all__ = [
+    "CodecError",
+    "ConversationItem",
+    "StoredConversation",
+    "ConversationHistoryStore",
+    "ResponseStore",
+    "StoreStats",
+    "StoredResponse",
+    "decode_entry",
+    "encode_entry",
+    "open_store",
+]
+
+
+def open_store(url: str, *, max_responses: int, max_bytes: int, ttl: int = 0) -> ResponseStore:
+    """The store a ``--store`` URL names; ValueError for one that names none."""
+    if url == "memory":
+        return ConversationHistoryStore(max_responses, max_bytes)
+    if url.startswith("sqlite://"):
+        # As SQLAlchemy spells it: sqlite:///rel/path.db, sqlite:////abs/path.db.
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ValueError("--store sqlite:///PATH needs a file path")
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(path, max_responses, max_bytes)
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from .redis import RedisStore
+
+        return RedisStore(url, ttl=ttl, max_bytes=max_bytes)
+    raise ValueError(f"--store {url!r}: use memory, sqlite:///PATH or redis://HOST:PORT/DB")

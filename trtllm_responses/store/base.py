@@ -1,0 +1,131 @@
+"""The store seam: what a stored response is, and the protocol every backend implements.
+
+A :class:`StoredResponse` keeps what later requests need:
+
+- the final response, serialized once (``GET /v1/responses/{id}`` returns these bytes);
+- its input items, serialized, for ``GET /v1/responses/{id}/input_items``;
+- the conversation history (Harmony messages with their rendered tokens, and the
+  call ids seen) that ``previous_response_id`` continues.
+
+Everything in an entry is immutable (bytes, tuples, a frozen history), so a
+reader can never see an entry change, and concurrent continuations of one
+response each extend it into a history of their own.
+
+Backends (``memory``, ``sqlite``, ``redis``) raise
+:class:`~trtllm_responses.errors.ServiceUnavailableError` when their storage
+cannot be reached in time: the client gets a 503, never a hang or a 500.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..harmony.adapter import ConversationHistory
+from ..wire import exact_bytes
+
+__all__ = ["ConversationItem", "ResponseStore", "StoreStats", "StoredConversation", "StoredResponse"]
+
+#: One conversation item: its id and its JSON.
+ConversationItem = tuple[str, bytes]
+
+# The entry object (5 slots), and the store's bookkeeping for it (an ordered-dict
+# node and a size entry), with headroom for allocator rounding.
+_ENTRY_OVERHEAD = 512
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """A finished response and what continuing it needs. Immutable."""
+
+    id: str
+    response_json: bytes
+    input_item_ids: tuple[str, ...]
+    input_items_json: tuple[bytes, ...]
+    history: ConversationHistory
+
+    def __post_init__(self) -> None:
+        # Exact-size copies: what is stored must not keep a serializer's spare buffer alive.
+        object.__setattr__(self, "response_json", exact_bytes(self.response_json))
+        object.__setattr__(self, "input_items_json", tuple(exact_bytes(b) for b in self.input_items_json))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this entry may hold alive, an upper bound: its own objects, its whole history, store bookkeeping."""
+        size = _ENTRY_OVERHEAD + sys.getsizeof(self.response_json) + self.history.nbytes
+        size += sys.getsizeof(self.input_item_ids) + sum(sys.getsizeof(i) for i in self.input_item_ids)
+        size += sys.getsizeof(self.input_items_json) + sum(sys.getsizeof(b) for b in self.input_items_json)
+        return size
+
+
+@dataclass(frozen=True, slots=True)
+class StoredConversation:
+    """A conversation's own fields (its items are kept beside it, in order). Immutable."""
+
+    id: str
+    created_at: int
+    metadata_json: bytes  # a JSON object of at most 16 string pairs
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """A snapshot of a store's counters (``bytes`` is memory for ``memory``, encoded bytes elsewhere)."""
+
+    responses: int
+    bytes: int
+    max_responses: int
+    max_bytes: int
+    evictions: int
+    rejected: int
+
+
+class ResponseStore(Protocol):
+    """Where finished responses are kept for retrieval and continuation.
+
+    Every method is a coroutine: backends that do I/O (a database, a network
+    store) must never block the event loop; the in-memory one simply never awaits.
+    Any method may raise ServiceUnavailableError (the storage is unreachable).
+    """
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        """The entry, or None if unknown or evicted (a hit counts as a use)."""
+
+    async def put(self, entry: StoredResponse) -> bool:
+        """Keep an entry; False if it cannot be kept (larger than the whole store)."""
+
+    async def delete(self, response_id: str) -> bool:
+        """Forget an entry; False if it was not there."""
+
+    async def stats(self) -> StoreStats:
+        """Counters for logs and benchmarks."""
+
+    async def close(self) -> None:
+        """Flush and release the storage (at server shutdown)."""
+
+    # -- conversations (the Conversations API): a conversation and its ordered items ------------
+
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[ConversationItem]
+    ) -> None:
+        """Keep a new conversation with its first items."""
+
+    async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
+        """The conversation, or None."""
+
+    async def update_conversation(
+        self, conversation_id: str, metadata_json: bytes
+    ) -> StoredConversation | None:
+        """Replace its metadata; None if unknown."""
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Forget a conversation and its items; False if unknown."""
+
+    async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
+        """Every item, oldest first; None if the conversation is unknown."""
+
+    async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        """Append items atomically (concurrent appends never lose one); False if unknown."""
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
+        """Remove one item; False if it is not there, None if the conversation is unknown."""

@@ -1,0 +1,212 @@
+"""The in-memory LRU ConversationHistoryStore (``--store memory``, the default).
+
+Entries are kept as objects, never serialized: ``get`` hands back the very
+entry ``put`` stored, so continuing a conversation costs nothing here.
+
+The store is bounded by entry count and by bytes. ``nbytes`` of an entry
+counts its whole history, even the part it shares with its predecessors, so
+the accounted total is an upper bound of the memory really held: the bound
+holds even when a predecessor is evicted and its successor keeps the shared
+part alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+
+from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
+
+__all__ = ["ConversationHistoryStore"]
+
+logger = logging.getLogger(__name__)
+
+# A conversation's own objects and bookkeeping; each item adds its two strings and a tuple.
+_CONVERSATION_OVERHEAD = 512
+_ITEM_OVERHEAD = 160
+
+
+def _items_size(items: list[ConversationItem]) -> int:
+    return sum(_ITEM_OVERHEAD + len(item_id) + len(data) for item_id, data in items)
+
+
+class ConversationHistoryStore:
+    """An LRU ResponseStore bounded by response count and total bytes; thread-safe, O(1) get/put/delete."""
+
+    def __init__(self, max_responses: int = 10_000, max_bytes: int = 1 << 30) -> None:
+        if max_responses < 1 or max_bytes < 1:
+            raise ValueError("max_responses and max_bytes must be positive")
+        self.max_responses = max_responses
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, StoredResponse] = OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self._bytes = 0
+        self._evictions = 0
+        self._rejected = 0
+        self._lock = threading.Lock()
+        # Conversations: least recently used dropped past max_responses of them, or past max_bytes of
+        # items (a budget of their own, beside the responses').
+        self._conversations: OrderedDict[str, tuple[StoredConversation, list[ConversationItem]]] = (
+            OrderedDict()
+        )
+        self._conversation_sizes: dict[str, int] = {}
+        self._conversation_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        """The entry, marked most recently used; None if unknown or evicted."""
+        with self._lock:
+            entry = self._entries.get(response_id)
+            if entry is not None:
+                self._entries.move_to_end(response_id)
+            return entry
+
+    async def put(self, entry: StoredResponse) -> bool:
+        """Keep an entry, evicting least recently used ones to stay within both bounds."""
+        size = entry.nbytes
+        if size > self.max_bytes:
+            with self._lock:
+                self._rejected += 1
+            logger.warning(
+                "Response %s (%d bytes) is larger than --max_store_bytes (%d); not stored",
+                entry.id,
+                size,
+                self.max_bytes,
+            )
+            return False
+        with self._lock:
+            old = self._sizes.pop(entry.id, None)
+            if old is not None:
+                self._bytes -= old
+                del self._entries[entry.id]
+            self._entries[entry.id] = entry
+            self._sizes[entry.id] = size
+            self._bytes += size
+            while len(self._entries) > self.max_responses or self._bytes > self.max_bytes:
+                evicted, _ = self._entries.popitem(last=False)
+                self._bytes -= self._sizes.pop(evicted)
+                self._evictions += 1
+        return True
+
+    async def delete(self, response_id: str) -> bool:
+        """Forget an entry."""
+        with self._lock:
+            if self._entries.pop(response_id, None) is None:
+                return False
+            self._bytes -= self._sizes.pop(response_id)
+            return True
+
+    async def stats(self) -> StoreStats:
+        """Counts, bytes and evictions."""
+        with self._lock:
+            return StoreStats(
+                responses=len(self._entries),
+                bytes=self._bytes,
+                max_responses=self.max_responses,
+                max_bytes=self.max_bytes,
+                evictions=self._evictions,
+                rejected=self._rejected,
+            )
+
+    async def close(self) -> None:
+        """Nothing to flush: memory goes with the process."""
+
+    # -- conversations --------------------------------------------------------------------------
+
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[ConversationItem]
+    ) -> None:
+        """Keep a conversation (least recently used ones go past ``max_responses`` of them or ``max_bytes``)."""
+        with self._lock:
+            self._drop_conversation(conversation.id)
+            self._conversations[conversation.id] = (conversation, list(items))
+            self._conversation_sizes[conversation.id] = 0
+            self._grow(
+                conversation.id, _CONVERSATION_OVERHEAD + len(conversation.metadata_json) + _items_size(items)
+            )
+
+    def _grow(self, conversation_id: str, size: int) -> None:
+        """Account ``size`` more bytes to a conversation, then evict others (never it) to fit the bounds."""
+        self._conversation_sizes[conversation_id] += size
+        self._conversation_bytes += size
+        while len(self._conversations) > 1 and (
+            len(self._conversations) > self.max_responses or self._conversation_bytes > self.max_bytes
+        ):
+            oldest = next(iter(self._conversations))
+            if oldest == conversation_id:
+                self._conversations.move_to_end(oldest)
+                continue
+            self._drop_conversation(oldest)
+            self._evictions += 1
+
+    def _drop_conversation(self, conversation_id: str) -> bool:
+        if self._conversations.pop(conversation_id, None) is None:
+            return False
+        self._conversation_bytes -= self._conversation_sizes.pop(conversation_id)
+        return True
+
+    def _conversation(self, conversation_id: str) -> tuple[StoredConversation, list[ConversationItem]] | None:
+        found = self._conversations.get(conversation_id)
+        if found is not None:
+            self._conversations.move_to_end(conversation_id)
+        return found
+
+    async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
+        """The conversation, or None."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            return found[0] if found else None
+
+    async def update_conversation(
+        self, conversation_id: str, metadata_json: bytes
+    ) -> StoredConversation | None:
+        """Replace its metadata."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            if found is None:
+                return None
+            old = found[0]
+            new = StoredConversation(old.id, old.created_at, metadata_json)
+            self._conversations[conversation_id] = (new, found[1])
+            self._grow(conversation_id, len(metadata_json) - len(old.metadata_json))
+            return new
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Forget a conversation."""
+        with self._lock:
+            return self._drop_conversation(conversation_id)
+
+    async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
+        """Its items, oldest first (a copy)."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            return list(found[1]) if found else None
+
+    async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        """Append items (older conversations are evicted to make room; never this one)."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            if found is None:
+                return False
+            found[1].extend(items)
+            self._grow(conversation_id, _items_size(items))
+            return True
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
+        """Remove one item."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            if found is None:
+                return None
+            items = found[1]
+            for i, item in enumerate(items):
+                if item[0] == item_id:
+                    del items[i]
+                    size = _items_size([item])
+                    self._conversation_sizes[conversation_id] -= size
+                    self._conversation_bytes -= size
+                    return True
+            return False

@@ -1,0 +1,294 @@
+"""``--store sqlite:///PATH``: embedded and durable; a restart (even a SIGKILL) loses no stored response.
+
+- WAL journal, ``synchronous=NORMAL``: a committed ``put`` survives the process
+  being killed (it is in the WAL once the transaction commits); only an OS crash
+  or power loss can lose the last transactions.
+- The same bounds as the memory store (responses, bytes; bytes here are the
+  encoded size on disk) with least-recently-used eviction: every hit stamps the
+  row with a new use number, and eviction deletes the smallest.
+- Totals are kept by triggers in the same transactions, so several processes
+  may share one file and the bounds still hold.
+- Blocking I/O never runs on the event loop: one dedicated thread owns the
+  connection, and every call waits for it at most ``timeout`` seconds
+  (then ServiceUnavailableError: a 503, never a hang).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from ..errors import ServiceUnavailableError
+from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
+from .codec import CodecError, decode_entry, encode_entry
+
+__all__ = ["SQLiteStore"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, data BLOB NOT NULL, nbytes INTEGER NOT NULL,
+                                      used INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS responses_used ON responses(used);
+CREATE TABLE IF NOT EXISTS totals (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+INSERT OR IGNORE INTO totals VALUES ('responses', 0), ('bytes', 0), ('clock', 0), ('evictions', 0),
+                                    ('rejected', 0);
+CREATE TRIGGER IF NOT EXISTS responses_ins AFTER INSERT ON responses BEGIN
+  UPDATE totals SET v = v + 1 WHERE k = 'responses';
+  UPDATE totals SET v = v + new.nbytes WHERE k = 'bytes';
+END;
+CREATE TABLE IF NOT EXISTS conversations (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL,
+                                          metadata BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS conversation_items (seq INTEGER PRIMARY KEY AUTOINCREMENT, conversation TEXT NOT NULL,
+                                               item_id TEXT NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS conversation_items_by_conversation ON conversation_items(conversation, seq);
+CREATE TRIGGER IF NOT EXISTS responses_del AFTER DELETE ON responses BEGIN
+  UPDATE totals SET v = v - 1 WHERE k = 'responses';
+  UPDATE totals SET v = v - old.nbytes WHERE k = 'bytes';
+END;
+"""
+
+
+class SQLiteStore:
+    """A durable LRU ResponseStore in one SQLite file, driven from a dedicated thread."""
+
+    def __init__(
+        self, path: str, max_responses: int = 10_000, max_bytes: int = 1 << 30, timeout: float = 5.0
+    ) -> None:
+        if max_responses < 1 or max_bytes < 1:
+            raise ValueError("max_responses and max_bytes must be positive")
+        self.path = path
+        self.max_responses = max_responses
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+        self._local = threading.local()
+        self._thread.submit(self._connect).result()  # fail at startup, not on the first request
+
+    # -- the store thread --------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True
+            )
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            self._local.db = db
+        return db
+
+    def _tick(self, db: sqlite3.Connection) -> int:
+        return int(db.execute("UPDATE totals SET v = v + 1 WHERE k = 'clock' RETURNING v").fetchone()[0])
+
+    def _get(self, response_id: str) -> bytes | None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute("SELECT data FROM responses WHERE id = ?", (response_id,)).fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE responses SET used = ? WHERE id = ?", (self._tick(db), response_id))
+            return bytes(row[0])
+
+    def _put(self, response_id: str, data: bytes) -> bool:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if len(data) > self.max_bytes:
+                db.execute("UPDATE totals SET v = v + 1 WHERE k = 'rejected'")
+                return False
+            db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+            db.execute(
+                "INSERT INTO responses (id, data, nbytes, used) VALUES (?, ?, ?, ?)",
+                (response_id, data, len(data), self._tick(db)),
+            )
+            evicted = 0
+            while True:
+                count, size = self._totals(db)
+                if count <= self.max_responses and size <= self.max_bytes:
+                    break
+                db.execute(
+                    "DELETE FROM responses WHERE id = (SELECT id FROM responses ORDER BY used LIMIT 1)"
+                )
+                evicted += 1
+            if evicted:
+                db.execute("UPDATE totals SET v = v + ? WHERE k = 'evictions'", (evicted,))
+            return True
+
+    @staticmethod
+    def _totals(db: sqlite3.Connection) -> tuple[int, int]:
+        values = dict(db.execute("SELECT k, v FROM totals WHERE k IN ('responses', 'bytes')").fetchall())
+        return int(values["responses"]), int(values["bytes"])
+
+    def _delete(self, response_id: str) -> bool:
+        db = self._connect()
+        with db:
+            return db.execute("DELETE FROM responses WHERE id = ?", (response_id,)).rowcount > 0
+
+    def _stats(self) -> StoreStats:
+        values = dict(self._connect().execute("SELECT k, v FROM totals").fetchall())
+        return StoreStats(
+            responses=int(values["responses"]),
+            bytes=int(values["bytes"]),
+            max_responses=self.max_responses,
+            max_bytes=self.max_bytes,
+            evictions=int(values["evictions"]),
+            rejected=int(values["rejected"]),
+        )
+
+    def _create_conversation(self, c: StoredConversation, items: list[ConversationItem]) -> None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO conversations VALUES (?, ?, ?)", (c.id, c.created_at, c.metadata_json))
+            db.executemany(
+                "INSERT INTO conversation_items (conversation, item_id, data) VALUES (?, ?, ?)",
+                [(c.id, i, d) for i, d in items],
+            )
+
+    def _get_conversation(self, conversation_id: str) -> StoredConversation | None:
+        row = (
+            self._connect()
+            .execute("SELECT id, created_at, metadata FROM conversations WHERE id = ?", (conversation_id,))
+            .fetchone()
+        )
+        return StoredConversation(row[0], int(row[1]), bytes(row[2])) if row else None
+
+    def _update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
+        db = self._connect()
+        with db:
+            db.execute("UPDATE conversations SET metadata = ? WHERE id = ?", (metadata_json, conversation_id))
+        return self._get_conversation(conversation_id)
+
+    def _delete_conversation(self, conversation_id: str) -> bool:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("DELETE FROM conversation_items WHERE conversation = ?", (conversation_id,))
+            return db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,)).rowcount > 0
+
+    def _conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN")
+            if self._get_conversation(conversation_id) is None:
+                return None
+            rows = db.execute(
+                "SELECT item_id, data FROM conversation_items WHERE conversation = ? ORDER BY seq",
+                (conversation_id,),
+            ).fetchall()
+            return [(r[0], bytes(r[1])) for r in rows]
+
+    def _append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if self._get_conversation(conversation_id) is None:
+                return False
+            db.executemany(
+                "INSERT INTO conversation_items (conversation, item_id, data) VALUES (?, ?, ?)",
+                [(conversation_id, i, d) for i, d in items],
+            )
+            return True
+
+    def _delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if self._get_conversation(conversation_id) is None:
+                return None
+            return (
+                db.execute(
+                    "DELETE FROM conversation_items WHERE conversation = ? AND item_id = ?",
+                    (conversation_id, item_id),
+                ).rowcount
+                > 0
+            )
+
+    def _close(self) -> None:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is not None:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.close()
+            self._local.db = None
+
+    # -- the event loop side -----------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(self._thread, fn, *args), self.timeout)
+        except (sqlite3.Error, OSError, asyncio.TimeoutError) as exc:
+            logger.error("The SQLite store %s failed: %r", self.path, exc)
+            raise ServiceUnavailableError("The response store is unavailable; retry later.") from exc
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        """The entry, marked most recently used; None if unknown or evicted."""
+        data = await self._run(self._get, response_id)
+        if data is None:
+            return None
+        try:
+            return decode_entry(data)
+        except CodecError:
+            logger.exception("Stored response %s is corrupt; treating it as absent", response_id)
+            return None
+
+    async def put(self, entry: StoredResponse) -> bool:
+        """Keep an entry, evicting least recently used ones to stay within both bounds."""
+        return await self._run(self._put, entry.id, encode_entry(entry))
+
+    async def delete(self, response_id: str) -> bool:
+        """Forget an entry."""
+        return await self._run(self._delete, response_id)
+
+    async def stats(self) -> StoreStats:
+        """Counts, bytes and evictions (of every process sharing the file)."""
+        return await self._run(self._stats)
+
+    async def close(self) -> None:
+        """Checkpoint the WAL into the database file and close it."""
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._close)
+        self._thread.shutdown(wait=True)
+
+    # -- conversations -------------------------------------------------------------------------
+
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[ConversationItem]
+    ) -> None:
+        """Keep a conversation and its first items (one transaction)."""
+        await self._run(self._create_conversation, conversation, items)
+
+    async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
+        """The conversation, or None."""
+        return await self._run(self._get_conversation, conversation_id)
+
+    async def update_conversation(
+        self, conversation_id: str, metadata_json: bytes
+    ) -> StoredConversation | None:
+        """Replace its metadata."""
+        return await self._run(self._update_conversation, conversation_id, metadata_json)
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Forget a conversation and its items."""
+        return await self._run(self._delete_conversation, conversation_id)
+
+    async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
+        """Its items, oldest first."""
+        return await self._run(self._conversation_items, conversation_id)
+
+    async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
+        """Append items (one transaction)."""
+        return await self._run(self._append_conversation_items, conversation_id, items)
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
+        """Remove one item."""
+        return await self._run(self._delete_conversation_item, conversation_id, item_id)
