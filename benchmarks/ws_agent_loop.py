@@ -149,7 +149,9 @@ def compact(base_url: str, files: int, words: int) -> dict[str, Any]:
             "/v1/responses/input_tokens", json={"input": [*conversation, *nxt], "tools": tools}
         )
         started = time.perf_counter()
-        compacted = client.post("/v1/responses/compact", json={"input": conversation, "tools": tools}).json()
+        compacted = client.post(
+            "/v1/responses/compact", json={"model": "gpt-oss", "input": conversation, "tools": tools}
+        ).json()
         ms = (time.perf_counter() - started) * 1e3
         after = client.post(
             "/v1/responses/input_tokens", json={"input": [*compacted["output"], *nxt], "tools": tools}
