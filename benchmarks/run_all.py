@@ -96,8 +96,14 @@ def main() -> int:
         ),
         ("store within --max_store_bytes", st["max_accounted_mib"], st["within_bound"]),
         (
-            "hostile input: worst event loop lag <= 10 ms",
-            hostile["worst_loop_lag_ms"],
+            "hostile input: worst event loop lag while an attack runs <= 10 ms",
+            hostile["worst_attack_window_loop_lag_ms"],
+            hostile["worst_attack_window_loop_lag_ms"] is not None
+            and hostile["worst_attack_window_loop_lag_ms"] <= 10,
+        ),
+        (
+            "hostile input: worst event loop lag of whole phases (64 streams starting at once) <= 10 ms",
+            f"{hostile['worst_loop_lag_ms']} (no attack: {hostile['baseline_loop_lag_ms']})",
             hostile["worst_loop_lag_ms"] is not None and hostile["worst_loop_lag_ms"] <= 10,
         ),
         (
