@@ -12,7 +12,7 @@ conversation holds can be rendered.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -23,6 +23,7 @@ from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter,
 from .harmony.items import input_to_messages
 from .ids import new_id
 from .input_items import normalize_input_items
+from .pagination import list_page_json
 from .store import ConversationItem, ResponseStore, StoredConversation
 
 __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]
@@ -88,22 +89,6 @@ def _conversation_json(conversation: StoredConversation) -> bytes:
             str(conversation.created_at).encode(),
             b',"metadata":',
             conversation.metadata_json,
-            b"}",
-        ]
-    )
-
-
-def _list_json(items: Sequence[ConversationItem], has_more: bool) -> bytes:
-    return b"".join(
-        [
-            b'{"object":"list","data":[',
-            b",".join(data for _, data in items),
-            b'],"first_id":',
-            orjson.dumps(items[0][0] if items else None),
-            b',"last_id":',
-            orjson.dumps(items[-1][0] if items else None),
-            b',"has_more":',
-            b"true" if has_more else b"false",
             b"}",
         ]
     )
@@ -178,18 +163,7 @@ class ConversationsService:
     async def list_items(self, conversation_id: str, *, after: str | None, limit: int, order: str) -> bytes:
         """``GET /v1/conversations/{id}/items``: a page, newest first unless ``order=asc``."""
         items = await self._all_items(conversation_id)
-        if order == "desc":
-            items.reverse()
-        start = 0
-        if after is not None:
-            ids = [i for i, _ in items]
-            try:
-                start = ids.index(after) + 1
-            except ValueError:
-                raise InvalidRequestError(
-                    f"No item with id '{after}' in this conversation.", param="after"
-                ) from None
-        return _list_json(items[start : start + limit], start + limit < len(items))
+        return list_page_json(items, after=after, limit=limit, order=order, where="this conversation")
 
     async def add_items(self, conversation_id: str, raw: bytes) -> bytes:
         """``POST /v1/conversations/{id}/items``: append items; the list of those added."""
@@ -200,7 +174,7 @@ class ConversationsService:
         await self._check_room(conversation_id, len(items))
         if not await self.store.append_conversation_items(conversation_id, items):
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
-        return _list_json(items, False)
+        return list_page_json(items, after=None, limit=len(items), order="asc", where="the added items")
 
     async def _check_room(self, conversation_id: str, adding: int) -> None:
         held = len(await self._all_items(conversation_id))

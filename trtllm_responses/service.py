@@ -35,6 +35,7 @@ from .ids import new_id
 from .input_items import normalize_input_items
 from .logprobs import LogprobStreamProcessor
 from .metrics import ServerMetrics
+from .pagination import list_page_json
 from .protocol import ResponsesRequest, parse_request
 from .sealing import ContentSealer, unseal_items
 from .store import ResponseStore, StoredResponse
@@ -572,34 +573,8 @@ class ResponsesService:
     async def input_items(self, response_id: str, *, after: str | None, limit: int, order: str) -> bytes:
         """A page of the stored response's input items, as a ``list`` object."""
         entry = await self._get(response_id)
-        ids = list(entry.input_item_ids)
-        items = list(entry.input_items_json)
-        if order == "desc":
-            ids.reverse()
-            items.reverse()
-        start = 0
-        if after is not None:
-            try:
-                start = ids.index(after) + 1
-            except ValueError:
-                raise InvalidRequestError(
-                    f"No input item with id '{after}' in this response.", param="after"
-                ) from None
-        page = items[start : start + limit]
-        page_ids = ids[start : start + limit]
-        return b"".join(
-            [
-                b'{"object":"list","data":[',
-                b",".join(page),
-                b'],"first_id":',
-                orjson.dumps(page_ids[0] if page_ids else None),
-                b',"last_id":',
-                orjson.dumps(page_ids[-1] if page_ids else None),
-                b',"has_more":',
-                b"true" if start + limit < len(items) else b"false",
-                b"}",
-            ]
-        )
+        items = zip(entry.input_item_ids, entry.input_items_json, strict=True)
+        return list_page_json(tuple(items), after=after, limit=limit, order=order, where="this response")
 
     async def _get(self, response_id: str) -> StoredResponse:
         entry = await self.store.get(response_id)

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from ..conversations import ConversationsService
 from ..errors import InvalidRequestError
 from .responses import JSONBytesResponse
-from .routes import _int_param
+from .routes import page_query
 
 __all__ = ["build_conversation_router"]
 
@@ -48,15 +48,8 @@ def build_conversation_router(conversations: ConversationsService) -> APIRouter:
 
     @router.get("/v1/conversations/{conversation_id}/items")
     async def list_items(conversation_id: str, request: Request) -> Response:
-        order = request.query_params.get("order", "desc")
-        if order not in ("asc", "desc"):
-            raise InvalidRequestError("'order' must be 'asc' or 'desc'.", param="order")
-        limit = _int_param(request, "limit", 20, 1, 100)
-        after = request.query_params.get("after")
         # ``include`` asks for extra fields (logprobs, image urls, …) that these items never hold.
-        return JSONBytesResponse(
-            await conversations.list_items(conversation_id, after=after, limit=limit, order=order)
-        )
+        return JSONBytesResponse(await conversations.list_items(conversation_id, **page_query(request)))
 
     @router.post("/v1/conversations/{conversation_id}/items")
     async def add_items(conversation_id: str, request: Request) -> Response:

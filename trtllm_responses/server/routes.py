@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -30,7 +31,18 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     return value
 
 
-def build_router(service: ResponsesService, background: BackgroundResponses, config: ServerConfig) -> APIRouter:
+def page_query(request: Request) -> dict[str, Any]:
+    """``after``, ``limit`` (1-100, default 20) and ``order`` (``asc``, ``desc`` default) of a list route."""
+    order = request.query_params.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise InvalidRequestError("'order' must be 'asc' or 'desc'.", param="order")
+    limit = _int_param(request, "limit", 20, 1, 100)
+    return {"after": request.query_params.get("after"), "limit": limit, "order": order}
+
+
+def build_router(
+    service: ResponsesService, background: BackgroundResponses, config: ServerConfig
+) -> APIRouter:
     """Routes of the Responses API, bound to one service."""
     router = APIRouter()
     started = int(time.time())
@@ -45,7 +57,9 @@ def build_router(service: ResponsesService, background: BackgroundResponses, con
             frames = await background.stream(response_id, None if starting_after < 0 else starting_after)
             return FramesResponse(frames)
         if "starting_after" in request.query_params:
-            raise InvalidRequestError("'starting_after' only applies with stream=true.", param="starting_after")
+            raise InvalidRequestError(
+                "'starting_after' only applies with stream=true.", param="starting_after"
+            )
         return JSONBytesResponse(await background.retrieve(response_id))
 
     @router.post("/v1/responses/{response_id}/cancel")
@@ -58,14 +72,7 @@ def build_router(service: ResponsesService, background: BackgroundResponses, con
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(response_id: str, request: Request) -> Response:
-        order = request.query_params.get("order", "desc")
-        if order not in ("asc", "desc"):
-            raise InvalidRequestError("'order' must be 'asc' or 'desc'.", param="order")
-        limit = _int_param(request, "limit", 20, 1, 100)
-        after = request.query_params.get("after")
-        return JSONBytesResponse(
-            await service.input_items(response_id, after=after, limit=limit, order=order)
-        )
+        return JSONBytesResponse(await service.input_items(response_id, **page_query(request)))
 
     model = {
         "id": config.served_model_name,
@@ -81,7 +88,9 @@ def build_router(service: ResponsesService, background: BackgroundResponses, con
     @router.get("/v1/models/{model_id}")
     async def retrieve_model(model_id: str) -> dict[str, object]:
         if model_id != config.served_model_name:
-            raise NotFoundError(f"The model '{model_id}' does not exist.", param="model", code="model_not_found")
+            raise NotFoundError(
+                f"The model '{model_id}' does not exist.", param="model", code="model_not_found"
+            )
         return model
 
     @router.get("/stats")
