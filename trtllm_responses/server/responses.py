@@ -23,75 +23,25 @@ class JSONBytesResponse(Response):
     media_type = "application/json"
 
 
-class FramesResponse(Response):
-    """``text/event-stream`` of SSE frames that are already bytes (a background response's recorded events).
-
-    The client going away stops only this reader: the generation goes on.
+class _EventStream(Response):
+    """``text/event-stream`` written by :meth:`_write` in the serving task; a watcher task cancels that
+    task if the client goes away (so whatever it drives stops with it).
     """
 
     media_type = "text/event-stream"
 
-    def __init__(self, frames: AsyncIterator[bytes]) -> None:
-        self.status_code = 200
-        self.background = None
-        self.init_headers(SSE_HEADERS)
-        self._frames = frames
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        this_task = asyncio.current_task()
-        assert this_task is not None
-        gone = False
-
-        async def watch() -> None:
-            nonlocal gone
-            await _wait_for_disconnect(receive)
-            gone = True
-            this_task.cancel()
-
-        watcher = asyncio.ensure_future(watch())
-        try:
-            async for frame in self._frames:
-                await send({"type": "http.response.body", "body": frame, "more_body": True})
-        except asyncio.CancelledError:
-            if not gone:
-                raise
-            uncancel = getattr(this_task, "uncancel", None)
-            if uncancel is not None:
-                uncancel()
-            return
-        except OSError:  # the socket went away under a write
-            return
-        finally:
-            watcher.cancel()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-class EventStreamResponse(Response):
-    """``text/event-stream``: drives one response and writes each engine step's events as SSE frames.
-
-    A task watches for the client going away; if it does, the driving task is
-    cancelled, which aborts the generation in the executor.
-    """
-
-    media_type = "text/event-stream"
-
-    def __init__(self, service: ResponsesService, prepared: PreparedResponse) -> None:
+    def _init_stream(self) -> None:
         # Like StreamingResponse: no body attribute, so no Content-Length (the body is chunked).
         self.status_code = 200
         self.background = None
         self.init_headers(SSE_HEADERS)
-        self._service = service
-        self._prepared = prepared
+
+    async def _write(self, send: Send) -> bool:
+        """Write the stream's frames; False if it ended early and must not be closed with a last frame."""
+        raise NotImplementedError
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-
-        def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
-            # Returns send's own awaitable: no extra coroutine frame per engine step.
-            return send({"type": "http.response.body", "body": encode_events(events), "more_body": True})
-
-        # Drive in this task (no extra task hop per token); a watcher cancels it if the client leaves.
         this_task = asyncio.current_task()
         assert this_task is not None
         gone = False
@@ -104,17 +54,58 @@ class EventStreamResponse(Response):
 
         watcher = asyncio.ensure_future(watch())
         try:
-            await self._service.drive(self._prepared, deliver)
+            finished = await self._write(send)
         except asyncio.CancelledError:
             if not gone:
                 raise
             uncancel = getattr(this_task, "uncancel", None)  # Python >= 3.11
             if uncancel is not None:
                 uncancel()
-            return  # the client went away; drive aborted the generation
+            return  # the client went away
         finally:
             watcher.cancel()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if finished:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class FramesResponse(_EventStream):
+    """``text/event-stream`` of SSE frames that are already bytes (a background response's recorded events).
+
+    The client going away stops only this reader: the generation goes on.
+    """
+
+    def __init__(self, frames: AsyncIterator[bytes]) -> None:
+        self._init_stream()
+        self._frames = frames
+
+    async def _write(self, send: Send) -> bool:
+        try:
+            async for frame in self._frames:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+        except OSError:  # the socket went away under a write
+            return False
+        return True
+
+
+class EventStreamResponse(_EventStream):
+    """``text/event-stream``: drives one response and writes each engine step's events as SSE frames.
+
+    Driven in the serving task (no extra task hop per token); the client going away
+    cancels it, which aborts the generation in the executor.
+    """
+
+    def __init__(self, service: ResponsesService, prepared: PreparedResponse) -> None:
+        self._init_stream()
+        self._service = service
+        self._prepared = prepared
+
+    async def _write(self, send: Send) -> bool:
+        def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
+            # Returns send's own awaitable: no extra coroutine frame per engine step.
+            return send({"type": "http.response.body", "body": encode_events(events), "more_body": True})
+
+        await self._service.drive(self._prepared, deliver)
+        return True
 
 
 async def _wait_for_disconnect(receive: Receive) -> None:
