@@ -16,6 +16,7 @@ Header: ``{"id", "items": [[id, nbytes], ...], "calls": {call_id: name},
 
 from __future__ import annotations
 
+import logging
 import struct
 import sys
 from array import array
@@ -25,7 +26,9 @@ import orjson
 from ..harmony.adapter import EMPTY_HISTORY, RenderedMessage
 from .base import StoredResponse
 
-__all__ = ["CodecError", "decode_entry", "encode_entry"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["CodecError", "decode_entry", "decode_stored", "encode_entry"]
 
 MAGIC = b"TRS1"
 _U32 = struct.Struct("<I")
@@ -108,3 +111,14 @@ def decode_entry(data: bytes) -> StoredResponse:
         raise
     except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as exc:
         raise CodecError(f"corrupt stored response: {exc}") from exc
+
+
+def decode_stored(data: bytes | None, response_id: str) -> StoredResponse | None:
+    """A backend's stored bytes as an entry; None when absent, or corrupt (logged, treated as absent)."""
+    if data is None:
+        return None
+    try:
+        return decode_entry(data)
+    except CodecError:
+        logger.exception("Stored response %s is corrupt; treating it as absent", response_id)
+        return None

@@ -21,7 +21,7 @@ import orjson
 
 from ..errors import ServiceUnavailableError
 from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
-from .codec import CodecError, decode_entry, encode_entry
+from .codec import decode_stored, encode_entry
 
 __all__ = ["RedisStore", "redis_client"]
 
@@ -75,13 +75,7 @@ class RedisStore:
         """The entry (its TTL renewed); None if unknown or expired."""
         key = PREFIX + response_id
         data = await (self._call("getex", key, ex=self.ttl) if self.ttl else self._call("get", key))
-        if data is None:
-            return None
-        try:
-            return decode_entry(data)
-        except CodecError:
-            logger.exception("Stored response %s is corrupt; treating it as absent", response_id)
-            return None
+        return decode_stored(data, response_id)
 
     async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry for ``ttl`` seconds (0: until Redis evicts it)."""

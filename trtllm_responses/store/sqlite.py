@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from ..errors import ServiceUnavailableError
 from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
-from .codec import CodecError, decode_entry, encode_entry
+from .codec import decode_stored, encode_entry
 
 __all__ = ["SQLiteStore"]
 
@@ -234,13 +234,7 @@ class SQLiteStore:
     async def get(self, response_id: str) -> StoredResponse | None:
         """The entry, marked most recently used; None if unknown or evicted."""
         data = await self._run(self._get, response_id)
-        if data is None:
-            return None
-        try:
-            return decode_entry(data)
-        except CodecError:
-            logger.exception("Stored response %s is corrupt; treating it as absent", response_id)
-            return None
+        return decode_stored(data, response_id)
 
     async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry, evicting least recently used ones to stay within both bounds."""
