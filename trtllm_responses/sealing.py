@@ -1,8 +1,21 @@
-"""Encrypted content: reasoning and compaction summaries a stateless client carries between turns.
+"""Encrypted content: what a stateless client carries between turns without reading it.
 
 A blob is ``v1.`` + base64url(nonce ‖ AES-256-GCM ciphertext ‖ tag) of a small
-JSON payload. The item kind (``reasoning``, ``compaction``) is authenticated as
-associated data, so a reasoning blob cannot be replayed as a compaction summary.
+JSON payload. The item kind (``reasoning``, ``compaction``, ``tool_read``) is
+authenticated as associated data, so a reasoning blob cannot be replayed as a
+compaction summary.
+
+Three kinds: a reasoning item's analysis text; a compaction item's handoff
+summary; and a *tool read* (``v1z.`` blobs, zlib-compressed JSON: a page is large):
+the fields of a server-run tool item the model read but the client is not shown
+(a ``web_search_call``'s ``model_read`` and ``browser_page``, a
+``code_interpreter_call``'s ``outputs`` not asked for). The server streams a tool
+read as a reasoning item of its own (no text, ``encrypted_content`` only) right after
+the tool item, because that is the one item every stateless client (the openai SDK,
+the Agents SDK, Codex CLI) sends back with its ``encrypted_content`` intact; the
+SDK's ``web_search_call`` has no field for them, and Codex drops unknown fields and
+item ids. Its payload is capped at :data:`TOOL_READ_MAX_BYTES` of JSON both ways
+(sealing skips a bigger one; opening stops decompressing past it).
 Anything that does not decrypt under this server's key (tampered, truncated,
 another server's, another kind) is a 400 ``invalid_encrypted_content`` naming the
 item. Replicas sharing a key read each other's blobs.
@@ -14,7 +27,10 @@ folder (``encryption.key``, mode 0600) and reused by later starts.
 ``unseal_items`` turns input items that carry encrypted content into the plain
 items the Harmony adapter reads: a reasoning item gets its ``content`` back; a
 ``compaction`` item becomes a user message holding the handoff summary
-(:data:`SUMMARY_PREFIX` + summary), read by the model where it stands.
+(:data:`SUMMARY_PREFIX` + summary), read by the model where it stands; a tool-read
+carrier merges its fields into the item right before it when that item has the type
+it was sealed for (matched by position: Codex sends no ids), and is dropped either
+way, so the model reads exactly what a ``previous_response_id`` continuation reads.
 """
 
 from __future__ import annotations
@@ -24,6 +40,7 @@ import binascii
 import logging
 import os
 import secrets
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,7 +54,9 @@ from .errors import InvalidRequestError
 __all__ = [
     "ENV_ENCRYPTION_KEY",
     "SUMMARY_PREFIX",
+    "TOOL_READ_MAX_BYTES",
     "ContentSealer",
+    "is_tool_read",
     "load_key",
     "unseal_items",
 ]
@@ -47,6 +66,13 @@ logger = logging.getLogger(__name__)
 ENV_ENCRYPTION_KEY = "TRTLLM_RESPONSES_ENCRYPTION_KEY"
 KEY_FILENAME = "encryption.key"
 _VERSION = "v1."
+#: The prefix of a tool-read blob (its plaintext is zlib-compressed JSON); it only routes the
+#: item: the kind is authenticated, so a relabelled blob does not open.
+TOOL_READ_PREFIX = "v1z."
+TOOL_READ = "tool_read"
+#: The most JSON a tool read carries (and is decompressed to): a browser page is capped at
+#: 256 Ki characters (``tools/browser.py``), up to 1 MiB of UTF-8, plus what the model read.
+TOOL_READ_MAX_BYTES = 4 << 20
 _NONCE_BYTES = 12
 _AAD = b"trtllm-responses/v1/"
 #: How a compaction summary reads to the model (a user message, where the compaction item stands).
@@ -66,36 +92,33 @@ class ContentSealer:
 
     def seal(self, kind: str, payload: Mapping[str, Any]) -> str:
         """The encrypted blob of ``payload`` for an item of ``kind``."""
+        return self._seal_bytes(kind, orjson.dumps(payload), _VERSION)
+
+    def _seal_bytes(self, kind: str, plain: bytes, prefix: str) -> str:
         nonce = secrets.token_bytes(_NONCE_BYTES)
-        sealed = self._aead.encrypt(nonce, orjson.dumps(payload), _AAD + kind.encode())
-        return _VERSION + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
+        sealed = self._aead.encrypt(nonce, plain, _AAD + kind.encode())
+        return prefix + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
 
     def open(self, kind: str, blob: Any, param: str) -> dict[str, Any]:
         """The payload of ``blob``; InvalidRequestError naming ``param`` if it is not ours or was changed."""
-        error = InvalidRequestError(
-            f"The encrypted content at '{param}' could not be verified: it was altered, truncated, or "
-            "sealed by a server with another key.",
-            param=param,
-            code="invalid_encrypted_content",
-        )
-        if not isinstance(blob, str) or not blob.startswith(_VERSION):
-            raise error
-        try:
-            raw = base64.urlsafe_b64decode(blob[len(_VERSION) :].encode("ascii"))
-        except (binascii.Error, UnicodeEncodeError, ValueError):
-            raise error from None
-        if len(raw) < _NONCE_BYTES + 16:
-            raise error
-        try:
-            plain = self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _AAD + kind.encode())
-            payload = orjson.loads(plain)
-        except (InvalidTag, orjson.JSONDecodeError):
-            raise error from None
-        if not isinstance(payload, dict):
-            raise error
-        return payload
+        plain = self._open_bytes(kind, blob, param, _VERSION)
+        return _payload(plain, param)
 
-    # -- the two kinds ---------------------------------------------------------------------
+    def _open_bytes(self, kind: str, blob: Any, param: str, prefix: str) -> bytes:
+        if not isinstance(blob, str) or not blob.startswith(prefix):
+            raise _unverified(param)
+        try:
+            raw = base64.urlsafe_b64decode(blob[len(prefix) :].encode("ascii"))
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            raise _unverified(param) from None
+        if len(raw) < _NONCE_BYTES + 16:
+            raise _unverified(param)
+        try:
+            return self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _AAD + kind.encode())
+        except InvalidTag:
+            raise _unverified(param) from None
+
+    # -- the kinds ---------------------------------------------------------------------------
 
     def seal_reasoning(self, text: str) -> str:
         """A reasoning item's ``encrypted_content``: its analysis text."""
@@ -104,6 +127,62 @@ class ContentSealer:
     def seal_summary(self, summary: str) -> str:
         """A compaction item's ``encrypted_content``: the handoff summary."""
         return self.seal("compaction", {"summary": summary})
+
+    def seal_tool_read(self, item_type: str, fields: Mapping[str, Any]) -> str | None:
+        """A tool-read carrier's ``encrypted_content``: ``fields`` for the ``item_type`` item before it.
+
+        Compressed, then sealed. None when the JSON is over :data:`TOOL_READ_MAX_BYTES`
+        (no carrier then: a stateless replay reads what it read before this existed).
+        """
+        plain = orjson.dumps({"type": item_type, "fields": fields})
+        if len(plain) > TOOL_READ_MAX_BYTES:
+            return None
+        return self._seal_bytes(TOOL_READ, zlib.compress(plain, _ZLIB_LEVEL), TOOL_READ_PREFIX)
+
+    def open_tool_read(self, blob: Any, param: str) -> tuple[str, dict[str, Any]]:
+        """The item type and fields of a tool-read blob (authenticated first, then decompressed, bounded)."""
+        packed = self._open_bytes(TOOL_READ, blob, param, TOOL_READ_PREFIX)
+        inflater = zlib.decompressobj()
+        try:
+            plain = inflater.decompress(packed, TOOL_READ_MAX_BYTES + 1)
+        except zlib.error:
+            raise _unverified(param) from None
+        if len(plain) > TOOL_READ_MAX_BYTES or not inflater.eof:
+            raise _unverified(param)
+        payload = _payload(plain, param)
+        item_type, fields = payload.get("type"), payload.get("fields")
+        if not isinstance(item_type, str) or not isinstance(fields, dict):
+            raise _unverified(param)
+        return item_type, fields
+
+
+#: zlib's level for tool reads: 1 compresses page text ~3x at ~10x the speed of level 9.
+_ZLIB_LEVEL = 1
+
+
+def _unverified(param: str) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"The encrypted content at '{param}' could not be verified: it was altered, truncated, or "
+        "sealed by a server with another key.",
+        param=param,
+        code="invalid_encrypted_content",
+    )
+
+
+def _payload(plain: bytes, param: str) -> dict[str, Any]:
+    try:
+        payload = orjson.loads(plain)
+    except orjson.JSONDecodeError:
+        raise _unverified(param) from None
+    if not isinstance(payload, dict):
+        raise _unverified(param)
+    return payload
+
+
+def is_tool_read(item: Mapping[str, Any]) -> bool:
+    """Whether ``item`` is a tool-read carrier (a reasoning item whose blob is a tool read's)."""
+    blob = item.get("encrypted_content")
+    return item.get("type") == "reasoning" and isinstance(blob, str) and blob.startswith(TOOL_READ_PREFIX)
 
 
 def _decode_key(text: str, source: str) -> bytes:
@@ -182,15 +261,31 @@ def _unseal_item(item: Mapping[str, Any], where: str, sealer: ContentSealer) -> 
 def unseal_items(
     items: str | Sequence[Any], sealer: ContentSealer, param: str = "input"
 ) -> str | Sequence[Any]:
-    """``items`` with encrypted content opened (the same object when there is none to open)."""
+    """``items`` with encrypted content opened (the same object when there is none to open).
+
+    A tool-read carrier is opened, merged into the item before it when that is the item
+    type it was sealed for, and left as an empty reasoning item (which reads as nothing:
+    the items keep their positions, so errors still name the client's indices).
+    """
     if isinstance(items, str):
         return items
     out: list[Any] | None = None
     for i, item in enumerate(items):
-        if isinstance(item, Mapping) and (
-            item.get("type") == "compaction"
-            or (item.get("type") == "reasoning" and item.get("encrypted_content") is not None)
-        ):
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "reasoning" and is_tool_read(item):
+            if out is None:
+                out = list(items)
+            item_type, fields = sealer.open_tool_read(
+                item["encrypted_content"], f"{param}[{i}].encrypted_content"
+            )
+            before = out[i - 1] if i else None
+            if isinstance(before, Mapping) and before.get("type") == item_type:
+                out[i - 1] = {**before, **fields}
+            # else: it follows another item (the client dropped the call): nothing to read
+            out[i] = {"type": "reasoning", "summary": []}  # reads as nothing; indices stay the client's
+        elif kind == "compaction" or (kind == "reasoning" and item.get("encrypted_content") is not None):
             if out is None:
                 out = list(items)
             out[i] = _unseal_item(item, f"{param}[{i}]", sealer)

@@ -37,7 +37,7 @@ from .logprobs import LogprobStreamProcessor
 from .metrics import ServerMetrics
 from .pagination import list_page_json
 from .protocol import ResponsesRequest, parse_request
-from .sealing import ContentSealer, unseal_items
+from .sealing import ContentSealer, is_tool_read, unseal_items
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .tool_loop import ToolLoop
@@ -86,6 +86,8 @@ class PreparedResponse:
     input_items_json: tuple[bytes, ...] = ()
     #: Seals each reasoning item's ``encrypted_content`` (asked for with ``include``, or redacting).
     seal_reasoning: Callable[[str], str] | None = None
+    #: Seals a tool-read carrier (sealing.py) after each server-run tool item the client sees less of.
+    seal_tool_read: Callable[[str, dict[str, Any]], str | None] | None = None
     #: Asked at each Harmony message boundary; a reason (e.g. ``steered``) ends the response there.
     stop_requested: Callable[[], str | None] | None = None
     #: The conversation was compacted before this response (``context_management``).
@@ -210,11 +212,8 @@ class ResponsesService:
         items = normalize_input_items(request.input) if request.store or conversation else []
         sealer = self.sealer
         include = request.include or ()
-        seal = (
-            sealer.seal_reasoning
-            if sealer is not None and (self.redact_reasoning or ENCRYPTED_REASONING in include)
-            else None
-        )
+        encrypted = sealer is not None and (self.redact_reasoning or ENCRYPTED_REASONING in include)
+        seal = sealer.seal_reasoning if sealer is not None and encrypted else None
         return PreparedResponse(
             request=request,
             prompt=prompt,
@@ -224,6 +223,7 @@ class ResponsesService:
             input_item_ids=tuple(item["id"] for item in items),
             input_items_json=tuple(orjson.dumps(item) for item in items),
             seal_reasoning=seal,
+            seal_tool_read=sealer.seal_tool_read if sealer is not None and encrypted else None,
             compaction=compaction,
             conversation_id=conversation,
             conversation_seen=seen if conversation else (0, None),
@@ -369,7 +369,11 @@ class ResponsesService:
         a delivery error.
         """
         stream = ResponseStream(
-            prepared.response, prepared.seal_reasoning, self.redact_reasoning, tools=prepared.prompt.tools
+            prepared.response,
+            prepared.seal_reasoning,
+            self.redact_reasoning,
+            tools=prepared.prompt.tools,
+            seal_tool_read=prepared.seal_tool_read,
         )
         prompt_tokens = len(prepared.prompt.token_ids)
         top_logprobs = prepared.generation.sampling.logprobs
@@ -537,9 +541,10 @@ class ResponsesService:
     ) -> ConversationHistory:
         """The conversation after a response: its prompt's plus its ``output`` items (reasoning unredacted).
 
-        A ``compaction`` output item is already in the prompt (as the summary), so it is skipped.
+        A ``compaction`` output item is already in the prompt (as the summary), so it is skipped,
+        as are tool-read carriers: ``output`` is the model's (its tool items have their read fields).
         """
-        output = [item for item in output if item.get("type") != "compaction"]
+        output = [item for item in output if item.get("type") != "compaction" and not is_tool_read(item)]
         if self.redact_reasoning and self.sealer is not None:
             output = unseal_items(output, self.sealer, "output")  # type: ignore[assignment]
         return self.adapter.continue_history(prepared.prompt, output)

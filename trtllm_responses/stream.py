@@ -18,7 +18,9 @@ Server-run tools (``tool_loop.py``) use a few more, all at message boundaries:
 ``hold_calls`` makes calls of the given item kinds stay open after their
 arguments are done; ``tool_started`` / ``tool_finished`` stream the run of the
 held call (``response.mcp_call.in_progress`` … ``.completed``/``.failed``, then
-``output_item.done`` with the output); ``tool_item`` opens a call the model did
+``output_item.done`` with the output, then, when encrypted reasoning was asked for and
+the model read more of the item than the client is shown, a tool-read carrier: a
+reasoning item sealing the rest, see ``sealing.py``); ``tool_item`` opens a call the model did
 not write in this response (an approved call); ``list_tools_item`` adds an
 ``mcp_list_tools`` item with its events. ``rewrite_messages`` installs a per-message text
 rewriter (the browser's citations → ``url_citation`` annotations, streamed as
@@ -72,6 +74,7 @@ from openai.types.responses import (
     ResponseOutputItemDoneEvent,
     ResponseOutputText,
     ResponseOutputTextAnnotationAddedEvent,
+    ResponseReasoningItem,
     ResponseReasoningTextDeltaEvent,
     ResponseReasoningTextDoneEvent,
     ResponseStreamEvent,
@@ -102,6 +105,7 @@ from .harmony.items import ItemKind, ItemTarget, build_output_item, classify, ne
 from .harmony.parser import ContentDelta, HarmonyStreamParser, MessageHeader, MessageStarted
 from .harmony.tools import RequestTools
 from .tools.base import TextRewriter
+from .wire import to_dict
 
 __all__ = ["ResponseStream", "StreamStateError", "TokenStreamProcessor", "make_usage"]
 
@@ -174,12 +178,16 @@ class ResponseStream:
         seal_reasoning: Callable[[str], str] | None = None,
         redact_reasoning: bool = False,
         tools: RequestTools | None = None,
+        seal_tool_read: Callable[[str, dict[str, Any]], str | None] | None = None,
     ) -> None:
         self._response = response
         self._tools = tools
         # Reasoning items get ``encrypted_content`` from ``seal_reasoning``; redacted, they stream no text.
         self._seal_reasoning = seal_reasoning
         self._redact_reasoning = redact_reasoning
+        # Given (encrypted reasoning asked for): a tool item the client sees less of than the model
+        # read is followed by a tool-read carrier (sealing.py), so a stateless replay reads it all.
+        self._seal_tool_read = seal_tool_read
         self._sequence = 0
         self._started = False
         self._terminal: Response | None = None
@@ -459,9 +467,32 @@ class ResponseStream:
             self._internal[item.output_index] = _with_fields(base, {**item.fields, **internal})
         self._output.append(done)
         where = {"item_id": item.id, "output_index": item.output_index}
-        return [
+        events = [
             self._emit(completed if status == "completed" else failed, **where),
             self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done),
+        ]
+        if internal is not None and self._seal_tool_read is not None:
+            events += self._tool_read(self._internal[item.output_index], done)
+        return events
+
+    def _tool_read(self, read: ResponseOutputItem, shown: ResponseOutputItem) -> list[ResponseStreamEvent]:
+        """The tool-read carrier after ``shown``: a reasoning item sealing the fields only ``read`` has."""
+        assert self._seal_tool_read is not None
+        model, client = to_dict(read), to_dict(shown)
+        hidden = {key: value for key, value in model.items() if key not in client or client[key] != value}
+        blob = self._seal_tool_read(model["type"], hidden) if hidden else None
+        if blob is None:
+            return []
+        item_id, _ = new_item_ids(ItemKind.REASONING)
+        index = len(self._output)
+        added = ResponseReasoningItem(id=item_id, type="reasoning", summary=[], status="in_progress")
+        done = ResponseReasoningItem(
+            id=item_id, type="reasoning", summary=[], encrypted_content=blob, status="completed"
+        )
+        self._output.append(done)
+        return [
+            self._emit(ResponseOutputItemAddedEvent, output_index=index, item=added),
+            self._emit(ResponseOutputItemDoneEvent, output_index=index, item=done),
         ]
 
     def _require_held(self) -> _Item:

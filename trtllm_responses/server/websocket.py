@@ -48,6 +48,7 @@ from ..errors import APIError, InvalidRequestError, ServerError
 from ..harmony.adapter import ConversationHistory
 from ..ids import new_id
 from ..service import PreparedResponse, ResponsesService
+from ..wire import to_dict
 from .sse import event_json
 
 __all__ = ["serve_websocket"]
@@ -334,7 +335,10 @@ class ResponsesSocket:
             for steer in running.steers:
                 await self._steer_failed(steer, "response_not_active", "The response failed.", stream_id)
             return None
-        self._local[stream_id] = (final["id"], self.service.history_after(prepared, final["output"]))
+        # The output as the model read it (server-run tools' items with their read fields), as stored.
+        stream = prepared.stream
+        output = [to_dict(item) for item in stream.model_output] if stream is not None else final["output"]
+        self._local[stream_id] = (final["id"], self.service.history_after(prepared, output))
         if not running.steers:
             return None
         calls = [item for item in final["output"] if item.get("type") == "function_call"]

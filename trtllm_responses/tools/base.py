@@ -101,6 +101,10 @@ class ToolProvider(abc.ABC):
     def failure(self, message: str, code: int = -32603) -> ToolOutcome:
         """The outcome of a call that could not run or did not finish (timeout, refused, raised)."""
 
+    def resume(self, calls: Mapping[str, str]) -> None:
+        """Before the first call: the conversation's ``calls`` map as the prompt holds it (the history
+        and this request's input, so items a stateless client replayed count too)."""
+
     def text_rewriter(self) -> Callable[[], TextRewriter] | None:
         """A factory of rewriters for the response's message text (the browser's citations), or None."""
         return None

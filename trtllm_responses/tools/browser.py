@@ -354,6 +354,10 @@ class BrowserProvider(ToolProvider):
 
     # -- the loop's seam -------------------------------------------------------------------
 
+    def resume(self, calls: Mapping[str, str]) -> None:
+        """The page stack is the conversation's: pages of replayed ``web_search_call`` items count too."""
+        self.pages = _stored_pages(calls)
+
     def failure(self, message: str, code: int = -32603) -> ToolOutcome:
         return ToolOutcome({}, failed=True, internal={MODEL_READ: message})
 
