@@ -94,6 +94,7 @@ class ToolLoop:
         self._include = include
         self._stream.hold_calls(tools.held_kinds, self._resolve)
         for provider in tools.providers.values():
+            provider.resume(calls)
             rewriter = provider.text_rewriter()
             if rewriter is not None:  # the browser: citations in messages become url_citation annotations
                 self._stream.rewrite_messages(rewriter)
