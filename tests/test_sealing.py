@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import zlib
+
+import orjson
 import pytest
 
 from trtllm_responses.errors import InvalidRequestError
-from trtllm_responses.sealing import SUMMARY_PREFIX, ContentSealer, unseal_items
+from trtllm_responses.sealing import (
+    SUMMARY_PREFIX,
+    TOOL_READ,
+    TOOL_READ_MAX_BYTES,
+    TOOL_READ_PREFIX,
+    ContentSealer,
+    is_tool_read,
+    unseal_items,
+)
 
 SEALER = ContentSealer(b"s" * 32)
 
@@ -50,3 +61,77 @@ def test_unseal_items_opens_what_is_sealed_and_nothing_else() -> None:
     }
     assert opened[1]["content"] == [{"type": "reasoning_text", "text": "R"}]
     assert items[1].get("content") is None  # the caller's items are not changed
+
+
+# -- tool reads (the carriers of server-run tool items' read fields) ----------------------------
+
+PAGE = {"url": "http://h/x", "title": "X", "text": "Tides are the rise and fall of sea levels.\n" * 2000}
+READ = {"model_read": "[1] X\n" + PAGE["text"][:4000], "browser_page": PAGE}
+
+
+def _open(blob: str) -> tuple[str, dict[str, object]]:
+    return SEALER.open_tool_read(blob, "input[3].encrypted_content")
+
+
+def test_tool_read_round_trip_compressed() -> None:
+    blob = SEALER.seal_tool_read("web_search_call", READ)
+    assert (
+        blob is not None
+        and blob.startswith("v1z.")
+        and is_tool_read({"type": "reasoning", "encrypted_content": blob})
+    )
+    assert _open(blob) == ("web_search_call", READ)
+    plain = len(orjson.dumps({"type": "web_search_call", "fields": READ}))
+    assert len(blob) < plain / 10, "page text is compressed before it is sealed"
+    assert SEALER.seal_tool_read("web_search_call", READ) != blob, "fresh nonce"
+
+
+def test_reasoning_text_is_not_compressed() -> None:
+    text = "a" * 10_000
+    assert len(SEALER.seal_reasoning(text)) > len(text)
+
+
+def test_tool_read_size_bound_both_ways() -> None:
+    big = {"model_read": "x" * (TOOL_READ_MAX_BYTES + 1)}
+    assert SEALER.seal_tool_read("web_search_call", big) is None, "over the bound: no carrier"
+    # A blob that decompresses past the bound (a zlib bomb sealed with our key) is refused, not inflated.
+    bomb = zlib.compress(orjson.dumps({"type": "web_search_call", "fields": big}), 9)
+    blob = SEALER._seal_bytes(TOOL_READ, bomb, TOOL_READ_PREFIX)
+    assert len(blob) < 20_000
+    with pytest.raises(InvalidRequestError) as bad:
+        _open(blob)
+    assert bad.value.code == "invalid_encrypted_content" and bad.value.param == "input[3].encrypted_content"
+
+
+def test_tool_read_kind_confusion_is_refused() -> None:
+    blob = SEALER.seal_tool_read("web_search_call", READ)
+    assert blob is not None
+    reasoning, summary = SEALER.seal_reasoning("think"), SEALER.seal_summary("done")
+    for forged in (
+        "v1." + blob[4:],  # a tool read opened as reasoning
+        TOOL_READ_PREFIX + reasoning[3:],  # reasoning opened as a tool read
+        TOOL_READ_PREFIX + summary[3:],
+        blob[:-8] + "AAAAAAAA",  # altered
+        ContentSealer(b"o" * 32).seal_tool_read("web_search_call", READ),  # another key
+    ):
+        with pytest.raises(InvalidRequestError) as bad:
+            unseal_items([{"type": "reasoning", "summary": [], "encrypted_content": forged}], SEALER)
+        assert bad.value.code == "invalid_encrypted_content", forged[:8]
+    with pytest.raises(InvalidRequestError):  # a compaction item carrying a tool read
+        unseal_items([{"type": "compaction", "encrypted_content": blob}], SEALER)
+
+
+def test_unseal_items_merges_a_carrier_into_the_item_before_it() -> None:
+    blob = SEALER.seal_tool_read("web_search_call", READ)
+    call = {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "tides"}}
+    carrier = {"type": "reasoning", "summary": [], "encrypted_content": blob}
+    user = {"role": "user", "content": "hi"}
+    opened = unseal_items([user, call, carrier, user], SEALER)
+    assert opened == [user, {**call, **READ}, {"type": "reasoning", "summary": []}, user], "positions kept"
+    # After another item type (the call was dropped), or after another carrier: it reads as nothing.
+    nothing = {"type": "reasoning", "summary": []}
+    assert unseal_items([user, carrier], SEALER) == [user, nothing]
+    assert unseal_items([carrier], SEALER) == [nothing]
+    assert unseal_items([call, carrier, carrier], SEALER) == [{**call, **READ}, nothing, nothing]
+    python = {"type": "code_interpreter_call", "code": "print(1)", "outputs": None}
+    assert unseal_items([python, carrier], SEALER)[0] == python, "sealed for another item type"
