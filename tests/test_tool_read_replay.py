@@ -283,3 +283,32 @@ async def test_agents_sdk_stateless_loop_reads_the_first_turns_page(server: Runn
         "the second turn reads the first turn's page"
     )
     assert "browser.open" in prompt
+
+
+def test_websocket_store_false_continues_with_what_the_model_read(
+    server: RunningServer, http: httpx.Client
+) -> None:
+    import openai
+    from test_websocket import until_terminal
+
+    executor: RecordingEcho = server.executor  # type: ignore[assignment]
+    first = streamed(http, {"input": FIRST, "tools": [WEB_TOOL]})
+    stored, _ = prompts_of(
+        server, http, {"input": SECOND, "previous_response_id": first["id"], "tools": [WEB_TOOL]}
+    )
+    with openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+        with client.responses.connect() as conn:
+            conn.response.create(model="m", input=FIRST, tools=[WEB_TOOL], store=False)  # type: ignore[list-item]
+            local = check_stream(until_terminal(conn))
+            assert not any(is_carrier(item) for item in local["output"])
+            executor.requests.clear()
+            conn.response.create(
+                model="m",
+                input=SECOND,
+                tools=[WEB_TOOL],  # type: ignore[list-item]
+                previous_response_id=local["id"],
+                store=False,
+            )
+            second = check_stream(until_terminal(conn))
+    assert [list(r.prompt_token_ids) for r in executor.requests] == stored
+    assert [c["status"] for c in second["output"] if c["type"] == "web_search_call"] == ["completed"] * 2
