@@ -312,3 +312,24 @@ def test_websocket_store_false_continues_with_what_the_model_read(
             second = check_stream(until_terminal(conn))
     assert [list(r.prompt_token_ids) for r in executor.requests] == stored
     assert [c["status"] for c in second["output"] if c["type"] == "web_search_call"] == ["completed"] * 2
+
+
+def test_redacting_server_emits_carriers_unasked_and_both_paths_agree(
+    site: str, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+) -> None:
+    settings = ToolSettings(browser_backend=f"searxng:{site}", fetch_allow_private=("127.0.0.1",))
+    running = start_server(RecordingEcho(encoding), adapter, tools=settings, redact_reasoning=True)
+    try:
+        with httpx.Client(base_url=running.base_url, timeout=60) as client:
+            user = {"role": "user", "content": FIRST}
+            first = streamed(client, {"input": [user], "tools": [WEB_TOOL]})
+            output = first["output"]
+            assert sum(map(is_carrier, output)) == 3, "redacting seals reasoning, so carriers come unasked"
+            follow = {"role": "user", "content": SECOND}
+            body = {"input": [follow], "previous_response_id": first["id"], "tools": [WEB_TOOL]}
+            stored, _ = prompts_of(running, client, body)
+            replay = {"input": [user, *output, follow], "tools": [WEB_TOOL], "store": False}
+            stateless, _ = prompts_of(running, client, replay)
+        assert stateless == stored
+    finally:
+        running.stop()
