@@ -15,15 +15,17 @@ match wins:
   channel, ``code`` content type, as gpt-oss calls its python tool), ending ``<|call|>``;
 - user text ``call NAME {json}``: analysis ``Calling NAME.``, then a call to
   ``functions.NAME`` with that json, ending ``<|call|>``; a dotted ``NS.TOOL`` calls that tool
-  of a namespace (a namespace tool, an MCP server, ``browser.search``…) instead;
+  of a namespace (a namespace tool, an MCP server) instead, and ``browser.search``/``open``/``find``
+  gpt-oss's browser (analysis channel, ``code`` content type, as gpt-oss calls it);
 - user text ``call NAME TEXT`` where NAME is a declared custom (freeform) tool: a call to it
   whose raw input is TEXT;
 - other user text T when the request has a structured-output format and no call is
   required: analysis ``Answering in JSON.``, final = the minimal JSON instance of the schema
   (``schema.minimal_instance``: required properties, strings = T cut to ``maxLength``);
 - other user text T when a call is required (``tool_choice`` required, named,
-  ``allowed_tools`` required): a call to the first allowed tool, arguments the minimal
-  instance of its parameters (a custom tool: input T);
+  ``allowed_tools`` required, an MCP server, ``code_interpreter``, ``web_search``): a call to
+  the first allowed tool, arguments the minimal instance of its parameters (a custom tool:
+  input T; ``python``: code T; ``browser.search``: ``{"query": T}``);
 - other user text when the prompt declares function tools: a call to the first
   declared function, arguments built from its declared parameters (required
   string = the user text, number = 1, boolean = true, array = [], object = {},
@@ -33,7 +35,10 @@ match wins:
   final ``NAME returned: C``;
 - last message from a server-run tool T (``LABEL.TOOL``, ``python``…) with output
   ``call NAME {json}``: that call, as for user text (so tools can chain calls);
-  with any other output C: analysis ``Got T output.``, final ``T returned: C``.
+  with any other output C: analysis ``Got T output.``, final ``T returned: C``;
+- either of those answers, when the generation has a structured-output format: analysis
+  ``Answering in JSON.``, final the minimal JSON instance of the schema for text
+  ``NAME returned: C`` (so a response whose tool loop ran keeps its format).
 
 Before all of these: a prompt whose developer instructions begin with the
 compaction instruction (``compaction.COMPACTION_INSTRUCTION``, "You are compacting
@@ -155,11 +160,22 @@ class EchoExecutor(Executor):
         tokens += self._enc.encode_plain(final) if isinstance(final, str) else final
         return tokens + [self._enc.return_]
 
+    def _tool_answer(
+        self, name: str, body: str, body_tokens: Sequence[int], constraint: Constraint | None
+    ) -> list[int]:
+        """The answer to a tool's output: ``NAME returned: C``, or in JSON when a format constrains it."""
+        if constraint is not None and constraint.final == "json":
+            instance = minimal_instance(constraint.schema or {"type": "object"}, f"{name} returned: {body}")
+            return self._answer("Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":")))
+        return self._answer(f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens))
+
     def _call(self, name: str, arguments: str, *, custom: bool = False) -> list[int]:
         """Analysis ``Calling NAME.`` then a call to NAME (``functions.NAME`` unless it has a namespace)."""
         tokens = self._segment("<|channel|>analysis<|message|>", f"Calling {name}.", "<|end|>")
         content_type = "" if custom else " <|constrain|>json"
-        if "." in name:  # a namespace's tool, in the header Harmony itself renders for such a call
+        if name.startswith("browser."):  # gpt-oss's built-in browser: the header it was trained to write
+            header = f"<|start|>assistant<|channel|>analysis to={name} code<|message|>"
+        elif "." in name:  # a namespace's tool, in the header Harmony itself renders for such a call
             header = f"<|start|>assistant to={name}<|channel|>commentary{content_type}<|message|>"
         else:
             recipient = "python" if name == "python" else f"functions.{name}"
@@ -286,10 +302,7 @@ class EchoExecutor(Executor):
             )
         role = header.split(" ", 1)[0].split("<|", 1)[0]
         if role.startswith("functions."):
-            name = role[len("functions.") :]
-            return self._answer(
-                f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens)
-            )
+            return self._tool_answer(role[len("functions.") :], body, body_tokens, constraint)
         if role not in _CONVERSATION_ROLES:  # a server-run tool's output
             scripted = self._script_step(prompt)
             if scripted is not None:
@@ -297,9 +310,7 @@ class EchoExecutor(Executor):
             chained = self._act(body)
             if chained:
                 return chained
-            return self._answer(
-                f"Got {role} output.", self._enc.encode_plain(f"{role} returned: ") + list(body_tokens)
-            )
+            return self._tool_answer(role, body, body_tokens, constraint)
         if body.startswith("#harmony\n"):
             return self._enc.encode(body[len("#harmony\n") :])
         if body == "#prompt":
@@ -327,6 +338,8 @@ class EchoExecutor(Executor):
             return self._answer("Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":")))
         if constraint is not None and constraint.call_required and constraint.calls:
             option = constraint.calls[0]
+            if option.recipient == "python":
+                return self._python_call(body)
             name = option.recipient.removeprefix("functions.")
             if option.custom:
                 return self._call(name, body, custom=True)
