@@ -337,11 +337,16 @@ class HarmonyAdapter:
             else:
                 python = False
             if not (browser or python):
+                tool_types = _CODE_TOOLS if kind in _CODE_TOOLS else _WEB_SEARCH_TOOLS
+                reason = (
+                    "this server does not run it (the operator left "
+                    + ("--python_tool" if kind in _CODE_TOOLS else "--browser_backend")
+                    + " off)"
+                    if declared & tool_types
+                    else "'tools' does not declare it"
+                )
                 raise InvalidRequestError(
-                    f"tool_choice names {kind!r}, which this server does not run for this request: declare "
-                    "that tool in 'tools', and have the operator turn its backend on (--python_tool, "
-                    "--browser_backend).",
-                    param="tool_choice",
+                    f"tool_choice names {kind!r}, but {reason}: a call to it cannot be forced.", param="tool_choice"
                 )
             tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)
             namespaces = ()
