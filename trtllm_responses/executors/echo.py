@@ -88,6 +88,11 @@ _FREEFORM_DECL = re.compile(r"^// This tool takes freeform text, not JSON.*?\nty
 _NAMESPACE = re.compile(r"^namespace ([A-Za-z0-9_\-]+) \{$(.*?)^\} // namespace \1$", re.M | re.S)
 _CALL_PYTHON = re.compile(r"call python\s(.*)", re.DOTALL)
 _STEPS = "#steps\n"
+#: What a message's text must start with for a rule other than echoing to read it (``#harmony``,
+#: ``#prompt``, ``#lorem``, ``#steps``, ``call ...``); a longer message is decoded only if its
+#: first _HEAD_TOKENS tokens do.
+_RULE_PREFIXES = ("#", "call")
+_HEAD_TOKENS = 16
 _FUNCTION_DECL = re.compile(r"^type ([A-Za-z0-9_\-]+) = \((.*)$")
 _PROPERTY = re.compile(r"^([A-Za-z0-9_$\-]+)(\??): (.*?),?(?:\s*//.*)?$")
 _FILLER_WORDS = (
@@ -234,23 +239,26 @@ class EchoExecutor(Executor):
         step = steps[min(tool_messages, len(steps) - 1)].strip()
         return self._act(step) or self._answer("Answering.", step)
 
-    def _last_message(self, prompt: Sequence[int]) -> tuple[str, str, Sequence[int]]:
-        """Header text, body text and body tokens of the message before the final ``<|start|>assistant``."""
+    def _last_message(self, prompt: Sequence[int]) -> tuple[str, Sequence[int]]:
+        """Header text and body tokens of the message before the final ``<|start|>assistant``.
+
+        Found with list searches (C), not a Python loop: a long message costs a copy, not a scan.
+        """
         start = self._enc.start
         end = len(prompt) - 2  # prompt ends with <|start|>assistant
-        i = end - 1
-        while i >= 0 and prompt[i] != start:
-            i -= 1
-        if i < 0:
-            return "", "", ()
+        if end < 1:
+            return "", ()
+        try:
+            i = end - 1 - list(reversed(prompt[:end])).index(start)
+        except ValueError:
+            return "", ()
         body_end = end - 1 if prompt[end - 1] in self._enc.message_terminators else end
         try:
             body_start = prompt.index(self._enc.message, i + 1, body_end) + 1
         except ValueError:
             body_start = body_end
         header = self._enc.decode(prompt[i + 1 : body_start - 1])
-        body_tokens = prompt[body_start:body_end]
-        return header, self._enc.decode(body_tokens), body_tokens
+        return header, prompt[body_start:body_end]
 
     def _declared_functions(self, prompt: Sequence[int]) -> list[tuple[str, list[str]]]:
         """(name, declaration lines) of the functions the developer message declares, in order."""
@@ -294,7 +302,28 @@ class EchoExecutor(Executor):
 
         Echoed text reuses the prompt's own tokens for it, so echoing costs a copy, not a tokenization.
         """
-        header, body, body_tokens = self._last_message(prompt)
+        header, body_tokens = self._last_message(prompt)
+        # The rules read the body's text, but a long plain message (the usual echo) needs none of it:
+        # it is decoded only when its first tokens could start a rule, or a rule needs the text.
+        head = self._enc.decode(body_tokens[:_HEAD_TOKENS])
+        if len(body_tokens) <= _HEAD_TOKENS or head.startswith(_RULE_PREFIXES):
+            body = self._enc.decode(body_tokens)
+            return self._plan(prompt, max_tokens, constraint, header, body, body_tokens)
+        if constraint is None and not self._declared_functions(prompt):
+            role = header.split(" ", 1)[0].split("<|", 1)[0]
+            if role in _CONVERSATION_ROLES and not self._developer_text(prompt).startswith(_COMPACTING):
+                return self._answer("Echoing the user.", list(body_tokens))
+        return self._plan(prompt, max_tokens, constraint, header, self._enc.decode(body_tokens), body_tokens)
+
+    def _plan(
+        self,
+        prompt: Sequence[int],
+        max_tokens: int | None,
+        constraint: Constraint | None,
+        header: str,
+        body: str,
+        body_tokens: Sequence[int],
+    ) -> list[int]:
         if self._developer_text(prompt).startswith(_COMPACTING):
             return self._answer(
                 "Summarizing the conversation.",
