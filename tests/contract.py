@@ -60,8 +60,16 @@ def spec_view(response: dict[str, Any]) -> dict[str, Any]:
     if fmt.get("type") == "json_schema":
         # The spec types the echoed schema as null; the SDK (and OpenAI) send the schema object.
         text = {**text, "format": {**fmt, "schema": None}}
+    choice = response.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        functions = [t for t in choice["tools"] if t.get("type") == "function"]
+        choice = {**choice, "tools": functions} if functions else choice["mode"]
+    elif isinstance(choice, dict) and choice.get("type") != "function":
+        # A choice naming a built-in or MCP tool (left out like the tools): what it means, a required call.
+        choice = "required"
     return {
         **response,
+        "tool_choice": choice,
         "text": text,
         "tools": [t for t in response["tools"] if t.get("type") == "function"],
         "output": [i for i in response["output"] if i["type"] in SPEC_ITEM_TYPES],

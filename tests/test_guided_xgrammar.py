@@ -222,3 +222,105 @@ def test_regex_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: Harmony
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
     wrong = "<|channel|>commentary to=functions.ticket<|message|>abc-1<|call|>"
     assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith("rejected")
+
+
+CODE_TOOL = {"type": "code_interpreter", "container": {"type": "auto"}}
+MCP_NAMESPACE = {
+    "name": "demo",
+    "description": "A demo server",
+    "tools": [{"name": "relay", "description": "Echo", "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}],
+}
+BUILTIN = {"python": "Run python.", "browser": "Browse."}
+ANSWER = '<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>'
+THINK = "<|channel|>analysis<|message|>Let me run it.<|end|><|start|>assistant"
+
+
+def _server_constraint(adapter: HarmonyAdapter, body: dict[str, Any], namespaces: Any = ()) -> tuple[list[int], Constraint]:
+    prompt = adapter.build_prompt(parse_request(body), namespaces=namespaces, builtin=BUILTIN)
+    assert prompt.constraint is not None
+    return prompt.token_ids, prompt.constraint
+
+
+def test_forced_python_call(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+    body = {"input": "print(6 * 7)", "tools": [CODE_TOOL, WEATHER], "tool_choice": {"type": "code_interpreter"}}
+    prompt, constraint = _server_constraint(adapter, body)
+    completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
+    assert encoding.decode(completion).endswith("<|channel|>analysis to=python code<|message|>print(6 * 7)<|call|>")
+    assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
+    # gpt-oss also writes the recipient first (as Harmony renders a call in history).
+    first = THINK + " to=python<|channel|>analysis code<|message|>import math\nprint(math.pi)<|call|>"
+    assert _run(compiler, constraint, _harmony(encoding, first), encoding.return_) == "accepted"
+    refused = {
+        "an answer": ANSWER,
+        "a function call": THINK + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>',
+        "another built-in tool": THINK + '<|channel|>analysis to=browser.search code<|message|>{"query":"x"}<|call|>',
+        "python in the wrong channel": THINK + "<|channel|>commentary to=python code<|message|>print(1)<|call|>",
+    }
+    for name, text in refused.items():
+        assert _run(compiler, constraint, _harmony(encoding, text), encoding.return_).startswith("rejected"), name
+
+
+def test_forced_browser_call(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+    body = {"input": "spring tides", "tools": [{"type": "web_search"}, CODE_TOOL], "tool_choice": {"type": "web_search"}}
+    prompt, constraint = _server_constraint(adapter, body)
+    completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
+    assert encoding.decode(completion).endswith(
+        '<|channel|>analysis to=browser.search code<|message|>{"query":"spring tides"}<|call|>'
+    )
+    assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
+    opened = THINK + '<|channel|>analysis to=browser.open code<|message|>{"id": 3, "cursor": 1}<|call|>'
+    assert _run(compiler, constraint, _harmony(encoding, opened), encoding.return_) == "accepted"
+    for text in (ANSWER, THINK + "<|channel|>analysis to=python code<|message|>print(1)<|call|>",
+                 THINK + "<|channel|>analysis to=browser.search code<|message|>not json<|call|>"):
+        assert _run(compiler, constraint, _harmony(encoding, text), encoding.return_).startswith("rejected"), text
+
+
+def test_forced_mcp_call(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+    body = {"input": "hi", "tools": [WEATHER], "tool_choice": {"type": "mcp", "server_label": "demo"}}
+    prompt, constraint = _server_constraint(adapter, body, namespaces=[MCP_NAMESPACE])
+    completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
+    assert "to=demo.relay" in encoding.decode(completion)
+    assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
+    wrong = THINK + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>'
+    assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith("rejected")
+
+
+def test_structured_output_lets_server_run_tools_be_called(
+    compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    """A format constrains the answer, not the way to it: python, the browser and MCP tools stay callable."""
+    body = {"input": "Plan it", "tools": [CODE_TOOL, {"type": "web_search"}], "text": TRIP_FORMAT}
+    _, constraint = _server_constraint(adapter, body, namespaces=[MCP_NAMESPACE])
+    calls = {
+        "python": "<|channel|>analysis to=python code<|message|>print(1)<|call|>",
+        "browser": '<|channel|>analysis to=browser.find code<|message|>{"pattern":"tide"}<|call|>',
+        "mcp": '<|channel|>commentary to=demo.relay <|constrain|>json<|message|>{"text":"x"}<|call|>',
+    }
+    for name, call in calls.items():
+        assert _run(compiler, constraint, _harmony(encoding, THINK + call), encoding.return_) == "accepted", name
+    unknown = THINK + "<|channel|>analysis to=container.exec code<|message|>ls<|call|>"
+    assert _run(compiler, constraint, _harmony(encoding, unknown), encoding.return_).startswith("rejected")
+
+
+def test_custom_grammar_with_built_in_tools(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+    """Triggered tags (only a custom tool's grammar constrains) must not block the built-in tools' calls."""
+    _, constraint = _server_constraint(adapter, {"input": "Hi", "tools": [TICKET, CODE_TOOL]})
+    assert constraint.final == "text"
+    for call in (
+        "<|channel|>analysis to=python code<|message|>print(1)<|call|>",
+        " to=python<|channel|>analysis code<|message|>print(1)<|call|>",
+        "<|channel|>commentary to=functions.ticket<|message|>ABC-12<|call|>",
+    ):
+        assert _run(compiler, constraint, _harmony(encoding, THINK + call), encoding.return_) == "accepted", call
+    wrong = THINK + "<|channel|>commentary to=functions.ticket<|message|>nope<|call|>"
+    assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith("rejected")
+
+
+def test_required_call_is_required_once(adapter: HarmonyAdapter) -> None:
+    body = {"input": "x", "tools": [CODE_TOOL], "tool_choice": "required", "text": TRIP_FORMAT}
+    _, constraint = _server_constraint(adapter, body)
+    assert constraint.call_required and [c.recipient for c in constraint.calls] == ["python"]
+    after = constraint.after_call()
+    assert after is not None and after.final == "json" and after.schema == TRIP_SCHEMA
+    _, free = _server_constraint(adapter, {"input": "x", "tools": [CODE_TOOL], "tool_choice": "required"})
+    assert free.after_call() is None

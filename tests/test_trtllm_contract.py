@@ -7,7 +7,9 @@ Run it with a gpt-oss checkpoint (or bundle, or Hugging Face id):
 It checks what only a real engine can: the model loads with our LLM arguments,
 real gpt-oss output parses as Harmony and passes the stream grammar, a function
 tool gets a real call, max_output_tokens ends in response.incomplete, abort
-stops a running request, and a continued conversation reports cached tokens.
+stops a running request, a continued conversation reports cached tokens, and a
+forced built-in tool (``tool_choice: {"type": "code_interpreter"}``) is called even
+for a question that needs no code (guided decoding's structural tag at work).
 """
 
 from __future__ import annotations
@@ -50,8 +52,12 @@ def real_server(adapter):  # type: ignore[no-untyped-def]
         os.environ.get("TRTLLM_RESPONSES_TEST_OPTIONS"),
     )
     check_llm_arguments(plan.llm_kwargs, plan.backend)
+    from trtllm_responses.tools.settings import ToolSettings
+
     running = start_server(
-        TrtllmExecutor(plan.llm_kwargs, end_id=adapter.encoding.return_, backend=plan.backend), adapter
+        TrtllmExecutor(plan.llm_kwargs, end_id=adapter.encoding.return_, backend=plan.backend),
+        adapter,
+        tools=ToolSettings(python_tool="local"),
     )
     yield running
     running.stop()
@@ -80,3 +86,18 @@ def test_real_model_streams_valid_responses(real_server) -> None:  # type: ignor
             "/v1/responses", json={"input": "And in French?", "previous_response_id": answer["id"]}
         ).json()
         assert follow["usage"]["input_tokens_details"]["cached_tokens"] > 0
+
+
+def test_real_model_obeys_a_forced_built_in_tool(real_server) -> None:  # type: ignore[no-untyped-def]
+    body = {
+        "input": "Say hello in five words.",
+        "reasoning": {"effort": "low"},
+        "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
+        "tool_choice": {"type": "code_interpreter"},
+        "include": ["code_interpreter_call.outputs"],
+    }
+    with httpx.Client(base_url=real_server.base_url, timeout=600) as client:
+        forced = check_stream(stream_events(client, body))
+    calls = [item for item in forced["output"] if item["type"] == "code_interpreter_call"]
+    assert calls and calls[0]["code"], "the model must call python when tool_choice forces it"
+    assert forced["status"] == "completed" and forced["output"][-1]["type"] == "message"

@@ -5,9 +5,16 @@ It covers four things a request can demand of the output:
 - a structured output (``text.format`` ``json_schema`` / ``json_object``): the final-channel
   message is JSON (of the schema), the analysis channel stays free;
 - a required call (``tool_choice: "required"``, ``allowed_tools`` with ``mode: "required"``,
-  a named function or custom tool): the response ends in a call to one of the allowed
-  recipients, never in a final message;
+  a named function, custom or MCP tool, or a built-in tool: ``{"type": "code_interpreter"}``,
+  ``{"type": "web_search_preview"}``): the response's first generation ends in a call to one
+  of the allowed recipients, never in a final message; once a call is made, later generations
+  of the response (the in-response tool loop's turns) obey :meth:`Constraint.after_call`;
 - a custom tool's grammar (``format: {"type": "grammar", ...}``): the call's body matches it.
+
+Every call the model may make is a :class:`CallOption`: the request's functions and custom
+tools, and the calls the server runs (listed MCP tools, gpt-oss's ``python`` and ``browser.*``),
+each with the header gpt-oss writes for it, so that a constraint never blocks a call the
+model was shown.
 
 It is data: each executor translates it (``executors/guided.py`` into TensorRT-LLM's guided
 decoding, the echo executor into its rules). ``None`` means nothing constrains the output.
@@ -23,9 +30,19 @@ from typing import TYPE_CHECKING, Any, Literal
 from .errors import InvalidRequestError
 
 if TYPE_CHECKING:  # harmony's package imports this module (the adapter builds constraints)
-    from .harmony.tools import RequestTools
+    from collections.abc import Iterable
 
-__all__ = ["CallOption", "Constraint", "ResponseFormat", "build_constraint", "check_grammar", "parse_text_format"]
+    from .harmony.tools import Tool
+
+__all__ = [
+    "CallOption",
+    "Constraint",
+    "ResponseFormat",
+    "build_constraint",
+    "call_options",
+    "check_grammar",
+    "parse_text_format",
+]
 
 _FORMAT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -42,11 +59,16 @@ class ResponseFormat:
 
 @dataclass(frozen=True, slots=True)
 class CallOption:
-    """A call the model may make: its recipient and what its body must be.
+    """A call the model may make: its recipient, its header, and what its body must be.
 
     Functions: JSON; ``schema`` is the parameters schema when the tool is strict, else
     None (any JSON object). Custom tools: raw text; ``syntax``/``definition`` a grammar
     (``lark`` or ``regex``), or None (any text).
+
+    The header: ``channel`` and ``content_type`` as gpt-oss writes them for this call
+    (``<|channel|>commentary to=functions.f <|constrain|>json``; its built-in tools
+    ``<|channel|>analysis to=python code``). ``content_type`` None means the default:
+    ``<|constrain|>json`` for JSON bodies, none for raw text.
     """
 
     recipient: str
@@ -55,6 +77,15 @@ class CallOption:
     syntax: str | None = None
     definition: str | None = None
     parameters: Mapping[str, Any] | None = None  # the declared parameters (strict or not)
+    channel: str = "commentary"
+    content_type: str | None = None
+
+    @property
+    def header_content_type(self) -> str:
+        """The content type written in the call's header (``""``: none)."""
+        if self.content_type is not None:
+            return self.content_type
+        return "" if self.custom else "<|constrain|>json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +100,21 @@ class Constraint:
     final: Literal["json", "text", "forbidden"]
     calls: tuple[CallOption, ...] = ()
     schema: Mapping[str, Any] | None = None
+    #: A required call's constraint: what generations obey once the call is made (None: nothing).
+    then: Constraint | None = None
 
     @property
     def call_required(self) -> bool:
         """The response must end in a call."""
         return self.final == "forbidden"
+
+    def after_call(self) -> Constraint | None:
+        """What the response's later generations obey once the model made a call (None: nothing).
+
+        A required call is required once per response: the tool loop's next turn (after a
+        server-run call) may answer, in the structured-output format if there is one.
+        """
+        return self.then if self.call_required else self
 
 
 def parse_text_format(text: Mapping[str, Any] | None) -> ResponseFormat | None:
@@ -130,9 +171,9 @@ def check_grammar(syntax: str, definition: str, param: str) -> None:
         raise InvalidRequestError(f"Invalid {syntax} grammar at '{param}': {exc}", param=param) from exc
 
 
-def build_constraint(tools: RequestTools, response_format: ResponseFormat | None) -> Constraint | None:
-    """The one constraint of a request (None when the output is free)."""
-    calls = tuple(
+def call_options(tools: Iterable[Tool]) -> tuple[CallOption, ...]:
+    """The calls to the request's own function and custom tools."""
+    return tuple(
         CallOption(
             recipient=t.recipient,
             custom=t.custom,
@@ -141,12 +182,25 @@ def build_constraint(tools: RequestTools, response_format: ResponseFormat | None
             definition=t.definition,
             parameters=t.parameters,
         )
-        for t in tools.tools
+        for t in tools
     )
-    if tools.required:
-        return Constraint(final="forbidden", calls=calls)
+
+
+def build_constraint(
+    calls: tuple[CallOption, ...],
+    required: tuple[CallOption, ...] | None,
+    response_format: ResponseFormat | None,
+) -> Constraint | None:
+    """The one constraint of a request (None when the output is free).
+
+    ``calls``: every call the model may make; ``required``: the calls one of which the
+    response must make (None: no call is required).
+    """
+    answer: Constraint | None = None
     if response_format is not None:
-        return Constraint(final="json", calls=calls, schema=response_format.schema)
-    if any(c.syntax is not None for c in calls):
-        return Constraint(final="text", calls=calls)
-    return None
+        answer = Constraint(final="json", calls=calls, schema=response_format.schema)
+    elif any(c.syntax is not None for c in calls):
+        answer = Constraint(final="text", calls=calls)
+    if required is not None:
+        return Constraint(final="forbidden", calls=required, then=answer)
+    return answer

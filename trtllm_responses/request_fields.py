@@ -30,6 +30,10 @@ __all__ = ["check_text", "check_tool_choice", "check_tools", "known_fields", "on
 #: OpenAI's rule for function (and other tool) names.
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _TOOL_CHOICE_STRINGS = ("auto", "none", "required")
+#: ``tool_choice`` types naming the web search tool by its tool type (``{"type": "web_search"}``).
+#: The SDK's ``ToolChoiceTypes`` has only ``web_search_preview`` (and its dated name) for it, so
+#: these are accepted as that choice, and echoed in the SDK's shape.
+WEB_SEARCH_CHOICE_ALIASES = frozenset({"web_search", "web_search_2025_08_26"})
 _MAX_MESSAGE = 200
 
 
@@ -128,7 +132,10 @@ def check_tools(tools: Any) -> list[dict[str, Any]]:
 
 
 def check_tool_choice(choice: Any) -> str | dict[str, Any]:
-    """``tool_choice``: ``auto``/``none``/``required`` or a tool choice object (``allowed_tools`` mode defaults to auto)."""
+    """``tool_choice``: ``auto``/``none``/``required`` or a tool choice object (``allowed_tools`` mode defaults to auto).
+
+    ``{"type": "web_search"}`` is the SDK's ``{"type": "web_search_preview"}`` (see WEB_SEARCH_CHOICE_ALIASES).
+    """
     if isinstance(choice, str):
         if choice not in _TOOL_CHOICE_STRINGS:
             raise InvalidRequestError(
@@ -148,6 +155,9 @@ def check_tool_choice(choice: Any) -> str | dict[str, Any]:
                     )
                 if "name" in tool and not isinstance(tool["name"], str):
                     raise InvalidRequestError(f"'{where}.name' must be a string.", param=f"{where}.name")
+    if isinstance(choice, Mapping) and choice.get("type") in WEB_SEARCH_CHOICE_ALIASES:
+        # The web_search tool's own names, which the SDK's ToolChoiceTypes lacks: its web_search_preview choice.
+        choice = {**choice, "type": "web_search_preview"}
     return _check_object(choice, _TOOL_CHOICES, "tool_choice", "tool_choice")
 
 

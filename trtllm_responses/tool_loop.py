@@ -244,4 +244,6 @@ class ToolLoop:
             request_id=f"{first.request_id}.{self._turns}",
             prompt_token_ids=self._token_ids,
             sampling=dataclasses.replace(first.sampling, max_tokens=room),
+            # A call was made: a required one no longer is; a structured-output format still holds.
+            constraint=first.constraint.after_call() if first.constraint is not None else None,
         )

@@ -15,15 +15,17 @@ match wins:
   channel, ``code`` content type, as gpt-oss calls its python tool), ending ``<|call|>``;
 - user text ``call NAME {json}``: analysis ``Calling NAME.``, then a call to
   ``functions.NAME`` with that json, ending ``<|call|>``; a dotted ``NS.TOOL`` calls that tool
-  of a namespace (a namespace tool, an MCP server, ``browser.search``…) instead;
+  of a namespace (a namespace tool, an MCP server) instead, and ``browser.search``/``open``/``find``
+  gpt-oss's browser (analysis channel, ``code`` content type, as gpt-oss calls it);
 - user text ``call NAME TEXT`` where NAME is a declared custom (freeform) tool: a call to it
   whose raw input is TEXT;
 - other user text T when the request has a structured-output format and no call is
   required: analysis ``Answering in JSON.``, final = the minimal JSON instance of the schema
   (``schema.minimal_instance``: required properties, strings = T cut to ``maxLength``);
 - other user text T when a call is required (``tool_choice`` required, named,
-  ``allowed_tools`` required): a call to the first allowed tool, arguments the minimal
-  instance of its parameters (a custom tool: input T);
+  ``allowed_tools`` required, an MCP server, ``code_interpreter``, ``web_search``): a call to
+  the first allowed tool, arguments the minimal instance of its parameters (a custom tool:
+  input T; ``python``: code T; ``browser.search``: ``{"query": T}``);
 - other user text when the prompt declares function tools: a call to the first
   declared function, arguments built from its declared parameters (required
   string = the user text, number = 1, boolean = true, array = [], object = {},
@@ -33,7 +35,10 @@ match wins:
   final ``NAME returned: C``;
 - last message from a server-run tool T (``LABEL.TOOL``, ``python``…) with output
   ``call NAME {json}``: that call, as for user text (so tools can chain calls);
-  with any other output C: analysis ``Got T output.``, final ``T returned: C``.
+  with any other output C: analysis ``Got T output.``, final ``T returned: C``;
+- either of those answers, when the generation has a structured-output format: analysis
+  ``Answering in JSON.``, final the minimal JSON instance of the schema for text
+  ``NAME returned: C`` (so a response whose tool loop ran keeps its format).
 
 Before all of these: a prompt whose developer instructions begin with the
 compaction instruction (``compaction.COMPACTION_INSTRUCTION``, "You are compacting
@@ -83,6 +88,11 @@ _FREEFORM_DECL = re.compile(r"^// This tool takes freeform text, not JSON.*?\nty
 _NAMESPACE = re.compile(r"^namespace ([A-Za-z0-9_\-]+) \{$(.*?)^\} // namespace \1$", re.M | re.S)
 _CALL_PYTHON = re.compile(r"call python\s(.*)", re.DOTALL)
 _STEPS = "#steps\n"
+#: What a message's text must start with for a rule other than echoing to read it (``#harmony``,
+#: ``#prompt``, ``#lorem``, ``#steps``, ``call ...``); a longer message is decoded only if its
+#: first _HEAD_TOKENS tokens do.
+_RULE_PREFIXES = ("#", "call")
+_HEAD_TOKENS = 16
 _FUNCTION_DECL = re.compile(r"^type ([A-Za-z0-9_\-]+) = \((.*)$")
 _PROPERTY = re.compile(r"^([A-Za-z0-9_$\-]+)(\??): (.*?),?(?:\s*//.*)?$")
 _FILLER_WORDS = (
@@ -155,11 +165,22 @@ class EchoExecutor(Executor):
         tokens += self._enc.encode_plain(final) if isinstance(final, str) else final
         return tokens + [self._enc.return_]
 
+    def _tool_answer(
+        self, name: str, body: str, body_tokens: Sequence[int], constraint: Constraint | None
+    ) -> list[int]:
+        """The answer to a tool's output: ``NAME returned: C``, or in JSON when a format constrains it."""
+        if constraint is not None and constraint.final == "json":
+            instance = minimal_instance(constraint.schema or {"type": "object"}, f"{name} returned: {body}")
+            return self._answer("Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":")))
+        return self._answer(f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens))
+
     def _call(self, name: str, arguments: str, *, custom: bool = False) -> list[int]:
         """Analysis ``Calling NAME.`` then a call to NAME (``functions.NAME`` unless it has a namespace)."""
         tokens = self._segment("<|channel|>analysis<|message|>", f"Calling {name}.", "<|end|>")
         content_type = "" if custom else " <|constrain|>json"
-        if "." in name:  # a namespace's tool, in the header Harmony itself renders for such a call
+        if name.startswith("browser."):  # gpt-oss's built-in browser: the header it was trained to write
+            header = f"<|start|>assistant<|channel|>analysis to={name} code<|message|>"
+        elif "." in name:  # a namespace's tool, in the header Harmony itself renders for such a call
             header = f"<|start|>assistant to={name}<|channel|>commentary{content_type}<|message|>"
         else:
             recipient = "python" if name == "python" else f"functions.{name}"
@@ -218,23 +239,26 @@ class EchoExecutor(Executor):
         step = steps[min(tool_messages, len(steps) - 1)].strip()
         return self._act(step) or self._answer("Answering.", step)
 
-    def _last_message(self, prompt: Sequence[int]) -> tuple[str, str, Sequence[int]]:
-        """Header text, body text and body tokens of the message before the final ``<|start|>assistant``."""
+    def _last_message(self, prompt: Sequence[int]) -> tuple[str, Sequence[int]]:
+        """Header text and body tokens of the message before the final ``<|start|>assistant``.
+
+        Found with list searches (C), not a Python loop: a long message costs a copy, not a scan.
+        """
         start = self._enc.start
         end = len(prompt) - 2  # prompt ends with <|start|>assistant
-        i = end - 1
-        while i >= 0 and prompt[i] != start:
-            i -= 1
-        if i < 0:
-            return "", "", ()
+        if end < 1:
+            return "", ()
+        try:
+            i = end - 1 - list(reversed(prompt[:end])).index(start)
+        except ValueError:
+            return "", ()
         body_end = end - 1 if prompt[end - 1] in self._enc.message_terminators else end
         try:
             body_start = prompt.index(self._enc.message, i + 1, body_end) + 1
         except ValueError:
             body_start = body_end
         header = self._enc.decode(prompt[i + 1 : body_start - 1])
-        body_tokens = prompt[body_start:body_end]
-        return header, self._enc.decode(body_tokens), body_tokens
+        return header, prompt[body_start:body_end]
 
     def _declared_functions(self, prompt: Sequence[int]) -> list[tuple[str, list[str]]]:
         """(name, declaration lines) of the functions the developer message declares, in order."""
@@ -278,7 +302,28 @@ class EchoExecutor(Executor):
 
         Echoed text reuses the prompt's own tokens for it, so echoing costs a copy, not a tokenization.
         """
-        header, body, body_tokens = self._last_message(prompt)
+        header, body_tokens = self._last_message(prompt)
+        # The rules read the body's text, but a long plain message (the usual echo) needs none of it:
+        # it is decoded only when its first tokens could start a rule, or a rule needs the text.
+        head = self._enc.decode(body_tokens[:_HEAD_TOKENS])
+        if len(body_tokens) <= _HEAD_TOKENS or head.startswith(_RULE_PREFIXES):
+            body = self._enc.decode(body_tokens)
+            return self._plan(prompt, max_tokens, constraint, header, body, body_tokens)
+        if constraint is None and not self._declared_functions(prompt):
+            role = header.split(" ", 1)[0].split("<|", 1)[0]
+            if role in _CONVERSATION_ROLES and not self._developer_text(prompt).startswith(_COMPACTING):
+                return self._answer("Echoing the user.", list(body_tokens))
+        return self._plan(prompt, max_tokens, constraint, header, self._enc.decode(body_tokens), body_tokens)
+
+    def _plan(
+        self,
+        prompt: Sequence[int],
+        max_tokens: int | None,
+        constraint: Constraint | None,
+        header: str,
+        body: str,
+        body_tokens: Sequence[int],
+    ) -> list[int]:
         if self._developer_text(prompt).startswith(_COMPACTING):
             return self._answer(
                 "Summarizing the conversation.",
@@ -286,10 +331,7 @@ class EchoExecutor(Executor):
             )
         role = header.split(" ", 1)[0].split("<|", 1)[0]
         if role.startswith("functions."):
-            name = role[len("functions.") :]
-            return self._answer(
-                f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens)
-            )
+            return self._tool_answer(role[len("functions.") :], body, body_tokens, constraint)
         if role not in _CONVERSATION_ROLES:  # a server-run tool's output
             scripted = self._script_step(prompt)
             if scripted is not None:
@@ -297,9 +339,7 @@ class EchoExecutor(Executor):
             chained = self._act(body)
             if chained:
                 return chained
-            return self._answer(
-                f"Got {role} output.", self._enc.encode_plain(f"{role} returned: ") + list(body_tokens)
-            )
+            return self._tool_answer(role, body, body_tokens, constraint)
         if body.startswith("#harmony\n"):
             return self._enc.encode(body[len("#harmony\n") :])
         if body == "#prompt":
@@ -327,6 +367,8 @@ class EchoExecutor(Executor):
             return self._answer("Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":")))
         if constraint is not None and constraint.call_required and constraint.calls:
             option = constraint.calls[0]
+            if option.recipient == "python":
+                return self._python_call(body)
             name = option.recipient.removeprefix("functions.")
             if option.custom:
                 return self._call(name, body, custom=True)

@@ -19,8 +19,14 @@ the grammar cannot write it as text, only end where it may follow. ``<|call|>`` 
   followed by something), then the terminal message: the final JSON (after which only
   ``<|return|>`` may come) or one of the allowed calls ending ``<|call|>``.
 - Only custom-tool grammars (auto choice, no structured output): free text with triggered
-  tags: wherever a call header starts (``<|channel|>commentary to=``, or `` to=`` recipient
-  first), it must be one of the declared tools' calls, its body constrained.
+  tags: wherever a call header starts (``<|channel|>commentary to=``, ``<|channel|>analysis to=``
+  for gpt-oss's built-in tools, or `` to=`` recipient first), it must be one of the calls the
+  model was shown (the request's tools, listed MCP tools, ``python``, ``browser.*``), its body
+  constrained.
+
+Every call is matched in the header gpt-oss writes for it (``CallOption.channel`` and
+``content_type``): ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>`` for
+functions and MCP tools, ``<|channel|>analysis to=python code<|message|>`` for the built-in tools.
 
 Compiling costs CPU time per distinct constraint (TensorRT-LLM's xgrammar compiler caches
 compiled grammars by their text, so a client's repeated tool set compiles once), and it grows
@@ -48,7 +54,6 @@ body ::= ([^<] | "<" [^|])* "<"?
 """
 SEPARATOR = "<|start|>assistant"
 FINAL_BEGINS = ("<|channel|>final<|message|>", "<|channel|>final <|constrain|>json<|message|>")
-CALL_TRIGGER = "<|channel|>commentary to="
 #: The other header gpt-oss writes for a call, recipient first (how Harmony renders a call in history).
 RECIPIENT_FIRST = " to="
 _ANY_JSON_OBJECT = {"type": "object"}
@@ -69,21 +74,42 @@ def _recipients(names: list[str]) -> str:
     return "root ::= " + " | ".join(json.dumps(name) for name in names) + "\n"
 
 
+def _content_type(call: CallOption) -> str:
+    """The header's content type with its leading space (``""``: none)."""
+    content_type = call.header_content_type
+    return f" {content_type}" if content_type else ""
+
+
+def _heads(channel: str, content_type: str) -> list[tuple[str, str]]:
+    """The call header in both orders gpt-oss writes it, each cut as ``(begin, after the recipient)``."""
+    return [
+        (f"<|channel|>{channel} to=", f"{content_type}<|message|>"),
+        (RECIPIENT_FIRST, f"<|channel|>{channel}{content_type}<|message|>"),
+    ]
+
+
 def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:
-    """Tags for every allowed call: one each for strict functions and custom tools, one shared by the rest."""
-    loose = [c.recipient for c in calls if not c.custom and c.schema is None]
-    tags = [tag for call in calls if call.custom or call.schema is not None for tag in _call_tags(call)]
-    if len(loose) == 1:
-        tags += _call_tags(CallOption(recipient=loose[0], custom=False))
-    elif loose:
-        for begin, after in (
-            (CALL_TRIGGER, " <|constrain|>json<|message|>"),
-            (RECIPIENT_FIRST, "<|channel|>commentary <|constrain|>json<|message|>"),
-        ):
+    """Tags for every allowed call: one each for pinned bodies, one per header for the rest.
+
+    A call whose body is any JSON object (a function without a strict schema, an MCP tool, the
+    browser) shares its tag with the others written under the same header.
+    """
+    loose: dict[tuple[str, str], list[str]] = {}
+    tags: list[dict[str, Any]] = []
+    for call in calls:
+        if call.custom or call.schema is not None:
+            tags += _call_tags(call)
+        else:
+            loose.setdefault((call.channel, _content_type(call)), []).append(call.recipient)
+    for (channel, content_type), recipients in loose.items():
+        if len(recipients) == 1:
+            tags += _call_tags(CallOption(recipients[0], custom=False, channel=channel, content_type=content_type.strip()))
+            continue
+        for begin, after in _heads(channel, content_type):
             content = {
                 "type": "sequence",
                 "elements": [
-                    {"type": "grammar", "grammar": _recipients(loose)},
+                    {"type": "grammar", "grammar": _recipients(recipients)},
                     {"type": "const_string", "value": after},
                     {"type": "json_schema", "json_schema": _ANY_JSON_OBJECT},
                 ],
@@ -95,12 +121,10 @@ def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:
 def _call_tags(call: CallOption) -> list[dict[str, Any]]:
     """The tags of one call: its header in either order gpt-oss writes it, its body, ``<|call|>``."""
     body = _call_body(call)
-    content_type = "" if call.custom else " <|constrain|>json"
-    heads = [
-        f"{CALL_TRIGGER}{call.recipient}{content_type}<|message|>",
-        f"{RECIPIENT_FIRST}{call.recipient}<|channel|>commentary{content_type}<|message|>",
+    return [
+        {"type": "tag", "begin": begin + call.recipient + after, "content": body, "end": "<|call|>"}
+        for begin, after in _heads(call.channel, _content_type(call))
     ]
-    return [{"type": "tag", "begin": head, "content": body, "end": "<|call|>"} for head in heads]
 
 
 def _free_message(channel: str) -> dict[str, Any]:
@@ -116,9 +140,10 @@ def structural_tag(constraint: Constraint) -> str:
     """The structural tag (xgrammar JSON) that makes the model obey ``constraint``."""
     if constraint.final == "text":
         tags = _all_call_tags(constraint.calls)
+        channels = sorted({call.channel for call in constraint.calls})
         fmt: dict[str, Any] = {
             "type": "triggered_tags",
-            "triggers": [CALL_TRIGGER, RECIPIENT_FIRST],
+            "triggers": [f"<|channel|>{channel} to=" for channel in channels] + [RECIPIENT_FIRST],
             "tags": tags,
             "at_least_one": False,
             "stop_after_first": False,

@@ -41,13 +41,13 @@ from openai_harmony import (
 )
 
 from ..bounded_cache import ByteBoundedCache
-from ..constraints import Constraint, build_constraint, parse_text_format
+from ..constraints import CallOption, Constraint, build_constraint, call_options, parse_text_format
 from ..errors import InvalidRequestError
 from ..protocol import ResponsesRequest
 from .developer import developer_message, developer_spec
 from .encoding import HarmonyEncoding
 from .items import input_to_messages
-from .tools import RequestTools, select_tools
+from .tools import RequestTools, select_tools, server_call_options
 
 EMPTY_TOOLS = RequestTools()
 
@@ -272,6 +272,7 @@ class HarmonyAdapter:
         request: ResponsesRequest,
         history: ConversationHistory = EMPTY_HISTORY,
         namespaces: Sequence[Mapping[str, Any]] = (),
+        builtin: Mapping[str, str] | None = None,
     ) -> Prompt:
         """Render ``request`` continuing ``history``; raise InvalidRequestError for bad input.
 
@@ -281,7 +282,7 @@ class HarmonyAdapter:
         callers that use every prompt they build (the server drafts, renders where
         it chooses, and admits only accepted prompts).
         """
-        draft = self.draft_prompt(request, history, namespaces)
+        draft = self.draft_prompt(request, history, namespaces, builtin)
         prompt = self.finish_prompt(draft, self.render_messages(draft.to_render))
         self.admit(prompt)
         return prompt
@@ -305,8 +306,7 @@ class HarmonyAdapter:
         tokenizes nothing here except the small, cached system message.
         """
         converted = input_to_messages(request.input, history.calls)
-        tools = select_tools(request.tools, request.tool_choice, self._hidden_logged)
-        response_format = parse_text_format(request.text)
+        choice = request.tool_choice
         # Built-in tools (browser, python) are shown only when the server runs them (``builtin``).
         declared = {str(t.get("type")) for t in request.tools}
         browser: bool | str = False
@@ -314,24 +314,45 @@ class HarmonyAdapter:
         if builtin is not None:
             browser = builtin.get("browser", False) if declared & _WEB_SEARCH_TOOLS else False
             python = builtin.get("python", False) if declared & _CODE_TOOLS else False
+        tools = select_tools(
+            request.tools, choice, self._hidden_logged, server_tools=bool(namespaces or browser or python)
+        )
+        response_format = parse_text_format(request.text)
         effort = (
             _EFFORTS[request.reasoning.effort]
             if request.reasoning and request.reasoning.effort
             else ReasoningEffort.MEDIUM
         )
-        if isinstance(request.tool_choice, Mapping) and request.tool_choice.get("type") == "mcp":
+        kind = choice.get("type") if isinstance(choice, Mapping) else choice
+        if kind == "mcp":
+            assert isinstance(choice, Mapping)
             tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)
-            namespaces = _chosen_namespace(request.tool_choice, namespaces)
-        elif request.tool_choice == "none":
+            namespaces = _chosen_namespace(choice, namespaces)
+        elif kind == "none":
             namespaces = ()
             browser = python = False
-        elif (
-            isinstance(request.tool_choice, Mapping)
-            and request.tool_choice.get("type") in _HOSTED_CHOICES
-            and (browser or python)
-        ):  # a built-in tool chosen (and shown: the server runs it): shown alone
+        elif kind in _HOSTED_CHOICES:  # a built-in tool chosen: shown alone, if the server runs it
+            if kind in _CODE_TOOLS:
+                browser = False
+            else:
+                python = False
+            if not (browser or python):
+                tool_types = _CODE_TOOLS if kind in _CODE_TOOLS else _WEB_SEARCH_TOOLS
+                reason = (
+                    "this server does not run it (the operator left "
+                    + ("--python_tool" if kind in _CODE_TOOLS else "--browser_backend")
+                    + " off)"
+                    if declared & tool_types
+                    else "'tools' does not declare it"
+                )
+                raise InvalidRequestError(
+                    f"tool_choice names {kind!r}, but {reason}: a call to it cannot be forced.", param="tool_choice"
+                )
             tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)
             namespaces = ()
+        builtins = [name for name, shown in (("python", python), ("browser", browser)) if shown]
+        calls = call_options(tools.tools) + server_call_options(namespaces, builtins)
+        required = _required_calls(choice, tools, calls, namespaces, builtins)
         system = self._render_system(effort, self._today(), browser, python, bool(tools.tools or namespaces))
 
         parts = [request.instructions] if request.instructions else []
@@ -360,7 +381,7 @@ class HarmonyAdapter:
             calls=converted.calls,
             instructions=instructions,
             tools=tools,
-            constraint=build_constraint(tools, response_format),
+            constraint=build_constraint(calls, required, response_format),
         )
 
     def finish_prompt(self, draft: PromptDraft, rendered: Sequence[RenderedMessage]) -> Prompt:
@@ -446,6 +467,41 @@ class HarmonyAdapter:
         """
         converted = input_to_messages(output_items, prompt.history.calls, param="output")
         return prompt.history.extended(self.render_messages(converted.messages), converted.calls)
+
+
+def _required_calls(
+    choice: str | Mapping[str, Any],
+    tools: RequestTools,
+    calls: tuple[CallOption, ...],
+    namespaces: Sequence[Mapping[str, Any]],
+    builtins: Sequence[str],
+) -> tuple[CallOption, ...] | None:
+    """The calls one of which ``tool_choice`` requires (None: no call is required).
+
+    ``calls`` are every call shown (the request's tools, then the server-run ones);
+    ``tools``, ``namespaces`` and ``builtins`` are already narrowed by the choice.
+    """
+    kind = choice.get("type") if isinstance(choice, Mapping) else choice
+    if kind in ("mcp", *_HOSTED_CHOICES):  # shown alone: every call shown is the chosen tool's
+        return calls
+    if not tools.required:
+        return None
+    if kind == "required":
+        required = calls
+    elif kind == "allowed_tools":
+        assert isinstance(choice, Mapping)
+        allowed = [t for t in choice.get("tools") or [] if isinstance(t, Mapping)]
+        labels = {t.get("server_label") for t in allowed if t.get("type") == "mcp"}
+        chosen = [ns for ns in namespaces if ns["name"] in labels]
+        required = call_options(tools.tools) + server_call_options(chosen, builtins)
+    else:  # a named function or custom tool
+        required = call_options(tools.tools)
+    if not required:
+        raise InvalidRequestError(
+            "tool_choice requires a call, but none of the tools it allows is declared or run by this server.",
+            param="tool_choice",
+        )
+    return required
 
 
 def _chosen_namespace(

@@ -22,18 +22,34 @@ A request's ``tools`` and ``tool_choice`` become one :class:`RequestTools`:
 ``tool_choice`` narrows what is shown (``none``: nothing; a named function or custom tool:
 that one; ``allowed_tools``: those) and says whether a call is required
 (``required``, named, ``allowed_tools`` with ``mode: "required"``).
+
+The calls the server runs are offered to the model's constraint too (:func:`server_call_options`):
+listed MCP tools (``LABEL.TOOL``, JSON, like functions) and gpt-oss's built-in ``python`` (raw code)
+and ``browser.search/open/find`` (JSON), both in the header gpt-oss was trained to write for them:
+``<|channel|>analysis to=python code<|message|>``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from openai_harmony import ToolNamespaceConfig
+
+from ..constraints import CallOption
 from ..errors import InvalidRequestError
 
-__all__ = ["FUNCTIONS", "HOSTED_TOOL_TYPES", "RequestTools", "Tool", "select_tools"]
+__all__ = [
+    "BUILTIN_CALLS",
+    "FUNCTIONS",
+    "HOSTED_TOOL_TYPES",
+    "RequestTools",
+    "Tool",
+    "select_tools",
+    "server_call_options",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +69,18 @@ HOSTED_TOOL_TYPES = frozenset(
     }
 )
 _GRAMMAR_SYNTAXES = ("lark", "regex")
+
+#: gpt-oss's built-in tools as calls: the analysis channel, the ``code`` content type; python's body
+#: is raw code, the browser's JSON of the parameters Harmony declares for it.
+BUILTIN_CALLS: Mapping[str, tuple[CallOption, ...]] = {
+    "python": (CallOption("python", custom=True, channel="analysis", content_type="code"),),
+    "browser": tuple(
+        CallOption(
+            f"browser.{tool.name}", custom=False, parameters=tool.parameters, channel="analysis", content_type="code"
+        )
+        for tool in ToolNamespaceConfig.browser().tools
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +221,16 @@ def _member(tool: Any, where: str, namespace: str) -> Tool:
 
 
 def select_tools(
-    tools: list[dict[str, Any]], choice: str | Mapping[str, Any], logged: set[str] | None = None
+    tools: list[dict[str, Any]],
+    choice: str | Mapping[str, Any],
+    logged: set[str] | None = None,
+    server_tools: bool = False,
 ) -> RequestTools:
     """Check ``tools``, apply ``tool_choice``; raise InvalidRequestError naming the field.
 
     A hosted tool type not shown to the model is logged once per ``logged`` set (the adapter's).
+    ``server_tools``: the server runs tools of this request (MCP, python, browser), so a
+    required call may go to one of them (the adapter checks that one exists).
     """
     declared: list[Tool] = []
     descriptions: dict[str, str] = {}
@@ -238,7 +271,7 @@ def select_tools(
     if choice == "auto":
         return RequestTools(tuple(declared), descriptions, False, tuple(hidden))
     if choice == "required":
-        if not declared:
+        if not declared and not server_tools:
             raise InvalidRequestError(
                 "tool_choice is 'required' but no function, custom or namespace tool is declared.", param="tool_choice"
             )
@@ -256,13 +289,13 @@ def select_tools(
         allowed = [t for t in choice.get("tools") or [] if isinstance(t, Mapping)]
         chosen = [t for t in declared if any(_matches(t, a) for a in allowed)]
         required = choice.get("mode") == "required"
-        if required and not chosen:
+        if required and not chosen and not server_tools:
             raise InvalidRequestError(
                 "tool_choice requires a call to one of its allowed tools, but none of them is in tools.",
                 param="tool_choice.tools",
             )
         return RequestTools(tuple(chosen), descriptions, required, tuple(hidden))
-    # A hosted tool named as the choice: nothing here can run it; the model answers itself.
+    # A server-run tool named as the choice (mcp, code_interpreter, web_search): the adapter forces it.
     return RequestTools(tuple(declared), descriptions, False, tuple(hidden))
 
 
@@ -275,3 +308,17 @@ def _matches(tool: Tool, ref: Mapping[str, Any]) -> bool:
     if namespace is not None:
         return tool.namespace == namespace and tool.name == name
     return name in (tool.name, tool.recipient)
+
+
+def server_call_options(
+    namespaces: Sequence[Mapping[str, Any]], builtin: Iterable[str] = ()
+) -> tuple[CallOption, ...]:
+    """The calls the server runs: each listed tool of ``namespaces`` (MCP servers), then ``builtin``'s."""
+    options = [
+        CallOption(f"{ns['name']}.{tool['name']}", custom=False, parameters=tool.get("parameters"))
+        for ns in namespaces
+        for tool in ns["tools"]
+    ]
+    for name in builtin:
+        options.extend(BUILTIN_CALLS[name])
+    return tuple(options)
