@@ -6,15 +6,17 @@ as input. The model read more of a server-run tool item than the client is shown
 included), so when encrypted reasoning is asked for, the server follows such an
 item with a reasoning item sealing the rest. These tests drive a real server on
 loopback (the echo executor records every generation's prompt) and check that a
-replay, with ids (openai SDK, Agents SDK) or stripped to what Codex CLI keeps,
+replay, with ids (openai SDK, Agents SDK) or stripped to what Codex CLI keeps (and a real Codex CLI session),
 renders exactly the prompt of the same continuation through ``previous_response_id``.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import AsyncGenerator, Iterator
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -333,3 +335,37 @@ def test_redacting_server_emits_carriers_unasked_and_both_paths_agree(
         assert stateless == stored
     finally:
         running.stop()
+
+
+def test_codex_cli_second_turn_reads_the_first_turns_pages(
+    server: RunningServer, site: str, tmp_path: Path
+) -> None:
+    """Codex CLI (store:false, encrypted reasoning, no ids sent back) resumes a session whose first turn
+    browsed: its second turn opens a link of a first-turn page by cursor, and reads the pages."""
+    from test_codex_cli import CATALOG, CODEX, codex
+
+    if CODEX is None:
+        pytest.skip("Codex CLI is not installed (make test installs it with npm)")
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
+    (home / "config.toml").write_text(
+        f'''model = "gpt-oss"
+model_provider = "trtllm"
+model_context_window = 131072
+model_catalog_json = "{home / "gpt-oss-catalog.json"}"
+
+[model_providers.trtllm]
+name = "trtllm-responses"
+base_url = "{server.base_url}/v1"
+wire_api = "responses"
+'''
+    )
+    first = steps('call browser.search {"query": "tides"}', 'call browser.open {"id": 0}', "Read it.")
+    assert "Read it." in codex(home, work, first)
+    second = steps('call browser.open {"id": 0, "cursor": 1}', "Neap 【2†L0】.")
+    assert f"Neap ([127.0.0.1]({site}/neap))." in codex(home, work, "resume", "--last", second)
+    prompt = codex(home, work, "resume", "--last", "#prompt")
+    assert "Tides are the rise and fall of sea levels." in prompt, "the first turn's page, replayed"
+    assert "Neap tides are weaker." in prompt, "the second turn's page, opened from a first-turn cursor"
