@@ -3,10 +3,10 @@
 Two pages: the one ``builtin_tools.py`` opens (a ~1.9 MiB HTML page of 8,000 paragraphs and links,
 repetitive, so it compresses well) and 256 KiB of README.md's words in random order (compresses a
 little worse than prose). Each as a ``web_search_call`` carrier holds it: its text (capped at
-STORED_PAGE_CHARS), its link map and the window the model read. Sealing runs on the event loop once per browser call
-(when encrypted reasoning is asked for); opening once per replayed call.
+STORED_PAGE_CHARS), its link map and the window the model read. Sealing runs on the event loop once
+per browser call (when encrypted reasoning is asked for); opening once per replayed call.
 
-    python benchmarks/tool_read.py [--runs 20]
+    PYTHONPATH=. python benchmarks/tool_read.py [--runs 20]
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ as input. The model read more of a server-run tool item than the client is shown
 included), so when encrypted reasoning is asked for, the server follows such an
 item with a reasoning item sealing the rest. These tests drive a real server on
 loopback (the echo executor records every generation's prompt) and check that a
-replay, with ids (openai SDK, Agents SDK) or stripped to what Codex CLI keeps (and a real Codex CLI session),
-renders exactly the prompt of the same continuation through ``previous_response_id``.
+replay, with ids (openai SDK, Agents SDK) or stripped to what Codex CLI keeps,
+renders exactly the prompt of the same continuation through ``previous_response_id``;
+and that real clients (the Agents SDK, a Codex CLI session) read the pages in a later turn.
 """
 
 from __future__ import annotations
@@ -300,14 +301,15 @@ def test_websocket_store_false_continues_with_what_the_model_read(
     )
     with openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
         with client.responses.connect() as conn:
-            conn.response.create(model="m", input=FIRST, tools=[WEB_TOOL], store=False)  # type: ignore[list-item]
+            tools: Any = [WEB_TOOL]
+            conn.response.create(model="m", input=FIRST, tools=tools, store=False)
             local = check_stream(until_terminal(conn))
             assert not any(is_carrier(item) for item in local["output"])
             executor.requests.clear()
             conn.response.create(
                 model="m",
                 input=SECOND,
-                tools=[WEB_TOOL],  # type: ignore[list-item]
+                tools=tools,
                 previous_response_id=local["id"],
                 store=False,
             )
