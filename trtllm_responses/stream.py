@@ -456,7 +456,9 @@ class ResponseStream:
         """The held call ended (``completed`` or ``failed``); ``fields`` (output, error…) go on its item.
 
         ``internal``, when given, are the fields of the item as the model read it
-        (``model_output``), a superset of what the client is shown.
+        (``model_output``), a superset of what the client is shown; with ``seal_tool_read``
+        the fields the client is not shown follow as a tool-read carrier (its own reasoning
+        item, added and done, at the next output_index).
         """
         item = self._require_held()
         self._held = None
