@@ -159,7 +159,7 @@ class LLM:
         return (best // TOKENS_PER_BLOCK) * TOKENS_PER_BLOCK
 
     def _plan(self, prompt: list[int]) -> list[int]:
-        header_body = self._planner._last_message(prompt)[1]
+        header_body = self._encoding.decode(list(self._planner._last_message(prompt)[1]))
         if header_body == "#fail":
             return self._encoding.encode("<|channel|>final<|message|>a") + [-1]
         if header_body == "#timeout":
