@@ -472,6 +472,31 @@ def test_disconnect_aborts_the_running_tool(
     assert check["output"][-1]["content"][0]["text"] == "still here"
 
 
+def test_cancelling_a_background_response_cancels_its_running_tool(
+    http: httpx.Client, server: RunningServer, mcp: MCPTestServer
+) -> None:
+    seconds = 15.25  # far longer than the cancel may take
+    SLEEP_LOG.pop(seconds, None)
+    body = {"input": call("sleep", seconds=seconds), "tools": [mcp_tool(mcp.url)], "background": True}
+    created = http.post("/v1/responses", json=body).json()
+    deadline = time.monotonic() + 10
+    while not SLEEP_LOG.get(seconds) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert SLEEP_LOG[seconds] == ["started"]
+    began = time.monotonic()
+    cancelled = http.post(f"/v1/responses/{created['id']}/cancel").json()
+    assert time.monotonic() - began < seconds / 2, "the cancel did not wait for the tool call"
+    assert cancelled["status"] == "cancelled"
+    call_item = next(item for item in cancelled["output"] if item["type"] == "mcp_call")
+    assert call_item["status"] == "failed" and "cancelled" in call_item["error"]["message"]
+    assert [item["type"] for item in cancelled["output"]][-1] == "mcp_call", "no generation after the cancel"
+    deadline = time.monotonic() + 10
+    while SLEEP_LOG[seconds][-1:] != ["cancelled"] and time.monotonic() < deadline:  # the MCP server saw it
+        time.sleep(0.05)
+    assert SLEEP_LOG[seconds] == ["started", "cancelled"]
+    assert http.get(f"/v1/responses/{created['id']}").json()["status"] == "cancelled"
+
+
 # -- the Agents SDK ------------------------------------------------------------------------------
 
 

@@ -274,6 +274,67 @@ async def test_memory_conversations_are_bounded_in_bytes() -> None:
     assert await store.delete_conversation("conv_9") and store._conversation_bytes < 20_000
 
 
+@pytest.mark.parametrize("url", ["memory", "sqlite"])
+async def test_conversations_are_bounded_least_recently_used_first(url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """No backend with bounds leaks conversations: the count and the bytes hold, the oldest go first."""
+    from trtllm_responses.store import StoredConversation
+
+    path = tmp_path / "conv.db"
+    store = open_store("memory" if url == "memory" else f"sqlite:///{path}", max_responses=4, max_bytes=30_000)
+    for n in range(8):
+        await store.create_conversation(StoredConversation(f"conv_{n}", 0, b"{}"), [])
+        for i in range(3):
+            await store.append_conversation_items(f"conv_{n}", [(f"msg_{i}", b"x" * 1000)])
+        assert await store.get_conversation("conv_0") is not None, "used each turn: never the least recent"
+    kept = [n for n in range(8) if await store.get_conversation(f"conv_{n}") is not None]
+    assert kept == [0, 5, 6, 7], "at most 4, the least recently used evicted"
+    assert len(await store.conversation_items("conv_7") or []) == 3, "kept conversations are whole"
+    # Bytes: 12 items of 1000 fit in 30 000; growing one conversation evicts others to make room.
+    for i in range(3, 25):
+        assert await store.append_conversation_items("conv_7", [(f"msg_{i}", b"y" * 1000)])
+    assert await store.get_conversation("conv_0") is None and len(await store.conversation_items("conv_7") or []) == 25
+    # Deleting items frees their bytes: conversations created afterwards fit again.
+    for i in range(25):
+        assert await store.delete_conversation_item("conv_7", f"msg_{i}")
+    await store.create_conversation(StoredConversation("conv_new", 0, b"{}"), [("msg_a", b"z" * 1000)])
+    assert await store.get_conversation("conv_7") is not None and await store.get_conversation("conv_new") is not None
+    await store.close()
+    if url == "sqlite":  # the totals the bounds use match the rows
+        import sqlite3
+
+        db = sqlite3.connect(path)
+        totals = dict(db.execute("SELECT k, v FROM totals").fetchall())
+        rows = db.execute("SELECT COUNT(*), SUM(nbytes) FROM conversations").fetchone()
+        items = db.execute("SELECT SUM(length(item_id) + length(data)) FROM conversation_items").fetchone()[0]
+        metadata = db.execute("SELECT SUM(length(metadata)) FROM conversations").fetchone()[0]
+        assert (totals["conversations"], totals["conversation_bytes"]) == rows
+        assert rows[1] == items + metadata
+        db.close()
+
+
+async def test_sqlite_file_from_before_conversation_bounds_is_brought_up_to_date(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE conversations (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, metadata BLOB NOT NULL);"
+        "CREATE TABLE conversation_items (seq INTEGER PRIMARY KEY AUTOINCREMENT, conversation TEXT NOT NULL,"
+        " item_id TEXT NOT NULL, data BLOB NOT NULL);"
+        "INSERT INTO conversations VALUES ('conv_old', 1, X'7B7D');"
+        "INSERT INTO conversation_items (conversation, item_id, data) VALUES ('conv_old', 'msg_1', X'68656C6C6F');"
+    )
+    old.commit()
+    old.close()
+    store = open_store(f"sqlite:///{path}", max_responses=1, max_bytes=1 << 20)
+    assert await store.conversation_items("conv_old") == [("msg_1", b"hello")]
+    from trtllm_responses.store import StoredConversation
+
+    await store.create_conversation(StoredConversation("conv_new", 2, b"{}"), [])
+    assert await store.get_conversation("conv_old") is None, "bounded from now on: one conversation at most"
+    await store.close()
+
+
 async def test_sqlite_locked_is_service_unavailable_then_recovers(tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
     import sqlite3
 

@@ -94,6 +94,7 @@ class PreparedResponse:
     compaction: Compaction | None = None
 
     tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
+    tool_loop: ToolLoop | None = None  # while driven with server-run tools: its loop (cancelled by abort)
 
 
 #: Finds the history of a ``previous_response_id`` somewhere other than the store (a WebSocket's own).
@@ -412,6 +413,7 @@ class ResponsesService:
                     include=frozenset(request.include or ()),
                 )
                 opening += loop.opening()
+                prepared.tool_loop = loop
             if deliver is not None:
                 await deliver(opening)
         except BaseException:
@@ -493,7 +495,10 @@ class ResponsesService:
             await deltas.aclose()
 
     def abort(self, response_id: str) -> None:
-        """Abort the generation ``response_id`` is running now, if any (its stream then ends)."""
+        """Abort the generation ``response_id`` is running now, if any, or its running tool call (its stream then ends)."""
+        prepared = self.live.get(response_id)
+        if prepared is not None and prepared.tool_loop is not None:
+            prepared.tool_loop.cancel()
         self.executor.abort(self.generating.get(response_id, response_id))
 
     async def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:

@@ -23,7 +23,9 @@ call or an approval request (``response.completed``), the token budget
 message telling the model so; a second one ends the response. Usage sums every
 turn (each turn's prompt counts as input; cached tokens add up). A client that
 goes away cancels the driving task, which cancels the running tool and aborts
-the running generation. Works at message boundaries only: the per-token path
+the running generation. :meth:`ToolLoop.cancel` (a background response cancelled,
+the server shutting down) cancels the running tool call and ends the response
+before another generation starts. Works at message boundaries only: the per-token path
 (TokenStreamProcessor.process, ResponseStream.content_delta) is untouched.
 """
 
@@ -54,6 +56,7 @@ Generate = Callable[
 ]
 
 TIMEOUT_CODE = -32001
+CANCELLED = "The response was cancelled while a tool call ran."
 
 
 class ToolLoop:
@@ -92,12 +95,20 @@ class ToolLoop:
         self._executed = 0
         self._told_limit = False
         self._include = include
+        self._running: anyio.CancelScope | None = None  # the tool call running now
+        self._cancelled = False
         self._stream.hold_calls(tools.held_kinds, self._resolve)
         for provider in tools.providers.values():
             provider.resume(calls)
             rewriter = provider.text_rewriter()
             if rewriter is not None:  # the browser: citations in messages become url_citation annotations
                 self._stream.rewrite_messages(rewriter)
+
+    def cancel(self) -> None:
+        """End the response: cancel the running tool call; no further generation starts."""
+        self._cancelled = True
+        if self._running is not None:
+            self._running.cancel()
 
     def _resolve(self, target: ItemTarget) -> ItemTarget:
         """A call that needs the client's approval becomes an ``mcp_approval_request`` (ends the response)."""
@@ -141,6 +152,8 @@ class ToolLoop:
                 call.target, call.arguments, approval_request_id=call.approval_request_id
             )
             pending, _ = await self._execute(pending, deliver)
+            if self._cancelled:
+                return pending + self._processor.fail(CANCELLED)
         if self._tools.approved:
             previous = len(self._token_ids)
             generation = self._next_generation()
@@ -155,6 +168,8 @@ class ToolLoop:
             if not self._processor.awaiting_tool:
                 return events
             pending, stop = await self._execute(events, deliver)
+            if self._cancelled:
+                return pending + self._processor.fail(CANCELLED)
             if stop:
                 self._processor.done = True
                 return pending + stream.complete(self._processor.usage())
@@ -210,8 +225,13 @@ class ToolLoop:
             connect_failed = await provider.connect()
             if connect_failed is not None:
                 return connect_failed
-            with anyio.fail_after(self._timeout):
-                return await provider.call(name, arguments)
+            with anyio.CancelScope() as self._running:  # cancel() cancels it from another task
+                if self._cancelled:
+                    self._running.cancel()
+                with anyio.fail_after(self._timeout):
+                    return await provider.call(name, arguments)
+            await provider.reset()  # cancelled (cancel()): the call may have been cut mid-way
+            return provider.failure("The call was cancelled: the response was cancelled.")
         except TimeoutError:
             await provider.reset()
             return provider.failure(f"The tool call timed out after {self._timeout:g} s.", TIMEOUT_CODE)
@@ -219,6 +239,8 @@ class ToolLoop:
             logger.exception("Tool %s.%s raised", provider.namespace, name)
             await provider.reset()
             return provider.failure(f"The tool failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._running = None
 
     def _next_generation(self) -> GenerationRequest | None:
         """The next turn's generation: the prompt plus the finished items rendered back (None: no budget left)."""

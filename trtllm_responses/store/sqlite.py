@@ -5,7 +5,9 @@
   or power loss can lose the last transactions.
 - The same bounds as the memory store (responses, bytes; bytes here are the
   encoded size on disk) with least-recently-used eviction: every hit stamps the
-  row with a new use number, and eviction deletes the smallest.
+  row with a new use number, and eviction deletes the smallest. Conversations
+  are bounded alike, apart from responses (at most ``max_responses`` of them and
+  ``max_bytes`` of their fields and items; the one being written is never evicted).
 - Totals are kept by triggers in the same transactions, so several processes
   may share one file and the bounds still hold.
 - Blocking I/O never runs on the event loop: one dedicated thread owns the
@@ -45,7 +47,8 @@ CREATE TRIGGER IF NOT EXISTS responses_ins AFTER INSERT ON responses BEGIN
   UPDATE totals SET v = v + new.nbytes WHERE k = 'bytes';
 END;
 CREATE TABLE IF NOT EXISTS conversations (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL,
-                                          metadata BLOB NOT NULL);
+                                          metadata BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0,
+                                          nbytes INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS conversation_items (seq INTEGER PRIMARY KEY AUTOINCREMENT, conversation TEXT NOT NULL,
                                                item_id TEXT NOT NULL, data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS conversation_items_by_conversation ON conversation_items(conversation, seq);
@@ -54,6 +57,25 @@ CREATE TRIGGER IF NOT EXISTS responses_del AFTER DELETE ON responses BEGIN
   UPDATE totals SET v = v - old.nbytes WHERE k = 'bytes';
 END;
 """
+#: After ``_bound_conversations`` brought a file from before conversations were bounded up to date.
+_CONVERSATION_SCHEMA = """
+CREATE INDEX IF NOT EXISTS conversations_used ON conversations(used);
+CREATE TRIGGER IF NOT EXISTS conversations_ins AFTER INSERT ON conversations BEGIN
+  UPDATE totals SET v = v + 1 WHERE k = 'conversations';
+  UPDATE totals SET v = v + new.nbytes WHERE k = 'conversation_bytes';
+END;
+CREATE TRIGGER IF NOT EXISTS conversations_del AFTER DELETE ON conversations BEGIN
+  UPDATE totals SET v = v - 1 WHERE k = 'conversations';
+  UPDATE totals SET v = v - old.nbytes WHERE k = 'conversation_bytes';
+END;
+CREATE TRIGGER IF NOT EXISTS conversations_size AFTER UPDATE OF nbytes ON conversations BEGIN
+  UPDATE totals SET v = v + new.nbytes - old.nbytes WHERE k = 'conversation_bytes';
+END;
+"""
+
+
+def _items_bytes(items: list[ConversationItem]) -> int:
+    return sum(len(item_id) + len(data) for item_id, data in items)
 
 
 class SQLiteStore:
@@ -83,8 +105,29 @@ class SQLiteStore:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
+            self._bound_conversations(db)
+            db.executescript(_CONVERSATION_SCHEMA)
             self._local.db = db
         return db
+
+    @staticmethod
+    def _bound_conversations(db: sqlite3.Connection) -> None:
+        """Bring a file written before conversations were bounded up to date (once; any process may)."""
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            columns = {row[1] for row in db.execute("PRAGMA table_info(conversations)")}
+            if "used" not in columns:
+                db.execute("ALTER TABLE conversations ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+                db.execute("ALTER TABLE conversations ADD COLUMN nbytes INTEGER NOT NULL DEFAULT 0")
+                db.execute(
+                    "UPDATE conversations SET nbytes = length(metadata) + (SELECT COALESCE(SUM(length(item_id)"
+                    " + length(data)), 0) FROM conversation_items WHERE conversation = conversations.id)"
+                )
+            # Totals of a new file start at 0; an older file's are counted once, here.
+            db.execute("INSERT OR IGNORE INTO totals SELECT 'conversations', COUNT(*) FROM conversations")
+            db.execute(
+                "INSERT OR IGNORE INTO totals SELECT 'conversation_bytes', COALESCE(SUM(nbytes), 0) FROM conversations"
+            )
 
     def _tick(self, db: sqlite3.Connection) -> int:
         return int(db.execute("UPDATE totals SET v = v + 1 WHERE k = 'clock' RETURNING v").fetchone()[0])
@@ -149,25 +192,70 @@ class SQLiteStore:
         db = self._connect()
         with db:
             db.execute("BEGIN IMMEDIATE")
-            db.execute("INSERT INTO conversations VALUES (?, ?, ?)", (c.id, c.created_at, c.metadata_json))
+            db.execute(
+                "INSERT INTO conversations (id, created_at, metadata, used, nbytes) VALUES (?, ?, ?, ?, ?)",
+                (c.id, c.created_at, c.metadata_json, self._tick(db), len(c.metadata_json) + _items_bytes(items)),
+            )
             db.executemany(
                 "INSERT INTO conversation_items (conversation, item_id, data) VALUES (?, ?, ?)",
                 [(c.id, i, d) for i, d in items],
             )
+            self._evict_conversations(db, c.id)
+
+    def _evict_conversations(self, db: sqlite3.Connection, keep: str) -> None:
+        """Delete the least recently used conversations (never ``keep``) until the bounds hold."""
+        evicted = 0
+        while True:
+            values = dict(
+                db.execute("SELECT k, v FROM totals WHERE k IN ('conversations', 'conversation_bytes')").fetchall()
+            )
+            if values["conversations"] <= self.max_responses and values["conversation_bytes"] <= self.max_bytes:
+                break
+            row = db.execute("SELECT id FROM conversations WHERE id != ? ORDER BY used LIMIT 1", (keep,)).fetchone()
+            if row is None:  # only ``keep`` is left: it stays, whatever its size
+                break
+            db.execute("DELETE FROM conversation_items WHERE conversation = ?", (row[0],))
+            db.execute("DELETE FROM conversations WHERE id = ?", (row[0],))
+            evicted += 1
+        if evicted:
+            db.execute("UPDATE totals SET v = v + ? WHERE k = 'evictions'", (evicted,))
+
+    def _touch_conversation(self, db: sqlite3.Connection, conversation_id: str, grow: int = 0) -> bool:
+        """Stamp a conversation used now (and ``grow`` its size); False if there is none."""
+        return (
+            db.execute(
+                "UPDATE conversations SET used = ?, nbytes = nbytes + ? WHERE id = ?",
+                (self._tick(db), grow, conversation_id),
+            ).rowcount
+            > 0
+        )
 
     def _get_conversation(self, conversation_id: str) -> StoredConversation | None:
-        row = (
-            self._connect()
-            .execute("SELECT id, created_at, metadata FROM conversations WHERE id = ?", (conversation_id,))
-            .fetchone()
-        )
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if not self._touch_conversation(db, conversation_id):
+                return None
+            return self._conversation_row(db, conversation_id)
+
+    @staticmethod
+    def _conversation_row(db: sqlite3.Connection, conversation_id: str) -> StoredConversation | None:
+        row = db.execute(
+            "SELECT id, created_at, metadata FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
         return StoredConversation(row[0], int(row[1]), bytes(row[2])) if row else None
 
     def _update_conversation(self, conversation_id: str, metadata_json: bytes) -> StoredConversation | None:
         db = self._connect()
         with db:
+            db.execute("BEGIN IMMEDIATE")
+            old = self._conversation_row(db, conversation_id)
+            if old is None:
+                return None
+            self._touch_conversation(db, conversation_id, len(metadata_json) - len(old.metadata_json))
             db.execute("UPDATE conversations SET metadata = ? WHERE id = ?", (metadata_json, conversation_id))
-        return self._get_conversation(conversation_id)
+            self._evict_conversations(db, conversation_id)
+            return StoredConversation(conversation_id, old.created_at, metadata_json)
 
     def _delete_conversation(self, conversation_id: str) -> bool:
         db = self._connect()
@@ -179,8 +267,8 @@ class SQLiteStore:
     def _conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
         db = self._connect()
         with db:
-            db.execute("BEGIN")
-            if self._get_conversation(conversation_id) is None:
+            db.execute("BEGIN IMMEDIATE")
+            if not self._touch_conversation(db, conversation_id):
                 return None
             rows = db.execute(
                 "SELECT item_id, data FROM conversation_items WHERE conversation = ? ORDER BY seq",
@@ -192,27 +280,30 @@ class SQLiteStore:
         db = self._connect()
         with db:
             db.execute("BEGIN IMMEDIATE")
-            if self._get_conversation(conversation_id) is None:
+            if not self._touch_conversation(db, conversation_id, _items_bytes(items)):
                 return False
             db.executemany(
                 "INSERT INTO conversation_items (conversation, item_id, data) VALUES (?, ?, ?)",
                 [(conversation_id, i, d) for i, d in items],
             )
+            self._evict_conversations(db, conversation_id)
             return True
 
     def _delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
         db = self._connect()
         with db:
             db.execute("BEGIN IMMEDIATE")
-            if self._get_conversation(conversation_id) is None:
+            if self._conversation_row(db, conversation_id) is None:
                 return None
-            return (
-                db.execute(
-                    "DELETE FROM conversation_items WHERE conversation = ? AND item_id = ?",
-                    (conversation_id, item_id),
-                ).rowcount
-                > 0
-            )
+            freed = db.execute(
+                "DELETE FROM conversation_items WHERE conversation = ? AND item_id = ? "
+                "RETURNING length(item_id) + length(data)",
+                (conversation_id, item_id),
+            ).fetchall()
+            if not freed:
+                return False
+            self._touch_conversation(db, conversation_id, -sum(int(r[0]) for r in freed))
+            return True
 
     def _close(self) -> None:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
