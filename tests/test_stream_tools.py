@@ -117,3 +117,41 @@ def _without(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def test_the_checker_rejects_broken_tool_streams(broken: Any) -> None:
     with pytest.raises(AssertionError):
         check_stream(broken(loop_events()))
+
+
+def test_a_tool_read_carrier_follows_the_item_the_client_sees_less_of() -> None:
+    from trtllm_responses.sealing import ContentSealer, unseal_items
+
+    sealer = ContentSealer(b"t" * 32)
+    stream = ResponseStream(snapshot(), sealer.seal_reasoning, seal_tool_read=sealer.seal_tool_read)
+    stream.hold_calls(frozenset({ItemKind.WEB_SEARCH_CALL}))
+    events = stream.start()
+    events += stream.message_started(
+        MessageHeader(role="assistant", channel="analysis", recipient="browser.search")
+    )
+    events += stream.content_delta('{"query": "tides"}')
+    events += stream.message_ended("completed")
+    events += stream.tool_started()
+    read = {
+        "model_read": "[0] tides\nL0: Tides explained",
+        "browser_page": {"url": "", "title": "tides", "text": "x"},
+    }
+    events += stream.tool_finished("completed", internal=read)
+    # Nothing hidden (internal equal to what is shown): no carrier.
+    events += stream.message_started(
+        MessageHeader(role="assistant", channel="analysis", recipient="browser.find")
+    )
+    events += stream.content_delta('{"pattern": "moon"}')
+    events += stream.message_ended("completed")
+    events += stream.tool_started()
+    events += stream.tool_finished("completed")
+    events += stream.complete(make_usage(10, 5, 0, 0))
+    response = check_stream([to_dict(e) for e in events])
+    output = response["output"]
+    assert [i["type"] for i in output] == ["web_search_call", "reasoning", "web_search_call"]
+    carrier = output[1]
+    assert carrier["summary"] == [] and "content" not in carrier and carrier["id"].startswith("rs_")
+    assert "model_read" not in output[0]
+    assert [to_dict(i) for i in stream.model_output][0]["model_read"] == read["model_read"]
+    opened = unseal_items([output[0], carrier], sealer)
+    assert opened[0] == {**output[0], **read} and opened[1] == {"type": "reasoning", "summary": []}

@@ -474,15 +474,16 @@ class ResponseStream:
             self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done),
         ]
         if internal is not None and self._seal_tool_read is not None:
-            events += self._tool_read(self._internal[item.output_index], done)
+            hidden = [key for key, value in internal.items() if key not in fields or fields[key] != value]
+            events += self._tool_read(self._internal[item.output_index], hidden)
         return events
 
-    def _tool_read(self, read: ResponseOutputItem, shown: ResponseOutputItem) -> list[ResponseStreamEvent]:
-        """The tool-read carrier after ``shown``: a reasoning item sealing the fields only ``read`` has."""
+    def _tool_read(self, read: ResponseOutputItem, hidden: list[str]) -> list[ResponseStreamEvent]:
+        """The tool-read carrier after a tool item: a reasoning item sealing its ``hidden`` fields as read."""
         assert self._seal_tool_read is not None
-        model, client = to_dict(read), to_dict(shown)
-        hidden = {key: value for key, value in model.items() if key not in client or client[key] != value}
-        blob = self._seal_tool_read(model["type"], hidden) if hidden else None
+        model = to_dict(read)
+        fields = {key: model[key] for key in hidden if key in model}
+        blob = self._seal_tool_read(model["type"], fields) if fields else None
         if blob is None:
             return []
         item_id, _ = new_item_ids(ItemKind.REASONING)
