@@ -1,0 +1,53 @@
+"""The item a ResponseStream is streaming, and the error an illegal transition raises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..harmony.items import ItemKind, ItemTarget
+from ..tools.base import TextRewriter
+from .events import DELTA_EVENTS, event_type_name
+
+__all__ = ["OpenItem", "StreamStateError"]
+
+
+class StreamStateError(RuntimeError):
+    """A transition that the stream's state does not allow (a bug in the caller)."""
+
+
+class OpenItem:
+    """The item being streamed, and the fixed fields of its delta events (computed once per item)."""
+
+    __slots__ = (
+        "call_id",
+        "chunks",
+        "delta_fields",
+        "delta_type",
+        "fields",
+        "id",
+        "output_index",
+        "rewriter",
+        "target",
+    )
+
+    def __init__(self, target: ItemTarget, item_id: str, call_id: str | None, output_index: int) -> None:
+        self.target = target
+        self.id = item_id
+        self.call_id = call_id
+        self.output_index = output_index
+        self.chunks: list[str] = []
+        self.fields: dict[str, Any] = {}  # extra fields of the done item (tool items)
+        self.rewriter: TextRewriter | None = None  # messages: rewrites their text (citations)
+        self.delta_type: type[Any] | None = DELTA_EVENTS.get(target.kind)
+        fields: dict[str, Any] = {}
+        if self.delta_type is not None:
+            fields = {
+                "type": event_type_name(self.delta_type),
+                "item_id": item_id,
+                "output_index": output_index,
+            }
+            if target.kind in (ItemKind.MESSAGE, ItemKind.REASONING):
+                fields["content_index"] = 0
+            if target.kind is ItemKind.MESSAGE:
+                fields["logprobs"] = []
+        self.delta_fields = fields

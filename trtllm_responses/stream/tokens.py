@@ -1,0 +1,180 @@
+"""TokenStreamProcessor: executor token deltas through the Harmony parser into a ResponseStream."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from openai.types.responses import (
+    ResponseStreamEvent,
+    ResponseUsage,
+)
+
+from ..errors import HarmonyFormatError
+from ..executors.base import TokenDelta
+from ..harmony.encoding import HarmonyEncoding
+from ..harmony.parser import ContentDelta, HarmonyStreamParser, MessageStarted
+from .events import (
+    make_usage,
+)
+from .item import StreamStateError
+from .response import ResponseStream
+
+__all__ = ["TokenStreamProcessor"]
+
+
+class TokenStreamProcessor:
+    """Feeds executor token deltas through the Harmony parser into a ResponseStream; counts usage.
+
+    ``process`` returns the events a delta caused; the delta carrying a finish
+    reason also yields the terminal event. ``fail`` ends the stream on an
+    executor error. Malformed model output ends it with ``response.failed``.
+    """
+
+    def __init__(
+        self,
+        stream: ResponseStream,
+        encoding: HarmonyEncoding,
+        prompt_tokens: int,
+        stop_requested: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.stream = stream
+        # Asked between Harmony messages (never per token): a reason to end the response there.
+        self._stop_requested = stop_requested
+        self._parser_encoding = encoding
+        self._parser = HarmonyStreamParser(encoding)
+        self._prompt_tokens = prompt_tokens
+        self._output_tokens = 0
+        self._reasoning_tokens = 0
+        self._in_reasoning = False
+        self._cached_tokens = 0  # this generation's
+        self._cached_before = 0  # earlier generations' (the tool loop's turns)
+        self.done = False
+        # When the executor's first delta came (perf_counter): set by the service's generation loop, so
+        # nothing here checks it per token.
+        self.first_token_at: float | None = None
+
+    def start(self) -> list[ResponseStreamEvent]:
+        """The opening events."""
+        return self.stream.start()
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens the executor has produced so far."""
+        return self._output_tokens
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens the engine reported reusing from its KV cache (every generation of the response)."""
+        return self._cached_before + self._cached_tokens
+
+    def count_extra(self, input_tokens: int, output_tokens: int, reasoning_tokens: int) -> None:
+        """Add another generation's usage to this response's (automatic compaction's summary run)."""
+        self._prompt_tokens += input_tokens
+        self._output_tokens += output_tokens
+        self._reasoning_tokens += reasoning_tokens
+
+    def usage(self) -> ResponseUsage:
+        """Usage so far."""
+        return make_usage(
+            self._prompt_tokens,
+            self._output_tokens,
+            self._reasoning_tokens,
+            self._cached_before + self._cached_tokens,
+        )
+
+    @property
+    def awaiting_tool(self) -> bool:
+        """The generation stopped on a held tool call: the tool loop runs it and starts the next turn."""
+        return self.done and self.stream.final_response is None
+
+    def add_prompt_tokens(self, count: int) -> None:
+        """Count ``count`` more input tokens (the prompt grew before the first generation)."""
+        self._prompt_tokens += count
+
+    def next_turn(self, prompt_tokens: int) -> None:
+        """Get ready for the next generation of the same response (its prompt counts as input)."""
+        if not self.awaiting_tool:
+            raise StreamStateError("next_turn() without a held tool call")
+        self._parser = HarmonyStreamParser(self._parser_encoding)
+        self._prompt_tokens += prompt_tokens
+        self._cached_before += self._cached_tokens
+        self._cached_tokens = 0
+        self.done = False
+
+    def process(self, delta: TokenDelta) -> list[ResponseStreamEvent]:
+        """Events for one engine step."""
+        if self.done:
+            raise StreamStateError("the response has already ended")
+        tokens = delta.token_ids
+        self._output_tokens += len(tokens)
+        if delta.cached_tokens is not None:
+            self._cached_tokens = delta.cached_tokens
+        if delta.finish_reason is None:
+            text = self._parser.feed_body(tokens)
+            if text is not None:  # the common step: one token of text inside a message
+                return self.stream.content_delta(text) if text else []
+        events: list[ResponseStreamEvent] = []
+        try:
+            if tokens:
+                # A step that finishes the response is applied whole; others may stop at a boundary.
+                stop = self._stop_requested if delta.finish_reason is None else None
+                reason = self._apply(self._parser.feed(tokens), events, "completed", stop)
+                if reason is not None:  # ended at a message boundary (steering): the step's rest is dropped
+                    self.done = True
+                    events += self.stream.incomplete(self.usage(), reason)
+                    return events
+            if delta.finish_reason is not None:
+                self._finish(delta, events)
+        except HarmonyFormatError as exc:
+            events += self.fail(f"The model's output broke the Harmony format: {exc}")
+        return events
+
+    def _apply(
+        self,
+        parsed: list[Any],
+        events: list[ResponseStreamEvent],
+        cut_status: str,
+        stop: Callable[[], str | None] | None = None,
+    ) -> str | None:
+        """Apply parser events; after each message that ends, ``stop`` may give a reason to end there."""
+        stream = self.stream
+        for event in parsed:
+            kind = type(event)
+            if kind is ContentDelta:
+                events += stream.content_delta(event.text)
+            elif kind is MessageStarted:
+                events += stream.message_started(event.header)
+                self._in_reasoning = event.header.channel == "analysis" and not event.header.recipient
+            else:
+                events += stream.message_ended("completed" if event.terminator is not None else cut_status)
+                if self._in_reasoning:
+                    self._reasoning_tokens += event.num_tokens
+                    self._in_reasoning = False
+                if stop is not None:
+                    reason = stop()
+                    if reason is not None:
+                        return reason
+        return None
+
+    def _finish(self, delta: TokenDelta, events: list[ResponseStreamEvent]) -> None:
+        reason = delta.finish_reason
+        if reason == "error":
+            events += self.fail(delta.error or "The executor failed.")
+            return
+        if reason == "cancelled":
+            events += self.fail("The generation was cancelled.")
+            return
+        # On "stop" an open message is whole (the engine kept its stop token to itself);
+        # on "length" it was cut off.
+        whole = reason == "stop" and not self._parser.in_header
+        self._apply(self._parser.finish(), events, "completed" if whole else "incomplete")
+        self.done = True
+        if whole and self.stream.held is not None:
+            return  # a server-run tool call: the tool loop goes on (awaiting_tool)
+        events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
+
+    def fail(self, message: str) -> list[ResponseStreamEvent]:
+        """End the response as failed (executor error or malformed output)."""
+        self.done = True
+        return self.stream.fail(message, self.usage())
