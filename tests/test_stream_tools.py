@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,16 +12,15 @@ from stream_grammar import check_stream
 
 from trtllm_responses.harmony.items import ItemKind, ItemTarget
 from trtllm_responses.harmony.parser import MessageHeader
+from trtllm_responses.prepared import initial_response
 from trtllm_responses.protocol import parse_request
-from trtllm_responses.service import ResponsesService
 from trtllm_responses.stream import ResponseStream, StreamStateError, make_usage
 from trtllm_responses.wire import to_dict
 
 
 def snapshot() -> Response:
     """The in_progress response the service would start from (its own snapshot builder)."""
-    service: Any = SimpleNamespace(model_name="m")
-    return ResponsesService._snapshot(service, "resp_test", parse_request({"input": "x"}))
+    return initial_response("resp_test", parse_request({"input": "x"}), "m")
 
 
 ADD = ItemTarget(ItemKind.MCP_CALL, name="add", namespace="demo")

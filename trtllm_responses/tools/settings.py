@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["PythonLimits", "ToolSettings", "url_allowed"]
+__all__ = ["DEFAULT_TOOL_TIMEOUT", "PythonLimits", "ToolSettings", "url_allowed"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -21,6 +21,10 @@ class PythonLimits:
     output_bytes: int = 64 << 10  # stdout+stderr the model reads
 
 
+#: Seconds one server-run tool call may take unless ``--tool_timeout`` says otherwise.
+DEFAULT_TOOL_TIMEOUT = 60.0
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSettings:
     """Limits and allow-lists for the tools the server runs.
@@ -34,7 +38,7 @@ class ToolSettings:
 
     mcp_allowed_urls: tuple[str, ...] = ()
     tool_servers: tuple[tuple[str, str], ...] = ()
-    tool_timeout: float = 60.0
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     tool_output_max_bytes: int = 64 << 10
     # gpt-oss's built-in tools (tools/builtin.py): "off", "local" or "mcp:URL"; "off" or a backend.
     python_tool: str = "off"

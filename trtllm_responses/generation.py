@@ -1,0 +1,200 @@
+"""ResponseGenerator: drives a prepared response through the executor (and the tool loop) to its end.
+
+``drive`` generates one response, handing each engine step's events to a
+``deliver`` callback, has the result kept (stored) before the terminal event leaves,
+and returns the terminal response. Streaming and non-streaming responses both use
+``drive``: one code path, one loop per token (no generator layers between the engine
+and the socket). ``abort`` stops a running response (its generation, or its running
+tool call); the stream then ends with a terminal event.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from openai.types.responses import ResponseCompactionItem, ResponseStreamEvent
+
+from .executors.base import Executor, GenerationRequest
+from .harmony.adapter import HarmonyAdapter
+from .logprobs import LogprobStreamProcessor
+from .metrics import ServerMetrics
+from .prepared import Deliver, PreparedResponse
+from .stream import ResponseStream, TokenStreamProcessor
+from .tool_loop import ToolLoop
+from .wire import to_json
+
+__all__ = ["ResponseGenerator"]
+
+logger = logging.getLogger(__name__)
+
+
+class ResponseGenerator:
+    """Generates responses: the responses live in this process, and the executor requests they run.
+
+    ``keep`` serializes and stores a finished response (the service's); it returns the
+    terminal response's JSON.
+    """
+
+    def __init__(
+        self,
+        *,
+        executor: Executor,
+        adapter: HarmonyAdapter,
+        metrics: ServerMetrics,
+        keep: Callable[[PreparedResponse, ResponseStream], Awaitable[bytes]],
+        redact_reasoning: bool = False,
+    ) -> None:
+        self.executor = executor
+        self.adapter = adapter
+        self.metrics = metrics
+        self.redact_reasoning = redact_reasoning
+        self._keep = keep
+        #: Responses being generated in this process, by id (foreground and background).
+        self.live: dict[str, PreparedResponse] = {}
+        #: The executor request id each live response is generating now (the tool loop runs several).
+        self.generating: dict[str, str] = {}
+
+    async def drive(self, prepared: PreparedResponse, deliver: Deliver | None = None) -> bytes:
+        """Generate one response to its end; return the terminal response as JSON.
+
+        ``deliver`` receives each engine step's events as they happen (streaming);
+        without it the events are only used to build the response (non-streaming:
+        the same path). An executor failure ends the response with
+        ``response.failed``. The response is stored before the terminal event is
+        delivered. The executor's generation is aborted whenever this stops before
+        the executor finished: client gone (the caller cancels), malformed output,
+        a delivery error.
+        """
+        stream = ResponseStream(
+            prepared.response,
+            prepared.seal_reasoning,
+            self.redact_reasoning,
+            tools=prepared.prompt.tools,
+            seal_tool_read=prepared.seal_tool_read,
+        )
+        prompt_tokens = len(prepared.prompt.token_ids)
+        top_logprobs = prepared.generation.sampling.logprobs
+        processor = (
+            TokenStreamProcessor(stream, self.adapter.encoding, prompt_tokens, prepared.stop_requested)
+            if top_logprobs is None
+            else LogprobStreamProcessor(
+                stream, self.adapter.encoding, prompt_tokens, top_logprobs, prepared.stop_requested
+            )
+        )
+        prepared.stream = processor.stream
+        response_id = prepared.generation.request_id
+        self.live[response_id] = prepared
+        try:
+            opening = processor.start()
+            if prepared.compaction is not None:
+                done = prepared.compaction
+                processor.count_extra(done.input_tokens, done.output_tokens, done.reasoning_tokens)
+                opening += processor.stream.compacted(
+                    ResponseCompactionItem.model_validate(done.compaction_item)
+                )
+            loop = None
+            if prepared.tools is not None:
+                request = prepared.request
+                loop = ToolLoop(
+                    tools=prepared.tools,
+                    adapter=self.adapter,
+                    processor=processor,
+                    generation=prepared.generation,
+                    prompt=prepared.prompt,
+                    calls=dict(prepared.prompt.history.calls),
+                    max_seq_len=self.executor.max_seq_len,
+                    max_output_tokens=request.max_output_tokens,
+                    max_tool_calls=request.max_tool_calls,
+                    tool_timeout=prepared.tool_timeout,
+                    include=frozenset(request.include or ()),
+                )
+                opening += loop.opening()
+                prepared.tool_loop = loop
+            if deliver is not None:
+                await deliver(opening)
+        except BaseException:
+            self.live.pop(response_id, None)
+            raise
+        self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
+        self.metrics.active += 1
+        try:
+            if loop is None:
+                events = await self._generate(prepared.generation, processor, deliver)
+            else:
+                events = await loop.run(self._generate, deliver)
+            try:
+                final_json = await self._keep(prepared, processor.stream)
+            except Exception:  # the store or the serializer failed: the client still gets a terminal event
+                logger.exception("Could not serialize or store %s", prepared.generation.request_id)
+                events[-1] = processor.stream.fail_instead("The server could not store the response.")
+                final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
+            final = processor.stream.final_response
+            self.metrics.record_response(
+                processor.output_tokens,
+                status=final.status if final is not None and final.status else "failed",
+                input_tokens=len(prepared.prompt.token_ids),
+                cached_tokens=processor.cached_tokens,
+                received_at=prepared.received_at,
+                first_token_at=processor.first_token_at,
+            )
+            prepared.first_token_at = processor.first_token_at
+            prepared.usage = processor.usage()
+            if deliver is not None:
+                await deliver(events)
+            return final_json
+        finally:
+            self.live.pop(response_id, None)
+            self.metrics.active -= 1
+
+    async def _generate(
+        self, generation: GenerationRequest, processor: TokenStreamProcessor, deliver: Deliver | None
+    ) -> list[ResponseStreamEvent]:
+        """Run one generation through ``processor``, delivering each step's events but the last (returned).
+
+        It ends when the processor is done: a terminal event, or a held server-run
+        tool call (the tool loop goes on). The generation is aborted in the
+        executor whenever this stops before the executor finished.
+        """
+        deltas = self.executor.generate(generation)
+        executor_finished = False
+        response_id = generation.request_id.partition(".")[0]  # the tool loop's turns are <id>.<n>
+        self.generating[response_id] = generation.request_id
+        first = processor.first_token_at is None  # for the access log; a local flag costs nothing per token
+        try:
+            while True:
+                try:
+                    delta = await deltas.__anext__()
+                    if first:
+                        processor.first_token_at = time.perf_counter()
+                        first = False
+                except StopAsyncIteration:
+                    return processor.fail("The executor ended the stream without a finish reason.")
+                except Exception as exc:  # the executor failed: response.failed, never a broken stream
+                    logger.exception("Executor failed on %s", generation.request_id)
+                    return processor.fail(f"The executor failed: {exc}")
+                executor_finished = delta.finish_reason is not None
+                try:
+                    events = processor.process(delta)
+                except Exception:
+                    logger.exception("Internal error while streaming %s", generation.request_id)
+                    return processor.fail("The server had an error while processing the model's output.")
+                if processor.done:
+                    return events
+                if events and deliver is not None:
+                    await deliver(events)
+        finally:
+            if self.generating.get(response_id) == generation.request_id:
+                del self.generating[response_id]
+            if not executor_finished:
+                self.executor.abort(generation.request_id)
+                self.metrics.record_abort()
+            await deltas.aclose()
+
+    def abort(self, response_id: str) -> None:
+        """Abort the generation ``response_id`` is running now, if any, or its running tool call (its stream then ends)."""
+        prepared = self.live.get(response_id)
+        if prepared is not None and prepared.tool_loop is not None:
+            prepared.tool_loop.cancel()
+        self.executor.abort(self.generating.get(response_id, response_id))
