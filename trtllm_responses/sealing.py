@@ -72,7 +72,7 @@ _VERSION = "v1."
 TOOL_READ_PREFIX = "v1z."
 TOOL_READ = "tool_read"
 #: The most JSON a tool read carries (and is decompressed to): a browser page is capped at
-#: 256 Ki characters (``tools/browser.py``), up to 1 MiB of UTF-8, plus what the model read.
+#: 256 Ki characters (``tools/browser/pages.py``), up to 1 MiB of UTF-8, plus what the model read.
 TOOL_READ_MAX_BYTES = 4 << 20
 _NONCE_BYTES = 12
 _AAD = b"trtllm-responses/v1/"
