@@ -10,6 +10,7 @@ terminal event leaves. ``retrieve``, ``delete`` and ``input_items`` serve stored
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -140,6 +141,8 @@ class ResponsesService:
             conversation = conversation_id(request.conversation)
             conversation_history, seen = await self.conversations.history(conversation)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
+        if size > self.inline_render_bytes:
+            await asyncio.sleep(0)  # as in _build_prompt: the rest of a large body's preparation is a step of its own
         compaction = None
         threshold = compact_threshold(request)
         if compact and threshold is not None and len(prompt.token_ids) > threshold:
@@ -272,6 +275,7 @@ class ResponsesService:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         renders = await self.render_pool.render(draft.to_render)
         rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders, strict=True)]
+        await asyncio.sleep(0)  # a large body: let other streams run between its steps (each a few ms)
         return adapter.finish_prompt(draft, rendered)
 
     # -- generate ----------------------------------------------------------------------------
