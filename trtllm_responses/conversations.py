@@ -20,7 +20,7 @@ import orjson
 from .bounded_cache import ByteBoundedCache
 from .errors import InvalidRequestError, NotFoundError
 from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, RenderedMessage
-from .harmony.items import input_to_messages
+from .harmony.input_messages import input_to_messages
 from .ids import new_id
 from .input_items import normalize_input_items
 from .pagination import list_page_json

@@ -7,7 +7,7 @@ SDK's request types are TypedDicts meant for building requests, not checking the
 Unknown top-level fields are ignored, as OpenAI-compatible clients send fields a
 server may not know. Known fields are checked strictly: a wrong type or value is
 an :class:`~trtllm_responses.errors.InvalidRequestError` naming the field.
-Input items stay plain dicts here; ``harmony/items.py`` checks them one by one so
+Input items stay plain dicts here; ``harmony/input_messages.py`` checks them one by one so
 its errors can name the exact item and part (``input[2].content[0]``).
 """
 

@@ -40,7 +40,8 @@ from openai.types.responses import ResponseStreamEvent
 
 from .executors.base import GenerationRequest
 from .harmony.adapter import HarmonyAdapter, Prompt, RenderedMessage
-from .harmony.items import ItemKind, ItemTarget, input_to_messages
+from .harmony.input_messages import input_to_messages
+from .harmony.items import ItemKind, ItemTarget
 from .stream import TokenStreamProcessor
 from .tools.base import ServerTools, ToolOutcome, ToolProvider
 from .wire import to_dict

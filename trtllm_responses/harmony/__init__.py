@@ -2,13 +2,13 @@
 
 from .adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from .encoding import HarmonyEncoding, load_encoding
+from .input_messages import input_to_messages
 from .items import (
     ItemKind,
     ItemTarget,
     build_output_item,
     classify,
     completion_to_output_items,
-    input_to_messages,
 )
 from .parser import (
     ContentDelta,

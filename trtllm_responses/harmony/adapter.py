@@ -46,7 +46,7 @@ from ..errors import InvalidRequestError
 from ..protocol import ResponsesRequest
 from .developer import developer_message, developer_spec
 from .encoding import HarmonyEncoding
-from .items import input_to_messages
+from .input_messages import input_to_messages
 from .tools import RequestTools, select_tools, server_call_options
 
 EMPTY_TOOLS = RequestTools()

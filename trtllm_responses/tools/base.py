@@ -53,7 +53,7 @@ class ToolOutcome:
     """How a call ended: the fields its output item gets (``output``, ``error``…) and whether it failed.
 
     The model reads the finished item rendered back as a Harmony tool message
-    (``harmony/items.py``), so what it reads and what the client sees never differ.
+    (``harmony/input_messages.py``), so what it reads and what the client sees never differ.
     """
 
     fields: Mapping[str, Any]

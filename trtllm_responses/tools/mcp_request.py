@@ -17,7 +17,8 @@ import orjson
 from openai.types.responses.response_output_item import McpListTools, McpListToolsTool
 
 from ..errors import InvalidRequestError
-from ..harmony.items import ItemKind, ItemTarget, list_tools_key
+from ..harmony.input_messages import list_tools_key
+from ..harmony.items import ItemKind, ItemTarget
 from ..ids import new_id
 from .base import ApprovedCall, ServerTools
 from .mcp import ApprovalRule, MCPProvider, MissingTool, describe_exception, tool_names

@@ -15,7 +15,7 @@ The semantics follow the gpt-oss reference browser (``gpt_oss/tools/simple_brows
 Pages are fetched with a plain, guarded GET (``tools/fetch.py``: size cap, timeout, no private
 addresses unless allowed) and HTML is turned into text here. The page stack lives for the response chain:
 each page a call pushes is kept (its text up to STORED_PAGE_CHARS) on the stored item, and from there in
-the conversation (``harmony/items.py``: ``browser_page:N``), so a continuation's cursors go on.
+the conversation (``harmony/input_messages.py``: ``browser_page:N``), so a continuation's cursors go on.
 
 Backends (``--browser_backend``): ``searxng:URL`` (a SearXNG instance's JSON API, ``format=json``),
 ``exa`` (``EXA_API_KEY``), ``youcom`` (``YDC_API_KEY``), or ``mcp:URL`` (an MCP server with

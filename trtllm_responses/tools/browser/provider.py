@@ -12,7 +12,8 @@ import httpx2
 import orjson
 from openai.types.responses.response_output_item import McpListToolsTool
 
-from ...harmony.items import BROWSER_PAGE, BROWSER_PAGES, MODEL_READ, ItemKind
+from ...harmony.input_messages import BROWSER_PAGE, BROWSER_PAGES, MODEL_READ
+from ...harmony.items import ItemKind
 from ..base import ToolOutcome, ToolProvider, truncate_output
 from ..fetch import FetchedPage, FetchRefused, guarded_get, parse_allow_private
 from ..mcp import MCPProvider

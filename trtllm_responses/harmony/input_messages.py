@@ -1,0 +1,410 @@
+"""Responses input items → Harmony messages (``input_to_messages``).
+
+Every input form the Responses API allows for a text model becomes Harmony messages;
+``system``/``developer`` messages become instructions (never a second system message);
+``function_call_output`` finds its call by ``call_id`` in the history or earlier in the
+same input.
+
+Output items sent back as input convert to the same messages the server stores, so a
+stateless replay renders the same tokens as a stored continuation (the server's tool loop
+and its store use this same converter for the model's own output). MCP items
+(``mcp_list_tools``, ``mcp_approval_request``) also leave entries in the conversation's
+``calls`` map under keys no call id can take (``mcp_list_tools:LABEL`` → the listed tools'
+JSON, ``mcpr_…`` → the pending call's JSON), so a later turn finds them whether the
+conversation was stored or replayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from openai_harmony import Author, Message, Role, TextContent
+
+from ..errors import InvalidRequestError
+from .items import FUNCTIONS_NAMESPACE
+
+__all__ = [
+    "BROWSER_PAGE",
+    "BROWSER_PAGES",
+    "DECLINED_OUTPUT",
+    "MODEL_READ",
+    "TOOL_OUTPUT_PLACEHOLDER",
+    "ConvertedInput",
+    "function_call_message",
+    "input_to_messages",
+    "list_tools_key",
+    "mcp_call_message",
+    "mcp_output_text",
+    "tool_output_message",
+]
+
+_JSON_CONTENT_TYPE = "<|constrain|>json"
+_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
+_NON_TEXT_PARTS = ("input_image", "input_file", "input_audio", "image_url", "file")
+#: What the model reads in place of an image or file a tool returned (a 400 would break every
+#: later turn of a session that replays its history).
+TOOL_OUTPUT_PLACEHOLDER = "[{kind} omitted: this model reads text only]"
+#: The field of a stored web_search_call item holding the page the browser showed the model
+#: (not an SDK field: stored items carry it, clients never see it).
+MODEL_READ = "model_read"
+#: The field of a stored web_search_call item holding the page it pushed on the browser's page stack;
+#: the conversation's ``calls`` keep them as ``browser_page:N`` (and their count as ``browser_pages``),
+#: so the page stack (and its cursors) lives on through ``previous_response_id``.
+BROWSER_PAGE = "browser_page"
+BROWSER_PAGES = "browser_pages"
+
+
+@dataclass
+class ConvertedInput:
+    """Harmony messages for a request's input, and what else the input said."""
+
+    messages: list[Message] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    calls: dict[str, str] = field(
+        default_factory=dict
+    )  # call_id → recipient (functions.NAME), new in this input
+
+
+def _require_str(item: Mapping[str, Any], key: str, param: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"'{param}.{key}' must be a string.", param=f"{param}.{key}")
+    return value
+
+
+def _text_of_parts(parts: Any, param: str, tool_output: bool = False) -> list[str]:
+    """Texts of a content list; non-text parts are refused (gpt-oss is text-only).
+
+    In a tool's output (``tool_output``) an image or file becomes a placeholder the model
+    can read instead: clients replay tool outputs in every later turn.
+    """
+    if isinstance(parts, str):
+        return [parts]
+    if not isinstance(parts, list):
+        raise InvalidRequestError(f"'{param}' must be a string or a list of content parts.", param=param)
+    texts: list[str] = []
+    for j, part in enumerate(parts):
+        where = f"{param}[{j}]"
+        if not isinstance(part, dict):
+            raise InvalidRequestError(f"'{where}' must be an object.", param=where)
+        kind = part.get("type")
+        if kind in _TEXT_PARTS:
+            texts.append(_require_str(part, "text", where))
+        elif kind == "refusal":
+            texts.append(_require_str(part, "refusal", where))
+        elif kind in _NON_TEXT_PARTS and tool_output:
+            texts.append(TOOL_OUTPUT_PLACEHOLDER.format(kind="image" if "image" in kind else "file"))
+        elif kind in _NON_TEXT_PARTS:
+            raise InvalidRequestError(
+                f"'{where}' is {kind}, but gpt-oss only reads text; send input_text parts instead.",
+                param=where,
+                code="unsupported_content_type",
+            )
+        else:
+            raise InvalidRequestError(
+                f"Unknown content part type {kind!r} at '{where}.type'.", param=f"{where}.type"
+            )
+    return texts
+
+
+def _text_message(role: Role, texts: Sequence[str]) -> Message:
+    return Message.from_role_and_contents(role, [TextContent(text=t) for t in texts])
+
+
+def function_call_message(name: str, arguments: str, namespace: str | None = None) -> Message:
+    """The Harmony message of a function call: commentary to ``functions.NAME`` (or ``NS.NAME``), JSON body."""
+    return (
+        Message.from_role_and_content(Role.ASSISTANT, arguments)
+        .with_channel("commentary")
+        .with_recipient(f"{namespace or FUNCTIONS_NAMESPACE}.{name}")
+        .with_content_type(_JSON_CONTENT_TYPE)
+    )
+
+
+def custom_tool_call_message(recipient: str, text: str) -> Message:
+    """The Harmony message of a custom (freeform) tool call: commentary to its recipient, raw body."""
+    return (
+        Message.from_role_and_content(Role.ASSISTANT, text)
+        .with_channel("commentary")
+        .with_recipient(recipient)
+    )
+
+
+def tool_output_message(tool: str, output: str) -> Message:
+    """The Harmony message carrying a tool's output back to the assistant."""
+    return (
+        Message.from_author_and_content(Author.new(Role.TOOL, tool), output)
+        .with_recipient("assistant")
+        .with_channel("commentary")
+    )
+
+
+def input_to_messages(
+    input: str | Sequence[Mapping[str, Any]],
+    known_calls: Mapping[str, str],
+    param: str = "input",
+) -> ConvertedInput:
+    """Convert a request's ``input`` into Harmony messages; raise InvalidRequestError naming the field.
+
+    ``known_calls`` maps the call ids of the conversation so far to function names.
+    """
+    out = ConvertedInput()
+    if isinstance(input, str):
+        out.messages.append(_text_message(Role.USER, [input]))
+        return out
+    for i, item in enumerate(input):
+        where = f"{param}[{i}]"
+        if not isinstance(item, Mapping):
+            raise InvalidRequestError(f"'{where}' must be an object.", param=where)
+        kind = item.get("type", "message" if "role" in item else None)
+        if not isinstance(kind, str):
+            raise InvalidRequestError(f"'{where}.type' must be a string.", param=f"{where}.type")
+        converter = _INPUT_CONVERTERS.get(kind)
+        if converter is None:
+            raise InvalidRequestError(
+                f"Unknown or unsupported input item type {kind!r} at '{where}.type'.", param=f"{where}.type"
+            )
+        converter(item, where, known_calls, out)
+    return out
+
+
+def _convert_message(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    role = item.get("role")
+    if "content" not in item:
+        raise InvalidRequestError(f"'{where}.content' is required.", param=f"{where}.content")
+    texts = _text_of_parts(item["content"], f"{where}.content")
+    if role in ("system", "developer"):
+        out.instructions.append("".join(texts))
+    elif role == "user":
+        out.messages.append(_text_message(Role.USER, texts))
+    elif role == "assistant":
+        channel = "commentary" if item.get("phase") == "commentary" else "final"
+        out.messages.append(_text_message(Role.ASSISTANT, texts).with_channel(channel))
+    else:
+        raise InvalidRequestError(
+            f"'{where}.role' must be one of user, assistant, system, developer; got {role!r}.",
+            param=f"{where}.role",
+        )
+
+
+def _convert_function_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    call_id = _require_str(item, "call_id", where)
+    name = _require_str(item, "name", where)
+    arguments = _require_str(item, "arguments", where)
+    namespace = _optional_namespace(item, where)
+    out.calls[call_id] = f"{namespace or FUNCTIONS_NAMESPACE}.{name}"
+    out.messages.append(function_call_message(name, arguments, namespace))
+
+
+def _optional_namespace(item: Mapping[str, Any], where: str) -> str | None:
+    namespace = item.get("namespace")
+    if namespace is not None and (not isinstance(namespace, str) or not namespace):
+        raise InvalidRequestError(
+            f"'{where}.namespace' must be a non-empty string.", param=f"{where}.namespace"
+        )
+    return namespace
+
+
+def _convert_custom_tool_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    call_id = _require_str(item, "call_id", where)
+    name = _require_str(item, "name", where)
+    text = _require_str(item, "input", where)
+    recipient = f"{_optional_namespace(item, where) or FUNCTIONS_NAMESPACE}.{name}"
+    out.calls[call_id] = recipient
+    out.messages.append(custom_tool_call_message(recipient, text))
+
+
+def _convert_function_call_output(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    call_id = _require_str(item, "call_id", where)
+    recipient = out.calls.get(call_id) or calls.get(call_id)
+    if recipient is None:
+        kind = "custom tool call" if item.get("type") == "custom_tool_call_output" else "function call"
+        raise InvalidRequestError(
+            f"No tool call found for {kind} output with call_id {call_id!r}.",
+            param=f"{where}.call_id",
+        )
+    output = item.get("output")
+    texts = _text_of_parts(output, f"{where}.output", tool_output=True)
+    out.messages.append(tool_output_message(recipient, "".join(texts)))
+
+
+def _convert_reasoning(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    content = item.get("content") or []
+    texts = _text_of_parts(content, f"{where}.content")
+    if not texts:
+        summary = item.get("summary") or []
+        texts = ["\n\n".join(_text_of_parts(summary, f"{where}.summary"))] if summary else []
+    text = "".join(texts)
+    if text:
+        out.messages.append(_text_message(Role.ASSISTANT, [text]).with_channel("analysis"))
+
+
+def _convert_web_search_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    action = item.get("action") or {}
+    if not isinstance(action, Mapping):
+        raise InvalidRequestError(f"'{where}.action' must be an object.", param=f"{where}.action")
+    kind = action.get("type", "search")
+    if kind == "open_page":
+        name, args = "open", {"url": action.get("url")}
+    elif kind == "find_in_page":
+        name, args = "find", {"pattern": action.get("pattern"), "url": action.get("url")}
+    else:
+        name, args = "search", {"query": action.get("query")}
+    body = orjson.dumps({k: v for k, v in args.items() if v is not None}).decode()
+    out.messages.append(
+        Message.from_role_and_content(Role.ASSISTANT, body)
+        .with_channel("analysis")
+        .with_recipient(f"browser.{name}")
+        .with_content_type("code")
+    )
+    read = item.get(MODEL_READ)
+    if isinstance(read, str):  # a call the server ran: what the browser showed the model
+        out.messages.append(tool_output_message(f"browser.{name}", read))
+    page = item.get(BROWSER_PAGE)
+    if isinstance(page, Mapping):  # the page it pushed: the next page of the conversation's stack
+        count = out.calls.get(BROWSER_PAGES) or calls.get(BROWSER_PAGES) or "0"
+        out.calls[f"browser_page:{count}"] = orjson.dumps(page).decode()
+        out.calls[BROWSER_PAGES] = str(int(count) + 1)
+
+
+def _convert_code_interpreter_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    code = item.get("code") or ""
+    if not isinstance(code, str):
+        raise InvalidRequestError(f"'{where}.code' must be a string.", param=f"{where}.code")
+    out.messages.append(
+        Message.from_role_and_content(Role.ASSISTANT, code)
+        .with_channel("analysis")
+        .with_recipient("python")
+        .with_content_type("code")
+    )
+    outputs = item.get("outputs")
+    if isinstance(outputs, list):  # a call the server ran: its logs are what python answered
+        logs = [o.get("logs") for o in outputs if isinstance(o, Mapping) and o.get("type") == "logs"]
+        out.messages.append(tool_output_message("python", "".join(t for t in logs if isinstance(t, str))))
+
+
+def mcp_call_message(recipient: str, arguments: str) -> Message:
+    """The Harmony message of a call to an MCP tool: commentary to ``LABEL.TOOL``, JSON body."""
+    return (
+        Message.from_role_and_content(Role.ASSISTANT, arguments)
+        .with_channel("commentary")
+        .with_recipient(recipient)
+        .with_content_type(_JSON_CONTENT_TYPE)
+    )
+
+
+def mcp_output_text(item: Mapping[str, Any]) -> str | None:
+    """What the model read for an ``mcp_call``: its output, or its error as text (None: not run)."""
+    output = item.get("output")
+    if isinstance(output, str):
+        return output
+    error = item.get("error")
+    if isinstance(error, str):
+        return f"Error: {error}"
+    if isinstance(error, Mapping):
+        if error.get("type") == "mcp_tool_execution_error":
+            content = error.get("content")
+            if isinstance(content, list):
+                texts = [c.get("text", "") for c in content if isinstance(c, Mapping)]
+                return "Error: " + "".join(t for t in texts if isinstance(t, str))
+            return f"Error: {content}"
+        return f"Error: {error.get('message', '')}"
+    return None
+
+
+def list_tools_key(server_label: str) -> str:
+    """The ``calls`` key under which a conversation keeps an MCP server's listed tools."""
+    return f"mcp_list_tools:{server_label}"
+
+
+def _convert_mcp_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    server = _require_str(item, "server_label", where)
+    name = _require_str(item, "name", where)
+    arguments = _require_str(item, "arguments", where)
+    recipient = f"{server}.{name}"
+    if not item.get("approval_request_id"):  # an approved call was rendered by its approval request
+        out.messages.append(mcp_call_message(recipient, arguments))
+    output = mcp_output_text(item)
+    if output is not None:
+        out.messages.append(tool_output_message(recipient, output))
+
+
+def _convert_mcp_list_tools(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    server = _require_str(item, "server_label", where)
+    tools = item.get("tools")
+    if not isinstance(tools, list):
+        raise InvalidRequestError(f"'{where}.tools' must be a list.", param=f"{where}.tools")
+    if item.get("error") is None:
+        out.calls[list_tools_key(server)] = orjson.dumps(tools).decode()
+
+
+def _convert_mcp_approval_request(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    request_id = _require_str(item, "id", where)
+    server = _require_str(item, "server_label", where)
+    name = _require_str(item, "name", where)
+    arguments = _require_str(item, "arguments", where)
+    out.calls[request_id] = orjson.dumps(
+        {"server_label": server, "name": name, "arguments": arguments}
+    ).decode()
+    out.messages.append(mcp_call_message(f"{server}.{name}", arguments))
+
+
+#: What the model reads when a call it asked for was not approved.
+DECLINED_OUTPUT = "Error: the user did not approve this tool call."
+
+
+def _convert_mcp_approval_response(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    request_id = _require_str(item, "approval_request_id", where)
+    approve = item.get("approve")
+    if not isinstance(approve, bool):
+        raise InvalidRequestError(f"'{where}.approve' must be a boolean.", param=f"{where}.approve")
+    pending = out.calls.get(request_id) or calls.get(request_id)
+    if pending is None:
+        raise InvalidRequestError(
+            f"No mcp_approval_request with id {request_id!r} in this conversation.",
+            param=f"{where}.approval_request_id",
+        )
+    if not approve:  # an approved call runs in the response (its mcp_call item carries the output)
+        call = orjson.loads(pending)
+        out.messages.append(tool_output_message(f"{call['server_label']}.{call['name']}", DECLINED_OUTPUT))
+
+
+_INPUT_CONVERTERS = {
+    "message": _convert_message,
+    "function_call": _convert_function_call,
+    "function_call_output": _convert_function_call_output,
+    "custom_tool_call": _convert_custom_tool_call,
+    "custom_tool_call_output": _convert_function_call_output,
+    "reasoning": _convert_reasoning,
+    "web_search_call": _convert_web_search_call,
+    "code_interpreter_call": _convert_code_interpreter_call,
+    "mcp_call": _convert_mcp_call,
+    "mcp_list_tools": _convert_mcp_list_tools,
+    "mcp_approval_request": _convert_mcp_approval_request,
+    "mcp_approval_response": _convert_mcp_approval_response,
+}
