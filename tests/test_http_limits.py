@@ -20,9 +20,10 @@ import httpx
 import pytest
 from server_harness import RunningServer, start_server
 
-from trtllm_responses.cli import HTTP_LIMIT_FLAGS, _server_config, build_parser
+from trtllm_responses.cli import build_parser
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.http_limits import HTTPLimits
+from trtllm_responses.serve_options import HTTP_LIMIT_FLAGS, server_config
 
 LIMITS = HTTPLimits(
     max_head_bytes=8192,
@@ -309,9 +310,9 @@ def test_serve_flags_fill_http_limits() -> None:
     }
     assert set(values) == set(HTTP_LIMIT_FLAGS) == set(HTTPLimits.__dataclass_fields__)
     argv = ["serve"] + [f"--{name}={value}" for name, value in values.items()]
-    config = _server_config(build_parser().parse_args(argv))
+    config = server_config(build_parser().parse_args(argv))
     assert config.http == HTTPLimits(**values)
-    assert _server_config(build_parser().parse_args(["serve"])).http == HTTPLimits()
+    assert server_config(build_parser().parse_args(["serve"])).http == HTTPLimits()
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--timeout_request_head=0"])
 

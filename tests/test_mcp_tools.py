@@ -580,7 +580,8 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
 
 
 def test_serve_flags() -> None:
-    from trtllm_responses.cli import _server_config, build_parser
+    from trtllm_responses.cli import build_parser
+    from trtllm_responses.serve_options import server_config
 
     args = build_parser().parse_args(
         [
@@ -595,7 +596,7 @@ def test_serve_flags() -> None:
             "2048",
         ]
     )
-    tools = _server_config(args).tools
+    tools = server_config(args).tools
     assert tools.mcp_allowed_urls == ("http://127.0.0.1:9000/mcp", "https://mcp.example.com")
     assert tools.tool_server("calc") == "http://10.0.0.5:9000/mcp" and tools.tool_server("other") is None
     assert tools.tool_timeout == 5.0 and tools.tool_output_max_bytes == 2048
