@@ -324,3 +324,29 @@ def test_required_call_is_required_once(adapter: HarmonyAdapter) -> None:
     assert after is not None and after.final == "json" and after.schema == TRIP_SCHEMA
     _, free = _server_constraint(adapter, {"input": "x", "tools": [CODE_TOOL], "tool_choice": "required"})
     assert free.after_call() is None
+
+
+def test_text_that_says_to_equals_is_not_taken_for_a_call(
+    compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    """With only a custom tool's grammar (Codex's apply_patch on every request), prose and code stay free.
+
+    gpt-oss's recipient-first header begins `` to=``; ordinary text holds it too. A constraint that
+    watched for it anywhere (xgrammar's triggered tags) would force a call header into the middle of
+    ``send(msg, to=addr)``.
+    """
+    _, constraint = _constraint(adapter, {"input": "Hi", "tools": [TICKET]})
+    assert constraint.final == "text"
+    free = (
+        "<|channel|>analysis<|message|>Call send(msg, to=addr) first.<|end|><|start|>assistant"
+        "<|channel|>final<|message|>Use send(msg, to=addr), then redirect to=home.<|return|>"
+    )
+    assert _run(compiler, constraint, _harmony(encoding, free), encoding.return_) == "terminated"
+    first = " to=functions.ticket<|channel|>commentary<|message|>ABC-12<|call|>"
+    assert _run(compiler, constraint, _harmony(encoding, first), encoding.return_) == "accepted"
+    for wrong in (
+        " to=functions.nope<|channel|>commentary<|message|>ABC-12<|call|>",  # not a declared tool
+        THINK + " to=functions.ticket<|channel|>commentary<|message|>nope<|call|>",  # its grammar
+        "<|channel|>final<|message|>Done.<|end|><|start|>assistant<|channel|>final<|message|>again",
+    ):
+        assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith("rejected"), wrong

@@ -18,11 +18,12 @@ the grammar cannot write it as text, only end where it may follow. ``<|call|>`` 
   (an EBNF ``grammar``: xgrammar 0.1.25's structural tags have no repetition that may be
   followed by something), then the terminal message: the final JSON (after which only
   ``<|return|>`` may come) or one of the allowed calls ending ``<|call|>``.
-- Only custom-tool grammars (auto choice, no structured output): free text with triggered
-  tags: wherever a call header starts (``<|channel|>commentary to=``, ``<|channel|>analysis to=``
-  for gpt-oss's built-in tools, or `` to=`` recipient first), it must be one of the calls the
-  model was shown (the request's tools, listed MCP tools, ``python``, ``browser.*``), its body
-  constrained.
+- Only custom-tool grammars (auto choice, no structured output): the same shape with a free
+  final answer (``<|channel|>final<|message|>`` then any text) beside the calls, each call one
+  the model was shown (the request's tools, listed MCP tools, ``python``, ``browser.*``), its
+  body constrained. Not xgrammar's ``triggered_tags`` over free text: its triggers would fire
+  inside an analysis message too, and gpt-oss's recipient-first header begins `` to=``, which
+  ordinary text holds (``send(msg, to=addr)``), so the model could not write it.
 
 Every call is matched in the header gpt-oss writes for it (``CallOption.channel`` and
 ``content_type``): ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>`` for
@@ -50,6 +51,10 @@ __all__ = ["FREE_MESSAGES", "structural_tag"]
 #: ``<|`` (a Harmony control token inside a body is malformed output to the parser too).
 FREE_MESSAGES = r"""root ::= free_message*
 free_message ::= "<|channel|>" ("analysis" | "commentary") "<|message|>" body "<|end|><|start|>assistant"
+body ::= ([^<] | "<" [^|])* "<"?
+"""
+#: A free final answer (the last message: only ``<|return|>`` may follow; its body never contains ``<|``).
+FREE_FINAL = r"""root ::= "<|channel|>final<|message|>" body
 body ::= ([^<] | "<" [^|])* "<"?
 """
 SEPARATOR = "<|start|>assistant"
@@ -138,21 +143,12 @@ def _free_message(channel: str) -> dict[str, Any]:
 
 def structural_tag(constraint: Constraint) -> str:
     """The structural tag (xgrammar JSON) that makes the model obey ``constraint``."""
-    if constraint.final == "text":
-        tags = _all_call_tags(constraint.calls)
-        channels = sorted({call.channel for call in constraint.calls})
-        fmt: dict[str, Any] = {
-            "type": "triggered_tags",
-            "triggers": [f"<|channel|>{channel} to=" for channel in channels] + [RECIPIENT_FIRST],
-            "tags": tags,
-            "at_least_one": False,
-            "stop_after_first": False,
-        }
-        return json.dumps({"type": "structural_tag", "format": fmt}, ensure_ascii=False)
     terminal: list[dict[str, Any]] = []
     if constraint.final == "json":
         body = {"type": "json_schema", "json_schema": dict(constraint.schema) if constraint.schema else _ANY_JSON_OBJECT}
         terminal += [{"type": "tag", "begin": head, "content": body, "end": ""} for head in FINAL_BEGINS]
+    elif constraint.final == "text":  # a free answer: any text until the end of the output
+        terminal.append({"type": "grammar", "grammar": FREE_FINAL})
     terminal += _all_call_tags(constraint.calls)
     fmt = {"type": "sequence", "elements": [{"type": "grammar", "grammar": FREE_MESSAGES}, {"type": "or", "elements": terminal}]}
     return json.dumps({"type": "structural_tag", "format": fmt}, ensure_ascii=False)
