@@ -6,7 +6,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +15,35 @@ import uvicorn
 from fastapi import FastAPI
 
 from trtllm_responses.config import ServerConfig
-from trtllm_responses.executors.base import Executor
+from trtllm_responses.executors.base import Executor, GenerationRequest, TokenDelta
+from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyAdapter
 from trtllm_responses.server import create_app
 from trtllm_responses.server.http_protocol import uvicorn_config
 from trtllm_responses.store import ResponseStore, open_store
+
+
+class RecordingEcho(EchoExecutor):
+    """The echo executor, keeping every generation's request and every abort, for tests to read."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.requests: list[GenerationRequest] = []
+        self.aborted: list[str] = []
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
+        self.requests.append(request)
+        async for delta in super().generate(request):
+            yield delta
+
+    def abort(self, request_id: str) -> None:
+        self.aborted.append(request_id)
+        super().abort(request_id)
+
+    @property
+    def prompts(self) -> dict[str, list[int]]:
+        """Each generation's prompt token ids, by its request id."""
+        return {r.request_id: list(r.prompt_token_ids) for r in self.requests}
 
 
 @dataclass

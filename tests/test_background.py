@@ -12,23 +12,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from server_harness import parse_sse, start_server, stream_events
+from server_harness import RecordingEcho, parse_sse, start_server, stream_events
 from stream_grammar import check_stream
 
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-
-
-class RecordingEcho(EchoExecutor):
-    """The echo executor, recording abort calls."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.aborted: list[str] = []
-
-    def abort(self, request_id: str) -> None:
-        self.aborted.append(request_id)
-        super().abort(request_id)
 
 
 @pytest.fixture(scope="module")

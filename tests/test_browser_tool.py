@@ -14,10 +14,11 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from search_site import TIDES, serve_search_site
 from server_harness import RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
@@ -28,65 +29,10 @@ from trtllm_responses.tools.settings import ToolSettings
 
 WEB_TOOL = {"type": "web_search"}
 
-TIDES = """<!doctype html><html><head><title>Tides explained</title><style>p{color:red}</style></head>
-<body><h1>Tides</h1>
-<p>Tides are the rise and fall of sea levels.</p>
-<p>They are caused by the gravity of the Moon and the Sun.</p>
-<script>var moon = "not text";</script>
-<p>Spring tides happen at full and new moon. See <a href="/neap">neap tides</a>.</p>
-</body></html>"""
-NEAP = "<html><head><title>Neap tides</title></head><body><p>Neap tides are weaker.</p></body></html>"
-
-
-class _Site(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        parts = urlsplit(self.path)
-        base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        if parts.path == "/search":
-            query = parse_qs(parts.query)
-            assert query.get("format") == ["json"]
-            results = [
-                {
-                    "url": f"{base}/tides",
-                    "title": "Tides explained",
-                    "content": "Why the sea rises and falls.",
-                },
-                {"url": f"{base}/neap", "title": "Neap tides", "content": "Weaker tides."},
-            ]
-            self._send(200, "application/json", json.dumps({"query": query["q"][0], "results": results}))
-        elif parts.path == "/tides":
-            self._send(200, "text/html; charset=utf-8", TIDES)
-        elif parts.path == "/neap":
-            self._send(200, "text/html", NEAP)
-        elif parts.path == "/to-private":
-            port = self.server.server_address[1]
-            self.send_response(302)
-            self.send_header("Location", f"http://127.0.0.2:{port}/tides")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-        else:
-            self._send(404, "text/plain", "no")
-
-    def _send(self, status: int, content_type: str, body: str) -> None:
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_search_site() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

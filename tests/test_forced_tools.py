@@ -2,7 +2,7 @@
 
 A real server on loopback (the echo executor, which obeys the request's constraint as
 TensorRT-LLM's guided decoding would: a required call is the first allowed tool's), with
-python ``local``, a SearXNG-compatible search endpoint and an MCP server served by the test.
+python ``local``, the loopback search site (tests/search_site.py) and an MCP server served by the test.
 Each forced response is checked three ways: its stream (check_stream), its items, and the
 constraint each generation of the tool loop carried (the first requires the chosen tool's
 call, later turns are free again, or keep the structured-output format).
@@ -14,22 +14,19 @@ tests/test_guided_xgrammar.py.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import AsyncGenerator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import openai
 import pytest
 from mcp_server import MCPTestServer, start_mcp_server
-from server_harness import RunningServer, start_server, stream_events
+from search_site import serve_search_site
+from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
 from trtllm_responses.errors import InvalidRequestError
-from trtllm_responses.executors.base import GenerationRequest, TokenDelta
-from trtllm_responses.executors.echo import EchoExecutor
+from trtllm_responses.executors.base import GenerationRequest
 from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
 from trtllm_responses.protocol import parse_request
 from trtllm_responses.tools.python_tool import PythonLimits
@@ -53,43 +50,11 @@ ANSWER_FORMAT = {
 }
 
 
-class RecordingEcho(EchoExecutor):
-    def __init__(self, encoding: HarmonyEncoding) -> None:
-        super().__init__(encoding)
-        self.requests: list[GenerationRequest] = []
-
-    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
-        self.requests.append(request)
-        async for delta in super().generate(request):
-            yield delta
-
-
-class _Search(BaseHTTPRequestHandler):
-    """A SearXNG-compatible JSON search endpoint."""
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        parts = urlsplit(self.path)
-        query = parse_qs(parts.query).get("q", [""])[0]
-        results = [{"url": "http://127.0.0.1/tides", "title": "Tides explained", "content": f"About {query}."}]
-        data = json.dumps({"query": query, "results": results}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture(scope="module")
 def search() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Search)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_search_site() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

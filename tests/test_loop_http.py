@@ -7,7 +7,7 @@ from typing import Any
 
 import openai
 import pytest
-from server_harness import start_server, stream_events
+from server_harness import RecordingEcho, start_server, stream_events
 from stream_grammar import check_stream
 
 from trtllm_responses.executors.echo import EchoExecutor
@@ -127,17 +127,6 @@ def test_encrypted_reasoning_round_trip_equals_the_stored_continuation(client: o
     assert "Calling get_weather." in shown  # the reasoning is in the prompt (a tool call is pending)
     assert replayed.output_text.replace(stateless_call.call_id, "CALL") == shown
 
-
-class RecordingEcho(EchoExecutor):
-    """The echo executor, remembering the prompt token ids of each generation (by response id)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.prompts: dict[str, list[int]] = {}
-
-    def generate(self, request):  # type: ignore[no-untyped-def]
-        self.prompts[request.request_id] = list(request.prompt_token_ids)
-        return super().generate(request)
 
 
 def test_replayed_encrypted_reasoning_is_the_stored_prompt_token_for_token(encoding, adapter) -> None:  # type: ignore[no-untyped-def]

@@ -10,35 +10,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import openai
 import pytest
 from mcp_server import SLEEP_LOG, MCPTestServer, SilentServer, closed_port_url, start_mcp_server
-from server_harness import RunningServer, start_server, stream_events
+from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
-from trtllm_responses.executors.base import GenerationRequest, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
 from trtllm_responses.tools.settings import ToolSettings, url_allowed
 
 SECRET = "Bearer sekret-4711"
 
-
-class RecordingEcho(EchoExecutor):
-    """The echo executor, keeping every generation's request (prompt and sampling)."""
-
-    def __init__(self, encoding: HarmonyEncoding) -> None:
-        super().__init__(encoding)
-        self.requests: list[GenerationRequest] = []
-
-    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
-        self.requests.append(request)
-        async for delta in super().generate(request):
-            yield delta
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -23,10 +23,9 @@ import openai
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_server import MCPTestServer, _serve
-from server_harness import RunningServer, start_server, stream_events
+from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
-from trtllm_responses.executors.base import GenerationRequest, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
 from trtllm_responses.tools.python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, network_isolated
@@ -34,16 +33,6 @@ from trtllm_responses.tools.settings import PythonLimits, ToolSettings
 
 CODE_TOOL = {"type": "code_interpreter", "container": {"type": "auto"}}
 
-
-class RecordingEcho(EchoExecutor):
-    def __init__(self, encoding: HarmonyEncoding) -> None:
-        super().__init__(encoding)
-        self.requests: list[GenerationRequest] = []
-
-    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
-        self.requests.append(request)
-        async for delta in super().generate(request):
-            yield delta
 
 
 @pytest.fixture(scope="module")

@@ -8,23 +8,10 @@ import time
 
 import httpx
 import pytest
-from server_harness import start_server, stream_events
+from server_harness import RecordingEcho, start_server, stream_events
 from stream_grammar import check_stream
 
-from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-
-
-class RecordingEcho(EchoExecutor):
-    """The echo executor, recording abort calls."""
-
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
-        self.aborted: list[str] = []
-
-    def abort(self, request_id: str) -> None:
-        self.aborted.append(request_id)
-        super().abort(request_id)
 
 
 @pytest.fixture

@@ -14,20 +14,17 @@ and that real clients (the Agents SDK, a Codex CLI session) read the pages in a 
 from __future__ import annotations
 
 import shutil
-import threading
-from collections.abc import AsyncGenerator, Iterator
-from http.server import ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from server_harness import RunningServer, start_server, stream_events
+from search_site import serve_search_site
+from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
-from test_browser_tool import WEB_TOOL, _Site, steps
+from test_browser_tool import WEB_TOOL, steps
 
-from trtllm_responses.executors.base import GenerationRequest, TokenDelta
-from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
 from trtllm_responses.tools.settings import PythonLimits, ToolSettings
 
@@ -48,25 +45,11 @@ SECOND = steps(
 )
 
 
-class RecordingEcho(EchoExecutor):
-    def __init__(self, encoding: HarmonyEncoding) -> None:
-        super().__init__(encoding)
-        self.requests: list[GenerationRequest] = []
-
-    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
-        self.requests.append(request)
-        async for delta in super().generate(request):
-            yield delta
-
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_search_site() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
