@@ -22,12 +22,9 @@ not a re-render. Tests check this equals openai-harmony's full render.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
-from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -41,15 +38,19 @@ from openai_harmony import (
 )
 
 from ..bounded_cache import ByteBoundedCache
-from ..constraints import CallOption, Constraint, build_constraint, call_options, parse_text_format
-from ..errors import InvalidRequestError
+from ..constraints import build_constraint, parse_text_format
 from ..protocol import ResponsesRequest
 from .developer import developer_message, developer_spec
 from .encoding import HarmonyEncoding
 from .input_messages import input_to_messages
-from .tools import RequestTools, select_tools, server_call_options
-
-EMPTY_TOOLS = RequestTools()
+from .prompt import (
+    EMPTY_HISTORY,
+    ConversationHistory,
+    Prompt,
+    PromptDraft,
+    RenderedMessage,
+)
+from .tool_choice import choose_tools
 
 __all__ = [
     "EMPTY_HISTORY",
@@ -68,124 +69,8 @@ _EFFORTS = {
     "high": ReasoningEffort.HIGH,
     "xhigh": ReasoningEffort.HIGH,
 }
-_WEB_SEARCH_TOOLS = frozenset(
-    {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
-)
-_CODE_TOOLS = frozenset({"code_interpreter"})
-_HOSTED_CHOICES = _WEB_SEARCH_TOOLS | _CODE_TOOLS
 #: Byte budget of the rendered developer messages cache (instructions and tools are client text).
 DEVELOPER_CACHE_BYTES = 32 << 20
-# A RenderedMessage's own object (4 slots) with headroom for allocator rounding.
-_MESSAGE_OVERHEAD = 96
-# A ConversationHistory object (4 slots) and its mapping proxy.
-_HISTORY_OVERHEAD = 160
-
-
-@dataclass(frozen=True, slots=True)
-class RenderedMessage:
-    """A Harmony message, kept compact, and its rendered token ids (rendered once, shared by every prompt).
-
-    Stored conversations hold many of these, so the message is kept as harmony's
-    own JSON of it (a pydantic ``Message`` tree costs kilobytes even for a word)
-    and the token ids are the encoding's interned ints (a tuple slot each).
-    """
-
-    source: str  # harmony's JSON of the message
-    tokens: tuple[int, ...]
-    is_analysis: bool
-    is_final: bool
-
-    @property
-    def message(self) -> Message:
-        """The harmony Message (rebuilt on demand; nothing on the serving path asks)."""
-        return Message.from_dict(json.loads(self.source))
-
-    @property
-    def nbytes(self) -> int:
-        """Memory this message holds: its slots object, JSON text and token tuple (the ints are shared)."""
-        return _MESSAGE_OVERHEAD + sys.getsizeof(self.source) + sys.getsizeof(self.tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationHistory:
-    """The Harmony messages of a conversation so far (no system/developer), immutable.
-
-    ``calls`` maps each function call id in it to its function name, so a
-    ``function_call_output`` in a later turn finds its call.
-    """
-
-    messages: tuple[RenderedMessage, ...] = ()
-    calls: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    nbytes: int = 0  # this history's memory, messages shared with other histories included
-    message_bytes: int = 0  # the messages' part of it
-
-    def extended(self, messages: Sequence[RenderedMessage], calls: Mapping[str, str]) -> ConversationHistory:
-        """A new history with ``messages`` appended; this one is unchanged.
-
-        ``nbytes`` counts the whole conversation (messages shared with earlier
-        histories included) and this history's own containers, so a store adding
-        up entries' ``nbytes`` never counts less than what they keep alive.
-        """
-        merged = dict(self.calls)
-        merged.update(calls)
-        all_messages = self.messages + tuple(messages)
-        message_bytes = self.message_bytes + sum(m.nbytes for m in messages)
-        own = sys.getsizeof(all_messages) + sys.getsizeof(merged) + _HISTORY_OVERHEAD
-        own += sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in merged.items())
-        return ConversationHistory(
-            messages=all_messages,
-            calls=MappingProxyType(merged),
-            nbytes=message_bytes + own,
-            message_bytes=message_bytes,
-        )
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens in the history as stored (before analysis is dropped)."""
-        return sum(len(m.tokens) for m in self.messages)
-
-
-EMPTY_HISTORY = ConversationHistory()
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """A rendered request: the token ids to generate from, and the conversation they came from."""
-
-    token_ids: list[int]
-    system: RenderedMessage
-    developer: RenderedMessage | None
-    history: ConversationHistory  # history including this request's input
-    instructions: str | None  # effective instructions (request + system/developer input messages)
-    developer_key: tuple[str | None, str] = (None, "[]")  # (instructions, JSON of tools, tool_choice, text): the cache key
-    tools: RequestTools = EMPTY_TOOLS  # the tools shown to the model: how its calls read back
-    constraint: Constraint | None = None  # what the output must obey (executors enforce it)
-
-    @property
-    def messages(self) -> list[Message]:
-        """Every Harmony message of the prompt, in order (analysis included, as stored)."""
-        head = [self.system.message] + ([self.developer.message] if self.developer else [])
-        return head + [m.message for m in self.history.messages]
-
-
-@dataclass(frozen=True, slots=True)
-class PromptDraft:
-    """A prompt before its new messages are rendered: what ``HarmonyAdapter.finish_prompt`` completes.
-
-    ``to_render`` holds the developer message first when it was not cached
-    (``renders_developer``), then the request's input messages.
-    """
-
-    system: RenderedMessage
-    developer: RenderedMessage | None
-    developer_key: tuple[str | None, str]
-    renders_developer: bool
-    to_render: list[Message]
-    history: ConversationHistory
-    calls: dict[str, str]
-    instructions: str | None
-    tools: RequestTools = EMPTY_TOOLS
-    constraint: Constraint | None = None
 
 
 def _today() -> str:
@@ -306,54 +191,17 @@ class HarmonyAdapter:
         tokenizes nothing here except the small, cached system message.
         """
         converted = input_to_messages(request.input, history.calls)
-        choice = request.tool_choice
-        # Built-in tools (browser, python) are shown only when the server runs them (``builtin``).
-        declared = {str(t.get("type")) for t in request.tools}
-        browser: bool | str = False
-        python: bool | str = False
-        if builtin is not None:
-            browser = builtin.get("browser", False) if declared & _WEB_SEARCH_TOOLS else False
-            python = builtin.get("python", False) if declared & _CODE_TOOLS else False
-        tools = select_tools(
-            request.tools, choice, self._hidden_logged, server_tools=bool(namespaces or browser or python)
-        )
+        chosen = choose_tools(request, namespaces, builtin, self._hidden_logged)
+        tools, namespaces = chosen.tools, chosen.namespaces
         response_format = parse_text_format(request.text)
         effort = (
             _EFFORTS[request.reasoning.effort]
             if request.reasoning and request.reasoning.effort
             else ReasoningEffort.MEDIUM
         )
-        kind = choice.get("type") if isinstance(choice, Mapping) else choice
-        if kind == "mcp":
-            assert isinstance(choice, Mapping)
-            tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)
-            namespaces = _chosen_namespace(choice, namespaces)
-        elif kind == "none":
-            namespaces = ()
-            browser = python = False
-        elif kind in _HOSTED_CHOICES:  # a built-in tool chosen: shown alone, if the server runs it
-            if kind in _CODE_TOOLS:
-                browser = False
-            else:
-                python = False
-            if not (browser or python):
-                tool_types = _CODE_TOOLS if kind in _CODE_TOOLS else _WEB_SEARCH_TOOLS
-                reason = (
-                    "this server does not run it (the operator left "
-                    + ("--python_tool" if kind in _CODE_TOOLS else "--browser_backend")
-                    + " off)"
-                    if declared & tool_types
-                    else "'tools' does not declare it"
-                )
-                raise InvalidRequestError(
-                    f"tool_choice names {kind!r}, but {reason}: a call to it cannot be forced.", param="tool_choice"
-                )
-            tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)
-            namespaces = ()
-        builtins = [name for name, shown in (("python", python), ("browser", browser)) if shown]
-        calls = call_options(tools.tools) + server_call_options(namespaces, builtins)
-        required = _required_calls(choice, tools, calls, namespaces, builtins)
-        system = self._render_system(effort, self._today(), browser, python, bool(tools.tools or namespaces))
+        system = self._render_system(
+            effort, self._today(), chosen.browser, chosen.python, bool(tools.tools or namespaces)
+        )
 
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
@@ -381,7 +229,7 @@ class HarmonyAdapter:
             calls=converted.calls,
             instructions=instructions,
             tools=tools,
-            constraint=build_constraint(calls, required, response_format),
+            constraint=build_constraint(chosen.calls, chosen.required, response_format),
         )
 
     def finish_prompt(self, draft: PromptDraft, rendered: Sequence[RenderedMessage]) -> Prompt:
@@ -467,60 +315,3 @@ class HarmonyAdapter:
         """
         converted = input_to_messages(output_items, prompt.history.calls, param="output")
         return prompt.history.extended(self.render_messages(converted.messages), converted.calls)
-
-
-def _required_calls(
-    choice: str | Mapping[str, Any],
-    tools: RequestTools,
-    calls: tuple[CallOption, ...],
-    namespaces: Sequence[Mapping[str, Any]],
-    builtins: Sequence[str],
-) -> tuple[CallOption, ...] | None:
-    """The calls one of which ``tool_choice`` requires (None: no call is required).
-
-    ``calls`` are every call shown (the request's tools, then the server-run ones);
-    ``tools``, ``namespaces`` and ``builtins`` are already narrowed by the choice.
-    """
-    kind = choice.get("type") if isinstance(choice, Mapping) else choice
-    if kind in ("mcp", *_HOSTED_CHOICES):  # shown alone: every call shown is the chosen tool's
-        return calls
-    if not tools.required:
-        return None
-    if kind == "required":
-        required = calls
-    elif kind == "allowed_tools":
-        assert isinstance(choice, Mapping)
-        allowed = [t for t in choice.get("tools") or [] if isinstance(t, Mapping)]
-        labels = {t.get("server_label") for t in allowed if t.get("type") == "mcp"}
-        chosen = [ns for ns in namespaces if ns["name"] in labels]
-        required = call_options(tools.tools) + server_call_options(chosen, builtins)
-    else:  # a named function or custom tool
-        required = call_options(tools.tools)
-    if not required:
-        raise InvalidRequestError(
-            "tool_choice requires a call, but none of the tools it allows is declared or run by this server.",
-            param="tool_choice",
-        )
-    return required
-
-
-def _chosen_namespace(
-    choice: Mapping[str, Any], namespaces: Sequence[Mapping[str, Any]]
-) -> list[Mapping[str, Any]]:
-    """``tool_choice: {"type": "mcp", "server_label", "name"?}`` shows the model only that server (or tool)."""
-    label, name = choice.get("server_label"), choice.get("name")
-    chosen = [ns for ns in namespaces if ns["name"] == label]
-    if not chosen:
-        raise InvalidRequestError(
-            f"tool_choice names MCP server {label!r}, which has no listed tools here.",
-            param="tool_choice.server_label",
-        )
-    if name is not None:
-        chosen = [{**ns, "tools": [t for t in ns["tools"] if t["name"] == name]} for ns in chosen]
-        if not chosen[0]["tools"]:
-            raise InvalidRequestError(
-                f"tool_choice names tool {name!r}, which MCP server {label!r} does not list.",
-                param="tool_choice.name",
-            )
-    return chosen
-

@@ -43,6 +43,8 @@ from ..errors import InvalidRequestError
 
 __all__ = [
     "BUILTIN_CALLS",
+    "CODE_TOOLS",
+    "WEB_SEARCH_TOOLS",
     "FUNCTIONS",
     "HOSTED_TOOL_TYPES",
     "RequestTools",
@@ -69,6 +71,11 @@ HOSTED_TOOL_TYPES = frozenset(
     }
 )
 _GRAMMAR_SYNTAXES = ("lark", "regex")
+#: The tool types that are gpt-oss's browser (OpenAI's web search) and its python (the code interpreter).
+WEB_SEARCH_TOOLS = frozenset(
+    {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
+)
+CODE_TOOLS = frozenset({"code_interpreter"})
 
 #: gpt-oss's built-in tools as calls: the analysis channel, the ``code`` content type; python's body
 #: is raw code, the browser's JSON of the parameters Harmony declares for it.
@@ -76,7 +83,11 @@ BUILTIN_CALLS: Mapping[str, tuple[CallOption, ...]] = {
     "python": (CallOption("python", custom=True, channel="analysis", content_type="code"),),
     "browser": tuple(
         CallOption(
-            f"browser.{tool.name}", custom=False, parameters=tool.parameters, channel="analysis", content_type="code"
+            f"browser.{tool.name}",
+            custom=False,
+            parameters=tool.parameters,
+            channel="analysis",
+            content_type="code",
         )
         for tool in ToolNamespaceConfig.browser().tools
     ),
@@ -186,7 +197,8 @@ def _custom(tool: Mapping[str, Any], where: str, namespace: str) -> Tool:
         syntax = fmt.get("syntax")
         if syntax not in _GRAMMAR_SYNTAXES:
             raise InvalidRequestError(
-                f"'{where}.format.syntax' must be 'lark' or 'regex'; got {syntax!r}.", param=f"{where}.format.syntax"
+                f"'{where}.format.syntax' must be 'lark' or 'regex'; got {syntax!r}.",
+                param=f"{where}.format.syntax",
             )
         definition = _string(fmt, "definition", f"{where}.format", required=True)
         from ..constraints import check_grammar
@@ -273,7 +285,8 @@ def select_tools(
     if choice == "required":
         if not declared and not server_tools:
             raise InvalidRequestError(
-                "tool_choice is 'required' but no function, custom or namespace tool is declared.", param="tool_choice"
+                "tool_choice is 'required' but no function, custom or namespace tool is declared.",
+                param="tool_choice",
             )
         return RequestTools(tuple(declared), descriptions, True, tuple(hidden))
     assert isinstance(choice, Mapping)
@@ -282,7 +295,8 @@ def select_tools(
         chosen = [t for t in declared if _matches(t, choice) and t.custom == (kind == "custom")]
         if not chosen:
             raise InvalidRequestError(
-                f"tool_choice names {kind} {choice.get('name')!r}, which is not in tools.", param="tool_choice.name"
+                f"tool_choice names {kind} {choice.get('name')!r}, which is not in tools.",
+                param="tool_choice.name",
             )
         return RequestTools((chosen[0],), descriptions, True, tuple(hidden))
     if kind == "allowed_tools":

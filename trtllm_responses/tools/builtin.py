@@ -13,16 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidRequestError
+from ..harmony.tools import CODE_TOOLS, WEB_SEARCH_TOOLS
 from .base import ServerTools, ToolProvider
 from .python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, MCPPython
 from .settings import ToolSettings
 
 __all__ = ["WEB_SEARCH_TOOLS", "builtin_shown", "prepare_builtin_tools"]
 
-WEB_SEARCH_TOOLS = frozenset(
-    {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
-)
-CODE_TOOLS = frozenset({"code_interpreter"})
 
 
 def builtin_shown(
