@@ -219,3 +219,26 @@ def test_forcing_a_built_in_tool_the_server_does_not_run_is_an_error(adapter: Ha
     assert raised.value.param == "tool_choice" and "--python_tool" in raised.value.message
     prompt = adapter.build_prompt(request, builtin={"python": "the python tool"})
     assert prompt.constraint is not None and [c.recipient for c in prompt.constraint.calls] == ["python"]
+
+
+@pytest.mark.parametrize(
+    ("choice", "required"),
+    [
+        ({"type": "function", "name": "lookup"}, ["functions.lookup"]),
+        ({"type": "allowed_tools", "mode": "required", "tools": [{"type": "web_search"}]}, ["browser.search", "browser.open", "browser.find"]),
+        ("none", None),
+    ],
+)
+def test_the_choice_decides_which_built_in_tools_are_shown(
+    adapter: HarmonyAdapter, encoding: HarmonyEncoding, choice: Any, required: list[str] | None
+) -> None:
+    """The adapter applies the same narrowing as the service (tool_choice.builtin_types_shown), whoever calls it."""
+    body = {"input": "x", "tools": [CODE_TOOL, WEB_TOOL, LOOKUP], "tool_choice": choice}
+    prompt = adapter.build_prompt(parse_request(json.dumps(body)), builtin={"python": "Run python.", "browser": "Browse."})
+    system = encoding.decode(list(prompt.system.tokens))
+    assert ("## python" in system) is False
+    assert ("## browser" in system) is (required is not None and required[0].startswith("browser"))
+    if required is None:
+        assert prompt.constraint is None
+    else:
+        assert prompt.constraint is not None and [c.recipient for c in prompt.constraint.calls] == required

@@ -25,7 +25,7 @@ from ..errors import InvalidRequestError
 from ..protocol import ResponsesRequest
 from .tools import CODE_TOOLS, WEB_SEARCH_TOOLS, RequestTools, select_tools, server_call_options
 
-__all__ = ["ChosenTools", "choose_tools"]
+__all__ = ["ChosenTools", "builtin_types_shown", "choose_tools"]
 
 _HOSTED_CHOICES = WEB_SEARCH_TOOLS | CODE_TOOLS
 
@@ -54,13 +54,13 @@ def choose_tools(
     ``logged``: hosted tool types already logged as not shown (the adapter's set).
     """
     choice = request.tool_choice
-    # Built-in tools (browser, python) are shown only when the server runs them (``builtin``).
-    declared = {str(t.get("type")) for t in request.tools}
+    # Built-in tools (browser, python) are shown when the choice leaves them and the server runs them.
+    kinds = builtin_types_shown(request.tools, choice)
     browser: bool | str = False
     python: bool | str = False
     if builtin is not None:
-        browser = builtin.get("browser", False) if declared & WEB_SEARCH_TOOLS else False
-        python = builtin.get("python", False) if declared & CODE_TOOLS else False
+        browser = builtin.get("browser", False) if kinds & WEB_SEARCH_TOOLS else False
+        python = builtin.get("python", False) if kinds & CODE_TOOLS else False
     tools = select_tools(request.tools, choice, logged, server_tools=bool(namespaces or browser or python))
     kind = choice.get("type") if isinstance(choice, Mapping) else choice
     if kind == "mcp":
@@ -69,13 +69,9 @@ def choose_tools(
         namespaces = _chosen_namespace(choice, namespaces)
     elif kind == "none":
         namespaces = ()
-        browser = python = False
     elif kind in _HOSTED_CHOICES:  # a built-in tool chosen: shown alone, if the server runs it
-        if kind in CODE_TOOLS:
-            browser = False
-        else:
-            python = False
         if not (browser or python):
+            declared = {str(t.get("type")) for t in request.tools}
             tool_types = CODE_TOOLS if kind in CODE_TOOLS else WEB_SEARCH_TOOLS
             reason = (
                 "this server does not run it (the operator left "
@@ -94,6 +90,28 @@ def choose_tools(
     calls = call_options(tools.tools) + server_call_options(namespaces, builtins)
     required = _required_calls(choice, tools, calls, namespaces, builtins)
     return ChosenTools(tools, namespaces, browser, python, calls, required)
+
+
+def builtin_types_shown(tools: Sequence[Mapping[str, Any]], choice: Any) -> frozenset[str]:
+    """The declared built-in tool types (web search, code interpreter) ``tool_choice`` leaves shown.
+
+    ``none``, and a choice naming a function, custom or MCP tool, hide them; a built-in tool named
+    as the choice leaves only its kind; ``allowed_tools`` those of its types.
+    """
+    if choice == "none":
+        return frozenset()
+    kinds = {t.get("type") for t in tools} & (WEB_SEARCH_TOOLS | CODE_TOOLS)
+    if isinstance(choice, Mapping):
+        chosen = choice.get("type")
+        if chosen == "allowed_tools":
+            kinds &= {t.get("type") for t in choice.get("tools") or [] if isinstance(t, Mapping)}
+        elif chosen in CODE_TOOLS:
+            kinds &= CODE_TOOLS
+        elif chosen in WEB_SEARCH_TOOLS:
+            kinds &= WEB_SEARCH_TOOLS
+        else:  # function, custom, mcp
+            return frozenset()
+    return frozenset(str(kind) for kind in kinds)
 
 
 def _required_calls(

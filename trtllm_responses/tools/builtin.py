@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidRequestError
+from ..harmony.tool_choice import builtin_types_shown
 from ..harmony.tools import CODE_TOOLS, WEB_SEARCH_TOOLS
 from .base import ServerTools, ToolProvider
 from .python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, MCPPython
@@ -32,18 +33,7 @@ def builtin_shown(
     ``{"type": "web_search_preview"}`` shows only that one (and, in the adapter, no function or MCP
     tools), a function/custom/mcp choice none, ``allowed_tools`` those of its types.
     """
-    if tool_choice == "none":
-        return {}
-    kinds = {tool.get("type") for tool in tools}
-    if isinstance(tool_choice, Mapping):  # a tool_choice naming tools shows only those
-        chosen = tool_choice.get("type")
-        if chosen == "allowed_tools":
-            allowed = tool_choice.get("tools") or []
-            kinds &= {t.get("type") for t in allowed if isinstance(t, Mapping)}
-        elif chosen in CODE_TOOLS or chosen in WEB_SEARCH_TOOLS:
-            kinds &= CODE_TOOLS if chosen in CODE_TOOLS else WEB_SEARCH_TOOLS
-        else:  # function, custom, mcp
-            return {}
+    kinds = builtin_types_shown(tools, tool_choice)
     shown: dict[str, str] = {}
     if settings.python_tool != "off" and kinds & CODE_TOOLS:
         shown["python"] = STATELESS_PYTHON_DESCRIPTION
