@@ -57,7 +57,6 @@ body ::= ([^<] | "<" [^|])* "<"?
 FREE_FINAL = r"""root ::= "<|channel|>final<|message|>" body
 body ::= ([^<] | "<" [^|])* "<"?
 """
-SEPARATOR = "<|start|>assistant"
 FINAL_BEGINS = ("<|channel|>final<|message|>", "<|channel|>final <|constrain|>json<|message|>")
 #: The other header gpt-oss writes for a call, recipient first (how Harmony renders a call in history).
 RECIPIENT_FIRST = " to="
@@ -130,15 +129,6 @@ def _call_tags(call: CallOption) -> list[dict[str, Any]]:
         {"type": "tag", "begin": begin + call.recipient + after, "content": body, "end": "<|call|>"}
         for begin, after in _heads(call.channel, _content_type(call))
     ]
-
-
-def _free_message(channel: str) -> dict[str, Any]:
-    return {
-        "type": "tag",
-        "begin": f"<|channel|>{channel}<|message|>",
-        "content": {"type": "any_text"},
-        "end": "<|end|>",
-    }
 
 
 def structural_tag(constraint: Constraint) -> str:
