@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequestError, ServerError
 from .executors.base import GenerationRequest, SamplingSettings
-from .harmony.parser import ContentDelta, HarmonyStreamParser, MessageEnded, MessageHeader, MessageStarted
+from .harmony.parser import parse_completion
 from .ids import new_id
 from .protocol import ResponsesRequest
 from .sealing import SUMMARY_PREFIX
@@ -210,22 +210,11 @@ async def compact_conversation(
 
 def _read_summary(service: ResponsesService, tokens: list[int]) -> tuple[str, int]:
     """The last final message of a completion (the summary), and the tokens spent in analysis."""
-    parser = HarmonyStreamParser(service.adapter.encoding)
-    summary: str | None = None
-    reasoning_tokens = 0
-    header: MessageHeader | None = None
-    chunks: list[str] = []
-    for event in [*parser.feed(tokens), *parser.finish()]:
-        if isinstance(event, MessageStarted):
-            header, chunks = event.header, []
-        elif isinstance(event, ContentDelta):
-            chunks.append(event.text)
-        elif isinstance(event, MessageEnded) and header is not None:
-            if header.channel == "analysis" and not header.recipient:
-                reasoning_tokens += event.num_tokens
-            elif header.channel == "final" and not header.recipient:
-                summary = "".join(chunks)
-    return summary or "", reasoning_tokens
+    messages = parse_completion(service.adapter.encoding, tokens)
+    spoken = [m for m in messages if not m.header.recipient]
+    finals = [m.text for m in spoken if m.header.channel == "final"]
+    reasoning_tokens = sum(m.num_tokens for m in spoken if m.header.channel == "analysis")
+    return (finals[-1] if finals else ""), reasoning_tokens
 
 
 def compacted_response_json(compaction: Compaction) -> dict[str, Any]:

@@ -299,6 +299,7 @@ class ParsedMessage:
     header: MessageHeader
     text: str
     terminator: int | None
+    num_tokens: int = 0  # its tokens: ``<|start|>`` (if any), header, body and terminator
 
 
 def parse_completion(
@@ -316,5 +317,5 @@ def parse_completion(
             chunks.append(event.text)
         else:
             assert header is not None
-            messages.append(ParsedMessage(header, "".join(chunks), event.terminator))
+            messages.append(ParsedMessage(header, "".join(chunks), event.terminator, event.num_tokens))
     return messages
