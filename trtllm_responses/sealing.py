@@ -231,27 +231,26 @@ def load_key(key_file: str | None = None) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 
+def _opened_string(payload: Mapping[str, Any], key: str, param: str, what: str) -> str:
+    """``payload[key]``, a string; else the blob (authentic, but of another shape) is not ``what``."""
+    value = payload.get(key)
+    if not isinstance(value, str):
+        raise InvalidRequestError(
+            f"The encrypted content at '{param}' is not {what}.", param=param, code="invalid_encrypted_content"
+        )
+    return value
+
+
 def _unseal_item(item: Mapping[str, Any], where: str, sealer: ContentSealer) -> Mapping[str, Any]:
     kind = item.get("type")
+    param = f"{where}.encrypted_content"
     if kind == "reasoning" and item.get("encrypted_content") is not None:
-        payload = sealer.open("reasoning", item["encrypted_content"], f"{where}.encrypted_content")
-        text = payload.get("text")
-        if not isinstance(text, str):
-            raise InvalidRequestError(
-                f"The encrypted content at '{where}.encrypted_content' is not a reasoning item's.",
-                param=f"{where}.encrypted_content",
-                code="invalid_encrypted_content",
-            )
+        payload = sealer.open("reasoning", item["encrypted_content"], param)
+        text = _opened_string(payload, "text", param, "a reasoning item's")
         return {**item, "content": [{"type": "reasoning_text", "text": text}]}
     if kind == "compaction":
-        payload = sealer.open("compaction", item.get("encrypted_content"), f"{where}.encrypted_content")
-        summary = payload.get("summary")
-        if not isinstance(summary, str):
-            raise InvalidRequestError(
-                f"The encrypted content at '{where}.encrypted_content' is not a compaction summary.",
-                param=f"{where}.encrypted_content",
-                code="invalid_encrypted_content",
-            )
+        payload = sealer.open("compaction", item.get("encrypted_content"), param)
+        summary = _opened_string(payload, "summary", param, "a compaction summary")
         return {
             "type": "message",
             "role": "user",
