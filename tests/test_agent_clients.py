@@ -11,33 +11,11 @@ from typing import Any, Literal
 import httpx
 import openai
 import pytest
+from custom_tools import APPLY_PATCH, TICKET
 from pydantic import BaseModel
 from server_harness import stream_events
 from stream_grammar import check_stream
 
-PATCH_LARK = """
-start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-hunk: add_hunk | delete_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-%import common.LF
-"""
-APPLY_PATCH = {
-    "type": "custom",
-    "name": "apply_patch",
-    "description": "Edit files with a patch.",
-    "format": {"type": "grammar", "syntax": "lark", "definition": PATCH_LARK},
-}
-TICKET = {
-    "type": "custom",
-    "name": "ticket",
-    "description": "Open a ticket.",
-    "format": {"type": "grammar", "syntax": "regex", "definition": r"[A-Z]{3}-\d{2,4}"},
-}
 WEATHER = {
     "type": "function",
     "name": "get_weather",

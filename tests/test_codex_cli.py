@@ -35,6 +35,12 @@ pytestmark = pytest.mark.skipif(CODEX is None, reason="Codex CLI is not installe
 @pytest.fixture(scope="module")
 def codex_home(echo_server, tmp_path_factory: pytest.TempPathFactory) -> Path:  # type: ignore[no-untyped-def]
     home = tmp_path_factory.mktemp("codex-home")
+    write_codex_home(home, echo_server.base_url)
+    return home
+
+
+def write_codex_home(home: Path, base_url: str) -> None:
+    """A CODEX_HOME whose only provider is the server at ``base_url`` (gpt-oss from the test catalog)."""
     shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
     (home / "config.toml").write_text(
         f'''model = "gpt-oss"
@@ -44,11 +50,10 @@ model_catalog_json = "{home / "gpt-oss-catalog.json"}"
 
 [model_providers.trtllm]
 name = "trtllm-responses"
-base_url = "{echo_server.base_url}/v1"
+base_url = "{base_url}/v1"
 wire_api = "responses"
 '''
     )
-    return home
 
 
 def codex(home: Path, workdir: Path, *args: str, transcript: bool = False) -> str:

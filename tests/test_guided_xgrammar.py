@@ -23,6 +23,7 @@ import json
 from typing import Any
 
 import pytest
+from custom_tools import APPLY_PATCH, TICKET
 
 from trtllm_responses.constraints import Constraint
 from trtllm_responses.executors.echo import EchoExecutor
@@ -98,28 +99,6 @@ TRIP_SCHEMA = {
     "additionalProperties": False,
 }
 TRIP_FORMAT = {"format": {"type": "json_schema", "name": "trip", "schema": TRIP_SCHEMA}}
-PATCH_LARK = """
-start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-hunk: add_hunk | delete_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-%import common.LF
-"""
-APPLY_PATCH = {
-    "type": "custom",
-    "name": "apply_patch",
-    "description": "Edit files",
-    "format": {"type": "grammar", "syntax": "lark", "definition": PATCH_LARK},
-}
-TICKET = {
-    "type": "custom",
-    "name": "ticket",
-    "format": {"type": "grammar", "syntax": "regex", "definition": r"[A-Z]{3}-\d{2,4}"},
-}
 
 
 def _constraint(adapter: HarmonyAdapter, body: dict[str, Any]) -> tuple[list[int], Constraint]:

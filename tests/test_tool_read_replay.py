@@ -13,7 +13,6 @@ and that real clients (the Agents SDK, a Codex CLI session) read the pages in a 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -327,26 +326,14 @@ def test_codex_cli_second_turn_reads_the_first_turns_pages(
 ) -> None:
     """Codex CLI (store:false, encrypted reasoning, no ids sent back) resumes a session whose first turn
     browsed: its second turn opens a link of a first-turn page by cursor, and reads the pages."""
-    from test_codex_cli import CATALOG, CODEX, codex
+    from test_codex_cli import CODEX, codex, write_codex_home
 
     if CODEX is None:
         pytest.skip("Codex CLI is not installed (make test installs it with npm)")
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
-    (home / "config.toml").write_text(
-        f'''model = "gpt-oss"
-model_provider = "trtllm"
-model_context_window = 131072
-model_catalog_json = "{home / "gpt-oss-catalog.json"}"
-
-[model_providers.trtllm]
-name = "trtllm-responses"
-base_url = "{server.base_url}/v1"
-wire_api = "responses"
-'''
-    )
+    write_codex_home(home, server.base_url)
     first = steps('call browser.search {"query": "tides"}', 'call browser.open {"id": 0}', "Read it.")
     assert "Read it." in codex(home, work, first)
     second = steps('call browser.open {"id": 0, "cursor": 1}', "Neap 【2†L0】.")
