@@ -249,7 +249,7 @@ class EchoExecutor(Executor):
         if end < 1:
             return "", ()
         try:
-            i = end - 1 - list(reversed(prompt[:end])).index(start)
+            i = end - 1 - prompt[end - 1 :: -1].index(start)
         except ValueError:
             return "", ()
         body_end = end - 1 if prompt[end - 1] in self._enc.message_terminators else end

@@ -56,26 +56,18 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FUNCTIONS = "functions"
-HOSTED_TOOL_TYPES = frozenset(
-    {
-        "web_search",
-        "web_search_preview",
-        "web_search_2025_08_26",
-        "web_search_preview_2025_03_11",
-        "code_interpreter",
-        "file_search",
-        "image_generation",
-        "computer_use",
-        "computer_use_preview",
-        "tool_search",
-    }
-)
 _GRAMMAR_SYNTAXES = ("lark", "regex")
 #: The tool types that are gpt-oss's browser (OpenAI's web search) and its python (the code interpreter).
 WEB_SEARCH_TOOLS = frozenset(
     {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
 )
 CODE_TOOLS = frozenset({"code_interpreter"})
+#: Hosted tool types: run by the server when it can (web search, code interpreter), else echoed, not shown.
+HOSTED_TOOL_TYPES = (
+    WEB_SEARCH_TOOLS
+    | CODE_TOOLS
+    | frozenset({"file_search", "image_generation", "computer_use", "computer_use_preview", "tool_search"})
+)
 
 #: gpt-oss's built-in tools as calls: the analysis channel, the ``code`` content type; python's body
 #: is raw code, the browser's JSON of the parameters Harmony declares for it.
