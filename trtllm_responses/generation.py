@@ -10,18 +10,22 @@ tool call); the stream then ends with a terminal event.
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from openai.types.responses import ResponseCompactionItem, ResponseStreamEvent
 
-from .executors.base import Executor, GenerationRequest
+from .executors.base import Executor, GenerationRequest, TokenDelta
 from .harmony.adapter import HarmonyAdapter
 from .logprobs import LogprobStreamProcessor
 from .metrics import ServerMetrics
 from .prepared import Deliver, PreparedResponse
 from .stream import ResponseStream, TokenStreamProcessor
+from .summaries import Summarizer
 from .tool_loop import ToolLoop
 from .wire import to_json
 
@@ -45,8 +49,11 @@ class ResponseGenerator:
         metrics: ServerMetrics,
         keep: Callable[[PreparedResponse, ResponseStream], Awaitable[bytes]],
         redact_reasoning: bool = False,
+        summarizer: Summarizer | None = None,
     ) -> None:
         self.executor = executor
+        #: Summarizes reasoning items when a response asks (None: ``--reasoning_summaries off``).
+        self.summarizer = summarizer
         self.adapter = adapter
         self.metrics = metrics
         self.redact_reasoning = redact_reasoning
@@ -55,6 +62,8 @@ class ResponseGenerator:
         self.live: dict[str, PreparedResponse] = {}
         #: The executor request id each live response is generating now (the tool loop runs several).
         self.generating: dict[str, str] = {}
+        #: The summary side generation each live response is running now, if any.
+        self.summarizing: dict[str, str] = {}
 
     async def drive(self, prepared: PreparedResponse, deliver: Deliver | None = None) -> bytes:
         """Generate one response to its end; return the terminal response as JSON.
@@ -73,6 +82,7 @@ class ResponseGenerator:
             self.redact_reasoning,
             tools=prepared.prompt.tools,
             seal_tool_read=prepared.seal_tool_read,
+            summarize=self.summarizer is not None and prepared.summary_mode is not None,
         )
         prompt_tokens = len(prepared.prompt.token_ids)
         top_logprobs = prepared.generation.sampling.logprobs
@@ -155,17 +165,19 @@ class ResponseGenerator:
 
         It ends when the processor is done: a terminal event, or a held server-run
         tool call (the tool loop goes on). The generation is aborted in the
-        executor whenever this stops before the executor finished.
+        executor whenever this stops before the executor finished. A reasoning item
+        parked for its summary pauses the processor: the summary's side generation
+        streams (:meth:`_summarize`) while the main generation's deltas are queued.
         """
-        deltas = self.executor.generate(generation)
-        executor_finished = False
+        main = _MainDeltas(self.executor.generate(generation))
         response_id = generation.request_id.partition(".")[0]  # the tool loop's turns are <id>.<n>
         self.generating[response_id] = generation.request_id
         first = processor.first_token_at is None  # for the access log; a local flag costs nothing per token
+        stream = processor.stream
         try:
             while True:
                 try:
-                    delta = await deltas.__anext__()
+                    delta = await main.next()
                     if first:
                         processor.first_token_at = time.perf_counter()
                         first = False
@@ -174,12 +186,24 @@ class ResponseGenerator:
                 except Exception as exc:  # the executor failed: response.failed, never a broken stream
                     logger.exception("Executor failed on %s", generation.request_id)
                     return processor.fail(f"The executor failed: {exc}")
-                executor_finished = delta.finish_reason is not None
                 try:
                     events = processor.process(delta)
                 except Exception:
                     logger.exception("Internal error while streaming %s", generation.request_id)
                     return processor.fail("The server had an error while processing the model's output.")
+                while stream.summary_due is not None:  # rare: an analysis message just ended
+                    if deliver is not None and events:
+                        await deliver(events)
+                    main.pump()
+                    events = await self._summarize(response_id, processor, deliver)
+                    try:
+                        events += processor.resume()
+                    except Exception:
+                        logger.exception("Internal error while streaming %s", generation.request_id)
+                        return processor.fail("The server had an error while processing the model's output.")
+                    if processor.requeued:
+                        main.push_front(processor.requeued)
+                        processor.requeued = []
                 if processor.done:
                     return events
                 if events and deliver is not None:
@@ -187,10 +211,60 @@ class ResponseGenerator:
         finally:
             if self.generating.get(response_id) == generation.request_id:
                 del self.generating[response_id]
-            if not executor_finished:
+            if not main.finished:
                 self.executor.abort(generation.request_id)
                 self.metrics.record_abort()
+            await main.close()
+
+    async def _summarize(
+        self, response_id: str, processor: TokenStreamProcessor, deliver: Deliver | None
+    ) -> list[ResponseStreamEvent]:
+        """Stream the summary of the parked reasoning item; return the events that close it (undelivered).
+
+        A side generation on the same executor (``summaries.py``); its failure leaves the
+        item with what the summary had (nothing: ``summary: []``), never fails the response.
+        """
+        stream = processor.stream
+        parked = stream.summary_due
+        prepared = self.live.get(response_id)
+        assert parked is not None and self.summarizer is not None and prepared is not None
+        mode = prepared.summary_mode or "auto"
+        side_id = f"{response_id}.summary{parked.output_index}"
+        request = self.summarizer.request(side_id, parked.text, mode, self.executor.max_seq_len)
+        reader = self.summarizer.reader()
+        self.summarizing[response_id] = side_id
+        deltas = self.executor.generate(request)
+        finished = False
+        cut = False
+        delivering = False
+        try:
+            async for delta in deltas:
+                text = reader.feed(delta.token_ids)
+                if delta.finish_reason is not None:
+                    finished = True
+                    text += reader.flush()
+                    cut = delta.finish_reason == "length" and not reader.ended
+                if text:
+                    events = stream.summary_delta(text)
+                    if deliver is not None:
+                        delivering = True
+                        await deliver(events)
+                        delivering = False
+                if finished or reader.ended:
+                    break
+        except Exception:  # the summary is optional: the response goes on without (the rest of) it
+            if delivering:  # the client is gone: not the summary's failure
+                raise
+            logger.exception("The summary of %s failed", parked.item_id)
+            cut = True
+        finally:
+            self.summarizing.pop(response_id, None)
+            if not finished:
+                self.executor.abort(side_id)
             await deltas.aclose()
+            processor.count_summary(reader.tokens)
+            self.metrics.record_summary(len(request.prompt_token_ids), reader.tokens)
+        return stream.summary_ended(cut)
 
     def abort(self, response_id: str) -> None:
         """Abort the generation ``response_id`` is running now, if any, or its running tool call (its stream then ends)."""
@@ -198,3 +272,69 @@ class ResponseGenerator:
         if prepared is not None and prepared.tool_loop is not None:
             prepared.tool_loop.cancel()
         self.executor.abort(self.generating.get(response_id, response_id))
+        side = self.summarizing.get(response_id)
+        if side is not None:
+            self.executor.abort(side)
+
+
+class _MainDeltas:
+    """The main generation's deltas: read directly, or, once a summary has started, from a queue a pump fills.
+
+    The pump keeps pulling the engine's deltas while a summary streams (so the main
+    generation never waits for it) and for the rest of the generation; responses without
+    summaries never start it (no cost per token).
+    """
+
+    def __init__(self, deltas: AsyncGenerator[TokenDelta, None]) -> None:
+        self._deltas = deltas
+        self._queue: asyncio.Queue[TokenDelta | BaseException] | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._front: collections.deque[TokenDelta] = collections.deque()
+        self.finished = False  # the executor sent its finish delta
+
+    async def next(self) -> TokenDelta:
+        """The next delta (raises what the executor raised, StopAsyncIteration at its end)."""
+        if self._front:
+            return self._front.popleft()
+        if self._queue is None:
+            delta = await self._deltas.__anext__()
+            if delta.finish_reason is not None:
+                self.finished = True
+            return delta
+        item = await self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def push_front(self, deltas: list[TokenDelta]) -> None:
+        """Deltas to read before the queue's (a step the processor handed back)."""
+        self._front.extendleft(reversed(deltas))
+
+    def pump(self) -> None:
+        """From now on, pull the engine's deltas in a task of their own."""
+        if self._pump is None:
+            self._queue = asyncio.Queue()
+            self._pump = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        assert self._queue is not None
+        while True:
+            try:
+                delta = await self._deltas.__anext__()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # StopAsyncIteration, the executor's error: read in order
+                self._queue.put_nowait(exc)
+                return
+            if delta.finish_reason is not None:
+                self.finished = True
+            self._queue.put_nowait(delta)
+            if self.finished:
+                return
+
+    async def close(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._pump
+        await self._deltas.aclose()

@@ -50,6 +50,10 @@ class TokenStreamProcessor:
         self._cached_tokens = 0  # this generation's
         self._cached_before = 0  # earlier generations' (the tool loop's turns)
         self.done = False
+        # Parser events (and the rest of a step: its finish) waiting for a parked reasoning item's summary.
+        self._deferred: tuple[list[Any], str, Any, Any] | None = None
+        # Deltas (the rest of a step) a subclass handed back when the stream paused mid-step.
+        self.requeued: list[TokenDelta] = []
         # When the executor's first delta came (perf_counter): set by the service's generation loop, so
         # nothing here checks it per token.
         self.first_token_at: float | None = None
@@ -119,12 +123,13 @@ class TokenStreamProcessor:
             if tokens:
                 # A step that finishes the response is applied whole; others may stop at a boundary.
                 stop = self._stop_requested if delta.finish_reason is None else None
-                reason = self._apply(self._parser.feed(tokens), events, "completed", stop)
+                finish = (lambda events: self._finish(delta, events)) if delta.finish_reason else None
+                reason = self._apply(self._parser.feed(tokens), events, "completed", stop, finish)
                 if reason is not None:  # ended at a message boundary (steering): the step's rest is dropped
                     self.done = True
                     events += self.stream.incomplete(self.usage(), reason)
                     return events
-            if delta.finish_reason is not None:
+            elif delta.finish_reason is not None:
                 self._finish(delta, events)
         except HarmonyFormatError as exc:
             events += self.fail(f"The model's output broke the Harmony format: {exc}")
@@ -136,10 +141,15 @@ class TokenStreamProcessor:
         events: list[ResponseStreamEvent],
         cut_status: str,
         stop: Callable[[], str | None] | None = None,
+        then: Callable[[list[ResponseStreamEvent]], None] | None = None,
     ) -> str | None:
-        """Apply parser events; after each message that ends, ``stop`` may give a reason to end there."""
+        """Apply parser events, then ``then``; after each message that ends, ``stop`` may give a reason to end there.
+
+        A reasoning item parked for its summary (``stream.summary_due``) pauses this: the
+        rest (and ``then``) wait in ``_deferred`` until :meth:`resume`.
+        """
         stream = self.stream
-        for event in parsed:
+        for i, event in enumerate(parsed):
             kind = type(event)
             if kind is ContentDelta:
                 events += stream.content_delta(event.text)
@@ -155,7 +165,42 @@ class TokenStreamProcessor:
                     reason = stop()
                     if reason is not None:
                         return reason
+                if stream.summary_due is not None:
+                    self._deferred = (parsed[i + 1 :], cut_status, stop, then)
+                    return None
+        if then is not None:
+            then(events)
         return None
+
+    @property
+    def paused(self) -> bool:
+        """A reasoning item waits for its summary: feed no more deltas until :meth:`resume`."""
+        return self._deferred is not None
+
+    def count_summary(self, output_tokens: int) -> None:
+        """Count a summary's side generation: its output tokens are output and reasoning tokens.
+
+        (OpenAI counts reasoning summaries in ``reasoning_tokens``; the summarizer's prompt is
+        mostly the reasoning text already counted as output, and is not counted again.)
+        """
+        self._output_tokens += output_tokens
+        self._reasoning_tokens += output_tokens
+
+    def resume(self) -> list[ResponseStreamEvent]:
+        """After the parked item's summary: apply what waited for it (it may park the next one)."""
+        if self._deferred is None or self.stream.summary_due is not None:
+            raise StreamStateError("resume() without a finished summary")
+        parsed, cut_status, stop, then = self._deferred
+        self._deferred = None
+        events: list[ResponseStreamEvent] = []
+        try:
+            reason = self._apply(parsed, events, cut_status, stop, then)
+            if reason is not None:
+                self.done = True
+                events += self.stream.incomplete(self.usage(), reason)
+        except HarmonyFormatError as exc:
+            events += self.fail(f"The model's output broke the Harmony format: {exc}")
+        return events
 
     def _finish(self, delta: TokenDelta, events: list[ResponseStreamEvent]) -> None:
         reason = delta.finish_reason
@@ -168,11 +213,14 @@ class TokenStreamProcessor:
         # On "stop" an open message is whole (the engine kept its stop token to itself);
         # on "length" it was cut off.
         whole = reason == "stop" and not self._parser.in_header
-        self._apply(self._parser.finish(), events, "completed" if whole else "incomplete")
-        self.done = True
-        if whole and self.stream.held is not None:
-            return  # a server-run tool call: the tool loop goes on (awaiting_tool)
-        events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
+
+        def end(events: list[ResponseStreamEvent]) -> None:
+            self.done = True
+            if whole and self.stream.held is not None:
+                return  # a server-run tool call: the tool loop goes on (awaiting_tool)
+            events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
+
+        self._apply(self._parser.finish(), events, "completed" if whole else "incomplete", then=end)
 
     def fail(self, message: str) -> list[ResponseStreamEvent]:
         """End the response as failed (executor error or malformed output)."""
