@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -24,7 +25,7 @@ from .harmony.adapter import HarmonyAdapter
 from .logprobs import LogprobStreamProcessor
 from .metrics import ServerMetrics
 from .prepared import Deliver, PreparedResponse
-from .stream import ResponseStream, TokenStreamProcessor
+from .stream import ResponseStream, TokenStreamProcessor, make_usage
 from .summaries import Summarizer
 from .tool_loop import ToolLoop
 from .wire import to_json
@@ -76,6 +77,8 @@ class ResponseGenerator:
         the executor finished: client gone (the caller cancels), malformed output,
         a delivery error.
         """
+        if not prepared.generate:
+            return await self._prefill(prepared, deliver)
         stream = ResponseStream(
             prepared.response,
             prepared.seal_reasoning,
@@ -157,6 +160,53 @@ class ResponseGenerator:
         finally:
             self.live.pop(response_id, None)
             self.metrics.active -= 1
+
+    async def _prefill(self, prepared: PreparedResponse, deliver: Deliver | None) -> bytes:
+        """A response prepared without output (``generate: false``): its prompt goes through the engine
+        (a one-token generation whose token is dropped, so TensorRT-LLM's KV-cache block reuse keeps the
+        prompt's blocks for the turn that continues it), then it completes with ``output: []``."""
+        stream = ResponseStream(prepared.response)
+        prepared.stream = stream
+        response_id = prepared.generation.request_id
+        sampling = dataclasses.replace(prepared.generation.sampling, max_tokens=1, logprobs=None)
+        generation = dataclasses.replace(prepared.generation, sampling=sampling, constraint=None)
+        self.live[response_id] = prepared
+        self.generating[response_id] = response_id
+        try:
+            if deliver is not None:
+                await deliver(stream.start())
+            else:
+                stream.start()
+            cached = 0
+            finished = False
+            failed = True  # unless the engine finishes the step
+            deltas = self.executor.generate(generation)
+            try:
+                async for delta in deltas:
+                    cached = delta.cached_tokens or cached
+                    if delta.finish_reason is not None:
+                        finished = True
+                        failed = delta.finish_reason in ("error", "cancelled")
+                        break
+            except Exception as exc:  # the executor failed: response.failed, never a broken stream
+                logger.exception("Executor failed preparing %s", response_id)
+                finished, failed = True, True
+                events = stream.fail(f"The executor failed: {exc}")
+            finally:
+                if not finished:
+                    self.executor.abort(response_id)
+                await deltas.aclose()
+            usage = make_usage(len(prepared.prompt.token_ids), 0, 0, cached)
+            if not stream.final_response:
+                events = stream.fail("The generation was cancelled.", usage) if failed else stream.complete(usage)
+            final_json = await self._keep(prepared, stream)
+            prepared.usage = usage
+            if deliver is not None:
+                await deliver(events)
+            return final_json
+        finally:
+            self.live.pop(response_id, None)
+            self.generating.pop(response_id, None)
 
     async def _generate(
         self, generation: GenerationRequest, processor: TokenStreamProcessor, deliver: Deliver | None
