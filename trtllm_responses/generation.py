@@ -224,10 +224,14 @@ class ResponseGenerator:
         self.generating[response_id] = generation.request_id
         first = processor.first_token_at is None  # for the access log; a local flag costs nothing per token
         stream = processor.stream
+        # The engine's deltas straight from its generator; once a summary has started, from the pump.
+        pull: Callable[[], Awaitable[TokenDelta]] = main.deltas.__anext__
         try:
             while True:
                 try:
-                    delta = await main.next()
+                    delta = await pull()
+                    if delta.finish_reason is not None:
+                        main.finished = True
                     if first:
                         processor.first_token_at = time.perf_counter()
                         first = False
@@ -245,6 +249,7 @@ class ResponseGenerator:
                     if deliver is not None and events:
                         await deliver(events)
                     main.pump()
+                    pull = main.next
                     events = await self._summarize(response_id, processor, deliver)
                     try:
                         events += processor.resume()
@@ -328,7 +333,8 @@ class ResponseGenerator:
 
 
 class _MainDeltas:
-    """The main generation's deltas: read directly, or, once a summary has started, from a queue a pump fills.
+    """The main generation's deltas: read directly (``deltas``), or, once a summary has started, with
+    :meth:`next` from a queue a pump fills.
 
     The pump keeps pulling the engine's deltas while a summary streams (so the main
     generation never waits for it) and for the rest of the generation; responses without
@@ -336,21 +342,17 @@ class _MainDeltas:
     """
 
     def __init__(self, deltas: AsyncGenerator[TokenDelta, None]) -> None:
-        self._deltas = deltas
+        self.deltas = deltas
         self._queue: asyncio.Queue[TokenDelta | BaseException] | None = None
         self._pump: asyncio.Task[None] | None = None
         self._front: collections.deque[TokenDelta] = collections.deque()
         self.finished = False  # the executor sent its finish delta
 
     async def next(self) -> TokenDelta:
-        """The next delta (raises what the executor raised, StopAsyncIteration at its end)."""
+        """The next delta once pumping (raises what the executor raised, StopAsyncIteration at its end)."""
         if self._front:
             return self._front.popleft()
-        if self._queue is None:
-            delta = await self._deltas.__anext__()
-            if delta.finish_reason is not None:
-                self.finished = True
-            return delta
+        assert self._queue is not None
         item = await self._queue.get()
         if isinstance(item, BaseException):
             raise item
@@ -370,7 +372,7 @@ class _MainDeltas:
         assert self._queue is not None
         while True:
             try:
-                delta = await self._deltas.__anext__()
+                delta = await self.deltas.__anext__()
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # StopAsyncIteration, the executor's error: read in order
@@ -387,4 +389,4 @@ class _MainDeltas:
             self._pump.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._pump
-        await self._deltas.aclose()
+        await self.deltas.aclose()
