@@ -10,7 +10,8 @@
    this tree against ``--base-tree`` (another checkout, e.g. main before the change, served by the same
    venv), alternated; and this tree with ``reasoning.summary`` asked.
 
-    python benchmarks/summaries.py [--requests 30] [--pace 100] [--base-tree DIR] [--runs 3] [--json]
+    python benchmarks/summaries.py [--requests 30] [--pace 100] [--base-tree DIR] [--runs 3]
+                                   [--duration 8] [--parts latency,load] [--json]
 """
 
 from __future__ import annotations
@@ -156,12 +157,16 @@ def main() -> None:
     ap.add_argument("--base-tree", help="another checkout to serve for the no-summary A/B (PYTHONPATH)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=8.0)
+    ap.add_argument("--parts", default="latency,load", help="which parts to run (latency, load)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     pinned = pin_this_process()
     result: dict[str, Any] = {"pinned": pinned}
-    result["latency"] = latency(args.pace, args.requests)
-    result["load"] = load(args.base_tree, args.runs, args.duration)
+    parts = set(args.parts.split(","))
+    if "latency" in parts:
+        result["latency"] = latency(args.pace, args.requests)
+    if "load" in parts:
+        result["load"] = load(args.base_tree, args.runs, args.duration)
     report(result, args.json)
 
 

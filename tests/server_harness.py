@@ -61,7 +61,12 @@ class RunningServer:
 
 
 def start_server(
-    executor: Executor, adapter: HarmonyAdapter, store: Any = None, port: int = 0, **config: Any
+    executor: Executor,
+    adapter: HarmonyAdapter,
+    store: Any = None,
+    port: int = 0,
+    drain_timeout: float = 35.0,
+    **config: Any,
 ) -> RunningServer:
     """Serve ``executor`` with uvicorn on 127.0.0.1 and a free port (or ``port``); return when it accepts connections."""
     cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", "start_render_worker": False, **config})
@@ -79,7 +84,9 @@ def start_server(
         raise
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn_config(app, cfg.http, log_level="warning", access_log=False, lifespan="on")
+        uvicorn_config(
+            app, cfg.http, drain_timeout=drain_timeout, log_level="warning", access_log=False, lifespan="on"
+        )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -227,3 +227,17 @@ def test_redacted_reasoning_still_streams_its_summary(encoding, adapter) -> None
         reasoning = final["output"][0]
         assert reasoning["content"] == [] and reasoning["encrypted_content"]
         assert reasoning["summary"][0]["text"] == "Summary: Echoing the user."
+
+
+def test_the_summarizer_reads_a_bounded_part_of_a_long_analysis(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+    """Past MAX_SUMMARIZED_CHARS the summarizer reads the analysis's head and tail, so its prompt is bounded."""
+    from trtllm_responses.summaries import MAX_SUMMARIZED_CHARS, Summarizer
+
+    summarizer = Summarizer(adapter)
+    long = "head " + "x" * (4 * MAX_SUMMARIZED_CHARS) + " tail"
+    request = summarizer.request("r.summary0", long, "auto", 131072)
+    text = encoding.decode(request.prompt_token_ids)
+    assert "head " in text and " tail" in text and "[…]" in text
+    assert len(text) < MAX_SUMMARIZED_CHARS + 2000
+    assert request.sampling.max_tokens == SUMMARY_TOKENS["auto"]
+    assert text.endswith("<|start|>assistant<|channel|>final<|message|>")

@@ -137,6 +137,25 @@ def test_drain_refuses_what_has_not_started_and_closes_with_1012(encoding, adapt
         running.stop()
 
 
+def test_a_drain_past_its_deadline_closes_with_1012_anyway(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+    """A response that outlasts the drain deadline does not hold the shutdown: uvicorn closes with 1012."""
+    running = start_server(RecordingEcho(encoding, tokens_per_second=50), adapter, drain_timeout=1.0)
+    try:
+        with ws_connect(_ws_url(running)) as ws:
+            ws.send(json.dumps({"type": "response.create", "input": "#lorem 2000"}))
+            while json.loads(ws.recv(timeout=10))["type"] != "response.output_text.delta":
+                pass
+            started = time.monotonic()
+            threading.Thread(target=running.stop, daemon=True).start()
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    assert json.loads(ws.recv(timeout=20))["type"] != "response.completed"
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1012
+        assert time.monotonic() - started < 15  # the deadline (1 s), not the response's 40 s
+    finally:
+        running.stop()
+
+
 def test_generate_false_prepares_a_response_that_a_later_create_continues(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
     running = start_server(RecordingEcho(encoding), adapter)
     client = openai.OpenAI(
