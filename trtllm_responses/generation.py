@@ -10,16 +10,14 @@ tool call); the stream then ends with a terminal event.
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from openai.types.responses import ResponseCompactionItem, ResponseStreamEvent
 
+from .delta_pump import MainDeltas
 from .executors.base import Executor, GenerationRequest, TokenDelta
 from .harmony.adapter import HarmonyAdapter
 from .logprobs import LogprobStreamProcessor
@@ -219,19 +217,22 @@ class ResponseGenerator:
         parked for its summary pauses the processor: the summary's side generation
         streams (:meth:`_summarize`) while the main generation's deltas are queued.
         """
-        main = _MainDeltas(self.executor.generate(generation))
+        main = MainDeltas(self.executor.generate(generation))
         response_id = generation.request_id.partition(".")[0]  # the tool loop's turns are <id>.<n>
         self.generating[response_id] = generation.request_id
         first = processor.first_token_at is None  # for the access log; a local flag costs nothing per token
         stream = processor.stream
         # The engine's deltas straight from its generator; once a summary has started, from the pump.
         pull: Callable[[], Awaitable[TokenDelta]] = main.deltas.__anext__
+        direct = pull
         try:
             while True:
                 try:
                     delta = await pull()
                     if delta.finish_reason is not None:
                         main.finished = True
+                    elif pull is not direct and main.direct:  # a summary's queued steps are all read
+                        pull = direct
                     if first:
                         processor.first_token_at = time.perf_counter()
                         first = False
@@ -250,7 +251,10 @@ class ResponseGenerator:
                         await deliver(events)
                     main.pump()
                     pull = main.next
-                    events = await self._summarize(response_id, processor, deliver)
+                    try:
+                        events = await self._summarize(response_id, processor, deliver)
+                    finally:
+                        main.stop_pumping()
                     try:
                         events += processor.resume()
                     except Exception:
@@ -331,62 +335,3 @@ class ResponseGenerator:
         if side is not None:
             self.executor.abort(side)
 
-
-class _MainDeltas:
-    """The main generation's deltas: read directly (``deltas``), or, once a summary has started, with
-    :meth:`next` from a queue a pump fills.
-
-    The pump keeps pulling the engine's deltas while a summary streams (so the main
-    generation never waits for it) and for the rest of the generation; responses without
-    summaries never start it (no cost per token).
-    """
-
-    def __init__(self, deltas: AsyncGenerator[TokenDelta, None]) -> None:
-        self.deltas = deltas
-        self._queue: asyncio.Queue[TokenDelta | BaseException] | None = None
-        self._pump: asyncio.Task[None] | None = None
-        self._front: collections.deque[TokenDelta] = collections.deque()
-        self.finished = False  # the executor sent its finish delta
-
-    async def next(self) -> TokenDelta:
-        """The next delta once pumping (raises what the executor raised, StopAsyncIteration at its end)."""
-        if self._front:
-            return self._front.popleft()
-        assert self._queue is not None
-        item = await self._queue.get()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def push_front(self, deltas: list[TokenDelta]) -> None:
-        """Deltas to read before the queue's (a step the processor handed back)."""
-        self._front.extendleft(reversed(deltas))
-
-    def pump(self) -> None:
-        """From now on, pull the engine's deltas in a task of their own."""
-        if self._pump is None:
-            self._queue = asyncio.Queue()
-            self._pump = asyncio.ensure_future(self._run())
-
-    async def _run(self) -> None:
-        assert self._queue is not None
-        while True:
-            try:
-                delta = await self.deltas.__anext__()
-            except asyncio.CancelledError:
-                raise
-            except BaseException as exc:  # StopAsyncIteration, the executor's error: read in order
-                self._queue.put_nowait(exc)
-                return
-            if delta.finish_reason is not None:
-                self.finished = True
-            self._queue.put_nowait(delta)
-            if self.finished:
-                return
-
-    async def close(self) -> None:
-        if self._pump is not None:
-            self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._pump
-        await self.deltas.aclose()
