@@ -6,12 +6,15 @@
    ``reasoning.summary`` (auto), the same prompts, alternated.
 2. **GPU tokens**: what the summaries' side generations added (``GET /stats`` ``reasoning_summaries``:
    prompt tokens prefilled and output tokens generated) beside the responses' own tokens.
-3. **Throughput under load, unpaced** (``bench``: 64 streams of ``#lorem 2000``): without a summary asked,
+3. **CPU per token in-process** (``_drive_cpu.py``: ``drive`` over 20,000 echo tokens, no transport, the
+   minimum process CPU time of 5 repeats, trees alternated): this tree against ``--base-tree`` without a
+   summary, and this tree with one. On a shared machine this is the steady figure.
+4. **Throughput under load, unpaced** (``bench``: 64 streams of ``#lorem 2000``): without a summary asked,
    this tree against ``--base-tree`` (another checkout, e.g. main before the change, served by the same
    venv), alternated; and this tree with ``reasoning.summary`` asked.
 
     python benchmarks/summaries.py [--requests 30] [--pace 100] [--base-tree DIR] [--runs 3]
-                                   [--duration 8] [--parts latency,load] [--json]
+                                   [--duration 8] [--parts latency,cpu,load] [--json]
 """
 
 from __future__ import annotations
@@ -150,6 +153,23 @@ def load(base_tree: str | None, runs: int, duration: float) -> dict[str, Any]:
     }
 
 
+def cpu(base_tree: str | None, rounds: int) -> dict[str, Any]:
+    """CPU µs per token of ``drive`` in-process (``_drive_cpu.py``), trees alternated; the minimum of all rounds."""
+    import subprocess
+
+    configs = [("this", None, False), ("this_with_summary", None, True)]
+    if base_tree:
+        configs.insert(1, ("base", base_tree, False))
+    best: dict[str, list[float]] = {name: [] for name, _, _ in configs}
+    for _ in range(rounds):
+        for name, tree, summary in configs:
+            env = {**os.environ, **({"PYTHONPATH": tree} if tree else {})}
+            command = [sys.executable, str(Path(__file__).parent / "_drive_cpu.py")] + (["--summary"] if summary else [])
+            out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+            best[name].append(json.loads(out.strip().splitlines()[-1])["us_per_token"])
+    return {name: {"min_us_per_token": min(v), "rounds": v} for name, v in best.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=30)
@@ -157,7 +177,7 @@ def main() -> None:
     ap.add_argument("--base-tree", help="another checkout to serve for the no-summary A/B (PYTHONPATH)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=8.0)
-    ap.add_argument("--parts", default="latency,load", help="which parts to run (latency, load)")
+    ap.add_argument("--parts", default="latency,cpu,load", help="which parts to run (latency, cpu, load)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     pinned = pin_this_process()
@@ -165,6 +185,8 @@ def main() -> None:
     parts = set(args.parts.split(","))
     if "latency" in parts:
         result["latency"] = latency(args.pace, args.requests)
+    if "cpu" in parts:
+        result["cpu"] = cpu(args.base_tree, args.runs)
     if "load" in parts:
         result["load"] = load(args.base_tree, args.runs, args.duration)
     report(result, args.json)
