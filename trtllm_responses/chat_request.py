@@ -45,6 +45,7 @@ __all__ = [
     "MAX_CHOICES",
     "MAX_STOP_SEQUENCES",
     "ChatOptions",
+    "ChatRequest",
     "ChatTranslation",
     "chat_param",
     "in_chat_terms",
