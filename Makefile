@@ -40,7 +40,7 @@ LITELLM_STAMP := $(LITELLM_VENV)/.installed
 
 $(LITELLM_STAMP):
 	$(PYTHON) -m venv $(LITELLM_VENV)
-	$(LITELLM_VENV)/bin/python -m pip install --quiet "litellm>=1.80"
+	$(LITELLM_VENV)/bin/python -m pip install --quiet "litellm>=1.80" mcp   # litellm imports mcp without declaring it
 	@touch $(LITELLM_STAMP)
 
 litellm-client: $(LITELLM_STAMP)

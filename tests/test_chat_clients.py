@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import openai
@@ -147,5 +146,3 @@ def test_litellm_completion(echo_server) -> None:  # type: ignore[no-untyped-def
     assert out["call"] == ["get_weather", {"city": "Paris"}]
     assert len(out["streamed"].split()) == 6
 
-
-_ = sys  # the LiteLLM client runs in its own interpreter

@@ -43,9 +43,24 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
+from ..wire import exact_bytes
+
 __all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage"]
 
 DONE = b"data: [DONE]\n\n"
+_MAX_CACHED_STRINGS = 65536
+_json_strings: dict[str, bytes] = {}
+
+
+def _json_string(text: str) -> bytes:
+    """``text`` as a JSON string; tokens repeat, so their encodings are remembered (bounded)."""
+    encoded = _json_strings.get(text)
+    if encoded is None:
+        if len(_json_strings) >= _MAX_CACHED_STRINGS:
+            _json_strings.clear()
+        encoded = _json_strings[text] = exact_bytes(orjson.dumps(text))
+    return encoded
+
 _OPEN = b'},"logprobs":null,"finish_reason":null}]}\n\n'
 
 
@@ -171,7 +186,9 @@ class ChatChoice:
         self.index = index
         self._frames = frames
         self._open = frames.open(index) if frames is not None else b""
+        self._content_head = self._open + b'"content":'
         self._matcher = StopMatcher(stop) if stop else None
+        self._plain = frames is not None and not stop  # the per-token fast path applies
         self._logprobs = logprobs
         self._on_stop = on_stop
         self._pending_logprobs: list[dict[str, Any]] = []
@@ -192,10 +209,10 @@ class ChatChoice:
 
     def feed(self, events: list[ResponseStreamEvent]) -> bytes:
         """Read one engine step's events; the chunks they make (streaming), else ``b""``."""
-        if len(events) == 1:
+        if self._plain and len(events) == 1:
             event = events[0]
-            if type(event) is ResponseTextDeltaEvent and self._matcher is None and not self.stopped:
-                return self._content(event.delta, None)  # the common step
+            if type(event) is ResponseTextDeltaEvent:  # the common step: one token of text
+                return self._content_head + _json_string(event.delta) + _OPEN
         out = b""
         for event in events:
             out += self._event(event)
@@ -256,9 +273,9 @@ class ChatChoice:
                 self.token_logprobs += logprobs
             return b""
         if logprobs is None:
-            return self._open + b'"content":' + orjson.dumps(text) + _OPEN
+            return self._content_head + _json_string(text) + _OPEN
         return (
-            self._open + b'"content":' + orjson.dumps(text) + b'},"logprobs":{"content":'
+            self._content_head + _json_string(text) + b'},"logprobs":{"content":'
             + orjson.dumps(logprobs) + b',"refusal":null},"finish_reason":null}]}\n\n'
         )
 
@@ -266,7 +283,7 @@ class ChatChoice:
         if self._frames is None:
             self.reasoning.append(text)
             return b""
-        quoted = orjson.dumps(text)
+        quoted = _json_string(text)
         return self._open + b'"reasoning_content":' + quoted + b',"reasoning":' + quoted + _OPEN
 
     def _call_started(self, call_id: str, name: str) -> bytes:
@@ -287,7 +304,7 @@ class ChatChoice:
             return b""
         return (
             self._open + b'"tool_calls":[{"index":%d,"function":{"arguments":' % index
-            + orjson.dumps(text) + b"}}]" + _OPEN
+            + _json_string(text) + b"}}]" + _OPEN
         )
 
     # -- the end -----------------------------------------------------------------------------
