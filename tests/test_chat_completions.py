@@ -413,3 +413,27 @@ def test_completion_validates_against_the_sdk(raw: httpx.Client) -> None:
     body = raw.post("/v1/chat/completions", json={"model": "m", "messages": user("Hi"), "tools": [WEATHER]}).json()
     ChatCompletion.model_validate(body)
     assert body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+def test_api_key_access_log_and_metrics(encoding, adapter, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    running = start_server(EchoExecutor(encoding), adapter, api_key="sekret-key")
+    try:
+        body = {"model": "m", "messages": user("Hi"), "stream": True}
+        with httpx.Client(base_url=running.base_url, timeout=30) as raw:
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                response = raw.post("/v1/chat/completions", json=body, headers=headers)
+                assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+                assert "sekret" not in response.text
+            with caplog.at_level(logging.INFO, logger="trtllm_responses.access"):
+                ok = raw.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer sekret-key", "x-request-id": "chat-log-1"})
+            assert ok.status_code == 200 and ok.headers["x-request-id"] == "chat-log-1"
+            (line,) = [r.getMessage() for r in caplog.records if "chat-log-1" in r.getMessage()]
+            assert line.startswith("POST /v1/chat/completions 200") and "response_id=chatcmpl-" in line
+            assert "output_tokens=" in line and "sekret" not in line
+            metrics = raw.get("/metrics").text
+        assert 'trtllm_requests_total{method="POST",route="/v1/chat/completions",status="200"} 1.0' in metrics
+        assert 'route="/v1/chat/completions",status="401"' in metrics
+    finally:
+        running.stop()

@@ -70,6 +70,8 @@ class ChatCompletionRun:
         self.model = prepared.response.model
         self.prepared = [prepared] + [self._another(prepared, i) for i in range(1, options.n)]
         self.frames = ChunkFrames(self.id, self.created, self.model) if options.stream else None
+        #: The first choice's failure (the others are then stopped, and fail as cancelled).
+        self.error: dict[str, Any] | None = None
         self.choices = [
             ChatChoice(
                 i,
@@ -120,11 +122,11 @@ class ChatCompletionRun:
                 return _NOTHING
 
             await self.service.drive(prepared, deliver)
+            self._ended(prepared, choice)
 
         await self._all([run(p, c) for p, c in zip(self.prepared, self.choices, strict=True)])
-        failed = next((c.error for c in self.choices if c.error is not None), None)
-        if failed is not None:
-            raise ServerError(failed["message"], code=failed["code"])
+        if self.error is not None:
+            raise ServerError(self.error["message"], code=self.error["code"])
         return orjson.dumps(
             {
                 "id": self.id,
@@ -162,9 +164,8 @@ class ChatCompletionRun:
             await self._all(
                 [self._drive_one(p, c, locked_send) for p, c in zip(self.prepared, self.choices, strict=True)]
             )
-        failed = next((c.error for c in self.choices if c.error is not None), None)
-        if failed is not None:
-            tail = frames.error(failed) + DONE
+        if self.error is not None:
+            tail = frames.error(self.error) + DONE
         else:
             usage = self.usage if self.options.include_usage else None
             tail = (frames.usage(usage) if usage is not None else b"") + DONE
@@ -176,7 +177,7 @@ class ChatCompletionRun:
         def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
             # Returns send's own awaitable: no extra coroutine frame per engine step.
             data = choice.feed(events)
-            if not data or (several and self._failed_elsewhere(choice)):
+            if not data or (several and self.error is not None):
                 return _NOTHING
             return send({"type": "http.response.body", "body": data, "more_body": True})
 
@@ -192,13 +193,16 @@ class ChatCompletionRun:
                 "param": None,
                 "code": "server_error",
             }
-        if choice.error is not None:
-            for other in self.prepared:  # one failed choice fails the request: stop the others
-                if other is not prepared:
-                    self.service.abort(other.generation.request_id)
+        self._ended(prepared, choice)
 
-    def _failed_elsewhere(self, choice: ChatChoice) -> bool:
-        return any(c.error is not None for c in self.choices if c is not choice)
+    def _ended(self, prepared: PreparedResponse, choice: ChatChoice) -> None:
+        """A choice's generation ended: if it failed, the request fails with its error, and the others stop."""
+        if choice.error is None or self.error is not None:
+            return
+        self.error = choice.error
+        for other in self.prepared:
+            if other is not prepared:
+                self.service.abort(other.generation.request_id)
 
     @staticmethod
     async def _all(runs: list[Awaitable[None]]) -> None:
