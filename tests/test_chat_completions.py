@@ -7,6 +7,7 @@ first declared function when tools are given, JSON under a response format, ``#p
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -399,8 +400,6 @@ def test_client_disconnect_aborts_the_generation(encoding, adapter) -> None:  # 
                 for line in response.iter_lines():
                     if '"content"' in line and '"role"' not in line:
                         break
-        import time
-
         deadline = time.monotonic() + 10
         while not executor.aborted and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -428,6 +427,9 @@ def test_api_key_access_log_and_metrics(encoding, adapter, caplog: pytest.LogCap
                 assert "sekret" not in response.text
             with caplog.at_level(logging.INFO, logger="trtllm_responses.access"):
                 ok = raw.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer sekret-key", "x-request-id": "chat-log-1"})
+                deadline = time.monotonic() + 10  # the line is written once the response has been sent
+                while not any("chat-log-1" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+                    time.sleep(0.02)
             assert ok.status_code == 200 and ok.headers["x-request-id"] == "chat-log-1"
             (line,) = [r.getMessage() for r in caplog.records if "chat-log-1" in r.getMessage()]
             assert line.startswith("POST /v1/chat/completions 200") and "response_id=chatcmpl-" in line

@@ -1,6 +1,6 @@
 """Request edge of ``POST /v1/chat/completions``: a Chat Completions body → the service's request.
 
-A chat request is checked here (errors name the chat field: ``messages[2].tool_calls[0].id``,
+A chat request is checked here (its messages in ``chat_messages.py``; errors name the chat field: ``messages[2].tool_calls[0].id``,
 ``response_format.json_schema.schema``) and translated into the Responses request body that
 ``ResponsesService.prepare`` checks and renders, so both APIs share one prompt, one Constraint
 and one generation path:
@@ -31,13 +31,13 @@ own request (``input[3].content[0]``, ``tools[0].parameters``) back into the cha
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from .chat_messages import messages_to_items, object_at, string_at
 from .errors import APIError, InvalidRequestError
 from .request_fields import one_sentence
 
@@ -56,10 +56,6 @@ __all__ = [
 MAX_CHOICES = 16
 #: OpenAI's limit on ``stop`` sequences.
 MAX_STOP_SEQUENCES = 4
-
-_TEXT_PART = "text"
-_NOT_TEXT = ("image_url", "input_audio", "file")
-
 
 def _integral(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
@@ -147,7 +143,7 @@ def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
         )
     if not request.messages:
         raise InvalidRequestError("'messages' must hold at least one message.", param="messages")
-    items, origins = _messages_to_items(request.messages)
+    items, origins = messages_to_items(request.messages)
     body: dict[str, Any] = {"input": items, "store": False}
     if request.model is not None:
         body["model"] = request.model
@@ -217,138 +213,11 @@ def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
     return tuple(stops)
 
 
-# -- messages ---------------------------------------------------------------------------------
-
-
-def _object(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidRequestError(f"'{where}' must be an object.", param=where)
-    return value
-
-
-def _string(value: Mapping[str, Any], key: str, where: str) -> str:
-    text = value.get(key)
-    if not isinstance(text, str):
-        raise InvalidRequestError(f"'{where}.{key}' must be a string.", param=f"{where}.{key}")
-    return text
-
-
-def _text(content: Any, where: str, *, refusal: bool = False) -> str:
-    """The text of a message's ``content``: a string, or text parts (gpt-oss reads text only)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise InvalidRequestError(f"'{where}' must be a string or an array of content parts.", param=where)
-    texts = []
-    for j, part in enumerate(content):
-        at = f"{where}[{j}]"
-        part = _object(part, at)
-        kind = part.get("type")
-        if kind == _TEXT_PART:
-            texts.append(_string(part, "text", at))
-        elif kind == "refusal" and refusal:
-            texts.append(_string(part, "refusal", at))
-        elif kind in _NOT_TEXT:
-            raise InvalidRequestError(
-                f"'{at}' is {kind}, but gpt-oss only reads text; send text parts instead.",
-                param=at,
-                code="unsupported_content_type",
-            )
-        else:
-            raise InvalidRequestError(f"Unknown content part type {kind!r} at '{at}.type'.", param=f"{at}.type")
-    return "".join(texts)
-
-
-def _messages_to_items(messages: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    items: list[dict[str, Any]] = []
-    origins: list[str] = []
-    call_ids: set[str] = set()
-
-    def add(item: dict[str, Any], origin: str) -> None:
-        items.append(item)
-        origins.append(origin)
-
-    for i, message in enumerate(messages):
-        where = f"messages[{i}]"
-        message = _object(message, where)
-        role = message.get("role")
-        if role in ("system", "developer", "user"):
-            if "content" not in message:
-                raise InvalidRequestError(f"'{where}.content' is required.", param=f"{where}.content")
-            text = _text(message["content"], f"{where}.content")
-            add({"type": "message", "role": role, "content": text}, where)
-        elif role == "assistant":
-            _assistant(message, where, add, call_ids)
-        elif role == "tool":
-            call_id = _string(message, "tool_call_id", where)
-            if call_id not in call_ids:
-                raise InvalidRequestError(
-                    f"'{where}.tool_call_id' is {call_id!r}, which no earlier assistant message's tool_calls "
-                    "has as its id.",
-                    param=f"{where}.tool_call_id",
-                )
-            output = _text(message.get("content", ""), f"{where}.content")
-            add({"type": "function_call_output", "call_id": call_id, "output": output}, where)
-        elif role == "function":
-            raise InvalidRequestError(
-                f"'{where}.role' 'function' is deprecated and not supported; send 'tool' messages.",
-                param=f"{where}.role",
-            )
-        else:
-            raise InvalidRequestError(
-                f"'{where}.role' must be one of system, developer, user, assistant, tool; got {role!r}.",
-                param=f"{where}.role",
-            )
-    return items, origins
-
-
-def _assistant(message: Mapping[str, Any], where: str, add: Any, call_ids: set[str]) -> None:
-    """An assistant message: its reasoning, its text, its tool calls (the order gpt-oss writes them)."""
-    for key in ("reasoning_content", "reasoning"):
-        reasoning = message.get(key)
-        if reasoning is None:
-            continue
-        if not isinstance(reasoning, str):
-            raise InvalidRequestError(f"'{where}.{key}' must be a string.", param=f"{where}.{key}")
-        if reasoning:
-            add({"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": reasoning}]}, where)
-        break
-    content = message.get("content")
-    if content is not None:
-        text = _text(content, f"{where}.content", refusal=True)
-        if text:
-            add({"type": "message", "role": "assistant", "content": text}, where)
-    if message.get("function_call") is not None:
-        raise InvalidRequestError(
-            f"'{where}.function_call' is deprecated and not supported; send 'tool_calls'.",
-            param=f"{where}.function_call",
-        )
-    calls = message.get("tool_calls")
-    if calls is None:
-        return
-    if not isinstance(calls, list):
-        raise InvalidRequestError(f"'{where}.tool_calls' must be an array.", param=f"{where}.tool_calls")
-    for k, call in enumerate(calls):
-        at = f"{where}.tool_calls[{k}]"
-        call = _object(call, at)
-        kind = call.get("type", "function")
-        if kind != "function":
-            raise InvalidRequestError(
-                f"'{at}.type' must be 'function'; got {kind!r}.", param=f"{at}.type"
-            )
-        call_id = _string(call, "id", at)
-        function = _object(call.get("function"), f"{at}.function")
-        name = _string(function, "name", f"{at}.function")
-        arguments = _string(function, "arguments", f"{at}.function")
-        call_ids.add(call_id)
-        add({"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}, at)
-
-
 # -- tools, tool_choice, response_format ------------------------------------------------------
 
 
 def _tool(tool: Any, where: str) -> dict[str, Any]:
-    tool = _object(tool, where)
+    tool = object_at(tool, where)
     kind = tool.get("type")
     if kind != "function":
         raise InvalidRequestError(
@@ -356,7 +225,7 @@ def _tool(tool: Any, where: str) -> dict[str, Any]:
             f"custom tools are served on /v1/responses); got {kind!r}.",
             param=f"{where}.type",
         )
-    function = _object(tool.get("function"), f"{where}.function")
+    function = object_at(tool.get("function"), f"{where}.function")
     out: dict[str, Any] = {"type": "function", "name": function.get("name")}
     for key in ("description", "parameters", "strict"):
         if function.get(key) is not None:
@@ -371,10 +240,10 @@ def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
         return choice  # auto / none / required, checked by the service
     kind = choice.get("type")
     if kind == "function":
-        function = _object(choice.get("function"), "tool_choice.function")
-        return {"type": "function", "name": _string(function, "name", "tool_choice.function")}
+        function = object_at(choice.get("function"), "tool_choice.function")
+        return {"type": "function", "name": string_at(function, "name", "tool_choice.function")}
     if kind == "allowed_tools":
-        allowed = _object(choice.get("allowed_tools"), "tool_choice.allowed_tools")
+        allowed = object_at(choice.get("allowed_tools"), "tool_choice.allowed_tools")
         tools = allowed.get("tools")
         if not isinstance(tools, list):
             raise InvalidRequestError(
@@ -383,8 +252,8 @@ def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
         names = []
         for i, tool in enumerate(tools):
             at = f"tool_choice.allowed_tools.tools[{i}]"
-            function = _object(_object(tool, at).get("function"), f"{at}.function")
-            names.append({"type": "function", "name": _string(function, "name", f"{at}.function")})
+            function = object_at(object_at(tool, at).get("function"), f"{at}.function")
+            names.append({"type": "function", "name": string_at(function, "name", f"{at}.function")})
         return {"type": "allowed_tools", "mode": allowed.get("mode", "auto"), "tools": names}
     raise InvalidRequestError(
         "'tool_choice' must be 'auto', 'none', 'required', {\"type\": \"function\", ...} or "
@@ -398,7 +267,7 @@ def _response_format(fmt: dict[str, Any]) -> dict[str, Any]:
     if kind in ("text", "json_object"):
         return {"type": kind}
     if kind == "json_schema":
-        spec = _object(fmt.get("json_schema"), "response_format.json_schema")
+        spec = object_at(fmt.get("json_schema"), "response_format.json_schema")
         return {"type": "json_schema", **spec}
     raise InvalidRequestError(
         f"'response_format.type' must be text, json_object or json_schema; got {kind!r}.",
