@@ -320,6 +320,7 @@ def test_logprobs(client: openai.OpenAI, raw: httpx.Client) -> None:
         ({"messages": user("x"), "max_completion_tokens": 0}, "max_completion_tokens", None),
         ({"messages": user("x"), "n": 17}, "n", None),
         ({"messages": user("x"), "stop": ["a", "b", "c", "d", "e"]}, "stop", None),
+        ({"messages": user("x"), "stop": ["a", "b" * 257]}, "stop[1]", None),
         ({"messages": user("x"), "top_logprobs": 2}, "top_logprobs", None),
         ({"messages": user("x"), "temperature": 3}, "temperature", None),
         ({"messages": user("x"), "reasoning_effort": "huge"}, "reasoning_effort", None),

@@ -43,6 +43,7 @@ from .request_fields import one_sentence
 
 __all__ = [
     "MAX_CHOICES",
+    "MAX_STOP_CHARS",
     "MAX_STOP_SEQUENCES",
     "ChatOptions",
     "ChatRequest",
@@ -56,6 +57,8 @@ __all__ = [
 MAX_CHOICES = 16
 #: OpenAI's limit on ``stop`` sequences.
 MAX_STOP_SEQUENCES = 4
+#: Longest stop string (characters): each streamed token is compared with the end of the text.
+MAX_STOP_CHARS = 256
 
 def _integral(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
@@ -207,9 +210,13 @@ def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
             f"'stop' holds at most {MAX_STOP_SEQUENCES} sequences; got {len(stops)}.", param="stop"
         )
     for i, text in enumerate(stops):
+        where = "stop" if isinstance(stop, str) else f"stop[{i}]"
         if not text:
-            where = "stop" if isinstance(stop, str) else f"stop[{i}]"
             raise InvalidRequestError(f"'{where}' must not be empty.", param=where)
+        if len(text) > MAX_STOP_CHARS:
+            raise InvalidRequestError(
+                f"'{where}' is {len(text)} characters; the most is {MAX_STOP_CHARS}.", param=where
+            )
     return tuple(stops)
 
 

@@ -134,12 +134,15 @@ class StopMatcher:
         if cut >= 0:
             self._held = ""
             return text[:cut], True
-        keep = 0
+        keep = 0  # the longest end of the text that begins a stop string
         for stop in self._stops:
-            for size in range(min(len(stop) - 1, len(text)), keep, -1):
-                if text.endswith(stop[:size]):
-                    keep = size
+            tail = text[max(0, len(text) - len(stop) + 1) :] if len(stop) > 1 else ""
+            at = tail.find(stop[0]) if tail else -1
+            while at >= 0 and len(tail) - at > keep:
+                if stop.startswith(tail[at:]):
+                    keep = len(tail) - at
                     break
+                at = tail.find(stop[0], at + 1)
         self._held = text[len(text) - keep :] if keep else ""
         return (text[: len(text) - keep] if keep else text), False
 
