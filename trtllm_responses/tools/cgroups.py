@@ -98,6 +98,15 @@ class CgroupParent:
             return cls(1, v1["memory"], v1["pids"])
         return None
 
+    def sweep(self) -> None:
+        """Remove call cgroups left by servers that were killed (SIGKILL: no clean-up ran); only empty ones go."""
+        for root in {self.memory, self.pids}:
+            for directory in root.glob("trtllm-python-*-*"):
+                pid = directory.name.split("-")[2]
+                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+
     def create(self, memory_bytes: int, processes: int) -> CallCgroup:
         """A new cgroup (per hierarchy) for one call, its limits written."""
         name = f"trtllm-python-{os.getpid()}-{next(_counter)}"

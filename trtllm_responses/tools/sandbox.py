@@ -213,6 +213,8 @@ def _setup(limits: PythonLimits) -> Sandbox | str:
         return "bubblewrap is not installed (no `bwrap` on PATH): install it, e.g. `apt-get install bubblewrap`"
     try:
         cgroups = CgroupParent.find()
+        if cgroups is not None:
+            cgroups.sweep()
     except OSError:
         cgroups = None
     sandbox = Sandbox(bwrap, _interpreter(), tuple(_filesystem(limits.file_bytes)), cgroups, limits)
