@@ -104,7 +104,9 @@ def wait_gone(marker: str, seconds: float = 5.0) -> list[int]:
     return left
 
 
-def test_the_server_environment_and_command_line_stay_unread(client: openai.OpenAI, server: ServeProcess) -> None:
+def test_the_server_environment_and_command_line_stay_unread(
+    client: openai.OpenAI, server: ServeProcess
+) -> None:
     assert server.process is not None
     code = f"""
     import os
@@ -128,7 +130,12 @@ def test_the_encryption_key_and_server_files_stay_unread(
     client: openai.OpenAI, secrets_dir: Path, server: ServeProcess
 ) -> None:
     package = Path(trtllm_responses.__file__).parent
-    paths = [secrets_dir / "encryption.key", package / "__init__.py", Path.home() / ".cache", Path("/etc/passwd")]
+    paths = [
+        secrets_dir / "encryption.key",
+        package / "__init__.py",
+        Path.home() / ".cache",
+        Path("/etc/passwd"),
+    ]
     code = f"""
     import os, sys
     for path in {[str(p) for p in paths]!r}:
@@ -153,7 +160,19 @@ def test_a_redis_unix_socket_is_out_of_reach(client: openai.OpenAI, tmp_path: Pa
         pytest.fail("redis-server is not installed: run `make test` (it installs it)")
     sock = tmp_path / "redis.sock"
     redis = subprocess.Popen(
-        [binary, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "777", "--save", "", "--dir", str(tmp_path)],
+        [
+            binary,
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--unixsocketperm",
+            "777",
+            "--save",
+            "",
+            "--dir",
+            str(tmp_path),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -184,7 +203,9 @@ def test_a_redis_unix_socket_is_out_of_reach(client: openai.OpenAI, tmp_path: Pa
     finally:
         redis.kill()
         redis.wait()
-    assert str(sock) in logs and "REPLIED" not in logs and "PONG" not in logs and "CONNECTED" not in logs, logs
+    assert str(sock) in logs and "REPLIED" not in logs and "PONG" not in logs and "CONNECTED" not in logs, (
+        logs
+    )
 
 
 def test_pidfd_getfd_cannot_take_the_listening_socket(client: openai.OpenAI, server: ServeProcess) -> None:
@@ -226,7 +247,9 @@ def test_the_server_cannot_be_stopped(client: openai.OpenAI, server: ServeProces
             print(target, exc.strerror)
     """
     run(client, code)
-    state = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State"))
+    state = next(
+        line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State")
+    )
     if "T" in state.split()[1]:
         os.kill(pid, signal.SIGCONT)
         pytest.fail("the server was stopped")

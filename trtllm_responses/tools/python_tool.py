@@ -57,6 +57,7 @@ STATELESS_PYTHON_DESCRIPTION = (
     "access the output."
 )
 
+
 def _logs(text: str) -> dict[str, Any]:
     return {"code_interpreter_call.outputs": {"outputs": [{"type": "logs", "logs": text}]}}
 

@@ -18,7 +18,9 @@ them. This module chooses the policy (README, "python → code_interpreter_call"
   starts) where the server has one; always rlimits set by the bootstrap before the code runs
   (``RLIMIT_CPU``, ``RLIMIT_AS``, ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, ``RLIMIT_NPROC``, no core).
 
-:func:`setup_sandbox` checks once that all of it works on this machine (a probe call) and raises
+The flags are bubblewrap 0.8's (Debian 12), as its manual documents them (containers/bubblewrap,
+``bwrap.xml``; ``--disable-userns`` and ``--size`` need 0.8). :func:`setup_sandbox` checks once that all
+of it works on this machine (a probe call) and raises
 :class:`SandboxUnavailable` with a sentence saying why not: ``serve`` refuses to start then.
 """
 
@@ -49,7 +51,9 @@ SANDBOX_ID = "65534"
 _BWRAP_ENV = {"PATH": "/usr/bin:/bin"}
 #: Joins the call's cgroup(s) (``echo $$ > cgroup.procs``), then becomes ``bwrap`` (same pid): every
 #: process of the call starts inside the cgroup, none is moved in after it could have forked.
-_JOIN_CGROUP = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
+_JOIN_CGROUP = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
+)
 
 #: Runs in the sandbox before the model's code (read from stdin): the rlimits, then the code.
 BOOTSTRAP = r"""
@@ -119,7 +123,9 @@ def _filesystem(file_bytes: int) -> list[str]:
             args += ["--ro-bind", prefix, prefix]
             bound.append(prefix)
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
-    for site in sorted({os.path.realpath(sysconfig.get_path(kind, vars=base)) for kind in ("purelib", "platlib")}):
+    for site in sorted(
+        {os.path.realpath(sysconfig.get_path(kind, vars=base)) for kind in ("purelib", "platlib")}
+    ):
         if os.path.isdir(site) and any(_under(site, root) for root in bound):
             args += ["--tmpfs", site, "--remount-ro", site]  # hidden: the server may be installed there
     args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
@@ -142,7 +148,12 @@ class Sandbox:
     def bwrap_argv(self, mode: str = "run") -> list[str]:
         """``bwrap ... python -I -c BOOTSTRAP limits mode``: the call, its code read from stdin."""
         limits = self.limits
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SANDBOX_DIR, "TMPDIR": SANDBOX_DIR, "LANG": "C.UTF-8"}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": SANDBOX_DIR,
+            "TMPDIR": SANDBOX_DIR,
+            "LANG": "C.UTF-8",
+        }
         return [
             self.bwrap,
             "--unshare-all",
@@ -210,7 +221,9 @@ def _setup(limits: PythonLimits) -> Sandbox | str:
         return f"the sandbox needs Linux namespaces, and this is {sys.platform}"
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return "bubblewrap is not installed (no `bwrap` on PATH): install it, e.g. `apt-get install bubblewrap`"
+        return (
+            "bubblewrap is not installed (no `bwrap` on PATH): install it, e.g. `apt-get install bubblewrap`"
+        )
     try:
         cgroups = CgroupParent.find()
         if cgroups is not None:
