@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
@@ -12,7 +12,7 @@ from starlette.types import Receive, Scope, Send
 from ..service import PreparedResponse, ResponsesService
 from .sse import encode_events
 
-__all__ = ["EventStreamResponse", "FramesResponse", "JSONBytesResponse"]
+__all__ = ["EventStreamResponse", "FramesResponse", "JSONBytesResponse", "WriterResponse"]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -84,6 +84,21 @@ class FramesResponse(_EventStream):
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
         except OSError:  # the socket went away under a write
             return False
+        return True
+
+
+class WriterResponse(_EventStream):
+    """``text/event-stream`` written by ``write(send)`` in the serving task (the chat completions stream).
+
+    The client going away cancels it, which cancels whatever it drives.
+    """
+
+    def __init__(self, write: Callable[[Send], Awaitable[None]]) -> None:
+        self._init_stream()
+        self._writer = write
+
+    async def _write(self, send: Send) -> bool:
+        await self._writer(send)
         return True
 
 
