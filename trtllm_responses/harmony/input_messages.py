@@ -3,7 +3,8 @@
 Every input form the Responses API allows for a text model becomes Harmony messages;
 ``system``/``developer`` messages become instructions (never a second system message);
 ``function_call_output`` finds its call by ``call_id`` in the history or earlier in the
-same input.
+same input; one without a ``call_id`` but with a ``name`` (and ``namespace``) is output its tool
+gives unasked, read by the model from ``NAMESPACE.NAME`` (``functions.NAME`` without a namespace).
 
 Output items sent back as input convert to the same messages the server stores, so a
 stateless replay renders the same tokens as a stored continuation (the server's tool loop
@@ -226,6 +227,14 @@ def _convert_custom_tool_call(
 def _convert_function_call_output(
     item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
 ) -> None:
+    if item.get("call_id") is None and item.get("type") == "function_call_output" and "name" in item:
+        # No call: output a tool gives the model by itself (Codex's goals send
+        # {"name": "goal_objective", "namespace": "agent", "output": ...}); it reads it from NAMESPACE.NAME.
+        name = _require_str(item, "name", where)
+        recipient = f"{_optional_namespace(item, where) or FUNCTIONS_NAMESPACE}.{name}"
+        texts = _text_of_parts(item.get("output"), f"{where}.output", tool_output=True)
+        out.messages.append(tool_output_message(recipient, "".join(texts)))
+        return
     call_id = _require_str(item, "call_id", where)
     recipient = out.calls.get(call_id) or calls.get(call_id)
     if recipient is None:
