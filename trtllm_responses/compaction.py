@@ -226,7 +226,8 @@ def compacted_response_json(compaction: Compaction) -> dict[str, Any]:
         "output": compaction.items,
         "usage": {
             "input_tokens": compaction.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            # The summarization run's prompt is computed in full (nothing of it is reported as cached).
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": compaction.input_tokens},
             "output_tokens": compaction.output_tokens,
             "output_tokens_details": {"reasoning_tokens": compaction.reasoning_tokens},
             "total_tokens": compaction.input_tokens + compaction.output_tokens,

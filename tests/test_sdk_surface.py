@@ -1,0 +1,72 @@
+"""SDK 3.54's request surface through the real ``openai`` client with strict response validation.
+
+Each test drives the echo server on loopback with ``_strict_response_validation=True`` (a response that
+does not fit the SDK's types raises in the client) and checks streams with ``stream_grammar``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+from openai.types.responses import ResponseUsage
+from stream_grammar import check_stream
+
+
+@pytest.fixture
+def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
+    with openai.OpenAI(
+        base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0, _strict_response_validation=True
+    ) as c:
+        yield c
+
+
+def events_of(stream: Any) -> list[dict[str, Any]]:
+    return [e.model_dump(mode="json", exclude_unset=True, warnings=False) for e in stream]
+
+
+# -- input items ----------------------------------------------------------------------------------
+
+
+def test_goal_objective_output_without_call_id(client: openai.OpenAI) -> None:
+    """Codex's goals: a function_call_output with name/namespace and no call_id, read from NAMESPACE.NAME."""
+    goal = {"type": "function_call_output", "name": "goal_objective", "namespace": "agent", "output": "tidy up"}
+    response = client.responses.create(model="m", input=[{"role": "user", "content": "hi"}, goal])
+    assert response.output_text == "agent.goal_objective returned: tidy up"
+    shown = client.responses.create(model="m", input=[goal, {"role": "user", "content": "#prompt"}])
+    assert "<|start|>agent.goal_objective to=assistant<|channel|>commentary<|message|>tidy up<|end|>" in (
+        shown.output_text
+    )
+    items = client.responses.input_items.list(response.id, order="asc").data
+    assert items[1].type == "function_call_output" and items[1].call_id is None
+    assert (items[1].name, items[1].namespace) == ("goal_objective", "agent")
+    # Without a namespace the tool is functions.NAME; with neither call_id nor name it is a 400.
+    plain = client.responses.create(
+        model="m", input=[{"type": "function_call_output", "name": "note", "output": "x"}]
+    )
+    assert plain.output_text == "note returned: x"
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model="m", input=[{"type": "function_call_output", "output": "x"}])
+    assert err.value.body["param"] == "input[0].call_id"  # type: ignore[index]
+
+
+# -- usage ----------------------------------------------------------------------------------------
+
+
+def test_cache_write_tokens_are_the_computed_prompt(client: openai.OpenAI) -> None:
+    with client.responses.create(model="m", input="count me", stream=True) as stream:
+        events = events_of(stream)
+    usage = check_stream(events)["usage"]
+    details = usage["input_tokens_details"]
+    assert details["cache_write_tokens"] == usage["input_tokens"] - details["cached_tokens"] > 0
+
+
+def test_compact_usage_has_cache_write_tokens(client: openai.OpenAI) -> None:
+    first = client.responses.create(model="m", input="remember the tides")
+    # Not strictly validated as a whole: the SDK types a compaction's output as output items, and OpenAI's
+    # own compactions (like ours) hold user messages there. Its usage is validated as the SDK's ResponseUsage.
+    raw = client.with_options().responses.with_raw_response.compact(model="m", previous_response_id=first.id)
+    usage = ResponseUsage.model_validate(raw.http_response.json()["usage"], strict=True)
+    details = usage.input_tokens_details
+    assert details.cache_write_tokens == usage.input_tokens > 0 and details.cached_tokens == 0
