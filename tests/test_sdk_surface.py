@@ -70,3 +70,44 @@ def test_compact_usage_has_cache_write_tokens(client: openai.OpenAI) -> None:
     usage = ResponseUsage.model_validate(raw.http_response.json()["usage"], strict=True)
     details = usage.input_tokens_details
     assert details.cache_write_tokens == usage.input_tokens > 0 and details.cached_tokens == 0
+
+
+# -- malformed ids ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "param", "prefix"),
+    [
+        (lambda c: c.responses.retrieve("abc"), "response_id", "resp"),
+        (lambda c: c.responses.delete("abc"), "response_id", "resp"),
+        (lambda c: c.responses.cancel("abc"), "response_id", "resp"),
+        (lambda c: c.responses.input_items.list("abc"), "response_id", "resp"),
+        (lambda c: c.responses.create(model="m", input="x", previous_response_id="abc"), "previous_response_id", "resp"),
+        (lambda c: c.conversations.retrieve("abc"), "conversation_id", "conv"),
+        (lambda c: c.conversations.items.list("abc"), "conversation_id", "conv"),
+        (lambda c: c.responses.create(model="m", input="x", conversation="abc"), "conversation", "conv"),
+    ],
+)
+def test_malformed_ids_are_400_naming_the_prefix(client: openai.OpenAI, call: Any, param: str, prefix: str) -> None:
+    with pytest.raises(openai.BadRequestError) as err:
+        call(client)
+    body = err.value.body
+    assert body == {  # type: ignore[comparison-overlap]
+        "message": f"Invalid '{param}': 'abc'. Expected an ID that begins with '{prefix}'.",
+        "type": "invalid_request_error",
+        "param": param,
+        "code": "invalid_value",
+    }
+
+
+def test_ids_with_other_characters_and_unknown_well_formed_ids(client: openai.OpenAI) -> None:
+    conversation = client.conversations.create()
+    with pytest.raises(openai.BadRequestError) as err:
+        client.conversations.items.retrieve("msg_a.b", conversation_id=conversation.id)
+    assert "contains letters, numbers, underscores, or dashes" in err.value.message
+    assert err.value.body["param"] == "item_id"  # type: ignore[index]
+    # Well formed but unknown stays a 404.
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve("resp_0123")
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.items.retrieve("msg_0123", conversation_id=conversation.id)

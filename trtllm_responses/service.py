@@ -30,7 +30,7 @@ from .executors.base import Executor, GenerationRequest, SamplingSettings
 from .generation import ResponseGenerator
 from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from .harmony.render_pool import RenderPool
-from .ids import new_id
+from .ids import check_id, new_id
 from .input_items import normalize_input_items
 from .metrics import ServerMetrics
 from .pagination import list_page_json
@@ -206,6 +206,7 @@ class ResponsesService:
 
     async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
         """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
+        check_id(response_id, "previous_response_id", "resp")
         if lookup is not None:
             local = lookup(response_id)
             if local is not None:
