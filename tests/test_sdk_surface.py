@@ -111,3 +111,48 @@ def test_ids_with_other_characters_and_unknown_well_formed_ids(client: openai.Op
         client.responses.retrieve("resp_0123")
     with pytest.raises(openai.NotFoundError):
         client.conversations.items.retrieve("msg_0123", conversation_id=conversation.id)
+
+
+# -- item_reference -------------------------------------------------------------------------------
+
+
+def test_item_reference_from_the_stored_chain(client: openai.OpenAI) -> None:
+    first = client.responses.create(model="m", input="Echo me back")
+    first_input = client.responses.input_items.list(first.id).data[0]
+    second = client.responses.create(model="m", input="something else", previous_response_id=first.id)
+    # Two responses back, by id: the referenced message is put where the reference is (last here).
+    third = client.responses.create(
+        model="m", previous_response_id=second.id, input=[{"type": "item_reference", "id": first_input.id}]
+    )
+    assert third.output_text == "Echo me back"
+    listed = client.responses.input_items.list(third.id).data
+    assert [(i.type, i.id) for i in listed] == [("message", first_input.id)]
+    # An output item of the chain, with the SDK's type-less form of a reference.
+    reply = first.output[-1]
+    fourth = client.responses.create(
+        model="m",
+        previous_response_id=third.id,
+        input=[{"id": reply.id}, {"role": "user", "content": "#prompt"}],  # type: ignore[list-item]
+    )
+    assert fourth.output_text.count("<|channel|>final<|message|>Echo me back<|end|>") == 3
+
+
+def test_item_reference_from_the_conversation(client: openai.OpenAI) -> None:
+    conversation = client.conversations.create(items=[{"role": "user", "content": "Quoted from the conversation"}])
+    item = client.conversations.items.list(conversation.id).data[0]
+    response = client.responses.create(
+        model="m", conversation=conversation.id, input=[{"type": "item_reference", "id": item.id}]
+    )
+    assert response.output_text == "Quoted from the conversation"
+
+
+def test_unknown_item_reference_is_a_400_naming_it(client: openai.OpenAI) -> None:
+    first = client.responses.create(model="m", input="hello")
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(
+            model="m",
+            previous_response_id=first.id,
+            input=[{"role": "user", "content": "x"}, {"type": "item_reference", "id": "msg_unknown"}],
+        )
+    assert err.value.body["param"] == "input[1].id"  # type: ignore[index]
+    assert "msg_unknown" in err.value.message

@@ -44,6 +44,7 @@ from .prepared import (
     logprobs_wanted,
 )
 from .protocol import ResponsesRequest, parse_request
+from .references import has_references, resolve_references
 from .sealing import ContentSealer, is_tool_read, unseal_items
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream
@@ -140,6 +141,7 @@ class ResponsesService:
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
             conversation_history, seen = await self.conversations.history(conversation)
+        request = await self.resolve_references(request, conversation)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
         if size > self.inline_render_bytes:
             await asyncio.sleep(0)  # as in _build_prompt: the rest of a large body's preparation is a step of its own
@@ -196,6 +198,22 @@ class ResponsesService:
             tools=tools,
             tool_timeout=self.tool_settings.tool_timeout,
         )
+
+    async def resolve_references(self, request: ResponsesRequest, conversation: str | None = None) -> ResponsesRequest:
+        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``)."""
+        if not has_references(request.input):
+            return request
+
+        async def conversation_items() -> Sequence[tuple[str, bytes]]:
+            return (await self.store.conversation_items(conversation)) or () if conversation else ()
+
+        resolved = await resolve_references(
+            request.input,  # type: ignore[arg-type]
+            store=self.store,
+            previous_response_id=request.previous_response_id,
+            conversation_items=conversation_items if conversation else None,
+        )
+        return request.model_copy(update={"input": resolved})
 
     async def _render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
         """Render a conversation's messages: in the worker process when large, as ``_build_prompt`` does."""
@@ -354,6 +372,7 @@ class ResponsesService:
             raise InvalidRequestError(
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
             )
+        request = await self.resolve_references(request)
         compaction = await compact_conversation(self, request, size=len(body))
         return orjson.dumps(compacted_response_json(compaction))
 
