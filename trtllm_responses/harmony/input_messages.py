@@ -231,9 +231,9 @@ def _convert_function_call_output(
         # No call: output a tool gives the model by itself (Codex's goals send
         # {"name": "goal_objective", "namespace": "agent", "output": ...}); it reads it from NAMESPACE.NAME.
         name = _require_str(item, "name", where)
-        recipient = f"{_optional_namespace(item, where) or FUNCTIONS_NAMESPACE}.{name}"
+        tool = f"{_optional_namespace(item, where) or FUNCTIONS_NAMESPACE}.{name}"
         texts = _text_of_parts(item.get("output"), f"{where}.output", tool_output=True)
-        out.messages.append(tool_output_message(recipient, "".join(texts)))
+        out.messages.append(tool_output_message(tool, "".join(texts)))
         return
     call_id = _require_str(item, "call_id", where)
     recipient = out.calls.get(call_id) or calls.get(call_id)
