@@ -17,7 +17,10 @@ from stream_grammar import check_stream
 @pytest.fixture
 def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
     with openai.OpenAI(
-        base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0, _strict_response_validation=True
+        base_url=echo_server.base_url + "/v1",
+        api_key="unused",
+        max_retries=0,
+        _strict_response_validation=True,
     ) as c:
         yield c
 
@@ -31,7 +34,12 @@ def events_of(stream: Any) -> list[dict[str, Any]]:
 
 def test_goal_objective_output_without_call_id(client: openai.OpenAI) -> None:
     """Codex's goals: a function_call_output with name/namespace and no call_id, read from NAMESPACE.NAME."""
-    goal = {"type": "function_call_output", "name": "goal_objective", "namespace": "agent", "output": "tidy up"}
+    goal = {
+        "type": "function_call_output",
+        "name": "goal_objective",
+        "namespace": "agent",
+        "output": "tidy up",
+    }
     response = client.responses.create(model="m", input=[{"role": "user", "content": "hi"}, goal])
     assert response.output_text == "agent.goal_objective returned: tidy up"
     shown = client.responses.create(model="m", input=[goal, {"role": "user", "content": "#prompt"}])
@@ -82,13 +90,19 @@ def test_compact_usage_has_cache_write_tokens(client: openai.OpenAI) -> None:
         (lambda c: c.responses.delete("abc"), "response_id", "resp"),
         (lambda c: c.responses.cancel("abc"), "response_id", "resp"),
         (lambda c: c.responses.input_items.list("abc"), "response_id", "resp"),
-        (lambda c: c.responses.create(model="m", input="x", previous_response_id="abc"), "previous_response_id", "resp"),
+        (
+            lambda c: c.responses.create(model="m", input="x", previous_response_id="abc"),
+            "previous_response_id",
+            "resp",
+        ),
         (lambda c: c.conversations.retrieve("abc"), "conversation_id", "conv"),
         (lambda c: c.conversations.items.list("abc"), "conversation_id", "conv"),
         (lambda c: c.responses.create(model="m", input="x", conversation="abc"), "conversation", "conv"),
     ],
 )
-def test_malformed_ids_are_400_naming_the_prefix(client: openai.OpenAI, call: Any, param: str, prefix: str) -> None:
+def test_malformed_ids_are_400_naming_the_prefix(
+    client: openai.OpenAI, call: Any, param: str, prefix: str
+) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         call(client)
     body = err.value.body
@@ -138,7 +152,9 @@ def test_item_reference_from_the_stored_chain(client: openai.OpenAI) -> None:
 
 
 def test_item_reference_from_the_conversation(client: openai.OpenAI) -> None:
-    conversation = client.conversations.create(items=[{"role": "user", "content": "Quoted from the conversation"}])
+    conversation = client.conversations.create(
+        items=[{"role": "user", "content": "Quoted from the conversation"}]
+    )
     item = client.conversations.items.list(conversation.id).data[0]
     response = client.responses.create(
         model="m", conversation=conversation.id, input=[{"type": "item_reference", "id": item.id}]
@@ -156,3 +172,72 @@ def test_unknown_item_reference_is_a_400_naming_it(client: openai.OpenAI) -> Non
         )
     assert err.value.body["param"] == "input[1].id"  # type: ignore[index]
     assert "msg_unknown" in err.value.message
+
+
+# -- configuration_update -------------------------------------------------------------------------
+
+CITY = {
+    "type": "json_schema",
+    "name": "city",
+    "schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+    "strict": True,
+}
+
+
+def test_configuration_update_applies_to_this_and_later_responses(client: openai.OpenAI) -> None:
+    update = {"type": "configuration_update", "reasoning": {"effort": "high"}}
+    first = client.responses.create(model="m", input=[update, {"role": "user", "content": "#prompt"}])
+    assert "Reasoning: high" in first.output_text and first.reasoning and first.reasoning.effort == "high"
+    # A later response of the chain keeps it, even when the request names another effort.
+    second = client.responses.create(
+        model="m", previous_response_id=first.id, input="#prompt", reasoning={"effort": "low"}
+    )
+    assert "Reasoning: high" in second.output_text and second.reasoning and second.reasoning.effort == "high"
+    # A text format update: the responses after it answer in JSON of the schema, until replaced.
+    third = client.responses.create(
+        model="m",
+        previous_response_id=second.id,
+        input=[
+            {"type": "configuration_update", "text": {"format": CITY}},
+            {"role": "user", "content": "Lyon"},
+        ],
+    )
+    assert third.output_text == '{"city":"Lyon"}' and third.text and third.text.format.type == "json_schema"
+    fourth = client.responses.create(model="m", previous_response_id=third.id, input="Nice")
+    assert fourth.output_text == '{"city":"Nice"}'
+    back = {"type": "configuration_update", "text": {"format": {"type": "text"}}}
+    fifth = client.responses.create(
+        model="m", previous_response_id=fourth.id, input=[back, {"role": "user", "content": "Nice"}]
+    )
+    assert fifth.output_text == "Nice"
+
+
+def test_configuration_update_in_a_conversation(client: openai.OpenAI) -> None:
+    conversation = client.conversations.create(
+        items=[{"type": "configuration_update", "reasoning": {"effort": "low"}}]  # type: ignore[list-item]
+    )
+    response = client.responses.create(model="m", conversation=conversation.id, input="#prompt")
+    assert (
+        "Reasoning: low" in response.output_text and response.reasoning and response.reasoning.effort == "low"
+    )
+    kinds = [item.type for item in client.conversations.items.list(conversation.id, order="asc").data]
+    assert kinds[0] == "configuration_update"
+
+
+def test_configuration_update_checked(client: openai.OpenAI) -> None:
+    for bad, param in (
+        ({"type": "configuration_update"}, "input[0]"),
+        ({"type": "configuration_update", "reasoning": {"effort": "max"}}, "input[0].reasoning.effort"),
+        (
+            {"type": "configuration_update", "text": {"format": {"type": "json_object"}}},
+            "input[0].text.format.type",
+        ),
+    ):
+        with pytest.raises(openai.BadRequestError) as err:
+            client.responses.create(model="m", input=[bad, {"role": "user", "content": "x"}])  # type: ignore[list-item]
+        assert err.value.body["param"] == param  # type: ignore[index]

@@ -143,6 +143,8 @@ class ResponsesService:
             conversation_history, seen = await self.conversations.history(conversation)
         request = await self.resolve_references(request, conversation)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
+        if prompt.configuration:  # configuration_update items: the response says what it used
+            request = request.model_copy(update=prompt.configuration)
         if size > self.inline_render_bytes:
             await asyncio.sleep(0)  # as in _build_prompt: the rest of a large body's preparation is a step of its own
         compaction = None
@@ -199,7 +201,9 @@ class ResponsesService:
             tool_timeout=self.tool_settings.tool_timeout,
         )
 
-    async def resolve_references(self, request: ResponsesRequest, conversation: str | None = None) -> ResponsesRequest:
+    async def resolve_references(
+        self, request: ResponsesRequest, conversation: str | None = None
+    ) -> ResponsesRequest:
         """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``)."""
         if not has_references(request.input):
             return request

@@ -25,11 +25,14 @@ import orjson
 from openai_harmony import Author, Message, Role, TextContent
 
 from ..errors import InvalidRequestError
+from ..request_fields import check_text
 from .items import FUNCTIONS_NAMESPACE
 
 __all__ = [
     "BROWSER_PAGE",
     "BROWSER_PAGES",
+    "CONFIG_EFFORT",
+    "CONFIG_TEXT",
     "DECLINED_OUTPUT",
     "MODEL_READ",
     "TOOL_OUTPUT_PLACEHOLDER",
@@ -403,7 +406,48 @@ def _convert_mcp_approval_response(
         out.messages.append(tool_output_message(f"{call['server_label']}.{call['name']}", DECLINED_OUTPUT))
 
 
+#: Keys of the conversation's ``calls`` map under which ``configuration_update`` items leave their settings
+#: (no call id can take them): they live on through ``previous_response_id`` and conversations.
+CONFIG_EFFORT = "configuration:reasoning.effort"
+CONFIG_TEXT = "configuration:text"
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def _convert_configuration_update(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    """Settings for this response and the ones after it, until a later update replaces them (no message)."""
+    reasoning, text = item.get("reasoning"), item.get("text")
+    if reasoning is None and text is None:
+        raise InvalidRequestError(
+            f"'{where}' must set 'reasoning', 'text' or both.", param=where, code="missing_required_parameter"
+        )
+    if reasoning is not None:
+        effort = reasoning.get("effort") if isinstance(reasoning, Mapping) else reasoning
+        if effort is not None and effort not in _EFFORTS:
+            raise InvalidRequestError(
+                f"'{where}.reasoning.effort' must be one of {', '.join(_EFFORTS)}; got {effort!r}.",
+                param=f"{where}.reasoning.effort",
+            )
+        if effort is not None:
+            out.calls[CONFIG_EFFORT] = effort
+    if text is not None:
+        if not isinstance(text, Mapping) or not isinstance(text.get("format"), Mapping):
+            raise InvalidRequestError(f"'{where}.text.format' is required.", param=f"{where}.text.format")
+        if text["format"].get("type") not in ("text", "json_schema"):
+            raise InvalidRequestError(
+                f"'{where}.text.format.type' must be 'text' or 'json_schema'.",
+                param=f"{where}.text.format.type",
+            )
+        try:
+            checked = check_text({"format": text["format"]})
+        except InvalidRequestError as exc:
+            raise InvalidRequestError(exc.message, param=f"{where}.{exc.param}", code=exc.code) from None
+        out.calls[CONFIG_TEXT] = orjson.dumps(checked).decode()
+
+
 _INPUT_CONVERTERS = {
+    "configuration_update": _convert_configuration_update,
     "message": _convert_message,
     "function_call": _convert_function_call,
     "function_call_output": _convert_function_call_output,
