@@ -241,3 +241,49 @@ def test_configuration_update_checked(client: openai.OpenAI) -> None:
         with pytest.raises(openai.BadRequestError) as err:
             client.responses.create(model="m", input=[bad, {"role": "user", "content": "x"}])  # type: ignore[list-item]
         assert err.value.body["param"] == param  # type: ignore[index]
+
+
+# -- truncation: "auto" ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_window(encoding, adapter):  # type: ignore[no-untyped-def]
+    """An echo server whose context window is 2048 tokens, recording each generation's prompt."""
+    from server_harness import RecordingEcho, start_server
+
+    running = start_server(RecordingEcho(encoding, max_seq_len=2048), adapter)
+    yield running
+    running.stop()
+
+
+def test_truncation_auto_drops_the_oldest_whole_items(small_window, encoding) -> None:  # type: ignore[no-untyped-def]
+    long = "word " * 1000
+    history: list[Any] = [
+        {"role": "user", "content": "Look it up."},
+        {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "tide table " + long},
+        {"role": "user", "content": "And then? " + long},
+        {"role": "assistant", "content": "Then nothing."},
+        {"role": "user", "content": "Say it once more."},
+    ]
+    with openai.OpenAI(
+        base_url=small_window.base_url + "/v1", api_key="x", max_retries=0, _strict_response_validation=True
+    ) as client:
+        with pytest.raises(openai.BadRequestError) as err:
+            client.responses.create(model="m", input=history, max_output_tokens=700)
+        assert err.value.code == "context_length_exceeded"
+        response = client.responses.create(model="m", input=history, max_output_tokens=700, truncation="auto")
+    assert response.status == "completed" and response.output_text == "Say it once more."
+    assert response.truncation == "auto"
+    # The first user message alone is not enough: the call goes, and its output with it (3 items).
+    assert (response.model_extra or {}).get("truncated_input_messages") == 3
+    prompt = encoding.decode(small_window.executor.prompts[response.id])
+    assert "Look it up." not in prompt and "lookup" not in prompt and "tide table" not in prompt
+    assert "And then?" in prompt and len(small_window.executor.prompts[response.id]) + 700 <= 2048
+
+
+def test_truncation_auto_never_drops_the_last_user_message(small_window) -> None:  # type: ignore[no-untyped-def]
+    with openai.OpenAI(base_url=small_window.base_url + "/v1", api_key="x", max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as err:
+            client.responses.create(model="m", input="word " * 3000, truncation="auto")
+    assert err.value.code == "context_length_exceeded"

@@ -88,9 +88,17 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 def initial_response(
-    response_id: str, request: ResponsesRequest, model_name: str, conversation: str | None = None
+    response_id: str,
+    request: ResponsesRequest,
+    model_name: str,
+    conversation: str | None = None,
+    truncated_messages: int = 0,
 ) -> Response:
-    """The response's in_progress snapshot: what ``response.created`` carries, echoing the request."""
+    """The response's in_progress snapshot: what ``response.created`` carries, echoing the request.
+
+    ``truncated_messages``: how many of the conversation's oldest messages ``truncation: "auto"`` left out
+    (said in the extra field ``truncated_input_messages``, absent when none were).
+    """
     reasoning = request.reasoning
     data: dict[str, Any] = {
         "id": response_id,
@@ -130,6 +138,8 @@ def initial_response(
         "user": request.user,
         "conversation": {"id": conversation} if conversation else None,
     }
+    if truncated_messages:
+        data["truncated_input_messages"] = truncated_messages
     try:
         return Response.model_validate(data)
     except Exception as exc:  # a field we echo did not fit the SDK's Response

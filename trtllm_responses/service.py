@@ -51,6 +51,7 @@ from .stream import ResponseStream
 from .tools.base import ServerTools
 from .tools.prepare import prepare_server_tools
 from .tools.settings import ToolSettings
+from .truncation import truncate_prompt
 from .wire import to_dict, to_json
 
 __all__ = ["Deliver", "HistoryLookup", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
@@ -156,6 +157,13 @@ class ResponsesService:
             )
             prompt, _ = await self.render(window, size=size, tools=tools, prepare_tools=False)
         room = self.executor.max_seq_len - len(prompt.token_ids)
+        truncated = 0
+        if room < 1 and request.truncation == "auto":
+            limit = self.executor.max_seq_len
+            cut = truncate_prompt(self.adapter, prompt, limit, request.max_output_tokens or limit // 8)
+            if cut is not None:
+                prompt, truncated = cut
+                room = limit - len(prompt.token_ids)
         if room < 1:
             raise InvalidRequestError(
                 f"The input is {len(prompt.token_ids)} tokens; this model's context window is "
@@ -188,7 +196,7 @@ class ResponsesService:
             request=request,
             prompt=prompt,
             generation=generation,
-            response=initial_response(response_id, request, self.model_name, conversation),
+            response=initial_response(response_id, request, self.model_name, conversation, truncated),
             received_at=received,
             input_item_ids=tuple(item["id"] for item in items),
             input_items_json=tuple(orjson.dumps(item) for item in items),
