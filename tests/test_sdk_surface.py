@@ -287,3 +287,67 @@ def test_truncation_auto_never_drops_the_last_user_message(small_window) -> None
         with pytest.raises(openai.BadRequestError) as err:
             client.responses.create(model="m", input="word " * 3000, truncation="auto")
     assert err.value.code == "context_length_exceeded"
+
+
+# -- prompt templates -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def templated(encoding, adapter, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """An echo server with ``--prompts DIR``: prompt ``pmpt_tides`` in versions 1 and 2."""
+    import json
+
+    from server_harness import RecordingEcho, start_server
+
+    folder = tmp_path_factory.mktemp("prompts")
+    (folder / "pmpt_tides").mkdir()
+    (folder / "pmpt_tides" / "1.json").write_text(json.dumps({"instructions": "Old version."}))
+    (folder / "pmpt_tides" / "2.json").write_text(
+        json.dumps(
+            {
+                "instructions": "You are a {{role}}.",
+                "input": [{"role": "user", "content": "Tell me about {{ topic }} at {{place}}."}],
+                "variables": {"role": "tide guide", "place": "Brest"},
+            }
+        )
+    )
+    running = start_server(RecordingEcho(encoding), adapter, prompts=str(folder))
+    yield running
+    running.stop()
+
+
+def test_prompt_template_rendered_with_variables_and_defaults(templated) -> None:  # type: ignore[no-untyped-def]
+    with openai.OpenAI(
+        base_url=templated.base_url + "/v1", api_key="x", max_retries=0, _strict_response_validation=True
+    ) as client:
+        prompt = {"id": "pmpt_tides", "variables": {"topic": {"type": "input_text", "text": "neap tides"}}}
+        response = client.responses.create(model="m", prompt=prompt)  # type: ignore[arg-type]
+        assert response.output_text == "Tell me about neap tides at Brest."
+        assert response.prompt is not None and response.prompt.id == "pmpt_tides"
+        shown = client.responses.create(
+            model="m",
+            prompt={"id": "pmpt_tides", "version": "2", "variables": {"topic": "x", "role": "pilot"}},
+            input="#prompt",
+            instructions="Be brief.",
+        )
+        assert "You are a pilot.\n\nBe brief." in shown.output_text
+        assert "Tell me about x at Brest." in shown.output_text
+        old = client.responses.create(model="m", prompt={"id": "pmpt_tides", "version": "1"}, input="#prompt")
+        assert "Old version." in old.output_text
+        image = {"type": "input_image", "image_url": "https://x/i.png"}
+        for prompt, status, param in (
+            ({"id": "pmpt_nope"}, 404, "prompt.id"),
+            ({"id": "pmpt_tides", "version": "9"}, 404, "prompt.version"),
+            ({"id": "pmpt_tides"}, 400, "prompt.variables.topic"),  # no value, no default
+            ({"id": "pmpt_tides", "variables": {"topic": image}}, 400, "input[0].content[1]"),  # text only
+            ({"id": "../etc"}, 400, "prompt.id"),
+        ):
+            with pytest.raises(openai.APIStatusError) as err:
+                client.responses.create(model="m", prompt=prompt)  # type: ignore[arg-type]
+            assert (err.value.status_code, err.value.body["param"]) == (status, param), prompt  # type: ignore[index]
+
+
+def test_prompt_without_prompts_flag_is_a_400_saying_how(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model="m", prompt={"id": "pmpt_tides"})
+    assert "--prompts DIR" in err.value.message and err.value.body["param"] == "prompt"  # type: ignore[index]

@@ -135,6 +135,7 @@ def initial_response(
         "metadata": request.metadata or {},
         "safety_identifier": request.safety_identifier,
         "prompt_cache_key": request.prompt_cache_key,
+        "prompt": request.prompt,
         "user": request.user,
         "conversation": {"id": conversation} if conversation else None,
     }

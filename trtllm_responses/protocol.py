@@ -90,6 +90,7 @@ class ResponsesRequest(BaseModel):
     stream_options: dict[str, Any] | None = None
     conversation: Any = None
     context_management: list[dict[str, Any]] | None = None
+    prompt: dict[str, Any] | None = None
 
 
 _OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text": check_text}
@@ -122,7 +123,12 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
             param="conversation",
             code="mutually_exclusive_parameters",
         )
-    if not request.input and request.previous_response_id is None and request.conversation is None:
+    if (
+        not request.input
+        and request.previous_response_id is None
+        and request.conversation is None
+        and request.prompt is None  # a template's messages may be all the input
+    ):
         raise InvalidRequestError(
             "There is nothing to respond to: 'input' is empty and no 'previous_response_id' is given.",
             param="input",

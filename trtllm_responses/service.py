@@ -43,6 +43,7 @@ from .prepared import (
     initial_response,
     logprobs_wanted,
 )
+from .prompts import PromptTemplates
 from .protocol import ResponsesRequest, parse_request
 from .references import has_references, resolve_references
 from .sealing import ContentSealer, is_tool_read, unseal_items
@@ -80,7 +81,9 @@ class ResponsesService:
         inline_render_bytes: int = INLINE_RENDER_BYTES,
         render_pool: RenderPool | None = None,
         tool_settings: ToolSettings | None = None,
+        prompts: PromptTemplates | None = None,
     ) -> None:
+        self.prompts = prompts or PromptTemplates(None)
         self.tool_settings = tool_settings or ToolSettings()
         self.executor = executor
         self.sealer = sealer
@@ -135,7 +138,7 @@ class ResponsesService:
         received = received_at if received_at is not None else time.perf_counter()
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
         self.check_input_size(size)
-        request = parse_request(body)
+        request = await self.prompts.apply(parse_request(body))
         conversation = None
         seen: tuple[int, str | None] = (0, None)
         conversation_history = None
@@ -384,7 +387,7 @@ class ResponsesService:
             raise InvalidRequestError(
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
             )
-        request = await self.resolve_references(request)
+        request = await self.resolve_references(await self.prompts.apply(request))
         compaction = await compact_conversation(self, request, size=len(body))
         return orjson.dumps(compacted_response_json(compaction))
 
