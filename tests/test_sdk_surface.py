@@ -351,3 +351,16 @@ def test_prompt_without_prompts_flag_is_a_400_saying_how(client: openai.OpenAI) 
     with pytest.raises(openai.BadRequestError) as err:
         client.responses.create(model="m", prompt={"id": "pmpt_tides"})
     assert "--prompts DIR" in err.value.message and err.value.body["param"] == "prompt"  # type: ignore[index]
+
+
+def test_safety_identifier_and_service_tier_echoed(client: openai.OpenAI) -> None:
+    response = client.responses.create(
+        model="m", input="hi", safety_identifier="user-1f3a", service_tier="flex", prompt_cache_key="tides"
+    )
+    assert (response.safety_identifier, response.service_tier, response.prompt_cache_key) == (
+        "user-1f3a",
+        "flex",
+        "tides",
+    )
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model="m", input="hi", safety_identifier="x" * 65)

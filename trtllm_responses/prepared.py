@@ -87,6 +87,34 @@ HistoryLookup: TypeAlias = Callable[[str], ConversationHistory | None]
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
+#: ``service_tier`` → (the tier the response says it used, the engine's scheduling priority in [0, 1]).
+#: TensorRT-LLM's ``generate_async(priority=...)`` takes [0, 1], 0.5 by default
+#: (``tensorrt_llm/llmapi/llm.py``); this server has no separate capacity for ``scale``, so it is ``default``.
+SERVICE_TIERS: dict[str | None, tuple[str, float | None]] = {
+    None: ("default", None),
+    "auto": ("default", None),
+    "default": ("default", None),
+    "scale": ("default", None),
+    "flex": ("flex", 0.25),
+    "priority": ("priority", 0.75),
+    "fast": ("priority", 0.75),
+    "ultrafast": ("priority", 1.0),
+}
+
+
+def service_tier(request: ResponsesRequest) -> tuple[str, float | None]:
+    """The tier a response is served in and its scheduling priority; InvalidRequestError for an unknown tier."""
+    tier = SERVICE_TIERS.get(request.service_tier)
+    if tier is None:
+        names = ", ".join(repr(name) for name in SERVICE_TIERS if name)
+        raise InvalidRequestError(
+            f"Invalid 'service_tier': {request.service_tier!r}. Expected one of {names}.",
+            param="service_tier",
+            code="invalid_value",
+        )
+    return tier
+
+
 def initial_response(
     response_id: str,
     request: ResponsesRequest,
@@ -131,7 +159,7 @@ def initial_response(
         "max_tool_calls": request.max_tool_calls,
         "store": request.store,
         "background": request.background,
-        "service_tier": "default",
+        "service_tier": service_tier(request)[0],
         "metadata": request.metadata or {},
         "safety_identifier": request.safety_identifier,
         "prompt_cache_key": request.prompt_cache_key,

@@ -42,6 +42,7 @@ from .prepared import (
     default_max_input_bytes,
     initial_response,
     logprobs_wanted,
+    service_tier,
 )
 from .prompts import PromptTemplates
 from .protocol import ResponsesRequest, parse_request
@@ -189,6 +190,7 @@ class ResponsesService:
                 logprobs=logprobs_wanted(request),
             ),
             constraint=prompt.constraint,
+            priority=service_tier(request)[1],
         )
         items = normalize_input_items(request.input) if request.store or conversation else []
         sealer = self.sealer

@@ -48,6 +48,7 @@ class GenerationRequest:
     prompt_token_ids: list[int]
     sampling: SamplingSettings
     constraint: Constraint | None = None  # what the output must obey (see constraints.py)
+    priority: float | None = None  # scheduling priority in [0, 1] (from service_tier); None: the engine's default
 
 
 @dataclass(slots=True)

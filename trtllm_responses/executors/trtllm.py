@@ -11,7 +11,8 @@ Finish reasons: ``stop`` → stop, ``length`` → length, ``cancelled`` →
 cancelled; ``timeout``, anything else, or an exception → error (the response
 fails with the message). ``abort(request_id)`` calls ``RequestOutput.abort()``.
 KV-cache block reuse is on by default so a continued conversation reuses its
-prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it.
+prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it. ``service_tier`` becomes
+``generate_async(priority=...)`` where the installed TensorRT-LLM takes it.
 
 Constraints (structured outputs, required calls, custom-tool grammars) become
 ``SamplingParams(guided_decoding=GuidedDecodingParams(structural_tag=...))`` (see
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -93,6 +95,7 @@ class TrtllmExecutor(Executor):
         self._llm: Any = None
         self._trtllm: Any = None
         self._running: dict[str, Any] = {}
+        self._generate_parameters: frozenset[str] | None = None  # generate_async's keywords, read once
         backend_choice = self._kwargs.setdefault("guided_decoding_backend", GUIDED_DECODING_BACKEND)
         if backend_choice != GUIDED_DECODING_BACKEND:
             raise ValueError(
@@ -156,6 +159,19 @@ class TrtllmExecutor(Executor):
             kwargs["guided_decoding"] = guided(structural_tag=structural_tag(constraint))
         return self._trtllm.SamplingParams(**kwargs)
 
+    def _request_options(self, request: GenerationRequest) -> dict[str, Any]:
+        """``generate_async`` keywords beyond sampling, for the ones this TensorRT-LLM has.
+
+        ``priority`` (``service_tier``): TensorRT-LLM's ``LLM.generate_async(..., priority: float = 0.5)``,
+        "the scheduling priority for the request, in the range [0, 1]" (``tensorrt_llm/llmapi/llm.py``);
+        versions without it serve every request at the same priority.
+        """
+        if request.priority is None:
+            return {}
+        if self._generate_parameters is None:
+            self._generate_parameters = frozenset(inspect.signature(self._llm.generate_async).parameters)
+        return {"priority": request.priority} if "priority" in self._generate_parameters else {}
+
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream ``token_ids_diff`` of each step; the last delta carries the finish reason.
 
@@ -168,6 +184,7 @@ class TrtllmExecutor(Executor):
                 request.prompt_token_ids,
                 sampling_params=self.sampling_params(request.sampling, request.constraint),
                 streaming=True,
+                **self._request_options(request),
             )
         except Exception as exc:
             raise ExecutorError(f"TensorRT-LLM refused the request: {type(exc).__name__}: {exc}") from exc
