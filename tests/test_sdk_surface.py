@@ -364,3 +364,38 @@ def test_safety_identifier_and_service_tier_echoed(client: openai.OpenAI) -> Non
     )
     with pytest.raises(openai.BadRequestError):
         client.responses.create(model="m", input="hi", safety_identifier="x" * 65)
+
+
+# -- stream obfuscation ---------------------------------------------------------------------------
+
+
+def test_include_obfuscation_pads_every_delta(client: openai.OpenAI) -> None:
+    import re
+
+    body: dict[str, Any] = {"model": "m", "input": "#lorem 40", "stream": True}
+    with client.responses.create(**body, stream_options={"include_obfuscation": True}) as stream:
+        events = events_of(stream)
+    check_stream(events)
+    deltas = [e for e in events if e["type"].endswith(".delta")]
+    assert {e["type"] for e in deltas} == {"response.reasoning_text.delta", "response.output_text.delta"}
+    for event in deltas:
+        noise = event["obfuscation"]
+        assert re.fullmatch(r"[A-Za-z0-9]+", noise) and (len(event["delta"]) + len(noise)) % 16 == 0
+    assert len({e["obfuscation"] for e in deltas}) > len(deltas) // 2, "random per event"
+    assert all("obfuscation" not in e for e in events if not e["type"].endswith(".delta"))
+    # Off by default (and with false): no field, nothing added to the hot path.
+    for options in ({}, {"stream_options": {"include_obfuscation": False}}):
+        with client.responses.create(**body, **options) as stream:
+            assert all("obfuscation" not in e for e in events_of(stream))
+
+
+def test_include_obfuscation_in_a_background_stream_and_its_replay(client: openai.OpenAI) -> None:
+    options: dict[str, Any] = {"stream_options": {"include_obfuscation": True}}
+    with client.responses.create(model="m", input="#lorem 5", stream=True, background=True, **options) as stream:
+        events = events_of(stream)
+    response_id = check_stream(events)["id"]
+    with client.responses.retrieve(response_id, stream=True, starting_after=0) as replay:
+        replayed = events_of(replay)
+    for seen in (events, replayed):
+        deltas = [e for e in seen if e["type"].endswith(".delta")]
+        assert deltas and all(len(e["obfuscation"]) + len(e["delta"]) == 16 for e in deltas if len(e["delta"]) < 16)
