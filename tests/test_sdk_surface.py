@@ -399,3 +399,20 @@ def test_include_obfuscation_in_a_background_stream_and_its_replay(client: opena
     for seen in (events, replayed):
         deltas = [e for e in seen if e["type"].endswith(".delta")]
         assert deltas and all(len(e["obfuscation"]) + len(e["delta"]) == 16 for e in deltas if len(e["delta"]) < 16)
+
+
+# -- verbosity, reasoning context -------------------------------------------------------------------
+
+
+def test_verbosity_becomes_an_instruction_and_context_is_the_current_turn(client: openai.OpenAI) -> None:
+    from trtllm_responses.harmony.adapter import VERBOSITY
+
+    low = client.responses.create(model="m", input="#prompt", text={"verbosity": "low"}, instructions="Hi.")
+    assert f"Hi.\n\n{VERBOSITY['low']}" in low.output_text and low.text and low.text.verbosity == "low"
+    medium = client.responses.create(model="m", input="#prompt", text={"verbosity": "medium"})
+    assert not any(sentence in medium.output_text for sentence in VERBOSITY.values())
+    high = client.responses.create(
+        model="m", input="#prompt", text={"verbosity": "high"}, reasoning={"effort": "max", "context": "all_turns"}
+    )
+    assert VERBOSITY["high"] in high.output_text and "Reasoning: high" in high.output_text
+    assert high.reasoning and (high.reasoning.effort, high.reasoning.context) == ("max", "current_turn")

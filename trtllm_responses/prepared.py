@@ -153,6 +153,9 @@ def initial_response(
         "reasoning": {
             "effort": (reasoning.effort if reasoning and reasoning.effort else "medium"),
             "summary": reasoning.summary if reasoning else None,
+            # gpt-oss is trained to read the reasoning of the current turn only (Harmony drops earlier turns'
+            # analysis): that is the context every response has, whatever was asked.
+            "context": "current_turn",
         },
         "usage": None,
         "max_output_tokens": request.max_output_tokens,

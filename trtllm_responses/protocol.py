@@ -23,7 +23,7 @@ from .request_fields import check_text, check_tool_choice, check_tools, one_sent
 
 __all__ = ["MAX_JSON_DEPTH", "ReasoningParam", "ResponsesRequest", "parse_request"]
 
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 #: Deepest nesting of objects and arrays taken in a request body (tool schemas included).
 MAX_JSON_DEPTH = 64
@@ -51,6 +51,8 @@ class ReasoningParam(BaseModel):
     effort: ReasoningEffort | None = None
     summary: str | None = None
     generate_summary: str | None = None
+    #: Which turns' reasoning the model reads again; gpt-oss reads the current turn's only (README).
+    context: Literal["auto", "current_turn", "all_turns"] | None = None
 
 
 class ResponsesRequest(BaseModel):

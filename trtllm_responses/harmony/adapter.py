@@ -68,6 +68,12 @@ _EFFORTS = {
     "medium": ReasoningEffort.MEDIUM,
     "high": ReasoningEffort.HIGH,
     "xhigh": ReasoningEffort.HIGH,
+    "max": ReasoningEffort.HIGH,
+}
+#: ``text.verbosity`` as gpt-oss understands it: a sentence after the developer instructions (none for medium).
+VERBOSITY = {
+    "low": "Be concise: answer in as few words as the question allows.",
+    "high": "Be thorough: answer in detail, explaining your reasoning and giving examples where they help.",
 }
 #: Byte budget of the rendered developer messages cache (instructions and tools are client text).
 DEVELOPER_CACHE_BYTES = 32 << 20
@@ -221,6 +227,9 @@ class HarmonyAdapter:
 
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
+        verbosity = VERBOSITY.get((request.text or {}).get("verbosity") or "medium")
+        if verbosity:  # gpt-oss has no verbosity control: it reads the wish in its instructions
+            parts.append(verbosity)
         instructions = "\n\n".join(parts) if parts else None
         # The request's own tools, choice and format, and the server-run namespaces, determine the rest of
         # the message: their JSON is the key (cheap); the spec (schemas rewritten) is built only on a miss.

@@ -410,7 +410,7 @@ def _convert_mcp_approval_response(
 #: (no call id can take them): they live on through ``previous_response_id`` and conversations.
 CONFIG_EFFORT = "configuration:reasoning.effort"
 CONFIG_TEXT = "configuration:text"
-_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
 def _convert_configuration_update(
