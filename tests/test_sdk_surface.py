@@ -416,3 +416,38 @@ def test_verbosity_becomes_an_instruction_and_context_is_the_current_turn(client
     )
     assert VERBOSITY["high"] in high.output_text and "Reasoning: high" in high.output_text
     assert high.reasoning and (high.reasoning.effort, high.reasoning.context) == ("max", "current_turn")
+
+
+# -- prompt caching -------------------------------------------------------------------------------
+
+
+def test_prompt_cache_options_echoed_and_diagnostics_when_asked(client: openai.OpenAI) -> None:
+    first = client.responses.create(model="m", input="a long shared question", prompt_cache_key="k1")
+    assert first.prompt_cache_options is None and first.prompt_cache_diagnostics is None
+
+    def diagnose(**fields: Any) -> Any:
+        options = {"ttl": "12h", "comparison_response_id": first.id}
+        response = client.responses.create(model="m", prompt_cache_options=options, **fields)  # type: ignore[arg-type]
+        assert response.prompt_cache_options is not None and response.prompt_cache_options.ttl == "12h"
+        assert response.prompt_cache_options.mode == "implicit"
+        return response.prompt_cache_diagnostics
+
+    # Continuing it: everything it held is a prefix of this prompt.
+    hit = diagnose(input="and then?", previous_response_id=first.id, prompt_cache_key="k1")
+    assert hit.type == "cache_hit"
+    assert diagnose(input="x", prompt_cache_key="k2").reason == "prompt_cache_key_changed"
+    assert diagnose(input="x", prompt_cache_key="k1", service_tier="flex").reason == "service_tier_changed"
+    assert diagnose(input="x", prompt_cache_key="k1", text={"verbosity": "low"}).reason == "verbosity_changed"
+    miss = diagnose(input="a long different question", prompt_cache_key="k1")
+    assert miss.type == "cache_miss" and miss.reason == "input_changed"
+    assert miss.comparison_reusable_tokens > 0 and miss.cache_missed_tokens > 0
+    gone = client.responses.create(
+        model="m", input="x", prompt_cache_options={"comparison_response_id": "resp_gone"}  # type: ignore[typeddict-item]
+    )
+    assert gone.prompt_cache_diagnostics is not None
+    assert gone.prompt_cache_diagnostics.type == "comparison_response_not_found"
+    retained = client.responses.create(model="m", input="x", prompt_cache_retention="24h")
+    assert retained.prompt_cache_retention == "24h"
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model="m", input="x", prompt_cache_options={"prewarm": True})
+    assert err.value.body["param"] == "prompt_cache_options.prewarm"  # type: ignore[index]

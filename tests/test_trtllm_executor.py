@@ -270,3 +270,22 @@ async def test_priority_left_out_where_tensorrt_llm_has_none(
     prioritized = GenerationRequest(base.request_id, base.prompt_token_ids, base.sampling, priority=0.75)
     out = await collect(executor, prioritized)
     assert out[-1].finish_reason == "stop" and seen == [{"streaming": True}]
+
+
+async def test_prompt_cache_ttl_is_a_kv_cache_retention_config(
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+) -> None:
+    """prompt_cache_options.ttl → generate_async(kv_cache_retention_config=...) over the prompt's tokens."""
+    import datetime
+
+    executor = executor_for(encoding)
+    await executor.start()
+    base = request(adapter, "hello")
+    asked = GenerationRequest(base.request_id, base.prompt_token_ids, base.sampling, cache_retention_seconds=43200)
+    await collect(executor, asked)
+    await collect(executor, base)
+    config, plain = executor._llm.retention_configs
+    assert plain is None and config.decode_retention_priority == 35
+    (prompt_range,) = config.token_range_retention_configs
+    assert (prompt_range.token_start, prompt_range.token_end) == (0, len(base.prompt_token_ids))
+    assert prompt_range.priority == 80 and prompt_range.duration_ms == datetime.timedelta(hours=12)

@@ -102,6 +102,19 @@ SERVICE_TIERS: dict[str | None, tuple[str, float | None]] = {
 }
 
 
+#: ``prompt_cache_options.ttl`` and ``prompt_cache_retention`` in seconds (``in_memory``: the engine's own LRU).
+CACHE_TTL_SECONDS = {"30m": 30 * 60, "12h": 12 * 3600, "24h": 24 * 3600}
+
+
+def cache_retention_seconds(request: ResponsesRequest) -> int | None:
+    """How long the engine should keep the prompt's KV cache (None: as it would anyway); the longer of
+    ``prompt_cache_options.ttl`` and ``prompt_cache_retention``, when either is given."""
+    asked: list[str] = [request.prompt_cache_options.ttl] if request.prompt_cache_options is not None else []
+    if request.prompt_cache_retention == "24h":
+        asked.append("24h")
+    return max((CACHE_TTL_SECONDS[ttl] for ttl in asked), default=None)
+
+
 def service_tier(request: ResponsesRequest) -> tuple[str, float | None]:
     """The tier a response is served in and its scheduling priority; InvalidRequestError for an unknown tier."""
     tier = SERVICE_TIERS.get(request.service_tier)
@@ -167,6 +180,10 @@ def initial_response(
         "safety_identifier": request.safety_identifier,
         "prompt_cache_key": request.prompt_cache_key,
         "prompt": request.prompt,
+        "prompt_cache_options": _echo_cache_options(request),
+        "prompt_cache_retention": (
+            "in_memory" if request.prompt_cache_retention == "in-memory" else request.prompt_cache_retention
+        ),
         "user": request.user,
         "conversation": {"id": conversation} if conversation else None,
     }
@@ -176,6 +193,20 @@ def initial_response(
         return Response.model_validate(data)
     except Exception as exc:  # a field we echo did not fit the SDK's Response
         raise InvalidRequestError(f"The request could not be echoed in a response: {exc}") from exc
+
+
+def _echo_cache_options(request: ResponsesRequest) -> dict[str, Any] | None:
+    options = request.prompt_cache_options
+    if options is None:
+        return None
+    if options.prewarm:
+        raise InvalidRequestError(
+            "'prompt_cache_options.prewarm' is not supported over HTTP: this server always generates; prefill "
+            "happens with the first request of a conversation.",
+            param="prompt_cache_options.prewarm",
+            code="unsupported_parameter",
+        )
+    return {"mode": options.mode, "ttl": options.ttl, "comparison_response_id": options.comparison_response_id}
 
 
 def _echo_text(text: dict[str, Any] | None) -> dict[str, Any]:

@@ -55,6 +55,17 @@ class ReasoningParam(BaseModel):
     context: Literal["auto", "current_turn", "all_turns"] | None = None
 
 
+class PromptCacheOptions(BaseModel):
+    """``prompt_cache_options`` (SDK 3.54): ``ttl`` is passed to the engine (README, "Prompt caching")."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    ttl: Literal["30m", "12h"] = "30m"
+    mode: Literal["implicit", "explicit"] = "implicit"
+    prewarm: bool = False
+    comparison_response_id: str | None = None
+
+
 class ResponsesRequest(BaseModel):
     """A Responses API create request, as far as this server uses it.
 
@@ -93,6 +104,8 @@ class ResponsesRequest(BaseModel):
     conversation: Any = None
     context_management: list[dict[str, Any]] | None = None
     prompt: dict[str, Any] | None = None
+    prompt_cache_options: PromptCacheOptions | None = None
+    prompt_cache_retention: Literal["in_memory", "in-memory", "24h"] | None = None
 
 
 _OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text": check_text}

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from .cache_diagnostics import prompt_cache_diagnostics
 from .compaction import (
     compact_conversation,
     compact_threshold,
@@ -39,6 +40,7 @@ from .prepared import (
     Deliver,
     HistoryLookup,
     PreparedResponse,
+    cache_retention_seconds,
     default_max_input_bytes,
     initial_response,
     logprobs_wanted,
@@ -191,7 +193,15 @@ class ResponsesService:
             ),
             constraint=prompt.constraint,
             priority=service_tier(request)[1],
+            cache_retention_seconds=cache_retention_seconds(request),
         )
+        response = initial_response(response_id, request, self.model_name, conversation, truncated)
+        options = request.prompt_cache_options
+        if options is not None and options.comparison_response_id is not None:
+            compared = await self.store.get(options.comparison_response_id)
+            echoed = to_dict(response)
+            echoed["prompt_cache_diagnostics"] = prompt_cache_diagnostics(self.adapter, prompt, echoed, compared)
+            response = type(response).model_validate(echoed)
         items = normalize_input_items(request.input) if request.store or conversation else []
         sealer = self.sealer
         include = request.include or ()
@@ -201,7 +211,7 @@ class ResponsesService:
             request=request,
             prompt=prompt,
             generation=generation,
-            response=initial_response(response_id, request, self.model_name, conversation, truncated),
+            response=response,
             received_at=received,
             input_item_ids=tuple(item["id"] for item in items),
             input_items_json=tuple(orjson.dumps(item) for item in items),

@@ -24,6 +24,7 @@ step's ``logprobs_diff`` (one ``{token_id: Logprob(logprob, rank)}`` per token).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import importlib
 import inspect
 import logging
@@ -40,6 +41,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_SEQ_LEN = 131072  # gpt-oss's context window
 _FINISH = {"stop": "stop", "length": "length", "cancelled": "cancelled"}
+#: KV-cache retention priorities (0-100; TensorRT-LLM's default is 35, ``KvCacheRetentionConfig::kDefaultRetentionPriority``):
+#: a prompt asked to be cached for a ttl is kept above the default for that long.
+DEFAULT_RETENTION_PRIORITY = 35
+RETAINED_PROMPT_PRIORITY = 80
 #: The guided decoding backend that takes structural tags (TensorRT-LLM's PyTorch backend).
 GUIDED_DECODING_BACKEND = "xgrammar"
 
@@ -166,11 +171,29 @@ class TrtllmExecutor(Executor):
         "the scheduling priority for the request, in the range [0, 1]" (``tensorrt_llm/llmapi/llm.py``);
         versions without it serve every request at the same priority.
         """
-        if request.priority is None:
+        if request.priority is None and request.cache_retention_seconds is None:
             return {}
         if self._generate_parameters is None:
             self._generate_parameters = frozenset(inspect.signature(self._llm.generate_async).parameters)
-        return {"priority": request.priority} if "priority" in self._generate_parameters else {}
+        options: dict[str, Any] = {}
+        if request.priority is not None and "priority" in self._generate_parameters:
+            options["priority"] = request.priority
+        if request.cache_retention_seconds is not None and "kv_cache_retention_config" in self._generate_parameters:
+            options["kv_cache_retention_config"] = self._retention(request)
+        return options
+
+    def _retention(self, request: GenerationRequest) -> Any:
+        """``prompt_cache_options.ttl``: the prompt's KV-cache blocks kept at a raised retention priority for the ttl.
+
+        ``KvCacheRetentionConfig([TokenRangeRetentionConfig(0, len(prompt), priority, duration)])`` as TensorRT-LLM
+        binds it (``cpp/tensorrt_llm/nanobind/executor/request.cpp``): blocks of a higher priority are evicted
+        after those of the default (35); once the duration ends they fall back to it. Reuse still needs
+        ``kv_cache_config.enable_block_reuse`` (on by default here).
+        """
+        config = importlib.import_module("tensorrt_llm.llmapi").KvCacheRetentionConfig
+        duration = datetime.timedelta(seconds=request.cache_retention_seconds or 0)
+        prompt = config.TokenRangeRetentionConfig(0, len(request.prompt_token_ids), RETAINED_PROMPT_PRIORITY, duration)
+        return config([prompt], DEFAULT_RETENTION_PRIORITY)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream ``token_ids_diff`` of each step; the last delta carries the finish reason.

@@ -140,6 +140,7 @@ class LLM:
         self._next_id = 0
         self._seen_prompts: list[list[int]] = []
         self.priorities: list[float] = []  # each generate_async call's priority
+        self.retention_configs: list[Any] = []  # and its kv_cache_retention_config
         self._step_delay = float(os.environ.get("FAKE_TRTLLM_STEP_DELAY", "0"))
         from trtllm_responses.executors.echo import EchoExecutor
         from trtllm_responses.harmony import load_encoding
@@ -174,6 +175,7 @@ class LLM:
         inputs: Any,
         sampling_params: Optional[SamplingParams] = None,
         streaming: bool = False,
+        kv_cache_retention_config: Any = None,
         priority: float = DEFAULT_REQUEST_PRIORITY,
         **kwargs: Any,
     ) -> RequestOutput:
@@ -190,6 +192,7 @@ class LLM:
             raise ValueError(f"priority must be in [0, 1], got {priority}")
         self._next_id += 1
         self.priorities.append(priority)
+        self.retention_configs.append(kv_cache_retention_config)
         _log({"event": "generate", "request_id": self._next_id, "sampling": describe(params), "priority": priority})
         return RequestOutput(self, self._next_id, inputs, self._plan(inputs), params)
 
