@@ -311,6 +311,8 @@ def templated(encoding, adapter, tmp_path_factory):  # type: ignore[no-untyped-d
             }
         )
     )
+    (folder / "pmpt_huge").mkdir()
+    (folder / "pmpt_huge" / "1.json").write_text(json.dumps({"instructions": "x" * (1 << 20)}))
     running = start_server(RecordingEcho(encoding), adapter, prompts=str(folder))
     yield running
     running.stop()
@@ -341,6 +343,7 @@ def test_prompt_template_rendered_with_variables_and_defaults(templated) -> None
             ({"id": "pmpt_tides"}, 400, "prompt.variables.topic"),  # no value, no default
             ({"id": "pmpt_tides", "variables": {"topic": image}}, 400, "input[0].content[1]"),  # text only
             ({"id": "../etc"}, 400, "prompt.id"),
+            ({"id": "pmpt_huge"}, 400, "prompt"),  # over MAX_TEMPLATE_BYTES (1 MiB)
         ):
             with pytest.raises(openai.APIStatusError) as err:
                 client.responses.create(model="m", prompt=prompt)  # type: ignore[arg-type]
@@ -451,3 +454,31 @@ def test_prompt_cache_options_echoed_and_diagnostics_when_asked(client: openai.O
     with pytest.raises(openai.BadRequestError) as err:
         client.responses.create(model="m", input="x", prompt_cache_options={"prewarm": True})
     assert err.value.body["param"] == "prompt_cache_options.prewarm"  # type: ignore[index]
+
+
+async def test_item_reference_looks_no_further_than_max_chain_responses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain walk is bounded (references.MAX_CHAIN_RESPONSES): an item further back is not found."""
+    import orjson
+
+    from trtllm_responses import references
+    from trtllm_responses.errors import InvalidRequestError
+    from trtllm_responses.harmony.adapter import EMPTY_HISTORY
+    from trtllm_responses.store import StoredResponse
+
+    class Chain:
+        async def get(self, response_id: str) -> StoredResponse | None:
+            n = int(response_id.removeprefix("resp_"))
+            previous = f"resp_{n - 1}" if n > 0 else None
+            item = {"type": "message", "id": f"msg_{n}", "role": "user", "content": f"turn {n}"}
+            body = {"id": response_id, "output": [], "previous_response_id": previous}
+            return StoredResponse(response_id, orjson.dumps(body), (f"msg_{n}",), (orjson.dumps(item),), EMPTY_HISTORY)
+
+    monkeypatch.setattr(references, "MAX_CHAIN_RESPONSES", 3)
+    found = await references.resolve_references(
+        [{"type": "item_reference", "id": "msg_7"}], store=Chain(), previous_response_id="resp_9", conversation_items=None
+    )  # type: ignore[arg-type]
+    assert found == [{"type": "message", "id": "msg_7", "role": "user", "content": "turn 7"}]
+    with pytest.raises(InvalidRequestError):
+        await references.resolve_references(
+            [{"type": "item_reference", "id": "msg_6"}], store=Chain(), previous_response_id="resp_9", conversation_items=None
+        )  # type: ignore[arg-type]
