@@ -423,7 +423,9 @@ def _convert_configuration_update(
             f"'{where}' must set 'reasoning', 'text' or both.", param=where, code="missing_required_parameter"
         )
     if reasoning is not None:
-        effort = reasoning.get("effort") if isinstance(reasoning, Mapping) else reasoning
+        if not isinstance(reasoning, Mapping):
+            raise InvalidRequestError(f"'{where}.reasoning' must be an object.", param=f"{where}.reasoning")
+        effort = reasoning.get("effort")
         if effort is not None and effort not in _EFFORTS:
             raise InvalidRequestError(
                 f"'{where}.reasoning.effort' must be one of {', '.join(_EFFORTS)}; got {effort!r}.",
