@@ -482,3 +482,29 @@ async def test_item_reference_looks_no_further_than_max_chain_responses(monkeypa
         await references.resolve_references(
             [{"type": "item_reference", "id": "msg_6"}], store=Chain(), previous_response_id="resp_9", conversation_items=None
         )  # type: ignore[arg-type]
+
+
+def test_compaction_trigger_compacts_before_answering(client: openai.OpenAI) -> None:
+    from trtllm_responses.compaction import SUMMARY_PREFIX
+
+    first = client.responses.create(model="m", input="Plan the refactor of module X")
+    with client.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[{"role": "user", "content": "#prompt"}, {"type": "compaction_trigger"}],
+        stream=True,
+    ) as stream:
+        events = events_of(stream)
+    final = check_stream(events)
+    assert [e["type"] for e in events][2:5] == [
+        "response.output_item.added",
+        "response.compaction.compacting",
+        "response.output_item.done",
+    ]
+    assert final["output"][0]["type"] == "compaction"
+    assert SUMMARY_PREFIX.strip() in final["output"][-1]["content"][0]["text"]
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(
+            model="m", input=[{"type": "compaction_trigger"}, {"role": "user", "content": "x"}]
+        )
+    assert err.value.body["param"] == "input[0]"  # type: ignore[index]

@@ -91,6 +91,23 @@ def compact_threshold(request: ResponsesRequest) -> int | None:
     return threshold
 
 
+def compaction_triggered(request: ResponsesRequest) -> tuple[ResponsesRequest, bool]:
+    """``request`` without its ``compaction_trigger`` item, and whether it had one (compact before answering).
+
+    The SDK's ``CompactionTrigger``: "Compacts the current context. Must be the final input item." Anywhere
+    else it is a 400.
+    """
+    items = request.input
+    if isinstance(items, str) or not any(isinstance(i, dict) and i.get("type") == "compaction_trigger" for i in items):
+        return request, False
+    for i, item in enumerate(items[:-1]):
+        if isinstance(item, dict) and item.get("type") == "compaction_trigger":
+            raise InvalidRequestError(
+                f"'input[{i}]' is a compaction_trigger, which must be the final input item.", param=f"input[{i}]"
+            )
+    return request.model_copy(update={"input": items[:-1]}), True
+
+
 def _is_user_message(item: Any) -> bool:
     return isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message"
 

@@ -23,6 +23,7 @@ from .compaction import (
     compact_conversation,
     compact_threshold,
     compacted_response_json,
+    compaction_triggered,
     window_for_turn,
 )
 from .conversations import ConversationsService, conversation_id
@@ -149,6 +150,7 @@ class ResponsesService:
             conversation = conversation_id(request.conversation)
             conversation_history, seen = await self.conversations.history(conversation)
         request = await self.resolve_references(request, conversation)
+        request, triggered = compaction_triggered(request)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
         if prompt.configuration:  # configuration_update items: the response says what it used
             request = request.model_copy(update=prompt.configuration)
@@ -156,7 +158,7 @@ class ResponsesService:
             await asyncio.sleep(0)  # as in _build_prompt: the rest of a large body's preparation is a step of its own
         compaction = None
         threshold = compact_threshold(request)
-        if compact and threshold is not None and len(prompt.token_ids) > threshold:
+        if compact and (triggered or (threshold is not None and len(prompt.token_ids) > threshold)):
             compaction = await compact_conversation(self, request, lookup=lookup, size=size)
             window = request.model_copy(
                 update={"input": window_for_turn(compaction, request), "previous_response_id": None}
