@@ -232,7 +232,7 @@ def test_configuration_update_in_a_conversation(client: openai.OpenAI) -> None:
 def test_configuration_update_checked(client: openai.OpenAI) -> None:
     for bad, param in (
         ({"type": "configuration_update"}, "input[0]"),
-        ({"type": "configuration_update", "reasoning": {"effort": "max"}}, "input[0].reasoning.effort"),
+        ({"type": "configuration_update", "reasoning": {"effort": "maximal"}}, "input[0].reasoning.effort"),
         (
             {"type": "configuration_update", "text": {"format": {"type": "json_object"}}},
             "input[0].text.format.type",
