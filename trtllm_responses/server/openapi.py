@@ -66,7 +66,7 @@ ERROR_SCHEMA: dict[str, Any] = {
 }
 
 _ERRORS = {
-    "400": "The request is invalid: the message names the field (`param`).",
+    "400": "The request is invalid (a malformed id included): the message names the field (`param`).",
     "404": "No stored response has this id (or the route does not exist).",
     "413": "The request body is larger than the server accepts.",
     "500": "The generation failed (a chat completion without streaming; streamed, it is an error chunk).",
@@ -290,15 +290,15 @@ _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[
     ),
     ("/v1/responses/{response_id}/cancel", "post"): (_ref("Response"), ("400", "404"), []),
     ("/v1/conversations", "post"): (_CONVERSATION, ("400",), []),
-    ("/v1/conversations/{conversation_id}", "get"): (_CONVERSATION, ("404",), []),
+    ("/v1/conversations/{conversation_id}", "get"): (_CONVERSATION, ("400", "404"), []),
     ("/v1/conversations/{conversation_id}", "post"): (_CONVERSATION, ("400", "404"), []),
-    ("/v1/conversations/{conversation_id}", "delete"): (_CONVERSATION_DELETED, ("404",), []),
+    ("/v1/conversations/{conversation_id}", "delete"): (_CONVERSATION_DELETED, ("400", "404"), []),
     ("/v1/conversations/{conversation_id}/items", "get"): (_ITEM_LIST, ("400", "404"), _PAGE),
     ("/v1/conversations/{conversation_id}/items", "post"): (_ITEM_LIST, ("400", "404"), []),
-    ("/v1/conversations/{conversation_id}/items/{item_id}", "get"): (_ITEM, ("404",), []),
-    ("/v1/conversations/{conversation_id}/items/{item_id}", "delete"): (_CONVERSATION, ("404",), []),
+    ("/v1/conversations/{conversation_id}/items/{item_id}", "get"): (_ITEM, ("400", "404"), []),
+    ("/v1/conversations/{conversation_id}/items/{item_id}", "delete"): (_CONVERSATION, ("400", "404"), []),
     ("/metrics", "get"): (_METRICS, (), []),
-    ("/v1/responses/{response_id}", "delete"): (_DELETED, ("404",), []),
+    ("/v1/responses/{response_id}", "delete"): (_DELETED, ("400", "404"), []),
     ("/v1/responses/{response_id}/input_items", "get"): (
         _ref("ResponseItemList"),
         ("400", "404"),

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..service import PreparedResponse, ResponsesService
-from .sse import encode_events
+from .sse import encode_events, obfuscation_wanted
 
 __all__ = ["EventStreamResponse", "FramesResponse", "JSONBytesResponse", "WriterResponse"]
 
@@ -115,9 +115,12 @@ class EventStreamResponse(_EventStream):
         self._prepared = prepared
 
     async def _write(self, send: Send) -> bool:
+        obfuscated = obfuscation_wanted(self._prepared.request.stream_options)
+
         def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
             # Returns send's own awaitable: no extra coroutine frame per engine step.
-            return send({"type": "http.response.body", "body": encode_events(events), "more_body": True})
+            body = encode_events(events, obfuscated)
+            return send({"type": "http.response.body", "body": body, "more_body": True})
 
         await self._service.drive(self._prepared, deliver)
         return True
