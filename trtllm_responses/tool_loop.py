@@ -22,7 +22,7 @@ is held the same way and answered to the model with a one-line error naming the 
 it has (``tools/unavailable.py``), its item ``failed``; the model then generates again.
 Such recoveries count as tool calls (``max_tool_calls``) and their turns in the token
 budget; past :data:`MAX_RECOVERIES` in one response, the response ends ``incomplete``
-(reason ``unavailable_tool``).
+(reason ``max_messages``; so does one past ``max_tool_calls``).
 
 It ends when a generation ends any other way: a final answer, a client tool
 call or an approval request (``response.completed``), the token budget
@@ -68,7 +68,9 @@ Generate = Callable[
 TIMEOUT_CODE = -32001
 #: Calls to tools nobody runs answered to the model in one response; one more ends it ``incomplete``.
 MAX_RECOVERIES = 3
-RECOVERY_LIMIT_REASON = "unavailable_tool"
+#: The SDK's reasons are a closed set (max_output_tokens, max_messages, content_filter, steered): the
+#: response ran out of the turns it may take.
+RECOVERY_LIMIT_REASON = "max_messages"
 CANCELLED = "The response was cancelled while a tool call ran."
 
 
@@ -259,10 +261,13 @@ class ToolLoop:
         self._recoveries += 1
         over_calls = self._max_tool_calls is not None and self._executed >= self._max_tool_calls
         if self._recoveries > MAX_RECOVERIES or over_calls:
-            logger.info("Ending a response after %d calls to tools nobody runs", self._recoveries)
+            logger.info(
+                "Ending a response after %d calls to tools nobody runs (max_tool_calls %s)",
+                self._recoveries,
+                self._max_tool_calls,
+            )
             self._processor.done = True
-            reason = RECOVERY_LIMIT_REASON if not over_calls else "max_tool_calls"
-            return events + self._stream.incomplete(self._processor.usage(), reason), True
+            return events + self._stream.incomplete(self._processor.usage(), RECOVERY_LIMIT_REASON), True
         self._executed += 1
         if self._unavailable is None:
             self._unavailable = UnavailableTool(self._available())
