@@ -311,3 +311,14 @@ def _stream(http: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
     from server_harness import stream_events
 
     return stream_events(http, body)
+
+
+def test_unreadable_output_fails_quoting_what_the_model_wrote_truncated(http: httpx.Client) -> None:
+    from trtllm_responses.harmony.parser import QUOTED_CHARS
+
+    junk = "<|channel|>" + "?" * 3000 + "<|end|>"
+    response = check_stream(_stream(http, {"input": "#harmony\n" + junk}))
+    assert response["status"] == "failed" and response["output"] == []
+    message = response["error"]["message"]
+    assert "<|channel|>???" in message and message.endswith("…'")
+    assert len(message) < QUOTED_CHARS + 100
