@@ -322,3 +322,12 @@ def test_unreadable_output_fails_quoting_what_the_model_wrote_truncated(http: ht
     message = response["error"]["message"]
     assert "<|channel|>???" in message and message.endswith("…'")
     assert len(message) < QUOTED_CHARS + 100
+
+
+def test_constraints_write_the_content_type_the_header_grammar_defines() -> None:
+    """constraints.py cannot import harmony/ (harmony imports it): its literal is pinned here instead."""
+    from trtllm_responses.constraints import CallOption
+    from trtllm_responses.harmony.headers import JSON_CONTENT_TYPE
+
+    assert CallOption("functions.f", custom=False).header_content_type == JSON_CONTENT_TYPE
+    assert read_header(f"<|channel|>commentary to=functions.f {JSON_CONTENT_TYPE}", "assistant").content_type == JSON_CONTENT_TYPE
