@@ -123,15 +123,15 @@ def test_final_with_json_content_type_is_parsed_by_the_sdk(
 ) -> None:
     """vllm#45570: ``<|channel|>final <|constrain|>json<|message|>`` under a json_schema is the answer."""
     running: RunningServer = request.getfixturevalue("server" if which == "echo" else "trtllm_server")
-    client = openai.OpenAI(base_url=f"{running.base_url}/v1", api_key="unused")
     completion = '<|channel|>final <|constrain|>json<|message|>{"city":"Paris"}<|return|>'
-    parsed = client.responses.parse(model="gpt-oss", input="#harmony\n" + completion, text_format=Place)
-    assert parsed.status == "completed"
-    assert parsed.output_text == '{"city":"Paris"}'
-    assert parsed.output_parsed == Place(city="Paris")
-    with client.responses.stream(model="gpt-oss", input="#harmony\n" + completion, text_format=Place) as stream:
-        final = stream.get_final_response()
-    assert final.output_parsed == Place(city="Paris")
+    with openai.OpenAI(base_url=f"{running.base_url}/v1", api_key="unused") as client:
+        parsed = client.responses.parse(model="gpt-oss", input="#harmony\n" + completion, text_format=Place)
+        assert parsed.status == "completed"
+        assert parsed.output_text == '{"city":"Paris"}'
+        assert parsed.output_parsed == Place(city="Paris")
+        with client.responses.stream(model="gpt-oss", input="#harmony\n" + completion, text_format=Place) as stream:
+            final = stream.get_final_response()
+        assert final.output_parsed == Place(city="Paris")
 
 
 def test_json_format_is_kept_and_junk_header_recovered_together(server: RunningServer) -> None:
