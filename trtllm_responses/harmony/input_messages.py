@@ -26,6 +26,7 @@ from openai_harmony import Author, Message, Role, TextContent
 
 from ..errors import InvalidRequestError
 from ..request_fields import check_text
+from .headers import JSON_CONTENT_TYPE
 from .items import FUNCTIONS_NAMESPACE
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
     "tool_output_message",
 ]
 
-_JSON_CONTENT_TYPE = "<|constrain|>json"
+_JSON_CONTENT_TYPE = JSON_CONTENT_TYPE  # the one header grammar (headers.py)
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 _NON_TEXT_PARTS = ("input_image", "input_file", "input_audio", "image_url", "file")
 #: What the model reads in place of an image or file a tool returned (a 400 would break every
