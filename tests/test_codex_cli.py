@@ -40,10 +40,18 @@ def codex_home(echo_server, tmp_path_factory: pytest.TempPathFactory) -> Path:  
 
 
 def write_codex_home(home: Path, base_url: str) -> None:
-    """A CODEX_HOME whose only provider is the server at ``base_url`` (gpt-oss from the test catalog)."""
+    """A CODEX_HOME whose only provider is the server at ``base_url`` (gpt-oss from the test catalog).
+
+    Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): which one Codex uses depends on
+    the host (with Debian's ``bubblewrap`` installed it runs ``bwrap ... codex-linux-sandbox``, which is
+    not on that sandbox's PATH, and every command fails), and these tests are about the Responses API
+    round trip, not Codex's sandbox. The commands they run are ``echo`` and an ``apply_patch`` into the
+    test's own temporary directory.
+    """
     shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
     (home / "config.toml").write_text(
         f'''model = "gpt-oss"
+sandbox_mode = "danger-full-access"
 model_provider = "trtllm"
 model_context_window = 131072
 model_catalog_json = "{home / "gpt-oss-catalog.json"}"
@@ -80,7 +88,7 @@ def test_plain_answer(codex_home: Path, tmp_path: Path) -> None:
 
 
 def test_exec_command_round_trip(codex_home: Path, tmp_path: Path) -> None:
-    out = codex(codex_home, tmp_path, "-s", "workspace-write", 'call exec_command {"cmd":"echo round-trip-ok"}')
+    out = codex(codex_home, tmp_path, 'call exec_command {"cmd":"echo round-trip-ok"}')
     assert "exec_command returned:" in out and "round-trip-ok" in out
 
 
@@ -88,8 +96,6 @@ def test_multi_agent_namespace_call(codex_home: Path, tmp_path: Path) -> None:
     out = codex(
         codex_home,
         tmp_path,
-        "-s",
-        "workspace-write",
         'call multi_agent_v1.spawn_agent {"task_name":"helper","message":"#lorem 5"}',
         transcript=True,
     )
@@ -99,7 +105,7 @@ def test_multi_agent_namespace_call(codex_home: Path, tmp_path: Path) -> None:
 
 def test_apply_patch_freeform_edit(codex_home: Path, tmp_path: Path) -> None:
     patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello from apply_patch\n*** End Patch\n"
-    out = codex(codex_home, tmp_path, "-s", "workspace-write", f"call apply_patch {patch}")
+    out = codex(codex_home, tmp_path, f"call apply_patch {patch}")
     assert "apply_patch returned:" in out
     assert (tmp_path / "hello.txt").read_text() == "hello from apply_patch\n"
 
@@ -114,6 +120,33 @@ def test_output_schema(codex_home: Path, tmp_path: Path) -> None:
     (tmp_path / "schema.json").write_text(json.dumps(schema))
     out = codex(codex_home, tmp_path, "--output-schema", str(tmp_path / "schema.json"), "Lyon")
     assert json.loads(out.strip().splitlines()[-1]) == {"city": "Lyon", "days": 1}
+
+
+def test_goal_created_then_read(codex_home: Path, tmp_path: Path) -> None:
+    """Codex's default ``goals`` feature: after ``create_goal`` Codex sends the objective back as a
+    ``function_call_output`` with ``name``/``namespace`` and no ``call_id``; the model reads it from
+    ``agent.goal_objective``, and a resumed session reads the goal with ``get_goal``."""
+    created = codex(codex_home, tmp_path, 'call create_goal {"objective":"write a haiku about tides"}')
+    assert "agent.goal_objective returned: write a haiku about tides" in created
+    read = codex(codex_home, tmp_path, "resume", "--last", "call get_goal {}")
+    assert "get_goal returned:" in read
+    goal = json.loads(read.strip().splitlines()[-1].removeprefix("get_goal returned: "))
+    assert goal["goal"]["objective"] == "write a haiku about tides" and goal["goal"]["status"] == "active"
+
+
+def test_browser_call_nobody_runs_still_ends_with_the_answer(codex_home: Path, tmp_path: Path) -> None:
+    """Web search off (in Codex and on the server), the model calls gpt-oss's browser anyway, then answers.
+
+    The server answers the call to the model (a failed ``web_search_call``) and generates again in the
+    same response: the turn ends with the answer instead of dead-ending on a call nobody ran.
+    """
+    script = (
+        "#steps\n#harmony\n<|channel|>analysis<|message|>Search for tides.<|end|><|start|>assistant"
+        '<|channel|>analysis to=browser.search code<|message|>{"query": "spring tides"}<|call|>\n'
+        "---\nSpring tides follow the new and full moon."
+    )
+    out = codex(codex_home, tmp_path, "-c", 'web_search="disabled"', script)
+    assert "Spring tides follow the new and full moon." in out
 
 
 def test_reasoning_summaries_are_shown(echo_server, codex_home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -41,6 +41,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         reasoning_summaries=args.reasoning_summaries,
         websocket_max_seconds=args.websocket_max_seconds,
         max_input_bytes=args.max_input_bytes,
+        prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
         tools=ToolSettings(
             mcp_allowed_urls=tuple(args.mcp_allowed_urls),
@@ -248,6 +249,12 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "0: 16 bytes per token of the context window",
     )
     serve.add_argument(
+        "--prompts",
+        metavar="DIR",
+        help="prompt templates for the request field 'prompt': one DIR/<id>/<version>.json per prompt version "
+        "(without it, 'prompt' is a 400)",
+    )
+    serve.add_argument(
         "--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"]
     )
     serve.add_argument(
@@ -311,7 +318,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         type=_python_tool,
         default="off",
         metavar="{off,local,mcp:URL}",
-        help="run code_interpreter calls (gpt-oss's python): local = a limited subprocess per call, "
+        help="run code_interpreter calls (gpt-oss's python): local = a bubblewrap sandbox per call, "
         "mcp:URL = the python tool of that MCP server (default: off, the tool is not shown)",
     )
     builtin.add_argument(
@@ -321,7 +328,10 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="wall-clock seconds of one local python call",
     )
     builtin.add_argument(
-        "--python_memory_mb", type=positive_int, default=1024, help="address space of one local python call"
+        "--python_memory_mb",
+        type=positive_int,
+        default=1024,
+        help="memory of one local python call: all its processes (its cgroup) and each one's address space",
     )
     builtin.add_argument(
         "--browser_backend",

@@ -20,6 +20,7 @@ from ..executors.base import Executor
 from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
+from ..prompts import PromptTemplates
 from ..sealing import ContentSealer, load_key
 from ..service import ResponsesService
 from ..store import ResponseStore
@@ -62,6 +63,7 @@ def create_app(
         redact_reasoning=config.redact_reasoning,
         reasoning_summaries=config.reasoning_summaries == "model",
         max_input_bytes=config.max_input_bytes,
+        prompts=PromptTemplates(config.prompts),
         tool_settings=config.tools,
     )
     limits = BackgroundLimits(grace=config.background_grace)
