@@ -34,6 +34,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from ..errors import APIError, InvalidRequestError, ServerError
 from ..http_limits import HTTPLimits
+from .websocket_drain import draining_websocket_protocol
 
 __all__ = ["GuardedHttpToolsProtocol", "protocol_class", "uvicorn_config"]
 
@@ -249,11 +250,16 @@ def protocol_class(limits: HTTPLimits) -> type[GuardedHttpToolsProtocol]:
     return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits})
 
 
-def uvicorn_config(app: Any, limits: HTTPLimits, **kwargs: Any) -> uvicorn.Config:
-    """A uvicorn Config serving ``app`` under ``limits``; ``kwargs`` are other uvicorn settings."""
+def uvicorn_config(app: Any, limits: HTTPLimits, drain_timeout: float = 35.0, **kwargs: Any) -> uvicorn.Config:
+    """A uvicorn Config serving ``app`` under ``limits``; ``kwargs`` are other uvicorn settings.
+
+    WebSocket connections drain at shutdown (``websocket_drain.py``): in-flight responses end,
+    then a 1012 close; ``drain_timeout`` seconds at most.
+    """
     return uvicorn.Config(
         app,
         http=protocol_class(limits),
+        ws=draining_websocket_protocol(drain_timeout),
         timeout_keep_alive=limits.timeout_keep_alive,  # type: ignore[arg-type]  # a float works (call_later)
         **kwargs,
     )
