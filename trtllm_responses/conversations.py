@@ -24,6 +24,7 @@ from .harmony.input_messages import input_to_messages
 from .ids import new_id
 from .input_items import normalize_input_items
 from .pagination import list_page_json
+from .protocol import check_depth
 from .store import ConversationItem, ResponseStore, StoredConversation
 
 __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]
@@ -59,6 +60,7 @@ def _body(raw: bytes) -> dict[str, Any]:
         raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidRequestError("The request body must be a JSON object.")
+    check_depth(body)
     return body
 
 

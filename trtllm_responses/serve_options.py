@@ -127,6 +127,7 @@ HTTP_LIMIT_FLAGS = (
     "timeout_request_body",
     "timeout_keep_alive",
     "limit_concurrency",
+    "max_connections_per_client",
 )
 
 
@@ -172,6 +173,13 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
         default=d.limit_concurrency,
         help=f"open connections or requests in flight beyond which requests get 503 "
         f"(default: {d.limit_concurrency})",
+    )
+    group.add_argument(
+        "--max_connections_per_client",
+        type=_non_negative_int,
+        default=d.max_connections_per_client,
+        help=f"open connections from one client address; one more gets 503 and is closed; 0: no limit "
+        f"(default: {d.max_connections_per_client})",
     )
 
 
