@@ -155,7 +155,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if not self._admit_client(transport):
-            self.logger.warning("Over --max_connections_per_client for %s: answering 503", self.client[0])
+            self.logger.warning("Over --max_connections_per_client for %s: answering 503", self.client)
             self._send_error(
                 _ServiceUnavailable(
                     f"This client has {self.limits.max_connections_per_client} connections open to the server, "
