@@ -89,7 +89,11 @@ def _deep(levels: int) -> Any:
 
 def test_nesting_past_the_limit_on_the_conversation_routes(one_connection: httpx.Client) -> None:
     deep = _deep(300)
-    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x", "extra": deep}]}
+    item = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "x", "extra": deep}],
+    }
     created = one_connection.post("/v1/conversations", json={"items": [item]})
     error = _assert_400(created, created.json()["error"]["param"])
     assert "64 levels" in error["message"]

@@ -41,7 +41,9 @@ class _Redirecting:
         if scope["type"] == "http":
             self.seen.append(scope["path"])
             if scope["path"].startswith("/mcp/redirect"):
-                await send({"type": "http.response.start", "status": 307, "headers": [(b"location", b"/open/mcp")]})
+                await send(
+                    {"type": "http.response.start", "status": 307, "headers": [(b"location", b"/open/mcp")]}
+                )
                 await send({"type": "http.response.body", "body": b""})
                 return
             if scope["path"].startswith("/open/"):
@@ -67,7 +69,10 @@ def redirecting() -> Iterator[tuple[str, _Redirecting]]:
 
 @pytest.fixture(scope="module")
 def server(
-    mcp: MCPTestServer, redirecting: tuple[str, _Redirecting], encoding, adapter  # type: ignore[no-untyped-def]
+    mcp: MCPTestServer,
+    redirecting: tuple[str, _Redirecting],
+    encoding,
+    adapter,  # type: ignore[no-untyped-def]
 ) -> Iterator[RunningServer]:
     settings = ToolSettings(
         mcp_allowed_urls=(mcp.url, redirecting[0] + "/mcp"),
@@ -163,7 +168,12 @@ def test_a_redirect_out_of_the_allowed_prefix_is_not_followed(
 ) -> None:
     origin, app = redirecting
     app.seen.clear()
-    tool = {"type": "mcp", "server_label": "demo", "server_url": origin + "/mcp/redirect", "require_approval": "never"}
+    tool = {
+        "type": "mcp",
+        "server_label": "demo",
+        "server_url": origin + "/mcp/redirect",
+        "require_approval": "never",
+    }
     response = http.post("/v1/responses", json={"input": "hello", "tools": [tool]}).json()
     listing = response["output"][0]
     assert listing["type"] == "mcp_list_tools" and listing["error"], listing

@@ -76,7 +76,9 @@ def test_a_message_over_max_input_bytes_is_refused_and_the_socket_stays_usable(s
         assert done["response"]["output"][-1]["content"][0]["text"] == "still here"
 
 
-def test_a_compressed_message_expanding_past_the_limit_closes_the_socket_unread(server: RunningServer) -> None:
+def test_a_compressed_message_expanding_past_the_limit_closes_the_socket_unread(
+    server: RunningServer,
+) -> None:
     """8 KB of permessage-deflate on the wire that would be 8 MB in the server: closed with 1009."""
     with ws_connect(ws_url(server), compression="deflate", max_size=None) as ws:
         assert ws.protocol.extensions, "the server must have negotiated permessage-deflate for this test"
@@ -91,7 +93,11 @@ def test_the_bytes_waiting_on_a_connection_are_bounded(server: RunningServer) ->
     padding = "p" * (LIMIT - 4096)  # an unknown field: ignored by create, counted by the budget
     with ws_connect(ws_url(server), compression=None) as ws:
         for _ in range(MAX_QUEUED_INPUTS + 3):
-            ws.send(json.dumps({"type": "response.create", "input": "#lorem 2000", "store": False, "pad": padding}))
+            ws.send(
+                json.dumps(
+                    {"type": "response.create", "input": "#lorem 2000", "store": False, "pad": padding}
+                )
+            )
         error = next_error(ws)
         assert error["error"]["code"] == "too_many_requests"
         assert "bytes" in error["error"]["message"]
@@ -180,7 +186,9 @@ def test_one_client_holding_idle_sockets_cannot_make_others_503(capped: RunningS
     held = [_connect(capped) for _ in range(4 * PER_CLIENT)]
     try:
         answers = [_refused(s) for s in held[PER_CLIENT:]]
-        assert all(a.startswith(b"HTTP/1.1 503") and b"too_many_connections" in a for a in answers), answers[:2]
+        assert all(a.startswith(b"HTTP/1.1 503") and b"too_many_connections" in a for a in answers), answers[
+            :2
+        ]
         assert all(_refused(s) == b"" for s in held[:PER_CLIENT])  # the first ones stay open
         assert _health_from(capped, "127.0.0.2") == 200  # another client is served
     finally:

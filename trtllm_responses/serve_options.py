@@ -336,7 +336,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         type=_hosts_or_cidrs,
         default=[],
         metavar="HOST_OR_CIDR,...",
-        help="private, loopback or link-local hosts the browser may fetch anyway (default: none)",
+        help="hosts or CIDRs that are not globally reachable (private, loopback, link-local, shared, special-purpose) the browser may fetch anyway (default: none)",
     )
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(

@@ -212,7 +212,9 @@ class MCPProvider(ToolProvider):
             async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
                 yield client
             return
-        http = _http_client(headers=self._headers, timeout=httpx2.Timeout(timeout), allowed=self._allowed_urls)
+        http = _http_client(
+            headers=self._headers, timeout=httpx2.Timeout(timeout), allowed=self._allowed_urls
+        )
         async with http:
             transport = streamable_http_client(self._url, http_client=http)
             async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
