@@ -99,7 +99,7 @@ class ResponsesService:
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
-        self.conversations = ConversationsService(store, adapter, self._render_history)
+        self.conversations = ConversationsService(store, adapter, self._render_history, self.max_input_bytes)
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
@@ -139,7 +139,8 @@ class ResponsesService:
         conversation_history = None
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
-            conversation_history, seen = await self.conversations.history(conversation)
+            given = [i["id"] for i in request.input if isinstance(i, dict) and isinstance(i.get("id"), str)]
+            conversation_history, seen = await self.conversations.history(conversation, given, size)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
         if size > self.inline_render_bytes:
             await asyncio.sleep(0)  # as in _build_prompt: the rest of a large body's preparation is a step of its own

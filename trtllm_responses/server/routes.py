@@ -12,7 +12,7 @@ from ..config import ServerConfig
 from ..errors import InvalidRequestError, NotFoundError
 from ..service import ResponsesService
 from .background import BackgroundResponses
-from .operations import metrics_text
+from .operations import authorized, metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
 __all__ = ["build_router"]
@@ -95,8 +95,12 @@ def build_router(
 
     @router.get("/stats")
     async def stats(request: Request) -> dict[str, object]:
-        if request.query_params.get("reset") == "1":
-            service.metrics.reset()
+        if "reset" in request.query_params:
+            # Reading is open (as /metrics); clearing the windows others read needs the key.
+            if config.api_key is not None and not authorized(request.scope, config.api_key):
+                raise unauthorized(request.scope)
+            if request.query_params["reset"] == "1":
+                service.metrics.reset()
         store = await service.store.stats()
         return {
             **service.metrics.snapshot(),
