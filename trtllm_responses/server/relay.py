@@ -113,6 +113,10 @@ class RedisRelay:
 
     # -- any process ---------------------------------------------------------------------------
 
+    async def forget(self, response_id: str) -> None:
+        """Drop what Redis keeps of a background response besides the stored response (DELETE)."""
+        await self._call("delete", EVENTS + response_id, SNAPSHOT + response_id)
+
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return await self.store._call(name, *args, **kwargs)
 

@@ -68,7 +68,7 @@ def build_router(
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(response_id: str) -> Response:
-        return JSONBytesResponse(await service.delete(response_id))
+        return JSONBytesResponse(await background.delete(response_id))
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(response_id: str, request: Request) -> Response:
