@@ -33,8 +33,10 @@ class ServerConfig:
     websocket_max_seconds: float = 3600.0
     #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
     max_input_bytes: int = 0
-    #: Start the render worker process with the server (else at the first large request).
+    #: Start the render worker processes with the server (else at the first large request).
     start_render_worker: bool = True
+    #: Render worker processes (``--render_workers``); 0: one a core, at most 4.
+    render_workers: int = 0
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)
     tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits

@@ -40,6 +40,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         redact_reasoning=args.redact_reasoning,
         websocket_max_seconds=args.websocket_max_seconds,
         max_input_bytes=args.max_input_bytes,
+        render_workers=args.render_workers,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
         tools=ToolSettings(
             mcp_allowed_urls=tuple(args.mcp_allowed_urls),
@@ -253,6 +254,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=0,
         help="refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
         "0: 16 bytes per token of the context window",
+    )
+    serve.add_argument(
+        "--render_workers",
+        type=_non_negative_int,
+        default=0,
+        help="worker processes rendering large inputs off the event loop, ~130 MiB each; "
+        "0: one a core, at most 4",
     )
     serve.add_argument(
         "--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"]

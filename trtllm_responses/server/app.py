@@ -19,6 +19,7 @@ from ..config import ServerConfig
 from ..executors.base import Executor
 from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
+from ..harmony.render_pool import RenderPool
 from ..metrics import ServerMetrics
 from ..sealing import ContentSealer, load_key
 from ..service import ResponsesService
@@ -62,6 +63,7 @@ def create_app(
         redact_reasoning=config.redact_reasoning,
         max_input_bytes=config.max_input_bytes,
         tool_settings=config.tools,
+        render_pool=RenderPool(config.render_workers or None),
     )
     limits = BackgroundLimits(grace=config.background_grace)
     relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None
