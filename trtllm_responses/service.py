@@ -134,6 +134,8 @@ class ResponsesService:
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
         self.check_input_size(size)
         request = parse_request(body)
+        if request.store:
+            await self.store.ping()  # 503 now, not a generated response that cannot be kept
         conversation = None
         seen: tuple[int, str | None] = (0, None)
         conversation_history = None

@@ -72,6 +72,8 @@ class BackgroundRun:
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     #: Told how many bytes the run's frames grew (or shrank) by: the process-wide budget.
     account: Callable[[BackgroundRun, int], None] | None = None
+    #: The final response's JSON once it ended (retrieved from here while the store cannot give it).
+    final: bytes | None = None
 
     @property
     def id(self) -> str:
@@ -209,7 +211,8 @@ class BackgroundResponses:
 
     async def _drive(self, run: BackgroundRun) -> bytes:
         try:
-            return await self.service.drive(run.prepared, run.record)
+            run.final = await self.service.drive(run.prepared, run.record)
+            return run.final
         except BaseException:
             logger.exception("Background response %s stopped without a terminal event", run.id)
             raise
@@ -308,6 +311,8 @@ class BackgroundResponses:
         run = self.runs.get(response_id)
         if run is not None and run.prepared.stream is None and not run.done:
             return to_json(run.prepared.response.model_copy(update={"status": "queued"}))
+        if run is not None and run.final is not None and run.prepared.store_failed:
+            return run.final  # failed, saying it could not be stored: never a silent 404
         if run is None and self.relay is not None and response_id not in self.service.live:
             if await self.service.store.get(response_id) is None:
                 snapshot = await self.relay.snapshot(response_id)

@@ -100,6 +100,9 @@ class ResponseStore(Protocol):
     async def stats(self) -> StoreStats:
         """Counters for logs and benchmarks."""
 
+    async def ping(self) -> None:
+        """Raise ServiceUnavailableError if the store cannot be reached now (a store in this process always can)."""
+
     async def close(self) -> None:
         """Flush and release the storage (at server shutdown)."""
 

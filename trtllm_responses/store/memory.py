@@ -99,6 +99,9 @@ class ConversationHistoryStore:
             self._bytes -= self._sizes.pop(response_id)
             return True
 
+    async def ping(self) -> None:
+        """In this process: always reachable."""
+
     async def stats(self) -> StoreStats:
         """Counts, bytes and evictions."""
         with self._lock:

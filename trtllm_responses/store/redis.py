@@ -71,6 +71,10 @@ class RedisStore:
             logger.error("The Redis store failed on %s: %r", name, exc)
             raise ServiceUnavailableError("The response store is unavailable; retry later.") from exc
 
+    async def ping(self) -> None:
+        """ServiceUnavailableError (503) unless Redis answers within its timeout."""
+        await self._call("ping")
+
     async def get(self, response_id: str) -> StoredResponse | None:
         """The entry (its TTL renewed); None if unknown or expired."""
         key = PREFIX + response_id

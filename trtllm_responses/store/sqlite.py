@@ -335,6 +335,9 @@ class SQLiteStore:
         """Forget an entry."""
         return await self._run(self._delete, response_id)
 
+    async def ping(self) -> None:
+        """In this process: always reachable."""
+
     async def stats(self) -> StoreStats:
         """Counts, bytes and evictions (of every process sharing the file)."""
         return await self._run(self._stats)
