@@ -67,6 +67,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     #: A transport is dropped when its connection ends (weakly held) or is seen closing (a WebSocket that
     #: took the transport over ends without this protocol hearing of it).
     clients: ClassVar[dict[str, weakref.WeakSet[asyncio.BaseTransport]]] = {}
+    refused_clients: ClassVar[int] = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -155,7 +156,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if not self._admit_client(transport):
-            self.logger.warning("Over --max_connections_per_client for %s: answering 503", self.client)
+            type(self).refused_clients += 1
+            if self.refused_clients % 1000 == 1:  # one line per thousand: a flood must not flood the log
+                self.logger.warning(
+                    "Over --max_connections_per_client for %s: answering 503 (%d so far)",
+                    self.client,
+                    self.refused_clients,
+                )
             self._send_error(
                 _ServiceUnavailable(
                     f"This client has {self.limits.max_connections_per_client} connections open to the server, "
