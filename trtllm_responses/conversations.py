@@ -24,7 +24,7 @@ from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter,
 from .harmony.input_messages import input_to_messages
 from .ids import new_id
 from .input_items import normalize_input_items
-from .pagination import list_page_json
+from .pagination import list_page_json, page_json
 from .protocol import check_depth
 from .store import ConversationItem, ResponseStore, StoredConversation
 
@@ -179,8 +179,13 @@ class ConversationsService:
 
     async def list_items(self, conversation_id: str, *, after: str | None, limit: int, order: str) -> bytes:
         """``GET /v1/conversations/{id}/items``: a page, newest first unless ``order=asc``."""
-        items = await self._all_items(conversation_id)
-        return list_page_json(items, after=after, limit=limit, order=order, where="this conversation")
+        try:
+            found = await self.store.conversation_page(conversation_id, after=after, limit=limit, order=order)
+        except LookupError:
+            raise InvalidRequestError(f"No item with id '{after}' in this conversation.", param="after") from None
+        if found is None:
+            raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
+        return page_json(*found)
 
     async def add_items(self, conversation_id: str, raw: bytes) -> bytes:
         """``POST /v1/conversations/{id}/items``: append items; the list of those added."""
