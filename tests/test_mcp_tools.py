@@ -564,6 +564,9 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
     assert usage["input_tokens"] == sum(len(p) for p in prompts)
     # Block reuse: turn 2 reuses turn 1's prompt, turn 3 turn 2's (whole 32-token blocks).
     assert usage["input_tokens_details"]["cached_tokens"] == sum((len(p) // 32) * 32 for p in prompts[:2])
+    # What the engine had to compute: the rest of the prompt tokens.
+    details = usage["input_tokens_details"]
+    assert details["cache_write_tokens"] == usage["input_tokens"] - details["cached_tokens"] > 0
 
 
 def test_serve_flags() -> None:

@@ -41,6 +41,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         websocket_max_seconds=args.websocket_max_seconds,
         max_input_bytes=args.max_input_bytes,
         render_workers=args.render_workers,
+        prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
         tools=ToolSettings(
             mcp_allowed_urls=tuple(args.mcp_allowed_urls),
@@ -261,6 +262,12 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=0,
         help="worker processes rendering large inputs off the event loop, ~130 MiB each; "
         "0: one a core, at most 4",
+    )
+    serve.add_argument(
+        "--prompts",
+        metavar="DIR",
+        help="prompt templates for the request field 'prompt': one DIR/<id>/<version>.json per prompt version "
+        "(without it, 'prompt' is a 400)",
     )
     serve.add_argument(
         "--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"]

@@ -43,23 +43,28 @@ from typing import Any
 
 from ..constraints import CallOption, Constraint
 from ..grammars import lark_to_ebnf
+from ..harmony.headers import FINAL_HEADERS, FREE_CHANNELS, call_headers
 
 __all__ = ["FREE_MESSAGES", "structural_tag"]
 
 #: Free messages (analysis, commentary preambles) before the final JSON or the required call: any
 #: number, each ``<|channel|>X<|message|>…<|end|><|start|>assistant`` whose body never contains
 #: ``<|`` (a Harmony control token inside a body is malformed output to the parser too).
-FREE_MESSAGES = r"""root ::= free_message*
-free_message ::= "<|channel|>" ("analysis" | "commentary") "<|message|>" body "<|end|><|start|>assistant"
+FREE_MESSAGES = (
+    r"""root ::= free_message*
+free_message ::= "<|channel|>" ("""
+    + " | ".join(json.dumps(channel) for channel in FREE_CHANNELS)
+    + r""") "<|message|>" body "<|end|><|start|>assistant"
 body ::= ([^<] | "<" [^|])* "<"?
 """
+)
 #: A free final answer (the last message: only ``<|return|>`` may follow; its body never contains ``<|``).
-FREE_FINAL = r"""root ::= "<|channel|>final<|message|>" body
+FREE_FINAL = "root ::= " + json.dumps(FINAL_HEADERS[0]) + r""" body
 body ::= ([^<] | "<" [^|])* "<"?
 """
-FINAL_BEGINS = ("<|channel|>final<|message|>", "<|channel|>final <|constrain|>json<|message|>")
-#: The other header gpt-oss writes for a call, recipient first (how Harmony renders a call in history).
-RECIPIENT_FIRST = " to="
+#: The final answer's headers and the call headers come from ``harmony/headers.py``, the definition the
+#: parser reads with (``tests/test_reader.py`` walks every header this tag accepts through the parser).
+FINAL_BEGINS = FINAL_HEADERS
 _ANY_JSON_OBJECT = {"type": "object"}
 
 
@@ -84,12 +89,7 @@ def _content_type(call: CallOption) -> str:
     return f" {content_type}" if content_type else ""
 
 
-def _heads(channel: str, content_type: str) -> list[tuple[str, str]]:
-    """The call header in both orders gpt-oss writes it, each cut as ``(begin, after the recipient)``."""
-    return [
-        (f"<|channel|>{channel} to=", f"{content_type}<|message|>"),
-        (RECIPIENT_FIRST, f"<|channel|>{channel}{content_type}<|message|>"),
-    ]
+_heads = call_headers
 
 
 def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:

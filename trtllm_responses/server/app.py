@@ -21,6 +21,7 @@ from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
 from ..harmony.render_pool import RenderPool
 from ..metrics import ServerMetrics
+from ..prompts import PromptTemplates
 from ..sealing import ContentSealer, load_key
 from ..service import ResponsesService
 from ..store import ResponseStore
@@ -62,6 +63,7 @@ def create_app(
         sealer=sealer or ContentSealer(load_key(config.encryption_key_file)),
         redact_reasoning=config.redact_reasoning,
         max_input_bytes=config.max_input_bytes,
+        prompts=PromptTemplates(config.prompts),
         tool_settings=config.tools,
         render_pool=RenderPool(config.render_workers or None),
     )

@@ -15,6 +15,8 @@ __version__ = "0.0.0-fake"
 __all__ = ["LLM", "SamplingParams", "GuidedDecodingParams", "RequestOutput", "CompletionOutput", "KvCacheConfig"]
 
 TOKENS_PER_BLOCK = 32
+#: tensorrt_llm/llmapi/llm.py: ``priority: float = DEFAULT_REQUEST_PRIORITY`` (0.5).
+DEFAULT_REQUEST_PRIORITY = 0.5
 
 
 def _log(record: dict[str, Any]) -> None:
@@ -137,6 +139,8 @@ class LLM:
         _log({"event": "init", "args": self.args.model_dump(mode="json", exclude_unset=True)})
         self._next_id = 0
         self._seen_prompts: list[list[int]] = []
+        self.priorities: list[float] = []  # each generate_async call's priority
+        self.retention_configs: list[Any] = []  # and its kv_cache_retention_config
         self._step_delay = float(os.environ.get("FAKE_TRTLLM_STEP_DELAY", "0"))
         from trtllm_responses.executors.echo import EchoExecutor
         from trtllm_responses.harmony import load_encoding
@@ -171,8 +175,12 @@ class LLM:
         inputs: Any,
         sampling_params: Optional[SamplingParams] = None,
         streaming: bool = False,
+        kv_cache_retention_config: Any = None,
+        priority: float = DEFAULT_REQUEST_PRIORITY,
         **kwargs: Any,
     ) -> RequestOutput:
+        # ``priority`` as in tensorrt_llm/llmapi/llm.py's LLM.generate_async: "The scheduling priority for the
+        # request, in the range [0, 1]. Higher values indicate higher priority. Defaults to 0.5."
         if not (isinstance(inputs, list) and all(isinstance(t, int) for t in inputs)):
             raise TypeError(f"The inputs must be type str or list of int, but got {type(inputs)}")
         if not streaming:
@@ -180,8 +188,12 @@ class LLM:
         params = sampling_params or SamplingParams()
         if params.guided_decoding is not None and self.args.guided_decoding_backend is None:
             raise ValueError("guided decoding needs the LLM's guided_decoding_backend")
+        if not 0.0 <= priority <= 1.0:
+            raise ValueError(f"priority must be in [0, 1], got {priority}")
         self._next_id += 1
-        _log({"event": "generate", "request_id": self._next_id, "sampling": describe(params)})
+        self.priorities.append(priority)
+        self.retention_configs.append(kv_cache_retention_config)
+        _log({"event": "generate", "request_id": self._next_id, "sampling": describe(params), "priority": priority})
         return RequestOutput(self, self._next_id, inputs, self._plan(inputs), params)
 
     def shutdown(self) -> None:

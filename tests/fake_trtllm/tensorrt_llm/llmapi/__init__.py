@@ -1,4 +1,13 @@
 from ..sampling_params import GuidedDecodingParams, SamplingParams
 from .llm_args import BuildConfig, KvCacheConfig, TorchLlmArgs, TrtLlmArgs
+from .retention import KvCacheRetentionConfig
 
-__all__ = ["BuildConfig", "GuidedDecodingParams", "KvCacheConfig", "SamplingParams", "TorchLlmArgs", "TrtLlmArgs"]
+__all__ = [
+    "BuildConfig",
+    "GuidedDecodingParams",
+    "KvCacheConfig",
+    "KvCacheRetentionConfig",
+    "SamplingParams",
+    "TorchLlmArgs",
+    "TrtLlmArgs",
+]
