@@ -150,7 +150,11 @@ class ResponsesService:
         conversation_history = None
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
-            given = [i["id"] for i in request.input if isinstance(i, dict) and isinstance(i.get("id"), str)]
+            given = [  # new items' ids (an item_reference's id names an item that is there already)
+                i["id"]
+                for i in request.input
+                if isinstance(i, dict) and isinstance(i.get("id"), str) and i.get("type") != "item_reference"
+            ]
             conversation_history, seen = await self.conversations.history(conversation, given, size)
         request = await self.resolve_references(request, conversation)
         request, triggered = compaction_triggered(request)
