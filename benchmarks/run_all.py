@@ -66,6 +66,7 @@ def main() -> int:
     results["hostile"] = run("hostile_input.py")
     results["tool_loop"] = run("tool_loop.py", "--requests", "100")
     results["ws_loop"] = run("ws_agent_loop.py")
+    results["summaries"] = run("summaries.py", "--requests", "20", "--runs", "2", "--duration", "5")  # reported
     p, h, lat, st = results["pipeline"], results["http"], results["latency"], results["store"]
     hostile = results["hostile"]
     longest = max(results["prompt"]["histories"], key=lambda x: x["history_tokens"])

@@ -61,9 +61,14 @@ class RunningServer:
 
 
 def start_server(
-    executor: Executor, adapter: HarmonyAdapter, store: Any = None, **config: Any
+    executor: Executor,
+    adapter: HarmonyAdapter,
+    store: Any = None,
+    port: int = 0,
+    drain_timeout: float = 35.0,
+    **config: Any,
 ) -> RunningServer:
-    """Serve ``executor`` with uvicorn on 127.0.0.1 and a free port; return when it accepts connections."""
+    """Serve ``executor`` with uvicorn on 127.0.0.1 and a free port (or ``port``); return when it accepts connections."""
     cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", "start_render_worker": False, **config})
     if store is None:
         store = open_store(
@@ -72,10 +77,16 @@ def start_server(
     app = create_app(cfg, executor, store, adapter)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn_config(app, cfg.http, log_level="warning", access_log=False, lifespan="on")
+        uvicorn_config(
+            app, cfg.http, drain_timeout=drain_timeout, log_level="warning", access_log=False, lifespan="on"
+        )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -16,6 +16,10 @@
   its arguments are done (a call refused without running has only ``.failed``), then
   ``.completed``/``.failed`` agreeing with the done item's status
   (a failed tool call is an item status, never a failed response);
+- reasoning summaries: inside a reasoning item, after its text part is done, each summary part is
+  ``reasoning_summary_part.added`` (summary_index 0, 1, 2…, empty text), its
+  ``reasoning_summary_text.delta``s, ``.done`` (their concatenation), ``reasoning_summary_part.done``
+  (the same text), in that order; the done item's ``summary`` holds exactly those texts;
 - ``output_text.annotation.added`` comes inside an open output_text part, numbered 0, 1, 2… per
   item, after the text it annotates was streamed; the done part and item carry the same annotations,
   each pointing inside the text;
@@ -108,6 +112,9 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             assert open_item["id"], "empty item id"
             assert open_item.get("status") in (None, "in_progress")
             deltas = {}
+            summaries: list[str] = []  # done summary parts
+            summary_open: list[str] | None = None  # the open summary part's deltas
+            summary_text: str | None = None  # its done text
             phases: list[str] = []
             annotations: list[dict[str, Any]] = []
             continue
@@ -116,7 +123,28 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             assert event["output_index"] == len(done_items), f"{kind} for another output_index"
         if "item_id" in event:
             assert event["item_id"] == open_item["id"], f"{kind} for item {event['item_id']}"
-        if kind == "response.content_part.added":
+        if kind.startswith("response.reasoning_summary_"):
+            assert open_item["type"] == "reasoning", f"{kind} outside a reasoning item"
+            assert open_part is None, f"{kind} while a content part is open"
+            assert event["summary_index"] == len(summaries), f"{kind}: summary_index out of order"
+            if kind == "response.reasoning_summary_part.added":
+                assert summary_open is None and event["part"] == {"type": "summary_text", "text": ""}
+                summary_open, summary_text = [], None
+            elif kind == "response.reasoning_summary_text.delta":
+                assert summary_open is not None and summary_text is None, "summary delta outside its part"
+                summary_open.append(event["delta"])
+            elif kind == "response.reasoning_summary_text.done":
+                assert summary_open is not None and summary_text is None
+                assert "".join(summary_open) == event["text"], "summary deltas do not add up"
+                summary_text = event["text"]
+            elif kind == "response.reasoning_summary_part.done":
+                assert summary_text is not None, "summary part done before its text"
+                assert event["part"]["text"] == summary_text
+                summaries.append(summary_text)
+                summary_open, summary_text = None, None
+            else:
+                raise AssertionError(f"unexpected event {kind}")
+        elif kind == "response.content_part.added":
             assert open_part is None and event["content_index"] == 0
             assert event["part"]["text"] == ""
             open_part = event["content_index"]
@@ -171,7 +199,10 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             phases.append(phase)
         elif kind == "response.output_item.done":
             assert open_part is None, "item done while a content part is open"
+            assert summary_open is None, "item done while a summary part is open"
             item = event["item"]
+            if item["type"] == "reasoning":
+                assert [s["text"] for s in item["summary"]] == summaries, "the done item's summary differs"
             if item["type"] == "mcp_list_tools":
                 assert phases in (["in_progress", "completed"], ["in_progress", "failed"]), phases
                 assert (phases[-1] == "failed") == bool(item.get("error")), "list_tools status vs error"

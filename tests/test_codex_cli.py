@@ -147,3 +147,25 @@ def test_browser_call_nobody_runs_still_ends_with_the_answer(codex_home: Path, t
     )
     out = codex(codex_home, tmp_path, "-c", 'web_search="disabled"', script)
     assert "Spring tides follow the new and full moon." in out
+
+
+def test_reasoning_summaries_are_shown(echo_server, codex_home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Codex asks for reasoning summaries (``reasoning.summary: auto``) by default and shows them: with
+    nothing but a provider configured (fallback metadata), and with the catalog entry (it says gpt-oss
+    supports them). The echo's summary of ``Writing 5 tokens.`` is ``Summary: Writing 5 tokens.``"""
+    bare = tmp_path / "provider-only"
+    bare.mkdir()
+    (bare / "config.toml").write_text(
+        f'''model = "gpt-oss"
+model_provider = "trtllm"
+
+[model_providers.trtllm]
+name = "trtllm-responses"
+base_url = "{echo_server.base_url}/v1"
+wire_api = "responses"
+'''
+    )
+    for home in (bare, codex_home):
+        out = codex(home, tmp_path, "#lorem 5", transcript=True)
+        assert "Summary: Writing 5 tokens." in out, out[-2000:]
+        assert "lorem ipsum dolor sit amet" in out

@@ -168,6 +168,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=config.port,
         log_level=config.log_level,
         access_log=False,
+        # WebSockets drain (in-flight responses end, then 1012) until the responses' own deadline has ended them.
+        drain_timeout=config.shutdown_timeout + 5,
         # Connections close by themselves once running responses end (by --shutdown_timeout at most,
         # then a terminal event): uvicorn waits a little longer before cancelling anything.
         timeout_graceful_shutdown=int(config.shutdown_timeout) + 10,

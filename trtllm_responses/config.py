@@ -29,6 +29,8 @@ class ServerConfig:
     encryption_key_file: str | None = None
     #: Reasoning items carry only ``encrypted_content``; no reasoning text is streamed.
     redact_reasoning: bool = False
+    #: ``model``: reasoning.summary is answered with summaries the model writes; ``off``: ``summary: []``.
+    reasoning_summaries: str = "model"
     #: A WebSocket connection is closed after this long (``websocket_connection_limit_reached``).
     websocket_max_seconds: float = 3600.0
     #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.

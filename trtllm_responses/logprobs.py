@@ -84,6 +84,11 @@ class LogprobStreamProcessor(TokenStreamProcessor):
         for i, token in enumerate(tokens):
             if self.done:
                 break
+            if self.paused:  # a reasoning item waits for its summary: the rest of the step waits too
+                self.requeued.append(
+                    TokenDelta(tokens[i:], delta.finish_reason, delta.error, delta.cached_tokens, values[i:])
+                )
+                break
             single = TokenDelta(
                 (token,),
                 delta.finish_reason if i == last else None,

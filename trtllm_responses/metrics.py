@@ -52,6 +52,9 @@ class ServerMetrics:
         self.output_tokens = 0
         self.store_errors = 0
         self.aborts = 0
+        self.summaries = 0
+        self.summary_prompt_tokens = 0  # the side generations' prompts (GPU prefill)
+        self.summary_output_tokens = 0
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter("trtllm_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=r)
         self.input_tokens_total = Counter("trtllm_input_tokens", "Prompt tokens of finished responses", registry=r)
@@ -63,6 +66,7 @@ class ServerMetrics:
         self.added = Histogram("trtllm_server_added_latency_seconds", "Request received to prompt handed to the executor", buckets=_LATENCY_BUCKETS, registry=r)
         self.store_errors_total = Counter("trtllm_store_errors", "Store operations that failed (unavailable)", registry=r)
         self.aborts_total = Counter("trtllm_executor_aborts", "Generations aborted in the executor", registry=r)
+        self.summary_tokens_total = Counter("trtllm_summary_tokens", "Tokens of reasoning summaries' side generations", ["kind"], registry=r)
         self.active_streams = Gauge("trtllm_active_responses", "Responses being generated (foreground and background)", registry=r)
         self.active_background = Gauge("trtllm_active_background_responses", "Background responses being generated", registry=r)
         self.store_responses = Gauge("trtllm_store_responses", "Responses in the store", registry=r)
@@ -115,6 +119,14 @@ class ServerMetrics:
         self.store_errors += 1
         self.store_errors_total.inc()
 
+    def record_summary(self, prompt_tokens: int, output_tokens: int) -> None:
+        """A reasoning summary's side generation ran: its prompt and output tokens."""
+        self.summaries += 1
+        self.summary_prompt_tokens += prompt_tokens
+        self.summary_output_tokens += output_tokens
+        self.summary_tokens_total.labels("prompt").inc(prompt_tokens)
+        self.summary_tokens_total.labels("output").inc(output_tokens)
+
     def record_abort(self) -> None:
         """A generation was aborted in the executor."""
         self.aborts += 1
@@ -148,6 +160,11 @@ class ServerMetrics:
                 "max_since_reset_ms": round(self.max_loop_lag * 1000, 3),
             },
             "active_responses": self.active,
+            "reasoning_summaries": {
+                "count": self.summaries,
+                "prompt_tokens": self.summary_prompt_tokens,
+                "output_tokens": self.summary_output_tokens,
+            },
             "gc": {
                 f"generation_{g}": {
                     "collections": self.gc_collections[g],

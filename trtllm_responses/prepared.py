@@ -74,6 +74,10 @@ class PreparedResponse:
     seal_tool_read: Callable[[str, dict[str, Any]], str | None] | None = None
     #: Asked at each Harmony message boundary; a reason (e.g. ``steered``) ends the response there.
     stop_requested: Callable[[], str | None] | None = None
+    #: False (WebSocket ``generate: false``): prepare the conversation and prefill the prompt, no output.
+    generate: bool = True
+    #: The reasoning summary the request asked for (``auto``, ``concise``, ``detailed``), or None.
+    summary_mode: str | None = None
     #: The conversation was compacted before this response (``context_management``).
     compaction: Compaction | None = None
 

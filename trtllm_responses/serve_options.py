@@ -38,6 +38,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         shutdown_timeout=args.shutdown_timeout,
         encryption_key_file=args.encryption_key_file,
         redact_reasoning=args.redact_reasoning,
+        reasoning_summaries=args.reasoning_summaries,
         websocket_max_seconds=args.websocket_max_seconds,
         max_input_bytes=args.max_input_bytes,
         render_workers=args.render_workers,
@@ -288,6 +289,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--redact_reasoning",
         action="store_true",
         help="reasoning items carry only encrypted_content; reasoning text is not streamed",
+    )
+    serve.add_argument(
+        "--reasoning_summaries",
+        choices=("model", "off"),
+        default="model",
+        help="reasoning.summary: summaries the model writes in a side generation (model, the default), "
+        "or none (off: summary: [])",
     )
     serve.add_argument(
         "--websocket_max_seconds",

@@ -53,6 +53,7 @@ from .references import has_references, resolve_references
 from .sealing import ContentSealer, is_tool_read, unseal_items
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream
+from .summaries import Summarizer, summary_mode
 from .tools.base import ServerTools
 from .tools.prepare import prepare_server_tools
 from .tools.settings import ToolSettings
@@ -81,6 +82,7 @@ class ResponsesService:
         metrics: ServerMetrics | None = None,
         sealer: ContentSealer | None = None,
         redact_reasoning: bool = False,
+        reasoning_summaries: bool = True,
         max_input_bytes: int | None = None,
         inline_render_bytes: int = INLINE_RENDER_BYTES,
         render_pool: RenderPool | None = None,
@@ -102,6 +104,7 @@ class ResponsesService:
             metrics=self.metrics,
             keep=self._keep,
             redact_reasoning=self.redact_reasoning,
+            summarizer=Summarizer(adapter) if reasoning_summaries else None,
         )
         #: Responses being generated in this process, by id (foreground and background).
         self.live = self.generator.live
@@ -145,6 +148,7 @@ class ResponsesService:
         request = await self.prompts.apply(parse_request(body))
         if request.store:
             await self.store.ping()  # 503 now, not a generated response that cannot be kept
+        summaries = summary_mode(request)
         conversation = None
         seen: tuple[int, str | None] = (0, None)
         conversation_history = None
@@ -227,6 +231,7 @@ class ResponsesService:
             seal_reasoning=seal,
             seal_tool_read=sealer.seal_tool_read if sealer is not None and encrypted else None,
             compaction=compaction,
+            summary_mode=summaries,
             conversation_id=conversation,
             conversation_seen=seen if conversation else (0, None),
             tools=tools,

@@ -44,7 +44,11 @@ Before all of these: a prompt whose developer instructions begin with the
 compaction instruction (``compaction.COMPACTION_INSTRUCTION``, "You are compacting
 this conversation") is a summarization run: analysis ``Summarizing the conversation.``,
 final ``Summary of a conversation of P prompt tokens; the last message said: B``
-(B: the last message's body, at most its first 200 characters).
+(B: the last message's body, at most its first 200 characters). A reasoning summary's
+side generation (``summaries.SUMMARY_INSTRUCTION``, "You are summarizing an assistant's
+private reasoning", the final channel already opened) is answered ``Summary: S`` then
+``<|return|>``, S the summarized text's first sentence (through its first ``.``, ``!`` or
+``?`` followed by a space or the end; all of it when there is none), whitespace collapsed.
 
 It honours ``max_tokens`` (finish ``length``) and stops at the first stop token
 like a real engine (finish ``stop``, the stop token included); a completion that
@@ -81,6 +85,8 @@ def _next_step() -> Generator[None, None, None]:
 
 
 _COMPACTING = "# Instructions\n\nYou are compacting this conversation"
+_SUMMARIZING = "# Instructions\n\nYou are summarizing an assistant's private reasoning"
+_FIRST_SENTENCE = re.compile(r"\s*(.*?[.!?])(?=\s|$)", re.DOTALL)
 _CONVERSATION_ROLES = frozenset({"user", "assistant", "system", "developer", ""})
 _LOREM = re.compile(r"#lorem (\d+)")
 _CALL = re.compile(r"call ([A-Za-z0-9_\-.]+) (\{.*\})", re.DOTALL)
@@ -153,6 +159,7 @@ class EchoExecutor(Executor):
         self._user = encoding.encode("user")[0]
         self._assistant = encoding.encode("assistant")[0]
         self._filler = encoding.encode_plain(_FILLER_WORDS)
+        self._final_start = encoding.encode("<|start|>assistant<|channel|>final<|message|>")
         self._functions_marker = "Calls to these tools must go to the commentary channel: 'functions'."
 
     # -- the plan --------------------------------------------------------------------------
@@ -298,6 +305,25 @@ class EchoExecutor(Executor):
         developer_end = prompt.index(enc.end, system_end + 1)
         return enc.decode(prompt[system_end + 3 : developer_end]).partition("<|message|>")[2]
 
+    def _summary(self, prompt: Sequence[int]) -> list[int] | None:
+        """A reasoning summary's side generation (``summaries.py``): ``Summary: `` + the first sentence.
+
+        Its prompt ends with the final channel opened and its developer instructions begin
+        with the summarizer's; the text summarized is the user message before that.
+        """
+        n = len(self._final_start)
+        if len(prompt) < n or list(prompt[-n:]) != self._final_start:
+            return None
+        if not self._developer_text(prompt).startswith(_SUMMARIZING):
+            return None
+        end = len(prompt) - n - 1  # the user message's <|end|>
+        start = end - 1 - prompt[end - 1 :: -1].index(self._enc.start)
+        body_start = prompt.index(self._enc.message, start, end) + 1
+        text = " ".join(self._enc.decode(prompt[body_start:end]).split())
+        match = _FIRST_SENTENCE.match(text)
+        sentence = match.group(1) if match else text
+        return self._enc.encode_plain(f"Summary: {sentence}") + [self._enc.return_]
+
     def plan(
         self, prompt: Sequence[int], max_tokens: int | None = None, constraint: Constraint | None = None
     ) -> list[int]:
@@ -305,6 +331,9 @@ class EchoExecutor(Executor):
 
         Echoed text reuses the prompt's own tokens for it, so echoing costs a copy, not a tokenization.
         """
+        summary = self._summary(prompt)
+        if summary is not None:
+            return summary
         header, body_tokens = self._last_message(prompt)
         # The rules read the body's text, but a long plain message (the usual echo) needs none of it:
         # it is decoded only when its first tokens could start a rule, or a rule needs the text.

@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 from openai_harmony import (
+    DeveloperContent,
     Message,
     ReasoningEffort,
     RenderOptions,
@@ -116,6 +117,9 @@ class HarmonyAdapter:
         self._today = today
         self._hidden_logged: set[str] = set()  # hosted tool types already logged as not shown
         self._assistant_start = tuple(encoding.encode("<|start|>assistant"))
+        self._final_start = tuple(encoding.encode("<|start|>assistant<|channel|>final<|message|>"))
+        # Keyed by the server's own instructions (a few) and the date.
+        self._side_heads: dict[tuple[str, str], tuple[int, ...]] = {}
         # Keyed by a handful of small values: bounded by count.
         self._render_system = lru_cache(maxsize=64)(self._render_system_uncached)
         # Keyed by client text (instructions, tools): bounded by bytes, filled only by accepted prompts.
@@ -168,6 +172,25 @@ class HarmonyAdapter:
             message, RenderOptions(conversation_has_function_tools=has_functions)
         )
         return RenderedMessage(message.to_json(), self.encoding.intern(tokens), False, False)
+
+    def side_prompt(self, instructions: str, text: str) -> list[int]:
+        """A side generation's prompt: system (low effort, no tools), developer ``instructions``, user
+        ``text``, and the assistant's ``final`` channel already opened (the model writes only the answer).
+
+        For work the server asks of the model beside a response (reasoning summaries).
+        """
+        key = (instructions, self._today())
+        head = self._side_heads.get(key)
+        if head is None:
+            if len(self._side_heads) >= 8:  # yesterday's
+                self._side_heads.clear()
+            system = self._render_system(ReasoningEffort.LOW, key[1], False, False, False)
+            developer = Message.from_role_and_content(
+                Role.DEVELOPER, DeveloperContent.new().with_instructions(instructions)
+            )
+            head = self._side_heads[key] = (*system.tokens, *self.encoding.render(developer))
+        user = self.encoding.render(Message.from_role_and_content(Role.USER, text))
+        return [*head, *user, *self._final_start]
 
     # -- requests --------------------------------------------------------------------------
 

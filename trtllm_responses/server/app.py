@@ -62,6 +62,7 @@ def create_app(
         metrics=metrics,
         sealer=sealer or ContentSealer(load_key(config.encryption_key_file)),
         redact_reasoning=config.redact_reasoning,
+        reasoning_summaries=config.reasoning_summaries == "model",
         max_input_bytes=config.max_input_bytes,
         prompts=PromptTemplates(config.prompts),
         tool_settings=config.tools,

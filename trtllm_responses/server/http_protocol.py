@@ -37,6 +37,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from ..errors import APIError, InvalidRequestError, ServerError
 from ..http_limits import HTTPLimits
+from .websocket_drain import draining_websocket_protocol
 
 __all__ = ["GuardedHttpToolsProtocol", "protocol_class", "uvicorn_config"]
 
@@ -299,12 +300,14 @@ def protocol_class(limits: HTTPLimits) -> type[GuardedHttpToolsProtocol]:
 WS_MESSAGE_SLACK = 64 << 10
 
 
-def uvicorn_config(app: Any, limits: HTTPLimits, **kwargs: Any) -> uvicorn.Config:
+def uvicorn_config(app: Any, limits: HTTPLimits, drain_timeout: float = 35.0, **kwargs: Any) -> uvicorn.Config:
     """A uvicorn Config serving ``app`` under ``limits``; ``kwargs`` are other uvicorn settings.
 
-    A WebSocket message is bounded by the app's ``--max_input_bytes`` (plus WS_MESSAGE_SLACK): the
-    ``websockets`` protocol refuses a longer one while reading it, counting decompressed bytes of a
-    permessage-deflate message, so 8 KB on the wire cannot become 8 MB in the server.
+    WebSocket connections drain at shutdown (``websocket_drain.py``): in-flight responses end,
+    then a 1012 close; ``drain_timeout`` seconds at most. A WebSocket message is bounded by the app's
+    ``--max_input_bytes`` (plus WS_MESSAGE_SLACK): the ``websockets`` protocol refuses a longer one while
+    reading it, counting decompressed bytes of a permessage-deflate message, so 8 KB on the wire cannot
+    become 8 MB in the server.
     """
     service = getattr(app, "service", None)
     if service is not None and "ws_max_size" not in kwargs:
@@ -312,6 +315,7 @@ def uvicorn_config(app: Any, limits: HTTPLimits, **kwargs: Any) -> uvicorn.Confi
     return uvicorn.Config(
         app,
         http=protocol_class(limits),
+        ws=draining_websocket_protocol(drain_timeout),
         timeout_keep_alive=limits.timeout_keep_alive,  # type: ignore[arg-type]  # a float works (call_later)
         **kwargs,
     )

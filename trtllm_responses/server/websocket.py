@@ -24,6 +24,12 @@ grammar of the SSE stream. What is WebSocket-only lives here:
   ``response.completed``); the next ``response.create`` continuing it gets the
   queued input prepended. Input that cannot be applied comes back in
   ``response.steer.failed``.
+- **Preparing.** ``generate: false`` prepares a response without output: its conversation is
+  kept (and stored with ``store: true``) and its prompt is prefilled in the engine, so a later
+  ``response.create`` continuing it with ``previous_response_id`` pays only its new input.
+- **Draining.** At shutdown the server hands the connection :data:`~.websocket_drain.DRAIN`:
+  responses already running finish, requests not started get an error event coded
+  ``server_restarting``, then the socket closes with 1012, which the SDK reconnects on.
 - **Limits.** A connection is closed after ``websocket_max_seconds`` with an
   error event coded ``websocket_connection_limit_reached``. A client that
   disconnects cancels its responses, which aborts their generations. Budgets
@@ -51,13 +57,14 @@ from openai.types.responses import ResponseStreamEvent
 from starlette.types import Receive, Scope, Send
 
 from ..config import ServerConfig
-from ..errors import APIError, InvalidRequestError, ServerError
+from ..errors import APIError, InvalidRequestError, ServerError, ServiceUnavailableError
 from ..harmony.adapter import ConversationHistory
 from ..ids import new_id
 from ..protocol import check_depth
 from ..service import PreparedResponse, ResponsesService
 from ..wire import to_dict
 from .sse import event_json
+from .websocket_drain import DRAIN, SERVICE_RESTART
 
 __all__ = ["serve_websocket"]
 
@@ -130,6 +137,11 @@ class ResponsesSocket:
         self._pending: dict[str, list[_Steer]] = {}
         self._finished: dict[str, None] = {}
         self._sequence = 0  # for connection-level events (steering), apart from response streams
+        # Draining (server shutdown): requests being handled now, and set once none is.
+        self._draining = False
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -201,6 +213,10 @@ class ResponsesSocket:
             kind = message["type"]
             if kind == "websocket.disconnect":
                 return
+            if kind == DRAIN:
+                with contextlib.suppress(_SocketClosed):
+                    await self._drain()
+                continue
             if kind != "websocket.receive":
                 continue
             raw = message.get("text")
@@ -232,7 +248,11 @@ class ResponsesSocket:
             await self._send_error(exc)
             return
         kind = data.get("type")
-        if kind == "response.create":
+        if kind == "response.create" and self._draining:
+            stream_id = data.get("stream_id")
+            echoed = stream_id if isinstance(stream_id, str) and len(stream_id) <= MAX_STREAM_ID else None
+            await self._send_error(_restarting(), echoed)
+        elif kind == "response.create":
             stream_id = data.get("stream_id")
             if stream_id is not None and (not isinstance(stream_id, str) or len(stream_id) > MAX_STREAM_ID):
                 await self._send_error(
@@ -294,22 +314,55 @@ class ResponsesSocket:
         while True:
             raw = await lane.get()
             self._queued_bytes -= len(raw)
-            request: _Successor | None = (orjson.loads(raw), ())
+            request: _Successor | None = (orjson.loads(raw), ())  # kept as received while it waited
             del raw
-            while request is not None:  # a steered response's successor runs next, on the same lane
-                try:
-                    request = await self._create(request[0], stream_id, request[1])
-                except asyncio.CancelledError:
-                    raise
-                except _SocketClosed:  # the client left mid-response; drive aborted the generation
-                    return
-                except Exception:  # never let one response take the lane down
-                    request = None
-                    logger.exception("Unhandled error on a WebSocket response")
-                    with contextlib.suppress(Exception):  # the socket itself may be what failed
-                        await self._send_error(
-                            ServerError("The server had an error while processing your request."), stream_id
-                        )
+            self._active += 1
+            self._idle.clear()
+            try:
+                await self._run_lane_request(request, stream_id)
+            except _SocketClosed:  # the client left mid-response; drive aborted the generation
+                return
+            finally:
+                self._active -= 1
+                if not self._active:
+                    self._idle.set()
+
+    async def _run_lane_request(self, request: _Successor | None, stream_id: str | None) -> None:
+        """One request of a lane, then the successors steering asks for."""
+        while request is not None:
+            if self._draining:
+                await self._send_error(_restarting(), stream_id)
+                for steer in request[1]:
+                    await self._steer_failed(steer, "successor_creation_failed", "The server is restarting.", stream_id)
+                return
+            try:
+                request = await self._create(request[0], stream_id, request[1])
+            except (asyncio.CancelledError, _SocketClosed):
+                raise
+            except Exception:  # never let one response take the lane down
+                request = None
+                logger.exception("Unhandled error on a WebSocket response")
+                with contextlib.suppress(Exception):  # the socket itself may be what failed
+                    await self._send_error(
+                        ServerError("The server had an error while processing your request."), stream_id
+                    )
+
+    async def _drain(self) -> None:
+        """The server is shutting down: refuse what has not started, let what runs end, then close 1012."""
+        if self._draining:
+            return
+        self._draining = True
+        for stream_id, lane in self._lanes.items():
+            while not lane.empty():
+                self._queued_bytes -= len(lane.get_nowait())
+                await self._send_error(_restarting(), stream_id)
+        self._workers.append(asyncio.ensure_future(self._close_when_idle()))
+
+    async def _close_when_idle(self) -> None:
+        await self._idle.wait()
+        logger.debug("WebSocket connection drained; closing with %d", SERVICE_RESTART)
+        with contextlib.suppress(Exception):
+            await self._send({"type": "websocket.close", "code": SERVICE_RESTART, "reason": "server restarting"})
 
     def _lookup(self, response_id: str) -> ConversationHistory | None:
         for local_id, history in self._local.values():
@@ -339,11 +392,15 @@ class ResponsesSocket:
                 if body.get(name) is refused:
                     raise InvalidRequestError(message, param=name)
             body.pop("stream", None)
+            generate = body.pop("generate", None)
+            if generate is not None and not isinstance(generate, bool):
+                raise InvalidRequestError("'generate' must be a boolean.", param="generate")
             queued = self._pending.pop(previous, []) if isinstance(previous, str) else []
             if queued:  # steering held while this response waited for tool output: prepend it
                 steers = [*steers, *queued]
                 body["input"] = [item for s in queued for item in s.items] + _as_items(body.get("input", []))
             prepared = await self.service.prepare(body, received, lookup=self._lookup)
+            prepared.generate = generate is not False
         except APIError as exc:
             self._evict(previous if isinstance(previous, str) else None)
             await self._send_error(exc, stream_id)
@@ -481,6 +538,12 @@ class ResponsesSocket:
             steer=described,
         )
         await self._send_event(event, stream_id)
+
+
+def _restarting() -> ServiceUnavailableError:
+    return ServiceUnavailableError(
+        "The server is restarting; reconnect and send this request again.", code="server_restarting"
+    )
 
 
 def _remember(bounded: dict[str, Any], key: str, value: Any) -> None:

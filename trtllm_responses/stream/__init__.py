@@ -16,7 +16,8 @@ Harmony parser reports and to how a generation ends:
 
 Server-run tools (``tool_loop.py``) use a few more, all at message boundaries
 (``tool_items.py``): ``hold_calls``, ``tool_started`` / ``tool_finished``, ``tool_item``,
-``list_tools_item``, ``model_output``. ``rewrite_messages`` installs a per-message text
+``list_tools_item``, ``model_output``. With summaries on, a reasoning item that ends whole is
+parked (``summary_due``) and closed by ``summary_delta`` / ``summary_ended`` (``summary.py``). ``rewrite_messages`` installs a per-message text
 rewriter (the browser's citations → ``url_citation`` annotations, streamed as
 ``response.output_text.annotation.added``).
 
@@ -28,7 +29,8 @@ stream emitted, so ids in the stream and in the final response always agree.
 through the Harmony parser, and counts usage.
 
 Modules: ``response.py`` (the state machine: messages, the terminal events),
-``tool_items.py`` (its server-run tool transitions), ``item.py`` (the item being
+``tool_items.py`` (its server-run tool transitions), ``summary.py`` (its reasoning-summary
+transitions: a reasoning item parked until its summary is done), ``item.py`` (the item being
 streamed), ``events.py`` (building SDK events on the per-token path, which events
 each item kind streams), ``tokens.py`` (TokenStreamProcessor).
 """

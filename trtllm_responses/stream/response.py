@@ -57,6 +57,7 @@ from .events import (
     with_fields,
 )
 from .item import OpenItem, StreamStateError
+from .summary import ParkedReasoning, SummaryTransitions
 from .tool_items import ToolItemTransitions
 
 __all__ = ["ResponseStream"]
@@ -64,11 +65,12 @@ __all__ = ["ResponseStream"]
 logger = logging.getLogger(__name__)
 
 
-class ResponseStream(ToolItemTransitions):
+class ResponseStream(ToolItemTransitions, SummaryTransitions):
     """The event state machine of one response. ``response`` is its initial (in_progress) snapshot.
 
     ``tools`` are the request's tools, which decide what a call becomes (a namespaced
-    function call, a custom tool call).
+    function call, a custom tool call). ``summarize``: reasoning items that end whole wait
+    for their summary (``summary.py``) before they are done.
     """
 
     def __init__(
@@ -78,8 +80,11 @@ class ResponseStream(ToolItemTransitions):
         redact_reasoning: bool = False,
         tools: RequestTools | None = None,
         seal_tool_read: Callable[[str, dict[str, Any]], str | None] | None = None,
+        summarize: bool = False,
     ) -> None:
         self._response = response
+        self._summarize = summarize
+        self.summary_due: ParkedReasoning | None = None
         self._tools = tools
         # Reasoning items get ``encrypted_content`` from ``seal_reasoning``; redacted, they stream no text.
         self._seal_reasoning = seal_reasoning
@@ -181,6 +186,8 @@ class ResponseStream(ToolItemTransitions):
         self._check_open()
         if self._item is not None:
             raise StreamStateError("a message started while another is open")
+        if self.summary_due is not None:
+            raise StreamStateError("a message started while a reasoning item waits for its summary")
         if header.role != "assistant":
             raise HarmonyFormatError(f"the model wrote a message as {header.role!r}")
         if self._held is not None:
@@ -313,6 +320,9 @@ class ResponseStream(ToolItemTransitions):
             done = done.model_copy(update=sealed)
         if annotations:
             done.content[0].annotations = annotations  # type: ignore[union-attr,index]
+        if kind is ItemKind.REASONING and self._summarize and status == "completed" and text.strip():
+            self._park(done, item.output_index, text)  # type: ignore[arg-type]
+            return events
         self._output.append(done)
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         return events
@@ -353,6 +363,8 @@ class ResponseStream(ToolItemTransitions):
     ) -> list[ResponseStreamEvent]:
         self._check_open()
         events = self.message_ended("incomplete") if self._item is not None else []
+        if self.summary_due is not None:  # its summary did not finish: the item keeps what it had
+            events += self.summary_ended(cut=True)
         if self._held is not None:  # a tool call that never ran
             item, self._held = self._held, None
             done = build_output_item(item.target, item.id, "".join(item.chunks), "incomplete", item.call_id)

@@ -61,6 +61,10 @@ class TokenStreamProcessor:
         self._cached_tokens = 0  # this generation's
         self._cached_before = 0  # earlier generations' (the tool loop's turns)
         self.done = False
+        # Parser events (and the rest of a step: its finish) waiting for a parked reasoning item's summary.
+        self._deferred: tuple[list[Any], str, Any, Any] | None = None
+        # Deltas (the rest of a step) a subclass handed back when the stream paused mid-step.
+        self.requeued: list[TokenDelta] = []
         # When the executor's first delta came (perf_counter): set by the service's generation loop, so
         # nothing here checks it per token.
         self.first_token_at: float | None = None
@@ -130,7 +134,8 @@ class TokenStreamProcessor:
             if tokens:
                 # A step that finishes the response is applied whole; others may stop at a boundary.
                 stop = self._stop_requested if delta.finish_reason is None else None
-                reason = self._apply(self._parser.feed(tokens), events, "completed", stop)
+                finish = (lambda events: self._finish(delta, events)) if delta.finish_reason else None
+                reason = self._apply(self._parser.feed(tokens), events, "completed", stop, finish)
                 if reason is _HELD:  # a server-run call the model wrote on after: the tool loop runs it
                     self.done = True
                     return events
@@ -138,7 +143,7 @@ class TokenStreamProcessor:
                     self.done = True
                     events += self.stream.incomplete(self.usage(), reason)
                     return events
-            if delta.finish_reason is not None:
+            elif delta.finish_reason is not None:
                 self._finish(delta, events)
         except HarmonyFormatError as exc:
             events += self.fail(f"The model's output broke the Harmony format: {exc}")
@@ -150,10 +155,15 @@ class TokenStreamProcessor:
         events: list[ResponseStreamEvent],
         cut_status: str,
         stop: Callable[[], str | None] | None = None,
+        then: Callable[[list[ResponseStreamEvent]], None] | None = None,
     ) -> str | None:
-        """Apply parser events; after each message that ends, ``stop`` may give a reason to end there."""
+        """Apply parser events, then ``then``; after each message that ends, ``stop`` may give a reason to end there.
+
+        A reasoning item parked for its summary (``stream.summary_due``) pauses this: the
+        rest (and ``then``) wait in ``_deferred`` until :meth:`resume`.
+        """
         stream = self.stream
-        for event in parsed:
+        for i, event in enumerate(parsed):
             kind = type(event)
             if kind is ContentDelta:
                 events += stream.content_delta(event.text)
@@ -175,7 +185,44 @@ class TokenStreamProcessor:
                     reason = stop()
                     if reason is not None:
                         return reason
+                if stream.summary_due is not None:
+                    self._deferred = (parsed[i + 1 :], cut_status, stop, then)
+                    return None
+        if then is not None:
+            then(events)
         return None
+
+    @property
+    def paused(self) -> bool:
+        """A reasoning item waits for its summary: feed no more deltas until :meth:`resume`."""
+        return self._deferred is not None
+
+    def count_summary(self, output_tokens: int) -> None:
+        """Count a summary's side generation: its output tokens are output and reasoning tokens.
+
+        (OpenAI counts reasoning summaries in ``reasoning_tokens``; the summarizer's prompt is
+        mostly the reasoning text already counted as output, and is not counted again.)
+        """
+        self._output_tokens += output_tokens
+        self._reasoning_tokens += output_tokens
+
+    def resume(self) -> list[ResponseStreamEvent]:
+        """After the parked item's summary: apply what waited for it (it may park the next one)."""
+        if self._deferred is None or self.stream.summary_due is not None:
+            raise StreamStateError("resume() without a finished summary")
+        parsed, cut_status, stop, then = self._deferred
+        self._deferred = None
+        events: list[ResponseStreamEvent] = []
+        try:
+            reason = self._apply(parsed, events, cut_status, stop, then)
+            if reason is _HELD:  # a server-run call the model wrote on after: the tool loop runs it
+                self.done = True
+            elif reason is not None:
+                self.done = True
+                events += self.stream.incomplete(self.usage(), reason)
+        except HarmonyFormatError as exc:
+            events += self.fail(f"The model's output broke the Harmony format: {exc}")
+        return events
 
     def _finish(self, delta: TokenDelta, events: list[ResponseStreamEvent]) -> None:
         reason = delta.finish_reason
@@ -189,16 +236,20 @@ class TokenStreamProcessor:
         # on "length" it was cut off.
         stopped = reason == "stop"
         parsed = self._parser.finish(stopped)
-        self._apply(parsed, events, "completed" if stopped else "incomplete")
-        self.done = True
-        if self.stream.held is not None:
-            return  # a server-run tool call: the tool loop goes on (awaiting_tool)
-        if not self._read_something and self._parser.dropped:
-            events += self.fail(unreadable_message(bytes(self._parser.dropped)))
-            return
-        # Cut off between messages right after a whole answer or client call: nothing was lost.
-        whole = stopped or (self._answered and not parsed)
-        events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
+
+        def end(events: list[ResponseStreamEvent]) -> None:
+            self.done = True
+            if self.stream.held is not None:
+                return  # a server-run tool call: the tool loop goes on (awaiting_tool)
+            if not self._read_something and self._parser.dropped:
+                events += self.fail(unreadable_message(bytes(self._parser.dropped)))
+                return
+            # Cut off between messages right after a whole answer or client call: nothing was lost.
+            whole = stopped or (self._answered and not parsed)
+            events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
+
+        if self._apply(parsed, events, "completed" if stopped else "incomplete", then=end) is _HELD:
+            self.done = True  # a server-run tool call: the tool loop goes on (awaiting_tool)
 
     def fail(self, message: str) -> list[ResponseStreamEvent]:
         """End the response as failed (executor error or malformed output)."""
