@@ -13,6 +13,11 @@ server's RSS after.
 Inputs (issue 8): ``{"input": "=" * 100000}``, ``"a" * 400000``, ``"中" * 100000``,
 ``"a" * 1000000``, 40 requests with distinct 2 MB ``instructions``, an input item
 nested 300 deep, 200 slowloris connections (1 byte/s), a 50 MB unterminated header.
+Issue 19 (``hostile_surfaces.py``): WebSocket (8 KB compressed into 8 MB, 16 lanes x 64
+queued 1 MB creates, a 1 MB ``stream_id``, 2,048 idle sockets from one address),
+background (20 x ``#lorem 100000``, 500 creates at once), conversations (a 300 MiB
+``Content-Length``, a turn in a 10,000-item conversation) and tool output (a 900 KB MCP
+result, streamed and in the background).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _server import get_json, pin_this_process, report, start_server, stop  # noqa: E402
+from hostile_surfaces import SURFACE_ATTACKS, start_mcp  # noqa: E402
 
 from trtllm_responses.bench import BenchConfig, _proc_rss_mib, run_bench  # noqa: E402
 
@@ -173,6 +179,7 @@ ATTACKS: dict[str, Callable[[str], str]] = {
     "input item nested 300 deep": _one(_nested(300)),
     "200 slowloris connections": _slowloris,
     "50 MB unterminated header": _huge_header,
+    **SURFACE_ATTACKS,
 }
 
 
@@ -242,7 +249,10 @@ def main() -> None:
     ATTACK_TIMEOUT = args.attack_timeout
 
     pin_this_process()
-    server, url = start_server(["--echo_tokens_per_second", str(args.tokens_per_second)])
+    mcp_url, stop_mcp = start_mcp()
+    server, url = start_server(
+        ["--echo_tokens_per_second", str(args.tokens_per_second), "--mcp_allowed_urls", mcp_url]
+    )
     rows = []
     try:
         for name in ATTACKS:
@@ -257,6 +267,7 @@ def main() -> None:
                 break
     finally:
         stop(server)
+        stop_mcp()
     attacked = [r for r in rows if r["attack"] != "baseline (no attack)" and "loop_lag_max_ms" in r]
     lags = [r["loop_lag_max_ms"] for r in attacked]
     result = {

@@ -144,7 +144,7 @@ def test_private_addresses_are_refused(http: httpx.Client, site: str) -> None:
         "/v1/responses",
         json={"input": "#prompt", "previous_response_id": response["id"], "tools": [WEB_TOOL]},
     ).json()
-    assert "private, loopback or link-local" in follow["output"][-1]["content"][0]["text"]
+    assert "not globally reachable" in follow["output"][-1]["content"][0]["text"]
 
 
 def test_usage_errors_are_read_by_the_model(http: httpx.Client) -> None:

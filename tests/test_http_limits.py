@@ -307,6 +307,7 @@ def test_serve_flags_fill_http_limits() -> None:
         "timeout_request_body": 3.5,
         "timeout_keep_alive": 1.5,
         "limit_concurrency": 9,
+        "max_connections_per_client": 5,
     }
     assert set(values) == set(HTTP_LIMIT_FLAGS) == set(HTTPLimits.__dataclass_fields__)
     argv = ["serve"] + [f"--{name}={value}" for name, value in values.items()]

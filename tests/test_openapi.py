@@ -59,7 +59,7 @@ def test_create_response_is_documented(document: dict[str, Any]) -> None:
     assert body == {"$ref": "#/components/schemas/ResponsesRequest"}
     request = document["components"]["schemas"]["ResponsesRequest"]
     assert {"input", "instructions", "tools", "stream", "previous_response_id"} <= set(request["properties"])
-    assert set(create["responses"]) == {"200", "400", "404", "413"}
+    assert set(create["responses"]) == {"200", "400", "404", "413", "429"}
     assert set(create["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
 
 
@@ -72,7 +72,7 @@ def test_error_statuses_use_the_envelope(document: dict[str, Any]) -> None:
         if status != "200"
         and answer["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorResponse"}
     }
-    assert statuses == {"400", "404", "413", "500"}
+    assert statuses == {"400", "404", "413", "429", "500"}
     retrieve = document["paths"]["/v1/responses/{response_id}"]["get"]["responses"]
     assert set(retrieve) == {"200", "400", "404"}  # 400: stream=true of a foreground response
 

@@ -37,8 +37,10 @@ class ServerConfig:
     max_input_bytes: int = 0
     #: Folder of prompt templates (``DIR/<id>/<version>.json``) for the request field ``prompt``; None: none.
     prompts: str | None = None
-    #: Start the render worker process with the server (else at the first large request).
+    #: Start the render worker processes with the server (else at the first large request).
     start_render_worker: bool = True
+    #: Render worker processes (``--render_workers``); 0: one a core, at most 4.
+    render_workers: int = 0
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)
     tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits

@@ -11,8 +11,9 @@ conversation holds can be rendered.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import orjson
@@ -23,7 +24,8 @@ from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter,
 from .harmony.input_messages import input_to_messages
 from .ids import check_id, new_id
 from .input_items import normalize_input_items
-from .pagination import list_page_json
+from .pagination import list_page_json, page_json
+from .protocol import check_depth
 from .store import ConversationItem, ResponseStore, StoredConversation
 
 __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]
@@ -34,6 +36,11 @@ MAX_ITEMS_PER_REQUEST = 20
 MAX_ITEMS_PER_CONVERSATION = 10_000
 #: Bytes of rendered conversation histories remembered in this process.
 HISTORY_CACHE_BYTES = 256 << 20
+#: JSON an item carries besides the text the model reads (its id, type, role, status, part types): the
+#: size check before rendering a conversation allows this much per item on top of --max_input_bytes.
+ITEM_OVERHEAD_BYTES = 256
+#: Items whose JSON is larger than this are converted to Harmony messages in a thread, not on the loop.
+INLINE_CONVERT_BYTES = 16 << 10
 
 #: Renders Harmony messages (given the size of their items' JSON) into RenderedMessages.
 Render = Callable[[list[Any], int], Awaitable[list[RenderedMessage]]]
@@ -59,6 +66,7 @@ def _body(raw: bytes) -> dict[str, Any]:
         raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidRequestError("The request body must be a JSON object.")
+    check_depth(body)
     return body
 
 
@@ -97,10 +105,17 @@ def _conversation_json(conversation: StoredConversation) -> bytes:
 class ConversationsService:
     """Creates, reads, updates and deletes conversations and their items."""
 
-    def __init__(self, store: ResponseStore, adapter: HarmonyAdapter, render: Render | None = None) -> None:
+    def __init__(
+        self,
+        store: ResponseStore,
+        adapter: HarmonyAdapter,
+        render: Render | None = None,
+        max_input_bytes: int | None = None,
+    ) -> None:
         self.store = store
         self.adapter = adapter
         self._render = render
+        self.max_input_bytes = max_input_bytes
         # Rendered histories of recent conversations, keyed by conversation id and checked against the
         # stored items (their count and last id): a turn in a conversation renders only what is new.
         self._histories: ByteBoundedCache[tuple[int, str | None, ConversationHistory]] = ByteBoundedCache(
@@ -118,7 +133,9 @@ class ConversationsService:
                 f"'{param}' can hold at most {MAX_ITEMS_PER_REQUEST} items per request.", param=param
             )
         input_to_messages(raw, _AnyCall(), param=param)  # raises, naming the item, for what cannot render
-        return [(item["id"], orjson.dumps(item)) for item in normalize_input_items(raw)]
+        items = [(item["id"], orjson.dumps(item)) for item in normalize_input_items(raw)]
+        _refuse_duplicates([item_id for item_id, _ in items], (), param)
+        return items
 
     async def _conversation(self, conversation_id: str) -> StoredConversation:
         conversation = await self.store.get_conversation(conversation_id)
@@ -162,8 +179,13 @@ class ConversationsService:
 
     async def list_items(self, conversation_id: str, *, after: str | None, limit: int, order: str) -> bytes:
         """``GET /v1/conversations/{id}/items``: a page, newest first unless ``order=asc``."""
-        items = await self._all_items(conversation_id)
-        return list_page_json(items, after=after, limit=limit, order=order, where="this conversation")
+        try:
+            found = await self.store.conversation_page(conversation_id, after=after, limit=limit, order=order)
+        except LookupError:
+            raise InvalidRequestError(f"No item with id '{after}' in this conversation.", param="after") from None
+        if found is None:
+            raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
+        return page_json(*found)
 
     async def add_items(self, conversation_id: str, raw: bytes) -> bytes:
         """``POST /v1/conversations/{id}/items``: append items; the list of those added."""
@@ -171,17 +193,18 @@ class ConversationsService:
         if "items" not in body:
             raise InvalidRequestError("'items' is required.", param="items")
         items = self._items(body["items"])
-        await self._check_room(conversation_id, len(items))
+        await self._check_room(conversation_id, items)
         if not await self.store.append_conversation_items(conversation_id, items):
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         return list_page_json(items, after=None, limit=len(items), order="asc", where="the added items")
 
-    async def _check_room(self, conversation_id: str, adding: int) -> None:
-        held = len(await self._all_items(conversation_id))
-        if held + adding > MAX_ITEMS_PER_CONVERSATION:
+    async def _check_room(self, conversation_id: str, adding: list[ConversationItem]) -> None:
+        held = await self._all_items(conversation_id)
+        if len(held) + len(adding) > MAX_ITEMS_PER_CONVERSATION:
             raise InvalidRequestError(
                 f"A conversation can hold at most {MAX_ITEMS_PER_CONVERSATION} items.", param="items"
             )
+        _refuse_duplicates([item_id for item_id, _ in adding], {item_id for item_id, _ in held}, "items")
 
     async def get_item(self, conversation_id: str, item_id: str) -> bytes:
         """``GET /v1/conversations/{id}/items/{item_id}``."""
@@ -201,27 +224,44 @@ class ConversationsService:
 
     # -- responses in a conversation ---------------------------------------------------------
 
-    async def history(self, conversation_id: str) -> tuple[ConversationHistory, tuple[int, str | None]]:
+    async def history(
+        self, conversation_id: str, new_ids: Collection[str] = (), input_bytes: int = 0
+    ) -> tuple[ConversationHistory, tuple[int, str | None]]:
         """The conversation's items as a Harmony history, to render before a request's input, and what
         was rendered (item count, last item id).
 
+        ``new_ids`` (the ids the request's input items carry) must not be in the conversation. A
+        conversation whose items, with ``input_bytes`` of input, are larger than ``max_input_bytes``
+        allows (plus ITEM_OVERHEAD_BYTES an item) is refused before anything is converted or rendered.
         A conversation whose last turn ran here is not rendered again: its history is remembered
-        (and checked against the stored items). Otherwise its items are rendered, large ones in the
-        render worker, off the event loop.
+        (and checked against the stored items). Otherwise its items are converted (large ones in a
+        thread) and rendered (large ones in the render worker), off the event loop.
         """
         items = await self.store.conversation_items(conversation_id)
         if items is None:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation")
+        if new_ids:
+            _refuse_duplicates(list(new_ids), {item_id for item_id, _ in items}, "input")
         seen = (len(items), items[-1][0] if items else None)
         if not items:
             return EMPTY_HISTORY, seen
         cached = self._histories.get(conversation_id)
         if cached is not None and cached[:2] == seen:
             return cached[2], seen
-        converted = input_to_messages(
-            [orjson.loads(data) for _, data in items], _AnyCall(), param="conversation"
-        )
         size = sum(len(data) for _, data in items)
+        limit = self.max_input_bytes
+        if limit is not None and size + input_bytes - ITEM_OVERHEAD_BYTES * len(items) > limit:
+            raise InvalidRequestError(
+                f"Conversation '{conversation_id}' holds {size} bytes of items, more than this model's context "
+                f"window can hold (--max_input_bytes {limit}).",
+                param="conversation",
+                code="context_length_exceeded",
+            )
+
+        def convert() -> Any:
+            return input_to_messages([orjson.loads(data) for _, data in items], _AnyCall(), param="conversation")
+
+        converted = await asyncio.to_thread(convert) if size > INLINE_CONVERT_BYTES else convert()
         if self._render is not None:
             rendered = await self._render(converted.messages, size)
         else:
@@ -248,6 +288,19 @@ class ConversationsService:
                 conversation_id, (seen[0] + len(items), items[-1][0], history), history.nbytes
             )
         return appended
+
+
+def _refuse_duplicates(ids: list[str], held: Collection[str], param: str) -> None:
+    """400 for an item id given twice, or already in the conversation."""
+    seen: set[str] = set()
+    for i, item_id in enumerate(ids):
+        if item_id in seen or item_id in held:
+            raise InvalidRequestError(
+                f"Item id '{item_id[:128]}' is already used in this conversation; item ids must be unique.",
+                param=f"{param}[{i}].id",
+                code="duplicate_item_id",
+            )
+        seen.add(item_id)
 
 
 class _AnyCall(dict):  # type: ignore[type-arg]

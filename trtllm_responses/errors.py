@@ -11,6 +11,7 @@ started SSE stream they become a ``response.failed`` event instead.
      ├── InvalidRequestError   400  invalid_request_error   (bad JSON, fields, items, call ids; 413 for a body too large)
      ├── AuthenticationError   401  invalid_request_error   (missing or wrong API key)
      ├── NotFoundError         404  invalid_request_error   (unknown response id)
+     ├── TooManyRequestsError  429  rate_limit_error        (a server-wide budget is used up: running background responses)
      ├── ServerError           500  server_error            (a bug on our side)
      └── ServiceUnavailableError 503 service_unavailable_error (the response store cannot be reached)
 
@@ -30,6 +31,7 @@ __all__ = [
     "NotFoundError",
     "ServerError",
     "ServiceUnavailableError",
+    "TooManyRequestsError",
     "VocabError",
 ]
 
@@ -83,6 +85,13 @@ class NotFoundError(APIError):
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = "not_found") -> None:
         super().__init__(message, param=param, code=code)
+
+
+class TooManyRequestsError(APIError):
+    """A server-wide budget is used up (HTTP 429); retry once some of it is free."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
 
 
 class ServerError(APIError):

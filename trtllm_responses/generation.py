@@ -139,6 +139,7 @@ class ResponseGenerator:
                 final_json = await self._keep(prepared, processor.stream)
             except Exception:  # the store or the serializer failed: the client still gets a terminal event
                 logger.exception("Could not serialize or store %s", prepared.generation.request_id)
+                prepared.store_failed = True
                 events[-1] = processor.stream.fail_instead("The server could not store the response.")
                 final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
             final = processor.stream.final_response

@@ -33,3 +33,7 @@ class HTTPLimits:
     timeout_keep_alive: float = 5.0
     #: Open connections (or requests in flight) beyond which a new request gets 503 with Retry-After.
     limit_concurrency: int = 2048
+    #: Open connections (HTTP or WebSocket) from one client address; one more is answered 503 and closed at
+    #: once. Well under ``limit_concurrency``, so one client cannot take every slot (0: no limit; behind a
+    #: reverse proxy every client has the proxy's address: raise it there, or let the proxy limit).
+    max_connections_per_client: int = 256

@@ -13,7 +13,7 @@ import orjson
 
 from .errors import InvalidRequestError
 
-__all__ = ["list_page_json"]
+__all__ = ["list_page_json", "page_json"]
 
 
 def list_page_json(
@@ -29,7 +29,11 @@ def list_page_json(
             start = [item_id for item_id, _ in ordered].index(after) + 1
         except ValueError:
             raise InvalidRequestError(f"No item with id '{after}' in {where}.", param="after") from None
-    page = ordered[start : start + limit]
+    return page_json(ordered[start : start + limit], start + limit < len(ordered))
+
+
+def page_json(page: Sequence[tuple[str, bytes]], has_more: bool) -> bytes:
+    """A ``list`` object of one page of items, in order."""
     return b"".join(
         [
             b'{"object":"list","data":[',
@@ -39,7 +43,7 @@ def list_page_json(
             b',"last_id":',
             orjson.dumps(page[-1][0] if page else None),
             b',"has_more":',
-            b"true" if start + limit < len(ordered) else b"false",
+            b"true" if has_more else b"false",
             b"}",
         ]
     )

@@ -61,6 +61,7 @@ class PreparedResponse:
     conversation_seen: tuple[int, str | None] = (0, None)  # its item count and last item id, as rendered
     stream: ResponseStream | None = None  # while driven: its state (GET of an in-progress response)
     cancelled: bool = False  # a client cancelled it (background): it ends with status "cancelled"
+    store_failed: bool = False  # drive could not store it: it ended failed, saying so, and is nowhere else
     # Filled in by drive (for the access log): when the executor's first delta came, final usage.
     first_token_at: float | None = None
     usage: Any = None

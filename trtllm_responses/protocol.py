@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from .errors import InvalidRequestError
 from .request_fields import check_text, check_tool_choice, check_tools, one_sentence
 
-__all__ = ["MAX_JSON_DEPTH", "ReasoningParam", "ResponsesRequest", "parse_request"]
+__all__ = ["MAX_JSON_DEPTH", "check_depth", "ReasoningParam", "ResponsesRequest", "parse_request"]
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
@@ -31,6 +31,8 @@ MAX_JSON_DEPTH = 64
 MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 512
+#: Largest integer a field takes: what a signed 64-bit slot (orjson, the stores, the engine) holds.
+MAX_INTEGER = (1 << 63) - 1
 
 
 def _integral(value: Any) -> Any:
@@ -82,10 +84,10 @@ class ResponsesRequest(BaseModel):
     tool_choice: str | dict[str, Any] = "auto"
     parallel_tool_calls: bool = True
     reasoning: ReasoningParam | None = None
-    max_output_tokens: Integer | None = Field(default=None, ge=1)
+    max_output_tokens: Integer | None = Field(default=None, ge=1, le=MAX_INTEGER)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: Integer | None = None
+    seed: Integer | None = Field(default=None, ge=-MAX_INTEGER - 1, le=MAX_INTEGER)
     stream: bool = False
     store: bool = True
     previous_response_id: str | None = None
@@ -97,7 +99,7 @@ class ResponsesRequest(BaseModel):
     prompt_cache_key: str | None = Field(default=None, max_length=64)
     background: bool = False
     top_logprobs: Integer | None = Field(default=None, ge=0, le=20)
-    max_tool_calls: Integer | None = Field(default=None, ge=1)
+    max_tool_calls: Integer | None = Field(default=None, ge=1, le=MAX_INTEGER)
     service_tier: str | None = None
     include: list[str] | None = None
     stream_options: dict[str, Any] | None = None
@@ -120,7 +122,7 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
             raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
         if not isinstance(body, dict):
             raise InvalidRequestError("The request body must be a JSON object.")
-    _check_depth(body)
+    check_depth(body)
     # null means absent, for every field (the Open Responses schema allows it for the optional ones).
     body = {key: value for key, value in body.items() if value is not None}
     checked = {name: check(body[name]) for name, check in _OBJECT_FIELDS.items() if name in body}
@@ -171,8 +173,9 @@ def _check_metadata(metadata: dict[str, str] | None) -> None:
             )
 
 
-def _check_depth(body: dict[str, Any]) -> None:
-    """Refuse objects and arrays nested deeper than MAX_JSON_DEPTH, naming where."""
+def check_depth(body: dict[str, Any]) -> None:
+    """Refuse objects and arrays nested deeper than MAX_JSON_DEPTH, naming where (every route and transport
+    calls this on what it parsed before anything walks it: orjson cannot encode past 254 levels)."""
     path = _too_deep(body, 1)
     if path is not None:
         where = ""

@@ -143,6 +143,9 @@ def check_tool_choice(choice: Any) -> str | dict[str, Any]:
                 param="tool_choice",
             )
         return choice
+    if isinstance(choice, Mapping) and not isinstance(choice.get("type"), str):
+        # Before any lookup by type: an object or array there is unhashable.
+        raise InvalidRequestError("'tool_choice.type' must be a string.", param="tool_choice.type")
     if isinstance(choice, Mapping) and choice.get("type") == "allowed_tools":
         choice = {"mode": "auto", **choice}
         tools = choice.get("tools")

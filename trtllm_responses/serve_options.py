@@ -41,6 +41,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         reasoning_summaries=args.reasoning_summaries,
         websocket_max_seconds=args.websocket_max_seconds,
         max_input_bytes=args.max_input_bytes,
+        render_workers=args.render_workers,
         prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
         tools=ToolSettings(
@@ -129,6 +130,7 @@ HTTP_LIMIT_FLAGS = (
     "timeout_request_body",
     "timeout_keep_alive",
     "limit_concurrency",
+    "max_connections_per_client",
 )
 
 
@@ -174,6 +176,13 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
         default=d.limit_concurrency,
         help=f"open connections or requests in flight beyond which requests get 503 "
         f"(default: {d.limit_concurrency})",
+    )
+    group.add_argument(
+        "--max_connections_per_client",
+        type=_non_negative_int,
+        default=d.max_connections_per_client,
+        help=f"open connections from one client address; one more gets 503 and is closed; 0: no limit "
+        f"(default: {d.max_connections_per_client})",
     )
 
 
@@ -247,6 +256,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=0,
         help="refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
         "0: 16 bytes per token of the context window",
+    )
+    serve.add_argument(
+        "--render_workers",
+        type=_non_negative_int,
+        default=0,
+        help="worker processes rendering large inputs off the event loop, ~130 MiB each; "
+        "0: one a core, at most 4",
     )
     serve.add_argument(
         "--prompts",
@@ -346,7 +362,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         type=_hosts_or_cidrs,
         default=[],
         metavar="HOST_OR_CIDR,...",
-        help="private, loopback or link-local hosts the browser may fetch anyway (default: none)",
+        help="hosts or CIDRs that are not globally reachable (private, loopback, link-local, shared, special-purpose) the browser may fetch anyway (default: none)",
     )
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(

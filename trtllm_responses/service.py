@@ -111,7 +111,7 @@ class ResponsesService:
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
-        self.conversations = ConversationsService(store, adapter, self._render_history)
+        self.conversations = ConversationsService(store, adapter, self._render_history, self.max_input_bytes)
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
@@ -146,13 +146,20 @@ class ResponsesService:
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
         self.check_input_size(size)
         request = await self.prompts.apply(parse_request(body))
+        if request.store:
+            await self.store.ping()  # 503 now, not a generated response that cannot be kept
         summaries = summary_mode(request)
         conversation = None
         seen: tuple[int, str | None] = (0, None)
         conversation_history = None
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
-            conversation_history, seen = await self.conversations.history(conversation)
+            given = [  # new items' ids (an item_reference's id names an item that is there already)
+                i["id"]
+                for i in request.input
+                if isinstance(i, dict) and isinstance(i.get("id"), str) and i.get("type") != "item_reference"
+            ]
+            conversation_history, seen = await self.conversations.history(conversation, given, size)
         request = await self.resolve_references(request, conversation)
         request, triggered = compaction_triggered(request)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)

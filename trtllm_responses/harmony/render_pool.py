@@ -1,4 +1,4 @@
-"""RenderPool: Harmony rendering in a worker process, for inputs too large to render on the event loop.
+"""RenderPool: Harmony rendering in worker processes, for inputs too large to render on the event loop.
 
 openai-harmony holds the GIL while it tokenizes (measured: a 2 MB encode in a
 thread stalls the event loop for its whole 0.4 s), so a thread would not help.
@@ -6,14 +6,20 @@ Rendering is linear (``linear.py``) but still ~0.2 µs per character: above a
 size threshold the server renders a request's new messages here instead, while
 the event loop keeps streaming.
 
-The worker is ``python -m trtllm_responses.harmony.render_pool``, spoken to over
+A worker is ``python -m trtllm_responses.harmony.render_pool``, spoken to over
 its stdin/stdout with asyncio pipes (no thread, no pickling, and unlike
 multiprocessing's spawn it never re-imports the server's main module). Frames
 are a 4-byte little-endian length and a payload: a request is the JSON list of
 harmony's JSON of each message; the answer is one frame of packed 32-bit token
-ids per message. ``serve`` starts it with the server (tests: at the first use);
-it renders one request at a time, and is restarted if it dies (the request it
-was rendering fails).
+ids per message. ``serve`` starts the workers with the server (tests: at first
+use). There are ``--render_workers`` of them (default: one a core, at most 4;
+~130 MiB resident each), each rendering one request at a time, so one large
+render does not hold the others.
+
+A request whose caller goes away (a client hanging up mid-render) is finished
+anyway and its answer dropped: the worker stays in step and is not restarted.
+Only a worker that dies (or whose pipe breaks) is replaced, at its next use;
+the request it was rendering fails (``restarts`` counts them).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import array
 import asyncio
 import json
+import os
 import struct
 import sys
 from collections.abc import Sequence
@@ -29,22 +36,27 @@ from openai_harmony import Message
 
 from ..errors import ServerError
 
-__all__ = ["RenderPool"]
+__all__ = ["RenderPool", "default_render_workers"]
 
 _LENGTH = struct.Struct("<I")
 
 
-class RenderPool:
-    """One worker process that renders Harmony messages; ``render`` awaits it without blocking the loop."""
+def default_render_workers() -> int:
+    """One worker a core, at most 4 (each holds the vocabulary: ~130 MiB)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class _Worker:
+    """One worker process (started at first use, and again after it died)."""
 
     def __init__(self) -> None:
-        self._process: asyncio.subprocess.Process | None = None
-        self._lock: asyncio.Lock | None = None
+        self.process: asyncio.subprocess.Process | None = None
+        self.started = 0  # processes started for this slot
 
-    async def _worker(self) -> asyncio.subprocess.Process:
-        process = self._process
+    async def running(self) -> asyncio.subprocess.Process:
+        process = self.process
         if process is None or process.returncode is not None:
-            process = self._process = await asyncio.create_subprocess_exec(
+            process = self.process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
                 __name__,
@@ -52,41 +64,32 @@ class RenderPool:
                 stdout=asyncio.subprocess.PIPE,
                 limit=1 << 20,
             )
+            self.started += 1
         return process
 
-    async def start(self) -> None:
-        """Start the worker now (it takes a second or two to load the encoding) rather than at first use."""
-        await self._worker()
-
-    async def render(self, messages: Sequence[Message]) -> list[list[int]]:
-        """Each message's render, as ``HarmonyEncoding.render`` makes it."""
-        payload = json.dumps([m.to_json() for m in messages]).encode()
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            process = await self._worker()
-            assert process.stdin is not None and process.stdout is not None
-            try:
-                process.stdin.write(_LENGTH.pack(len(payload)) + payload)
-                await process.stdin.drain()
-                out = []
-                for _ in messages:
-                    (size,) = _LENGTH.unpack(await process.stdout.readexactly(_LENGTH.size))
-                    tokens = array.array("I")
-                    tokens.frombytes(await process.stdout.readexactly(size))
-                    out.append(tokens.tolist())
-                return out
-            except (OSError, asyncio.IncompleteReadError) as exc:
-                await self.aclose()
-                raise ServerError("The renderer process failed; please retry.") from exc
-            except asyncio.CancelledError:
-                # Its reply would arrive out of step with the next request: start afresh.
-                await asyncio.shield(self.aclose())
-                raise
+    async def exchange(self, payload: bytes, count: int) -> list[list[int]]:
+        process = await self.running()
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            process.stdin.write(_LENGTH.pack(len(payload)) + payload)
+            await process.stdin.drain()
+            out = []
+            for _ in range(count):
+                (size,) = _LENGTH.unpack(await process.stdout.readexactly(_LENGTH.size))
+                tokens = array.array("I")
+                tokens.frombytes(await process.stdout.readexactly(size))
+                out.append(tokens.tolist())
+            return out
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            await self.aclose()
+            raise ServerError("The renderer process failed; please retry.") from exc
+        except asyncio.CancelledError:
+            # Only the pool's own shutdown cancels an exchange; its reply would be out of step.
+            await asyncio.shield(self.aclose())
+            raise
 
     async def aclose(self) -> None:
-        """Stop the worker and release its pipes."""
-        process, self._process = self._process, None
+        process, self.process = self.process, None
         if process is None:
             return
         if process.returncode is None:
@@ -94,6 +97,62 @@ class RenderPool:
         await process.wait()
         if process.stdin is not None:
             process.stdin.close()
+
+
+class RenderPool:
+    """Worker processes that render Harmony messages; ``render`` awaits one without blocking the loop."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.size = workers or default_render_workers()
+        self._workers = [_Worker() for _ in range(self.size)]
+        self._idle: asyncio.Queue[_Worker] | None = None
+        self._exchanges: set[asyncio.Task[list[list[int]]]] = set()
+
+    @property
+    def restarts(self) -> int:
+        """Worker processes started again after one died or was stopped mid-request."""
+        return sum(max(0, w.started - 1) for w in self._workers)
+
+    @property
+    def pids(self) -> list[int | None]:
+        """Each worker's process id (None: not started)."""
+        return [w.process.pid if w.process is not None else None for w in self._workers]
+
+    def _queue(self) -> asyncio.Queue[_Worker]:
+        if self._idle is None:
+            self._idle = asyncio.Queue()
+            for worker in self._workers:
+                self._idle.put_nowait(worker)
+        return self._idle
+
+    async def start(self) -> None:
+        """Start the workers now (each takes a second or two to load the encoding) rather than at first use."""
+        await asyncio.gather(*(w.running() for w in self._workers))
+
+    async def render(self, messages: Sequence[Message]) -> list[list[int]]:
+        """Each message's render, as ``HarmonyEncoding.render`` makes it."""
+        payload = json.dumps([m.to_json() for m in messages]).encode()
+        idle = self._queue()
+        worker = await idle.get()
+        exchange = asyncio.ensure_future(worker.exchange(payload, len(messages)))
+        self._exchanges.add(exchange)
+
+        def release(done: asyncio.Task[list[list[int]]]) -> None:
+            self._exchanges.discard(done)
+            idle.put_nowait(worker)
+            if not done.cancelled():
+                done.exception()  # read: a caller that left never will
+
+        exchange.add_done_callback(release)
+        # The exchange runs to its end even if this caller is cancelled (a client hung up).
+        return await asyncio.shield(exchange)
+
+    async def aclose(self) -> None:
+        """Stop the workers and release their pipes."""
+        for exchange in list(self._exchanges):
+            exchange.cancel()
+        for worker in self._workers:
+            await worker.aclose()
 
 
 def _serve() -> None:

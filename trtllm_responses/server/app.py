@@ -19,6 +19,7 @@ from ..config import ServerConfig
 from ..executors.base import Executor
 from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
+from ..harmony.render_pool import RenderPool
 from ..metrics import ServerMetrics
 from ..prompts import PromptTemplates
 from ..sealing import ContentSealer, load_key
@@ -65,6 +66,7 @@ def create_app(
         max_input_bytes=config.max_input_bytes,
         prompts=PromptTemplates(config.prompts),
         tool_settings=config.tools,
+        render_pool=RenderPool(config.render_workers or None),
     )
     limits = BackgroundLimits(grace=config.background_grace)
     relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None

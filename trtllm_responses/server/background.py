@@ -13,7 +13,10 @@ grace period after it ended:
   response ends ``cancelled`` (idempotent: a finished response stays as it is).
 
 Recorded frames are bounded per response (count and bytes; the oldest go
-first) and are dropped ``grace`` seconds after the response ended.
+first), in total over every run of the process (``max_total_bytes``: the frames of
+finished runs go first, oldest-ended first, then the recording run's oldest), and
+are dropped ``grace`` seconds after the response ended. At most ``max_running``
+background responses generate at once; one more is a 429.
 """
 
 from __future__ import annotations
@@ -22,13 +25,13 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import orjson
 from openai.types.responses import ResponseStreamEvent
 
-from ..errors import InvalidRequestError
+from ..errors import InvalidRequestError, TooManyRequestsError
 from ..service import PreparedResponse, ResponsesService
 from ..wire import to_json
 from .relay import RedisRelay
@@ -48,6 +51,10 @@ class BackgroundLimits:
     grace: float = 300.0
     #: Finished runs kept for replay at once, in this process (the oldest-ended go first past it).
     max_finished: int = 1_000
+    #: Recorded frames of every run of this process together (finished runs' go first, oldest-ended first).
+    max_total_bytes: int = 512 << 20
+    #: Background responses generating at once in this process; one more is 429 before it starts.
+    max_running: int = 128
 
 
 @dataclass(eq=False)
@@ -63,6 +70,10 @@ class BackgroundRun:
     ended_at: float | None = None
     task: asyncio.Task[bytes] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Told how many bytes the run's frames grew (or shrank) by: the process-wide budget.
+    account: Callable[[BackgroundRun, int], None] | None = None
+    #: The final response's JSON once it ended (retrieved from here while the store cannot give it).
+    final: bytes | None = None
 
     @property
     def id(self) -> str:
@@ -74,15 +85,24 @@ class BackgroundRun:
 
     async def record(self, events: list[ResponseStreamEvent]) -> None:
         """The ``deliver`` of a background drive: keep each event's frame, wake the followers."""
+        before = self.nbytes
         obfuscated = obfuscation_wanted(self.prepared.request.stream_options)
         for event in events:
             frame = obfuscate(event, encode_event(event)) if obfuscated else encode_event(event)
             self.frames.append(frame)
             self.nbytes += len(frame)
         while len(self.frames) > self.limits.max_events or self.nbytes > self.limits.max_bytes:
-            self.nbytes -= len(self.frames.popleft())
-            self.first_sequence += 1
+            self.drop_oldest()
+        if self.account is not None:
+            self.account(self, self.nbytes - before)
         self._wake()
+
+    def drop_oldest(self) -> int:
+        """Forget the oldest kept frame; its size."""
+        size = len(self.frames.popleft())
+        self.nbytes -= size
+        self.first_sequence += 1
+        return size
 
     def _wake(self) -> None:
         self._changed.set()
@@ -138,9 +158,42 @@ class BackgroundResponses:
         #: With a shared Redis store: other processes' background responses, and ours for them.
         self.relay = relay
         self._publishers: set[asyncio.Task[None]] = set()
+        self.recorded_bytes = 0  # frames of every kept run
+
+    def _account(self, run: BackgroundRun, grown: int) -> None:
+        """Keep every run's frames within ``max_total_bytes``: finished runs go first (oldest-ended
+        first: retrieving them still works, from the store), then ``run``'s own oldest frames."""
+        self.recorded_bytes += grown
+        budget = self.limits.max_total_bytes
+        if self.recorded_bytes <= budget:
+            return
+        finished = sorted(
+            (r for r in self.runs.values() if r.done and r is not run), key=lambda r: r.ended_at or 0.0
+        )
+        for old in finished:
+            if self.recorded_bytes <= budget:
+                return
+            self._forget(old)
+        while self.recorded_bytes > budget and len(run.frames) > 1:
+            self.recorded_bytes -= run.drop_oldest()
+
+    def _forget(self, run: BackgroundRun) -> None:
+        if self.runs.get(run.id) is run:
+            del self.runs[run.id]
+            self.recorded_bytes -= run.nbytes
 
     async def begin(self, prepared: PreparedResponse) -> BackgroundRun:
-        """Start ``prepared``; with a shared store, every process can see it once this returns."""
+        """Start ``prepared``; with a shared store, every process can see it once this returns.
+
+        TooManyRequestsError (429) if ``max_running`` background responses are generating already.
+        """
+        if self.active >= self.limits.max_running:
+            raise TooManyRequestsError(
+                f"This server is generating {self.limits.max_running} background responses, its limit; retry "
+                "when some have finished.",
+                param="background",
+                code="too_many_background_responses",
+            )
         if self.relay is not None:
             await self.relay.announce(prepared)  # 503 if Redis is down: nothing has started yet
         return self.start(prepared)
@@ -148,7 +201,7 @@ class BackgroundResponses:
     def start(self, prepared: PreparedResponse) -> BackgroundRun:
         """Start generating ``prepared`` in a task of the server's; return at once."""
         self._reap()
-        run = BackgroundRun(prepared, self.limits)
+        run = BackgroundRun(prepared, self.limits, account=self._account)
         self.runs[run.id] = run
         run.task = asyncio.ensure_future(self._drive(run))
         if self.relay is not None:
@@ -159,7 +212,8 @@ class BackgroundResponses:
 
     async def _drive(self, run: BackgroundRun) -> bytes:
         try:
-            return await self.service.drive(run.prepared, run.record)
+            run.final = await self.service.drive(run.prepared, run.record)
+            return run.final
         except BaseException:
             logger.exception("Background response %s stopped without a terminal event", run.id)
             raise
@@ -200,6 +254,27 @@ class BackgroundResponses:
             )
         return body
 
+    async def delete(self, response_id: str) -> bytes:
+        """``DELETE``: forget a response. A running background response is cancelled first (its
+        generation aborted, here or in the process running it) and then forgotten everywhere: its
+        events, its snapshot and the response it stored as it ended. Any other response: the store's."""
+        run = self.runs.get(response_id)
+        running_elsewhere = (
+            run is None and self.relay is not None and await self.relay.snapshot(response_id) is not None
+        )
+        if run is None and not running_elsewhere:
+            body = await self.service.delete(response_id)  # 404 if unknown
+            if self.relay is not None:
+                await self.relay.forget(response_id)  # a finished background response's replayable events
+            return body
+        await self.cancel(response_id)  # returns once it ended and was stored (or its store write failed)
+        if run is not None:
+            self._forget(run)
+        if self.relay is not None:
+            await self.relay.forget(response_id)
+        await self.service.store.delete(response_id)
+        return orjson.dumps({"id": response_id, "object": "response.deleted", "deleted": True})
+
     async def cancel_local(self, response_id: str) -> None:
         """Cancel ``response_id`` if this process runs it (another process asked, through the relay)."""
         if response_id in self.runs:
@@ -237,6 +312,8 @@ class BackgroundResponses:
         run = self.runs.get(response_id)
         if run is not None and run.prepared.stream is None and not run.done:
             return to_json(run.prepared.response.model_copy(update={"status": "queued"}))
+        if run is not None and run.final is not None and run.prepared.store_failed:
+            return run.final  # failed, saying it could not be stored: never a silent 404
         if run is None and self.relay is not None and response_id not in self.service.live:
             if await self.service.store.get(response_id) is None:
                 snapshot = await self.relay.snapshot(response_id)
@@ -253,12 +330,12 @@ class BackgroundResponses:
             if run.done and run.ended_at is not None and now - run.ended_at > self.limits.grace
         ]
         for rid in expired:
-            del self.runs[rid]
+            self._forget(self.runs[rid])
         finished = [run for run in self.runs.values() if run.done and run.ended_at is not None]
         if len(finished) > self.limits.max_finished:
             finished.sort(key=lambda run: run.ended_at or 0.0)
             for run in finished[: len(finished) - self.limits.max_finished]:
-                del self.runs[run.id]
+                self._forget(run)
 
     async def reap_forever(self, interval: float = 5.0) -> None:
         """Run until cancelled: drop expired runs even when no new background response starts."""

@@ -16,15 +16,25 @@ __all__ = ["build_conversation_router"]
 _MAX_BODY = 16 << 20
 
 
+def _too_large() -> InvalidRequestError:
+    error = InvalidRequestError(f"The request body is larger than {_MAX_BODY >> 20} MiB.", code="request_too_large")
+    error.status_code = 413
+    return error
+
+
 async def _read(request: Request) -> bytes:
-    body = await request.body()
-    if len(body) > _MAX_BODY:
-        error = InvalidRequestError(
-            f"The request body is larger than {_MAX_BODY >> 20} MiB.", code="request_too_large"
-        )
-        error.status_code = 413
-        raise error
-    return body
+    """The body, refused on its ``Content-Length`` before reading, and as soon as it grows past the limit."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > _MAX_BODY:
+        raise _too_large()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > _MAX_BODY:
+            raise _too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def build_conversation_router(conversations: ConversationsService) -> APIRouter:

@@ -14,6 +14,8 @@ per connection (limits from :class:`~.http_limits.HTTPLimits`):
   while the head is incomplete, so an unterminated header costs at most the limit
   plus one read) and header count (``max_header_count``: 431);
 * a connection cap (``limit_concurrency``): 503 with ``Retry-After``;
+* a cap on the open connections of one client address (``max_connections_per_client``,
+  WebSocket connections included): one more is answered 503 and closed as it is accepted;
 * the OpenAI error envelope, not plain text, for all of these and for any
   request httptools cannot parse (bad chunk size, Content-Length with chunked).
 
@@ -25,6 +27,7 @@ request waits for it, with reading paused).
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any, ClassVar
 
 import httptools
@@ -61,6 +64,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """HttpToolsProtocol with head/body deadlines, head size and count limits, and enveloped errors."""
 
     limits: ClassVar[HTTPLimits] = HTTPLimits()
+    #: Open transports by client address (one table per server: ``protocol_class`` makes a class per server).
+    #: A transport is dropped when its connection ends (weakly held) or is seen closing (a WebSocket that
+    #: took the transport over ends without this protocol hearing of it).
+    clients: ClassVar[dict[str, weakref.WeakSet[asyncio.BaseTransport]]] = {}
+    refused_clients: ClassVar[int] = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -148,7 +156,44 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if not self._admit_client(transport):
+            type(self).refused_clients += 1
+            if self.refused_clients % 1000 == 1:  # one line per thousand: a flood must not flood the log
+                self.logger.warning(
+                    "Over --max_connections_per_client for %s: answering 503 (%d so far)",
+                    self.client,
+                    self.refused_clients,
+                )
+            self._send_error(
+                _ServiceUnavailable(
+                    f"This client has {self.limits.max_connections_per_client} connections open to the server, "
+                    "its limit; close some or retry later.",
+                    code="too_many_connections",
+                ),
+                b"retry-after: 1\r\n",
+            )
+            return
         self._arm(self.limits.timeout_request_head)
+
+    def _admit_client(self, transport: asyncio.Transport) -> bool:
+        """Count this connection against its client address; False if that address is at its limit."""
+        limit = self.limits.max_connections_per_client
+        if not limit or not self.client:
+            return True
+        clients = self.clients
+        held = clients.get(self.client[0])
+        if held is None:
+            if len(clients) >= 1024:  # forget addresses with nothing open (bounded work, amortized)
+                for address in [a for a, ts in clients.items() if not any(not t.is_closing() for t in ts)]:
+                    del clients[address]
+            held = clients[self.client[0]] = weakref.WeakSet()
+        if len(held) >= limit:
+            for closing in [t for t in held if t.is_closing()]:
+                held.discard(closing)
+            if len(held) >= limit:
+                return False
+        held.add(transport)
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -247,15 +292,26 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
 def protocol_class(limits: HTTPLimits) -> type[GuardedHttpToolsProtocol]:
     """The protocol class enforcing ``limits`` (uvicorn builds it with its own arguments)."""
-    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits})
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits, "clients": {}})
+
+
+#: Bytes a WebSocket message may hold beyond ``--max_input_bytes`` before the protocol closes the socket
+#: (1009): up to it, the app answers an error event and the socket stays usable.
+WS_MESSAGE_SLACK = 64 << 10
 
 
 def uvicorn_config(app: Any, limits: HTTPLimits, drain_timeout: float = 35.0, **kwargs: Any) -> uvicorn.Config:
     """A uvicorn Config serving ``app`` under ``limits``; ``kwargs`` are other uvicorn settings.
 
     WebSocket connections drain at shutdown (``websocket_drain.py``): in-flight responses end,
-    then a 1012 close; ``drain_timeout`` seconds at most.
+    then a 1012 close; ``drain_timeout`` seconds at most. A WebSocket message is bounded by the app's
+    ``--max_input_bytes`` (plus WS_MESSAGE_SLACK): the ``websockets`` protocol refuses a longer one while
+    reading it, counting decompressed bytes of a permessage-deflate message, so 8 KB on the wire cannot
+    become 8 MB in the server.
     """
+    service = getattr(app, "service", None)
+    if service is not None and "ws_max_size" not in kwargs:
+        kwargs["ws_max_size"] = service.max_input_bytes + WS_MESSAGE_SLACK
     return uvicorn.Config(
         app,
         http=protocol_class(limits),

@@ -18,6 +18,9 @@ __all__ = ["build_loop_router"]
 
 async def read_body(request: Request, service: ResponsesService) -> bytes:
     """The body, refused as soon as it grows past what create would take (the same limits)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit():  # refused before any of it is read
+        service.check_input_size(int(declared))
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():

@@ -69,6 +69,7 @@ _ERRORS = {
     "400": "The request is invalid (a malformed id included): the message names the field (`param`).",
     "404": "No stored response has this id (or the route does not exist).",
     "413": "The request body is larger than the server accepts.",
+    "429": "A server-wide budget is used up (running background responses): retry later.",
     "500": "The generation failed (a chat completion without streaming; streamed, it is an error chunk).",
 }
 
@@ -78,7 +79,8 @@ _CONNECTION_ERRORS = (
     "503 (`service_unavailable`). "
     "Any request may also be answered, with the same error envelope and `connection: close`, by the "
     "server's HTTP limits: 400 (not valid HTTP), 408 (head or body not received in time), 414 (URL too "
-    "long), 431 (headers too large or too many), 503 with `Retry-After` (connection limit reached)."
+    "long), 431 (headers too large or too many), 503 with `Retry-After` (connection limit reached, "
+    "overall or for one client address)."
 )
 
 
@@ -133,6 +135,7 @@ def _create_operation() -> dict[str, Any]:
             "400": _error("400"),
             "404": _error("404"),
             "413": _error("413"),
+            "429": _error("429"),
         },
     }
 
@@ -315,7 +318,7 @@ _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[
     ("/stats", "get"): (
         _STATS,
         (),
-        [_query("reset", {"type": "string"}, "`1` resets the counters after reading them.")],
+        [_query("reset", {"type": "string"}, "`1` resets the counters after reading them (needs the API key).")],
     ),
     ("/health", "get"): (_HEALTH, (), []),
 }

@@ -13,6 +13,10 @@ resume its stream and cancel it:
 - a cancel is published on ``trtllm:cancel``; the process running the response
   aborts it, and the cancelling process answers once the stored response shows
   the result.
+
+A process following another's response through Redis ends its stream with a
+``response.failed`` (built from the last snapshot it read) if Redis fails under
+it: a stream never ends without a terminal event.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+
+import orjson
 
 from ..errors import ServiceUnavailableError
 from ..store.redis import RedisStore
@@ -80,7 +86,11 @@ class RedisRelay:
                     written = end
                 if done:
                     await self.client.expire(key, self.grace)
-                    await self.client.delete(SNAPSHOT + run.id)  # the final response is in the store now
+                    if run.prepared.store_failed and run.final is not None:
+                        # Not in the store: every process answers with the failed response for a while.
+                        await self.client.set(SNAPSHOT + run.id, run.final, ex=self.grace)
+                    else:
+                        await self.client.delete(SNAPSHOT + run.id)  # the final response is in the store now
                     return
                 await run.changed()
                 await asyncio.sleep(_FLUSH_INTERVAL)
@@ -112,6 +122,10 @@ class RedisRelay:
                 await asyncio.sleep(1)
 
     # -- any process ---------------------------------------------------------------------------
+
+    async def forget(self, response_id: str) -> None:
+        """Drop what Redis keeps of a background response besides the stored response (DELETE)."""
+        await self._call("delete", EVENTS + response_id, SNAPSHOT + response_id)
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return await self.store._call(name, *args, **kwargs)
@@ -148,27 +162,52 @@ class RedisRelay:
         key = EVENTS + response_id
         last_id = "0-0"
         after = -1 if starting_after is None else starting_after
+        sent = after  # the last sequence number this follower was given
+        snapshot: bytes | None = None
         while True:
             try:
+                if snapshot is None:  # what a failed terminal event is built from, should Redis fail
+                    snapshot = await self.client.get(SNAPSHOT + response_id)
                 batches = await self.client.xread({key: last_id}, block=1000, count=512)
+                if not batches:
+                    # Nothing new for a second: the stream may not have started yet (its snapshot says it
+                    # is coming) or may be gone (expired after its grace period).
+                    if not await self.client.exists(key) and not await self.client.exists(SNAPSHOT + response_id):
+                        return
+                    continue
             except Exception as exc:
                 logger.error("Lost the Redis event stream of %s: %r", response_id, exc)
+                yield _lost_frame(response_id, snapshot, sent + 1)
                 return
-            if not batches:
-                # Nothing new for a second: the stream may not have started yet (its snapshot says it
-                # is coming) or may be gone (expired after its grace period).
-                if not await self.client.exists(key) and not await self.client.exists(SNAPSHOT + response_id):
-                    return
-                continue
             out = []
             terminal = False
             for entry_id, fields in batches[0][1]:
                 last_id = entry_id
-                if int(fields[b"seq"]) > after:
+                seq = int(fields[b"seq"])
+                if seq > after:
                     frame = fields[b"frame"]
                     out.append(frame)
+                    sent = seq
                     terminal = terminal or frame.startswith(_TERMINAL)
             if out:
                 yield b"".join(out)
             if terminal:
                 return
+
+
+def _lost_frame(response_id: str, snapshot: bytes | None, sequence_number: int) -> bytes:
+    """A ``response.failed`` frame for a follower whose Redis stream failed (from the last snapshot read)."""
+    response: dict[str, Any] = {"id": response_id, "object": "response", "output": []}
+    if snapshot:
+        try:
+            response = orjson.loads(snapshot)
+        except orjson.JSONDecodeError:
+            pass
+    response["status"] = "failed"
+    response["error"] = {
+        "code": "server_error",
+        "message": "The response store (Redis) failed while this stream was followed from it; the response "
+        "goes on in the process running it: retrieve it once the store is back.",
+    }
+    event = {"type": "response.failed", "sequence_number": sequence_number, "response": response}
+    return b"event: response.failed\ndata: " + orjson.dumps(event) + b"\n\n"

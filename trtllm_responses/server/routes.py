@@ -13,7 +13,7 @@ from ..errors import InvalidRequestError, NotFoundError
 from ..ids import check_id
 from ..service import ResponsesService
 from .background import BackgroundResponses
-from .operations import metrics_text
+from .operations import authorized, metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
 __all__ = ["build_router"]
@@ -72,7 +72,7 @@ def build_router(
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(response_id: str) -> Response:
         check_id(response_id, "response_id", "resp")
-        return JSONBytesResponse(await service.delete(response_id))
+        return JSONBytesResponse(await background.delete(response_id))
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(response_id: str, request: Request) -> Response:
@@ -100,8 +100,12 @@ def build_router(
 
     @router.get("/stats")
     async def stats(request: Request) -> dict[str, object]:
-        if request.query_params.get("reset") == "1":
-            service.metrics.reset()
+        if "reset" in request.query_params:
+            # Reading is open (as /metrics); clearing the windows others read needs the key.
+            if config.api_key is not None and not authorized(request.scope, config.api_key):
+                raise unauthorized(request.scope)
+            if request.query_params["reset"] == "1":
+                service.metrics.reset()
         store = await service.store.stats()
         return {
             **service.metrics.snapshot(),

@@ -32,7 +32,14 @@ grammar of the SSE stream. What is WebSocket-only lives here:
   ``server_restarting``, then the socket closes with 1012, which the SDK reconnects on.
 - **Limits.** A connection is closed after ``websocket_max_seconds`` with an
   error event coded ``websocket_connection_limit_reached``. A client that
-  disconnects cancels its responses, which aborts their generations.
+  disconnects cancels its responses, which aborts their generations. Budgets
+  (README, "Hostile input and limits"): a message over ``--max_input_bytes`` is
+  refused before it is parsed (uvicorn's ``ws_max_size``, set a little above it by
+  ``http_protocol.uvicorn_config``, closes the socket (1009) for one far over,
+  compressed or not, before it is buffered); queued ``response.create`` messages
+  are kept as the text received (parsed again when their turn comes), at most
+  ``MAX_QUEUED_INPUTS`` × ``--max_input_bytes`` of them per connection; a
+  ``stream_id`` is at most ``MAX_STREAM_ID`` characters.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from ..config import ServerConfig
 from ..errors import APIError, InvalidRequestError, ServerError, ServiceUnavailableError
 from ..harmony.adapter import ConversationHistory
 from ..ids import new_id
+from ..protocol import check_depth
 from ..service import PreparedResponse, ResponsesService
 from ..wire import to_dict
 from .sse import event_json
@@ -69,6 +77,10 @@ MAX_LANES = 16
 MAX_QUEUED = 64
 #: Finished responses (for ``response_already_completed``) and held steering remembered per connection.
 MAX_REMEMBERED = 64
+#: Longest ``stream_id`` (characters); events echo it, so it is kept short.
+MAX_STREAM_ID = 128
+#: Bytes of ``response.create`` messages waiting on one connection's lanes, in ``--max_input_bytes``.
+MAX_QUEUED_INPUTS = 4
 # Over WebSocket a response always streams and never runs in the background. ``stream: true`` is
 # redundant and accepted (the Agents SDK sends it); ``stream: false`` and ``background: true`` are errors.
 _NOT_IN_CREATE = {
@@ -115,7 +127,8 @@ class ResponsesSocket:
         self._receive = receive
         self._send = send
         self._send_lock = asyncio.Lock()
-        self._lanes: dict[str | None, asyncio.Queue[dict[str, Any]]] = {}
+        self._lanes: dict[str | None, asyncio.Queue[str | bytes]] = {}
+        self._queued_bytes = 0  # of the messages waiting on the lanes (kept as received, not parsed)
         self._workers: list[asyncio.Task[None]] = []
         # lane -> (response id, its conversation); the last response of each lane.
         self._local: dict[str | None, tuple[str, ConversationHistory]] = {}
@@ -212,6 +225,15 @@ class ResponsesSocket:
             await self._on_message(raw)
 
     async def _on_message(self, raw: str | bytes) -> None:
+        limit = self.service.max_input_bytes
+        if len(raw) > limit:  # characters <= bytes: a text message this long is over the limit too
+            await self._send_error(
+                InvalidRequestError(
+                    f"The message is larger than {limit} bytes (--max_input_bytes).",
+                    code="context_length_exceeded",
+                )
+            )
+            return
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -220,15 +242,24 @@ class ResponsesSocket:
         if not isinstance(data, dict):
             await self._send_error(InvalidRequestError("A message must be a JSON object."))
             return
+        try:
+            check_depth(data)
+        except APIError as exc:
+            await self._send_error(exc)
+            return
         kind = data.get("type")
         if kind == "response.create" and self._draining:
             stream_id = data.get("stream_id")
-            await self._send_error(_restarting(), stream_id if isinstance(stream_id, str) else None)
+            echoed = stream_id if isinstance(stream_id, str) and len(stream_id) <= MAX_STREAM_ID else None
+            await self._send_error(_restarting(), echoed)
         elif kind == "response.create":
             stream_id = data.get("stream_id")
-            if stream_id is not None and not isinstance(stream_id, str):
+            if stream_id is not None and (not isinstance(stream_id, str) or len(stream_id) > MAX_STREAM_ID):
                 await self._send_error(
-                    InvalidRequestError("'stream_id' must be a string.", param="stream_id")
+                    InvalidRequestError(
+                        f"'stream_id' must be a string of at most {MAX_STREAM_ID} characters.",
+                        param="stream_id",
+                    )
                 )
                 return
             lane = self._lanes.get(stream_id)
@@ -252,7 +283,20 @@ class ResponsesSocket:
                     stream_id,
                 )
                 return
-            lane.put_nowait(data)
+            budget = MAX_QUEUED_INPUTS * limit
+            if self._queued_bytes + len(raw) > budget:
+                await self._send_error(
+                    InvalidRequestError(
+                        f"The responses waiting on this connection hold more than {budget} bytes; wait for "
+                        "some to finish.",
+                        code="too_many_requests",
+                    ),
+                    stream_id,
+                )
+                return
+            del data  # what waits is the text received; it is parsed again when its turn comes
+            self._queued_bytes += len(raw)
+            lane.put_nowait(raw)
         elif kind == "response.steer":
             await self._on_steer(data)
         else:
@@ -266,10 +310,12 @@ class ResponsesSocket:
 
     # -- responses --------------------------------------------------------------------------
 
-    async def _lane_worker(self, stream_id: str | None, lane: asyncio.Queue[dict[str, Any]]) -> None:
+    async def _lane_worker(self, stream_id: str | None, lane: asyncio.Queue[str | bytes]) -> None:
         while True:
-            data = await lane.get()
-            request: _Successor | None = (data, ())
+            raw = await lane.get()
+            self._queued_bytes -= len(raw)
+            request: _Successor | None = (orjson.loads(raw), ())  # kept as received while it waited
+            del raw
             self._active += 1
             self._idle.clear()
             try:
@@ -308,7 +354,7 @@ class ResponsesSocket:
         self._draining = True
         for stream_id, lane in self._lanes.items():
             while not lane.empty():
-                lane.get_nowait()
+                self._queued_bytes -= len(lane.get_nowait())
                 await self._send_error(_restarting(), stream_id)
         self._workers.append(asyncio.ensure_future(self._close_when_idle()))
 

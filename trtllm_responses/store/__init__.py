@@ -11,11 +11,19 @@
 
 from __future__ import annotations
 
-from .base import ConversationItem, ResponseStore, StoredConversation, StoredResponse, StoreStats
+from .base import (
+    ConversationItem,
+    ConversationPage,
+    ResponseStore,
+    StoredConversation,
+    StoredResponse,
+    StoreStats,
+)
 from .codec import CodecError, decode_entry, encode_entry
 from .memory import ConversationHistoryStore
 
 __all__ = [
+    "ConversationPage",
     "CodecError",
     "ConversationItem",
     "StoredConversation",

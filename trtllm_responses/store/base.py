@@ -25,10 +25,12 @@ from typing import Protocol
 from ..harmony.adapter import ConversationHistory
 from ..wire import exact_bytes
 
-__all__ = ["ConversationItem", "ResponseStore", "StoreStats", "StoredConversation", "StoredResponse"]
+__all__ = ["ConversationItem", "ConversationPage", "ResponseStore", "StoreStats", "StoredConversation", "StoredResponse"]
 
 #: One conversation item: its id and its JSON.
 ConversationItem = tuple[str, bytes]
+#: A page of conversation items (in the order asked) and whether more follow.
+ConversationPage = tuple[list[ConversationItem], bool]
 
 # The entry object (5 slots), and the store's bookkeeping for it (an ordered-dict
 # node and a size entry), with headroom for allocator rounding.
@@ -100,6 +102,9 @@ class ResponseStore(Protocol):
     async def stats(self) -> StoreStats:
         """Counters for logs and benchmarks."""
 
+    async def ping(self) -> None:
+        """Raise ServiceUnavailableError if the store cannot be reached now (a store in this process always can)."""
+
     async def close(self) -> None:
         """Flush and release the storage (at server shutdown)."""
 
@@ -123,6 +128,13 @@ class ResponseStore(Protocol):
 
     async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
         """Every item, oldest first; None if the conversation is unknown."""
+
+    async def conversation_page(
+        self, conversation_id: str, *, after: str | None, limit: int, order: str
+    ) -> ConversationPage | None:
+        """One page of items (``order`` asc or desc, after the item ``after``) and whether more follow,
+        reading the page rather than every item; None if the conversation is unknown; LookupError if
+        ``after`` is not one of its items."""
 
     async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
         """Append items atomically (concurrent appends never lose one); False if unknown."""

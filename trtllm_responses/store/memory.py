@@ -16,7 +16,7 @@ import logging
 import threading
 from collections import OrderedDict
 
-from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
+from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
 
 __all__ = ["ConversationHistoryStore"]
 
@@ -25,6 +25,22 @@ logger = logging.getLogger(__name__)
 # A conversation's own objects and bookkeeping; each item adds its two strings and a tuple.
 _CONVERSATION_OVERHEAD = 512
 _ITEM_OVERHEAD = 160
+
+
+def page_of(items: list[ConversationItem], *, after: str | None, limit: int, order: str) -> ConversationPage:
+    """A page of ``items`` (oldest first) in ``order`` after ``after``; LookupError for an unknown ``after``."""
+    n = len(items)
+    indices = range(n) if order == "asc" else range(n - 1, -1, -1)
+    start = 0
+    if after is not None:
+        for position, index in enumerate(indices):
+            if items[index][0] == after:
+                start = position + 1
+                break
+        else:
+            raise LookupError(after)
+    chosen = indices[start : start + limit]
+    return [items[i] for i in chosen], start + limit < n
 
 
 def _items_size(items: list[ConversationItem]) -> int:
@@ -98,6 +114,9 @@ class ConversationHistoryStore:
                 return False
             self._bytes -= self._sizes.pop(response_id)
             return True
+
+    async def ping(self) -> None:
+        """In this process: always reachable."""
 
     async def stats(self) -> StoreStats:
         """Counts, bytes and evictions."""
@@ -184,6 +203,16 @@ class ConversationHistoryStore:
         with self._lock:
             found = self._conversation(conversation_id)
             return list(found[1]) if found else None
+
+    async def conversation_page(
+        self, conversation_id: str, *, after: str | None, limit: int, order: str
+    ) -> ConversationPage | None:
+        """One page: a slice of the list (only ``after``'s position is searched for; nothing is copied but the page)."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            if found is None:
+                return None
+            return page_of(found[1], after=after, limit=limit, order=order)
 
     async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
         """Append items (older conversations are evicted to make room; never this one)."""

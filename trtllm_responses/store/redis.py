@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ..errors import ServiceUnavailableError
-from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
+from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
 from .codec import decode_stored, encode_entry
 
 __all__ = ["RedisStore", "redis_client"]
@@ -70,6 +70,10 @@ class RedisStore:
         except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
             logger.error("The Redis store failed on %s: %r", name, exc)
             raise ServiceUnavailableError("The response store is unavailable; retry later.") from exc
+
+    async def ping(self) -> None:
+        """ServiceUnavailableError (503) unless Redis answers within its timeout."""
+        await self._call("ping")
 
     async def get(self, response_id: str) -> StoredResponse | None:
         """The entry (its TTL renewed); None if unknown or expired."""
@@ -176,6 +180,36 @@ class RedisStore:
             return None
         raw = await self._call("lrange", CONVERSATION + conversation_id + ":items", 0, -1)
         return [self._decode_item(r) for r in raw]
+
+    async def conversation_page(
+        self, conversation_id: str, *, after: str | None, limit: int, order: str
+    ) -> ConversationPage | None:
+        """One page, read from the list's end the order starts at, in chunks, until the page is full: only
+        the page is read without ``after``; with it, the items before ``after`` too (ids are not indexed)."""
+        if await self.get_conversation(conversation_id) is None:
+            return None
+        key = CONVERSATION + conversation_id + ":items"
+        chunk = max(limit + 1, 256)
+        page: list[ConversationItem] = []
+        found = after is None
+        offset = 0
+        while len(page) <= limit:
+            if order == "asc":
+                raw = await self._call("lrange", key, offset, offset + chunk - 1)
+            else:
+                raw = await self._call("lrange", key, -offset - chunk, -offset - 1)
+                raw.reverse()
+            for item in map(self._decode_item, raw):
+                if found:
+                    page.append(item)
+                elif item[0] == after:
+                    found = True
+            if len(raw) < chunk:
+                break
+            offset += chunk
+        if not found:
+            raise LookupError(after)
+        return page[:limit], len(page) > limit
 
     async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
         """Append items (one RPUSH)."""

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from ..errors import ServiceUnavailableError
-from .base import ConversationItem, StoredConversation, StoredResponse, StoreStats
+from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
 from .codec import decode_stored, encode_entry
 
 __all__ = ["SQLiteStore"]
@@ -276,6 +276,33 @@ class SQLiteStore:
             ).fetchall()
             return [(r[0], bytes(r[1])) for r in rows]
 
+    def _conversation_page(
+        self, conversation_id: str, after: str | None, limit: int, order: str
+    ) -> ConversationPage | None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if not self._touch_conversation(db, conversation_id):
+                return None
+            compare, direction = (">", "ASC") if order == "asc" else ("<", "DESC")
+            bound = ""
+            args: tuple[object, ...] = (conversation_id,)
+            if after is not None:
+                row = db.execute(
+                    "SELECT seq FROM conversation_items WHERE conversation = ? AND item_id = ?",
+                    (conversation_id, after),
+                ).fetchone()
+                if row is None:
+                    raise LookupError(after)
+                bound = f" AND seq {compare} ?"
+                args = (conversation_id, row[0])
+            rows = db.execute(
+                f"SELECT item_id, data FROM conversation_items WHERE conversation = ?{bound} "
+                f"ORDER BY seq {direction} LIMIT ?",
+                (*args, limit + 1),
+            ).fetchall()
+            return [(r[0], bytes(r[1])) for r in rows[:limit]], len(rows) > limit
+
     def _append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
         db = self._connect()
         with db:
@@ -335,6 +362,9 @@ class SQLiteStore:
         """Forget an entry."""
         return await self._run(self._delete, response_id)
 
+    async def ping(self) -> None:
+        """In this process: always reachable."""
+
     async def stats(self) -> StoreStats:
         """Counts, bytes and evictions (of every process sharing the file)."""
         return await self._run(self._stats)
@@ -369,6 +399,12 @@ class SQLiteStore:
     async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
         """Its items, oldest first."""
         return await self._run(self._conversation_items, conversation_id)
+
+    async def conversation_page(
+        self, conversation_id: str, *, after: str | None, limit: int, order: str
+    ) -> ConversationPage | None:
+        """One page (the index on (conversation, seq): only the page's rows are read)."""
+        return await self._run(self._conversation_page, conversation_id, after, limit, order)
 
     async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
         """Append items (one transaction)."""

@@ -1,10 +1,12 @@
-"""Fetching web pages on a client's behalf, guarded: never a private, loopback or link-local address.
+"""Fetching web pages on a client's behalf, guarded: only globally reachable addresses.
 
 :func:`guarded_get` resolves the URL's host and checks every address it resolves
 to before connecting, and again for every redirect hop (followed by hand, at
-most :data:`MAX_REDIRECTS`). Addresses that are private, loopback, link-local,
-multicast, reserved or unspecified are refused unless the operator allowed the
-host or a network holding the address (``--fetch_allow_private HOST_OR_CIDR,...``).
+most :data:`MAX_REDIRECTS`). Only globally reachable addresses are fetched
+(``addresses.globally_reachable``: Python's ``is_global`` and the IANA special-purpose
+registries, so carrier-grade NAT 100.64.0.0/10 and 192.0.0.0/24, where cloud metadata
+services live, are refused too), unless the operator allowed the host or a network
+holding the address (``--fetch_allow_private HOST_OR_CIDR,...``).
 Bodies are read up to a size cap, under a timeout; only http(s).
 
 The connection resolves the host again after the check; a DNS answer that changes
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 import httpx2
+
+from .addresses import globally_reachable
 
 __all__ = ["FetchRefused", "FetchedPage", "PrivateAllowList", "guarded_get", "parse_allow_private"]
 
@@ -63,19 +67,6 @@ def parse_allow_private(text: str | Sequence[str]) -> PrivateAllowList:
     return PrivateAllowList(frozenset(hosts), tuple(networks))
 
 
-def _public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return not (
-        address.is_private
-        or address.is_loopback
-        or address.is_link_local
-        or address.is_multicast
-        or address.is_reserved
-        or address.is_unspecified
-    )
-
-
 async def check_url(url: str, allow: PrivateAllowList) -> None:
     """Raise FetchRefused unless ``url`` is http(s) and every address of its host may be reached."""
     parts = urlsplit(url)
@@ -90,10 +81,11 @@ async def check_url(url: str, allow: PrivateAllowList) -> None:
         raise FetchRefused(f"could not resolve {host}: {exc.strerror or exc}") from None
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if not _public(address) and not allow.allows(host, address):
+        if not globally_reachable(address) and not allow.allows(host, address):
             raise FetchRefused(
-                f"{host} resolves to {address}, a private, loopback or link-local address this server does not "
-                "fetch (the operator allows such hosts with --fetch_allow_private)"
+                f"{host} resolves to {address}, an address that is not globally reachable (private, loopback, "
+                "link-local, shared or special-purpose); this server does not fetch it (the operator allows "
+                "such hosts with --fetch_allow_private)"
             )
 
 

@@ -5,12 +5,17 @@ tools and runs calls (``mcp_request.py`` builds providers from a request). The
 listing has its own MCP session (streamable HTTP, or SSE when the URL's path
 ends in ``/sse``), made while the request is prepared; the calls
 of one response share one session, opened at the first call and closed when the
-response ends (the loop calls ``aclose`` from the task that made the calls, as
-anyio's cancel scopes require). A timed-out or failed call drops the session.
+response ends. Every session lives in a task of its own (``mcp_session.SessionHost``):
+whatever its transport does (a result of any size, a broken connection) can only
+fail the request waiting on it, which becomes a failed item, never the response.
+A timed-out or failed call drops the session.
 
 Headers a client sends (``Authorization``…) go to its MCP server and nowhere
 else: they are kept only on the provider of this response, never in the
-response, the store or a log line.
+response, the store or a log line. Every HTTP request a session makes (redirects
+the SDK follows, an SSE server's message endpoint) is checked against the
+provider's allowed prefixes before it is sent: a server cannot send the session
+anywhere the operator did not allow.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ import functools
 import logging
 import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 import orjson
@@ -34,7 +40,8 @@ from openai.types.responses.response_output_item import McpListToolsTool
 from ..errors import InvalidRequestError
 from ..harmony.items import ItemKind
 from .base import ToolNamespace, ToolOutcome, ToolProvider, truncate_output
-from .settings import ToolSettings
+from .mcp_session import SessionFailed, SessionHost
+from .settings import ToolSettings, url_allowed
 
 __all__ = ["ApprovalRule", "MCPProvider", "describe_exception", "tool_names"]
 
@@ -53,19 +60,33 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
+class URLNotAllowed(Exception):
+    """A request of an MCP session went outside the allowed prefixes (a redirect, an SSE endpoint)."""
+
+
 def _http_client(
     headers: dict[str, str] | None = None,
     timeout: httpx2.Timeout | None = None,
     auth: httpx2.Auth | None = None,
+    *,
+    allowed: tuple[str, ...] = (),
 ) -> httpx2.AsyncClient:
     """An HTTP client for one MCP session: the mcp SDK's defaults (no redirects: the SDK follows same-origin
-    ones itself), the shared TLS context, and no proxy settings read from the environment."""
+    ones itself), the shared TLS context, no proxy settings read from the environment, and every request
+    checked against the ``allowed`` URL prefixes before it is sent."""
+
+    async def check(request: httpx2.Request) -> None:
+        url = str(request.url)
+        if not url_allowed(url, allowed):
+            raise URLNotAllowed(f"the MCP server sent the session to {url[:200]}, outside the allowed URLs")
+
     return httpx2.AsyncClient(
         headers=headers,
         timeout=timeout or httpx2.Timeout(30.0),
         auth=auth,
         verify=_ssl_context(),
         trust_env=False,
+        event_hooks={"request": [check]},
     )
 
 
@@ -78,8 +99,15 @@ def _protocol_error(message: str, code: int) -> ToolOutcome:
 
 def describe_exception(exc: BaseException) -> tuple[str, int | None]:
     """A short message for a failed MCP exchange (the innermost cause), and its HTTP status if any."""
-    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
-        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    while True:
+        if isinstance(exc, SessionFailed) and exc.__cause__ is not None:
+            exc = exc.__cause__
+        elif isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
+            exc = exc.exceptions[0]  # type: ignore[attr-defined]
+        else:
+            break
+    if isinstance(exc, SessionFailed):
+        return "the connection to the MCP server failed", None
     if isinstance(exc, httpx2.HTTPStatusError):
         return f"the MCP server answered HTTP {exc.response.status_code}", exc.response.status_code
     if isinstance(exc, httpx2.ConnectError):
@@ -88,6 +116,8 @@ def describe_exception(exc: BaseException) -> tuple[str, int | None]:
         return "the MCP server did not answer in time", None
     if isinstance(exc, MCPError):
         return f"the MCP server returned an error: {exc.message}", None
+    if isinstance(exc, URLNotAllowed):
+        return str(exc), None
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, None
 
 
@@ -144,9 +174,16 @@ class MCPProvider(ToolProvider):
         allowed: frozenset[str] | None = None,
         read_only: bool = False,
         approval: ApprovalRule | None = None,
+        allowed_urls: tuple[str, ...] | None = None,
     ) -> None:
         self.namespace = label
         self._url = url
+        #: URL prefixes every request of its sessions must stay under (default: the URL's origin, for
+        #: servers the operator configured; a client's URL gets the operator's --mcp_allowed_urls).
+        if allowed_urls is None:
+            parts = urlsplit(url)
+            allowed_urls = (f"{parts.scheme}://{parts.netloc}",)
+        self._allowed_urls = allowed_urls
         self._headers = dict(headers)
         self._settings = settings
         self._description = description
@@ -154,8 +191,7 @@ class MCPProvider(ToolProvider):
         self._read_only = read_only
         self._approval = approval or ApprovalRule("never", "")
         self.tools: list[McpListToolsTool] | None = None
-        self._session: Client | None = None
-        self._stack: AsyncExitStack | None = None
+        self._session: SessionHost | None = None
 
     def __repr__(self) -> str:  # never the headers
         return f"MCPProvider({self.namespace!r}, {self._url!r})"
@@ -171,12 +207,14 @@ class MCPProvider(ToolProvider):
                 headers=self._headers,
                 timeout=timeout,
                 sse_read_timeout=timeout,
-                httpx_client_factory=_http_client,
+                httpx_client_factory=functools.partial(_http_client, allowed=self._allowed_urls),
             )
             async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
                 yield client
             return
-        http = _http_client(headers=self._headers, timeout=httpx2.Timeout(timeout))
+        http = _http_client(
+            headers=self._headers, timeout=httpx2.Timeout(timeout), allowed=self._allowed_urls
+        )
         async with http:
             transport = streamable_http_client(self._url, http_client=http)
             async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
@@ -186,30 +224,39 @@ class MCPProvider(ToolProvider):
 
     async def list_tools(self) -> list[McpListToolsTool]:
         """List the server's tools (every page), filtered by ``allowed_tools``; sets ``self.tools``."""
-        tools: list[McpListToolsTool] = []
-        async with self._client() as client:
-            cursor: str | None = None
-            while True:
-                page = await client.list_tools(cursor=cursor)
-                for tool in page.tools:
-                    annotations = (
-                        tool.annotations.model_dump(exclude_none=True, by_alias=True)
-                        if tool.annotations
-                        else None
-                    )
-                    tools.append(
-                        McpListToolsTool(
-                            name=tool.name,
-                            description=tool.description,
-                            input_schema=tool.input_schema,
-                            annotations=annotations,
-                        )
-                    )
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+        host = SessionHost(self._client)
+        await host.start()
+        try:
+            tools = await host.run(self._list_all)
+        finally:
+            await host.aclose()
         self.tools = self.filter(tools)
         return self.tools
+
+    @staticmethod
+    async def _list_all(client: Client) -> list[McpListToolsTool]:
+        tools: list[McpListToolsTool] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            for tool in page.tools:
+                annotations = (
+                    tool.annotations.model_dump(exclude_none=True, by_alias=True)
+                    if tool.annotations
+                    else None
+                )
+                tools.append(
+                    McpListToolsTool(
+                        name=tool.name,
+                        description=tool.description,
+                        input_schema=tool.input_schema,
+                        annotations=annotations,
+                    )
+                )
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
 
     def filter(self, tools: Sequence[McpListToolsTool]) -> list[McpListToolsTool]:
         """The tools ``allowed_tools`` lets the model see."""
@@ -246,14 +293,9 @@ class MCPProvider(ToolProvider):
         return _protocol_error(message, code)
 
     async def reset(self) -> None:
-        stack, self._stack, self._session = self._stack, None, None
-        if stack is not None:
-            try:
-                await stack.aclose()
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                raise
-            except BaseException as exc:  # a broken session: nothing left to release
-                logger.debug("Closing the MCP session to %s: %s", self.namespace, describe_exception(exc)[0])
+        session, self._session = self._session, None
+        if session is not None:
+            await session.aclose()  # never raises: a broken session has nothing left to release
 
     async def aclose(self) -> None:
         await self.reset()
@@ -274,14 +316,14 @@ class MCPProvider(ToolProvider):
     async def connect(self) -> ToolOutcome | None:
         if self._session is not None:
             return None
-        stack = AsyncExitStack()
+        session = SessionHost(self._client)
         try:
-            self._session = await stack.enter_async_context(self._client())
+            await session.start()
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except BaseException as exc:
             return self._failed(exc, "connect")
-        self._stack = stack
+        self._session = session
         return None
 
     def _failed(self, exc: BaseException, what: str) -> ToolOutcome:
@@ -302,7 +344,7 @@ class MCPProvider(ToolProvider):
         assert self._session is not None
         args = orjson.loads(arguments) if arguments.strip() else {}
         try:
-            result = await self._session.call_tool(name, args)
+            result = await self._session.run(lambda client: client.call_tool(name, args))
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except BaseException as exc:

@@ -39,6 +39,41 @@ def _string_map(value: Any, where: str) -> dict[str, str]:
     return dict(value)
 
 
+#: Headers a client may not send to an MCP server: ``Host`` and what proxies route or frame by
+#: (hop-by-hop headers, RFC 9110 section 7.6.1, and the forwarding ones) could send the request elsewhere.
+FORBIDDEN_HEADERS = frozenset(
+    {
+        "host",
+        "connection",
+        "proxy-connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "proxy-authorization",
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-original-url",
+        "x-rewrite-url",
+    }
+)
+
+
+def _headers(value: Any, where: str) -> dict[str, str]:
+    headers = _string_map(value, where)
+    for name in headers:
+        if name.strip().lower() in FORBIDDEN_HEADERS:
+            raise InvalidRequestError(
+                f"'{where}' may not set {name!r}: it could send the request somewhere else.",
+                param=f"{where}.{name}",
+            )
+    return headers
+
+
 def _not_allowed(url: str, where: str) -> InvalidRequestError:
     return InvalidRequestError(
         f"This server does not connect to the MCP server URL {url!r}: it is not under an allowed prefix. "
@@ -71,8 +106,12 @@ def _providers_from_request(tools: Sequence[Mapping[str, Any]], settings: ToolSe
                 param=f"{where}.connector_id",
             )
         url = tool.get("server_url")
+        # Every request of the session stays under these: the operator's prefixes for a client's URL,
+        # the origin of a server the operator configured (an SSE server posts to its own endpoint path).
+        allowed_urls: tuple[str, ...] | None = settings.mcp_allowed_urls
         if url is None:
             url = settings.tool_server(label)
+            allowed_urls = None  # the configured server's origin (MCPProvider's default)
             if url is None:
                 raise InvalidRequestError(
                     f"'{where}.server_url' is required: no MCP server is configured for label {label!r} "
@@ -81,7 +120,7 @@ def _providers_from_request(tools: Sequence[Mapping[str, Any]], settings: ToolSe
                 )
         elif not isinstance(url, str) or not url_allowed(url, settings.mcp_allowed_urls):
             raise _not_allowed(str(url), f"{where}.server_url")
-        headers = _string_map(tool.get("headers"), f"{where}.headers")
+        headers = _headers(tool.get("headers"), f"{where}.headers")
         authorization = tool.get("authorization")
         if isinstance(authorization, str) and authorization:
             headers.setdefault("Authorization", f"Bearer {authorization}")
@@ -107,6 +146,7 @@ def _providers_from_request(tools: Sequence[Mapping[str, Any]], settings: ToolSe
                 allowed=allowed,
                 read_only=read_only,
                 approval=ApprovalRule(tool.get("require_approval"), f"{where}.require_approval"),
+                allowed_urls=allowed_urls,
             )
         )
     return providers

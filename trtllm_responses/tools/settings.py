@@ -45,7 +45,7 @@ class ToolSettings:
     python_tool: str = "off"
     python_limits: PythonLimits = PythonLimits()
     browser_backend: str = "off"
-    #: Hosts or CIDRs the browser may fetch although they are private, loopback or link-local.
+    #: Hosts or CIDRs the browser may fetch although they are not globally reachable (tools/addresses.py).
     fetch_allow_private: tuple[str, ...] = ()
 
     def tool_server(self, label: str) -> str | None:
