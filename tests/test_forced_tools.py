@@ -198,6 +198,30 @@ def test_sdk_client_forces_code_interpreter(server: RunningServer) -> None:
     assert response.output_text == "python returned: 10\n"
 
 
+def test_sdk_client_offline_web_search_as_the_compliance_suite_sends_it(server: RunningServer) -> None:
+    """The Open Responses suite's ``offline-web-search`` case (revision 18e5656, src/lib/compliance-tests.ts):
+    ``web_search`` with ``external_web_access: false``, forced, sources included. The browser backend
+    answers it (the server has no separate offline index); the tool comes back as sent."""
+    with openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+        # the SDK types neither external_web_access nor a "web_search" tool choice; the suite sends both
+        response = client.responses.create(  # type: ignore[call-overload]
+            model="gpt-oss",
+            input="Find the most relevant cached result for OpenResponses.",
+            tools=[{"type": "web_search", "external_web_access": False}],
+            tool_choice={"type": "web_search"},
+            include=["web_search_call.action.sources"],
+        )
+    assert response.status == "completed"
+    calls = [item for item in response.output if item.type == "web_search_call"]
+    assert len(calls) == 1 and calls[0].status == "completed"
+    action = calls[0].action
+    assert action.type == "search"
+    urls = [source.url for source in action.sources or []]  # type: ignore[union-attr]
+    assert [url.rsplit("/", 1)[-1] for url in urls] == ["tides", "neap"]  # the search site's two results
+    assert response.tools[0].model_dump(exclude_none=True) == {"type": "web_search", "external_web_access": False}
+    assert response.output[-1].type == "message"
+
+
 @pytest.mark.parametrize(
     ("tools", "choice"),
     [
