@@ -88,6 +88,7 @@ _TRTLLM_FLAGS = (
     "kv_cache_free_gpu_memory_fraction",
     "trust_remote_code",
     "extra_llm_api_options",
+    "enable_chunked_prefill",
 )
 
 
@@ -97,7 +98,7 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     from .harmony import load_encoding
     from .launch import LaunchError, resolve_launch
 
-    given = [f"--{flag}" for flag in _TRTLLM_FLAGS if getattr(args, flag) not in (None, False)]
+    given = [f"--{flag}" for flag in _TRTLLM_FLAGS if getattr(args, flag) is not None and getattr(args, flag) is not False]
     if engine == "echo":
         if given:
             raise LaunchError(

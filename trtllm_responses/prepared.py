@@ -17,9 +17,10 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from .compaction import Compaction
 from .errors import InvalidRequestError
-from .executors.base import GenerationRequest
+from .executors.base import GenerationRequest, SamplingSettings
 from .harmony.adapter import ConversationHistory, Prompt
 from .protocol import ResponsesRequest
+from .sampling import SamplingDefaults, echo_fields, sampling_settings
 from .stream import ResponseStream
 from .tool_loop import ToolLoop
 from .tools.base import ServerTools
@@ -88,9 +89,17 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 def initial_response(
-    response_id: str, request: ResponsesRequest, model_name: str, conversation: str | None = None
+    response_id: str,
+    request: ResponsesRequest,
+    model_name: str,
+    conversation: str | None = None,
+    sampling: SamplingSettings | None = None,
 ) -> Response:
-    """The response's in_progress snapshot: what ``response.created`` carries, echoing the request."""
+    """The response's in_progress snapshot: what ``response.created`` carries, echoing the request.
+
+    Its sampling fields are ``sampling``'s, what the executor is given (``sampling.echo_fields``).
+    """
+    applied = echo_fields(sampling or sampling_settings(request, SamplingDefaults(), max_tokens=1, stop_token_ids=()))
     reasoning = request.reasoning
     data: dict[str, Any] = {
         "id": response_id,
@@ -109,11 +118,8 @@ def initial_response(
         "truncation": request.truncation or "disabled",
         "parallel_tool_calls": request.parallel_tool_calls,
         "text": _echo_text(request.text),
-        "top_p": request.top_p if request.top_p is not None else 1.0,
-        "presence_penalty": 0.0,
-        "frequency_penalty": 0.0,
+        **applied,
         "top_logprobs": request.top_logprobs or 0,
-        "temperature": request.temperature if request.temperature is not None else 1.0,
         "reasoning": {
             "effort": (reasoning.effort if reasoning and reasoning.effort else "medium"),
             "summary": reasoning.summary if reasoning else None,

@@ -26,7 +26,7 @@ from .compaction import (
 )
 from .conversations import ConversationsService, conversation_id
 from .errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
-from .executors.base import Executor, GenerationRequest, SamplingSettings
+from .executors.base import Executor, GenerationRequest
 from .generation import ResponseGenerator
 from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from .harmony.render_pool import RenderPool
@@ -44,6 +44,7 @@ from .prepared import (
     logprobs_wanted,
 )
 from .protocol import ResponsesRequest, parse_request
+from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_items
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream
@@ -78,8 +79,11 @@ class ResponsesService:
         inline_render_bytes: int = INLINE_RENDER_BYTES,
         render_pool: RenderPool | None = None,
         tool_settings: ToolSettings | None = None,
+        sampling_defaults: SamplingDefaults | None = None,
     ) -> None:
         self.tool_settings = tool_settings or ToolSettings()
+        #: What requests that do not say are sampled with (``serve --temperature`` …).
+        self.sampling_defaults = sampling_defaults or SamplingDefaults()
         self.executor = executor
         self.sealer = sealer
         self.redact_reasoning = redact_reasoning and sealer is not None
@@ -151,26 +155,21 @@ class ResponsesService:
                 update={"input": window_for_turn(compaction, request), "previous_response_id": None}
             )
             prompt, _ = await self.render(window, size=size, tools=tools, prepare_tools=False)
+        refusal = self.executor.prompt_refusal(len(prompt.token_ids))
+        if refusal is not None:
+            raise InvalidRequestError(refusal, param="input", code="context_length_exceeded")
         room = self.executor.max_seq_len - len(prompt.token_ids)
-        if room < 1:
-            raise InvalidRequestError(
-                f"The input is {len(prompt.token_ids)} tokens; this model's context window is "
-                f"{self.executor.max_seq_len} tokens.",
-                param="input",
-                code="context_length_exceeded",
-            )
         self.adapter.admit(prompt)
         max_tokens = min(request.max_output_tokens or room, room)
         response_id = new_id("resp")
         generation = GenerationRequest(
             request_id=response_id,
             prompt_token_ids=prompt.token_ids,
-            sampling=SamplingSettings(
+            sampling=sampling_settings(
+                request,
+                self.sampling_defaults,
                 max_tokens=max_tokens,
                 stop_token_ids=self.adapter.stop_token_ids,
-                temperature=request.temperature,
-                top_p=request.top_p,
-                seed=request.seed,
                 logprobs=logprobs_wanted(request),
             ),
             constraint=prompt.constraint,
@@ -184,7 +183,7 @@ class ResponsesService:
             request=request,
             prompt=prompt,
             generation=generation,
-            response=initial_response(response_id, request, self.model_name, conversation),
+            response=initial_response(response_id, request, self.model_name, conversation, generation.sampling),
             received_at=received,
             input_item_ids=tuple(item["id"] for item in items),
             input_items_json=tuple(orjson.dumps(item) for item in items),

@@ -62,6 +62,7 @@ def create_app(
         redact_reasoning=config.redact_reasoning,
         max_input_bytes=config.max_input_bytes,
         tool_settings=config.tools,
+        sampling_defaults=config.sampling,
     )
     limits = BackgroundLimits(grace=config.background_grace)
     relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None
