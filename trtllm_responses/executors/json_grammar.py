@@ -26,7 +26,10 @@ import functools
 import json
 from typing import Any
 
-__all__ = ["json_schema_ebnf"]
+__all__ = ["SCHEMA_COMMENT", "json_schema_ebnf"]
+
+#: The first line of every grammar made here: ``# JSON schema: {...}`` (xgrammar EBNF comments start with #).
+SCHEMA_COMMENT = "# JSON schema: "
 
 #: xgrammar 0.1.25's ordinary string rule, replaced: "<" then anything but "|" or another "<" run.
 _STRING_RULES = (
@@ -57,7 +60,8 @@ def _convert(schema_json: str) -> str:
             lines.append(_STRING_RULES)
         else:
             lines.append(_exclude_lt(line))
-    return "\n".join(lines) + "\n"
+    # The schema it was made from, as a comment (what the grammar means, for whoever reads the request).
+    return f"{SCHEMA_COMMENT}{schema_json}\n" + "\n".join(lines) + "\n"
 
 
 def _exclude_lt(line: str) -> str:

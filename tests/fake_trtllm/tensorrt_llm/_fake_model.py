@@ -28,6 +28,7 @@ FAIL = -1
 TIMEOUT = -2
 ANALYSIS = "<|channel|>analysis<|message|>Thinking.<|end|><|start|>assistant"
 MAX_CANDIDATES = 64
+SCHEMA_COMMENT = "# JSON schema: "
 
 
 class GuidedPlan:
@@ -130,6 +131,10 @@ def tag_completions(fmt: dict[str, Any], text: str = "fake") -> list[str]:
     if kind == "any_text":
         return ["x"]
     if kind == "grammar":
+        grammar = fmt.get("grammar", "")
+        if grammar.startswith(SCHEMA_COMMENT):  # trtllm-responses' JSON grammars say their schema
+            schema = json.loads(grammar[len(SCHEMA_COMMENT) :].partition("\n")[0])
+            return tag_completions({"type": "json_schema", "json_schema": schema}, text)
         return ["", ANALYSIS]
     if kind == "regex":
         return []
@@ -150,10 +155,18 @@ def tag_completions(fmt: dict[str, Any], text: str = "fake") -> list[str]:
     return []
 
 
-def choose_plan(matcher: Any, candidates: Sequence[list[int]], stop_token_ids: Sequence[int], end_id: int) -> Optional[list[int]]:
-    """The first candidate the grammar accepts whole, ending at a stop token (``<|return|>`` appended
-    where the grammar may end)."""
+def choose_plan(
+    matcher: Any,
+    candidates: Sequence[list[int]],
+    stop_token_ids: Sequence[int],
+    end_id: int,
+    rng: Optional[random.Random] = None,
+    noise: float = 0.0,
+) -> Optional[list[int]]:
+    """A candidate the grammar accepts whole, ending at a stop token (``<|return|>`` appended where the
+    grammar may end): the first (greedy), or with probability ``noise`` a seeded pick among them."""
     stops = set(stop_token_ids)
+    accepted_plans: list[list[int]] = []
     for tokens in candidates:
         body = [t for t in tokens if t != end_id] if tokens and tokens[-1] == end_id else list(tokens)
         accepted = 0
@@ -170,10 +183,16 @@ def choose_plan(matcher: Any, candidates: Sequence[list[int]], stop_token_ids: S
         if accepted:
             matcher.rollback(accepted)
         if terminal:
-            return body
-        if can_end:
-            return body + [end_id]
-    return None
+            accepted_plans.append(body)
+        elif can_end:
+            accepted_plans.append(body + [end_id])
+        if accepted_plans and (rng is None or not noise):
+            break
+    if not accepted_plans:
+        return None
+    if rng is not None and noise and rng.random() < noise:
+        return rng.choice(accepted_plans)
+    return accepted_plans[0]
 
 
 def noise_rate() -> float:

@@ -126,10 +126,12 @@ class LLM:
         enc = self._encoding
         stops = list(params.stop_token_ids or []) + ([params.end_id] if params.end_id is not None else [])
         candidates = [self._plan(prompt)] + [enc.encode(text) for text in tag_completions(json.loads(tag))]
-        plan = choose_plan(matcher, candidates, stops, params.end_id if params.end_id is not None else enc.return_)
+        rng = None if params._greedy_decoding else random.Random(params.seed if params.seed is not None else request_id)
+        end_id = params.end_id if params.end_id is not None else enc.return_
+        plan = choose_plan(matcher, candidates, stops, end_id, rng, noise_rate())
         if plan is None:
             raise ValueError("the fake's model found no completion its grammar accepts")
-        rng = None if params._greedy_decoding else random.Random(params.seed if params.seed is not None else request_id)
+        self._log({"event": "plan", "request_id": request_id, "text": enc.decode(plan)})
         return GuidedPlan(
             matcher,
             plan,
