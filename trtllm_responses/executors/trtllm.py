@@ -237,7 +237,7 @@ class TrtllmExecutor(Executor):
         self._running[request.request_id] = result
         top = request.sampling.logprobs
         try:
-            async for output in result:
+            async for output in _engine_steps(result):
                 completion = output.outputs[0]
                 tokens = tuple(completion.token_ids_diff)
                 cached = getattr(output, "cached_tokens", None)
@@ -272,6 +272,20 @@ class TrtllmExecutor(Executor):
         if self._llm is not None:
             llm, self._llm = self._llm, None
             await asyncio.to_thread(llm.shutdown)
+
+
+async def _engine_steps(result: Any) -> AsyncGenerator[Any, None]:
+    """The result's steps; an error TensorRT-LLM raises while iterating (``RequestError`` from
+    ``GenerationResultBase._handle_response``) becomes an ExecutorError naming it."""
+    iterator = result.__aiter__()
+    while True:
+        try:
+            output = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        except Exception as exc:
+            raise ExecutorError(f"TensorRT-LLM failed the request: {type(exc).__name__}: {exc}") from exc
+        yield output
 
 
 def _prompt_limit(chunked: Any, max_num_tokens: Any, backend: str) -> int | None:

@@ -107,6 +107,8 @@ class GenerationResult:
     def abort(self) -> None:
         self._abort_requested = True
         self._llm._log({"event": "abort", "request_id": self.request_id})
+        if not self._done and self._responses:  # the engine lets it go: its computed blocks are stored
+            self._llm._kv.store(self.prompt_token_ids + self._all_tokens)
 
     def aborted(self) -> bool:
         return self._abort_requested

@@ -14,8 +14,8 @@ As there:
   error response does there).
 - KV-cache block reuse (``kv_cache_config.enable_block_reuse``): whole blocks of
   ``tokens_per_block`` that finished requests stored (prompt and output), least recently used
-  dropped past the cache's capacity (``kv_cache_config.max_tokens``, else 64 Ki tokens here); the
-  last prompt token is always computed, so at most ``prompt_len - 1`` tokens are reused.
+  dropped past the cache's capacity (``kv_cache_config.max_tokens``, else 64 Ki tokens here), leaves
+  first; an aborted request's blocks are stored when the engine lets it go; the last prompt token is always computed, so at most ``prompt_len - 1`` tokens are reused.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ class _KvBlocks:
     def store(self, tokens: list[int]) -> None:
         if not self.enabled:
             return
-        for end in range(self.block, len(tokens) + 1, self.block):
+        # Longest first: a prefix is used more recently than what extends it, so leaves are evicted first
+        # (the radix tree of KVCacheManager frees leaf blocks before the blocks they hang from).
+        for end in range(len(tokens) // self.block * self.block, 0, -self.block):
             key = tuple(tokens[:end])
             self._blocks[key] = None
             self._blocks.move_to_end(key)
@@ -62,11 +64,11 @@ class _KvBlocks:
             return 0
         reused = 0
         for end in range(self.block, len(prompt), self.block):  # never the last prompt token
-            key = tuple(prompt[:end])
-            if key not in self._blocks:
+            if tuple(prompt[:end]) not in self._blocks:
                 break
-            self._blocks.move_to_end(key)
             reused = end
+        for end in range(reused, 0, -self.block):
+            self._blocks.move_to_end(tuple(prompt[:end]))
         return reused
 
 
