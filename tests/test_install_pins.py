@@ -120,14 +120,16 @@ def test_lowest_allowed_versions_work(registry: None, tmp_path: Path) -> None:
     constraints = tmp_path / "floors.txt"
     constraints.write_text("".join(f"{name}=={version}\n" for name, version in floors.items()))
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
+    venv.create(env_dir, with_pip=False)
     python = str(env_dir / "bin" / "python")
-    install = subprocess.run(
-        [python, "-m", "pip", "install", "--isolated", "--quiet", "-c", str(constraints), str(ROOT)],
+    install = subprocess.run(  # this venv's (recent) pip installs into the new one: it resolves faster
+        [sys.executable, "-m", "pip", "--python", python, "install", "--isolated", "--quiet", "-c", str(constraints), str(ROOT)],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-3000:]
-    listed = subprocess.run([python, "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "list", "--format=json"], capture_output=True, text=True, check=True
+    )
     installed = {item["name"].lower().replace("_", "-"): item["version"] for item in json.loads(listed.stdout)}
     for name, version in floors.items():
         assert installed[name.lower().replace("_", "-")] == version, name

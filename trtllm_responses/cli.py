@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -114,6 +115,12 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     if args.echo_tokens_per_second:
         raise LaunchError("--echo_tokens_per_second only applies to --engine echo")
     plan = resolve_launch(args.model, vars(args), args.extra_llm_api_options)
+    from .world import check_world, read_world
+
+    world = read_world(os.environ)  # read here, at start, never on the request path
+    check_world(world, plan.llm_kwargs)
+    if world.launcher:
+        logger.info("Under trtllm-llmapi-launch: this process (rank 0) serves HTTP for %d rank(s)", world.size)
     from .executors.trtllm import TrtllmUnavailableError, import_tensorrt_llm
 
     try:
