@@ -18,7 +18,6 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx

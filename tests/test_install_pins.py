@@ -19,13 +19,14 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 import urllib.request
 import venv
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import tomllib
+from packaging.version import Version
 
 from trtllm_responses.executors.trtllm import MIN_TRTLLM_VERSION
 
@@ -132,6 +133,6 @@ def test_lowest_allowed_versions_work(registry: None, tmp_path: Path) -> None:
     )
     installed = {item["name"].lower().replace("_", "-"): item["version"] for item in json.loads(listed.stdout)}
     for name, version in floors.items():
-        assert installed[name.lower().replace("_", "-")] == version, name
+        assert Version(installed[name.lower().replace("_", "-")]) == Version(version), name
     smoke = subprocess.run([python, "-c", SMOKE], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert smoke.returncode == 0 and "smoke ok" in smoke.stdout, smoke.stdout[-2000:] + smoke.stderr[-4000:]

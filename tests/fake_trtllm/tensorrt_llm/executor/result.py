@@ -29,7 +29,7 @@ import asyncio
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from .utils import RequestError
 
