@@ -10,7 +10,7 @@ CODEX_VERSION ?= 0.169.0
 CODEX_DIR := .codex-cli
 CODEX_STAMP := $(CODEX_DIR)/.installed-$(CODEX_VERSION)
 
-.PHONY: run test lint bench install clean compliance codex-cli redis-server
+.PHONY: run test lint bench install clean compliance codex-cli redis-server bubblewrap
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (README, "Stores").
@@ -47,7 +47,12 @@ redis-server:
 	@command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends redis-server; }
 
-test: $(STAMP) codex-cli redis-server
+# `--python_tool local` runs model-written code in a bubblewrap sandbox (README, "python"): Debian's package.
+bubblewrap:
+	@command -v bwrap >/dev/null || [ -x /usr/bin/bwrap ] || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends bubblewrap; }
+
+test: $(STAMP) codex-cli redis-server bubblewrap
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -1,6 +1,7 @@
 """What gpt-oss's built-in tools cost the server, outside the tool's own work.
 
-- ``python local``: one call of ``print(1)`` (a fresh limited subprocess, temp dir made and removed);
+- ``python local``: one call of ``print(1)`` (a fresh bubblewrap sandbox, its cgroup made and removed),
+  beside the same interpreter as a bare subprocess (the sandbox's cost);
 - ``browser open``: fetching a ~2 MiB HTML page from loopback and turning it into wrapped text
   (in a worker thread), and the event loop's worst stall meanwhile (should stay small: the parsing
   is off the loop).
@@ -20,6 +21,7 @@ from typing import Any
 
 from trtllm_responses.tools.browser import BrowserProvider
 from trtllm_responses.tools.python_tool import LocalPython
+from trtllm_responses.tools.sandbox import setup_sandbox
 from trtllm_responses.tools.settings import PythonLimits, ToolSettings
 
 PAGE = (
@@ -48,8 +50,24 @@ async def _lag_probe(stop: asyncio.Event, worst: list[float]) -> None:
         worst[0] = max(worst[0], time.perf_counter() - start - 0.005)
 
 
+async def _bare_subprocess(calls: int) -> list[float]:
+    """The same interpreter as a plain subprocess, for comparison (``-S``: the sandbox hides site-packages)."""
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            setup_sandbox(PythonLimits()).interpreter, "-I", "-S", "-c", "print(1)", stdout=asyncio.subprocess.PIPE
+        )
+        await proc.communicate()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 async def main(calls: int) -> None:
     python = LocalPython(PythonLimits())
+    bare = await _bare_subprocess(calls)
+    print(f"bare subprocess print(1): p50 {statistics.median(bare) * 1e3:.1f} ms, max {max(bare) * 1e3:.1f} ms")
+    print(setup_sandbox(PythonLimits()).describe())
     times = []
     for _ in range(calls):
         start = time.perf_counter()

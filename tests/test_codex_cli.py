@@ -40,10 +40,18 @@ def codex_home(echo_server, tmp_path_factory: pytest.TempPathFactory) -> Path:  
 
 
 def write_codex_home(home: Path, base_url: str) -> None:
-    """A CODEX_HOME whose only provider is the server at ``base_url`` (gpt-oss from the test catalog)."""
+    """A CODEX_HOME whose only provider is the server at ``base_url`` (gpt-oss from the test catalog).
+
+    Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): which one Codex uses depends on
+    the host (with Debian's ``bubblewrap`` installed it runs ``bwrap ... codex-linux-sandbox``, which is
+    not on that sandbox's PATH, and every command fails), and these tests are about the Responses API
+    round trip, not Codex's sandbox. The commands they run are ``echo`` and an ``apply_patch`` into the
+    test's own temporary directory.
+    """
     shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
     (home / "config.toml").write_text(
         f'''model = "gpt-oss"
+sandbox_mode = "danger-full-access"
 model_provider = "trtllm"
 model_context_window = 131072
 model_catalog_json = "{home / "gpt-oss-catalog.json"}"
@@ -80,7 +88,7 @@ def test_plain_answer(codex_home: Path, tmp_path: Path) -> None:
 
 
 def test_exec_command_round_trip(codex_home: Path, tmp_path: Path) -> None:
-    out = codex(codex_home, tmp_path, "-s", "workspace-write", 'call exec_command {"cmd":"echo round-trip-ok"}')
+    out = codex(codex_home, tmp_path, 'call exec_command {"cmd":"echo round-trip-ok"}')
     assert "exec_command returned:" in out and "round-trip-ok" in out
 
 
@@ -88,8 +96,6 @@ def test_multi_agent_namespace_call(codex_home: Path, tmp_path: Path) -> None:
     out = codex(
         codex_home,
         tmp_path,
-        "-s",
-        "workspace-write",
         'call multi_agent_v1.spawn_agent {"task_name":"helper","message":"#lorem 5"}',
         transcript=True,
     )
@@ -99,7 +105,7 @@ def test_multi_agent_namespace_call(codex_home: Path, tmp_path: Path) -> None:
 
 def test_apply_patch_freeform_edit(codex_home: Path, tmp_path: Path) -> None:
     patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello from apply_patch\n*** End Patch\n"
-    out = codex(codex_home, tmp_path, "-s", "workspace-write", f"call apply_patch {patch}")
+    out = codex(codex_home, tmp_path, f"call apply_patch {patch}")
     assert "apply_patch returned:" in out
     assert (tmp_path / "hello.txt").read_text() == "hello from apply_patch\n"
 

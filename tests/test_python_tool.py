@@ -8,12 +8,10 @@ and the openai SDK; every stream goes through check_stream.
 from __future__ import annotations
 
 import contextlib
-import glob
 import io
 import json
 import os
 import socket
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -28,17 +26,25 @@ from stream_grammar import check_stream
 
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-from trtllm_responses.tools.python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, network_isolated
+from trtllm_responses.tools.python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython
+from trtllm_responses.tools.sandbox import SandboxUnavailable, setup_sandbox
 from trtllm_responses.tools.settings import PythonLimits, ToolSettings
 
 CODE_TOOL = {"type": "code_interpreter", "container": {"type": "auto"}}
-
+LIMITS = PythonLimits(timeout=3.0, cpu_seconds=1, memory_bytes=256 << 20, output_bytes=2000)
 
 
 @pytest.fixture(scope="module")
-def server(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[RunningServer]:
-    limits = PythonLimits(timeout=3.0, cpu_seconds=1, memory_bytes=256 << 20, output_bytes=2000)
-    settings = ToolSettings(python_tool="local", python_limits=limits, tool_timeout=20.0)
+def sandbox() -> Any:
+    try:
+        return setup_sandbox(LIMITS)
+    except SandboxUnavailable as exc:
+        pytest.skip(f"the python sandbox cannot be set up here: {exc}")
+
+
+@pytest.fixture(scope="module")
+def server(sandbox: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[RunningServer]:
+    settings = ToolSettings(python_tool="local", python_limits=LIMITS, tool_timeout=20.0)
     running = start_server(RecordingEcho(encoding), adapter, tools=settings)
     yield running
     running.stop()
@@ -113,7 +119,7 @@ def test_timeout_comes_back_as_the_tool_text_with_failed_status(http: httpx.Clie
     assert "wall-clock time" in response["output"][-1]["content"][0]["text"]
 
 
-async def test_cpu_limit() -> None:
+async def test_cpu_limit(sandbox: Any) -> None:
     # The provider itself, with a wall-clock limit far above the CPU limit (a loaded machine is slow).
     python = LocalPython(PythonLimits(timeout=60.0, cpu_seconds=1, memory_bytes=256 << 20))
     outcome = await python.call("", "while True: pass")
@@ -135,7 +141,7 @@ def test_oversized_output_is_cut_with_a_note(http: httpx.Client) -> None:
     assert "[output truncated" in logs_of(call) and len(logs_of(call)) < 2200
 
 
-def test_files_vanish_and_environment_is_scrubbed(http: httpx.Client) -> None:
+def test_files_vanish_and_environment_is_scrubbed(http: httpx.Client, sandbox: Any) -> None:
     os.environ["TRTLLM_TEST_SECRET"] = "do-not-leak"
     try:
         code = (
@@ -146,15 +152,23 @@ def test_files_vanish_and_environment_is_scrubbed(http: httpx.Client) -> None:
     finally:
         del os.environ["TRTLLM_TEST_SECRET"]
     seen = json.loads(logs_of(response["output"][1]))
-    assert seen["files"] == ["made.txt"], "an empty working directory of its own"
-    assert not os.path.exists(seen["cwd"]), "removed afterwards"
-    assert "TRTLLM_TEST_SECRET" not in seen["env"] and set(seen["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG"}
-    assert not glob.glob(os.path.join(tempfile.gettempdir(), "trtllm-python-*"))
+    assert seen["files"] == ["made.txt"] and seen["cwd"] == "/sandbox", "an empty private directory"
+    assert "TRTLLM_TEST_SECRET" not in seen["env"]
+    assert set(seen["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "PWD"}
+    again, _ = run(http, "import os; print(os.listdir('.'))", include=["code_interpreter_call.outputs"])
+    assert logs_of(again["output"][1]) == "[]\n", "the next call starts from nothing"
+    assert not _cgroups_left(sandbox), "each call's cgroup is removed"
 
 
-def test_no_network_where_the_platform_drops_it(http: httpx.Client) -> None:
-    if not network_isolated():
-        pytest.skip("this platform does not let a process enter a new network namespace")
+def _cgroups_left(sandbox: Any) -> list[str]:
+    """This process's call cgroups still on the host (named by its pid: no other process makes them)."""
+    if sandbox.cgroups is None:
+        return []
+    roots = {sandbox.cgroups.memory, sandbox.cgroups.pids}
+    return [str(p) for root in roots for p in root.glob(f"trtllm-python-{os.getpid()}-*")]
+
+
+def test_no_network(http: httpx.Client) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -225,9 +239,9 @@ def test_openai_sdk(server: RunningServer) -> None:
         assert call.type == "code_interpreter_call" and call.outputs and call.outputs[0].type == "logs"
 
 
-def test_disconnect_kills_the_running_code(http: httpx.Client, tmp_path: Any) -> None:
-    marker = tmp_path / "pid"
-    code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
+def test_disconnect_kills_the_running_code(http: httpx.Client, sandbox: Any) -> None:
+    marker = "29.979245"  # the sandbox's pids are its own: the host finds the code by its command line
+    code = f"import os; os.execv('/usr/bin/sleep', ['sleep', '{marker}'])"
     body = {"input": f"call python {code}", "tools": [CODE_TOOL], "stream": True}
     with http.stream("POST", "/v1/responses", json=body) as reply:
         lines = reply.iter_lines()  # kept referenced: the connection stays open until we leave
@@ -235,22 +249,28 @@ def test_disconnect_kills_the_running_code(http: httpx.Client, tmp_path: Any) ->
             if "response.code_interpreter_call.interpreting" in line:
                 break
         deadline = time.monotonic() + 10
-        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        while not _host_processes(marker) and time.monotonic() < deadline:
             time.sleep(0.02)
-        pid = int(marker.read_text())
+        assert _host_processes(marker), "the code runs"
     deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
+    while _host_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(pid), "the client went away: its code was killed"
-    assert not glob.glob(os.path.join(tempfile.gettempdir(), "trtllm-python-*"))
+    assert not _host_processes(marker), "the client went away: its code was killed"
+    deadline = time.monotonic() + 10
+    while _cgroups_left(sandbox) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _cgroups_left(sandbox)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+def _host_processes(marker: str) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                    if marker.encode() in cmdline.read():
+                        found.append(int(entry.name))
+    return found
 
 
 # -- python through an MCP server ------------------------------------------------------------------
@@ -323,3 +343,38 @@ def test_tool_choice_code_interpreter_shows_python_alone(http: httpx.Client) -> 
     body["tool_choice"] = {"type": "function", "name": "lookup"}
     prompt = http.post("/v1/responses", json=body).json()["output"][-1]["content"][0]["text"]
     assert "## python" not in prompt
+
+
+# -- where the sandbox cannot be set up, `serve` refuses ---------------------------------------------
+
+
+def test_serve_refuses_local_python_without_bubblewrap(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "trtllm_responses.cli", "serve", "--engine", "echo", "--port", "1"]
+        + ["--python_tool", "local"],
+        env={**os.environ, "PATH": str(tmp_path)},  # no bwrap on PATH
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "--python_tool local needs its sandbox, and bubblewrap is not installed" in result.stderr
+
+
+def test_without_a_cgroup_root_is_refused_and_others_get_rlimits(
+    sandbox: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trtllm_responses.tools import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module.CgroupParent, "find", classmethod(lambda cls: None))
+    limits = PythonLimits(timeout=7.0)  # its own cache entry
+    if os.geteuid() == 0:
+        # The kernel does not apply RLIMIT_NPROC to root's uid: nothing would bound the processes.
+        with pytest.raises(SandboxUnavailable, match="RLIMIT_NPROC"):
+            setup_sandbox(limits)
+    else:
+        assert "no cgroup here, so each call is bounded by rlimits" in setup_sandbox(limits).describe()

@@ -151,7 +151,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = args.engine or ("trtllm" if args.model else "echo")
     config = server_config(args)
     executor, encoding = _build_executor(args, engine)
-    _log_builtin_tools(config.tools)
+    _check_builtin_tools(config.tools)
     store = open_store(
         config.store,
         max_responses=config.max_stored_responses,
@@ -184,18 +184,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_builtin_tools(tools: ToolSettings) -> None:
-    """Say what the operator turned on of gpt-oss's built-in tools, and what python ``local`` isolates here."""
+def _check_builtin_tools(tools: ToolSettings) -> None:
+    """Say what the operator turned on of gpt-oss's built-in tools; refuse python ``local`` without its sandbox."""
     if tools.python_tool == "local":
-        from .tools.python_tool import network_isolated
+        from .tools.sandbox import SandboxUnavailable, setup_sandbox
 
-        if network_isolated():
-            logger.warning("--python_tool local: model-written code runs here, limited, without network.")
-        else:
-            logger.warning(
-                "--python_tool local: model-written code runs here, limited, WITH the server's network "
-                "(this platform does not let a process enter a new network namespace; see README)."
-            )
+        try:
+            sandbox = setup_sandbox(tools.python_limits)
+        except SandboxUnavailable as exc:
+            raise SandboxUnavailable(f"--python_tool local needs its sandbox, and {exc}.") from None
+        logger.warning("--python_tool local: model-written code runs here, in a %s.", sandbox.describe())
     elif tools.python_tool != "off":
         logger.info("--python_tool %s: code_interpreter calls go to that MCP server.", tools.python_tool)
     if tools.browser_backend != "off":

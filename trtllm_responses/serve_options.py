@@ -358,7 +358,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         type=_python_tool,
         default="off",
         metavar="{off,local,mcp:URL}",
-        help="run code_interpreter calls (gpt-oss's python): local = a limited subprocess per call, "
+        help="run code_interpreter calls (gpt-oss's python): local = a bubblewrap sandbox per call, "
         "mcp:URL = the python tool of that MCP server (default: off, the tool is not shown)",
     )
     builtin.add_argument(
@@ -368,7 +368,10 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="wall-clock seconds of one local python call",
     )
     builtin.add_argument(
-        "--python_memory_mb", type=positive_int, default=1024, help="address space of one local python call"
+        "--python_memory_mb",
+        type=positive_int,
+        default=1024,
+        help="memory of one local python call: all its processes (its cgroup) and each one's address space",
     )
     builtin.add_argument(
         "--browser_backend",

@@ -4,24 +4,17 @@ The model calls ``to=python`` with code as the body; the call is a
 ``code_interpreter_call`` item, and what the process printed (stdout and stderr,
 interleaved) is what the model reads back and the item's ``outputs`` logs.
 
-``local`` (:class:`LocalPython`): every call is a fresh process of the server's
-own Python (``-I``: no user site, no ``PYTHON*`` variables), started in its own
-session with
+``local`` (:class:`LocalPython`): every call is a fresh process of the server's base
+interpreter (``-I``) inside a bubblewrap sandbox (:mod:`.sandbox`: its own user, pid, mount, ipc,
+net and uts namespaces, a read-only minimal file system, a private writable ``/sandbox``, a cleared
+environment, its cgroup or rlimits), with
 
-- an empty temporary working directory (also its ``HOME`` and ``TMPDIR``), removed afterwards;
-- a scrubbed environment (``PATH``, ``HOME``, ``TMPDIR``, ``LANG`` only);
-- ``RLIMIT_CPU`` (CPU seconds), ``RLIMIT_AS`` (address space), ``RLIMIT_FSIZE`` (largest file it may
-  write), ``RLIMIT_NOFILE`` and no core dumps, set by the child before the code runs;
-- a wall-clock timeout, after which its whole process group is killed;
-- an output cap: reading stops and the group is killed once it printed more than the limit;
-- no network where the kernel lets it drop it: the child enters a new, empty network namespace
-  (``unshare(CLONE_NEWNET)``, or with ``CLONE_NEWUSER`` when unprivileged). Where neither is allowed
-  (seccomp'd containers, non-Linux) the code keeps the server's network: :func:`network_isolated` says
-  which, and the server logs it at startup.
+- a wall-clock timeout (``--python_timeout``); the tool loop's ``--tool_timeout`` cancels it too:
+  whichever comes first, the sandbox is killed (its pid namespace dies with it) and its cgroup removed;
+- an output cap: reading stops and the sandbox is killed once it printed more than the limit.
 
-It does not isolate the file system (the code can read what the server's user can read) nor
-processes beyond the rlimits: run the server as an unprivileged user, or use ``mcp:URL`` with
-a containerised python server, when that matters.
+:func:`~.sandbox.setup_sandbox` checks at start-up that the sandbox works here; ``serve`` refuses
+``--python_tool local`` with the reason when it does not.
 
 ``mcp:URL`` (:class:`MCPPython`): calls the ``python`` tool (argument ``code``) of the MCP
 server at URL, e.g. the gpt-oss repository's reference python MCP server, through the MCP
@@ -32,14 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 from typing import Any
 
 import anyio
@@ -49,10 +37,12 @@ from openai.types.responses.response_output_item import McpListToolsTool
 from ..harmony.items import ItemKind
 from ..ids import new_id
 from .base import ToolOutcome, ToolProvider, truncate_output
+from .cgroups import CallCgroup
 from .mcp import MCPProvider
+from .sandbox import SandboxUnavailable, setup_sandbox
 from .settings import PythonLimits, ToolSettings
 
-__all__ = ["STATELESS_PYTHON_DESCRIPTION", "LocalPython", "MCPPython", "PythonLimits", "network_isolated"]
+__all__ = ["STATELESS_PYTHON_DESCRIPTION", "LocalPython", "MCPPython", "PythonLimits"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,64 +56,6 @@ STATELESS_PYTHON_DESCRIPTION = (
     "container, and the stdout of that process will be returned to you. You have to use print statements to "
     "access the output."
 )
-
-#: Runs in the child before the model's code (read from stdin): limits, then the network, then the code.
-_BOOTSTRAP = r"""
-import ctypes, os, resource, sys
-cpu, mem, fsize = (int(v) for v in sys.argv[1:4])
-def limit(kind, value):
-    try:
-        resource.setrlimit(kind, (value, value))
-    except (ValueError, OSError):
-        soft, hard = resource.getrlimit(kind)
-        resource.setrlimit(kind, (min(value, hard) if hard != resource.RLIM_INFINITY else value, hard))
-limit(resource.RLIMIT_CPU, cpu)
-limit(resource.RLIMIT_FSIZE, fsize)
-limit(resource.RLIMIT_NOFILE, 256)
-limit(resource.RLIMIT_CORE, 0)
-isolated = False
-try:
-    libc = ctypes.CDLL(None, use_errno=True)
-    isolated = libc.unshare(0x40000000) == 0 or libc.unshare(0x40000000 | 0x10000000) == 0
-except (OSError, AttributeError):
-    pass
-if sys.argv[4] == "probe":
-    print("isolated" if isolated else "shared")
-    raise SystemExit(0)
-code = sys.stdin.read()
-sys.stdin.close()
-sys.stdin = open(os.devnull)
-sys.stdout.reconfigure(encoding="utf-8", errors="replace", line_buffering=False)
-sys.stderr.reconfigure(encoding="utf-8", errors="replace")
-limit(resource.RLIMIT_AS, mem)
-del ctypes, resource, libc, limit, cpu, mem, fsize, isolated
-namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-exec(compile(code, "<python>", "exec"), namespace)
-"""
-
-
-def _clean_env(workdir: str) -> dict[str, str]:
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"}
-
-
-@functools.cache
-def network_isolated() -> bool:
-    """Whether a local python call runs without network here (the child could enter a new network namespace)."""
-    workdir = tempfile.mkdtemp(prefix="trtllm-python-")
-    try:
-        result = subprocess.run(
-            [sys.executable, "-I", "-c", _BOOTSTRAP, "10", str(1 << 30), str(1 << 20), "probe"],
-            capture_output=True,
-            cwd=workdir,
-            env=_clean_env(workdir),
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return result.stdout.strip() == b"isolated"
 
 
 def _logs(text: str) -> dict[str, Any]:
@@ -146,61 +78,67 @@ class _PythonProvider(ToolProvider):
 
 
 class LocalPython(_PythonProvider):
-    """``--python_tool local``: each call in a fresh, limited subprocess (see the module docstring)."""
+    """``--python_tool local``: each call in a fresh bubblewrap sandbox (see the module docstring)."""
 
     def __init__(self, limits: PythonLimits) -> None:
         super().__init__(new_id("cntr"))
         self._limits = limits
 
     async def call(self, name: str, arguments: str) -> ToolOutcome:
-        limits = self._limits
-        workdir = tempfile.mkdtemp(prefix="trtllm-python-")
+        try:
+            sandbox = await asyncio.to_thread(setup_sandbox, self._limits)  # cached after the first
+        except SandboxUnavailable as exc:
+            return self.outcome(f"The python sandbox is not available on this server: {exc}.", failed=True)
+        cgroup: CallCgroup | None = None
         proc: asyncio.subprocess.Process | None = None
         try:
+            cgroup = sandbox.new_cgroup()
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-I",
-                "-c",
-                _BOOTSTRAP,
-                str(limits.cpu_seconds),
-                str(limits.memory_bytes),
-                str(limits.file_bytes),
-                "run",
+                *sandbox.command(cgroup),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
-                cwd=workdir,
-                env=_clean_env(workdir),
+                env=sandbox.env,
+                cwd="/",
                 start_new_session=True,
             )
-            assert proc.stdin is not None and proc.stdout is not None
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                proc.stdin.write(arguments.encode())
-                await proc.stdin.drain()
-                proc.stdin.close()
-            output = bytearray()
-            over = timed_out = False
-            try:
-                with anyio.fail_after(limits.timeout):
-                    while chunk := await proc.stdout.read(65536):
-                        output += chunk
-                        if len(output) > limits.output_bytes:
-                            over = True
-                            break
-                    if not over:
-                        await proc.wait()
-            except TimeoutError:
-                timed_out = True
-            if over or timed_out:
-                _kill(proc)
-                await proc.wait()
-            return self._result(bytes(output), proc.returncode, over, timed_out)
+            return await self._run(proc, arguments)
         finally:
-            if proc is not None and proc.returncode is None:  # cancelled (client gone, loop timeout)
-                _kill(proc)
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(proc.wait())
-            await asyncio.to_thread(shutil.rmtree, workdir, True)
+            # Also when cancelled (--tool_timeout, the client gone, a shutdown): anyio's cancellation
+            # would cut every await here short, so the clean-up is shielded.
+            with anyio.CancelScope(shield=True):
+                if proc is not None and proc.returncode is None:
+                    _kill(proc)
+                    with contextlib.suppress(Exception):
+                        await proc.wait()
+                if cgroup is not None:
+                    if not await asyncio.to_thread(cgroup.remove):
+                        logger.warning("python sandbox: could not remove the cgroup %s", cgroup.directories)
+
+    async def _run(self, proc: asyncio.subprocess.Process, arguments: str) -> ToolOutcome:
+        limits = self._limits
+        assert proc.stdin is not None and proc.stdout is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.write(arguments.encode())
+            await proc.stdin.drain()
+            proc.stdin.close()
+        output = bytearray()
+        over = timed_out = False
+        try:
+            with anyio.fail_after(limits.timeout):
+                while chunk := await proc.stdout.read(65536):
+                    output += chunk
+                    if len(output) > limits.output_bytes:
+                        over = True
+                        break
+                if not over:
+                    await proc.wait()
+        except TimeoutError:
+            timed_out = True
+        if over or timed_out:
+            _kill(proc)
+            await proc.wait()
+        return self._result(bytes(output), proc.returncode, over, timed_out)
 
     def _result(self, output: bytes, returncode: int | None, over: bool, timed_out: bool) -> ToolOutcome:
         limits = self._limits
@@ -211,16 +149,21 @@ class LocalPython(_PythonProvider):
             return self.outcome(
                 f"{text}\n[the code was stopped after {limits.timeout:g} s of wall-clock time]", True
             )
-        if returncode == -signal.SIGXCPU or returncode == -signal.SIGKILL:
+        if returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return self.outcome(
                 f"{text}\n[the code was stopped after {limits.cpu_seconds} s of CPU time]", True
             )
+        if returncode is not None and returncode >= 128:
+            # bwrap's init exits 128 + N when the code was killed by signal N (SIGKILL: the memory
+            # cgroup's OOM killer, or RLIMIT_CPU's hard limit).
+            return self.outcome(f"{text}\n[the code was killed by signal {returncode - 128}]", True)
         if returncode is not None and returncode < 0:
-            return self.outcome(f"{text}\n[the code was killed by signal {-returncode}]", True)
+            return self.outcome(f"{text}\n[the sandbox was killed by signal {-returncode}]", True)
         return self.outcome(text, failed=returncode != 0)
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL bwrap: its pid namespace's init dies with it (``--die-with-parent``), and so everything in it."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 

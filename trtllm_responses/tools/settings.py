@@ -15,9 +15,10 @@ class PythonLimits:
     """What one local python call may use (``--python_tool local``)."""
 
     timeout: float = 30.0  # wall-clock seconds
-    cpu_seconds: int = 10  # RLIMIT_CPU
-    memory_bytes: int = 1 << 30  # RLIMIT_AS
-    file_bytes: int = 64 << 20  # RLIMIT_FSIZE
+    cpu_seconds: int = 10  # RLIMIT_CPU, per process
+    memory_bytes: int = 1 << 30  # the call's cgroup (all its processes) and RLIMIT_AS (each process)
+    file_bytes: int = 64 << 20  # the private tmpfs's size, and RLIMIT_FSIZE
+    processes: int = 64  # the call's cgroup pids.max and RLIMIT_NPROC (the sandbox's own user namespace)
     output_bytes: int = 64 << 10  # stdout+stderr the model reads
 
 
