@@ -128,6 +128,25 @@ def test_prompt_over_max_num_tokens_without_chunked_prefill_is_a_400(
         running.stop()
 
 
+def test_a_tool_turn_past_max_num_tokens_ends_incomplete_not_failed(
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+) -> None:
+    """Inside the tool loop the prompt grows: a turn the engine would refuse ends the response incomplete."""
+    from trtllm_responses.tools.settings import ToolSettings
+
+    executor = executor_for(encoding, max_num_tokens=400, enable_chunked_prefill=False)
+    running = start_server(executor, adapter, tools=ToolSettings(python_tool="local"))
+    body = {"input": "call python print('ab ' * 600)", "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}
+    try:
+        with httpx.Client(base_url=running.base_url, timeout=60) as client:
+            done = check_stream(stream_events(client, body))
+            assert done["status"] == "incomplete", done.get("error")
+            assert any(item["type"] == "code_interpreter_call" for item in done["output"])
+            assert len(executor._llm.received) == 1, "the turn past max_num_tokens was never sent"
+    finally:
+        running.stop()
+
+
 async def test_the_fake_refuses_like_check_arguments(
     fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
 ) -> None:

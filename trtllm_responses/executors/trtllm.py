@@ -7,9 +7,17 @@ and updated in place, and each step's ``outputs[0].token_ids_diff`` (one or
 several tokens: ``stream_interval``, speculative decoding) becomes one
 :class:`TokenDelta`. TensorRT-LLM does not detokenize: the server parses tokens.
 
+Sampling is always stated (``temperature``, ``top_p``; the rest where set): TensorRT-LLM decodes
+greedily when they are unset (``sampling.py``). Without chunked prefill TensorRT-LLM refuses a prompt
+over ``max_num_tokens`` in ``generate_async`` (``BaseLLM._check_arguments``); ``max_prompt_tokens``
+states that limit so the service refuses such a prompt with a 400 before generating.
+
 Finish reasons: ``stop`` → stop, ``length`` → length, ``cancelled`` →
-cancelled; ``timeout``, anything else, or an exception → error (the response
-fails with the message). ``abort(request_id)`` calls ``RequestOutput.abort()``.
+cancelled; ``timeout``, anything else, or an exception (``RequestError`` from
+``generate_async`` or while iterating) → error (the response fails with the
+message). ``abort(request_id)`` calls ``RequestOutput.abort()``, which TensorRT-LLM
+carries out asynchronously: tokens may still arrive before the ``cancelled`` step.
+Releases older than 1.1 are refused at import (``check_trtllm_version``).
 KV-cache block reuse is on by default so a continued conversation reuses its
 prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it.
 
