@@ -43,9 +43,12 @@ def compiler() -> Any:
     sys.path.insert(0, FAKE_TRTLLM)
     try:
         from tensorrt_llm._torch.pyexecutor.grammar_matcher import XGrammarMatcherFactory
+
+        return XGrammarMatcherFactory()._xgrammar_compiler
     finally:
         sys.path.remove(FAKE_TRTLLM)
-    return XGrammarMatcherFactory()._xgrammar_compiler
+        for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
+            del sys.modules[name]  # other tests must not find the fake importable
 
 
 WEATHER = {
