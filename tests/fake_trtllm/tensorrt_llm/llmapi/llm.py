@@ -88,6 +88,7 @@ class LLM:
         self._kv = _KvBlocks(self.args)
         self._grammars: Any = None
         self.received: list[SamplingParams] = []  # every request's SamplingParams (tests read them)
+        self.prompts: list[list[int]] = []  # and its prompt
         self.shutdown_called = False
 
     @staticmethod
@@ -162,6 +163,7 @@ class LLM:
         self._check_arguments(len(inputs), 0, params)
         self._next_id += 1
         self.received.append(params)
+        self.prompts.append(list(inputs))
         self._log({"event": "generate", "request_id": self._next_id, "sampling": describe(params)})
         error = None
         tokens: Any
