@@ -10,7 +10,7 @@ CODEX_VERSION ?= 0.169.0
 CODEX_DIR := .codex-cli
 CODEX_STAMP := $(CODEX_DIR)/.installed-$(CODEX_VERSION)
 
-.PHONY: run test lint bench install clean compliance codex-cli redis-server bubblewrap
+.PHONY: run test lint bench install clean compliance codex-cli redis-server bubblewrap litellm-client
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (README, "Stores").
@@ -40,6 +40,18 @@ $(CODEX_STAMP):
 
 codex-cli: $(CODEX_STAMP)
 
+# LiteLLM, for tests/test_chat_clients.py, in a virtualenv of its own: its releases that accept openai 3
+# (which openai-agents needs) require a certifi newer than some package indexes hold (README, "Chat Completions").
+LITELLM_VENV := .venv-litellm
+LITELLM_STAMP := $(LITELLM_VENV)/.installed
+
+$(LITELLM_STAMP):
+	$(PYTHON) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet "litellm>=1.80" mcp   # litellm imports mcp without declaring it
+	@touch $(LITELLM_STAMP)
+
+litellm-client: $(LITELLM_STAMP)
+
 run: $(STAMP)
 	$(BIN)/trtllm-responses serve --engine echo --host $(HOST) --port $(PORT)
 
@@ -52,7 +64,7 @@ bubblewrap:
 	@command -v bwrap >/dev/null || [ -x /usr/bin/bwrap ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends bubblewrap; }
 
-test: $(STAMP) codex-cli redis-server bubblewrap
+test: $(STAMP) codex-cli redis-server bubblewrap litellm-client
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -70,4 +82,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(CODEX_DIR)
+	rm -rf $(VENV) build *.egg-info $(CODEX_DIR) $(LITELLM_VENV)

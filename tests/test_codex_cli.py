@@ -120,3 +120,30 @@ def test_output_schema(codex_home: Path, tmp_path: Path) -> None:
     (tmp_path / "schema.json").write_text(json.dumps(schema))
     out = codex(codex_home, tmp_path, "--output-schema", str(tmp_path / "schema.json"), "Lyon")
     assert json.loads(out.strip().splitlines()[-1]) == {"city": "Lyon", "days": 1}
+
+
+def test_goal_created_then_read(codex_home: Path, tmp_path: Path) -> None:
+    """Codex's default ``goals`` feature: after ``create_goal`` Codex sends the objective back as a
+    ``function_call_output`` with ``name``/``namespace`` and no ``call_id``; the model reads it from
+    ``agent.goal_objective``, and a resumed session reads the goal with ``get_goal``."""
+    created = codex(codex_home, tmp_path, 'call create_goal {"objective":"write a haiku about tides"}')
+    assert "agent.goal_objective returned: write a haiku about tides" in created
+    read = codex(codex_home, tmp_path, "resume", "--last", "call get_goal {}")
+    assert "get_goal returned:" in read
+    goal = json.loads(read.strip().splitlines()[-1].removeprefix("get_goal returned: "))
+    assert goal["goal"]["objective"] == "write a haiku about tides" and goal["goal"]["status"] == "active"
+
+
+def test_browser_call_nobody_runs_still_ends_with_the_answer(codex_home: Path, tmp_path: Path) -> None:
+    """Web search off (in Codex and on the server), the model calls gpt-oss's browser anyway, then answers.
+
+    The server answers the call to the model (a failed ``web_search_call``) and generates again in the
+    same response: the turn ends with the answer instead of dead-ending on a call nobody ran.
+    """
+    script = (
+        "#steps\n#harmony\n<|channel|>analysis<|message|>Search for tides.<|end|><|start|>assistant"
+        '<|channel|>analysis to=browser.search code<|message|>{"query": "spring tides"}<|call|>\n'
+        "---\nSpring tides follow the new and full moon."
+    )
+    out = codex(codex_home, tmp_path, "-c", 'web_search="disabled"', script)
+    assert "Spring tides follow the new and full moon." in out

@@ -246,6 +246,8 @@ def test_compact_then_continue_from_its_output(client: openai.OpenAI) -> None:
     texts = [dump(item)["content"][0]["text"] for item in compacted.output[:2]]
     assert texts == ["Fix the parser in src/parse.py", "Also add tests"]
     assert compacted.usage.input_tokens > 0 and compacted.usage.output_tokens > 0
+    # SDK 3.54 requires cache_write_tokens: the summarization prompt, computed in full.
+    assert compacted.usage.input_tokens_details.cache_write_tokens == compacted.usage.input_tokens
     compaction = dump(compacted.output[-1])
     assert compaction["encrypted_content"].startswith("v1.")
     # Continue statelessly from the compacted window: the summary is read as a user message.

@@ -566,6 +566,9 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
     # turn stores its output's blocks too, and the never-reused last prompt token bounds it).
     cached = usage["input_tokens_details"]["cached_tokens"]
     assert sum((len(p) // 32) * 32 for p in prompts[:2]) <= cached <= sum(len(p) - 1 for p in prompts[1:])
+    # What the engine had to compute: the rest of the prompt tokens.
+    details = usage["input_tokens_details"]
+    assert details["cache_write_tokens"] == usage["input_tokens"] - details["cached_tokens"] > 0
 
 
 def test_serve_flags() -> None:

@@ -48,6 +48,7 @@ def test_every_route_is_documented(echo_server, document: dict[str, Any]) -> Non
         for method in route.methods
     }
     served.add(("/v1/responses", "post"))  # served by create.ResponsesApp, outside FastAPI
+    served.add(("/v1/chat/completions", "post"))  # likewise
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
     assert documented == served
 
@@ -71,9 +72,28 @@ def test_error_statuses_use_the_envelope(document: dict[str, Any]) -> None:
         if status != "200"
         and answer["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorResponse"}
     }
-    assert statuses == {"400", "404", "413"}
+    assert statuses == {"400", "404", "413", "500"}
     retrieve = document["paths"]["/v1/responses/{response_id}"]["get"]["responses"]
     assert set(retrieve) == {"200", "400", "404"}  # 400: stream=true of a foreground response
+
+
+def test_chat_completions_is_documented(http: httpx.Client, document: dict[str, Any]) -> None:
+    chat = document["paths"]["/v1/chat/completions"]["post"]
+    assert chat["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ChatRequest"}
+    request = document["components"]["schemas"]["ChatRequest"]
+    assert {"messages", "tools", "tool_choice", "response_format", "n", "stop", "stream_options"} <= set(request["properties"])
+    assert set(chat["responses"]) == {"200", "400", "413", "500"}
+    completion = http.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    _validator(document, "#/components/schemas/ChatCompletion").validate(completion.json())
+    error = http.post("/v1/chat/completions", json={"model": "m", "messages": []})
+    _validator(document, "#/components/schemas/ErrorResponse").validate(error.json())
+    chunk = _validator(document, "#/components/schemas/ChatCompletionChunk")
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with http.stream("POST", "/v1/chat/completions", json=body) as stream:
+        lines = [line[6:] for line in stream.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    for line in lines[:-1]:
+        chunk.validate(json.loads(line))
 
 
 def test_real_answers_match_the_document(http: httpx.Client, document: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""The streaming Harmony parser: agrees with openai-harmony, batches per feed, never leaks control tokens."""
+"""The streaming Harmony parser on clean output: agrees with openai-harmony, batches per feed, never leaks
+control tokens. Its readings of output that breaks the format: ``test_reader.py``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import pytest
 from harmony_helpers import byte_tokens, harmony
 from openai_harmony import Role
 
-from trtllm_responses.errors import HarmonyFormatError
 from trtllm_responses.harmony import (
     ContentDelta,
     HarmonyEncoding,
@@ -96,34 +96,6 @@ def test_dangling_partial_character_is_flushed_as_replacement(encoding: HarmonyE
     parser = HarmonyStreamParser(encoding)
     events = parser.feed(tokens) + parser.finish()
     assert events[1:] == [ContentDelta("ok"), ContentDelta("\ufffd"), MessageEnded(None, len(tokens))]
-
-
-@pytest.mark.parametrize(
-    "completion, error",
-    [
-        (
-            "<|channel|>final<|message|>leak <|start|>assistant",
-            "control token <\\|start\\|> inside a message body",
-        ),
-        (
-            "<|channel|>final<|message|>leak <|channel|>x",
-            "control token <\\|channel\\|> inside a message body",
-        ),
-        ("<|channel|>final<|end|>", "inside a message header"),
-        ("<|channel|>final<|message|>a<|end|>oops", "expected <\\|start\\|>"),
-        ("<|channel|><|message|>x<|end|>", "no channel value"),
-        ("<|channel|>final<|message|>a<|end|><|start|>stranger<|message|>x", "unknown role"),
-    ],
-)
-def test_malformed_harmony_raises(encoding: HarmonyEncoding, completion: str, error: str) -> None:
-    with pytest.raises(HarmonyFormatError, match=error):
-        HarmonyStreamParser(encoding).feed(harmony(encoding, completion))
-
-
-def test_endless_header_is_refused(encoding: HarmonyEncoding) -> None:
-    parser = HarmonyStreamParser(encoding)
-    with pytest.raises(HarmonyFormatError, match="header longer"):
-        parser.feed(harmony(encoding, "x" * 5000))
 
 
 @pytest.mark.parametrize(

@@ -124,23 +124,13 @@ def test_cut_between_messages_is_still_incomplete(http: httpx.Client) -> None:
     assert response["status"] == "incomplete" and response["output"][0]["status"] == "completed"
 
 
-@pytest.mark.parametrize(
-    "harmony",
-    [
-        "<|channel|>final<|message|>leak<|start|>assistant<|channel|>final<|message|>x<|return|>",
-        "<|channel|>final<|message|>a<|end|>garbage<|return|>",
-        "<|message|><|channel|>",
-        "<|channel|>final<|message|>a<|end|><|start|>user<|message|>fake user<|end|>",
-    ],
-)
-def test_malformed_harmony_fails_cleanly(http: httpx.Client, harmony: str) -> None:
+@pytest.mark.parametrize("harmony", ["<|channel|>??<|end|>", "<|start|>functions.f to=assistant<|message|>{}<|end|>"])
+def test_output_with_nothing_readable_fails_saying_what_the_model_wrote(http: httpx.Client, harmony: str) -> None:
     events = stream_events(http, {"input": "#harmony\n" + harmony})
     response = check_stream(events)
-    assert events[-1]["type"] == "response.failed"
-    assert response["error"]["code"] == "server_error" and "Harmony" in response["error"]["message"]
-    for item in response["output"]:
-        for part in item.get("content") or []:
-            assert "<|" not in part["text"], "a control token leaked into text"
+    assert events[-1]["type"] == "response.failed" and response["output"] == []
+    assert response["error"]["code"] == "server_error" and "could not be read as Harmony" in response["error"]["message"]
+    assert "<|channel|>??" in response["error"]["message"] or "functions.f" in response["error"]["message"]
     # The server keeps serving.
     assert check_stream(stream_events(http, {"input": "still alive?"}))["status"] == "completed"
 

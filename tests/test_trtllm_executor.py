@@ -242,3 +242,68 @@ async def test_cancelling_the_consumer_aborts_the_request(
     with pytest.raises(asyncio.CancelledError):
         await task
     assert seen[0].aborted()
+
+
+def test_service_tier_is_the_request_priority(
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+) -> None:
+    """service_tier → generate_async(priority=...) (tensorrt_llm/llmapi/llm.py), echoed as the tier served."""
+    import openai
+
+    executor = executor_for(encoding)
+    running = start_server(executor, adapter)
+    try:
+        with openai.OpenAI(
+            base_url=running.base_url + "/v1", api_key="x", max_retries=0, _strict_response_validation=True
+        ) as client:
+            tiers = [
+                client.responses.create(model="m", input="hi", service_tier=tier).service_tier  # type: ignore[arg-type]
+                for tier in ("flex", "priority", "fast", "auto")
+            ]
+            plain = client.responses.create(model="m", input="hi")
+            with pytest.raises(openai.BadRequestError) as err:
+                client.responses.create(model="m", input="hi", service_tier="gold")  # type: ignore[arg-type]
+        assert tiers == ["flex", "priority", "priority", "default"] and plain.service_tier == "default"
+        assert err.value.body["param"] == "service_tier"  # type: ignore[index]
+        assert executor._llm.priorities == [0.25, 0.75, 0.75, 0.5, 0.5]
+    finally:
+        running.stop()
+
+
+async def test_priority_left_out_where_tensorrt_llm_has_none(
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Older TensorRT-LLM (generate_async without ``priority``): the request runs at the one priority there is."""
+    executor = executor_for(encoding)
+    await executor.start()
+    seen: list[dict[str, Any]] = []
+    original = executor._llm.generate_async
+
+    def older(inputs: Any, sampling_params: Any = None, streaming: bool = False) -> Any:
+        seen.append({"streaming": streaming})
+        return original(inputs, sampling_params=sampling_params, streaming=streaming)
+
+    monkeypatch.setattr(executor._llm, "generate_async", older)
+    base = request(adapter, "hello")
+    prioritized = GenerationRequest(base.request_id, base.prompt_token_ids, base.sampling, priority=0.75)
+    out = await collect(executor, prioritized)
+    assert out[-1].finish_reason == "stop" and seen == [{"streaming": True}]
+
+
+async def test_prompt_cache_ttl_is_a_kv_cache_retention_config(
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+) -> None:
+    """prompt_cache_options.ttl → generate_async(kv_cache_retention_config=...) over the prompt's tokens."""
+    import datetime
+
+    executor = executor_for(encoding)
+    await executor.start()
+    base = request(adapter, "hello")
+    asked = GenerationRequest(base.request_id, base.prompt_token_ids, base.sampling, cache_retention_seconds=43200)
+    await collect(executor, asked)
+    await collect(executor, base)
+    config, plain = executor._llm.retention_configs
+    assert plain is None and config.decode_retention_priority == 35
+    (prompt_range,) = config.token_range_retention_configs
+    assert (prompt_range.token_start, prompt_range.token_end) == (0, len(base.prompt_token_ids))
+    assert prompt_range.priority == 80 and prompt_range.duration_ms == datetime.timedelta(hours=12)

@@ -30,16 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from .bench_wire import RESPONSES, WIRES, Wire
+
 __all__ = ["BenchConfig", "BenchResult", "run_bench", "add_bench_arguments", "cmd_bench", "percentile"]
 
-_DELTA_MARKERS = (
-    b"event: response.output_text.delta\n",
-    b"event: response.reasoning_text.delta\n",
-    b"event: response.function_call_arguments.delta\n",
-)
-_TERMINAL = (b"event: response.completed\n", b"event: response.incomplete\n", b"event: response.failed\n")
 _END_OF_CHUNKED = b"\r\n0\r\n\r\n"
-_TAIL = max(len(m) for m in _DELTA_MARKERS + _TERMINAL)
 
 
 @dataclass(frozen=True)
@@ -60,6 +55,7 @@ class BenchConfig:
     timeout: float = 600.0
     store: bool = False
     extra_body: dict[str, Any] = field(default_factory=dict)
+    api: str = "responses"  # or "chat": POST /v1/chat/completions (bench_wire.py)
 
 
 @dataclass
@@ -95,7 +91,9 @@ def percentile(values: list[float], q: float) -> float | None:
 class _ResponseReader(asyncio.Protocol):
     """Reads responses on one keep-alive connection; counts SSE deltas as bytes arrive (no coroutine per read)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wire: Wire = RESPONSES) -> None:
+        self.wire = wire
+        self._tail_size = max(len(m) for m in wire.deltas + wire.terminals)
         self.transport: asyncio.Transport | None = None
         self.done: asyncio.Future[RequestRecord] | None = None
         self.closed = False
@@ -162,7 +160,8 @@ class _ResponseReader(asyncio.Protocol):
     def _stream(self, data: bytes, now: float) -> None:
         record = self.record
         scan = self.tail + data
-        count = scan.count(_DELTA_MARKERS[0]) + scan.count(_DELTA_MARKERS[1]) + scan.count(_DELTA_MARKERS[2])
+        deltas = self.wire.deltas
+        count = scan.count(deltas[0]) + scan.count(deltas[1]) + scan.count(deltas[2])
         if count:
             if record.first_delta is None:
                 record.first_delta = now
@@ -173,10 +172,10 @@ class _ResponseReader(asyncio.Protocol):
                 record.gaps.extend([0.0] * (count - 1))
             record.deltas += count
             self.last = now
-        self.tail = scan[-_TAIL:]
+        self.tail = scan[-self._tail_size :]
         if self.terminal is None:
             # Only the new bytes (and the carried tail) can hold the terminal event's marker.
-            for marker in _TERMINAL:
+            for marker in self.wire.terminals:
                 at = scan.find(marker)
                 if at >= 0:
                     self.terminal = bytearray(scan[at:])
@@ -187,16 +186,13 @@ class _ResponseReader(asyncio.Protocol):
             frame = bytes(self.terminal)
             record.end = time.perf_counter()
             try:
-                response = json.loads(frame.split(b"\ndata: ", 1)[1].split(b"\n\n", 1)[0])["response"]
+                record.output_tokens, error = self.wire.terminal(frame)
             except (IndexError, ValueError, KeyError) as exc:
-                self._fail(f"unreadable terminal event: {exc}")
+                self._fail(f"unreadable end of stream: {exc}")
                 return
-            record.output_tokens = (response.get("usage") or {}).get("output_tokens", 0)
-            record.ok = self.status == 200 and response.get("status") in ("completed", "incomplete")
-            if not record.ok:
-                record.error = (
-                    f"status {response.get('status')}: {(response.get('error') or {}).get('message')}"
-                )
+            record.ok = self.status == 200 and error is None
+            if error is not None:
+                record.error = error
             assert self.done is not None
             self.done.set_result(record)
 
@@ -208,11 +204,10 @@ class _ResponseReader(asyncio.Protocol):
             self._fail(f"HTTP {self.status}: {body[:200]!r}")
             return
         try:
-            usage = json.loads(body).get("usage") or {}
+            record.output_tokens = self.wire.plain(body)
         except ValueError as exc:
             self._fail(f"unreadable body: {exc}")
             return
-        record.output_tokens = usage.get("output_tokens", 0)
         record.ok = True
         assert self.done is not None
         self.done.set_result(record)
@@ -221,8 +216,9 @@ class _ResponseReader(asyncio.Protocol):
 class _Connection:
     """One keep-alive HTTP/1.1 connection."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, wire: Wire = RESPONSES) -> None:
         self.host, self.port = host, port
+        self.wire = wire
         self.protocol: _ResponseReader | None = None
 
     async def send(self, request: bytes, timeout: float) -> RequestRecord:
@@ -230,7 +226,9 @@ class _Connection:
         try:
             if self.protocol is None or self.protocol.closed:
                 loop = asyncio.get_running_loop()
-                _, self.protocol = await loop.create_connection(_ResponseReader, self.host, self.port)
+                _, self.protocol = await loop.create_connection(
+                    lambda: _ResponseReader(self.wire), self.host, self.port
+                )
             return await asyncio.wait_for(self.protocol.begin(request, start), timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             self.close()
@@ -250,16 +248,10 @@ class _Client:
         self.host = url.hostname or "127.0.0.1"
         self.port = url.port or 80
         base = url.path.rstrip("/")
-        self.path = base + "/responses" if base.endswith("/v1") else base + "/v1/responses"
+        self.wire = WIRES[config.api]
+        self.path = base + self.wire.path if base.endswith("/v1") else base + "/v1" + self.wire.path
         self.config = config
-        body: dict[str, Any] = {
-            "model": config.model,
-            "input": _prompt(config),
-            "stream": config.stream,
-            "store": config.store,
-        }
-        if config.max_output_tokens:
-            body["max_output_tokens"] = config.max_output_tokens
+        body = self.wire.body(_prompt(config), config.stream, config.store, config.max_output_tokens, config.model)
         body.update(config.extra_body)
         payload = json.dumps(body).encode()
         self.request = (
@@ -320,7 +312,7 @@ async def _run(config: BenchConfig) -> BenchResult:
     client = _Client(config)
     records: list[RequestRecord] = []
     pool: list[_Connection] = [
-        _Connection(client.host, client.port) for _ in range(max(1, config.concurrency))
+        _Connection(client.host, client.port, client.wire) for _ in range(max(1, config.concurrency))
     ]
 
     # Warm-up: not recorded.
@@ -518,6 +510,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--body-json", type=json.loads, default={}, help="extra request fields, e.g. previous_response_id"
     )
     parser.add_argument("--server-pid", type=int, help="a local server's pid: report its CPU time and memory")
+    parser.add_argument(
+        "--api", choices=sorted(WIRES), default="responses", help="the API to load (default: %(default)s)"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
 
@@ -540,6 +535,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         progress=args.progress,
         store=args.store,
         extra_body=args.body_json,
+        api=args.api,
     )
 
 

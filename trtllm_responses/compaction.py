@@ -92,6 +92,23 @@ def compact_threshold(request: ResponsesRequest) -> int | None:
     return threshold
 
 
+def compaction_triggered(request: ResponsesRequest) -> tuple[ResponsesRequest, bool]:
+    """``request`` without its ``compaction_trigger`` item, and whether it had one (compact before answering).
+
+    The SDK's ``CompactionTrigger``: "Compacts the current context. Must be the final input item." Anywhere
+    else it is a 400.
+    """
+    items = request.input
+    if isinstance(items, str) or not any(isinstance(i, dict) and i.get("type") == "compaction_trigger" for i in items):
+        return request, False
+    for i, item in enumerate(items[:-1]):
+        if isinstance(item, dict) and item.get("type") == "compaction_trigger":
+            raise InvalidRequestError(
+                f"'input[{i}]' is a compaction_trigger, which must be the final input item.", param=f"input[{i}]"
+            )
+    return request.model_copy(update={"input": items[:-1]}), True
+
+
 def _is_user_message(item: Any) -> bool:
     return isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message"
 
@@ -228,7 +245,8 @@ def compacted_response_json(compaction: Compaction) -> dict[str, Any]:
         "output": compaction.items,
         "usage": {
             "input_tokens": compaction.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            # The summarization run's prompt is computed in full (nothing of it is reported as cached).
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": compaction.input_tokens},
             "output_tokens": compaction.output_tokens,
             "output_tokens_details": {"reasoning_tokens": compaction.reasoning_tokens},
             "total_tokens": compaction.input_tokens + compaction.output_tokens,

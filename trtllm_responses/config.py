@@ -34,6 +34,8 @@ class ServerConfig:
     websocket_max_seconds: float = 3600.0
     #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
     max_input_bytes: int = 0
+    #: Folder of prompt templates (``DIR/<id>/<version>.json``) for the request field ``prompt``; None: none.
+    prompts: str | None = None
     #: Start the render worker process with the server (else at the first large request).
     start_render_worker: bool = True
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).

@@ -21,7 +21,7 @@ from .bounded_cache import ByteBoundedCache
 from .errors import InvalidRequestError, NotFoundError
 from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, RenderedMessage
 from .harmony.input_messages import input_to_messages
-from .ids import new_id
+from .ids import check_id, new_id
 from .input_items import normalize_input_items
 from .pagination import list_page_json
 from .store import ConversationItem, ResponseStore, StoredConversation
@@ -47,7 +47,7 @@ def conversation_id(value: Any) -> str:
         raise InvalidRequestError(
             "'conversation' must be a conversation id or an object with an 'id'.", param="conversation"
         )
-    return value
+    return check_id(value, "conversation", "conv")
 
 
 def _body(raw: bytes) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from .metrics import ServerMetrics
 from .prepared import Deliver, PreparedResponse
 from .stream import ResponseStream, TokenStreamProcessor
 from .tool_loop import ToolLoop
+from .tools.base import ServerTools
 from .wire import to_json
 
 __all__ = ["ResponseGenerator"]
@@ -94,25 +95,27 @@ class ResponseGenerator:
                 opening += processor.stream.compacted(
                     ResponseCompactionItem.model_validate(done.compaction_item)
                 )
-            loop = None
-            if prepared.tools is not None:
-                request = prepared.request
-                loop = ToolLoop(
-                    tools=prepared.tools,
-                    adapter=self.adapter,
-                    processor=processor,
-                    generation=prepared.generation,
-                    prompt=prepared.prompt,
-                    calls=dict(prepared.prompt.history.calls),
-                    max_seq_len=self.executor.max_seq_len,
-                    max_prompt_tokens=self.executor.max_prompt_tokens,
-                    max_output_tokens=request.max_output_tokens,
-                    max_tool_calls=request.max_tool_calls,
-                    tool_timeout=prepared.tool_timeout,
-                    include=frozenset(request.include or ()),
-                )
-                opening += loop.opening()
-                prepared.tool_loop = loop
+            # Every response runs the tool loop: besides server-run tools, it answers calls to tools
+            # nobody runs (tools/unavailable.py). At message boundaries only: no cost per token.
+            request = prepared.request
+            declared = prepared.prompt.tools
+            loop = ToolLoop(
+                tools=prepared.tools if prepared.tools is not None else ServerTools(),
+                adapter=self.adapter,
+                processor=processor,
+                generation=prepared.generation,
+                prompt=prepared.prompt,
+                calls=dict(prepared.prompt.history.calls),
+                max_seq_len=self.executor.max_seq_len,
+                max_prompt_tokens=self.executor.max_prompt_tokens,
+                max_output_tokens=request.max_output_tokens,
+                max_tool_calls=request.max_tool_calls,
+                tool_timeout=prepared.tool_timeout,
+                include=frozenset(request.include or ()),
+                client_tools=tuple(t.recipient for t in declared.tools) if declared is not None else (),
+            )
+            opening += loop.opening()
+            prepared.tool_loop = loop
             if deliver is not None:
                 await deliver(opening)
         except BaseException:
@@ -121,10 +124,7 @@ class ResponseGenerator:
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
         self.metrics.active += 1
         try:
-            if loop is None:
-                events = await self._generate(prepared.generation, processor, deliver)
-            else:
-                events = await loop.run(self._generate, deliver)
+            events = await loop.run(self._generate, deliver)
             try:
                 final_json = await self._keep(prepared, processor.stream)
             except Exception:  # the store or the serializer failed: the client still gets a terminal event

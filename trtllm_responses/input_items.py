@@ -25,6 +25,7 @@ _ID_PREFIX = {
     "web_search_call": "ws",
     "code_interpreter_call": "ci",
     "mcp_call": "mcp",
+    "configuration_update": "cfg",
 }
 
 

@@ -88,16 +88,60 @@ HistoryLookup: TypeAlias = Callable[[str], ConversationHistory | None]
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
+#: ``service_tier`` → (the tier the response says it used, the engine's scheduling priority in [0, 1]).
+#: TensorRT-LLM's ``generate_async(priority=...)`` takes [0, 1], 0.5 by default
+#: (``tensorrt_llm/llmapi/llm.py``); this server has no separate capacity for ``scale``, so it is ``default``.
+SERVICE_TIERS: dict[str | None, tuple[str, float | None]] = {
+    None: ("default", None),
+    "auto": ("default", None),
+    "default": ("default", None),
+    "scale": ("default", None),
+    "flex": ("flex", 0.25),
+    "priority": ("priority", 0.75),
+    "fast": ("priority", 0.75),
+    "ultrafast": ("priority", 1.0),
+}
+
+
+#: ``prompt_cache_options.ttl`` and ``prompt_cache_retention`` in seconds (``in_memory``: the engine's own LRU).
+CACHE_TTL_SECONDS = {"30m": 30 * 60, "12h": 12 * 3600, "24h": 24 * 3600}
+
+
+def cache_retention_seconds(request: ResponsesRequest) -> int | None:
+    """How long the engine should keep the prompt's KV cache (None: as it would anyway); the longer of
+    ``prompt_cache_options.ttl`` and ``prompt_cache_retention``, when either is given."""
+    asked: list[str] = [request.prompt_cache_options.ttl] if request.prompt_cache_options is not None else []
+    if request.prompt_cache_retention == "24h":
+        asked.append("24h")
+    return max((CACHE_TTL_SECONDS[ttl] for ttl in asked), default=None)
+
+
+def service_tier(request: ResponsesRequest) -> tuple[str, float | None]:
+    """The tier a response is served in and its scheduling priority; InvalidRequestError for an unknown tier."""
+    tier = SERVICE_TIERS.get(request.service_tier)
+    if tier is None:
+        names = ", ".join(repr(name) for name in SERVICE_TIERS if name)
+        raise InvalidRequestError(
+            f"Invalid 'service_tier': {request.service_tier!r}. Expected one of {names}.",
+            param="service_tier",
+            code="invalid_value",
+        )
+    return tier
+
+
 def initial_response(
     response_id: str,
     request: ResponsesRequest,
     model_name: str,
     conversation: str | None = None,
+    truncated_messages: int = 0,
     sampling: SamplingSettings | None = None,
 ) -> Response:
     """The response's in_progress snapshot: what ``response.created`` carries, echoing the request.
 
-    Its sampling fields are ``sampling``'s, what the executor is given (``sampling.echo_fields``).
+    ``truncated_messages``: how many of the conversation's oldest messages ``truncation: "auto"`` left out
+    (said in the extra field ``truncated_input_messages``, absent when none were). Its sampling fields are
+    ``sampling``'s, what the executor is given (``sampling.echo_fields``).
     """
     applied = echo_fields(sampling or sampling_settings(request, SamplingDefaults(), max_tokens=1, stop_token_ids=()))
     reasoning = request.reasoning
@@ -123,23 +167,47 @@ def initial_response(
         "reasoning": {
             "effort": (reasoning.effort if reasoning and reasoning.effort else "medium"),
             "summary": reasoning.summary if reasoning else None,
+            # gpt-oss is trained to read the reasoning of the current turn only (Harmony drops earlier turns'
+            # analysis): that is the context every response has, whatever was asked.
+            "context": "current_turn",
         },
         "usage": None,
         "max_output_tokens": request.max_output_tokens,
         "max_tool_calls": request.max_tool_calls,
         "store": request.store,
         "background": request.background,
-        "service_tier": "default",
+        "service_tier": service_tier(request)[0],
         "metadata": request.metadata or {},
         "safety_identifier": request.safety_identifier,
         "prompt_cache_key": request.prompt_cache_key,
+        "prompt": request.prompt,
+        "prompt_cache_options": _echo_cache_options(request),
+        "prompt_cache_retention": (
+            "in_memory" if request.prompt_cache_retention == "in-memory" else request.prompt_cache_retention
+        ),
         "user": request.user,
         "conversation": {"id": conversation} if conversation else None,
     }
+    if truncated_messages:
+        data["truncated_input_messages"] = truncated_messages
     try:
         return Response.model_validate(data)
     except Exception as exc:  # a field we echo did not fit the SDK's Response
         raise InvalidRequestError(f"The request could not be echoed in a response: {exc}") from exc
+
+
+def _echo_cache_options(request: ResponsesRequest) -> dict[str, Any] | None:
+    options = request.prompt_cache_options
+    if options is None:
+        return None
+    if options.prewarm:
+        raise InvalidRequestError(
+            "'prompt_cache_options.prewarm' is not supported over HTTP: this server always generates; prefill "
+            "happens with the first request of a conversation.",
+            param="prompt_cache_options.prewarm",
+            code="unsupported_parameter",
+        )
+    return {"mode": options.mode, "ttl": options.ttl, "comparison_response_id": options.comparison_response_id}
 
 
 def _echo_text(text: dict[str, Any] | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from .request_fields import check_text, check_tool_choice, check_tools, one_sent
 
 __all__ = ["MAX_JSON_DEPTH", "ReasoningParam", "ResponsesRequest", "parse_request"]
 
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 #: Deepest nesting of objects and arrays taken in a request body (tool schemas included).
 MAX_JSON_DEPTH = 64
@@ -51,6 +51,19 @@ class ReasoningParam(BaseModel):
     effort: ReasoningEffort | None = None
     summary: str | None = None
     generate_summary: str | None = None
+    #: Which turns' reasoning the model reads again; gpt-oss reads the current turn's only (README).
+    context: Literal["auto", "current_turn", "all_turns"] | None = None
+
+
+class PromptCacheOptions(BaseModel):
+    """``prompt_cache_options`` (SDK 3.54): ``ttl`` is passed to the engine (README, "Prompt caching")."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    ttl: Literal["30m", "12h"] = "30m"
+    mode: Literal["implicit", "explicit"] = "implicit"
+    prewarm: bool = False
+    comparison_response_id: str | None = None
 
 
 class ResponsesRequest(BaseModel):
@@ -95,6 +108,9 @@ class ResponsesRequest(BaseModel):
     stream_options: dict[str, Any] | None = None
     conversation: Any = None
     context_management: list[dict[str, Any]] | None = None
+    prompt: dict[str, Any] | None = None
+    prompt_cache_options: PromptCacheOptions | None = None
+    prompt_cache_retention: Literal["in_memory", "in-memory", "24h"] | None = None
 
 
 _OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text": check_text}
@@ -127,7 +143,12 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
             param="conversation",
             code="mutually_exclusive_parameters",
         )
-    if not request.input and request.previous_response_id is None and request.conversation is None:
+    if (
+        not request.input
+        and request.previous_response_id is None
+        and request.conversation is None
+        and request.prompt is None  # a template's messages may be all the input
+    ):
         raise InvalidRequestError(
             "There is nothing to respond to: 'input' is empty and no 'previous_response_id' is given.",
             param="input",

@@ -44,6 +44,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         redact_reasoning=args.redact_reasoning,
         websocket_max_seconds=args.websocket_max_seconds,
         max_input_bytes=args.max_input_bytes,
+        prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
         sampling=SamplingDefaults(**{name: getattr(args, name) for name in SAMPLING_FLAGS}),
         tools=ToolSettings(
@@ -299,6 +300,12 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=0,
         help="refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
         "0: 16 bytes per token of the context window",
+    )
+    serve.add_argument(
+        "--prompts",
+        metavar="DIR",
+        help="prompt templates for the request field 'prompt': one DIR/<id>/<version>.json per prompt version "
+        "(without it, 'prompt' is a 400)",
     )
     serve.add_argument(
         "--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"]

@@ -18,10 +18,12 @@ from typing import Any
 
 import orjson
 
+from .cache_diagnostics import prompt_cache_diagnostics
 from .compaction import (
     compact_conversation,
     compact_threshold,
     compacted_response_json,
+    compaction_triggered,
     window_for_turn,
 )
 from .conversations import ConversationsService, conversation_id
@@ -30,7 +32,7 @@ from .executors.base import Executor, GenerationRequest
 from .generation import ResponseGenerator
 from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from .harmony.render_pool import RenderPool
-from .ids import new_id
+from .ids import check_id, new_id
 from .input_items import normalize_input_items
 from .metrics import ServerMetrics
 from .pagination import list_page_json
@@ -39,11 +41,15 @@ from .prepared import (
     Deliver,
     HistoryLookup,
     PreparedResponse,
+    cache_retention_seconds,
     default_max_input_bytes,
     initial_response,
     logprobs_wanted,
+    service_tier,
 )
+from .prompts import PromptTemplates
 from .protocol import ResponsesRequest, parse_request
+from .references import has_references, resolve_references
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_items
 from .store import ResponseStore, StoredResponse
@@ -51,6 +57,7 @@ from .stream import ResponseStream
 from .tools.base import ServerTools
 from .tools.prepare import prepare_server_tools
 from .tools.settings import ToolSettings
+from .truncation import truncate_prompt
 from .wire import to_dict, to_json
 
 __all__ = ["Deliver", "HistoryLookup", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
@@ -79,8 +86,10 @@ class ResponsesService:
         inline_render_bytes: int = INLINE_RENDER_BYTES,
         render_pool: RenderPool | None = None,
         tool_settings: ToolSettings | None = None,
+        prompts: PromptTemplates | None = None,
         sampling_defaults: SamplingDefaults | None = None,
     ) -> None:
+        self.prompts = prompts or PromptTemplates(None)
         self.tool_settings = tool_settings or ToolSettings()
         #: What requests that do not say are sampled with (``serve --temperature`` …).
         self.sampling_defaults = sampling_defaults or SamplingDefaults()
@@ -137,24 +146,36 @@ class ResponsesService:
         received = received_at if received_at is not None else time.perf_counter()
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
         self.check_input_size(size)
-        request = parse_request(body)
+        request = await self.prompts.apply(parse_request(body))
         conversation = None
         seen: tuple[int, str | None] = (0, None)
         conversation_history = None
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
             conversation_history, seen = await self.conversations.history(conversation)
+        request = await self.resolve_references(request, conversation)
+        request, triggered = compaction_triggered(request)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
+        if prompt.configuration:  # configuration_update items: the response says what it used
+            request = request.model_copy(update=prompt.configuration)
         if size > self.inline_render_bytes:
             await asyncio.sleep(0)  # as in _build_prompt: the rest of a large body's preparation is a step of its own
         compaction = None
         threshold = compact_threshold(request)
-        if compact and threshold is not None and len(prompt.token_ids) > threshold:
+        if compact and (triggered or (threshold is not None and len(prompt.token_ids) > threshold)):
             compaction = await compact_conversation(self, request, lookup=lookup, size=size)
             window = request.model_copy(
                 update={"input": window_for_turn(compaction, request), "previous_response_id": None}
             )
             prompt, _ = await self.render(window, size=size, tools=tools, prepare_tools=False)
+        room = self.executor.max_seq_len - len(prompt.token_ids)
+        truncated = 0
+        if room < 1 and request.truncation == "auto":
+            limit = self.executor.max_seq_len
+            cut = truncate_prompt(self.adapter, prompt, limit, request.max_output_tokens or limit // 8)
+            if cut is not None:
+                prompt, truncated = cut
+        # The context window, and the engine's own limit on one prompt (max_num_tokens without chunked prefill).
         refusal = self.executor.prompt_refusal(len(prompt.token_ids))
         if refusal is not None:
             raise InvalidRequestError(refusal, param="input", code="context_length_exceeded")
@@ -173,7 +194,18 @@ class ResponsesService:
                 logprobs=logprobs_wanted(request),
             ),
             constraint=prompt.constraint,
+            priority=service_tier(request)[1],
+            cache_retention_seconds=cache_retention_seconds(request),
         )
+        response = initial_response(
+            response_id, request, self.model_name, conversation, truncated, sampling=generation.sampling
+        )
+        options = request.prompt_cache_options
+        if options is not None and options.comparison_response_id is not None:
+            compared = await self.store.get(options.comparison_response_id)
+            echoed = to_dict(response)
+            echoed["prompt_cache_diagnostics"] = prompt_cache_diagnostics(self.adapter, prompt, echoed, compared)
+            response = type(response).model_validate(echoed)
         items = normalize_input_items(request.input) if request.store or conversation else []
         sealer = self.sealer
         include = request.include or ()
@@ -183,7 +215,7 @@ class ResponsesService:
             request=request,
             prompt=prompt,
             generation=generation,
-            response=initial_response(response_id, request, self.model_name, conversation, generation.sampling),
+            response=response,
             received_at=received,
             input_item_ids=tuple(item["id"] for item in items),
             input_items_json=tuple(orjson.dumps(item) for item in items),
@@ -196,6 +228,24 @@ class ResponsesService:
             tool_timeout=self.tool_settings.tool_timeout,
         )
 
+    async def resolve_references(
+        self, request: ResponsesRequest, conversation: str | None = None
+    ) -> ResponsesRequest:
+        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``)."""
+        if not has_references(request.input):
+            return request
+
+        async def conversation_items() -> Sequence[tuple[str, bytes]]:
+            return (await self.store.conversation_items(conversation)) or () if conversation else ()
+
+        resolved = await resolve_references(
+            request.input,  # type: ignore[arg-type]
+            store=self.store,
+            previous_response_id=request.previous_response_id,
+            conversation_items=conversation_items if conversation else None,
+        )
+        return request.model_copy(update={"input": resolved})
+
     async def _render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
         """Render a conversation's messages: in the worker process when large, as ``_build_prompt`` does."""
         if size <= self.inline_render_bytes:
@@ -205,6 +255,7 @@ class ResponsesService:
 
     async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
         """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
+        check_id(response_id, "previous_response_id", "resp")
         if lookup is not None:
             local = lookup(response_id)
             if local is not None:
@@ -352,6 +403,7 @@ class ResponsesService:
             raise InvalidRequestError(
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
             )
+        request = await self.resolve_references(await self.prompts.apply(request))
         compaction = await compact_conversation(self, request, size=len(body))
         return orjson.dumps(compacted_response_json(compaction))
 

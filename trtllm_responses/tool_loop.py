@@ -16,6 +16,14 @@ one sequence_number series) it:
    (``HarmonyAdapter.extend_prompt``: O(new tokens), a prefix extension of the
    previous prompt, so the engine reuses its KV cache) and generates again.
 
+A call to a tool nobody runs (neither a declared client tool nor a server-run one:
+a hallucinated namespace, ``browser``/``python`` not run here, an undeclared function)
+is held the same way and answered to the model with a one-line error naming the tools
+it has (``tools/unavailable.py``), its item ``failed``; the model then generates again.
+Such recoveries count as tool calls (``max_tool_calls``) and their turns in the token
+budget; past :data:`MAX_RECOVERIES` in one response, the response ends ``incomplete``
+(reason ``max_messages``; so does one past ``max_tool_calls``).
+
 It ends when a generation ends any other way: a final answer, a client tool
 call or an approval request (``response.completed``), the token budget
 (``response.incomplete``; ``max_output_tokens`` counts every turn), an error.
@@ -44,6 +52,7 @@ from .harmony.input_messages import input_to_messages
 from .harmony.items import ItemKind, ItemTarget
 from .stream import TokenStreamProcessor
 from .tools.base import ServerTools, ToolOutcome, ToolProvider
+from .tools.unavailable import UNAVAILABLE_KINDS, UnavailableTool
 from .wire import to_dict
 
 __all__ = ["Generate", "ToolLoop"]
@@ -57,7 +66,17 @@ Generate = Callable[
 ]
 
 TIMEOUT_CODE = -32001
+#: Calls to tools nobody runs answered to the model in one response; one more ends it ``incomplete``.
+MAX_RECOVERIES = 3
+#: The SDK's reasons are a closed set (max_output_tokens, max_messages, content_filter, steered): the
+#: response ran out of the turns it may take.
+RECOVERY_LIMIT_REASON = "max_messages"
 CANCELLED = "The response was cancelled while a tool call ran."
+
+
+def _listed(provider: ToolProvider) -> set[str]:
+    described = provider.describe()
+    return {str(t.get("name")) for t in described.tools} if described is not None else set()
 
 
 class ToolLoop:
@@ -78,6 +97,7 @@ class ToolLoop:
         max_tool_calls: int | None,
         tool_timeout: float,
         include: frozenset[str] = frozenset(),
+        client_tools: tuple[str, ...] = (),
     ) -> None:
         self._tools = tools
         self._adapter = adapter
@@ -102,7 +122,10 @@ class ToolLoop:
         self._include = include
         self._running: anyio.CancelScope | None = None  # the tool call running now
         self._cancelled = False
-        self._stream.hold_calls(tools.held_kinds, self._resolve)
+        self._recoveries = 0
+        self._client_tools = client_tools  # recipients of the declared client tools (for the error)
+        self._unavailable: UnavailableTool | None = None
+        self._stream.hold_calls(tools.held_kinds | UNAVAILABLE_KINDS, self._resolve)
         for provider in tools.providers.values():
             provider.resume(calls)
             rewriter = provider.text_rewriter()
@@ -116,8 +139,20 @@ class ToolLoop:
             self._running.cancel()
 
     def _resolve(self, target: ItemTarget) -> ItemTarget:
-        """A call that needs the client's approval becomes an ``mcp_approval_request`` (ends the response)."""
+        """A call that needs the client's approval becomes an ``mcp_approval_request`` (ends the response).
+
+        A bare name no server serves that names exactly one listed MCP tool is a call to it.
+        """
         provider = self._tools.provider_for(target)
+        if provider is None and target.kind is ItemKind.MCP_CALL and target.name == target.namespace:
+            owners = [
+                p
+                for p in self._tools.providers.values()
+                if p.item_kind is ItemKind.MCP_CALL and target.name in _listed(p)
+            ]
+            if len(owners) == 1:
+                provider = owners[0]
+                target = ItemTarget(ItemKind.MCP_CALL, name=target.name, namespace=provider.namespace)
         if provider is not None and target.name is not None and provider.needs_approval(target.name):
             return ItemTarget(ItemKind.MCP_APPROVAL_REQUEST, name=target.name, namespace=target.namespace)
         return target
@@ -173,6 +208,8 @@ class ToolLoop:
             if not self._processor.awaiting_tool:
                 return events
             pending, stop = await self._execute(events, deliver)
+            if self._stream.final_response is not None:  # ended by _refuse
+                return pending
             if self._cancelled:
                 return pending + self._processor.fail(CANCELLED)
             if stop:
@@ -192,7 +229,8 @@ class ToolLoop:
         assert held is not None
         target, _, arguments = held
         provider = self._tools.provider_for(target)
-        assert provider is not None
+        if provider is None:
+            return self._refuse(target, events)
         stop = False
         if self._max_tool_calls is not None and self._executed >= self._max_tool_calls:
             stop, self._told_limit = self._told_limit, True
@@ -219,6 +257,44 @@ class ToolLoop:
             status, internal=internal if internal != shown else None, **shown
         )
         return events, stop
+
+    def _refuse(
+        self, target: ItemTarget, events: list[ResponseStreamEvent]
+    ) -> tuple[list[ResponseStreamEvent], bool]:
+        """Answer a call to a tool nobody runs (see the module docstring): its failed item, or the end."""
+        self._recoveries += 1
+        over_calls = self._max_tool_calls is not None and self._executed >= self._max_tool_calls
+        if self._recoveries > MAX_RECOVERIES or over_calls:
+            logger.info(
+                "Ending a response after %d calls to tools nobody runs (max_tool_calls %s)",
+                self._recoveries,
+                self._max_tool_calls,
+            )
+            self._processor.done = True
+            return events + self._stream.incomplete(self._processor.usage(), RECOVERY_LIMIT_REASON), True
+        self._executed += 1
+        if self._unavailable is None:
+            self._unavailable = UnavailableTool(self._available())
+        outcome = self._unavailable.refuse(target)
+        logger.info("The model called %s, which nobody runs: answered with an error", target)
+        shown, internal = dict(outcome.fields), {**outcome.fields, **outcome.internal}
+        events = events + self._stream.tool_finished(
+            "failed", internal=internal if internal != shown else None, ran=False, **shown
+        )
+        return events, False
+
+    def _available(self) -> list[str]:
+        """The recipients the model may call in this response: client tools, then server-run ones."""
+        names = list(self._client_tools)
+        for provider in self._tools.providers.values():
+            described = provider.describe()
+            if provider.namespace == "python":
+                names.append("python")
+            elif provider.namespace == "browser":
+                names += ["browser.search", "browser.open", "browser.find"]
+            elif described is not None:
+                names += [f"{described.name}.{tool.get('name')}" for tool in described.tools]
+        return names
 
     async def _call(self, provider: ToolProvider, name: str, arguments: str) -> ToolOutcome:
         refused = provider.check(name, arguments)

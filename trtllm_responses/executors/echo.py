@@ -64,6 +64,7 @@ from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..harmony.encoding import HarmonyEncoding
+from ..harmony.headers import JSON_CONTENT_TYPE
 from ..harmony.schema import minimal_instance
 from .base import Executor, FinishReason, GenerationRequest, TokenDelta
 
@@ -177,7 +178,7 @@ class EchoExecutor(Executor):
     def _call(self, name: str, arguments: str, *, custom: bool = False) -> list[int]:
         """Analysis ``Calling NAME.`` then a call to NAME (``functions.NAME`` unless it has a namespace)."""
         tokens = self._segment("<|channel|>analysis<|message|>", f"Calling {name}.", "<|end|>")
-        content_type = "" if custom else " <|constrain|>json"
+        content_type = "" if custom else f" {JSON_CONTENT_TYPE}"
         if name.startswith("browser."):  # gpt-oss's built-in browser: the header it was trained to write
             header = f"<|start|>assistant<|channel|>analysis to={name} code<|message|>"
         elif "." in name:  # a namespace's tool, in the header Harmony itself renders for such a call
@@ -237,6 +238,8 @@ class EchoExecutor(Executor):
             return None
         steps = re.split(r"\n---\n", body[len(_STEPS) :])
         step = steps[min(tool_messages, len(steps) - 1)].strip()
+        if step.startswith("#harmony\n"):  # a raw step: what a real model wrote at that point
+            return self._enc.encode(step[len("#harmony\n") :])
         return self._act(step) or self._answer("Answering.", step)
 
     def _last_message(self, prompt: Sequence[int]) -> tuple[str, Sequence[int]]:

@@ -43,6 +43,7 @@ from typing import Any
 
 from ..constraints import CallOption, Constraint
 from ..grammars import lark_to_ebnf
+from ..harmony.headers import FINAL_HEADERS, FREE_CHANNELS, call_headers
 from .json_grammar import json_schema_ebnf
 
 __all__ = ["FREE_MESSAGES", "structural_tag"]
@@ -55,19 +56,22 @@ __all__ = ["FREE_MESSAGES", "structural_tag"]
 #: of a body, while ``<`` alone (``a < b``, ``<div>``) stays free. A run of ``<`` is followed by neither
 #: ``<|`` nor ``|``.
 NO_CONTROL_TEXT = r"""([^<] | "<"+ [^<|])* "<"*"""
-FREE_MESSAGES = rf"""root ::= free_message*
-free_message ::= "<|channel|>" ("analysis" | "commentary") "<|message|>" body "<|end|><|start|>assistant"
-body ::= {NO_CONTROL_TEXT}
-"""
+FREE_MESSAGES = (
+    r"""root ::= free_message*
+free_message ::= "<|channel|>" ("""
+    + " | ".join(json.dumps(channel) for channel in FREE_CHANNELS)
+    + r""") "<|message|>" body "<|end|><|start|>assistant"
+body ::= """
+    + NO_CONTROL_TEXT
+    + "\n"
+)
 #: A free final answer (the last message: only ``<|return|>`` may follow; its body never contains ``<|``).
-FREE_FINAL = rf"""root ::= "<|channel|>final<|message|>" body
-body ::= {NO_CONTROL_TEXT}
-"""
+FREE_FINAL = "root ::= " + json.dumps(FINAL_HEADERS[0]) + " body\nbody ::= " + NO_CONTROL_TEXT + "\n"
 #: Free text in a call (the python tool's code, a custom tool without a grammar): no ``<|`` either.
 FREE_TEXT = f"root ::= {NO_CONTROL_TEXT}\n"
-FINAL_BEGINS = ("<|channel|>final<|message|>", "<|channel|>final <|constrain|>json<|message|>")
-#: The other header gpt-oss writes for a call, recipient first (how Harmony renders a call in history).
-RECIPIENT_FIRST = " to="
+#: The final answer's headers and the call headers come from ``harmony/headers.py``, the definition the
+#: parser reads with (``tests/test_reader.py`` walks every header this tag accepts through the parser).
+FINAL_BEGINS = FINAL_HEADERS
 _ANY_JSON_OBJECT = {"type": "object"}
 
 
@@ -97,12 +101,7 @@ def _content_type(call: CallOption) -> str:
     return f" {content_type}" if content_type else ""
 
 
-def _heads(channel: str, content_type: str) -> list[tuple[str, str]]:
-    """The call header in both orders gpt-oss writes it, each cut as ``(begin, after the recipient)``."""
-    return [
-        (f"<|channel|>{channel} to=", f"{content_type}<|message|>"),
-        (RECIPIENT_FIRST, f"<|channel|>{channel}{content_type}<|message|>"),
-    ]
+_heads = call_headers
 
 
 def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:

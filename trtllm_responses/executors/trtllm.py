@@ -19,7 +19,8 @@ message). ``abort(request_id)`` calls ``RequestOutput.abort()``, which TensorRT-
 carries out asynchronously: tokens may still arrive before the ``cancelled`` step.
 Releases older than 1.1 are refused at import (``check_trtllm_version``).
 KV-cache block reuse is on by default so a continued conversation reuses its
-prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it.
+prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it. ``service_tier`` becomes
+``generate_async(priority=...)`` where the installed TensorRT-LLM takes it.
 
 Constraints (structured outputs, required calls, custom-tool grammars) become
 ``SamplingParams(guided_decoding=GuidedDecodingParams(structural_tag=...))`` (see
@@ -31,7 +32,9 @@ step's ``logprobs_diff`` (one ``{token_id: Logprob(logprob, rank)}`` per token).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import importlib
+import inspect
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -57,6 +60,10 @@ DEFAULT_MAX_NUM_TOKENS = 8192
 #: The oldest TensorRT-LLM release served (see check_trtllm_version).
 MIN_TRTLLM_VERSION = (1, 1)
 _FINISH = {"stop": "stop", "length": "length", "cancelled": "cancelled"}
+#: KV-cache retention priorities (0-100; TensorRT-LLM's default is 35, ``KvCacheRetentionConfig::kDefaultRetentionPriority``):
+#: a prompt asked to be cached for a ttl is kept above the default for that long.
+DEFAULT_RETENTION_PRIORITY = 35
+RETAINED_PROMPT_PRIORITY = 80
 #: The guided decoding backend that takes structural tags (TensorRT-LLM's PyTorch backend).
 GUIDED_DECODING_BACKEND = "xgrammar"
 
@@ -147,6 +154,7 @@ class TrtllmExecutor(Executor):
         self._llm: Any = None
         self._trtllm: Any = None
         self._running: dict[str, Any] = {}
+        self._generate_parameters: frozenset[str] | None = None  # generate_async's keywords, read once
         backend_choice = self._kwargs.setdefault("guided_decoding_backend", GUIDED_DECODING_BACKEND)
         if backend_choice != GUIDED_DECODING_BACKEND:
             raise ValueError(
@@ -227,6 +235,37 @@ class TrtllmExecutor(Executor):
             kwargs["guided_decoding"] = guided(structural_tag=structural_tag(constraint))
         return self._trtllm.SamplingParams(**kwargs)
 
+    def _request_options(self, request: GenerationRequest) -> dict[str, Any]:
+        """``generate_async`` keywords beyond sampling, for the ones this TensorRT-LLM has.
+
+        ``priority`` (``service_tier``): TensorRT-LLM's ``LLM.generate_async(..., priority: float = 0.5)``,
+        "the scheduling priority for the request, in the range [0, 1]" (``tensorrt_llm/llmapi/llm.py``);
+        versions without it serve every request at the same priority.
+        """
+        if request.priority is None and request.cache_retention_seconds is None:
+            return {}
+        if self._generate_parameters is None:
+            self._generate_parameters = frozenset(inspect.signature(self._llm.generate_async).parameters)
+        options: dict[str, Any] = {}
+        if request.priority is not None and "priority" in self._generate_parameters:
+            options["priority"] = request.priority
+        if request.cache_retention_seconds is not None and "kv_cache_retention_config" in self._generate_parameters:
+            options["kv_cache_retention_config"] = self._retention(request)
+        return options
+
+    def _retention(self, request: GenerationRequest) -> Any:
+        """``prompt_cache_options.ttl``: the prompt's KV-cache blocks kept at a raised retention priority for the ttl.
+
+        ``KvCacheRetentionConfig([TokenRangeRetentionConfig(0, len(prompt), priority, duration)])`` as TensorRT-LLM
+        binds it (``cpp/tensorrt_llm/nanobind/executor/request.cpp``): blocks of a higher priority are evicted
+        after those of the default (35); once the duration ends they fall back to it. Reuse still needs
+        ``kv_cache_config.enable_block_reuse`` (on by default here).
+        """
+        config = importlib.import_module("tensorrt_llm.llmapi").KvCacheRetentionConfig
+        duration = datetime.timedelta(seconds=request.cache_retention_seconds or 0)
+        prompt = config.TokenRangeRetentionConfig(0, len(request.prompt_token_ids), RETAINED_PROMPT_PRIORITY, duration)
+        return config([prompt], DEFAULT_RETENTION_PRIORITY)
+
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream ``token_ids_diff`` of each step; the last delta carries the finish reason.
 
@@ -239,6 +278,7 @@ class TrtllmExecutor(Executor):
                 request.prompt_token_ids,
                 sampling_params=self.sampling_params(request.sampling, request.constraint),
                 streaming=True,
+                **self._request_options(request),
             )
         except Exception as exc:
             raise ExecutorError(f"TensorRT-LLM refused the request: {type(exc).__name__}: {exc}") from exc

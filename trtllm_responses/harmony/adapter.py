@@ -39,10 +39,10 @@ from openai_harmony import (
 
 from ..bounded_cache import ByteBoundedCache
 from ..constraints import build_constraint, parse_text_format
-from ..protocol import ResponsesRequest
+from ..protocol import ReasoningParam, ResponsesRequest
 from .developer import developer_message, developer_spec
 from .encoding import HarmonyEncoding
-from .input_messages import input_to_messages
+from .input_messages import CONFIG_EFFORT, CONFIG_TEXT, input_to_messages
 from .prompt import (
     EMPTY_HISTORY,
     ConversationHistory,
@@ -68,6 +68,12 @@ _EFFORTS = {
     "medium": ReasoningEffort.MEDIUM,
     "high": ReasoningEffort.HIGH,
     "xhigh": ReasoningEffort.HIGH,
+    "max": ReasoningEffort.HIGH,
+}
+#: ``text.verbosity`` as gpt-oss understands it: a sentence after the developer instructions (none for medium).
+VERBOSITY = {
+    "low": "Be concise: answer in as few words as the question allows.",
+    "high": "Be thorough: answer in detail, explaining your reasoning and giving examples where they help.",
 }
 #: Byte budget of the rendered developer messages cache (instructions and tools are client text).
 DEVELOPER_CACHE_BYTES = 32 << 20
@@ -75,6 +81,19 @@ DEVELOPER_CACHE_BYTES = 32 << 20
 
 def _today() -> str:
     return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+
+
+def configured_fields(request: ResponsesRequest, calls: Mapping[str, str]) -> dict[str, Any]:
+    """The request fields the conversation's latest ``configuration_update`` items set (they win over the request's)."""
+    out: dict[str, Any] = {}
+    effort = calls.get(CONFIG_EFFORT)
+    if effort is not None:
+        reasoning = request.reasoning or ReasoningParam()
+        out["reasoning"] = reasoning.model_copy(update={"effort": effort})
+    text = calls.get(CONFIG_TEXT)
+    if text is not None:
+        out["text"] = {**(request.text or {}), **orjson.loads(text)}
+    return out
 
 
 class HarmonyAdapter:
@@ -191,6 +210,9 @@ class HarmonyAdapter:
         tokenizes nothing here except the small, cached system message.
         """
         converted = input_to_messages(request.input, history.calls)
+        configuration = configured_fields(request, {**history.calls, **converted.calls})
+        if configuration:
+            request = request.model_copy(update=configuration)
         chosen = choose_tools(request, namespaces, builtin, self._hidden_logged)
         tools, namespaces = chosen.tools, chosen.namespaces
         response_format = parse_text_format(request.text)
@@ -205,6 +227,9 @@ class HarmonyAdapter:
 
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
+        verbosity = VERBOSITY.get((request.text or {}).get("verbosity") or "medium")
+        if verbosity:  # gpt-oss has no verbosity control: it reads the wish in its instructions
+            parts.append(verbosity)
         instructions = "\n\n".join(parts) if parts else None
         # The request's own tools, choice and format, and the server-run namespaces, determine the rest of
         # the message: their JSON is the key (cheap); the spec (schemas rewritten) is built only on a miss.
@@ -230,6 +255,7 @@ class HarmonyAdapter:
             instructions=instructions,
             tools=tools,
             constraint=build_constraint(chosen.calls, chosen.required, response_format),
+            configuration=configuration,
         )
 
     def finish_prompt(self, draft: PromptDraft, rendered: Sequence[RenderedMessage]) -> Prompt:
@@ -252,6 +278,7 @@ class HarmonyAdapter:
             developer_key=draft.developer_key,
             tools=draft.tools,
             constraint=draft.constraint,
+            configuration=draft.configuration,
         )
 
     def admit(self, prompt: Prompt) -> None:

@@ -3,7 +3,8 @@
 Every input form the Responses API allows for a text model becomes Harmony messages;
 ``system``/``developer`` messages become instructions (never a second system message);
 ``function_call_output`` finds its call by ``call_id`` in the history or earlier in the
-same input.
+same input; one without a ``call_id`` but with a ``name`` (and ``namespace``) is output its tool
+gives unasked, read by the model from ``NAMESPACE.NAME`` (``functions.NAME`` without a namespace).
 
 Output items sent back as input convert to the same messages the server stores, so a
 stateless replay renders the same tokens as a stored continuation (the server's tool loop
@@ -24,11 +25,15 @@ import orjson
 from openai_harmony import Author, Message, Role, TextContent
 
 from ..errors import InvalidRequestError
+from ..request_fields import check_text
+from .headers import JSON_CONTENT_TYPE
 from .items import FUNCTIONS_NAMESPACE
 
 __all__ = [
     "BROWSER_PAGE",
     "BROWSER_PAGES",
+    "CONFIG_EFFORT",
+    "CONFIG_TEXT",
     "DECLINED_OUTPUT",
     "MODEL_READ",
     "TOOL_OUTPUT_PLACEHOLDER",
@@ -41,7 +46,7 @@ __all__ = [
     "tool_output_message",
 ]
 
-_JSON_CONTENT_TYPE = "<|constrain|>json"
+_JSON_CONTENT_TYPE = JSON_CONTENT_TYPE  # the one header grammar (headers.py)
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 _NON_TEXT_PARTS = ("input_image", "input_file", "input_audio", "image_url", "file")
 #: What the model reads in place of an image or file a tool returned (a 400 would break every
@@ -226,6 +231,14 @@ def _convert_custom_tool_call(
 def _convert_function_call_output(
     item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
 ) -> None:
+    if item.get("call_id") is None and item.get("type") == "function_call_output" and "name" in item:
+        # No call: output a tool gives the model by itself (Codex's goals send
+        # {"name": "goal_objective", "namespace": "agent", "output": ...}); it reads it from NAMESPACE.NAME.
+        name = _require_str(item, "name", where)
+        tool = f"{_optional_namespace(item, where) or FUNCTIONS_NAMESPACE}.{name}"
+        texts = _text_of_parts(item.get("output"), f"{where}.output", tool_output=True)
+        out.messages.append(tool_output_message(tool, "".join(texts)))
+        return
     call_id = _require_str(item, "call_id", where)
     recipient = out.calls.get(call_id) or calls.get(call_id)
     if recipient is None:
@@ -394,7 +407,50 @@ def _convert_mcp_approval_response(
         out.messages.append(tool_output_message(f"{call['server_label']}.{call['name']}", DECLINED_OUTPUT))
 
 
+#: Keys of the conversation's ``calls`` map under which ``configuration_update`` items leave their settings
+#: (no call id can take them): they live on through ``previous_response_id`` and conversations.
+CONFIG_EFFORT = "configuration:reasoning.effort"
+CONFIG_TEXT = "configuration:text"
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def _convert_configuration_update(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    """Settings for this response and the ones after it, until a later update replaces them (no message)."""
+    reasoning, text = item.get("reasoning"), item.get("text")
+    if reasoning is None and text is None:
+        raise InvalidRequestError(
+            f"'{where}' must set 'reasoning', 'text' or both.", param=where, code="missing_required_parameter"
+        )
+    if reasoning is not None:
+        if not isinstance(reasoning, Mapping):
+            raise InvalidRequestError(f"'{where}.reasoning' must be an object.", param=f"{where}.reasoning")
+        effort = reasoning.get("effort")
+        if effort is not None and effort not in _EFFORTS:
+            raise InvalidRequestError(
+                f"'{where}.reasoning.effort' must be one of {', '.join(_EFFORTS)}; got {effort!r}.",
+                param=f"{where}.reasoning.effort",
+            )
+        if effort is not None:
+            out.calls[CONFIG_EFFORT] = effort
+    if text is not None:
+        if not isinstance(text, Mapping) or not isinstance(text.get("format"), Mapping):
+            raise InvalidRequestError(f"'{where}.text.format' is required.", param=f"{where}.text.format")
+        if text["format"].get("type") not in ("text", "json_schema"):
+            raise InvalidRequestError(
+                f"'{where}.text.format.type' must be 'text' or 'json_schema'.",
+                param=f"{where}.text.format.type",
+            )
+        try:
+            checked = check_text({"format": text["format"]})
+        except InvalidRequestError as exc:
+            raise InvalidRequestError(exc.message, param=f"{where}.{exc.param}", code=exc.code) from None
+        out.calls[CONFIG_TEXT] = orjson.dumps(checked).decode()
+
+
 _INPUT_CONVERTERS = {
+    "configuration_update": _convert_configuration_update,
     "message": _convert_message,
     "function_call": _convert_function_call,
     "function_call_output": _convert_function_call_output,

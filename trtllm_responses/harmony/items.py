@@ -6,13 +6,19 @@ model message becomes:
     analysis, no recipient            → reasoning        (rs_)
     final, no recipient               → message          (msg_, phase final_answer)
     commentary, no recipient          → message          (msg_, phase commentary: a preamble)
-    to=functions.NAME                 → function_call    (fc_, call_…)
+    to=functions.NAME, a declared function → function_call    (fc_, call_…)
     to=NS.NAME, NS a declared namespace → function_call with namespace NS
     to=functions.NAME, NAME a custom tool → custom_tool_call (ctc_, call_…), body = raw input
     to=browser.*                      → web_search_call  (ws_)
     to=python                         → code_interpreter_call (ci_)
     any other recipient               → mcp_call         (mcp_), or mcp_approval_request (mcpr_)
                                         when the server's tool loop says the call needs approval
+
+A recipient is first resolved against the request's declared tools (``RequestTools.resolve``:
+a bare name, ``functions.functions.x``, a glued ``json`` or stray control token are the declared
+tool they clean to). A call to a tool nobody runs (an undeclared function, a namespace no server
+serves, ``browser``/``python`` not run here) becomes an ``mcp_call``, ``web_search_call`` or
+``code_interpreter_call`` the tool loop answers to the model with an error (``tools/unavailable.py``).
 
 The way back, items sent as input to Harmony messages, is ``input_messages.py``: output
 items sent back convert to the same messages the server stores, so a stateless replay
@@ -43,7 +49,7 @@ from openai.types.responses.response_reasoning_item import Content as ReasoningC
 
 from ..ids import new_id
 from .parser import MessageHeader, ParsedMessage
-from .tools import RequestTools
+from .tools import RequestTools, recipient_candidates
 
 __all__ = [
     "FUNCTIONS_NAMESPACE",
@@ -101,13 +107,14 @@ def classify(header: MessageHeader, tools: RequestTools | None = None) -> ItemTa
     """
     recipient = header.recipient
     if recipient:
-        tool = tools.by_recipient(recipient) if tools is not None else None
+        tool = tools.resolve(recipient) if tools is not None else None
         if tool is not None:
             namespace = None if tool.namespace == FUNCTIONS_NAMESPACE else tool.namespace
             kind = ItemKind.CUSTOM_TOOL_CALL if tool.custom else ItemKind.FUNCTION_CALL
             return ItemTarget(kind, name=tool.name, namespace=namespace)
+        recipient = recipient_candidates(recipient)[-1]
         namespace, _, name = recipient.partition(".")
-        if namespace == FUNCTIONS_NAMESPACE and name:
+        if namespace == FUNCTIONS_NAMESPACE and name and tools is None:  # no request to check it against
             return ItemTarget(ItemKind.FUNCTION_CALL, name=name)
         if namespace == "browser":
             return ItemTarget(ItemKind.WEB_SEARCH_CALL, name=name or "search", namespace="browser")

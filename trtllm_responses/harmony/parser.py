@@ -1,27 +1,45 @@
-"""A token-level streaming parser for Harmony completions.
+"""A token-level streaming reader of Harmony completions that recovers, like an HTML parser.
 
 It reads what the model generates after ``<|start|>assistant`` and reports three
 transitions: a message starts (its parsed header), body text arrives, a message
-ends (with the token that ended it). The header grammar is openai-harmony's
-(``StreamableParser::parse_header_from_tokens``); tests check both parsers agree.
+ends (with the token that ended it). Clean Harmony reads exactly as openai-harmony
+reads it (``StreamableParser``; tests check both agree). Output that breaks the format
+never stops it: every token sequence has one reading (README, "What the model may
+write", lists them), and nothing it has reported is ever taken back:
+
+- a header is read by ``headers.read_header``, which never fails (junk channel =
+  analysis, ``<|constrain|>json`` a content type, repeated roles collapsed);
+- a header written as another role (a tool's reply the model imagined) is skipped with
+  its body, up to the next ``<|start|>`` or terminator; so is a header with no
+  reasonable reading; a skipped header never reports a start;
+- a header ended by a terminator without ``<|message|>`` gets ``headers.read_headless``'s
+  reading (text before any header is the final answer; ``<|channel|>final__X__`` is a
+  final ``__X__``), or is dropped;
+- ``<|start|>`` inside a header starts it again (repeated ``<|start|>`` collapse);
+- ``<|start|>`` or ``<|channel|>`` inside a body ends the message (a forgotten ``<|end|>``);
+  other control tokens inside a body are dropped, never text;
+- text and terminators between messages are dropped (``<|end|><|return|>``, a stray newline);
+  ``<|channel|>`` there starts an assistant header (a forgotten ``<|start|>assistant``);
+- a header longer than :data:`MAX_HEADER_TOKENS` is read as if ``<|message|>`` had come
+  (the first message's unmarked text is the final answer), else skipped.
+
+What it dropped is kept (its first :data:`MAX_DROPPED_BYTES`) in :attr:`dropped`, so a
+response of which nothing was usable can say what the model wrote.
 
 Why not harmony's own ``StreamableParser``: it crosses into Rust and decodes per
 token. This one looks up token bytes in a table and decodes UTF-8 once per
-``feed`` call, so several tokens delivered in one engine step cost one delta. It
-also never lets a control token become text: a control token inside a body is a
-:class:`HarmonyFormatError`.
+``feed`` call, so several tokens delivered in one engine step cost one delta.
 """
 
 from __future__ import annotations
 
 import codecs
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
 
-from ..errors import HarmonyFormatError
 from .encoding import HarmonyEncoding
+from .headers import MessageHeader, read_header, read_headless
 
 __all__ = [
     "ContentDelta",
@@ -33,25 +51,17 @@ __all__ = [
     "ParsedMessage",
     "parse_completion",
     "parse_header",
+    "unreadable_message",
 ]
 
-_ROLES = frozenset({"user", "assistant", "system", "developer", "tool"})
-_CHANNEL_MARK = "<|channel|>"
-_CONSTRAIN_MARK = "<|constrain|>"
-_CHANNEL_VALUE = re.compile(r"[^\s<]*")
 # A header is a role, a channel, a recipient and a content type: a few dozen tokens.
 MAX_HEADER_TOKENS = 512
+#: The completion's first header with no control token and this many tokens is text: the final answer.
+TEXT_HEADER_TOKENS = 16
+#: How much of what was dropped is kept for the error message of an unreadable completion.
+MAX_DROPPED_BYTES = 2048
 
-
-@dataclass(frozen=True, slots=True)
-class MessageHeader:
-    """What a Harmony header says about the message that follows it."""
-
-    role: str
-    name: str | None = None
-    channel: str | None = None
-    recipient: str | None = None
-    content_type: str | None = None
+parse_header = read_header  # the header grammar (``headers.py``), under the parser's name
 
 
 # Transitions are made per engine step on the hot path: plain slotted classes (frozen ones
@@ -79,79 +89,23 @@ class MessageEnded:
 
 ParseEvent = Union[MessageStarted, ContentDelta, MessageEnded]
 
-
-def parse_header(text: str, role: str | None) -> MessageHeader:
-    """Parse a decoded Harmony header, exactly as openai-harmony does.
-
-    ``role`` is the known role of the first message of a completion (the prompt
-    already said ``<|start|>assistant``); later headers carry their own role.
-    """
-    channel: str | None = None
-    idx = text.find(_CHANNEL_MARK)
-    if idx >= 0:
-        after = text[idx + len(_CHANNEL_MARK) :]
-        value = _CHANNEL_VALUE.match(after).group()  # type: ignore[union-attr]
-        if not value:
-            raise HarmonyFormatError("channel marker present but no channel value found in header")
-        channel = value
-        text = text[:idx] + after[len(value) :]
-    text = text.strip()
-    if _CONSTRAIN_MARK in text:
-        text = text.replace(_CONSTRAIN_MARK, " " + _CONSTRAIN_MARK).strip()
-    parts = text.split()
-
-    name: str | None = None
-    if role is None:
-        if not parts:
-            raise HarmonyFormatError("message header did not contain a role")
-        role_str = parts[0]
-        if role_str in _ROLES:
-            role = role_str
-        elif len(parts) > 1 or parts[0].startswith("to="):
-            parts.pop(0)
-            role, name = "tool", role_str
-        else:
-            raise HarmonyFormatError(f"unknown role in message header: {role_str!r}")
-    if parts and parts[0] == role:
-        parts.pop(0)
-
-    recipient: str | None = None
-    content_type: str | None = None
-    if parts:
-        count = len(parts)
-        last = parts.pop()
-        if last.startswith("to="):
-            recipient = last[3:]
-        elif count == 1:
-            recipient = last
-        else:
-            content_type = last
-            if parts:
-                if len(parts) != 1:
-                    raise HarmonyFormatError(f"too many words in message header: {text!r}")
-                raw = parts.pop()
-                recipient = raw.removeprefix("to=")
-    return MessageHeader(
-        role=role, name=name, channel=channel, recipient=recipient, content_type=content_type
-    )
-
-
-_EXPECT_START, _HEADER, _CONTENT, _DONE = range(4)
+_BETWEEN, _HEADER, _CONTENT, _SKIP = range(4)
 
 
 class HarmonyStreamParser:
-    """Parses a Harmony completion token by token; ``feed`` returns the transitions it caused.
+    """Reads a Harmony completion token by token; ``feed`` returns the transitions it caused.
 
     Consecutive body text inside one ``feed`` call comes back as a single
     :class:`ContentDelta`. Multibyte characters split across calls are held back
-    until complete. Raises :class:`HarmonyFormatError` on output that breaks the
-    format; the parser is then unusable.
+    until complete. Never raises on what the model wrote (see the module docstring).
     """
 
     __slots__ = (
         "_bytes",
         "_decoder",
         "_enc",
+        "_first",
+        "_header_specials",
         "_header_tokens",
         "_message_start",
         "_partial",
@@ -160,6 +114,8 @@ class HarmonyStreamParser:
         "_state",
         "_terminators",
         "_tokens_seen",
+        "dropped",
+        "messages",
     )
 
     def __init__(self, encoding: HarmonyEncoding, role: str | None = "assistant") -> None:
@@ -167,13 +123,19 @@ class HarmonyStreamParser:
         self._bytes = encoding.token_bytes
         self._specials = encoding.special_ids
         self._terminators = encoding.message_terminators | {encoding.endoftext}
-        self._state = _HEADER if role is not None else _EXPECT_START
+        self._state = _HEADER if role is not None else _BETWEEN
         self._role = role
+        self._first = role is not None  # the completion's first header: unmarked text is the answer
         self._header_tokens: list[int] = []
+        self._header_specials = False
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._tokens_seen = 0
         self._message_start = 0
         self._partial = False  # the incremental decoder holds part of a character
+        #: What the reader dropped (its first MAX_DROPPED_BYTES), for an error message.
+        self.dropped = bytearray()
+        #: How many messages it reported starting.
+        self.messages = 0
 
     @property
     def in_header(self) -> bool:
@@ -205,6 +167,7 @@ class HarmonyStreamParser:
         body = bytearray()
         token_bytes = self._bytes
         specials = self._specials
+        enc = self._enc
         for token in tokens:
             self._tokens_seen += 1
             state = self._state
@@ -212,48 +175,129 @@ class HarmonyStreamParser:
                 if token not in specials:
                     body += token_bytes[token]
                     continue
-                if token not in self._terminators:
-                    raise HarmonyFormatError(
-                        f"control token {token_bytes[token].decode()} inside a message body"
-                    )
-                text = self._decode(body, final=True)
-                body.clear()
-                if text:
-                    events.append(ContentDelta(text))
-                events.append(MessageEnded(token, self._tokens_seen - self._message_start))
-                self._state = _DONE if token == self._enc.endoftext else _EXPECT_START
+                if token in self._terminators:
+                    self._end(events, body, token)
+                    self._state = _BETWEEN
+                elif token == enc.start or token == enc.channel:
+                    self._end(events, body, enc.end)  # a forgotten <|end|>
+                    self._begin(token)
+                else:
+                    self._drop(token_bytes[token])  # <|message|>, <|constrain|>, reserved: never text
             elif state == _HEADER:
-                if token == self._enc.message:
-                    header = self._decode_header()
-                    self._role = None
-                    self._header_tokens.clear()
-                    self._state = _CONTENT
-                    events.append(MessageStarted(header))
-                elif token in specials and token not in (self._enc.channel, self._enc.constrain):
-                    raise HarmonyFormatError(
-                        f"control token {token_bytes[token].decode()} inside a message header"
-                    )
+                self._header_token(token, events)
+            elif state == _SKIP:
+                if token in self._terminators:
+                    self._state = _BETWEEN
+                elif token == enc.start or token == enc.channel:
+                    self._begin(token)
                 else:
-                    self._header_tokens.append(token)
-                    if len(self._header_tokens) > MAX_HEADER_TOKENS:
-                        raise HarmonyFormatError(f"message header longer than {MAX_HEADER_TOKENS} tokens")
-            elif state == _EXPECT_START:
-                if token == self._enc.start:
-                    self._state = _HEADER
-                    self._message_start = self._tokens_seen - 1
-                elif token == self._enc.endoftext:
-                    self._state = _DONE
-                else:
-                    raise HarmonyFormatError(
-                        f"expected <|start|> between messages, got {token_bytes[token]!r}"
-                    )
-            else:
-                raise HarmonyFormatError(f"output continues after <|endoftext|>: {token_bytes[token]!r}")
+                    self._drop(token_bytes[token])
+            elif token == enc.start or token == enc.channel:
+                self._begin(token)
+            elif token == enc.message:  # a body with no header at all: the assistant's answer
+                self._begin(token)
+                self._open(MessageHeader("assistant"), "", events)
+            elif token not in specials:
+                self._drop(token_bytes[token])  # text between messages
         if body:
             text = self._decode(body)
             if text:
                 events.append(ContentDelta(text))
         return events
+
+    def _begin(self, token: int) -> None:
+        """A header starts at ``token`` (``<|start|>``; ``<|channel|>``: a forgotten ``<|start|>assistant``)."""
+        self._state = _HEADER
+        self._message_start = self._tokens_seen - 1
+        self._header_tokens.clear()
+        self._first = False
+        if token == self._enc.start:
+            self._role = None
+            self._header_specials = False
+        else:
+            self._role = "assistant"
+            self._header_tokens.append(token)
+            self._header_specials = True
+
+    def _header_token(self, token: int, events: list[ParseEvent]) -> None:
+        enc = self._enc
+        if token == enc.message:
+            header = read_header(self._header_text(), self._role)
+            if header.role != "assistant":
+                self._skip()  # a message the model wrote as a tool, user…: not its output
+            else:
+                self._open(header, "", events)
+        elif token == enc.start:  # <|start|> again: the header so far was nothing
+            if self._header_text().strip() not in ("", "assistant"):
+                self._drop(self._header_bytes())
+            self._begin(token)
+        elif token in self._terminators:
+            self._headless(events, token)
+            self._state = _BETWEEN
+        elif token == enc.channel or token == enc.constrain:
+            self._header_tokens.append(token)
+            self._header_specials = True
+        elif token in self._specials:
+            self._drop(self._bytes[token])  # a reserved token: nothing
+        else:
+            self._header_tokens.append(token)
+            count = len(self._header_tokens)
+            if (self._first and not self._header_specials and count >= TEXT_HEADER_TOKENS) or count > MAX_HEADER_TOKENS:
+                self._overflow(events)
+
+    def _overflow(self, events: list[ParseEvent]) -> None:
+        """A header too long to be one: the text it is (the answer, a body whose <|message|> was left out)."""
+        reading = read_headless(self._header_text(), self._role, self._first and not self._header_specials)
+        if reading is None or reading[0].role != "assistant":
+            self._skip()
+            return
+        header, text = reading
+        self._open(header, text, events)
+
+    def _headless(self, events: list[ParseEvent], token: int | None) -> None:
+        """The header ended without ``<|message|>``: its reading, whole, or nothing."""
+        reading = read_headless(self._header_text(), self._role, self._first and not self._header_specials)
+        if reading is None or reading[0].role != "assistant":
+            self._drop(self._header_bytes())
+            self._header_tokens.clear()
+            return
+        header, text = reading
+        self._open(header, text, events)
+        self._end(events, bytearray(), token)
+
+    def _open(self, header: MessageHeader, text: str, events: list[ParseEvent]) -> None:
+        self._header_tokens.clear()
+        self._role = None
+        self._first = False
+        self._state = _CONTENT
+        self.messages += 1
+        events.append(MessageStarted(header))
+        if text:
+            events.append(ContentDelta(text))
+
+    def _skip(self) -> None:
+        self._drop(self._header_bytes())
+        self._header_tokens.clear()
+        self._state = _SKIP
+
+    def _end(self, events: list[ParseEvent], body: bytearray, terminator: int | None) -> None:
+        if body or self._partial:
+            text = self._decode(body, final=True)
+            body.clear()
+            if text:
+                events.append(ContentDelta(text))
+        events.append(MessageEnded(terminator, self._tokens_seen - self._message_start))
+
+    def _header_bytes(self) -> bytes:
+        return b"".join([self._bytes[t] for t in self._header_tokens])
+
+    def _header_text(self) -> str:
+        return self._header_bytes().decode("utf-8", "replace")
+
+    def _drop(self, data: bytes) -> None:
+        room = MAX_DROPPED_BYTES - len(self.dropped)
+        if room > 0:
+            self.dropped += data[:room]
 
     def _decode(self, data: bytearray, final: bool = False) -> str:
         """UTF-8 text of body bytes; a character split across calls waits for its last byte."""
@@ -270,26 +314,45 @@ class HarmonyStreamParser:
             self._partial = bool(self._decoder.getstate()[0])
         return text
 
-    def finish(self) -> list[ParseEvent]:
-        """The output ended (no more tokens). Closes an open body, flushing held-back bytes."""
-        if self._state != _CONTENT:
-            self._state = _DONE
-            return []
+    def finish(self, stopped: bool = True) -> list[ParseEvent]:
+        """The output ended (no more tokens). Closes an open body, flushing held-back bytes.
+
+        ``stopped``: the engine stopped on a stop token it kept to itself (the header being read
+        then ended as a terminator would end it); False: the output was cut off.
+        """
         events: list[ParseEvent] = []
-        text = self._decode(bytearray(), final=True)
-        if text:
-            events.append(ContentDelta(text))
-        events.append(MessageEnded(None, self._tokens_seen - self._message_start))
-        self._state = _DONE
+        state = self._state
+        self._state = _BETWEEN
+        if state == _CONTENT:
+            self._end(events, bytearray(), None)
+        elif state == _HEADER and self._header_tokens:
+            if stopped:
+                self._headless(events, None)
+            elif self._first and not self._header_specials:  # unmarked text, cut off: the answer so far
+                self._overflow(events)
+                if self._state == _CONTENT:
+                    self._end(events, bytearray(), None)
+                self._state = _BETWEEN
+            else:
+                self._drop(self._header_bytes())
+            self._header_tokens.clear()
         return events
 
-    def _decode_header(self) -> MessageHeader:
-        raw = b"".join([self._bytes[t] for t in self._header_tokens])
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise HarmonyFormatError("message header is not valid UTF-8") from exc
-        return parse_header(text, self._role)
+    @property
+    def read_nothing(self) -> bool:
+        """The reader reported no message and dropped something: nothing usable was written."""
+        return self.messages == 0 and bool(self.dropped)
+
+
+#: How much of what the model wrote an error message quotes.
+QUOTED_CHARS = 400
+
+
+def unreadable_message(dropped: bytes) -> str:
+    """The error message of a response of which nothing could be read: what the model wrote, truncated."""
+    text = dropped.decode("utf-8", "replace")
+    quoted = text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS] + "…"
+    return f"The model's output could not be read as Harmony; it wrote: {quoted!r}"
 
 
 @dataclass(frozen=True, slots=True)

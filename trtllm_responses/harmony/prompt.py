@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from openai_harmony import Message
 
@@ -111,6 +112,8 @@ class Prompt:
     )  # (instructions, JSON of tools, tool_choice, text): the cache key
     tools: RequestTools = EMPTY_TOOLS  # the tools shown to the model: how its calls read back
     constraint: Constraint | None = None  # what the output must obey (executors enforce it)
+    #: Request fields set by configuration_update items of the conversation (``reasoning``, ``text``).
+    configuration: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def messages(self) -> list[Message]:
@@ -137,3 +140,4 @@ class PromptDraft:
     instructions: str | None
     tools: RequestTools = EMPTY_TOOLS
     constraint: Constraint | None = None
+    configuration: Mapping[str, Any] = field(default_factory=dict)

@@ -40,6 +40,7 @@ from openai_harmony import ToolNamespaceConfig
 
 from ..constraints import CallOption
 from ..errors import InvalidRequestError
+from .headers import clean_recipient
 
 __all__ = [
     "BUILTIN_CALLS",
@@ -49,6 +50,7 @@ __all__ = [
     "HOSTED_TOOL_TYPES",
     "RequestTools",
     "Tool",
+    "recipient_candidates",
     "select_tools",
     "server_call_options",
 ]
@@ -121,6 +123,24 @@ class RequestTools:
                 return tool
         return None
 
+    def resolve(self, recipient: str) -> Tool | None:
+        """The shown tool the model meant by ``recipient``, as written or cleaned (None: not a shown tool).
+
+        Cleaned: a stray control-token text cut (``exec<|channel|>commentary``), a repeated namespace
+        collapsed (``functions.functions.x``), a glued content type dropped (``shelljson``). A bare name
+        (``lookup_weather``, as openai/harmony's own ``test_simple_tool_call`` writes it) is the one
+        shown tool of that name, if exactly one has it.
+        """
+        for candidate in recipient_candidates(recipient):
+            tool = self.by_recipient(candidate)
+            if tool is not None:
+                return tool
+            if "." not in candidate:
+                named = [t for t in self.tools if t.name == candidate]
+                if len(named) == 1:
+                    return named[0]
+        return None
+
     @property
     def namespaces(self) -> set[str]:
         """Namespaces with at least one shown tool."""
@@ -135,6 +155,20 @@ class RequestTools:
             ),
             tuple(sorted((k, v) for k, v in self.namespace_descriptions.items() if k in self.namespaces)),
         )
+
+
+def recipient_candidates(recipient: str) -> list[str]:
+    """``recipient`` and its cleaned forms, most literal first (see :meth:`RequestTools.resolve`)."""
+    cleaned = clean_recipient(recipient)
+    parts = cleaned.split(".")
+    while len(parts) > 2 and parts[0] == parts[1]:
+        parts.pop(0)
+    collapsed = ".".join(parts)
+    candidates = [recipient, cleaned, collapsed]
+    for suffix in ("json", "code"):
+        if collapsed.lower().endswith(suffix) and len(collapsed) > len(suffix):
+            candidates.append(collapsed[: -len(suffix)].rstrip(" ."))
+    return list(dict.fromkeys(c for c in candidates if c))
 
 
 def _freeze(value: Any) -> Any:

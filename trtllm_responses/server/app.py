@@ -20,6 +20,7 @@ from ..executors.base import Executor
 from ..gc_schedule import CollectorSchedule
 from ..harmony.adapter import HarmonyAdapter
 from ..metrics import ServerMetrics
+from ..prompts import PromptTemplates
 from ..sealing import ContentSealer, load_key
 from ..service import ResponsesService
 from ..store import ResponseStore
@@ -61,6 +62,7 @@ def create_app(
         sealer=sealer or ContentSealer(load_key(config.encryption_key_file)),
         redact_reasoning=config.redact_reasoning,
         max_input_bytes=config.max_input_bytes,
+        prompts=PromptTemplates(config.prompts),
         tool_settings=config.tools,
         sampling_defaults=config.sampling,
     )

@@ -32,7 +32,7 @@ from ..errors import InvalidRequestError
 from ..service import PreparedResponse, ResponsesService
 from ..wire import to_json
 from .relay import RedisRelay
-from .sse import encode_event
+from .sse import encode_event, obfuscate, obfuscation_wanted
 
 __all__ = ["BackgroundLimits", "BackgroundResponses", "BackgroundRun"]
 
@@ -74,8 +74,9 @@ class BackgroundRun:
 
     async def record(self, events: list[ResponseStreamEvent]) -> None:
         """The ``deliver`` of a background drive: keep each event's frame, wake the followers."""
+        obfuscated = obfuscation_wanted(self.prepared.request.stream_options)
         for event in events:
-            frame = encode_event(event)
+            frame = obfuscate(event, encode_event(event)) if obfuscated else encode_event(event)
             self.frames.append(frame)
             self.nbytes += len(frame)
         while len(self.frames) > self.limits.max_events or self.nbytes > self.limits.max_bytes:

@@ -7,6 +7,7 @@ from starlette.responses import Response
 
 from ..conversations import ConversationsService
 from ..errors import InvalidRequestError
+from ..ids import check_id
 from .responses import JSONBytesResponse
 from .routes import page_query
 
@@ -36,31 +37,40 @@ def build_conversation_router(conversations: ConversationsService) -> APIRouter:
 
     @router.get("/v1/conversations/{conversation_id}")
     async def retrieve(conversation_id: str) -> Response:
+        check_id(conversation_id, "conversation_id", "conv")
         return JSONBytesResponse(await conversations.retrieve(conversation_id))
 
     @router.post("/v1/conversations/{conversation_id}")
     async def update(conversation_id: str, request: Request) -> Response:
+        check_id(conversation_id, "conversation_id", "conv")
         return JSONBytesResponse(await conversations.update(conversation_id, await _read(request)))
 
     @router.delete("/v1/conversations/{conversation_id}")
     async def delete(conversation_id: str) -> Response:
+        check_id(conversation_id, "conversation_id", "conv")
         return JSONBytesResponse(await conversations.delete(conversation_id))
 
     @router.get("/v1/conversations/{conversation_id}/items")
     async def list_items(conversation_id: str, request: Request) -> Response:
+        check_id(conversation_id, "conversation_id", "conv")
         # ``include`` asks for extra fields (logprobs, image urls, …) that these items never hold.
         return JSONBytesResponse(await conversations.list_items(conversation_id, **page_query(request)))
 
     @router.post("/v1/conversations/{conversation_id}/items")
     async def add_items(conversation_id: str, request: Request) -> Response:
+        check_id(conversation_id, "conversation_id", "conv")
         return JSONBytesResponse(await conversations.add_items(conversation_id, await _read(request)))
 
     @router.get("/v1/conversations/{conversation_id}/items/{item_id}")
     async def get_item(conversation_id: str, item_id: str) -> Response:
+        check_id(conversation_id, "conversation_id", "conv")
+        check_id(item_id, "item_id")
         return JSONBytesResponse(await conversations.get_item(conversation_id, item_id))
 
     @router.delete("/v1/conversations/{conversation_id}/items/{item_id}")
     async def delete_item(conversation_id: str, item_id: str) -> Response:
+        check_id(conversation_id, "conversation_id", "conv")
+        check_id(item_id, "item_id")
         return JSONBytesResponse(await conversations.delete_item(conversation_id, item_id))
 
     return router

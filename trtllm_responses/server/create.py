@@ -23,6 +23,7 @@ from ..service import PreparedResponse, ResponsesService
 from ..wire import to_json
 from .access import AccessRecord
 from .background import BackgroundResponses
+from .chat import CHAT_PATH, create_chat_completion
 from .errors import error_response
 from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
 from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
@@ -108,7 +109,8 @@ async def create_response(
 
 
 class ResponsesApp:
-    """The ASGI app: ``POST /v1/responses`` here, everything else (and the lifespan) to FastAPI."""
+    """The ASGI app: ``POST /v1/responses`` and ``POST /v1/chat/completions`` here, everything else
+    (and the lifespan) to FastAPI."""
 
     def __init__(
         self,
@@ -147,17 +149,21 @@ class ResponsesApp:
         try:
             if self.api_key is not None and path.startswith("/v1/") and not authorized(scope, self.api_key):
                 await error_response(unauthorized(scope))(scope, receive, send_with_id)
-            elif path == PATH:
-                if method == "POST":
+            elif path == PATH or path == CHAT_PATH:
+                if method != "POST":
+                    error = InvalidRequestError(
+                        f"{method} is not allowed on {path}; use POST.", code="method_not_allowed"
+                    )
+                    error.status_code = 405
+                    await error_response(error, {"Allow": "POST"})(scope, receive, send_with_id)
+                elif path == PATH:
                     record.status = await create_response(
                         self.service, self.background, scope, receive, send, record
                     )
                 else:
-                    error = InvalidRequestError(
-                        f"{method} is not allowed on {PATH}; use POST.", code="method_not_allowed"
+                    record.status = await create_chat_completion(
+                        self.service, scope, receive, send, record, _read_body
                     )
-                    error.status_code = 405
-                    await error_response(error, {"Allow": "POST"})(scope, receive, send_with_id)
             else:
                 record.status = CLIENT_CLOSED  # until a response starts
                 await self.api(scope, receive, send_with_id)

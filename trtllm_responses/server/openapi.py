@@ -6,10 +6,12 @@ schema. ``POST /v1/responses`` is served outside FastAPI (``create.py``), and
 the routes that read their query string by hand list no query parameters.
 :func:`build_openapi` starts from FastAPI's document and states instead:
 
-* every route, ``POST /v1/responses`` included, with its request body schema
-  (``ResponsesRequest``, what ``parse_request`` checks) and query parameters;
+* every route, ``POST /v1/responses`` and ``POST /v1/chat/completions`` included, with its request
+  body schema (``ResponsesRequest``, what ``parse_request`` checks; ``ChatRequest``, what
+  ``translate_chat`` checks) and query parameters;
 * each 200 body as the ``openai`` package's types (``Response``,
-  ``ResponseItemList``, ``Model``), and ``text/event-stream`` for streams;
+  ``ResponseItemList``, ``Model``, ``ChatCompletion``, ``ChatCompletionChunk``), and
+  ``text/event-stream`` for streams;
 * each error status a route can answer, with the error envelope schema;
 * no 422 anywhere. 401 (with ``--api_key``) and 503 (store unavailable) can come from any
   ``/v1`` route; they are listed in ``info``.
@@ -25,10 +27,12 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from openai.types import Model
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseItemList, ResponseStreamEvent
 from pydantic import BaseModel, RootModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from ..chat_request import ChatRequest
 from ..protocol import ResponsesRequest
 
 __all__ = ["ERROR_SCHEMA", "build_openapi", "install_openapi"]
@@ -62,9 +66,10 @@ ERROR_SCHEMA: dict[str, Any] = {
 }
 
 _ERRORS = {
-    "400": "The request is invalid: the message names the field (`param`).",
+    "400": "The request is invalid (a malformed id included): the message names the field (`param`).",
     "404": "No stored response has this id (or the route does not exist).",
     "413": "The request body is larger than the server accepts.",
+    "500": "The generation failed (a chat completion without streaming; streamed, it is an error chunk).",
 }
 
 _CONNECTION_ERRORS = (
@@ -128,6 +133,42 @@ def _create_operation() -> dict[str, Any]:
             "400": _error("400"),
             "404": _error("404"),
             "413": _error("413"),
+        },
+    }
+
+
+def _chat_operation() -> dict[str, Any]:
+    return {
+        "summary": "Create a chat completion (the same model, prompt and constraints as /v1/responses)",
+        "operationId": "create_chat_completion",
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _ref("ChatRequest")}},
+        },
+        "responses": {
+            "200": {
+                "description": "The completion (`stream: false`), or its chunks (`stream: true`): `data: <chunk>` "
+                "lines, an `{\"error\": ...}` chunk if the generation fails, then `data: [DONE]`.",
+                "content": {
+                    "application/json": {"schema": _ref("ChatCompletion")},
+                    "text/event-stream": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["data"],
+                            "properties": {
+                                "data": {
+                                    "type": "string",
+                                    "contentMediaType": "application/json",
+                                    "contentSchema": _ref("ChatCompletionChunk"),
+                                }
+                            },
+                        }
+                    },
+                },
+            },
+            "400": _error("400"),
+            "413": _error("413"),
+            "500": _error("500"),
         },
     }
 
@@ -249,15 +290,15 @@ _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[
     ),
     ("/v1/responses/{response_id}/cancel", "post"): (_ref("Response"), ("400", "404"), []),
     ("/v1/conversations", "post"): (_CONVERSATION, ("400",), []),
-    ("/v1/conversations/{conversation_id}", "get"): (_CONVERSATION, ("404",), []),
+    ("/v1/conversations/{conversation_id}", "get"): (_CONVERSATION, ("400", "404"), []),
     ("/v1/conversations/{conversation_id}", "post"): (_CONVERSATION, ("400", "404"), []),
-    ("/v1/conversations/{conversation_id}", "delete"): (_CONVERSATION_DELETED, ("404",), []),
+    ("/v1/conversations/{conversation_id}", "delete"): (_CONVERSATION_DELETED, ("400", "404"), []),
     ("/v1/conversations/{conversation_id}/items", "get"): (_ITEM_LIST, ("400", "404"), _PAGE),
     ("/v1/conversations/{conversation_id}/items", "post"): (_ITEM_LIST, ("400", "404"), []),
-    ("/v1/conversations/{conversation_id}/items/{item_id}", "get"): (_ITEM, ("404",), []),
-    ("/v1/conversations/{conversation_id}/items/{item_id}", "delete"): (_CONVERSATION, ("404",), []),
+    ("/v1/conversations/{conversation_id}/items/{item_id}", "get"): (_ITEM, ("400", "404"), []),
+    ("/v1/conversations/{conversation_id}/items/{item_id}", "delete"): (_CONVERSATION, ("400", "404"), []),
     ("/metrics", "get"): (_METRICS, (), []),
-    ("/v1/responses/{response_id}", "delete"): (_DELETED, ("404",), []),
+    ("/v1/responses/{response_id}", "delete"): (_DELETED, ("400", "404"), []),
     ("/v1/responses/{response_id}/input_items", "get"): (
         _ref("ResponseItemList"),
         ("400", "404"),
@@ -288,6 +329,9 @@ def build_openapi(api: FastAPI) -> dict[str, Any]:
     )
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
         (ResponsesRequest, "validation"),
+        (ChatRequest, "validation"),
+        (ChatCompletion, "serialization"),
+        (ChatCompletionChunk, "serialization"),
         (Response, "serialization"),
         (ResponseItemList, "serialization"),
         (Model, "serialization"),
@@ -321,6 +365,7 @@ def build_openapi(api: FastAPI) -> dict[str, Any]:
                     "content": {"application/json": {"schema": _ref("ResponsesRequest")}},
                 }
     paths.setdefault("/v1/responses", {})["post"] = _create_operation()
+    paths.setdefault("/v1/chat/completions", {})["post"] = _chat_operation()
     return document
 
 

@@ -40,6 +40,7 @@ _ROUTES = [
 ]
 _KNOWN = {
     "/v1/responses",
+    "/v1/chat/completions",
     "/v1/conversations",
     "/v1/models",
     "/health",

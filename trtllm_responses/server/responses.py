@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..service import PreparedResponse, ResponsesService
-from .sse import encode_events
+from .sse import encode_events, obfuscation_wanted
 
-__all__ = ["EventStreamResponse", "FramesResponse", "JSONBytesResponse"]
+__all__ = ["EventStreamResponse", "FramesResponse", "JSONBytesResponse", "WriterResponse"]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -87,6 +87,21 @@ class FramesResponse(_EventStream):
         return True
 
 
+class WriterResponse(_EventStream):
+    """``text/event-stream`` written by ``write(send)`` in the serving task (the chat completions stream).
+
+    The client going away cancels it, which cancels whatever it drives.
+    """
+
+    def __init__(self, write: Callable[[Send], Awaitable[None]]) -> None:
+        self._init_stream()
+        self._writer = write
+
+    async def _write(self, send: Send) -> bool:
+        await self._writer(send)
+        return True
+
+
 class EventStreamResponse(_EventStream):
     """``text/event-stream``: drives one response and writes each engine step's events as SSE frames.
 
@@ -100,9 +115,12 @@ class EventStreamResponse(_EventStream):
         self._prepared = prepared
 
     async def _write(self, send: Send) -> bool:
+        obfuscated = obfuscation_wanted(self._prepared.request.stream_options)
+
         def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
             # Returns send's own awaitable: no extra coroutine frame per engine step.
-            return send({"type": "http.response.body", "body": encode_events(events), "more_body": True})
+            body = encode_events(events, obfuscated)
+            return send({"type": "http.response.body", "body": body, "more_body": True})
 
         await self._service.drive(self._prepared, deliver)
         return True

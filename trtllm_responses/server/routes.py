@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from ..config import ServerConfig
 from ..errors import InvalidRequestError, NotFoundError
+from ..ids import check_id
 from ..service import ResponsesService
 from .background import BackgroundResponses
 from .operations import metrics_text
@@ -49,6 +50,7 @@ def build_router(
 
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(response_id: str, request: Request) -> Response:
+        check_id(response_id, "response_id", "resp")
         stream = request.query_params.get("stream", "false").lower()
         if stream not in ("true", "false"):
             raise InvalidRequestError("'stream' must be true or false.", param="stream")
@@ -64,14 +66,17 @@ def build_router(
 
     @router.post("/v1/responses/{response_id}/cancel")
     async def cancel_response(response_id: str) -> Response:
+        check_id(response_id, "response_id", "resp")
         return JSONBytesResponse(await background.cancel(response_id))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(response_id: str) -> Response:
+        check_id(response_id, "response_id", "resp")
         return JSONBytesResponse(await service.delete(response_id))
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(response_id: str, request: Request) -> Response:
+        check_id(response_id, "response_id", "resp")
         return JSONBytesResponse(await service.input_items(response_id, **page_query(request)))
 
     model = {

@@ -9,6 +9,8 @@ same JSON object (a test pins it).
 
 from __future__ import annotations
 
+import secrets
+import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +25,7 @@ from openai.types.responses import (
 
 from ..wire import exact_bytes, to_json
 
-__all__ = ["encode_event", "encode_events", "event_json"]
+__all__ = ["OBFUSCATION_BLOCK", "encode_event", "encode_events", "event_json", "obfuscate", "obfuscation_wanted"]
 
 _MAX_CACHED_PREFIXES = 4096
 
@@ -96,8 +98,32 @@ def event_json(event: ResponseStreamEvent) -> bytes:
     return encode_event(event)[len(event.type) + 14 : -2]  # past "event: TYPE\ndata: ", before "\n\n"
 
 
-def encode_events(events: Sequence[ResponseStreamEvent]) -> bytes:
-    """SSE frames of one engine step's events, concatenated: one write per step."""
+def encode_events(events: Sequence[ResponseStreamEvent], obfuscated: bool = False) -> bytes:
+    """SSE frames of one engine step's events, concatenated: one write per step (``obfuscated``: see obfuscate)."""
+    if obfuscated:
+        return b"".join([obfuscate(e, encode_event(e)) for e in events])
     if len(events) == 1:
         return encode_event(events[0])
     return b"".join([encode_event(e) for e in events])
+
+
+#: Delta events pad their ``delta`` with ``obfuscation`` to a multiple of this many characters, as OpenAI's
+#: streams do (a one-character delta carries 15 characters of obfuscation, a seven-character one 9).
+OBFUSCATION_BLOCK = 16
+_OBFUSCATION_ALPHABET = string.ascii_letters + string.digits
+
+
+def obfuscate(event: ResponseStreamEvent, frame: bytes) -> bytes:
+    """``frame`` with an ``obfuscation`` field when ``event`` is a delta event (random letters and digits, so the
+    delta's length cannot be read from the frame's size); other frames unchanged."""
+    delta = getattr(event, "delta", None)
+    if not isinstance(delta, str) or not event.type.endswith(".delta"):
+        return frame
+    pad = -len(delta) % OBFUSCATION_BLOCK or OBFUSCATION_BLOCK
+    noise = "".join(secrets.choice(_OBFUSCATION_ALPHABET) for _ in range(pad))
+    return frame[:-3] + b',"obfuscation":"' + noise.encode() + b'"}\n\n'
+
+
+def obfuscation_wanted(stream_options: dict[str, Any] | None) -> bool:
+    """``stream_options.include_obfuscation`` (default false here: README, "Stream obfuscation")."""
+    return bool(stream_options and stream_options.get("include_obfuscation") is True)

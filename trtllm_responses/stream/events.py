@@ -50,10 +50,12 @@ __all__ = [
 def make_usage(
     input_tokens: int, output_tokens: int, reasoning_tokens: int, cached_tokens: int
 ) -> ResponseUsage:
-    """A Responses usage object."""
+    """A Responses usage object: ``cache_write_tokens`` are the prompt tokens the engine computed (input - cached)."""
     return ResponseUsage(
         input_tokens=input_tokens,
-        input_tokens_details=InputTokensDetails(cached_tokens=cached_tokens, cache_write_tokens=0),
+        input_tokens_details=InputTokensDetails(
+            cached_tokens=cached_tokens, cache_write_tokens=max(input_tokens - cached_tokens, 0)
+        ),
         output_tokens=output_tokens,
         output_tokens_details=OutputTokensDetails(reasoning_tokens=reasoning_tokens),
         total_tokens=input_tokens + output_tokens,

@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..harmony.items import ItemKind, ItemTarget
+from ..harmony.json_cut import JsonCut
 from ..tools.base import TextRewriter
 from .events import DELTA_EVENTS, event_type_name
 
-__all__ = ["OpenItem", "StreamStateError"]
+__all__ = ["JSON_CALLS", "OpenItem", "StreamStateError"]
+
+#: Calls whose body is JSON arguments (custom tools and python take raw text).
+JSON_CALLS = frozenset({ItemKind.FUNCTION_CALL, ItemKind.MCP_CALL, ItemKind.MCP_APPROVAL_REQUEST, ItemKind.WEB_SEARCH_CALL})
 
 
 class StreamStateError(RuntimeError):
@@ -21,6 +25,7 @@ class OpenItem:
     __slots__ = (
         "call_id",
         "chunks",
+        "cutter",
         "delta_fields",
         "delta_type",
         "fields",
@@ -38,6 +43,8 @@ class OpenItem:
         self.chunks: list[str] = []
         self.fields: dict[str, Any] = {}  # extra fields of the done item (tool items)
         self.rewriter: TextRewriter | None = None  # messages: rewrites their text (citations)
+        # JSON arguments: cut at the end of their first complete value
+        self.cutter: JsonCut | None = JsonCut() if target.kind in JSON_CALLS else None
         self.delta_type: type[Any] | None = DELTA_EVENTS.get(target.kind)
         fields: dict[str, Any] = {}
         if self.delta_type is not None:

@@ -5,6 +5,7 @@ See the package docstring (``trtllm_responses.stream``) for its transitions.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +61,8 @@ from .tool_items import ToolItemTransitions
 
 __all__ = ["ResponseStream"]
 
+logger = logging.getLogger(__name__)
+
 
 class ResponseStream(ToolItemTransitions):
     """The event state machine of one response. ``response`` is its initial (in_progress) snapshot.
@@ -112,6 +115,16 @@ class ResponseStream(ToolItemTransitions):
     def final_response(self) -> Response | None:
         """The response the terminal event carried, once there was one."""
         return self._terminal
+
+    @property
+    def answered(self) -> bool:
+        """Whether the last item done is one a turn may end with: a final answer, a client tool call."""
+        if not self._output:
+            return False
+        last = self._output[-1]
+        if last.type == "message":
+            return last.phase != "commentary"
+        return last.type in ("function_call", "custom_tool_call")
 
     @property
     def output(self) -> list[ResponseOutputItem]:
@@ -210,6 +223,10 @@ class ResponseStream(ToolItemTransitions):
         item = self._item
         if item is None:
             raise StreamStateError("content arrived outside a message")
+        if item.cutter is not None:
+            text = item.cutter.feed(text)
+            if not text:
+                return []
         if item.rewriter is not None:
             return self._rewritten_delta(item, *item.rewriter.feed(text))
         item.chunks.append(text)
@@ -260,6 +277,12 @@ class ResponseStream(ToolItemTransitions):
         self._item = None
         text = "".join(item.chunks)
         kind = item.target.kind
+        if item.cutter is not None and item.cutter.dropped:
+            logger.info(
+                "Dropped what the model wrote after the arguments of %s: %.200r",
+                item.target.name,
+                "".join(item.cutter.dropped),
+            )
         where = {"item_id": item.id, "output_index": item.output_index}
         if kind is ItemKind.MESSAGE:
             events.append(self._emit(ResponseTextDoneEvent, content_index=0, text=text, logprobs=[], **where))

@@ -13,7 +13,7 @@ from openai.types.responses import (
 from ..errors import HarmonyFormatError
 from ..executors.base import TokenDelta
 from ..harmony.encoding import HarmonyEncoding
-from ..harmony.parser import ContentDelta, HarmonyStreamParser, MessageStarted
+from ..harmony.parser import ContentDelta, HarmonyStreamParser, MessageStarted, unreadable_message
 from .events import (
     make_usage,
 )
@@ -22,13 +22,22 @@ from .response import ResponseStream
 
 __all__ = ["TokenStreamProcessor"]
 
+_HELD = "\x00held"  # _apply's answer: a server-run call is held (the generation's rest is not read)
+
 
 class TokenStreamProcessor:
     """Feeds executor token deltas through the Harmony parser into a ResponseStream; counts usage.
 
     ``process`` returns the events a delta caused; the delta carrying a finish
     reason also yields the terminal event. ``fail`` ends the stream on an
-    executor error. Malformed model output ends it with ``response.failed``.
+    executor error. The parser recovers from malformed model output; a response
+    of which nothing could be read ends ``failed``, saying what the model wrote.
+
+    At message boundaries it also ends a generation early where reading on would be wrong:
+    after a server-run call the model did not stop at (the tool loop runs it; what the model
+    wrote after it, without the call's output, is dropped). A generation cut off
+    (``length``) between messages right after a final answer or a client call ends
+    ``completed``: that message was whole (closed by ``<|end|>``) and nothing was begun.
     """
 
     def __init__(
@@ -47,6 +56,8 @@ class TokenStreamProcessor:
         self._output_tokens = 0
         self._reasoning_tokens = 0
         self._in_reasoning = False
+        self._answered = False  # the last message ended was a whole final answer or client call
+        self._read_something = False  # a message of this response was read (any generation)
         self._cached_tokens = 0  # this generation's
         self._cached_before = 0  # earlier generations' (the tool loop's turns)
         self.done = False
@@ -120,6 +131,9 @@ class TokenStreamProcessor:
                 # A step that finishes the response is applied whole; others may stop at a boundary.
                 stop = self._stop_requested if delta.finish_reason is None else None
                 reason = self._apply(self._parser.feed(tokens), events, "completed", stop)
+                if reason is _HELD:  # a server-run call the model wrote on after: the tool loop runs it
+                    self.done = True
+                    return events
                 if reason is not None:  # ended at a message boundary (steering): the step's rest is dropped
                     self.done = True
                     events += self.stream.incomplete(self.usage(), reason)
@@ -146,11 +160,17 @@ class TokenStreamProcessor:
             elif kind is MessageStarted:
                 events += stream.message_started(event.header)
                 self._in_reasoning = event.header.channel == "analysis" and not event.header.recipient
+                self._read_something = True
+                self._answered = False
             else:
-                events += stream.message_ended("completed" if event.terminator is not None else cut_status)
+                status = "completed" if event.terminator is not None else cut_status
+                events += stream.message_ended(status)
                 if self._in_reasoning:
                     self._reasoning_tokens += event.num_tokens
                     self._in_reasoning = False
+                if stream.held is not None:
+                    return _HELD
+                self._answered = status == "completed" and stream.answered
                 if stop is not None:
                     reason = stop()
                     if reason is not None:
@@ -167,11 +187,17 @@ class TokenStreamProcessor:
             return
         # On "stop" an open message is whole (the engine kept its stop token to itself);
         # on "length" it was cut off.
-        whole = reason == "stop" and not self._parser.in_header
-        self._apply(self._parser.finish(), events, "completed" if whole else "incomplete")
+        stopped = reason == "stop"
+        parsed = self._parser.finish(stopped)
+        self._apply(parsed, events, "completed" if stopped else "incomplete")
         self.done = True
-        if whole and self.stream.held is not None:
+        if self.stream.held is not None:
             return  # a server-run tool call: the tool loop goes on (awaiting_tool)
+        if not self._read_something and self._parser.dropped:
+            events += self.fail(unreadable_message(bytes(self._parser.dropped)))
+            return
+        # Cut off between messages right after a whole answer or client call: nothing was lost.
+        whole = stopped or (self._answered and not parsed)
         events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
 
     def fail(self, message: str) -> list[ResponseStreamEvent]:

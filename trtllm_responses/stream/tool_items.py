@@ -116,7 +116,7 @@ class ToolItemTransitions:
         return [self._emit(started, item_id=item.id, output_index=item.output_index)]
 
     def tool_finished(
-        self, status: str, internal: dict[str, Any] | None = None, **fields: Any
+        self, status: str, internal: dict[str, Any] | None = None, ran: bool = True, **fields: Any
     ) -> list[ResponseStreamEvent]:
         """The held call ended (``completed`` or ``failed``); ``fields`` (output, error…) go on its item.
 
@@ -134,10 +134,12 @@ class ToolItemTransitions:
             self._internal[item.output_index] = with_fields(base, {**item.fields, **internal})
         self._output.append(done)
         where = {"item_id": item.id, "output_index": item.output_index}
-        events = [
-            self._emit(completed if status == "completed" else failed, **where),
-            self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done),
-        ]
+        events = []
+        # A call that never started (``ran=False``: nobody runs it) of a kind with no failed event (web
+        # search, code interpreter) gets no status event: their "completed" event would say it ran.
+        if ran or status == "completed" or failed is not completed:
+            events.append(self._emit(completed if status == "completed" else failed, **where))
+        events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         if internal is not None and self._seal_tool_read is not None:
             hidden = [key for key, value in internal.items() if key not in fields or fields[key] != value]
             events += self._tool_read(self._internal[item.output_index], hidden)

@@ -146,17 +146,13 @@ class ServerTools:
     providers: dict[str, ToolProvider] = field(default_factory=dict)
     opening_items: list[ResponseOutputItem] = field(default_factory=list)
     approved: list[ApprovedCall] = field(default_factory=list)
-    missing: ToolProvider | None = None  # answers calls to a namespace nobody serves
     #: gpt-oss's built-in tools shown to the model (``"python"``/``"browser"`` → instruction text).
     builtin: dict[str, str] = field(default_factory=dict)
 
     @property
     def held_kinds(self) -> frozenset[ItemKind]:
-        """The item kinds of the calls this response runs (MCP calls also when a namespace is missing)."""
-        kinds = {p.item_kind for p in self.providers.values()}
-        if self.missing is not None:
-            kinds.add(ItemKind.MCP_CALL)
-        return frozenset(kinds)
+        """The item kinds of the calls this response runs."""
+        return frozenset(p.item_kind for p in self.providers.values())
 
     @property
     def namespaces(self) -> Sequence[ToolNamespace]:
@@ -164,8 +160,8 @@ class ServerTools:
         return [d for d in (p.describe() for p in self.providers.values()) if d is not None]
 
     def provider_for(self, target: ItemTarget) -> ToolProvider | None:
-        """The provider a call goes to (``missing`` when its namespace is not served)."""
-        return self.providers.get(target.namespace or "") or self.missing
+        """The provider a call goes to (None: nobody runs it, see ``unavailable.py``)."""
+        return self.providers.get(target.namespace or "")
 
 
 def truncate_output(text: str, max_bytes: int) -> str:

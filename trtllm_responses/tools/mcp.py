@@ -36,7 +36,7 @@ from ..harmony.items import ItemKind
 from .base import ToolNamespace, ToolOutcome, ToolProvider, truncate_output
 from .settings import ToolSettings
 
-__all__ = ["ApprovalRule", "MCPProvider", "MissingTool", "describe_exception", "tool_names"]
+__all__ = ["ApprovalRule", "MCPProvider", "describe_exception", "tool_names"]
 
 logger = logging.getLogger(__name__)
 
@@ -327,17 +327,3 @@ def _content_text(content: Sequence[Any]) -> str:
         else:
             parts.append(orjson.dumps(block.model_dump(mode="json", exclude_none=True)).decode())
     return "\n".join(parts)
-
-
-class MissingTool(ToolProvider):
-    """Answers a call to a namespace no server-run tool serves."""
-
-    namespace = ""
-
-    def failure(self, message: str, code: int = INTERNAL_ERROR) -> ToolOutcome:
-        return _protocol_error(message, code)
-
-    async def call(self, name: str, arguments: str) -> ToolOutcome:
-        return self.failure(
-            f"Tool '{name}' is not available: no such server in this response.", INVALID_PARAMS
-        )

@@ -21,7 +21,7 @@ from ..harmony.input_messages import list_tools_key
 from ..harmony.items import ItemKind, ItemTarget
 from ..ids import new_id
 from .base import ApprovedCall, ServerTools
-from .mcp import ApprovalRule, MCPProvider, MissingTool, describe_exception, tool_names
+from .mcp import ApprovalRule, MCPProvider, describe_exception, tool_names
 from .settings import ToolSettings, url_allowed
 
 __all__ = ["prepare_mcp_tools"]
@@ -173,7 +173,7 @@ async def prepare_mcp_tools(
     if not providers:
         return None
     known = {**history_calls, **_listings_in(input_items)}
-    server_tools = ServerTools(missing=MissingTool())
+    server_tools = ServerTools()
 
     async def prepare(provider: MCPProvider) -> McpListTools | None:
         reused = known.get(list_tools_key(provider.namespace))

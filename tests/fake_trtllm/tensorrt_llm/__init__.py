@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from .executor.result import CompletionOutput, GenerationResult, Logprob, RequestOutput
 from .executor.utils import RequestError
-from .llmapi.llm import LLM
+from .llmapi.llm import DEFAULT_REQUEST_PRIORITY, LLM
 from .llmapi.llm_args import KvCacheConfig
 from .sampling_params import GuidedDecodingParams, SamplingParams
 
 __version__ = "1.2.0"
 __all__ = [
+    "DEFAULT_REQUEST_PRIORITY",
     "LLM",
     "CompletionOutput",
     "GenerationResult",

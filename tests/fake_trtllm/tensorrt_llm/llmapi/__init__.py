@@ -1,5 +1,15 @@
 from ..sampling_params import GuidedDecodingParams, SamplingParams
 from .llm import LLM
 from .llm_args import BuildConfig, KvCacheConfig, TorchLlmArgs, TrtLlmArgs
+from .retention import KvCacheRetentionConfig
 
-__all__ = ["LLM", "BuildConfig", "GuidedDecodingParams", "KvCacheConfig", "SamplingParams", "TorchLlmArgs", "TrtLlmArgs"]
+__all__ = [
+    "LLM",
+    "BuildConfig",
+    "GuidedDecodingParams",
+    "KvCacheConfig",
+    "KvCacheRetentionConfig",
+    "SamplingParams",
+    "TorchLlmArgs",
+    "TrtLlmArgs",
+]

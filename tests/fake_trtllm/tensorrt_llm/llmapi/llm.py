@@ -35,6 +35,8 @@ from .llm_args import TorchLlmArgs
 __all__ = ["LLM"]
 
 DEFAULT_CACHE_TOKENS = 64 << 10
+#: tensorrt_llm/llmapi/llm.py: ``priority: float = DEFAULT_REQUEST_PRIORITY`` (0.5).
+DEFAULT_REQUEST_PRIORITY = 0.5
 
 
 class _KvBlocks:
@@ -89,6 +91,8 @@ class LLM:
         self._grammars: Any = None
         self.received: list[SamplingParams] = []  # every request's SamplingParams (tests read them)
         self.prompts: list[list[int]] = []  # and its prompt
+        self.priorities: list[float] = []  # each generate_async call's priority
+        self.retention_configs: list[Any] = []  # and its kv_cache_retention_config
         self.shutdown_called = False
 
     @staticmethod
@@ -151,8 +155,12 @@ class LLM:
         inputs: Any,
         sampling_params: Optional[SamplingParams] = None,
         streaming: bool = False,
+        kv_cache_retention_config: Any = None,
+        priority: float = DEFAULT_REQUEST_PRIORITY,
         **kwargs: Any,
     ) -> GenerationResult:
+        # ``priority`` as in tensorrt_llm/llmapi/llm.py's LLM.generate_async: "The scheduling priority for the
+        # request, in the range [0, 1]. Higher values indicate higher priority. Defaults to 0.5."
         if not (isinstance(inputs, list) and all(isinstance(t, int) for t in inputs)):
             raise TypeError(f"The inputs must be type str or list of int, but got {type(inputs)}")
         if not streaming:
@@ -160,11 +168,15 @@ class LLM:
         params = sampling_params or SamplingParams()
         if params.guided_decoding is not None and self.args.guided_decoding_backend is None:
             raise ValueError("guided decoding needs the LLM's guided_decoding_backend")
+        if not 0.0 <= priority <= 1.0:
+            raise ValueError(f"priority must be in [0, 1], got {priority}")
         self._check_arguments(len(inputs), 0, params)
         self._next_id += 1
         self.received.append(params)
         self.prompts.append(list(inputs))
-        self._log({"event": "generate", "request_id": self._next_id, "sampling": describe(params)})
+        self.priorities.append(priority)
+        self.retention_configs.append(kv_cache_retention_config)
+        self._log({"event": "generate", "request_id": self._next_id, "sampling": describe(params), "priority": priority})
         error = None
         tokens: Any
         if params.guided_decoding is not None:

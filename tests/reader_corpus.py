@@ -1,0 +1,424 @@
+"""A corpus of what gpt-oss writes, from public sources, with the outcome each must have.
+
+Each case is a completion as the model wrote it (Harmony text with its control tokens, what
+follows the prompt's ``<|start|>assistant``), where it comes from, the request it answers (its
+tools, its text format), and what the response must be: its status and, per output item, a
+summary (``summarize``). ``test_reader_corpus.py`` replays every case through the echo
+executor's ``#harmony`` raw mode (and a few through the fake TensorRT-LLM), streamed and not.
+
+Where a case needed changing to replay (a ``<|return|>`` in the middle of a fixture is a stop
+token to the engine), the note says so. Sources:
+
+- openai/harmony ``tests/test_harmony.py`` and ``test-data/`` (its own parser's fixtures,
+  including what its non-strict parser recovers from);
+- vLLM ``tests/tool_use/test_openai_tool_parser.py`` (gpt-oss tool-call fixtures) and its issues
+  (vllm-project/vllm#45570: gpt-oss-120b writes ``final <|constrain|>json`` under a response schema;
+  #28000: ``<|constrain|>JSON``);
+- llama.cpp#27720 (a junk ``<|channel|>??<|end|>`` in about 4% of gpt-oss-20b turns at temperature 1);
+- the deviations issue 17 of this project lists as seen from gpt-oss in bug reports (repeated
+  ``<|start|>``/roles, stray text between messages, ``final__HANDOFF__``, hallucinated namespaces
+  ``repo_browser``/``container``, glued names, prose after arguments).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def function(name: str) -> dict[str, Any]:
+    return {"type": "function", "name": name, "parameters": {"type": "object", "properties": {}}}
+
+
+PLACE_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+JSON_FORMAT = {"format": {"type": "json_schema", "name": "place", "schema": PLACE_SCHEMA, "strict": True}}
+NOT_AVAILABLE = "returned: Error: Tool '"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One completion, its source, the request around it, and the response it must give."""
+
+    name: str
+    source: str
+    completion: str
+    status: str
+    items: list[tuple[str, ...]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    text: dict[str, Any] | None = None
+
+
+def summarize(item: dict[str, Any]) -> tuple[str, ...]:
+    """An output item in the corpus's terms: its type and what the model meant by it."""
+    kind = item["type"]
+    if kind == "message":
+        return ("message", item["content"][0]["text"])
+    if kind == "reasoning":
+        return ("reasoning", "".join(c["text"] for c in item.get("content") or []))
+    if kind in ("function_call", "custom_tool_call"):
+        return (kind, item["name"], item.get("arguments", item.get("input")), item.get("status") or "completed")
+    if kind == "mcp_call":
+        return (kind, f"{item['server_label']}.{item['name']}", item["status"])
+    return (kind, item["status"])
+
+
+def matches(expected: tuple[str, ...], got: tuple[str, ...]) -> bool:
+    """``expected`` equals ``got``; a last field ending in ``…`` matches as a prefix, one starting with it as a suffix."""
+    if len(expected) != len(got) or expected[:-1] != got[:-1]:
+        return False
+    want, have = expected[-1], got[-1]
+    if want.endswith("…"):
+        return have.startswith(want[:-1])
+    if want.startswith("…"):
+        return want[1:] in have
+    return want == have
+
+
+H = "https://github.com/openai/harmony/blob/main/"
+CORPUS: list[Case] = [
+    Case(
+        "harmony_simple_tool_call_bare_name",
+        H + "test-data/test_simple_tool_call.txt (the <|return|> after the analysis made <|end|> to replay)",
+        '<|channel|>analysis<|message|>User asks: "What is the weather in Tokyo?" We need to use lookup_weather '
+        'tool.<|end|><|start|>assistant to=lookup_weather<|channel|>analysis code<|message|>{"location": "Tokyo"}<|call|>',
+        "completed",
+        [
+            ("reasoning", 'User asks: "What is the weather in Tokyo?" We need to use lookup_weather tool.'),
+            ("function_call", "lookup_weather", '{"location": "Tokyo"}', "completed"),
+        ],
+        tools=[function("lookup_weather")],
+    ),
+    Case(
+        "harmony_missing_message_after_channel",
+        H + "tests/test_harmony.py test_streamable_parser_missing_message_token_other_initial_headers",
+        "<|channel|>analysis I must refuse<|end|><|start|>assistant<|channel|>analysis<|message|>We must refuse"
+        "<|end|><|start|>assistant<|channel|>final<|message|>I'm sorry, but I can't help with that.<|return|>",
+        "completed",
+        [
+            ("reasoning", "I must refuse"),
+            ("reasoning", "We must refuse"),
+            ("message", "I'm sorry, but I can't help with that."),
+        ],
+    ),
+    Case(
+        "harmony_missing_message_no_header",
+        H + "tests/test_harmony.py test_streamable_parser_missing_message_token",
+        "I must refuse<|end|><|start|>assistant<|channel|>analysis<|message|>We must refuse<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>I'm sorry, but I can't help with that.<|return|>",
+        "completed",
+        [
+            ("message", "I must refuse"),
+            ("reasoning", "We must refuse"),
+            ("message", "I'm sorry, but I can't help with that."),
+        ],
+    ),
+    Case(
+        "harmony_missing_message_then_call",
+        H + "tests/test_harmony.py test_streamable_parser_missing_message_token_tool_call",
+        "... Let's use the tool.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json"
+        '<|message|>{"location": "Tokyo"}<|call|>',
+        "completed",
+        [
+            ("message", "... Let's use the tool."),
+            ("function_call", "get_weather", '{"location": "Tokyo"}', "completed"),
+        ],
+        tools=[WEATHER],
+    ),
+    Case(
+        "harmony_constrain_adjacent_recipient_first",
+        H + "tests/test_harmony.py test_tool_call_with_constrain_marker_adjacent (its <|start|>assistant repeated)",
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary"
+        '<|constrain|>json<|message|>{"location": "Tokyo"}<|call|>',
+        "completed",
+        [("function_call", "get_weather", '{"location": "Tokyo"}', "completed")],
+        tools=[WEATHER],
+    ),
+    Case(
+        "harmony_constrain_adjacent_channel_first",
+        H + "tests/test_harmony.py test_tool_call_with_channel_before_recipient_and_constrain_adjacent",
+        "<|channel|>commentary to=functions.get_weather"
+        '<|constrain|>json<|message|>{"latitude":48.8566,"longitude":2.3522}<|call|>',
+        "completed",
+        [("function_call", "get_weather", '{"latitude":48.8566,"longitude":2.3522}', "completed")],
+        tools=[WEATHER],
+    ),
+    Case(
+        "harmony_browser_search_undeclared",
+        H + "test-data/test_streamable_parser.txt (browser not declared: nobody runs it)",
+        '<|channel|>analysis<|message|>Let\'s browse to confirm.<|end|><|start|>assistant<|channel|>commentary '
+        'to=browser.search code<|message|>{"query": "current US president July 2025", "topn": 10}<|call|>'
+        '<|start|>browser.search to=assistant<|channel|>commentary<|message|>{"result": "https://openai.com/"}<|end|>',
+        "completed",
+        [
+            ("reasoning", "Let's browse to confirm."),
+            ("web_search_call", "failed"),
+            ("reasoning", "Got browser.search output."),
+            ("message", "browser.search " + NOT_AVAILABLE + "browser.search' is not available…"),
+        ],
+    ),
+    Case(
+        "vllm_call_without_content_type",
+        "vllm tests/tool_use/test_openai_tool_parser.py test_extract_tool_calls_multiple_tools (functions.no_content_type)",
+        '<|channel|>commentary to=functions.no_content_type<|message|>{"location": "Tokyo"}<|call|>',
+        "completed",
+        [("function_call", "no_content_type", '{"location": "Tokyo"}', "completed")],
+        tools=[function("no_content_type")],
+    ),
+    Case(
+        "vllm_call_with_plain_text_arguments",
+        "vllm tests/tool_use/test_openai_tool_parser.py test_extract_tool_calls_multiple_tools (not_json_no_content_type)",
+        "<|channel|>commentary to=functions.not_json_no_content_type<|message|>foo<|call|>",
+        "completed",
+        [("function_call", "not_json_no_content_type", "foo", "completed")],
+        tools=[function("not_json_no_content_type")],
+    ),
+    Case(
+        "vllm_final_with_json_content_type",
+        "vllm-project/vllm#45570 (gpt-oss-120b with a response schema)",
+        '<|channel|>analysis<|message|>Return JSON.<|end|><|start|>assistant<|channel|>final <|constrain|>json'
+        '<|message|>{"city":"Paris"}<|return|>',
+        "completed",
+        [("reasoning", "Return JSON."), ("message", '{"city":"Paris"}')],
+        text=JSON_FORMAT,
+    ),
+    Case(
+        "vllm_final_with_upper_case_json",
+        "vllm-project/vllm#28000 (<|constrain|>JSON)",
+        '<|channel|>final<|constrain|>JSON<|message|>{"city":"Lyon"}<|return|>',
+        "completed",
+        [("message", '{"city":"Lyon"}')],
+        text=JSON_FORMAT,
+    ),
+    Case(
+        "llamacpp_junk_channel_before_answer",
+        "ggml-org/llama.cpp#27720 (gpt-oss-20b, temperature 1)",
+        "<|channel|>??<|end|><|start|>assistant<|channel|>final<|message|>Paris is the capital.<|return|>",
+        "completed",
+        [("message", "Paris is the capital.")],
+    ),
+    Case(
+        "junk_channel_with_body_is_reasoning",
+        "issue 17, Why 1 (junk channel before <|message|>)",
+        "<|channel|>thoughts<|message|>hmm<|end|><|start|>assistant<|channel|>final<|message|>ok<|return|>",
+        "completed",
+        [("reasoning", "hmm"), ("message", "ok")],
+    ),
+    Case(
+        "empty_channel_is_reasoning",
+        "issue 17, Why 1 (empty channel)",
+        "<|channel|><|message|>x<|end|><|start|>assistant<|channel|>final<|message|>y<|return|>",
+        "completed",
+        [("reasoning", "x"), ("message", "y")],
+    ),
+    Case(
+        "production_final_without_message_token",
+        "issue 17, Why 1 (<|channel|>final__HANDOFF__<|return|>, captured in production)",
+        "<|channel|>final__HANDOFF__<|return|>",
+        "completed",
+        [("message", "__HANDOFF__")],
+    ),
+    Case(
+        "repeated_start",
+        "issue 17, Why 1 (a repeated <|start|>)",
+        "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|start|>assistant<|channel|>final<|message|>b<|return|>",
+        "completed",
+        [("reasoning", "a"), ("message", "b")],
+    ),
+    Case(
+        "repeated_role",
+        "issue 17, Why 1 (assistantassistant)",
+        "<|channel|>analysis<|message|>a<|end|><|start|>assistantassistant<|channel|>final<|message|>b<|return|>",
+        "completed",
+        [("reasoning", "a"), ("message", "b")],
+    ),
+    Case(
+        "newline_between_messages",
+        "issue 17, Why 1 (stray text or a newline between messages)",
+        "<|channel|>analysis<|message|>a<|end|>\n\n<|start|>assistant<|channel|>final<|message|>b<|return|>",
+        "completed",
+        [("reasoning", "a"), ("message", "b")],
+    ),
+    Case(
+        "text_between_messages",
+        "issue 17, Why 1 (stray text between messages)",
+        "<|channel|>analysis<|message|>a<|end|>assistant<|channel|>final<|message|>b<|return|>",
+        "completed",
+        [("reasoning", "a"), ("message", "b")],
+    ),
+    Case(
+        "control_token_inside_header",
+        "issue 17, Why 1 (a control token inside a header)",
+        "<|channel|>final<|end|><|start|>assistant<|channel|>final<|message|>b<|return|>",
+        "completed",
+        [("message", "b")],
+    ),
+    Case(
+        "refusal_without_header",
+        "issue 17, Why 1 (a refusal written with no header at all)",
+        "I'm sorry, but I can't help with that.<|return|>",
+        "completed",
+        [("message", "I'm sorry, but I can't help with that.")],
+    ),
+    Case(
+        "end_then_return",
+        "issue 17, Why 5 (<|end|><|return|> after a complete final)",
+        "<|channel|>final<|message|>done<|end|><|return|>",
+        "completed",
+        [("message", "done")],
+    ),
+    Case(
+        "final_closed_by_end",
+        "issue 17, Why 5 (a final closed by <|end|>, then nothing: the engine runs to its limit)",
+        "<|channel|>final<|message|>done<|end|>",
+        "completed",
+        [("message", "done")],
+    ),
+    Case(
+        "call_closed_by_end",
+        "issue 17, Why 5 (a call closed by <|end|>)",
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|end|>',
+        "completed",
+        [("function_call", "get_weather", '{"city":"Paris"}', "completed")],
+        tools=[WEATHER],
+    ),
+    Case(
+        "repeated_namespace",
+        "issue 17, Why 5 (functions.functions.x)",
+        '<|channel|>commentary to=functions.functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>',
+        "completed",
+        [("function_call", "get_weather", '{"city":"Oslo"}', "completed")],
+        tools=[WEATHER],
+    ),
+    Case(
+        "glued_json",
+        "issue 17, Why 5 (shelljson)",
+        '<|channel|>commentary to=functions.shelljson<|message|>{"cmd":["ls"]}<|call|>',
+        "completed",
+        [("function_call", "shell", '{"cmd":["ls"]}', "completed")],
+        tools=[function("shell")],
+    ),
+    Case(
+        "glued_channel_marker",
+        "issue 17, Why 5 (exec<|channel|>commentary)",
+        '<|start|>assistant to=exec<|channel|>commentary json<|message|>{"cmd":"ls"}<|call|>',
+        "completed",
+        [("function_call", "exec", '{"cmd":"ls"}', "completed")],
+        tools=[function("exec")],
+    ),
+    Case(
+        "prose_after_arguments",
+        "issue 17, Why 5 (prose after a complete object)",
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Rome"} Let me '
+        "call it.<|call|>",
+        "completed",
+        [("function_call", "get_weather", '{"city":"Rome"}', "completed")],
+        tools=[WEATHER],
+    ),
+    Case(
+        "second_json_value_after_arguments",
+        "issue 17, Why 5 (a second JSON value after a complete object)",
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Rome"}{"city":"Bern"}<|call|>',
+        "completed",
+        [("function_call", "get_weather", '{"city":"Rome"}', "completed")],
+        tools=[WEATHER],
+    ),
+    Case(
+        "hallucinated_repo_browser",
+        "issue 17, Why 4 (repo_browser.open_file, a namespace nobody declared)",
+        '<|channel|>commentary to=repo_browser.open_file <|constrain|>json<|message|>{"path":"README.md"}<|call|>',
+        "completed",
+        [
+            ("mcp_call", "repo_browser.open_file", "failed"),
+            ("reasoning", "Got repo_browser.open_file output."),
+            ("message", "repo_browser.open_file " + NOT_AVAILABLE + "repo_browser.open_file' is not available…"),
+        ],
+        tools=[WEATHER],
+    ),
+    Case(
+        "hallucinated_container_exec",
+        "issue 17, Why 4 (container.exec)",
+        '<|channel|>analysis to=container.exec code<|message|>{"cmd":["ls"]}<|call|>',
+        "completed",
+        [
+            ("mcp_call", "container.exec", "failed"),
+            ("reasoning", "Got container.exec output."),
+            ("message", "…The tools you can call: functions.get_weather."),
+        ],
+        tools=[WEATHER],
+    ),
+    Case(
+        "python_not_run",
+        "issue 17, Why 4 (python when nobody runs it)",
+        "<|channel|>analysis to=python code<|message|>print(1)<|call|>",
+        "completed",
+        [
+            ("code_interpreter_call", "failed"),
+            ("reasoning", "Got python output."),
+            ("message", "python " + NOT_AVAILABLE + "python' is not available…"),
+        ],
+    ),
+    Case(
+        "to_assistant_preamble",
+        "issue 17, Why 4 (a to=assistant preamble)",
+        "<|channel|>commentary to=assistant<|message|>Checking.<|end|><|start|>assistant<|channel|>final"
+        "<|message|>Done.<|return|>",
+        "completed",
+        [("message", "Checking."), ("message", "Done.")],
+    ),
+    Case(
+        "imagined_tool_reply_is_skipped",
+        "openai/harmony test-data/test_tool_response_parsing.txt (a tool's message, written by the model)",
+        "<|channel|>analysis<|message|>a<|end|><|start|>functions.get_weather to=assistant<|channel|>commentary"
+        '<|message|>{"temp": 20}<|end|><|start|>assistant<|channel|>final<|message|>It is 20.<|return|>',
+        "completed",
+        [("reasoning", "a"), ("message", "It is 20.")],
+    ),
+    Case(
+        "control_token_inside_body_dropped",
+        "issue 17, Why 1 (a control token inside a body)",
+        "<|channel|>final<|message|>Hello <|constrain|>world<|return|>",
+        "completed",
+        [("message", "Hello world")],
+    ),
+    Case(
+        "forgotten_end_before_start",
+        "issue 17, Why 1 (a control token inside a body: <|start|> with no <|end|>)",
+        "<|channel|>analysis<|message|>think<|start|>assistant<|channel|>final<|message|>ok<|return|>",
+        "completed",
+        [("reasoning", "think"), ("message", "ok")],
+    ),
+    Case(
+        "forgotten_start_before_channel",
+        "issue 17, Why 1 (<|channel|> with no <|start|>assistant between messages)",
+        "<|channel|>analysis<|message|>think<|end|><|channel|>final<|message|>ok<|return|>",
+        "completed",
+        [("reasoning", "think"), ("message", "ok")],
+    ),
+    Case(
+        "arguments_glued_to_header",
+        "issue 17, Why 1 (a header without <|message|>: the arguments glued to the content type)",
+        '<|channel|>commentary to=functions.get_weather json{"city":"Nice"}<|call|>',
+        "completed",
+        [("function_call", "get_weather", '{"city":"Nice"}', "completed")],
+        tools=[WEATHER],
+    ),
+    Case(
+        "nothing_readable",
+        "issue 17, Build 1 (nothing usable: fails saying what the model wrote)",
+        "<|channel|>??<|end|>",
+        "failed",
+        [],
+    ),
+]

@@ -1,0 +1,265 @@
+"""``POST /v1/chat/completions``: a chat request driven through the Responses path, written as chat.
+
+The request is translated at its edge (``chat_request.py``) into the service's request;
+``ResponsesService.prepare`` checks and renders it (the same prompt, tools and
+Constraint as ``POST /v1/responses``) and ``drive`` generates it through the executor,
+the Harmony reader and the stream state machine. Only the writing differs: each
+choice's typed events go through a :class:`~.chat_chunks.ChatChoice` into chat
+chunks (``stream: true``) or a ``chat.completion`` object.
+
+``n`` > 1 prepares the prompt once and drives one generation per choice, concurrently
+(a ``seed`` given is ``seed + i`` for choice ``i``, so choices differ and repeat).
+Chat completions are never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any
+
+import orjson
+from openai.types.responses import ResponseStreamEvent
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ..chat_request import ChatOptions, in_chat_terms, translate_chat
+from ..errors import APIError, ServerError
+from ..executors.base import SamplingSettings
+from ..ids import new_id
+from ..service import PreparedResponse, ResponsesService
+from .access import AccessRecord
+from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
+from .errors import error_response
+from .operations import CLIENT_CLOSED
+from .responses import JSONBytesResponse, WriterResponse
+
+__all__ = ["CHAT_PATH", "ChatCompletionRun", "create_chat_completion"]
+
+logger = logging.getLogger(__name__)
+
+CHAT_PATH = "/v1/chat/completions"
+
+ReadBody = Callable[[Receive, ResponsesService], Awaitable[bytes]]
+
+
+class _Nothing:
+    """An awaitable that is already done (a step whose events made no chunk: no write)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value]
+
+
+_NOTHING = _Nothing()
+
+
+class ChatCompletionRun:
+    """One chat completion: its choices' generations, driven and written as chat."""
+
+    def __init__(self, service: ResponsesService, prepared: PreparedResponse, options: ChatOptions) -> None:
+        self.service = service
+        self.options = options
+        self.id = f"chatcmpl-{os.urandom(16).hex()}"
+        self.created = int(time.time())
+        self.model = prepared.response.model
+        self.prepared = [prepared] + [self._another(prepared, i) for i in range(1, options.n)]
+        self.frames = ChunkFrames(self.id, self.created, self.model) if options.stream else None
+        #: The first choice's failure (the others are then stopped, and fail as cancelled).
+        self.error: dict[str, Any] | None = None
+        self.choices = [
+            ChatChoice(
+                i,
+                self.frames,
+                stop=options.stop,
+                logprobs=options.logprobs,
+                on_stop=self._stopper(p),
+            )
+            for i, p in enumerate(self.prepared)
+        ]
+
+    def _another(self, prepared: PreparedResponse, index: int) -> PreparedResponse:
+        """Choice ``index``: the same prompt, a generation of its own."""
+        response_id = new_id("resp")
+        sampling = prepared.generation.sampling
+        if self.options.seed is not None:
+            sampling = dataclasses.replace(sampling, seed=self.options.seed + index)
+        assert isinstance(sampling, SamplingSettings)
+        return dataclasses.replace(
+            prepared,
+            generation=dataclasses.replace(prepared.generation, request_id=response_id, sampling=sampling),
+            response=prepared.response.model_copy(update={"id": response_id}),
+        )
+
+    def _stopper(self, prepared: PreparedResponse) -> Callable[[], None]:
+        def stop() -> None:  # a stop string ended the text: the rest is not generated
+            prepared.cancelled = True
+            self.service.abort(prepared.generation.request_id)
+
+        return stop
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """The request's usage, once every choice has ended."""
+        usages = [c.usage for c in self.choices]
+        if any(u is None for u in usages):
+            return None
+        return chat_usage(usages)  # type: ignore[arg-type]
+
+    # -- non-streaming ---------------------------------------------------------------------------
+
+    async def completion_json(self) -> bytes:
+        """Generate every choice; the ``chat.completion`` object. A failed generation is a 500."""
+
+        async def run(prepared: PreparedResponse, choice: ChatChoice) -> None:
+            def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
+                choice.feed(events)
+                return _NOTHING
+
+            await self.service.drive(prepared, deliver)
+            self._ended(prepared, choice)
+
+        await self._all([run(p, c) for p, c in zip(self.prepared, self.choices, strict=True)])
+        if self.error is not None:
+            raise ServerError(self.error["message"], code=self.error["code"])
+        return orjson.dumps(
+            {
+                "id": self.id,
+                "object": "chat.completion",
+                "created": self.created,
+                "model": self.model,
+                "system_fingerprint": None,
+                "service_tier": "default",
+                "choices": [c.choice_json() for c in self.choices],
+                "usage": self.usage,
+            }
+        )
+
+    # -- streaming -------------------------------------------------------------------------------
+
+    async def stream(self, send: Send) -> None:
+        """Write the chunks of every choice, the usage chunk (``include_usage``), then ``[DONE]``.
+
+        A generation that fails ends the stream with one error chunk (the other choices are
+        stopped), then ``[DONE]``.
+        """
+        frames = self.frames
+        assert frames is not None
+        opening = b"".join(frames.role(c.index) for c in self.choices)
+        await send({"type": "http.response.body", "body": opening, "more_body": True})
+        if len(self.choices) == 1:
+            await self._drive_one(self.prepared[0], self.choices[0], send)
+        else:
+            lock = asyncio.Lock()
+
+            async def locked_send(message: Any) -> None:
+                async with lock:
+                    await send(message)
+
+            await self._all(
+                [self._drive_one(p, c, locked_send) for p, c in zip(self.prepared, self.choices, strict=True)]
+            )
+        if self.error is not None:
+            tail = frames.error(self.error) + DONE
+        else:
+            usage = self.usage if self.options.include_usage else None
+            tail = (frames.usage(usage) if usage is not None else b"") + DONE
+        await send({"type": "http.response.body", "body": tail, "more_body": True})
+
+    async def _drive_one(self, prepared: PreparedResponse, choice: ChatChoice, send: Send) -> None:
+        several = len(self.choices) > 1
+
+        def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
+            # Returns send's own awaitable: no extra coroutine frame per engine step.
+            data = choice.feed(events)
+            if not data or (several and self.error is not None):
+                return _NOTHING
+            return send({"type": "http.response.body", "body": data, "more_body": True})
+
+        try:
+            await self.service.drive(prepared, deliver)
+        except (asyncio.CancelledError, OSError):
+            raise
+        except Exception:  # our bug: the stream still ends with an error chunk and [DONE]
+            logger.exception("Chat completion %s failed", self.id)
+            choice.error = {
+                "message": "The server had an error while processing the model's output.",
+                "type": "server_error",
+                "param": None,
+                "code": "server_error",
+            }
+        self._ended(prepared, choice)
+
+    def _ended(self, prepared: PreparedResponse, choice: ChatChoice) -> None:
+        """A choice's generation ended: if it failed, the request fails with its error, and the others stop."""
+        if choice.error is None or self.error is not None:
+            return
+        self.error = choice.error
+        for other in self.prepared:
+            if other is not prepared:
+                self.service.abort(other.generation.request_id)
+
+    @staticmethod
+    async def _all(runs: list[Awaitable[None]]) -> None:
+        """Await the runs (concurrently when several); cancelling this cancels each of them."""
+        if len(runs) == 1:
+            await runs[0]
+            return
+        tasks = [asyncio.ensure_future(run) for run in runs]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+
+async def create_chat_completion(
+    service: ResponsesService,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    record: AccessRecord,
+    read_body: ReadBody,
+) -> int:
+    """Serve one ``POST /v1/chat/completions``: a ``chat.completion``, or a stream of chunks."""
+    response: Response
+    run: ChatCompletionRun | None = None
+    try:
+        body = await read_body(receive, service)
+        received = time.perf_counter()
+        translation = translate_chat(body)
+        try:
+            prepared = await service.prepare(translation.body, received)
+        except APIError as exc:
+            raise in_chat_terms(exc, translation) from None
+        run = ChatCompletionRun(service, prepared, translation.options)
+        record.response_id = run.id
+        if translation.options.stream:
+            response = WriterResponse(run.stream)
+        else:
+            response = JSONBytesResponse(await run.completion_json())
+    except ConnectionResetError:
+        record.status = CLIENT_CLOSED
+        return CLIENT_CLOSED
+    except APIError as exc:
+        response = error_response(exc)
+    except Exception:
+        logger.exception("Unhandled error on POST %s", CHAT_PATH)
+        response = error_response(ServerError("The server had an error while processing your request."))
+    response.raw_headers.append(record.header())
+    record.status = response.status_code
+    await response(scope, receive, send)
+    usage = run.usage if run is not None else None
+    if usage is not None and run is not None:
+        record.input_tokens = usage["prompt_tokens"]
+        record.output_tokens = usage["completion_tokens"]
+        record.cached_tokens = usage["prompt_tokens_details"]["cached_tokens"]
+        record.first_token = min(
+            (p.first_token_at for p in run.prepared if p.first_token_at is not None), default=None
+        )
+    return response.status_code

@@ -1,0 +1,358 @@
+"""Chat Completions at the transport edge: the stream state machine's typed events → chat chunks.
+
+:class:`ChatChoice` reads the events ``ResponseStream`` emits for one generation (the
+same events the Responses transports write) and turns them into what one choice of a
+chat completion says:
+
+================================================  =============================================
+Responses event                                   chat
+================================================  =============================================
+``response.reasoning_text.delta``                 ``delta.reasoning_content`` and ``delta.reasoning``
+``response.output_text.delta`` (+ logprobs)       ``delta.content`` (``stop`` strings applied)
+``output_item.added`` of a ``function_call``      ``delta.tool_calls[{index, id, type, function: {name, arguments: ""}}]``
+``response.function_call_arguments.delta``        ``delta.tool_calls[{index, function: {arguments}}]``
+``response.completed``                            ``finish_reason`` ``tool_calls`` (a call was made) or ``stop``
+``response.incomplete``                           ``finish_reason`` ``length``
+``response.failed``                               an error (``stop`` when a stop string ended it)
+================================================  =============================================
+
+Streaming, each delta is framed at once as an SSE ``data:`` line of a
+``chat.completion.chunk`` (:class:`ChunkFrames`: the fixed part of each chunk is
+built once, the per-token frame is a concatenation); without streaming the choice
+keeps what it saw and :meth:`ChatChoice.choice_json` is its ``choices[i]``.
+Stop strings apply to the final text (``content``): text that may begin one is held
+back until it cannot, and the text from a stop string on is never sent; the
+generation is then stopped (``on_stop``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+from openai.types.responses import (
+    ResponseCompletedEvent,
+    ResponseFailedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseIncompleteEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseReasoningTextDeltaEvent,
+    ResponseStreamEvent,
+    ResponseTextDeltaEvent,
+    ResponseUsage,
+)
+
+from ..wire import exact_bytes
+
+__all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage"]
+
+DONE = b"data: [DONE]\n\n"
+_MAX_CACHED_STRINGS = 65536
+_json_strings: dict[str, bytes] = {}
+
+
+def _json_string(text: str) -> bytes:
+    """``text`` as a JSON string; tokens repeat, so their encodings are remembered (bounded)."""
+    encoded = _json_strings.get(text)
+    if encoded is None:
+        if len(_json_strings) >= _MAX_CACHED_STRINGS:
+            _json_strings.clear()
+        encoded = _json_strings[text] = exact_bytes(orjson.dumps(text))
+    return encoded
+
+_OPEN = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+
+
+def chat_usage(usages: Sequence[ResponseUsage]) -> dict[str, Any]:
+    """The chat ``usage`` of one or more choices: the prompt counted once, completions summed."""
+    first = usages[0]
+    completion = sum(u.output_tokens for u in usages)
+    reasoning = sum(u.output_tokens_details.reasoning_tokens for u in usages)
+    return {
+        "prompt_tokens": first.input_tokens,
+        "completion_tokens": completion,
+        "total_tokens": first.input_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": first.input_tokens_details.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+
+
+class ChunkFrames:
+    """The SSE frames of one chat completion's chunks (same id, created and model in each)."""
+
+    def __init__(self, completion_id: str, created: int, model: str) -> None:
+        self.head = (
+            b'data: {"id":' + orjson.dumps(completion_id) + b',"object":"chat.completion.chunk","created":'
+            + str(created).encode() + b',"model":' + orjson.dumps(model)
+            + b',"system_fingerprint":null,"choices":['
+        )
+        self._choices: dict[int, bytes] = {}
+
+    def open(self, index: int) -> bytes:
+        """The start of a chunk of choice ``index``, up to the inside of its ``delta``."""
+        opened = self._choices.get(index)
+        if opened is None:
+            opened = self._choices[index] = self.head + b'{"index":%d,"delta":{' % index
+        return opened
+
+    def role(self, index: int) -> bytes:
+        """The first chunk of a choice: ``{"role": "assistant", "content": ""}``."""
+        return self.open(index) + b'"role":"assistant","content":""' + _OPEN
+
+    def finish(self, index: int, reason: str) -> bytes:
+        """The last chunk of a choice: an empty delta and its ``finish_reason``."""
+        return self.open(index) + b'},"logprobs":null,"finish_reason":"' + reason.encode() + b'"}]}\n\n'
+
+    def usage(self, usage: dict[str, Any]) -> bytes:
+        """The ``include_usage`` chunk: no choices, the usage of the whole request."""
+        return self.head + b'],"usage":' + orjson.dumps(usage) + b"}\n\n"
+
+    @staticmethod
+    def error(error: dict[str, Any]) -> bytes:
+        """An error once the stream has started (the ``openai`` SDK raises it as an APIError)."""
+        return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+
+
+class StopMatcher:
+    """Finds the first stop string in text that arrives in pieces, holding back what may begin one."""
+
+    __slots__ = ("_held", "_stops")
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self._stops = tuple(stops)
+        self._held = ""
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """The text that may be sent now, and whether a stop string was found (nothing after it is sent)."""
+        text = self._held + text
+        cut = -1
+        for stop in self._stops:
+            at = text.find(stop)
+            if at >= 0 and (cut < 0 or at < cut):
+                cut = at
+        if cut >= 0:
+            self._held = ""
+            return text[:cut], True
+        keep = 0  # the longest end of the text that begins a stop string
+        for stop in self._stops:
+            tail = text[max(0, len(text) - len(stop) + 1) :] if len(stop) > 1 else ""
+            at = tail.find(stop[0]) if tail else -1
+            while at >= 0 and len(tail) - at > keep:
+                if stop.startswith(tail[at:]):
+                    keep = len(tail) - at
+                    break
+                at = tail.find(stop[0], at + 1)
+        self._held = text[len(text) - keep :] if keep else ""
+        return (text[: len(text) - keep] if keep else text), False
+
+    def flush(self) -> str:
+        """What was held back, once no more text comes."""
+        held, self._held = self._held, ""
+        return held
+
+
+def _token_logprobs(logprobs: Sequence[Any]) -> list[dict[str, Any]]:
+    """Responses delta logprobs as chat's ``ChatCompletionTokenLogprob`` objects."""
+    return [
+        {
+            "token": lp.token,
+            "logprob": lp.logprob,
+            "bytes": getattr(lp, "bytes", None),
+            "top_logprobs": [
+                {"token": t.token, "logprob": t.logprob, "bytes": getattr(t, "bytes", None)}
+                for t in (lp.top_logprobs or ())
+            ],
+        }
+        for lp in logprobs
+    ]
+
+
+class ChatChoice:
+    """One choice of a chat completion, fed the typed events of its generation.
+
+    ``frames`` given (streaming): :meth:`feed` returns the SSE bytes of each step. Without
+    it, the choice keeps its text and calls for :meth:`choice_json`. ``on_stop`` is called
+    once when a stop string ends the text (the caller stops the generation; its
+    ``response.failed`` then ends this choice with ``finish_reason: stop``).
+    """
+
+    def __init__(
+        self,
+        index: int,
+        frames: ChunkFrames | None,
+        *,
+        stop: Sequence[str] = (),
+        logprobs: bool = False,
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        self.index = index
+        self._frames = frames
+        self._open = frames.open(index) if frames is not None else b""
+        self._content_head = self._open + b'"content":'
+        self._matcher = StopMatcher(stop) if stop else None
+        self._plain = frames is not None and not stop  # the per-token fast path applies
+        self._logprobs = logprobs
+        self._on_stop = on_stop
+        self._pending_logprobs: list[dict[str, Any]] = []
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.tool_calls: list[dict[str, Any]] = []
+        self._arguments: list[list[str]] = []
+        self.token_logprobs: list[dict[str, Any]] = []
+        self.stopped = False  # a stop string ended the text
+        self.finish_reason: str | None = None
+        self.usage: ResponseUsage | None = None
+        self.error: dict[str, Any] | None = None  # the generation failed
+
+    @property
+    def done(self) -> bool:
+        """Whether the generation's terminal event has been read."""
+        return self.finish_reason is not None or self.error is not None
+
+    def feed(self, events: list[ResponseStreamEvent]) -> bytes:
+        """Read one engine step's events; the chunks they make (streaming), else ``b""``."""
+        if self._plain and len(events) == 1:
+            event = events[0]
+            if type(event) is ResponseTextDeltaEvent:  # the common step: one token of text
+                return self._content_head + _json_string(event.delta) + _OPEN
+        out = b""
+        for event in events:
+            out += self._event(event)
+        return out
+
+    def _event(self, event: Any) -> bytes:
+        kind = type(event)
+        if isinstance(event, ResponseTextDeltaEvent):  # with logprobs: a subclass
+            if self.stopped:
+                return b""
+            logprobs = _token_logprobs(event.logprobs) if self._logprobs and event.logprobs else None
+            return self._content(event.delta, logprobs)
+        if self.stopped and kind not in _TERMINAL:
+            return b""
+        if kind is ResponseReasoningTextDeltaEvent:
+            return self._reasoning(event.delta)
+        if kind is ResponseFunctionCallArgumentsDeltaEvent:
+            return self._call_arguments(event.delta)
+        if kind is ResponseOutputItemAddedEvent and event.item.type == "function_call":
+            return self._call_started(event.item.call_id, event.item.name)
+        if kind is ResponseCompletedEvent:
+            return self._finish("tool_calls" if self.tool_calls else "stop", event.response.usage)
+        if kind is ResponseIncompleteEvent:
+            return self._finish("length", event.response.usage)
+        if kind is ResponseFailedEvent:
+            if self.stopped:
+                return self._finish("stop", event.response.usage)
+            error = event.response.error
+            self.usage = event.response.usage
+            self.error = {
+                "message": error.message if error is not None else "The generation failed.",
+                "type": "server_error",
+                "param": None,
+                "code": error.code if error is not None else "server_error",
+            }
+            return self._flush()
+        return b""
+
+    # -- deltas ------------------------------------------------------------------------------
+
+    def _content(self, text: str, logprobs: list[dict[str, Any]] | None) -> bytes:
+        if self._matcher is not None:
+            text, stopped = self._matcher.feed(text)
+            if logprobs:
+                self._pending_logprobs += logprobs
+                logprobs = None
+            if text and self._pending_logprobs:
+                logprobs, self._pending_logprobs = self._pending_logprobs, []
+            if stopped:
+                self.stopped = True
+                if self._on_stop is not None:
+                    self._on_stop()
+            if not text:
+                return b""
+        if self._frames is None:
+            self.content.append(text)
+            if logprobs:
+                self.token_logprobs += logprobs
+            return b""
+        if logprobs is None:
+            return self._content_head + _json_string(text) + _OPEN
+        return (
+            self._content_head + _json_string(text) + b'},"logprobs":{"content":'
+            + orjson.dumps(logprobs) + b',"refusal":null},"finish_reason":null}]}\n\n'
+        )
+
+    def _reasoning(self, text: str) -> bytes:
+        if self._frames is None:
+            self.reasoning.append(text)
+            return b""
+        quoted = _json_string(text)
+        return self._open + b'"reasoning_content":' + quoted + b',"reasoning":' + quoted + _OPEN
+
+    def _call_started(self, call_id: str, name: str) -> bytes:
+        index = len(self.tool_calls)
+        call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        self.tool_calls.append(call)
+        self._arguments.append([])
+        if self._frames is None:
+            return b""
+        return self._open + b'"tool_calls":[' + orjson.dumps({"index": index, **call}) + b"]" + _OPEN
+
+    def _call_arguments(self, text: str) -> bytes:
+        if not self.tool_calls:
+            return b""
+        index = len(self.tool_calls) - 1
+        if self._frames is None:
+            self._arguments[index].append(text)
+            return b""
+        return (
+            self._open + b'"tool_calls":[{"index":%d,"function":{"arguments":' % index
+            + _json_string(text) + b"}}]" + _OPEN
+        )
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def _flush(self) -> bytes:
+        """Text held back for stop strings, once the text has ended without one."""
+        if self._matcher is None or self.stopped:
+            return b""
+        held = self._matcher.flush()
+        if not held:
+            return b""
+        self._matcher = None
+        logprobs, self._pending_logprobs = self._pending_logprobs or None, []
+        return self._content(held, logprobs)
+
+    def _finish(self, reason: str, usage: ResponseUsage | None) -> bytes:
+        out = self._flush()
+        self.finish_reason = reason
+        self.usage = usage
+        if self._frames is None:
+            return out
+        return out + self._frames.finish(self.index, reason)
+
+    def choice_json(self) -> dict[str, Any]:
+        """This choice as ``ChatCompletion.choices[i]`` (non-streaming)."""
+        for call, parts in zip(self.tool_calls, self._arguments, strict=True):
+            call["function"]["arguments"] = "".join(parts)
+        content = "".join(self.content)
+        reasoning = "".join(self.reasoning) or None
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": content if content or not self.tool_calls else None,
+            "refusal": None,
+            "annotations": [],
+            "reasoning_content": reasoning,
+            "reasoning": reasoning,
+        }
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        return {
+            "index": self.index,
+            "message": message,
+            "logprobs": {"content": self.token_logprobs, "refusal": None} if self._logprobs else None,
+            "finish_reason": self.finish_reason,
+        }
+
+
+_TERMINAL = frozenset({ResponseCompletedEvent, ResponseIncompleteEvent, ResponseFailedEvent})
