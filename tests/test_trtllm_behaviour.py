@@ -278,7 +278,8 @@ def test_multi_token_steps_make_correct_events(
             assert done["output"][-1]["content"][0]["text"] == text
             deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
             assert "".join(deltas) == text and len(deltas) < len(encoding.encode(text)) / 5
-            call = check_stream(stream_events(client, {"input": 'call lookup {"q": "' + "x" * 200 + '"}'}))
+            lookup = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
+            call = check_stream(stream_events(client, {"input": 'call lookup {"q": "' + "x" * 200 + '"}', "tools": [lookup]}))
             assert call["output"][-1]["type"] == "function_call"
             assert json.loads(call["output"][-1]["arguments"]) == {"q": "x" * 200}
     finally:
