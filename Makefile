@@ -19,9 +19,16 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The guided-decoding proof (tests/test_guided_*.py, the fake TensorRT-LLM) runs xgrammar on CPU: a CPU torch
+# (2.2 GB venv instead of CUDA's 5.9 GB) and the xgrammar TensorRT-LLM 1.1/1.2.0 pin, installed here, not
+# declared by the package (its `guided` extra pins no torch, so it never replaces TensorRT-LLM's).
+TORCH_SPEC ?= torch==2.13.0
+XGRAMMAR_SPEC ?= xgrammar==0.1.25
+
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" "$(XGRAMMAR_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided]"
 	@touch $(STAMP)
 
 install: $(STAMP)

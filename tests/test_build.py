@@ -55,17 +55,18 @@ def test_build_writes_a_bundle(tmp_path: Path) -> None:
     assert manifest["parallelism"] == {"tp_size": 2, "pp_size": 1, "ep_size": 2}
     assert (manifest["max_seq_len"], manifest["max_batch_size"], manifest["max_num_tokens"]) == (
         131072,
-        512,
+        720,
         16384,
     )
     assert manifest["harmony_vocab_sha256"] == VOCAB_SHA256 and manifest["versions"]["openai_harmony"]
     assert hashlib.sha256((out / "o200k_base.tiktoken").read_bytes()).hexdigest() == VOCAB_SHA256
     options = yaml.safe_load((out / "llm_api_options.yaml").read_text())
-    assert options["moe_config"] == {"backend": "CUTLASS"} and options["enable_attention_dp"] is True
-    assert (
-        options["cuda_graph_config"] == {"enable_padding": True, "max_batch_size": 512}
-        and options["stream_interval"] == 10
-    )
+    # TensorRT-LLM's curated gpt-oss-120b-throughput.yaml (tests/data/trtllm/), less num_postprocess_workers.
+    curated = yaml.safe_load((Path(__file__).parent / "data" / "trtllm" / "gpt-oss-120b-throughput.yaml").read_text())
+    for key in ("max_batch_size", "max_num_tokens", "enable_attention_dp", "cuda_graph_config", "moe_config",
+                "stream_interval", "attention_dp_config"):
+        assert options[key] == curated[key], key
+    assert options["enable_chunked_prefill"] is True
     assert options["tensor_parallel_size"] == 2 and options["moe_expert_parallel_size"] == 2
     assert [m.split()[0] for m in messages if m.startswith("[")] == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"]
 
@@ -73,9 +74,9 @@ def test_build_writes_a_bundle(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "profile, gpu, moe, dp, interval",
     [
-        ("latency", "blackwell", "TRTLLM", False, 1),
-        ("latency", "hopper", "TRITON", False, 1),
-        ("throughput", "hopper", "TRITON", False, 10),
+        ("latency", "blackwell", "TRTLLM", False, 20),
+        ("latency", "hopper", "TRITON", False, 20),
+        ("throughput", "hopper", "TRITON", False, 20),
     ],
 )
 def test_profiles(tmp_path: Path, profile: str, gpu: str, moe: str, dp: bool, interval: int) -> None:

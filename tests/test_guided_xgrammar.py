@@ -33,38 +33,22 @@ from trtllm_responses.protocol import parse_request
 
 xgr = pytest.importorskip("xgrammar")
 
-GPT_OSS_VOCAB_SIZE = 201088  # config.json vocab_size: the padded vocabulary TensorRT-LLM passes
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte-level table, as Hugging Face's ByteLevel pre-tokenizer writes vocab strings."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-    printable += list(range(ord("®"), ord("ÿ") + 1))
-    chars = printable[:]
-    n = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + n)
-            n += 1
-    return dict(zip(printable, map(chr, chars), strict=True))
-
-
 @pytest.fixture(scope="module")
-def compiler(encoding: HarmonyEncoding) -> Any:
-    table = _bytes_to_unicode()
-    vocab = [
-        raw.decode() if i in encoding.special_ids else "".join(table[b] for b in raw)
-        for i, raw in enumerate(encoding.token_bytes[:GPT_OSS_VOCAB_SIZE])
-    ]
-    info = xgr.TokenizerInfo(
-        vocab,
-        vocab_type=xgr.VocabType.BYTE_LEVEL,
-        vocab_size=GPT_OSS_VOCAB_SIZE,
-        stop_token_ids=[encoding.return_],
-        add_prefix_space=False,
-    )
-    return xgr.GrammarCompiler(info, cache_enabled=True)
+def compiler() -> Any:
+    """The compiler TensorRT-LLM's XGrammarMatcherFactory builds for gpt-oss (one definition: the fake's)."""
+    import sys
+
+    from conftest import FAKE_TRTLLM
+
+    sys.path.insert(0, FAKE_TRTLLM)
+    try:
+        from tensorrt_llm._torch.pyexecutor.grammar_matcher import XGrammarMatcherFactory
+
+        return XGrammarMatcherFactory()._xgrammar_compiler
+    finally:
+        sys.path.remove(FAKE_TRTLLM)
+        for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
+            del sys.modules[name]  # other tests must not find the fake importable
 
 
 WEATHER = {

@@ -553,7 +553,7 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
             response = check_stream(stream_events(client, {"input": relay, "tools": [mcp_tool(mcp.url)]}))
         llm = executor._llm
         assert llm is not None
-        prompts = llm._seen_prompts  # one per generate_async call
+        prompts = llm.prompts  # one per generate_async call
         assert len(prompts) == 3, "three turns: relay, add, final"
         for earlier, later in zip(prompts, prompts[1:], strict=False):
             assert later[: len(earlier)] == earlier, "each turn's prompt extends the previous one"
@@ -562,8 +562,10 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
     assert response["output"][-1]["content"][0]["text"] == "demo.add returned: 7"
     usage = response["usage"]
     assert usage["input_tokens"] == sum(len(p) for p in prompts)
-    # Block reuse: turn 2 reuses turn 1's prompt, turn 3 turn 2's (whole 32-token blocks).
-    assert usage["input_tokens_details"]["cached_tokens"] == sum((len(p) // 32) * 32 for p in prompts[:2])
+    # Block reuse: turn 2 reuses at least turn 1's prompt, turn 3 turn 2's (whole 32-token blocks; a finished
+    # turn stores its output's blocks too, and the never-reused last prompt token bounds it).
+    cached = usage["input_tokens_details"]["cached_tokens"]
+    assert sum((len(p) // 32) * 32 for p in prompts[:2]) <= cached <= sum(len(p) - 1 for p in prompts[1:])
     # What the engine had to compute: the rest of the prompt tokens.
     details = usage["input_tokens_details"]
     assert details["cache_write_tokens"] == usage["input_tokens"] - details["cached_tokens"] > 0

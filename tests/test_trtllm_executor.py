@@ -80,6 +80,7 @@ async def test_streams_token_ids_diff_per_step(
 
 
 async def test_sampling_params(fake_trtllm: Any, encoding: HarmonyEncoding) -> None:
+    """temperature and top_p are always stated: all unset is greedy decoding in TensorRT-LLM."""
     executor = executor_for(encoding)
     await executor.start()
     plain = executor.sampling_params(SamplingSettings(100, (200002, 200012)))
@@ -89,9 +90,24 @@ async def test_sampling_params(fake_trtllm: Any, encoding: HarmonyEncoding) -> N
         encoding.return_,
         False,
     )
-    assert plain.temperature is None and plain.top_p is None and plain.seed is None
-    tuned = executor.sampling_params(SamplingSettings(5, (1,), temperature=0.2, top_p=0.9, seed=7))
-    assert (tuned.temperature, tuned.top_p, tuned.seed) == (0.2, 0.9, 7)
+    assert (plain.temperature, plain.top_p) == (1.0, 1.0) and not plain._greedy_decoding
+    assert plain.top_k is None and plain.min_p is None and plain.seed is None
+    assert plain.frequency_penalty is None and plain.presence_penalty is None
+    tuned = executor.sampling_params(
+        SamplingSettings(
+            5, (1,), temperature=0.2, top_p=0.9, seed=7, top_k=40, min_p=0.05, frequency_penalty=0.5, presence_penalty=-0.5
+        )
+    )
+    assert (tuned.temperature, tuned.top_p, tuned.seed, tuned.top_k, tuned.min_p) == (0.2, 0.9, 7, 40, 0.05)
+    assert (tuned.frequency_penalty, tuned.presence_penalty) == (0.5, -0.5)
+    assert executor.sampling_params(SamplingSettings(5, (1,), temperature=0.0))._greedy_decoding
+
+
+def test_the_fake_is_greedy_when_sampling_is_unset(fake_trtllm: Any) -> None:
+    """What the executor used to send (nothing) is greedy decoding (sampling_params.py)."""
+    assert fake_trtllm.SamplingParams()._greedy_decoding
+    assert not fake_trtllm.SamplingParams(temperature=1.0, top_p=1.0)._greedy_decoding
+    assert fake_trtllm.SamplingParams(temperature=1.0, top_k=1)._greedy_decoding
 
 
 @pytest.mark.parametrize(
@@ -134,6 +150,7 @@ async def test_engine_exception_propagates(
 async def test_abort_cancels_the_tensorrt_llm_request(
     fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
 ) -> None:
+    """Abort is asynchronous in TensorRT-LLM (executor.abort_request): a step may still bring tokens."""
     executor = executor_for(encoding)
     await executor.start()
     out = []
@@ -143,7 +160,8 @@ async def test_abort_cancels_the_tensorrt_llm_request(
             result = executor._running["abc"]
             executor.abort("abc")
             assert result.aborted()
-    assert out[-1].finish_reason == "cancelled" and len(out) == 4
+    assert out[-1].finish_reason == "cancelled"
+    assert len(out) == 5 and out[3].token_ids and out[3].finish_reason is None, "tokens arrived after abort"
     executor.abort("abc")  # finished: nothing to abort, no error
 
 

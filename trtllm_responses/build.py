@@ -64,23 +64,34 @@ class BuildResult:
 def profile_options(
     profile: str, gpu: str, *, max_batch_size: int | None, max_num_tokens: int | None, tp_size: int
 ) -> dict[str, Any]:
-    """LLM arguments of a serving profile (the published gpt-oss recipes' shape)."""
+    """LLM arguments of a serving profile, as TensorRT-LLM publishes gpt-oss's recipes.
+
+    Blackwell follows the curated configs (``examples/configs/curated/gpt-oss-120b-latency.yaml`` and
+    ``-throughput.yaml``): MoE backend TRTLLM, ``max_num_tokens`` 16384, ``stream_interval`` 20, padded
+    CUDA graphs up to the batch size; latency batches 64 requests, throughput 720 with attention data
+    parallelism (``attention_dp_config`` balanced) when there is more than one GPU. Hopper takes the
+    TRITON MoE backend (the gpt-oss guide's choice there: TRTLLM's kernels are Blackwell's). Both turn
+    chunked prefill on, so any prompt the context window holds is served (README, "Long prompts").
+    The curated configs' ``num_postprocess_workers`` is left out: it serves trtllm-serve's own
+    detokenizing, which this server does itself.
+    """
     if profile not in PROFILES or gpu not in GPUS:
         raise BuildError(f"unknown profile {profile!r} / gpu {gpu!r}; profiles: {PROFILES}, gpus: {GPUS}")
     latency = profile == "latency"
-    batch = max_batch_size or (64 if latency else 512)
-    if gpu == "hopper":
-        moe_backend = "TRITON"
-    else:
-        moe_backend = "TRTLLM" if latency else "CUTLASS"
-    return {
+    batch = max_batch_size or (64 if latency else 720)
+    attention_dp = (not latency) and tp_size > 1
+    options: dict[str, Any] = {
         "max_batch_size": batch,
-        "max_num_tokens": max_num_tokens or (8192 if latency else 16384),
-        "enable_attention_dp": (not latency) and tp_size > 1,
+        "max_num_tokens": max_num_tokens or 16384,
+        "enable_attention_dp": attention_dp,
+        "enable_chunked_prefill": True,
         "cuda_graph_config": {"enable_padding": True, "max_batch_size": batch},
-        "moe_config": {"backend": moe_backend},
-        "stream_interval": 1 if latency else 10,
+        "moe_config": {"backend": "TRITON" if gpu == "hopper" else "TRTLLM"},
+        "stream_interval": 20,
     }
+    if attention_dp:
+        options["attention_dp_config"] = {"enable_balance": True, "batching_wait_iters": 50, "timeout_iters": 1}
+    return options
 
 
 def _versions() -> dict[str, str | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -88,6 +89,7 @@ _TRTLLM_FLAGS = (
     "kv_cache_free_gpu_memory_fraction",
     "trust_remote_code",
     "extra_llm_api_options",
+    "enable_chunked_prefill",
 )
 
 
@@ -97,7 +99,7 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     from .harmony import load_encoding
     from .launch import LaunchError, resolve_launch
 
-    given = [f"--{flag}" for flag in _TRTLLM_FLAGS if getattr(args, flag) not in (None, False)]
+    given = [f"--{flag}" for flag in _TRTLLM_FLAGS if getattr(args, flag) is not None and getattr(args, flag) is not False]
     if engine == "echo":
         if given:
             raise LaunchError(
@@ -113,6 +115,12 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     if args.echo_tokens_per_second:
         raise LaunchError("--echo_tokens_per_second only applies to --engine echo")
     plan = resolve_launch(args.model, vars(args), args.extra_llm_api_options)
+    from .world import check_world, read_world
+
+    world = read_world(os.environ)  # read here, at start, never on the request path
+    check_world(world, plan.llm_kwargs)
+    if world.launcher:
+        logger.info("Under trtllm-llmapi-launch: this process (rank 0) serves HTTP for %d rank(s)", world.size)
     from .executors.trtllm import TrtllmUnavailableError, import_tensorrt_llm
 
     try:

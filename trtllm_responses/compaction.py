@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequestError, ServerError
-from .executors.base import GenerationRequest, SamplingSettings
+from .executors.base import GenerationRequest
 from .harmony.parser import parse_completion
 from .ids import new_id
 from .protocol import ResponsesRequest
+from .sampling import sampling_settings
 from .sealing import SUMMARY_PREFIX
 
 if TYPE_CHECKING:
@@ -176,19 +177,20 @@ async def compact_conversation(
     summarizing = request.model_copy(update={"instructions": instructions, "tool_choice": "none", "tools": []})
     prompt, _ = await service.render(summarizing, lookup=lookup, size=size)
     executor = service.executor
-    room = executor.max_seq_len - len(prompt.token_ids)
-    if room < 1:
+    refusal = executor.prompt_refusal(len(prompt.token_ids))
+    if refusal is not None:
         raise InvalidRequestError(
-            f"The conversation is {len(prompt.token_ids)} tokens; it cannot be summarized in this model's "
-            f"context window of {executor.max_seq_len} tokens.",
-            param="input",
-            code="context_length_exceeded",
+            f"The conversation cannot be summarized: {refusal}", param="input", code="context_length_exceeded"
         )
+    room = executor.max_seq_len - len(prompt.token_ids)
     generation = GenerationRequest(
         request_id=new_id("cmp"),
         prompt_token_ids=prompt.token_ids,
-        sampling=SamplingSettings(
-            max_tokens=min(room, MAX_SUMMARY_TOKENS), stop_token_ids=service.adapter.stop_token_ids
+        sampling=sampling_settings(
+            None,
+            service.sampling_defaults,
+            max_tokens=min(room, MAX_SUMMARY_TOKENS),
+            stop_token_ids=service.adapter.stop_token_ids,
         ),
     )
     tokens: list[int] = []

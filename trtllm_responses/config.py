@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .http_limits import HTTPLimits
+from .sampling import SamplingDefaults
 from .tools.settings import ToolSettings
 
 __all__ = ["ServerConfig"]
@@ -43,4 +44,6 @@ class ServerConfig:
     render_workers: int = 0
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)
-    tools: ToolSettings = field(default_factory=ToolSettings)  # server-run tools' allow-lists and limits
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    #: What a request that does not say is sampled with (``--temperature``, ``--top_p`` …).
+    sampling: SamplingDefaults = field(default_factory=SamplingDefaults)  # server-run tools' allow-lists and limits

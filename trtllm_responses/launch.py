@@ -101,12 +101,44 @@ def _flag_options(flags: Mapping[str, Any]) -> dict[str, Any]:
         value = flags.get(flag)
         if value is not None and value is not False:
             options[arg] = value
+    # On unless turned off: without it a prompt longer than max_num_tokens is refused (README, "Long prompts").
+    chunked = flags.get("enable_chunked_prefill")
+    options["enable_chunked_prefill"] = True if chunked is None else bool(chunked)
     fraction = flags.get("kv_cache_free_gpu_memory_fraction")
     options["kv_cache_config"] = {
         "enable_block_reuse": True,
         "free_gpu_memory_fraction": DEFAULT_FREE_GPU_MEMORY_FRACTION if fraction is None else fraction,
     }
     return options
+
+
+#: trtllm-serve flag names TensorRT-LLM's curated configs write as YAML keys, and where they go.
+SERVE_FLAG_KEYS = {"kv_cache_free_gpu_memory_fraction": ("kv_cache_config", "free_gpu_memory_fraction")}
+#: LLM arguments for trtllm-serve's own OpenAI server that this server does not pass on, and why.
+NOT_PASSED_ON = {
+    "num_postprocess_workers": "TensorRT-LLM's postprocess workers detokenize for trtllm-serve's OpenAI server; "
+    "this server reads tokens itself (and with them the engine's cached-token count would read 0)",
+}
+
+
+def normalize_options(options: dict[str, Any], what: str) -> dict[str, Any]:
+    """A YAML layer as TorchLlmArgs names: trtllm-serve flag keys moved where the flag puts them, and
+    arguments meant for trtllm-serve's own OpenAI server left out (logged). ``options`` is not changed."""
+    out = dict(options)
+    for key, (section, name) in SERVE_FLAG_KEYS.items():
+        if key not in out:
+            continue
+        value = out.pop(key)
+        nested = out.get(section) or {}
+        if not isinstance(nested, Mapping):
+            raise LaunchError(f"{what}: {section} must be a mapping")
+        if name in nested and nested[name] != value:
+            raise LaunchError(f"{what} sets both {key}: {value!r} and {section}.{name}: {nested[name]!r}")
+        out[section] = {**nested, name: value}
+    for key, why in NOT_PASSED_ON.items():
+        if key in out:
+            logger.warning("%s: %s=%r is not passed to TensorRT-LLM: %s", what, key, out.pop(key), why)
+    return out
 
 
 def _sources(flags: dict[str, Any], bundle: dict[str, Any], file: dict[str, Any]) -> dict[str, str]:
@@ -153,6 +185,13 @@ def _check(options: Mapping[str, Any], model_type: str | None, model: str) -> No
         isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1
     ):
         raise LaunchError(f"kv_cache_free_gpu_memory_fraction must be in (0, 1], got {fraction!r}")
+    if options.get("enable_chunked_prefill") is False and backend == "pytorch":
+        limit = options.get("max_num_tokens") or 8192  # TensorRT-LLM's default (BuildConfig.max_num_tokens)
+        logger.warning(
+            "Chunked prefill is off: prompts longer than max_num_tokens (%d) are refused with 400 "
+            "context_length_exceeded (TensorRT-LLM takes a prompt in one step then).",
+            limit,
+        )
     batch, tokens = options.get("max_batch_size"), options.get("max_num_tokens")
     if isinstance(batch, int) and isinstance(tokens, int) and tokens < batch:
         raise LaunchError(
@@ -211,6 +250,8 @@ def resolve_launch(model: str, flags: Mapping[str, Any], extra_options_file: str
     file_options = (
         load_yaml_options(extra_options_file, "--extra_llm_api_options") if extra_options_file else {}
     )
+    file_options = normalize_options(file_options, "--extra_llm_api_options")
+    bundle_options = normalize_options(bundle_options, "The bundle's options")
     file_model = file_options.pop("model", None)
     if file_model is not None and file_model not in (model, target):
         raise LaunchError(

@@ -78,7 +78,9 @@ class LogprobStreamProcessor(TokenStreamProcessor):
         values = delta.logprobs
         tokens = delta.token_ids
         if values is None or len(values) != len(tokens) or not tokens:
-            return super().process(delta)
+            # A step without tokens (the last one, its stop token trimmed) still ends the message: its
+            # done events carry the logprobs gathered so far.
+            return self._attach(super().process(delta))
         events: list[ResponseStreamEvent] = []
         last = len(tokens) - 1
         for i, token in enumerate(tokens):

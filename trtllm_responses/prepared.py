@@ -17,9 +17,10 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from .compaction import Compaction
 from .errors import InvalidRequestError
-from .executors.base import GenerationRequest
+from .executors.base import GenerationRequest, SamplingSettings
 from .harmony.adapter import ConversationHistory, Prompt
 from .protocol import ResponsesRequest
+from .sampling import SamplingDefaults, echo_fields, sampling_settings
 from .stream import ResponseStream
 from .tool_loop import ToolLoop
 from .tools.base import ServerTools
@@ -139,12 +140,15 @@ def initial_response(
     model_name: str,
     conversation: str | None = None,
     truncated_messages: int = 0,
+    sampling: SamplingSettings | None = None,
 ) -> Response:
     """The response's in_progress snapshot: what ``response.created`` carries, echoing the request.
 
     ``truncated_messages``: how many of the conversation's oldest messages ``truncation: "auto"`` left out
-    (said in the extra field ``truncated_input_messages``, absent when none were).
+    (said in the extra field ``truncated_input_messages``, absent when none were). Its sampling fields are
+    ``sampling``'s, what the executor is given (``sampling.echo_fields``).
     """
+    applied = echo_fields(sampling or sampling_settings(request, SamplingDefaults(), max_tokens=1, stop_token_ids=()))
     reasoning = request.reasoning
     data: dict[str, Any] = {
         "id": response_id,
@@ -163,11 +167,8 @@ def initial_response(
         "truncation": request.truncation or "disabled",
         "parallel_tool_calls": request.parallel_tool_calls,
         "text": _echo_text(request.text),
-        "top_p": request.top_p if request.top_p is not None else 1.0,
-        "presence_penalty": 0.0,
-        "frequency_penalty": 0.0,
+        **applied,
         "top_logprobs": request.top_logprobs or 0,
-        "temperature": request.temperature if request.temperature is not None else 1.0,
         "reasoning": {
             "effort": (reasoning.effort if reasoning and reasoning.effort else "medium"),
             "summary": reasoning.summary if reasoning else None,

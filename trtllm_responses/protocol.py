@@ -88,6 +88,11 @@ class ResponsesRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: Integer | None = Field(default=None, ge=-MAX_INTEGER - 1, le=MAX_INTEGER)
+    # Sampling extensions (vLLM and trtllm-serve accept them too); see sampling.py.
+    top_k: Integer | None = Field(default=None, ge=0, le=MAX_INTEGER)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     stream: bool = False
     store: bool = True
     previous_response_id: str | None = None

@@ -15,13 +15,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .config import ServerConfig
 
-__all__ = ["HTTP_LIMIT_FLAGS", "add_serve_arguments", "positive_int", "server_config"]
+__all__ = ["HTTP_LIMIT_FLAGS", "SAMPLING_FLAGS", "add_serve_arguments", "positive_int", "server_config"]
+
+#: ``serve`` flags that are fields of SamplingDefaults (same names).
+SAMPLING_FLAGS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty")
 
 
 def server_config(args: argparse.Namespace) -> ServerConfig:
     """The server configuration ``serve``'s flags describe."""
     from .config import ServerConfig
     from .http_limits import HTTPLimits
+    from .sampling import SamplingDefaults
     from .tools.settings import PythonLimits, ToolSettings
 
     name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
@@ -44,6 +48,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         render_workers=args.render_workers,
         prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
+        sampling=SamplingDefaults(**{name: getattr(args, name) for name in SAMPLING_FLAGS}),
         tools=ToolSettings(
             mcp_allowed_urls=tuple(args.mcp_allowed_urls),
             tool_servers=tuple(args.tool_server),
@@ -186,6 +191,55 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _ranged(low: float, high: float, *, low_open: bool = False):  # type: ignore[no-untyped-def]
+    def check(text: str) -> float:
+        value = float(text)
+        if not (low < value if low_open else low <= value) or value > high or math.isnan(value):
+            raise argparse.ArgumentTypeError(f"must be in {'(' if low_open else '['}{low:g}, {high:g}], got {text}")
+        return value
+
+    return check
+
+
+def _add_sampling(serve: argparse.ArgumentParser) -> None:
+    from .sampling import SamplingDefaults
+
+    d = SamplingDefaults()
+    group = serve.add_argument_group(
+        "sampling defaults (a request's own fields win; README, 'Sampling')"
+    )
+    group.add_argument(
+        "--temperature",
+        type=_ranged(0.0, 2.0),
+        default=d.temperature,
+        help=f"temperature of requests that set none (default: {d.temperature:g}; 0 is greedy)",
+    )
+    group.add_argument(
+        "--top_p",
+        type=_ranged(0.0, 1.0, low_open=True),
+        default=d.top_p,
+        help=f"top_p of requests that set none (default: {d.top_p:g})",
+    )
+    group.add_argument(
+        "--top_k", type=_non_negative_int, default=None, help="top_k of requests that set none (default: unset)"
+    )
+    group.add_argument(
+        "--min_p", type=_ranged(0.0, 1.0), default=None, help="min_p of requests that set none (default: unset)"
+    )
+    group.add_argument(
+        "--frequency_penalty",
+        type=_ranged(-2.0, 2.0),
+        default=None,
+        help="frequency_penalty of requests that set none (default: unset)",
+    )
+    group.add_argument(
+        "--presence_penalty",
+        type=_ranged(-2.0, 2.0),
+        default=None,
+        help="presence_penalty of requests that set none (default: unset)",
+    )
+
+
 def _url_prefixes(text: str) -> list[str]:
     from urllib.parse import urlsplit
 
@@ -280,6 +334,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="pace the echo executor (0: unpaced)",
     )
     _add_http_limits(serve)
+    _add_sampling(serve)
     serve.add_argument(
         "--encryption_key_file",
         help="base64 32-byte key for encrypted reasoning/compaction (default: "
@@ -399,6 +454,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         dest="kv_cache_free_gpu_memory_fraction",
         type=_fraction,
         help="free GPU memory fraction for the KV cache (default: 0.9)",
+    )
+    trt.add_argument(
+        "--enable_chunked_prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="prefill long prompts in max_num_tokens chunks, so any prompt the context window holds is served "
+        "(default: on; --no-enable_chunked_prefill refuses prompts over max_num_tokens with 400)",
     )
     trt.add_argument(
         "--trust_remote_code", action="store_true", help="let Hugging Face code in the checkpoint run"

@@ -28,7 +28,7 @@ from .compaction import (
 )
 from .conversations import ConversationsService, conversation_id
 from .errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
-from .executors.base import Executor, GenerationRequest, SamplingSettings
+from .executors.base import Executor, GenerationRequest
 from .generation import ResponseGenerator
 from .harmony.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from .harmony.render_pool import RenderPool
@@ -50,6 +50,7 @@ from .prepared import (
 from .prompts import PromptTemplates
 from .protocol import ResponsesRequest, parse_request
 from .references import has_references, resolve_references
+from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_items
 from .store import ResponseStore, StoredResponse
 from .stream import ResponseStream
@@ -88,9 +89,12 @@ class ResponsesService:
         render_pool: RenderPool | None = None,
         tool_settings: ToolSettings | None = None,
         prompts: PromptTemplates | None = None,
+        sampling_defaults: SamplingDefaults | None = None,
     ) -> None:
         self.prompts = prompts or PromptTemplates(None)
         self.tool_settings = tool_settings or ToolSettings()
+        #: What requests that do not say are sampled with (``serve --temperature`` …).
+        self.sampling_defaults = sampling_defaults or SamplingDefaults()
         self.executor = executor
         self.sealer = sealer
         self.redact_reasoning = redact_reasoning and sealer is not None
@@ -182,33 +186,31 @@ class ResponsesService:
             cut = truncate_prompt(self.adapter, prompt, limit, request.max_output_tokens or limit // 8)
             if cut is not None:
                 prompt, truncated = cut
-                room = limit - len(prompt.token_ids)
-        if room < 1:
-            raise InvalidRequestError(
-                f"The input is {len(prompt.token_ids)} tokens; this model's context window is "
-                f"{self.executor.max_seq_len} tokens.",
-                param="input",
-                code="context_length_exceeded",
-            )
+        # The context window, and the engine's own limit on one prompt (max_num_tokens without chunked prefill).
+        refusal = self.executor.prompt_refusal(len(prompt.token_ids))
+        if refusal is not None:
+            raise InvalidRequestError(refusal, param="input", code="context_length_exceeded")
+        room = self.executor.max_seq_len - len(prompt.token_ids)
         self.adapter.admit(prompt)
         max_tokens = min(request.max_output_tokens or room, room)
         response_id = new_id("resp")
         generation = GenerationRequest(
             request_id=response_id,
             prompt_token_ids=prompt.token_ids,
-            sampling=SamplingSettings(
+            sampling=sampling_settings(
+                request,
+                self.sampling_defaults,
                 max_tokens=max_tokens,
                 stop_token_ids=self.adapter.stop_token_ids,
-                temperature=request.temperature,
-                top_p=request.top_p,
-                seed=request.seed,
                 logprobs=logprobs_wanted(request),
             ),
             constraint=prompt.constraint,
             priority=service_tier(request)[1],
             cache_retention_seconds=cache_retention_seconds(request),
         )
-        response = initial_response(response_id, request, self.model_name, conversation, truncated)
+        response = initial_response(
+            response_id, request, self.model_name, conversation, truncated, sampling=generation.sampling
+        )
         options = request.prompt_cache_options
         if options is not None and options.comparison_response_id is not None:
             compared = await self.store.get(options.comparison_response_id)

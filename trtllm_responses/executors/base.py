@@ -30,14 +30,22 @@ FinishReason = Literal["stop", "length", "cancelled", "error"]
 
 @dataclass(frozen=True, slots=True)
 class SamplingSettings:
-    """How to sample. ``None`` means the executor's default."""
+    """How to sample (``sampling.py`` resolves them from the request and the operator's defaults).
+
+    ``temperature`` and ``top_p`` are always stated: TensorRT-LLM samples greedily when they are
+    unset. The others are ``None`` when nobody set them (the engine's own behaviour).
+    """
 
     max_tokens: int
     stop_token_ids: tuple[int, ...]
-    temperature: float | None = None
-    top_p: float | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
     seed: int | None = None
     logprobs: int | None = None  # top alternatives per output token (0-20); None: no logprobs
+    top_k: int | None = None
+    min_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +93,20 @@ class Executor(abc.ABC):
     name: str = "executor"
     #: Prompt plus output tokens the model can hold.
     max_seq_len: int = 131072
+    #: The longest prompt the engine takes (TensorRT-LLM without chunked prefill: ``max_num_tokens``);
+    #: ``None``: any prompt the context window holds. Longer prompts are refused before generation.
+    max_prompt_tokens: int | None = None
+
+    def prompt_refusal(self, prompt_tokens: int) -> str | None:
+        """Why a prompt of ``prompt_tokens`` cannot be generated from (``None``: it can, with room to answer)."""
+        if prompt_tokens >= self.max_seq_len:
+            return f"The input is {prompt_tokens} tokens; this model's context window is {self.max_seq_len} tokens."
+        if self.max_prompt_tokens is not None and prompt_tokens > self.max_prompt_tokens:
+            return (
+                f"The input is {prompt_tokens} tokens; this server takes prompts of at most "
+                f"{self.max_prompt_tokens} tokens (TensorRT-LLM's max_num_tokens, with chunked prefill off)."
+            )
+        return None
 
     @abc.abstractmethod
     def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:

@@ -44,38 +44,50 @@ from typing import Any
 from ..constraints import CallOption, Constraint
 from ..grammars import lark_to_ebnf
 from ..harmony.headers import FINAL_HEADERS, FREE_CHANNELS, call_headers
+from .json_grammar import json_schema_ebnf
 
 __all__ = ["FREE_MESSAGES", "structural_tag"]
 
 #: Free messages (analysis, commentary preambles) before the final JSON or the required call: any
 #: number, each ``<|channel|>X<|message|>…<|end|><|start|>assistant`` whose body never contains
 #: ``<|`` (a Harmony control token inside a body is malformed output to the parser too).
+#: Text that never contains ``<|``: TensorRT-LLM gives xgrammar gpt-oss's special tokens as their text
+#: (``<|end|>``, ``<|reserved_200013|>`` …), so excluding the two characters keeps every special token out
+#: of a body, while ``<`` alone (``a < b``, ``<div>``) stays free. A run of ``<`` is followed by neither
+#: ``<|`` nor ``|``.
+NO_CONTROL_TEXT = r"""([^<] | "<"+ [^<|])* "<"*"""
 FREE_MESSAGES = (
     r"""root ::= free_message*
 free_message ::= "<|channel|>" ("""
     + " | ".join(json.dumps(channel) for channel in FREE_CHANNELS)
     + r""") "<|message|>" body "<|end|><|start|>assistant"
-body ::= ([^<] | "<" [^|])* "<"?
-"""
+body ::= """
+    + NO_CONTROL_TEXT
+    + "\n"
 )
 #: A free final answer (the last message: only ``<|return|>`` may follow; its body never contains ``<|``).
-FREE_FINAL = "root ::= " + json.dumps(FINAL_HEADERS[0]) + r""" body
-body ::= ([^<] | "<" [^|])* "<"?
-"""
+FREE_FINAL = "root ::= " + json.dumps(FINAL_HEADERS[0]) + " body\nbody ::= " + NO_CONTROL_TEXT + "\n"
+#: Free text in a call (the python tool's code, a custom tool without a grammar): no ``<|`` either.
+FREE_TEXT = f"root ::= {NO_CONTROL_TEXT}\n"
 #: The final answer's headers and the call headers come from ``harmony/headers.py``, the definition the
 #: parser reads with (``tests/test_reader.py`` walks every header this tag accepts through the parser).
 FINAL_BEGINS = FINAL_HEADERS
 _ANY_JSON_OBJECT = {"type": "object"}
 
 
+def _json_body(schema: Any) -> dict[str, Any]:
+    """A JSON value of ``schema`` whose strings hold no special token (``json_grammar.py``)."""
+    return {"type": "grammar", "grammar": json_schema_ebnf(dict(schema) if schema else _ANY_JSON_OBJECT)}
+
+
 def _call_body(call: CallOption) -> dict[str, Any]:
     if not call.custom:
-        return {"type": "json_schema", "json_schema": dict(call.schema) if call.schema else _ANY_JSON_OBJECT}
+        return _json_body(call.schema)
     if call.syntax == "lark":
         return {"type": "grammar", "grammar": lark_to_ebnf(call.definition or "")}
     if call.syntax == "regex":
         return {"type": "regex", "pattern": call.definition or ""}
-    return {"type": "any_text"}
+    return {"type": "grammar", "grammar": FREE_TEXT}
 
 
 def _recipients(names: list[str]) -> str:
@@ -115,7 +127,7 @@ def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:
                 "elements": [
                     {"type": "grammar", "grammar": _recipients(recipients)},
                     {"type": "const_string", "value": after},
-                    {"type": "json_schema", "json_schema": _ANY_JSON_OBJECT},
+                    _json_body(None),
                 ],
             }
             tags.append({"type": "tag", "begin": begin, "content": content, "end": "<|call|>"})
@@ -135,7 +147,7 @@ def structural_tag(constraint: Constraint) -> str:
     """The structural tag (xgrammar JSON) that makes the model obey ``constraint``."""
     terminal: list[dict[str, Any]] = []
     if constraint.final == "json":
-        body = {"type": "json_schema", "json_schema": dict(constraint.schema) if constraint.schema else _ANY_JSON_OBJECT}
+        body = _json_body(constraint.schema)
         terminal += [{"type": "tag", "begin": head, "content": body, "end": ""} for head in FINAL_BEGINS]
     elif constraint.final == "text":  # a free answer: any text until the end of the output
         terminal.append({"type": "grammar", "grammar": FREE_FINAL})

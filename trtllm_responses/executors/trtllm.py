@@ -7,9 +7,17 @@ and updated in place, and each step's ``outputs[0].token_ids_diff`` (one or
 several tokens: ``stream_interval``, speculative decoding) becomes one
 :class:`TokenDelta`. TensorRT-LLM does not detokenize: the server parses tokens.
 
+Sampling is always stated (``temperature``, ``top_p``; the rest where set): TensorRT-LLM decodes
+greedily when they are unset (``sampling.py``). Without chunked prefill TensorRT-LLM refuses a prompt
+over ``max_num_tokens`` in ``generate_async`` (``BaseLLM._check_arguments``); ``max_prompt_tokens``
+states that limit so the service refuses such a prompt with a 400 before generating.
+
 Finish reasons: ``stop`` → stop, ``length`` → length, ``cancelled`` →
-cancelled; ``timeout``, anything else, or an exception → error (the response
-fails with the message). ``abort(request_id)`` calls ``RequestOutput.abort()``.
+cancelled; ``timeout``, anything else, or an exception (``RequestError`` from
+``generate_async`` or while iterating) → error (the response fails with the
+message). ``abort(request_id)`` calls ``RequestOutput.abort()``, which TensorRT-LLM
+carries out asynchronously: tokens may still arrive before the ``cancelled`` step.
+Releases older than 1.1 are refused at import (``check_trtllm_version``).
 KV-cache block reuse is on by default so a continued conversation reuses its
 prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it. ``service_tier`` becomes
 ``generate_async(priority=...)`` where the installed TensorRT-LLM takes it.
@@ -35,11 +43,22 @@ from ..constraints import Constraint
 from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
 from .guided import structural_tag
 
-__all__ = ["TrtllmExecutor", "TrtllmUnavailableError", "import_tensorrt_llm", "check_llm_arguments"]
+__all__ = [
+    "MIN_TRTLLM_VERSION",
+    "TrtllmExecutor",
+    "TrtllmUnavailableError",
+    "check_llm_arguments",
+    "check_trtllm_version",
+    "import_tensorrt_llm",
+]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_SEQ_LEN = 131072  # gpt-oss's context window
+#: TensorRT-LLM's default ``max_num_tokens`` (``BuildConfig.max_num_tokens``, ``llmapi/llm_args.py``).
+DEFAULT_MAX_NUM_TOKENS = 8192
+#: The oldest TensorRT-LLM release served (see check_trtllm_version).
+MIN_TRTLLM_VERSION = (1, 1)
 _FINISH = {"stop": "stop", "length": "length", "cancelled": "cancelled"}
 #: KV-cache retention priorities (0-100; TensorRT-LLM's default is 35, ``KvCacheRetentionConfig::kDefaultRetentionPriority``):
 #: a prompt asked to be cached for a ttl is kept above the default for that long.
@@ -54,15 +73,50 @@ class TrtllmUnavailableError(RuntimeError):
 
 
 def import_tensorrt_llm() -> Any:
-    """Import ``tensorrt_llm`` or raise TrtllmUnavailableError saying what to do instead."""
+    """Import ``tensorrt_llm`` or raise TrtllmUnavailableError saying what to do instead.
+
+    A release older than :data:`MIN_TRTLLM_VERSION` is refused here, before any model loads.
+    """
     try:
-        return importlib.import_module("tensorrt_llm")
+        module = importlib.import_module("tensorrt_llm")
     except Exception as exc:  # ImportError, or a CUDA/driver error raised while importing
         raise TrtllmUnavailableError(
             f"--engine trtllm needs TensorRT-LLM, which cannot be imported here ({type(exc).__name__}: {exc}). "
             "Install it on a GPU machine (`pip install trtllm-responses[trtllm]` or NVIDIA's container), "
             "or use `--engine echo`, which runs without it."
         ) from exc
+    check_trtllm_version(str(getattr(module, "__version__", "")))
+    return module
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    """``(major, minor)`` of a TensorRT-LLM version string (``1.2.0rc5``, ``1.1.0+abc``), or None."""
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or "x")
+    except (IndexError, ValueError):
+        return None
+
+
+def check_trtllm_version(version: str) -> None:
+    """Refuse a TensorRT-LLM release this server cannot drive, with a sentence saying what to install.
+
+    From 1.1 on, TensorRT-LLM hands ``GuidedDecodingParams(structural_tag=...)`` to xgrammar's
+    ``{"type": "structural_tag", "format": ...}`` reader (xgrammar 0.1.25, NVIDIA/TensorRT-LLM PR
+    #7893); 1.0 (xgrammar 0.1.21) reads only the legacy ``structures``/``triggers`` form, which cannot
+    express what the constraints need (sequences, alternatives, grammars between tags), so every
+    constrained request would fail there.
+    """
+    release = _release(version)
+    if release is None or release < MIN_TRTLLM_VERSION:
+        wanted = ".".join(map(str, MIN_TRTLLM_VERSION))
+        raise TrtllmUnavailableError(
+            f"TensorRT-LLM {version or '(unknown version)'} is installed; trtllm-responses needs TensorRT-LLM "
+            f"{wanted} or newer (structured outputs, required tool calls and custom-tool grammars are xgrammar "
+            f"structural tags, read from {wanted} on). Install it with `pip install 'tensorrt_llm>={wanted}'` "
+            f"(NVIDIA's index), or run in NVIDIA's release container nvcr.io/nvidia/tensorrt-llm/release:{wanted}.0 "
+            "or newer (README, 'TensorRT-LLM versions')."
+        )
 
 
 def check_llm_arguments(llm_kwargs: dict[str, Any], backend: str) -> None:
@@ -108,6 +162,9 @@ class TrtllmExecutor(Executor):
                 f"and custom-tool grammars are xgrammar structural tags (got {backend_choice!r})"
             )
         self.max_seq_len = int(self._kwargs.get("max_seq_len") or DEFAULT_MAX_SEQ_LEN)
+        self.max_prompt_tokens = _prompt_limit(
+            self._kwargs.get("enable_chunked_prefill"), self._kwargs.get("max_num_tokens"), backend
+        )
 
     def _llm_class(self) -> Any:
         if self._backend == "tensorrt":
@@ -135,12 +192,25 @@ class TrtllmExecutor(Executor):
             self._llm = await asyncio.to_thread(lambda: llm_class(**kwargs))
         except Exception as exc:
             raise ExecutorError(f"TensorRT-LLM could not start: {type(exc).__name__}: {exc}") from exc
-        seq_len = getattr(getattr(self._llm, "args", None), "max_seq_len", None)
+        args = getattr(self._llm, "args", None)
+        seq_len = getattr(args, "max_seq_len", None)
         if isinstance(seq_len, int) and seq_len > 0:
             self.max_seq_len = seq_len
+        if args is not None:  # what the engine was built with is what it admits (BaseLLM._check_arguments)
+            self.max_prompt_tokens = _prompt_limit(
+                getattr(args, "enable_chunked_prefill", False), getattr(args, "max_num_tokens", None), self._backend
+            )
+        logger.info(
+            "TensorRT-LLM takes prompts of %s",
+            "any length the context window holds (chunked prefill)"
+            if self.max_prompt_tokens is None
+            else f"at most {self.max_prompt_tokens} tokens (max_num_tokens; chunked prefill is off)",
+        )
 
     def sampling_params(self, settings: SamplingSettings, constraint: Constraint | None = None) -> Any:
         """TensorRT-LLM SamplingParams for our settings: no detokenization, Harmony stop tokens.
+
+        ``temperature`` and ``top_p`` always; ``top_k``, ``min_p``, ``seed`` and the penalties where set.
 
         A constraint becomes ``guided_decoding`` (a structural tag); asked-for logprobs ``logprobs=k``
         (at least 1: the sampled token's own logprob comes with its alternatives).
@@ -150,13 +220,14 @@ class TrtllmExecutor(Executor):
             "stop_token_ids": list(settings.stop_token_ids),
             "end_id": self._end_id,
             "detokenize": False,
+            # Always stated: all unset is greedy decoding in TensorRT-LLM (params_imply_greedy_decoding).
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
         }
-        if settings.temperature is not None:
-            kwargs["temperature"] = settings.temperature
-        if settings.top_p is not None:
-            kwargs["top_p"] = settings.top_p
-        if settings.seed is not None:
-            kwargs["seed"] = settings.seed
+        for name in ("top_k", "min_p", "seed", "frequency_penalty", "presence_penalty"):
+            value = getattr(settings, name)
+            if value is not None:
+                kwargs[name] = value
         if settings.logprobs is not None:
             kwargs["logprobs"] = max(settings.logprobs, 1)
         if constraint is not None:
@@ -214,7 +285,7 @@ class TrtllmExecutor(Executor):
         self._running[request.request_id] = result
         top = request.sampling.logprobs
         try:
-            async for output in result:
+            async for output in _engine_steps(result):
                 completion = output.outputs[0]
                 tokens = tuple(completion.token_ids_diff)
                 cached = getattr(output, "cached_tokens", None)
@@ -251,16 +322,45 @@ class TrtllmExecutor(Executor):
             await asyncio.to_thread(llm.shutdown)
 
 
+async def _engine_steps(result: Any) -> AsyncGenerator[Any, None]:
+    """The result's steps; an error TensorRT-LLM raises while iterating (``RequestError`` from
+    ``GenerationResultBase._handle_response``) becomes an ExecutorError naming it."""
+    iterator = result.__aiter__()
+    while True:
+        try:
+            output = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        except Exception as exc:
+            raise ExecutorError(f"TensorRT-LLM failed the request: {type(exc).__name__}: {exc}") from exc
+        yield output
+
+
+def _prompt_limit(chunked: Any, max_num_tokens: Any, backend: str) -> int | None:
+    """The longest prompt TensorRT-LLM takes: ``max_num_tokens`` on the PyTorch backend without chunked
+    prefill (``BaseLLM._check_arguments``, ``llmapi/llm.py``), else no limit short of the window."""
+    if backend != "pytorch" or chunked:
+        return None
+    return int(max_num_tokens or DEFAULT_MAX_NUM_TOKENS)
+
+
 def _token_logprobs(
     tokens: tuple[int, ...], diff: Any, top: int
 ) -> list[tuple[float, list[tuple[int, float]]]] | None:
-    """Per token: its logprob and the best ``top`` alternatives, from TensorRT-LLM's ``{id: Logprob}`` dicts."""
-    if not diff or len(diff) != len(tokens):
+    """Per token: its logprob and the best ``top`` alternatives, from TensorRT-LLM's ``{id: Logprob}`` dicts.
+
+    As TensorRT-LLM returns them (``executor/result.py``): a step that ended at a stop token has one
+    entry more than tokens (the stop token's, its token trimmed from the output): entries past the
+    tokens are dropped. The dict holds the best ``k``; the sampled token need not be among them, and
+    then its logprob is reported as the lowest of them (it is at most that).
+    """
+    if not diff or len(diff) < len(tokens):
         return None
     out = []
-    for token, entries in zip(tokens, diff, strict=True):
-        if not isinstance(entries, dict) or token not in entries:
+    for token, entries in zip(tokens, diff[: len(tokens)], strict=True):
+        if not isinstance(entries, dict) or not entries:
             return None
         ranked = sorted(entries.items(), key=lambda kv: (kv[1].rank is None, kv[1].rank or 0, -kv[1].logprob))
-        out.append((float(entries[token].logprob), [(t, float(lp.logprob)) for t, lp in ranked[:top]]))
+        own = entries[token].logprob if token in entries else min(lp.logprob for lp in entries.values())
+        out.append((float(own), [(t, float(lp.logprob)) for t, lp in ranked[:top]]))
     return out

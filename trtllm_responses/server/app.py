@@ -67,6 +67,7 @@ def create_app(
         prompts=PromptTemplates(config.prompts),
         tool_settings=config.tools,
         render_pool=RenderPool(config.render_workers or None),
+        sampling_defaults=config.sampling,
     )
     limits = BackgroundLimits(grace=config.background_grace)
     relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None

@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import _log
+from .llmapi.llm import LLM as _TorchLLM
 from .llmapi.llm_args import TrtLlmArgs
 
 
 class LLM:
     def __init__(self, model: str, **kwargs: Any) -> None:
         self.args = TrtLlmArgs(model=model, **kwargs)
-        _log({"event": "trt_init", "args": self.args.model_dump(mode="json", exclude_unset=True)})
+        _TorchLLM._log({"event": "trt_init", "args": self.args.model_dump(mode="json", exclude_unset=True)})
 
     def save(self, engine_dir: str) -> None:
         path = Path(engine_dir)

@@ -1,8 +1,10 @@
 from ..sampling_params import GuidedDecodingParams, SamplingParams
+from .llm import LLM
 from .llm_args import BuildConfig, KvCacheConfig, TorchLlmArgs, TrtLlmArgs
 from .retention import KvCacheRetentionConfig
 
 __all__ = [
+    "LLM",
     "BuildConfig",
     "GuidedDecodingParams",
     "KvCacheConfig",

@@ -1,8 +1,16 @@
-"""TorchLlmArgs and KvCacheConfig, faked: the field names of TensorRT-LLM's llm_args.py (a subset), extra forbidden."""
+"""tensorrt_llm/llmapi/llm_args.py, faked: the argument models with TensorRT-LLM's names, extra forbidden.
+
+TensorRT-LLM's argument models are pydantic models that forbid unknown fields (``StrictBaseModel``),
+so a misspelt option fails when the LLM is built. The fields here are the ones its gpt-oss
+deployment guide and curated configs (``examples/configs/curated/gpt-oss-120b-*.yaml``) use, with
+the types and defaults of TensorRT-LLM 1.1/1.2 (``TorchLlmArgs``, ``KvCacheConfig``, ``MoeConfig``,
+``CudaGraphConfig``, ``AttentionDpConfig``, ``SchedulerConfig``; ``orchestrator_type``).
+Nested configs given as dicts are validated into their models, as pydantic does there.
+"""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +25,7 @@ class KvCacheConfig(_Strict):
     max_tokens: Optional[int] = None
     dtype: str = "auto"
     tokens_per_block: int = 32
+    host_cache_size: Optional[int] = None
 
 
 class CudaGraphConfig(_Strict):
@@ -26,8 +35,43 @@ class CudaGraphConfig(_Strict):
 
 
 class MoeConfig(_Strict):
-    backend: Literal["CUTLASS", "CUTEDSL", "WIDEEP", "TRTLLM", "DEEPGEMM", "VANILLA", "TRITON"] = "CUTLASS"
+    # "AUTO" lets TensorRT-LLM pick per GPU (llm_args.py MoeConfig.backend, 1.1+).
+    backend: Literal["AUTO", "CUTLASS", "CUTEDSL", "WIDEEP", "TRTLLM", "DEEPGEMM", "VANILLA", "TRITON"] = "AUTO"
     max_num_tokens: Optional[int] = None
+
+
+class AttentionDpConfig(_Strict):
+    enable_balance: bool = False
+    timeout_iters: int = 50
+    batching_wait_iters: int = 10
+
+
+class DynamicBatchConfig(_Strict):
+    enable_batch_size_tuning: bool = True
+    enable_max_num_tokens_tuning: bool = False
+    dynamic_batch_moving_average_window: int = 128
+
+
+class SchedulerConfig(_Strict):
+    capacity_scheduler_policy: Literal["MAX_UTILIZATION", "GUARANTEED_NO_EVICT", "STATIC_BATCH"] = (
+        "GUARANTEED_NO_EVICT"
+    )
+    context_chunking_policy: Optional[Literal["FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS"]] = None
+    dynamic_batch_config: Optional[DynamicBatchConfig] = None
+
+
+class SpeculativeConfig(_Strict):
+    """DecodingBaseConfig.from_dict: the decoding type and how many draft tokens a step may accept."""
+
+    decoding_type: Literal["MTP", "Eagle", "Eagle3", "NGram", "Draft_Target", "Lookahead"]
+    max_draft_len: Optional[int] = None
+    num_nextn_predict_layers: Optional[int] = None
+    speculative_model_dir: Optional[str] = None
+    speculative_model: Optional[str] = None
+    eagle3_one_model: Optional[bool] = None
+
+    def draft_len(self) -> int:
+        return self.max_draft_len or self.num_nextn_predict_layers or 1
 
 
 class TorchLlmArgs(_Strict):
@@ -37,18 +81,45 @@ class TorchLlmArgs(_Strict):
     trust_remote_code: bool = False
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    context_parallel_size: int = 1
     moe_expert_parallel_size: Optional[int] = None
-    max_batch_size: Optional[int] = None
-    max_num_tokens: Optional[int] = None
+    moe_cluster_parallel_size: Optional[int] = None
+    gpus_per_node: Optional[int] = None
+    max_batch_size: Optional[int] = 2048
+    # BuildConfig.max_num_tokens: what _check_arguments compares prompts with.
+    max_num_tokens: Optional[int] = 8192
     max_seq_len: Optional[int] = None
+    max_beam_width: int = 1
     kv_cache_config: KvCacheConfig = Field(default_factory=KvCacheConfig)
     cuda_graph_config: Optional[CudaGraphConfig] = None
     moe_config: MoeConfig = Field(default_factory=MoeConfig)
     enable_attention_dp: bool = False
-    stream_interval: int = 1
+    attention_dp_config: Optional[AttentionDpConfig] = None
+    scheduler_config: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    speculative_config: Optional[SpeculativeConfig] = None
+    stream_interval: int = Field(default=1, gt=0)
+    num_postprocess_workers: int = 0
+    postprocess_tokenizer_dir: Optional[str] = None
     guided_decoding_backend: Optional[Literal["xgrammar", "llguidance"]] = None
     enable_chunked_prefill: bool = False
     disable_overlap_scheduler: bool = False
+    print_iter_log: bool = False
+    enable_iter_perf_stats: bool = False
+    return_perf_metrics: bool = False
+    orchestrator_type: Optional[Literal["rpc", "ray"]] = None
+    env_overrides: Optional[dict[str, str]] = None
+
+    @property
+    def parallel_config(self) -> Any:
+        """llm_args.py's ``_ParallelConfig``: what _check_arguments divides the prompt by (``cp_size``)."""
+        from types import SimpleNamespace
+
+        return SimpleNamespace(
+            tp_size=self.tensor_parallel_size,
+            pp_size=self.pipeline_parallel_size,
+            cp_size=self.context_parallel_size,
+            world_size=self.tensor_parallel_size * self.pipeline_parallel_size * self.context_parallel_size,
+        )
 
 
 class BuildConfig(_Strict):
@@ -69,3 +140,4 @@ class TrtLlmArgs(_Strict):
     build_config: Optional[BuildConfig] = None
     kv_cache_config: KvCacheConfig = Field(default_factory=KvCacheConfig)
     guided_decoding_backend: Optional[Literal["xgrammar", "llguidance"]] = None
+    enable_chunked_prefill: bool = False

@@ -1,0 +1,203 @@
+"""tensorrt_llm/executor/result.py, faked: CompletionOutput, GenerationResult (RequestOutput), Logprob.
+
+As there:
+
+- ``generate_async(..., streaming=True)`` returns a result that is async-iterable, yields itself
+  and is updated in place: ``outputs[0].token_ids`` grows, ``token_ids_diff`` and ``logprobs_diff``
+  are what the last step added, ``finished`` and ``finish_reason`` ('stop', 'length', 'timeout',
+  'cancelled') end it.
+- A step delivers what the engine produced since the last response: the first token at once, then
+  every ``stream_interval`` iterations (``PyExecutor``'s streaming responses); an iteration produces
+  one token, or with ``speculative_config`` between one and ``max_draft_len + 1`` accepted tokens.
+  So the tokens per step vary.
+- A stop token from ``stop_token_ids`` (or ``end_id``) ends generation with 'stop'; it is removed
+  from ``token_ids`` unless ``include_stop_str_in_output`` (``GenerationResultBase._handle_sequence``),
+  but its logprob entry stays in ``logprobs`` (one more entry than tokens on that step).
+- ``logprobs=k``: per token a dict of the k best ``{token_id: Logprob(logprob, rank)}``; the token
+  actually sampled need not be among them (when it was not the most likely, it can be missing).
+- ``abort()`` asks the executor to cancel (``executor.abort_request``): asynchronous, so the steps
+  already under way may still deliver tokens before the result ends with 'cancelled'.
+- An error response from the executor raises ``RequestError`` while iterating
+  (``_handle_response``).
+- ``cached_tokens``: the prompt tokens the KV cache reused, reported with the first response
+  (not at submit), from blocks earlier requests stored when they finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple, Optional
+
+from .utils import RequestError
+
+if TYPE_CHECKING:
+    from ..llmapi.llm import LLM
+    from ..sampling_params import SamplingParams
+
+__all__ = ["CompletionOutput", "GenerationResult", "Logprob", "RequestOutput"]
+
+
+class Logprob(NamedTuple):
+    """A token's logprob and its rank (1 = best)."""
+
+    logprob: float
+    rank: Optional[int] = None
+
+
+@dataclass(slots=True)
+class CompletionOutput:
+    index: int
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    finish_reason: Optional[str] = None
+    stop_reason: Optional[int] = None
+    logprobs: list[dict[int, Logprob]] = field(default_factory=list)
+    _last_token_ids_len: int = 0
+    _last_logprobs_len: int = 0
+
+    @property
+    def length(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def token_ids_diff(self) -> list[int]:
+        return self.token_ids[self._last_token_ids_len :]
+
+    @property
+    def logprobs_diff(self) -> list[dict[int, Logprob]]:
+        return self.logprobs[self._last_logprobs_len :]
+
+
+class GenerationResult:
+    """The result of ``generate_async``: one request's output, updated in place each step."""
+
+    def __init__(
+        self,
+        llm: "LLM",
+        request_id: int,
+        prompt_token_ids: list[int],
+        tokens: Iterator[int],
+        params: "SamplingParams",
+        *,
+        error: Optional[str] = None,
+    ) -> None:
+        self._llm = llm
+        self.request_id = request_id
+        self.prompt_token_ids = prompt_token_ids
+        self.outputs = [CompletionOutput(0)]
+        self.sampling_params = params
+        self._tokens = tokens
+        self._params = params
+        self._done = False
+        self._abort_requested = False
+        self._error = error
+        self._iterations = 0
+        self._responses = 0
+        self._rng = random.Random(request_id)
+        self.cached_tokens = 0
+        self._all_tokens: list[int] = []
+
+    @property
+    def finished(self) -> bool:
+        return self._done
+
+    def abort(self) -> None:
+        self._abort_requested = True
+        self._llm._log({"event": "abort", "request_id": self.request_id})
+        if not self._done and self._responses:  # the engine lets it go: its computed blocks are stored
+            self._llm._kv.store(self.prompt_token_ids + self._all_tokens)
+
+    def aborted(self) -> bool:
+        return self._abort_requested
+
+    def __aiter__(self) -> "GenerationResult":
+        return self
+
+    async def __anext__(self) -> "GenerationResult":
+        if self._done:
+            raise StopAsyncIteration
+        await asyncio.sleep(self._llm._step_delay)
+        out = self.outputs[0]
+        out._last_token_ids_len = len(out.token_ids)
+        out._last_logprobs_len = len(out.logprobs)
+        if self._error is not None:
+            self._done = True
+            raise RequestError(self._error)
+        if self._responses == 0:
+            self.cached_tokens = self._llm._kv.reuse(self.prompt_token_ids)
+        interval = 1 if self._responses == 0 else self._llm.args.stream_interval
+        self._responses += 1
+        for _ in range(interval):
+            if self._abort_requested and self._abort_seen():
+                self._finish("cancelled")
+                break
+            if self._iterate():
+                break
+        return self
+
+    def _abort_seen(self) -> bool:
+        # The executor notices an abort an iteration after it was asked for: tokens may still arrive.
+        if getattr(self, "_abort_iterations", None) is None:
+            self._abort_iterations = 0
+        self._abort_iterations += 1
+        return self._abort_iterations > 1
+
+    def _accepted_per_iteration(self) -> int:
+        spec = self._llm.args.speculative_config
+        return 1 if spec is None else self._rng.randint(1, spec.draft_len() + 1)
+
+    def _iterate(self) -> bool:
+        """One engine iteration; True when the request finished."""
+        out = self.outputs[0]
+        params = self._params
+        stops = set(params.stop_token_ids or [])
+        if params.end_id is not None:
+            stops.add(params.end_id)
+        self._iterations += 1
+        for _ in range(self._accepted_per_iteration()):
+            token = next(self._tokens, None)
+            if token is None:
+                self._finish("length")
+                return True
+            if token == -1:
+                self._finish("error")
+                raise RequestError("fake engine failure (#fail)")
+            if token == -2:
+                self._finish("timeout")
+                return True
+            out.token_ids.append(token)
+            self._all_tokens.append(token)
+            if params.logprobs:
+                out.logprobs.append(self._logprobs(token, params.logprobs))
+            if token in stops:
+                out.stop_reason = token
+                if not params.include_stop_str_in_output:
+                    out.token_ids.pop()  # its logprob entry stays
+                self._finish("stop")
+                return True
+            if len(out.token_ids) >= params.max_tokens:
+                self._finish("length")
+                return True
+        return False
+
+    def _logprobs(self, token: int, k: int) -> dict[int, Logprob]:
+        """The k best alternatives: the model's choice at -0.25 (rank 1), then choice+j at -0.25 - j.
+
+        A token the sampler drew instead of the model's choice is not among them.
+        """
+        best = token
+        if getattr(self._tokens, "last_was_inserted", False):
+            best = (token + 7) % 199998
+        return {best + j: Logprob(-0.25 - j, j + 1) for j in range(k)}
+
+    def _finish(self, reason: str) -> None:
+        self._done = True
+        self.outputs[0].finish_reason = reason
+        if reason in ("stop", "length", "cancelled"):
+            self._llm._kv.store(self.prompt_token_ids + self._all_tokens)
+
+
+RequestOutput = GenerationResult

@@ -1,0 +1,199 @@
+"""tensorrt_llm/llmapi/llm.py, faked: ``LLM`` (the PyTorch backend's), its argument check and ``generate_async``.
+
+As there:
+
+- ``LLM(model, **kwargs)`` validates the arguments into ``TorchLlmArgs`` (unknown keys refused)
+  and keeps them as ``llm.args``.
+- ``generate_async`` checks the inputs (a list of ints), then ``_check_arguments``: on the PyTorch
+  backend without ``enable_chunked_prefill``, ``prompt_len / cp_size + query_len`` over
+  ``max_num_tokens`` raises ``RequestError("The sum of prompt length (…), query length (…) should
+  not exceed max_num_tokens (…)")`` (``BaseLLM._check_arguments``), before anything is queued.
+- Guided decoding needs the LLM's ``guided_decoding_backend``; the structural tag is compiled with
+  xgrammar exactly as ``XGrammarMatcherFactory`` does (``_torch/pyexecutor/grammar_matcher.py``); a
+  tag xgrammar cannot compile fails the request (``RequestError`` while iterating, as the executor's
+  error response does there).
+- KV-cache block reuse (``kv_cache_config.enable_block_reuse``): whole blocks of
+  ``tokens_per_block`` that finished requests stored (prompt and output), least recently used
+  dropped past the cache's capacity (``kv_cache_config.max_tokens``, else 64 Ki tokens here), leaves
+  first; an aborted request's blocks are stored when the engine lets it go; the last prompt token is always computed, so at most ``prompt_len - 1`` tokens are reused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import OrderedDict
+from typing import Any, Optional
+
+from .._fake_model import FAIL, TIMEOUT, GuidedPlan, choose_plan, noise_rate, tag_completions
+from ..executor.result import GenerationResult
+from ..executor.utils import RequestError
+from ..sampling_params import SamplingParams, describe
+from .llm_args import TorchLlmArgs
+
+__all__ = ["LLM"]
+
+DEFAULT_CACHE_TOKENS = 64 << 10
+#: tensorrt_llm/llmapi/llm.py: ``priority: float = DEFAULT_REQUEST_PRIORITY`` (0.5).
+DEFAULT_REQUEST_PRIORITY = 0.5
+
+
+class _KvBlocks:
+    """Reusable KV-cache blocks, keyed by the whole prefix they end (as block hashes chain there)."""
+
+    def __init__(self, args: TorchLlmArgs) -> None:
+        kv = args.kv_cache_config
+        self.enabled = kv.enable_block_reuse
+        self.block = kv.tokens_per_block
+        self.capacity = max(1, (kv.max_tokens or DEFAULT_CACHE_TOKENS) // self.block)
+        self._blocks: OrderedDict[tuple[int, ...], None] = OrderedDict()
+
+    def store(self, tokens: list[int]) -> None:
+        if not self.enabled:
+            return
+        # Longest first: a prefix is used more recently than what extends it, so leaves are evicted first
+        # (the radix tree of KVCacheManager frees leaf blocks before the blocks they hang from).
+        for end in range(len(tokens) // self.block * self.block, 0, -self.block):
+            key = tuple(tokens[:end])
+            self._blocks[key] = None
+            self._blocks.move_to_end(key)
+        while len(self._blocks) > self.capacity:
+            self._blocks.popitem(last=False)
+
+    def reuse(self, prompt: list[int]) -> int:
+        if not self.enabled:
+            return 0
+        reused = 0
+        for end in range(self.block, len(prompt), self.block):  # never the last prompt token
+            if tuple(prompt[:end]) not in self._blocks:
+                break
+            reused = end
+        for end in range(reused, 0, -self.block):
+            self._blocks.move_to_end(tuple(prompt[:end]))
+        return reused
+
+
+class LLM:
+    """TensorRT-LLM's LLM entry point (PyTorch backend), faked."""
+
+    def __init__(self, model: str, tokenizer: Optional[str] = None, **kwargs: Any) -> None:
+        self.args = TorchLlmArgs(model=model, tokenizer=tokenizer, **kwargs)  # refuses unknown keys
+        self._log({"event": "init", "args": self.args.model_dump(mode="json", exclude_unset=True), "env": _launch_env()})
+        self._next_id = 0
+        self._step_delay = float(os.environ.get("FAKE_TRTLLM_STEP_DELAY", "0"))
+        from trtllm_responses.executors.echo import EchoExecutor
+        from trtllm_responses.harmony import load_encoding
+
+        self._encoding = load_encoding()
+        self._planner = EchoExecutor(self._encoding)
+        self._kv = _KvBlocks(self.args)
+        self._grammars: Any = None
+        self.received: list[SamplingParams] = []  # every request's SamplingParams (tests read them)
+        self.prompts: list[list[int]] = []  # and its prompt
+        self.priorities: list[float] = []  # each generate_async call's priority
+        self.retention_configs: list[Any] = []  # and its kv_cache_retention_config
+        self.shutdown_called = False
+
+    @staticmethod
+    def _log(record: dict[str, Any]) -> None:
+        path = os.environ.get("FAKE_TRTLLM_LOG")
+        if path:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record, default=str) + "\n")
+
+    def _check_arguments(self, prompt_len: int, query_len: int, sampling_params: SamplingParams, is_gen_only: bool = False) -> None:
+        if self.args.backend in ["pytorch", "_autodeploy"]:
+            if self.args.backend == "pytorch" and not self.args.enable_chunked_prefill and not is_gen_only:
+                max_num_tokens = self.args.max_num_tokens
+                if max_num_tokens and prompt_len / self.args.parallel_config.cp_size + query_len > max_num_tokens:
+                    raise RequestError(
+                        f"The sum of prompt length ({prompt_len / self.args.parallel_config.cp_size}), query length ({query_len}) should not exceed "
+                        f"max_num_tokens ({max_num_tokens})"
+                    )
+            return
+
+    def _plan(self, prompt: list[int]) -> list[int]:
+        header_body = self._encoding.decode(list(self._planner._last_message(prompt)[1]))
+        if header_body == "#fail":
+            return self._encoding.encode("<|channel|>final<|message|>a") + [FAIL]
+        if header_body == "#timeout":
+            return self._encoding.encode("<|channel|>final<|message|>a") + [TIMEOUT]
+        return self._planner.plan(prompt)
+
+    def _guided(self, prompt: list[int], params: SamplingParams, request_id: int) -> GuidedPlan:
+        from .._torch.pyexecutor.grammar_matcher import GPT_OSS_VOCAB_SIZE, XGrammarMatcherFactory
+
+        if self._grammars is None:
+            self._grammars = XGrammarMatcherFactory()
+        tag = params.guided_decoding.structural_tag  # type: ignore[union-attr]
+        if not tag:
+            raise NotImplementedError("the fake runs structural tags only (what trtllm-responses sends)")
+        matcher = self._grammars.create(tag, max_rollback_tokens=-1)
+        enc = self._encoding
+        stops = list(params.stop_token_ids or []) + ([params.end_id] if params.end_id is not None else [])
+        candidates = [self._plan(prompt)] + [enc.encode(text) for text in tag_completions(json.loads(tag))]
+        rng = None if params._greedy_decoding else random.Random(params.seed if params.seed is not None else request_id)
+        end_id = params.end_id if params.end_id is not None else enc.return_
+        plan = choose_plan(matcher, candidates, stops, end_id, rng, noise_rate())
+        if plan is None:
+            raise ValueError("the fake's model found no completion its grammar accepts")
+        self._log({"event": "plan", "request_id": request_id, "text": enc.decode(plan)})
+        return GuidedPlan(
+            matcher,
+            plan,
+            stop_token_ids=stops,
+            end_id=params.end_id if params.end_id is not None else enc.return_,
+            rng=rng,
+            noise=noise_rate(),
+            special_ids=sorted(enc.special_ids),
+            vocab_size=GPT_OSS_VOCAB_SIZE,
+        )
+
+    def generate_async(
+        self,
+        inputs: Any,
+        sampling_params: Optional[SamplingParams] = None,
+        streaming: bool = False,
+        kv_cache_retention_config: Any = None,
+        priority: float = DEFAULT_REQUEST_PRIORITY,
+        **kwargs: Any,
+    ) -> GenerationResult:
+        # ``priority`` as in tensorrt_llm/llmapi/llm.py's LLM.generate_async: "The scheduling priority for the
+        # request, in the range [0, 1]. Higher values indicate higher priority. Defaults to 0.5."
+        if not (isinstance(inputs, list) and all(isinstance(t, int) for t in inputs)):
+            raise TypeError(f"The inputs must be type str or list of int, but got {type(inputs)}")
+        if not streaming:
+            raise AssertionError("trtllm-responses always streams")
+        params = sampling_params or SamplingParams()
+        if params.guided_decoding is not None and self.args.guided_decoding_backend is None:
+            raise ValueError("guided decoding needs the LLM's guided_decoding_backend")
+        if not 0.0 <= priority <= 1.0:
+            raise ValueError(f"priority must be in [0, 1], got {priority}")
+        self._check_arguments(len(inputs), 0, params)
+        self._next_id += 1
+        self.received.append(params)
+        self.prompts.append(list(inputs))
+        self.priorities.append(priority)
+        self.retention_configs.append(kv_cache_retention_config)
+        self._log({"event": "generate", "request_id": self._next_id, "sampling": describe(params), "priority": priority})
+        error = None
+        tokens: Any
+        if params.guided_decoding is not None:
+            try:
+                tokens = self._guided(inputs, params, self._next_id)
+            except Exception as exc:  # the executor's error response for this request
+                error, tokens = f"{type(exc).__name__}: {exc}", iter(())
+        else:
+            tokens = iter(self._plan(inputs))
+        return GenerationResult(self, self._next_id, inputs, tokens, params, error=error)
+
+    def shutdown(self) -> None:
+        self.shutdown_called = True
+        self._log({"event": "shutdown"})
+
+
+def _launch_env() -> dict[str, str]:
+    """The launcher's environment this process started with (multi-GPU tests read it from the log)."""
+    names = ("TLLM_SPAWN_PROXY_PROCESS", "tllm_mpi_size", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+    return {name: os.environ[name] for name in names if name in os.environ}
