@@ -253,9 +253,22 @@ def test_max_completion_tokens_and_max_tokens_end_in_length(client: openai.OpenA
 
 
 def test_sampling_settings_reach_the_executor(client: openai.OpenAI, server) -> None:  # type: ignore[no-untyped-def]
-    client.chat.completions.create(model="m", messages=user("x"), temperature=0.3, top_p=0.9, seed=7)
+    client.chat.completions.create(
+        model="m",
+        messages=user("x"),
+        temperature=0.3,
+        top_p=0.9,
+        seed=7,
+        frequency_penalty=0.5,
+        presence_penalty=-0.25,
+    )
     sampling = server.executor.requests[-1].sampling
     assert (sampling.temperature, sampling.top_p, sampling.seed) == (0.3, 0.9, 7)
+    assert (sampling.frequency_penalty, sampling.presence_penalty) == (0.5, -0.25)
+    client.chat.completions.create(model="m", messages=user("x"))
+    unset = server.executor.requests[-1].sampling
+    assert (unset.temperature, unset.top_p) == (1.0, 1.0)  # OpenAI's defaults, never greedy by omission
+    assert (unset.frequency_penalty, unset.presence_penalty) == (None, None)
 
 
 def test_stop_strings_cut_the_text_and_stop_the_generation(client: openai.OpenAI, raw: httpx.Client, server) -> None:  # type: ignore[no-untyped-def]

@@ -95,6 +95,8 @@ class ChatRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: Integer | None = None
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     stop: str | list[str] | None = None
     n: Integer = Field(default=1, ge=1, le=MAX_CHOICES)
     logprobs: bool = False
@@ -163,7 +165,16 @@ def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
     max_tokens = request.max_completion_tokens or request.max_tokens
     if max_tokens is not None:
         body["max_output_tokens"] = max_tokens
-    for name in ("temperature", "top_p", "seed", "user", "safety_identifier", "prompt_cache_key"):
+    for name in (
+        "temperature",
+        "top_p",
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "user",
+        "safety_identifier",
+        "prompt_cache_key",
+    ):
         value = getattr(request, name)
         if value is not None:
             body[name] = value
