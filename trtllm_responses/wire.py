@@ -26,7 +26,7 @@ from openai.types.responses import (
 )
 from pydantic import BaseModel
 
-__all__ = ["exact_bytes", "to_dict", "to_json"]
+__all__ = ["exact_bytes", "json_string", "to_dict", "to_json"]
 
 _TIMESTAMPS = ("created_at", "completed_at")
 # Responses, and the events that carry one: serialized through to_dict to fix their timestamps.
@@ -73,3 +73,18 @@ def exact_bytes(data: bytes) -> bytes:
     hold 32 KB; anything stored or cached should keep an exact copy instead.
     """
     return bytes(memoryview(data))
+
+
+_MAX_CACHED_STRINGS = 65536
+_json_strings: dict[str, bytes] = {}
+
+
+def json_string(text: str) -> bytes:
+    """``text`` as a JSON string, for the per-token writers (SSE deltas, chat chunks): tokens repeat, so
+    their encodings are remembered, up to 65,536 strings (then the cache starts again)."""
+    encoded = _json_strings.get(text)
+    if encoded is None:
+        if len(_json_strings) >= _MAX_CACHED_STRINGS:
+            _json_strings.clear()
+        encoded = _json_strings[text] = exact_bytes(orjson.dumps(text))
+    return encoded

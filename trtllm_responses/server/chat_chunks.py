@@ -43,23 +43,11 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from ..wire import exact_bytes
+from ..wire import json_string
 
 __all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage"]
 
 DONE = b"data: [DONE]\n\n"
-_MAX_CACHED_STRINGS = 65536
-_json_strings: dict[str, bytes] = {}
-
-
-def _json_string(text: str) -> bytes:
-    """``text`` as a JSON string; tokens repeat, so their encodings are remembered (bounded)."""
-    encoded = _json_strings.get(text)
-    if encoded is None:
-        if len(_json_strings) >= _MAX_CACHED_STRINGS:
-            _json_strings.clear()
-        encoded = _json_strings[text] = exact_bytes(orjson.dumps(text))
-    return encoded
 
 _OPEN = b'},"logprobs":null,"finish_reason":null}]}\n\n'
 
@@ -215,7 +203,7 @@ class ChatChoice:
         if self._plain and len(events) == 1:
             event = events[0]
             if type(event) is ResponseTextDeltaEvent:  # the common step: one token of text
-                return self._content_head + _json_string(event.delta) + _OPEN
+                return self._content_head + json_string(event.delta) + _OPEN
         out = b""
         for event in events:
             out += self._event(event)
@@ -276,9 +264,9 @@ class ChatChoice:
                 self.token_logprobs += logprobs
             return b""
         if logprobs is None:
-            return self._content_head + _json_string(text) + _OPEN
+            return self._content_head + json_string(text) + _OPEN
         return (
-            self._content_head + _json_string(text) + b'},"logprobs":{"content":'
+            self._content_head + json_string(text) + b'},"logprobs":{"content":'
             + orjson.dumps(logprobs) + b',"refusal":null},"finish_reason":null}]}\n\n'
         )
 
@@ -286,7 +274,7 @@ class ChatChoice:
         if self._frames is None:
             self.reasoning.append(text)
             return b""
-        quoted = _json_string(text)
+        quoted = json_string(text)
         return self._open + b'"reasoning_content":' + quoted + b',"reasoning":' + quoted + _OPEN
 
     def _call_started(self, call_id: str, name: str) -> bytes:
@@ -307,7 +295,7 @@ class ChatChoice:
             return b""
         return (
             self._open + b'"tool_calls":[{"index":%d,"function":{"arguments":' % index
-            + _json_string(text) + b"}}]" + _OPEN
+            + json_string(text) + b"}}]" + _OPEN
         )
 
     # -- the end -----------------------------------------------------------------------------

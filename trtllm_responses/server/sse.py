@@ -23,7 +23,7 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
-from ..wire import exact_bytes, to_json
+from ..wire import json_string, to_json
 
 __all__ = ["OBFUSCATION_BLOCK", "encode_event", "encode_events", "event_json", "obfuscate", "obfuscation_wanted"]
 
@@ -50,21 +50,7 @@ class _DeltaFrames:
             if self.has_content_index:
                 where += b',"content_index":%d' % fields["content_index"]
             prefix = self.prefixes[item_id] = self.head + orjson.dumps(item_id) + where + b',"delta":'
-        return prefix + _json_string(fields["delta"]) + self.suffix % fields["sequence_number"]
-
-
-_MAX_CACHED_STRINGS = 65536
-_json_strings: dict[str, bytes] = {}
-
-
-def _json_string(text: str) -> bytes:
-    """``text`` as a JSON string; tokens repeat, so their escapes are remembered (bounded)."""
-    encoded = _json_strings.get(text)
-    if encoded is None:
-        if len(_json_strings) >= _MAX_CACHED_STRINGS:
-            _json_strings.clear()
-        encoded = _json_strings[text] = exact_bytes(orjson.dumps(text))
-    return encoded
+        return prefix + json_string(fields["delta"]) + self.suffix % fields["sequence_number"]
 
 
 # An item's output index and content index never change, so its id keys its prefix.
