@@ -149,8 +149,12 @@ class RenderPool:
 
     async def aclose(self) -> None:
         """Stop the workers and release their pipes."""
-        for exchange in list(self._exchanges):
+        exchanges = list(self._exchanges)
+        for exchange in exchanges:
             exchange.cancel()
+        # A cancelled exchange closes its own worker (shielded): wait for that, or the loop could close
+        # while the worker's pipes are still being torn down.
+        await asyncio.gather(*exchanges, return_exceptions=True)
         for worker in self._workers:
             await worker.aclose()
 
