@@ -12,24 +12,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from store_urls import BACKENDS, backend_url
 
 from trtllm_responses.store import ResponseStore, StoredConversation, open_store
 
-BACKENDS = ["memory", "sqlite", "redis"]
 N = 1000
 
 
 @pytest.fixture(params=BACKENDS)
 async def store(request, tmp_path) -> AsyncIterator[ResponseStore]:  # type: ignore[no-untyped-def]
-    if request.param == "memory":
-        url = "memory"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.db'}"
-    else:
-        redis = request.getfixturevalue("redis_server")
-        redis.flush()
-        url = redis.url
-    backend = open_store(url, max_responses=100, max_bytes=1 << 26)
+    backend = open_store(backend_url(request, tmp_path), max_responses=100, max_bytes=1 << 26)
     yield backend
     await backend.close()
 

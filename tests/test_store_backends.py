@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
+from store_urls import BACKENDS, backend_url
 
 from trtllm_responses.errors import ServiceUnavailableError
 from trtllm_responses.harmony import EMPTY_HISTORY, HarmonyAdapter
@@ -20,20 +21,10 @@ from trtllm_responses.store import (
     open_store,
 )
 
-BACKENDS = ["memory", "sqlite", "redis"]
-
 
 @pytest.fixture(params=BACKENDS)
 async def store(request, tmp_path) -> AsyncIterator[ResponseStore]:  # type: ignore[no-untyped-def]
-    if request.param == "memory":
-        url = "memory"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.db'}"
-    else:
-        redis = request.getfixturevalue("redis_server")
-        redis.flush()
-        url = redis.url
-    backend = open_store(url, max_responses=100, max_bytes=1 << 24)
+    backend = open_store(backend_url(request, tmp_path), max_responses=100, max_bytes=1 << 24)
     yield backend
     await backend.close()
 
