@@ -324,10 +324,10 @@ def test_unreadable_output_fails_quoting_what_the_model_wrote_truncated(http: ht
     assert len(message) < QUOTED_CHARS + 100
 
 
-def test_constraints_write_the_content_type_the_header_grammar_defines() -> None:
-    """constraints.py cannot import harmony/ (harmony imports it): its literal is pinned here instead."""
-    from trtllm_responses.constraints import CallOption
+def test_call_options_write_the_content_type_the_header_grammar_defines() -> None:
+    """A call's default content type is the one the header grammar reads."""
     from trtllm_responses.harmony.headers import JSON_CONTENT_TYPE
+    from trtllm_responses.harmony.tools import CallOption
 
     assert CallOption("functions.f", custom=False).header_content_type == JSON_CONTENT_TYPE
     assert read_header(f"<|channel|>commentary to=functions.f {JSON_CONTENT_TYPE}", "assistant").content_type == JSON_CONTENT_TYPE

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,10 @@ from .sampling import sampling_settings
 from .sealing import SUMMARY_PREFIX
 
 if TYPE_CHECKING:
-    from .service import HistoryLookup, ResponsesService
+    from .executors.base import Executor
+    from .harmony.adapter import HarmonyAdapter, Prompt
+    from .sampling import SamplingDefaults
+    from .sealing import ContentSealer
 
 __all__ = [
     "COMPACTION_INSTRUCTION",
@@ -163,20 +167,28 @@ def _user_messages(prompt_history: Any) -> list[dict[str, Any]]:
 
 
 async def compact_conversation(
-    service: ResponsesService, request: ResponsesRequest, *, lookup: HistoryLookup | None = None, size: int = 0
+    request: ResponsesRequest,
+    *,
+    render: Callable[[ResponsesRequest], Awaitable[Prompt]],
+    executor: Executor,
+    adapter: HarmonyAdapter,
+    sampling_defaults: SamplingDefaults,
+    sealer: ContentSealer | None,
+    model_name: str,
 ) -> Compaction:
     """Summarize the conversation ``request`` describes (its input, ``previous_response_id``).
 
-    ``size`` is the request body's, which decides where its new messages are rendered.
+    The service hands in what the summarization runs with (it imports this module, so this
+    module never imports it): ``render`` builds a request's prompt as create would (its
+    conversation so far, its new messages); the rest are the service's own collaborators.
     """
-    if service.sealer is None:
+    if sealer is None:
         raise InvalidRequestError("Compaction needs an encryption key; this server has none.")
     instructions = COMPACTION_INSTRUCTION
     if request.instructions:
         instructions += "\n\nThe instructions the conversation ran under:\n" + request.instructions
     summarizing = request.model_copy(update={"instructions": instructions, "tool_choice": "none", "tools": []})
-    prompt, _ = await service.render(summarizing, lookup=lookup, size=size)
-    executor = service.executor
+    prompt = await render(summarizing)
     refusal = executor.prompt_refusal(len(prompt.token_ids))
     if refusal is not None:
         raise InvalidRequestError(
@@ -188,9 +200,9 @@ async def compact_conversation(
         prompt_token_ids=prompt.token_ids,
         sampling=sampling_settings(
             None,
-            service.sampling_defaults,
+            sampling_defaults,
             max_tokens=min(room, MAX_SUMMARY_TOKENS),
-            stop_token_ids=service.adapter.stop_token_ids,
+            stop_token_ids=adapter.stop_token_ids,
         ),
     )
     tokens: list[int] = []
@@ -210,14 +222,13 @@ async def compact_conversation(
         if not finished:
             executor.abort(generation.request_id)
         await deltas.aclose()
-    summary, reasoning_tokens = _read_summary(service, tokens)
+    summary, reasoning_tokens = _read_summary(adapter, tokens)
     logger.info("Compacted %d prompt tokens into a %d-character summary", len(prompt.token_ids), len(summary))
-    assert service.sealer is not None
     item = {
         "id": new_id("cmp"),
         "type": "compaction",
-        "encrypted_content": service.sealer.seal_summary(summary),
-        "created_by": service.model_name,
+        "encrypted_content": sealer.seal_summary(summary),
+        "created_by": model_name,
     }
     return Compaction(
         items=[*_user_messages(prompt.history), item],
@@ -227,9 +238,9 @@ async def compact_conversation(
     )
 
 
-def _read_summary(service: ResponsesService, tokens: list[int]) -> tuple[str, int]:
+def _read_summary(adapter: HarmonyAdapter, tokens: list[int]) -> tuple[str, int]:
     """The last final message of a completion (the summary), and the tokens spent in analysis."""
-    messages = parse_completion(service.adapter.encoding, tokens)
+    messages = parse_completion(adapter.encoding, tokens)
     spoken = [m for m in messages if not m.header.recipient]
     finals = [m.text for m in spoken if m.header.channel == "final"]
     reasoning_tokens = sum(m.num_tokens for m in spoken if m.header.channel == "analysis")

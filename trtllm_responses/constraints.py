@@ -11,8 +11,8 @@ It covers four things a request can demand of the output:
   of the response (the in-response tool loop's turns) obey :meth:`Constraint.after_call`;
 - a custom tool's grammar (``format: {"type": "grammar", ...}``): the call's body matches it.
 
-Every call the model may make is a :class:`CallOption`: the request's functions and custom
-tools, and the calls the server runs (listed MCP tools, gpt-oss's ``python`` and ``browser.*``),
+Every call the model may make is a ``CallOption`` (declared with the tools, in
+``harmony/tools.py``, below this layer): the request's functions and custom tools, and the calls the server runs (listed MCP tools, gpt-oss's ``python`` and ``browser.*``),
 each with the header gpt-oss writes for it, so that a constraint never blocks a call the
 model was shown.
 
@@ -29,17 +29,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import InvalidRequestError
 
-if TYPE_CHECKING:  # harmony's package imports this module (the adapter builds constraints)
-    from collections.abc import Iterable
-
-    from .harmony.tools import Tool
+if TYPE_CHECKING:
+    from .harmony.tools import CallOption
 
 __all__ = [
-    "CallOption",
     "Constraint",
     "ResponseFormat",
     "build_constraint",
-    "call_options",
     "check_grammar",
     "parse_text_format",
 ]
@@ -55,37 +51,6 @@ class ResponseFormat:
     schema: Mapping[str, Any] | None  # None: any JSON object
     description: str | None = None
     strict: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class CallOption:
-    """A call the model may make: its recipient, its header, and what its body must be.
-
-    Functions: JSON; ``schema`` is the parameters schema when the tool is strict, else
-    None (any JSON object). Custom tools: raw text; ``syntax``/``definition`` a grammar
-    (``lark`` or ``regex``), or None (any text).
-
-    The header: ``channel`` and ``content_type`` as gpt-oss writes them for this call
-    (``<|channel|>commentary to=functions.f <|constrain|>json``; its built-in tools
-    ``<|channel|>analysis to=python code``). ``content_type`` None means the default:
-    ``<|constrain|>json`` for JSON bodies, none for raw text.
-    """
-
-    recipient: str
-    custom: bool
-    schema: Mapping[str, Any] | None = None
-    syntax: str | None = None
-    definition: str | None = None
-    parameters: Mapping[str, Any] | None = None  # the declared parameters (strict or not)
-    channel: str = "commentary"
-    content_type: str | None = None
-
-    @property
-    def header_content_type(self) -> str:
-        """The content type written in the call's header (``""``: none)."""
-        if self.content_type is not None:
-            return self.content_type
-        return "" if self.custom else "<|constrain|>json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,21 +134,6 @@ def check_grammar(syntax: str, definition: str, param: str) -> None:
             regex_to_ebnf(definition)
     except (GrammarError, re.error, ValueError, SyntaxError) as exc:
         raise InvalidRequestError(f"Invalid {syntax} grammar at '{param}': {exc}", param=param) from exc
-
-
-def call_options(tools: Iterable[Tool]) -> tuple[CallOption, ...]:
-    """The calls to the request's own function and custom tools."""
-    return tuple(
-        CallOption(
-            recipient=t.recipient,
-            custom=t.custom,
-            schema=t.parameters if (t.strict and not t.custom) else None,
-            syntax=t.syntax,
-            definition=t.definition,
-            parameters=t.parameters,
-        )
-        for t in tools
-    )
 
 
 def build_constraint(

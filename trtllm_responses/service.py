@@ -20,6 +20,7 @@ import orjson
 
 from .cache_diagnostics import prompt_cache_diagnostics
 from .compaction import (
+    Compaction,
     compact_conversation,
     compact_threshold,
     compacted_response_json,
@@ -174,7 +175,7 @@ class ResponsesService:
         compaction = None
         threshold = compact_threshold(request)
         if compact and (triggered or (threshold is not None and len(prompt.token_ids) > threshold)):
-            compaction = await compact_conversation(self, request, lookup=lookup, size=size)
+            compaction = await self._compact(request, lookup=lookup, size=size)
             window = request.model_copy(
                 update={"input": window_for_turn(compaction, request), "previous_response_id": None}
             )
@@ -416,8 +417,30 @@ class ResponsesService:
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
             )
         request = await self.resolve_references(await self.prompts.apply(request))
-        compaction = await compact_conversation(self, request, size=len(body))
+        compaction = await self._compact(request, size=len(body))
         return orjson.dumps(compacted_response_json(compaction))
+
+    async def _compact(
+        self, request: ResponsesRequest, *, lookup: HistoryLookup | None = None, size: int = 0
+    ) -> Compaction:
+        """Summarize ``request``'s conversation (``compaction.py``), rendering as create would.
+
+        ``size`` is the request body's, which decides where its new messages are rendered.
+        """
+
+        async def render(summarizing: ResponsesRequest) -> Prompt:
+            prompt, _ = await self.render(summarizing, lookup=lookup, size=size)
+            return prompt
+
+        return await compact_conversation(
+            request,
+            render=render,
+            executor=self.executor,
+            adapter=self.adapter,
+            sampling_defaults=self.sampling_defaults,
+            sealer=self.sealer,
+            model_name=self.model_name,
+        )
 
     async def retrieve(self, response_id: str) -> bytes:
         """The response's JSON: its current snapshot while it is generated here, else the stored one."""

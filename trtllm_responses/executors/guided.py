@@ -41,9 +41,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..constraints import CallOption, Constraint
+from ..constraints import Constraint
 from ..grammars import lark_to_ebnf
 from ..harmony.headers import FINAL_HEADERS, FREE_CHANNELS, call_headers
+from ..harmony.tools import CallOption
 from .json_grammar import json_schema_ebnf
 
 __all__ = ["FREE_MESSAGES", "structural_tag"]

@@ -20,10 +20,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..constraints import CallOption, call_options
+from ..constraints import check_grammar
 from ..errors import InvalidRequestError
 from ..protocol import ResponsesRequest
-from .tools import CODE_TOOLS, WEB_SEARCH_TOOLS, RequestTools, select_tools, server_call_options
+from .tools import (
+    CODE_TOOLS,
+    WEB_SEARCH_TOOLS,
+    CallOption,
+    RequestTools,
+    call_options,
+    select_tools,
+    server_call_options,
+)
 
 __all__ = ["ChosenTools", "builtin_types_shown", "choose_tools"]
 
@@ -61,7 +69,9 @@ def choose_tools(
     if builtin is not None:
         browser = builtin.get("browser", False) if kinds & WEB_SEARCH_TOOLS else False
         python = builtin.get("python", False) if kinds & CODE_TOOLS else False
-    tools = select_tools(request.tools, choice, logged, server_tools=bool(namespaces or browser or python))
+    tools = select_tools(
+        request.tools, choice, logged, server_tools=bool(namespaces or browser or python), check_grammar=check_grammar
+    )
     kind = choice.get("type") if isinstance(choice, Mapping) else choice
     if kind == "mcp":
         assert isinstance(choice, Mapping)

@@ -32,20 +32,22 @@ and ``browser.search/open/find`` (JSON), both in the header gpt-oss was trained 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from openai_harmony import ToolNamespaceConfig
 
-from ..constraints import CallOption
 from ..errors import InvalidRequestError
-from .headers import clean_recipient
+from .headers import JSON_CONTENT_TYPE, clean_recipient
 
 __all__ = [
     "BUILTIN_CALLS",
+    "CallOption",
+    "GrammarCheck",
     "CODE_TOOLS",
     "WEB_SEARCH_TOOLS",
+    "call_options",
     "FUNCTIONS",
     "HOSTED_TOOL_TYPES",
     "RequestTools",
@@ -70,6 +72,42 @@ HOSTED_TOOL_TYPES = (
     | CODE_TOOLS
     | frozenset({"file_search", "image_generation", "computer_use", "computer_use_preview", "tool_search"})
 )
+
+#: Refuses a custom tool's grammar (syntax, definition, param) with an InvalidRequestError.
+GrammarCheck = Callable[[str, str, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CallOption:
+    """A call the model may make: its recipient, its header, and what its body must be.
+
+    Functions: JSON; ``schema`` is the parameters schema when the tool is strict, else
+    None (any JSON object). Custom tools: raw text; ``syntax``/``definition`` a grammar
+    (``lark`` or ``regex``), or None (any text).
+
+    The header: ``channel`` and ``content_type`` as gpt-oss writes them for this call
+    (``<|channel|>commentary to=functions.f <|constrain|>json``; its built-in tools
+    ``<|channel|>analysis to=python code``). ``content_type`` None means the default:
+    ``<|constrain|>json`` for JSON bodies, none for raw text.
+    """
+
+    recipient: str
+    custom: bool
+    schema: Mapping[str, Any] | None = None
+    syntax: str | None = None
+    definition: str | None = None
+    parameters: Mapping[str, Any] | None = None  # the declared parameters (strict or not)
+    channel: str = "commentary"
+    content_type: str | None = None
+
+    @property
+    def header_content_type(self) -> str:
+        """The content type written in the call's header (``""``: none)."""
+        if self.content_type is not None:
+            return self.content_type
+        return "" if self.custom else JSON_CONTENT_TYPE
+
+
 
 #: gpt-oss's built-in tools as calls: the analysis channel, the ``code`` content type; python's body
 #: is raw code, the browser's JSON of the parameters Harmony declares for it.
@@ -211,7 +249,7 @@ def _function(tool: Mapping[str, Any], where: str, namespace: str) -> Tool:
     )
 
 
-def _custom(tool: Mapping[str, Any], where: str, namespace: str) -> Tool:
+def _custom(tool: Mapping[str, Any], where: str, namespace: str, check_grammar: GrammarCheck) -> Tool:
     name = _string(tool, "name", where, required=True)
     assert name is not None
     fmt = tool.get("format") or {"type": "text"}
@@ -227,8 +265,6 @@ def _custom(tool: Mapping[str, Any], where: str, namespace: str) -> Tool:
                 param=f"{where}.format.syntax",
             )
         definition = _string(fmt, "definition", f"{where}.format", required=True)
-        from ..constraints import check_grammar
-
         check_grammar(syntax, definition or "", f"{where}.format.definition")
     elif kind != "text":
         raise InvalidRequestError(
@@ -244,14 +280,14 @@ def _custom(tool: Mapping[str, Any], where: str, namespace: str) -> Tool:
     )
 
 
-def _member(tool: Any, where: str, namespace: str) -> Tool:
+def _member(tool: Any, where: str, namespace: str, check_grammar: GrammarCheck) -> Tool:
     if not isinstance(tool, Mapping):
         raise InvalidRequestError(f"'{where}' must be an object.", param=where)
     kind = tool.get("type")
     if kind == "function":
         return _function(tool, where, namespace)
     if kind == "custom":
-        return _custom(tool, where, namespace)
+        return _custom(tool, where, namespace, check_grammar)
     raise InvalidRequestError(
         f"Tool type {kind!r} at '{where}.type' is not supported inside a namespace; use function or custom.",
         param=f"{where}.type",
@@ -263,9 +299,14 @@ def select_tools(
     choice: str | Mapping[str, Any],
     logged: set[str] | None = None,
     server_tools: bool = False,
+    *,
+    check_grammar: GrammarCheck,
 ) -> RequestTools:
     """Check ``tools``, apply ``tool_choice``; raise InvalidRequestError naming the field.
 
+    ``check_grammar(syntax, definition, param)`` refuses a custom tool's grammar that cannot
+    become a constraint (``constraints.check_grammar``: grammars belong to the layer above, which
+    passes it in).
     A hosted tool type not shown to the model is logged once per ``logged`` set (the adapter's).
     ``server_tools``: the server runs tools of this request (MCP, python, browser), so a
     required call may go to one of them (the adapter checks that one exists).
@@ -277,7 +318,7 @@ def select_tools(
         where = f"tools[{i}]"
         kind = tool.get("type") if isinstance(tool, Mapping) else None
         if kind in ("function", "custom"):
-            declared.append(_member(tool, where, FUNCTIONS))
+            declared.append(_member(tool, where, FUNCTIONS, check_grammar))
         elif kind == "namespace":
             name = _string(tool, "name", where, required=True)
             assert name is not None
@@ -285,7 +326,7 @@ def select_tools(
             if not isinstance(members, list):
                 raise InvalidRequestError(f"'{where}.tools' must be a list.", param=f"{where}.tools")
             descriptions[name] = _string(tool, "description", where) or ""
-            declared.extend(_member(m, f"{where}.tools[{j}]", name) for j, m in enumerate(members))
+            declared.extend(_member(m, f"{where}.tools[{j}]", name, check_grammar) for j, m in enumerate(members))
         elif kind in HOSTED_TOOL_TYPES:
             hidden.append(str(kind))
             if logged is not None and kind not in logged:
@@ -348,6 +389,21 @@ def _matches(tool: Tool, ref: Mapping[str, Any]) -> bool:
     if namespace is not None:
         return tool.namespace == namespace and tool.name == name
     return name in (tool.name, tool.recipient)
+
+
+def call_options(tools: Iterable[Tool]) -> tuple[CallOption, ...]:
+    """The calls to the request's own function and custom tools."""
+    return tuple(
+        CallOption(
+            recipient=t.recipient,
+            custom=t.custom,
+            schema=t.parameters if (t.strict and not t.custom) else None,
+            syntax=t.syntax,
+            definition=t.definition,
+            parameters=t.parameters,
+        )
+        for t in tools
+    )
 
 
 def server_call_options(

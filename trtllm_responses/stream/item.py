@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..harmony.items import ItemKind, ItemTarget
 from ..harmony.json_cut import JsonCut
-from ..tools.base import TextRewriter
 from .events import DELTA_EVENTS, event_type_name
 
-__all__ = ["JSON_CALLS", "OpenItem", "StreamStateError"]
+__all__ = ["JSON_CALLS", "OpenItem", "StreamStateError", "TextRewriter"]
 
 #: Calls whose body is JSON arguments (custom tools and python take raw text).
 JSON_CALLS = frozenset({ItemKind.FUNCTION_CALL, ItemKind.MCP_CALL, ItemKind.MCP_APPROVAL_REQUEST, ItemKind.WEB_SEARCH_CALL})
+
+
+class TextRewriter(Protocol):
+    """Rewrites a message's text as it streams (``feed`` each delta, ``flush`` at its end).
+
+    ``feed`` returns the text to emit now and the annotations completed by it (dicts of
+    the SDK's annotation types, offsets into the rewritten text); ``annotations`` holds all.
+    """
+
+    annotations: list[dict[str, Any]]
+
+    def feed(self, text: str) -> tuple[str, list[dict[str, Any]]]: ...
+
+    def flush(self) -> str: ...
 
 
 class StreamStateError(RuntimeError):

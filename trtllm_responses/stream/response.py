@@ -48,7 +48,6 @@ from ..errors import HarmonyFormatError
 from ..harmony.items import ItemKind, ItemTarget, build_output_item, classify, new_item_ids
 from ..harmony.parser import MessageHeader
 from ..harmony.tools import RequestTools
-from ..tools.base import TextRewriter
 from .events import (
     ADDED_EVENTS,
     construct,
@@ -56,7 +55,7 @@ from .events import (
     event_type_name,
     with_fields,
 )
-from .item import OpenItem, StreamStateError
+from .item import OpenItem, StreamStateError, TextRewriter
 from .summary import ParkedReasoning, SummaryTransitions
 from .tool_items import ToolItemTransitions
 

@@ -18,16 +18,16 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from openai.types.responses import ResponseOutputItem
 
 from ..harmony.items import ItemKind, ItemTarget
+from ..stream.item import TextRewriter
 
 __all__ = [
     "ApprovedCall",
     "ServerTools",
-    "TextRewriter",
     "ToolNamespace",
     "ToolOutcome",
     "ToolProvider",
@@ -114,20 +114,6 @@ class ToolProvider(abc.ABC):
 
     async def aclose(self) -> None:
         """Release what the provider holds (its connection). Called once, by the task that made the calls."""
-
-
-class TextRewriter(Protocol):
-    """Rewrites a message's text as it streams (``feed`` each delta, ``flush`` at its end).
-
-    ``feed`` returns the text to emit now and the annotations completed by it (dicts of
-    the SDK's annotation types, offsets into the rewritten text); ``annotations`` holds all.
-    """
-
-    annotations: list[dict[str, Any]]
-
-    def feed(self, text: str) -> tuple[str, list[dict[str, Any]]]: ...
-
-    def flush(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
