@@ -13,10 +13,10 @@ import asyncio
 import json
 import time
 
+from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import HarmonyAdapter
 from trtllm_responses.harmony.encoding import load_encoding
-from trtllm_responses.service import ResponsesService
+from trtllm_responses.responses.service import ResponsesService
 from trtllm_responses.store import ConversationHistoryStore
 
 

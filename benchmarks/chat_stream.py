@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _server import pin_this_process, report, start_server, stop  # noqa: E402
 from micro_pipeline import completion_tokens  # noqa: E402
 
-from trtllm_responses.bench import BenchConfig, run_bench  # noqa: E402
+from trtllm_responses.cli.bench import BenchConfig, run_bench  # noqa: E402
 from trtllm_responses.executors.base import TokenDelta  # noqa: E402
-from trtllm_responses.protocol import parse_request  # noqa: E402
+from trtllm_responses.request.protocol import parse_request  # noqa: E402
 from trtllm_responses.server.chat_chunks import ChatChoice, ChunkFrames  # noqa: E402
 from trtllm_responses.server.sse import encode_events  # noqa: E402
 from trtllm_responses.stream import ResponseStream, TokenStreamProcessor  # noqa: E402
@@ -50,7 +50,7 @@ def in_process(tokens_n: int, repeat: int) -> dict[str, float]:
     frames = ChunkFrames("chatcmpl-bench", 0, "bench")
 
     def run(api: str) -> float:
-        from trtllm_responses.prepared import initial_response
+        from trtllm_responses.responses.prepared import initial_response
 
         response = initial_response("resp_bench", parse_request({"input": "bench"}), "bench")
         processor = TokenStreamProcessor(ResponseStream(response), encoding, len(prompt.token_ids))

@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtllm_responses.executors.guided import structural_tag
-from trtllm_responses.harmony import HarmonyAdapter, load_encoding
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.constraints.guided import structural_tag
+from trtllm_responses.harmony import load_encoding
+from trtllm_responses.request.protocol import parse_request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 

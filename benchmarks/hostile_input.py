@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _server import get_json, pin_this_process, report, start_server, stop  # noqa: E402
 from hostile_surfaces import SURFACE_ATTACKS, start_mcp  # noqa: E402
 
-from trtllm_responses.bench import BenchConfig, _proc_rss_mib, run_bench  # noqa: E402
+from trtllm_responses.cli.bench import BenchConfig, _proc_rss_mib, run_bench  # noqa: E402
 
 #: Seconds an attacking request may take (``--attack_timeout``); a frozen server may take far longer.
 ATTACK_TIMEOUT = 300.0

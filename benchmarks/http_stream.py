@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _server import pin_this_process, report, start_server, stop  # noqa: E402
 from micro_pipeline import completion_tokens, run_parser  # noqa: E402
 
-from trtllm_responses.bench import BenchConfig, run_bench  # noqa: E402
+from trtllm_responses.cli.bench import BenchConfig, run_bench  # noqa: E402
 
 
 def parser_floor_us(tokens_n: int) -> float:

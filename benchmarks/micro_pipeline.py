@@ -27,12 +27,13 @@ from openai_harmony import Role, StreamableParser
 sys.path.insert(0, str(Path(__file__).parent))
 from _server import report  # noqa: E402
 
+from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.base import TokenDelta  # noqa: E402
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import HarmonyAdapter, load_encoding
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.harmony import load_encoding
+from trtllm_responses.request.protocol import parse_request
+from trtllm_responses.responses.service import ResponsesService
 from trtllm_responses.server.sse import encode_events
-from trtllm_responses.service import ResponsesService
 from trtllm_responses.store import ConversationHistoryStore
 from trtllm_responses.stream import ResponseStream, TokenStreamProcessor
 

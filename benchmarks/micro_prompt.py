@@ -19,17 +19,11 @@ from typing import Any
 
 from openai_harmony import Conversation, Message, Role
 
+from trtllm_responses.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter
+from trtllm_responses.core.wire import to_dict
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import (
-    EMPTY_HISTORY,
-    ConversationHistory,
-    HarmonyAdapter,
-    completion_to_output_items,
-    load_encoding,
-    parse_completion,
-)
-from trtllm_responses.protocol import parse_request
-from trtllm_responses.wire import to_dict
+from trtllm_responses.harmony import completion_to_output_items, load_encoding, parse_completion
+from trtllm_responses.request.protocol import parse_request
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches".split()
 

@@ -21,7 +21,7 @@ import orjson
 from builtin_tools import PAGE
 
 from trtllm_responses.harmony.input_messages import BROWSER_PAGE, MODEL_READ
-from trtllm_responses.sealing import ContentSealer
+from trtllm_responses.responses.sealing import ContentSealer
 from trtllm_responses.tools.browser import STORED_PAGE_CHARS, VIEW_CHARS, Page, html_to_text
 
 

@@ -6,7 +6,7 @@ python scripts/build_engine.py /models/gpt-oss-120b --profile throughput --gpu b
 
 import sys
 
-from trtllm_responses.cli import main
+from trtllm_responses.cli.command import main
 
 if __name__ == "__main__":
     sys.exit(main(["build", *sys.argv[1:]]))

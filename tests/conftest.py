@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding, load_encoding
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.harmony import HarmonyEncoding, load_encoding
 
 FIXED_DATE = "2026-11-21"
 

@@ -14,11 +14,11 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from trtllm_responses.config import ServerConfig
+from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.base import Executor, GenerationRequest, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import HarmonyAdapter
 from trtllm_responses.server import create_app
+from trtllm_responses.server.config import ServerConfig
 from trtllm_responses.server.http_protocol import uvicorn_config
 from trtllm_responses.store import ResponseStore, open_store
 

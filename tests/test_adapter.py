@@ -17,9 +17,10 @@ from openai_harmony import (
     ToolDescription,
 )
 
-from trtllm_responses.errors import InvalidRequestError
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.core.errors import InvalidRequestError
+from trtllm_responses.harmony import HarmonyEncoding
+from trtllm_responses.request.protocol import parse_request
 
 WEATHER_PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 WEATHER_TOOL = {

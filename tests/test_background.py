@@ -15,8 +15,9 @@ import pytest
 from server_harness import RecordingEcho, parse_sse, start_server, stream_events
 from stream_grammar import check_stream
 
+from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
+from trtllm_responses.harmony import HarmonyEncoding
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from trtllm_responses.bench import BenchConfig, percentile, run_bench
+from trtllm_responses.cli.bench import BenchConfig, percentile, run_bench
 
 
 def test_percentile() -> None:

@@ -22,8 +22,9 @@ from search_site import TIDES, serve_search_site
 from server_harness import RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
+from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
+from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.tools.browser import CitationRewriter, browser_description, html_to_text
 from trtllm_responses.tools.settings import ToolSettings
 

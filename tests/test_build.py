@@ -14,8 +14,8 @@ import pytest
 import yaml
 from checkpoints import make_checkpoint
 
-from trtllm_responses.build import build_bundle
-from trtllm_responses.checkpoint import CheckpointError, inspect_checkpoint
+from trtllm_responses.cli.build import build_bundle
+from trtllm_responses.cli.checkpoint import CheckpointError, inspect_checkpoint
 from trtllm_responses.harmony.encoding import VOCAB_SHA256
 
 
@@ -205,7 +205,7 @@ def test_backend_tensorrt_builds_an_engine_for_other_architectures(tmp_path: Pat
 
 
 def test_backend_tensorrt_without_tensorrt_llm_is_a_clear_error(tmp_path: Path) -> None:
-    from trtllm_responses.build import BuildError
+    from trtllm_responses.cli.build import BuildError
 
     with pytest.raises(BuildError, match="needs TensorRT-LLM and a GPU"):
         build_bundle(

@@ -61,7 +61,7 @@ async def test_pages_in_both_orders_with_after(store: ResponseStore) -> None:
 
 
 async def test_the_conversations_service_reads_a_page_not_every_item(store: ResponseStore, adapter) -> None:  # type: ignore[no-untyped-def]
-    from trtllm_responses.conversations import ConversationsService
+    from trtllm_responses.responses.conversations import ConversationsService
 
     items = [(f"msg_{i:04d}", b'{"id":"msg_%04d"}' % i) for i in range(N)]
     await store.create_conversation(StoredConversation("conv_s", 1, b"{}"), items)

@@ -129,7 +129,7 @@ def test_a_remembered_conversation_history_renders_like_its_items(
     server, client: openai.OpenAI, adapter
 ) -> None:  # type: ignore[no-untyped-def]
     """The next turn continues the history kept from the last one; it must equal rendering the items."""
-    from trtllm_responses.conversations import ConversationsService
+    from trtllm_responses.responses.conversations import ConversationsService
 
     conv = client.conversations.create(items=[{"type": "message", "role": "user", "content": "Hi, I am Bo."}])
     first = client.responses.create(

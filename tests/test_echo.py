@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.base import GenerationRequest, SamplingSettings, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding, parse_completion
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.harmony import HarmonyEncoding, parse_completion
+from trtllm_responses.request.protocol import parse_request
 
 
 @pytest.fixture

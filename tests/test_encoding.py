@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trtllm_responses.errors import VocabError
+from trtllm_responses.core.errors import VocabError
 from trtllm_responses.harmony import encoding as enc_mod
 
 

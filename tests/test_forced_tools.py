@@ -25,10 +25,11 @@ from search_site import serve_search_site
 from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
-from trtllm_responses.errors import InvalidRequestError
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.core.errors import InvalidRequestError
 from trtllm_responses.executors.base import GenerationRequest
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.harmony import HarmonyEncoding
+from trtllm_responses.request.protocol import parse_request
 from trtllm_responses.tools.python_tool import PythonLimits
 from trtllm_responses.tools.settings import ToolSettings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from trtllm_responses.gc_schedule import CollectorSchedule
+from trtllm_responses.ops.gc_schedule import CollectorSchedule
 
 
 class Recorder:

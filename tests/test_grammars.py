@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from test_guided_xgrammar import compiler  # noqa: F401  (the module-scoped xgrammar compiler fixture)
 
-from trtllm_responses.grammars import GrammarError, lark_to_ebnf, regex_to_ebnf
+from trtllm_responses.constraints.grammars import GrammarError, lark_to_ebnf, regex_to_ebnf
 from trtllm_responses.harmony import HarmonyEncoding
 
 xgr = pytest.importorskip("xgrammar")

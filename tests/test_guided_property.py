@@ -94,7 +94,7 @@ def _matches_lark(text: str) -> bool:
     """Whether ``text`` is in the Lark grammar's language, by xgrammar over our Lark → EBNF conversion."""
     from xgrammar.testing import _is_grammar_accept_string
 
-    from trtllm_responses.grammars import lark_to_ebnf
+    from trtllm_responses.constraints.grammars import lark_to_ebnf
 
     return bool(_is_grammar_accept_string(lark_to_ebnf(PATCH_LARK), text))
 

@@ -25,11 +25,12 @@ from typing import Any
 import pytest
 from custom_tools import APPLY_PATCH, TICKET
 
-from trtllm_responses.constraints import Constraint
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.constraints.base import Constraint
+from trtllm_responses.constraints.guided import structural_tag
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.executors.guided import structural_tag
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.harmony import HarmonyEncoding
+from trtllm_responses.request.protocol import parse_request
 
 xgr = pytest.importorskip("xgrammar")
 

@@ -86,7 +86,7 @@ def _rss() -> int:
 
 
 def test_an_instructions_storm_stays_within_the_cache_budget(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    from trtllm_responses.harmony import HarmonyAdapter
+    from trtllm_responses.adapter import HarmonyAdapter
 
     own_adapter = HarmonyAdapter(encoding, today=lambda: "2026-11-21")
     server = start_server(EchoExecutor(encoding), own_adapter)

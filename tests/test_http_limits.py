@@ -20,10 +20,10 @@ import httpx
 import pytest
 from server_harness import RunningServer, start_server
 
-from trtllm_responses.cli import build_parser
+from trtllm_responses.cli.command import build_parser
+from trtllm_responses.cli.serve_options import HTTP_LIMIT_FLAGS, server_config
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.http_limits import HTTPLimits
-from trtllm_responses.serve_options import HTTP_LIMIT_FLAGS, server_config
+from trtllm_responses.server.http_limits import HTTPLimits
 
 LIMITS = HTTPLimits(
     max_head_bytes=8192,

@@ -12,8 +12,8 @@ import yaml
 from checkpoints import make_checkpoint
 from conftest import FAKE_TRTLLM
 
-from trtllm_responses.build import build_bundle
-from trtllm_responses.launch import LaunchError, merge_options, resolve_launch
+from trtllm_responses.cli.build import build_bundle
+from trtllm_responses.cli.launch import LaunchError, merge_options, resolve_launch
 
 NO_FLAGS: dict[str, Any] = {}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from openai_harmony import DeveloperContent, Message, Role, ToolDescription
 
-import trtllm_responses.service
+import trtllm_responses.responses.service
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.harmony.linear import LONG_RUN, MAX_RUN, has_long_run, linear_encode, split_points
 
@@ -30,7 +30,7 @@ def _corpus() -> dict[str, str]:
     root = Path(__file__).resolve().parent.parent
     return {
         "readme": (root / "README.md").read_text(encoding="utf-8"),
-        "python": inspect.getsource(trtllm_responses.service) + inspect.getsource(textwrap),
+        "python": inspect.getsource(trtllm_responses.responses.service) + inspect.getsource(textwrap),
         "json": json.dumps(
             json.loads((root / "tests/data/openresponses-openapi.json").read_text())["components"]["schemas"][
                 "CreateResponseBody"

@@ -11,7 +11,7 @@ from server_harness import RecordingEcho, start_server, stream_events
 from stream_grammar import check_stream
 
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.sealing import SUMMARY_PREFIX, ContentSealer, load_key
+from trtllm_responses.responses.sealing import SUMMARY_PREFIX, ContentSealer, load_key
 
 WEATHER = {
     "type": "function",

@@ -20,8 +20,9 @@ from mcp_server import SLEEP_LOG, MCPTestServer, SilentServer, closed_port_url, 
 from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
+from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
+from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.tools.settings import ToolSettings, url_allowed
 
 SECRET = "Bearer sekret-4711"
@@ -572,8 +573,8 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
 
 
 def test_serve_flags() -> None:
-    from trtllm_responses.cli import build_parser
-    from trtllm_responses.serve_options import server_config
+    from trtllm_responses.cli.command import build_parser
+    from trtllm_responses.cli.serve_options import server_config
 
     args = build_parser().parse_args(
         [

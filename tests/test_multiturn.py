@@ -8,14 +8,9 @@ import pytest
 from harmony_helpers import harmony
 from openai_harmony import Conversation, Message, Role
 
-from trtllm_responses.harmony import (
-    EMPTY_HISTORY,
-    HarmonyAdapter,
-    HarmonyEncoding,
-    completion_to_output_items,
-    parse_completion,
-)
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.adapter import EMPTY_HISTORY, HarmonyAdapter
+from trtllm_responses.harmony import HarmonyEncoding, completion_to_output_items, parse_completion
+from trtllm_responses.request.protocol import parse_request
 
 TOOLS = [
     {

@@ -24,8 +24,9 @@ from mcp_server import MCPTestServer, _serve
 from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
+from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
+from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.tools.python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython
 from trtllm_responses.tools.sandbox import SandboxUnavailable, setup_sandbox
 from trtllm_responses.tools.settings import PythonLimits, ToolSettings

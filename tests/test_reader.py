@@ -14,14 +14,15 @@ import pytest
 from harmony_helpers import harmony
 from stream_grammar import check_stream
 
-from trtllm_responses.executors.guided import FREE_MESSAGES, structural_tag
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding, parse_completion
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.constraints.guided import FREE_MESSAGES, structural_tag
+from trtllm_responses.harmony import HarmonyEncoding, parse_completion
 from trtllm_responses.harmony.headers import FINAL_HEADERS, FREE_CHANNELS, MessageHeader, read_header
 from trtllm_responses.harmony.items import ItemKind, classify
 from trtllm_responses.harmony.json_cut import JsonCut
 from trtllm_responses.harmony.parser import MAX_HEADER_TOKENS, HarmonyStreamParser, MessageStarted
-from trtllm_responses.protocol import parse_request
-from trtllm_responses.tool_loop import MAX_RECOVERIES
+from trtllm_responses.request.protocol import parse_request
+from trtllm_responses.responses.tool_loop import MAX_RECOVERIES
 
 # What the model wrote → the messages read: (channel, recipient, text, ended by a token).
 READINGS: list[tuple[str, str, list[tuple[str | None, str | None, str, bool]]]] = [

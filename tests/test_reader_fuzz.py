@@ -31,12 +31,13 @@ from reader_corpus import CORPUS
 from server_harness import stream_events
 from stream_grammar import check_stream
 
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.core.wire import to_dict
 from trtllm_responses.executors.base import TokenDelta
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-from trtllm_responses.prepared import initial_response
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.harmony import HarmonyEncoding
+from trtllm_responses.request.protocol import parse_request
+from trtllm_responses.responses.prepared import initial_response
 from trtllm_responses.stream import ResponseStream, TokenStreamProcessor
-from trtllm_responses.wire import to_dict
 
 CASES = int(os.environ.get("TRTLLM_RESPONSES_READER_FUZZ_CASES", "2000"))
 SEED = int(os.environ.get("TRTLLM_RESPONSES_READER_FUZZ_SEED", "17"))

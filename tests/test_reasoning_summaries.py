@@ -13,7 +13,7 @@ from server_harness import RecordingEcho, RunningServer, start_server
 from stream_grammar import check_stream
 
 from trtllm_responses.executors.base import GenerationRequest, TokenDelta
-from trtllm_responses.summaries import SUMMARY_TOKENS
+from trtllm_responses.responses.summaries import SUMMARY_TOKENS
 
 #: The events of a reasoning item with a summary, in OpenAI's order (the SDK's event types).
 REASONING_WITH_SUMMARY = [
@@ -231,7 +231,7 @@ def test_redacted_reasoning_still_streams_its_summary(encoding, adapter) -> None
 
 def test_the_summarizer_reads_a_bounded_part_of_a_long_analysis(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
     """Past MAX_SUMMARIZED_CHARS the summarizer reads the analysis's head and tail, so its prompt is bounded."""
-    from trtllm_responses.summaries import MAX_SUMMARIZED_CHARS, Summarizer
+    from trtllm_responses.responses.summaries import MAX_SUMMARIZED_CHARS, Summarizer
 
     summarizer = Summarizer(adapter)
     long = "head " + "x" * (4 * MAX_SUMMARIZED_CHARS) + " tail"

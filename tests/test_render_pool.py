@@ -18,10 +18,10 @@ from openai_harmony import Author, Message, Role, TextContent
 from server_harness import RunningServer, start_server
 from websockets.sync.client import connect as ws_connect
 
-from trtllm_responses.cli import build_parser
+from trtllm_responses.cli.command import build_parser
+from trtllm_responses.cli.serve_options import server_config
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony.render_pool import RenderPool, default_render_workers
-from trtllm_responses.serve_options import server_config
 
 
 def _message(text: str) -> Message:

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.harmony import HarmonyEncoding
+from trtllm_responses.request.protocol import parse_request
 
 GOLDEN: dict[str, tuple[dict[str, Any], str]] = {
     'ref_defs': (

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from trtllm_responses.errors import InvalidRequestError
+from trtllm_responses.core.errors import InvalidRequestError
 from trtllm_responses.harmony.schema import check_strict, minimal_instance
 
 

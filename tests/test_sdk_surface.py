@@ -408,7 +408,7 @@ def test_include_obfuscation_in_a_background_stream_and_its_replay(client: opena
 
 
 def test_verbosity_becomes_an_instruction_and_context_is_the_current_turn(client: openai.OpenAI) -> None:
-    from trtllm_responses.harmony.adapter import VERBOSITY
+    from trtllm_responses.adapter.adapter import VERBOSITY
 
     low = client.responses.create(model="m", input="#prompt", text={"verbosity": "low"}, instructions="Hi.")
     assert f"Hi.\n\n{VERBOSITY['low']}" in low.output_text and low.text and low.text.verbosity == "low"
@@ -460,9 +460,9 @@ async def test_item_reference_looks_no_further_than_max_chain_responses(monkeypa
     """The chain walk is bounded (references.MAX_CHAIN_RESPONSES): an item further back is not found."""
     import orjson
 
-    from trtllm_responses import references
-    from trtllm_responses.errors import InvalidRequestError
-    from trtllm_responses.harmony.adapter import EMPTY_HISTORY
+    from trtllm_responses.adapter.adapter import EMPTY_HISTORY
+    from trtllm_responses.core.errors import InvalidRequestError
+    from trtllm_responses.responses import references
     from trtllm_responses.store import StoredResponse
 
     class Chain:
@@ -485,7 +485,7 @@ async def test_item_reference_looks_no_further_than_max_chain_responses(monkeypa
 
 
 def test_compaction_trigger_compacts_before_answering(client: openai.OpenAI) -> None:
-    from trtllm_responses.compaction import SUMMARY_PREFIX
+    from trtllm_responses.responses.compaction import SUMMARY_PREFIX
 
     first = client.responses.create(model="m", input="Plan the refactor of module X")
     with client.responses.create(

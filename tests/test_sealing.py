@@ -7,8 +7,8 @@ import zlib
 import orjson
 import pytest
 
-from trtllm_responses.errors import InvalidRequestError
-from trtllm_responses.sealing import (
+from trtllm_responses.core.errors import InvalidRequestError
+from trtllm_responses.responses.sealing import (
     SUMMARY_PREFIX,
     TOOL_READ,
     TOOL_READ_MAX_BYTES,

@@ -9,7 +9,7 @@ import openai
 import pytest
 from stream_grammar import check_stream
 
-from trtllm_responses.wire import to_dict
+from trtllm_responses.core.wire import to_dict
 
 WEATHER = {
     "type": "function",

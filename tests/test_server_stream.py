@@ -174,7 +174,7 @@ def test_non_streaming_equals_the_stream_terminal_shape(http: httpx.Client) -> N
 
 
 def test_usage_counts(http: httpx.Client, encoding: HarmonyEncoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    from trtllm_responses.protocol import parse_request
+    from trtllm_responses.request.protocol import parse_request
 
     body = {"input": "#lorem 10", "instructions": "Count."}
     response = check_stream(stream_events(http, body))

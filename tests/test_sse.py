@@ -12,8 +12,8 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
+from trtllm_responses.core.wire import to_json
 from trtllm_responses.server.sse import encode_event, encode_events, event_json
-from trtllm_responses.wire import to_json
 
 DELTAS = [
     "plain",

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from trtllm_responses.harmony import EMPTY_HISTORY, HarmonyAdapter
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.adapter import EMPTY_HISTORY, HarmonyAdapter
+from trtllm_responses.request.protocol import parse_request
 from trtllm_responses.store import ConversationHistoryStore, StoredResponse
 
 
@@ -128,7 +128,7 @@ def test_accounted_bytes_bound_the_real_memory(encoding, adapter) -> None:  # ty
     import tracemalloc
 
     from trtllm_responses.executors.echo import EchoExecutor
-    from trtllm_responses.service import ResponsesService
+    from trtllm_responses.responses.service import ResponsesService
 
     store = ConversationHistoryStore(max_responses=10**6, max_bytes=1 << 40)
     service = ResponsesService(executor=EchoExecutor(encoding), store=store, adapter=adapter, model_name="m")

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 from store_urls import BACKENDS, backend_url
 
-from trtllm_responses.errors import ServiceUnavailableError
-from trtllm_responses.harmony import EMPTY_HISTORY, HarmonyAdapter
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.adapter import EMPTY_HISTORY, HarmonyAdapter
+from trtllm_responses.core.errors import ServiceUnavailableError
+from trtllm_responses.request.protocol import parse_request
 from trtllm_responses.store import (
     CodecError,
     ResponseStore,

@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from stream_grammar import check_stream
 
+from trtllm_responses.core.wire import to_dict
 from trtllm_responses.executors.base import TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.service import ResponsesService
+from trtllm_responses.responses.service import ResponsesService
 from trtllm_responses.store import ConversationHistoryStore
 from trtllm_responses.stream import ResponseStream, TokenStreamProcessor
-from trtllm_responses.wire import to_dict
 
 COMPLETION = (
     "<|channel|>analysis<|message|>Thinking it over.<|end|>"

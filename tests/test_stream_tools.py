@@ -10,12 +10,12 @@ from openai.types.responses import Response
 from openai.types.responses.response_output_item import McpListTools, McpListToolsTool
 from stream_grammar import check_stream
 
+from trtllm_responses.core.wire import to_dict
 from trtllm_responses.harmony.items import ItemKind, ItemTarget
 from trtllm_responses.harmony.parser import MessageHeader
-from trtllm_responses.prepared import initial_response
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.request.protocol import parse_request
+from trtllm_responses.responses.prepared import initial_response
 from trtllm_responses.stream import ResponseStream, StreamStateError, make_usage
-from trtllm_responses.wire import to_dict
 
 
 def snapshot() -> Response:
@@ -118,7 +118,7 @@ def test_the_checker_rejects_broken_tool_streams(broken: Any) -> None:
 
 
 def test_a_tool_read_carrier_follows_the_item_the_client_sees_less_of() -> None:
-    from trtllm_responses.sealing import ContentSealer, unseal_items
+    from trtllm_responses.responses.sealing import ContentSealer, unseal_items
 
     sealer = ContentSealer(b"t" * 32)
     stream = ResponseStream(snapshot(), sealer.seal_reasoning, seal_tool_read=sealer.seal_tool_read)

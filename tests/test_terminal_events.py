@@ -69,7 +69,7 @@ def test_a_failure_after_the_stream_started_ends_it_with_response_failed(server:
 def test_a_final_serialization_failure_ends_the_stream_with_response_failed(
     server: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_responses import service
+    from trtllm_responses.responses import service
 
     real = service.to_json
 

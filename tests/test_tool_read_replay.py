@@ -24,7 +24,8 @@ from server_harness import RecordingEcho, RunningServer, start_server, stream_ev
 from stream_grammar import check_stream
 from test_browser_tool import WEB_TOOL, steps
 
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.tools.settings import PythonLimits, ToolSettings
 
 ENCRYPTED = ["reasoning.encrypted_content"]

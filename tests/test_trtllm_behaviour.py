@@ -20,7 +20,10 @@ from server_harness import start_server, stream_events
 from stream_grammar import check_stream
 from test_trtllm_executor import executor_for
 
-from trtllm_responses.cli import build_parser
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.cli.command import build_parser
+from trtllm_responses.cli.launch import resolve_launch
+from trtllm_responses.cli.serve_options import server_config
 from trtllm_responses.executors.trtllm import (
     TrtllmExecutor,
     TrtllmUnavailableError,
@@ -28,10 +31,8 @@ from trtllm_responses.executors.trtllm import (
     check_trtllm_version,
     import_tensorrt_llm,
 )
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-from trtllm_responses.launch import resolve_launch
-from trtllm_responses.sampling import SamplingDefaults
-from trtllm_responses.serve_options import server_config
+from trtllm_responses.harmony import HarmonyEncoding
+from trtllm_responses.responses.sampling import SamplingDefaults
 
 CURATED = Path(__file__).parent / "data" / "trtllm"
 

@@ -20,7 +20,7 @@ from conftest import FAKE_TRTLLM
 from server_harness import stream_events
 from stream_grammar import check_stream
 
-from trtllm_responses.build import build_bundle
+from trtllm_responses.cli.build import build_bundle
 
 
 def free_port() -> int:

@@ -48,8 +48,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def real_server(adapter):  # type: ignore[no-untyped-def]
+    from trtllm_responses.cli.launch import resolve_launch
     from trtllm_responses.executors.trtllm import TrtllmExecutor, check_llm_arguments
-    from trtllm_responses.launch import resolve_launch
 
     plan = resolve_launch(
         MODEL or "",
@@ -116,8 +116,9 @@ def _llm(real_server):  # type: ignore[no-untyped-def]
 
 
 def _prompt(text: str) -> list[int]:
-    from trtllm_responses.harmony import HarmonyAdapter, load_encoding
-    from trtllm_responses.protocol import parse_request
+    from trtllm_responses.adapter import HarmonyAdapter
+    from trtllm_responses.harmony import load_encoding
+    from trtllm_responses.request.protocol import parse_request
 
     return HarmonyAdapter(load_encoding()).build_prompt(parse_request({"input": text})).token_ids
 
@@ -145,8 +146,8 @@ def test_release_is_supported_and_unset_sampling_is_greedy() -> None:
 def test_argument_model_takes_the_curated_gpt_oss_configs(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from pathlib import Path
 
+    from trtllm_responses.cli.launch import resolve_launch
     from trtllm_responses.executors.trtllm import check_llm_arguments
-    from trtllm_responses.launch import resolve_launch
 
     for name in ("gpt-oss-120b-latency.yaml", "gpt-oss-120b-throughput.yaml"):
         plan = resolve_launch(MODEL or "", {}, str(Path(__file__).parent / "data" / "trtllm" / name))

@@ -10,6 +10,7 @@ import pytest
 from server_harness import start_server, stream_events
 from stream_grammar import check_stream
 
+from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.base import GenerationRequest, SamplingSettings, TokenDelta
 from trtllm_responses.executors.trtllm import (
     TrtllmExecutor,
@@ -17,8 +18,8 @@ from trtllm_responses.executors.trtllm import (
     check_llm_arguments,
     import_tensorrt_llm,
 )
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding, parse_completion
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.harmony import HarmonyEncoding, parse_completion
+from trtllm_responses.request.protocol import parse_request
 
 
 def executor_for(encoding: HarmonyEncoding, **kwargs: Any) -> TrtllmExecutor:

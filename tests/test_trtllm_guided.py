@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from test_trtllm_executor import collect, executor_for
 
+from trtllm_responses.adapter import HarmonyAdapter
+from trtllm_responses.constraints.guided import structural_tag
 from trtllm_responses.executors.base import GenerationRequest, SamplingSettings
-from trtllm_responses.executors.guided import structural_tag
-from trtllm_responses.harmony import HarmonyAdapter, HarmonyEncoding
-from trtllm_responses.protocol import parse_request
+from trtllm_responses.harmony import HarmonyEncoding
+from trtllm_responses.request.protocol import parse_request
 
 SCHEMA = {
     "type": "object",

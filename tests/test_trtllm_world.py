@@ -20,8 +20,8 @@ from server_harness import stream_events
 from stream_grammar import check_stream
 from test_trtllm_cli import Served
 
-from trtllm_responses.launch import LaunchError
-from trtllm_responses.world import World, check_world, read_world
+from trtllm_responses.cli.launch import LaunchError
+from trtllm_responses.cli.world import World, check_world, read_world
 
 LAUNCHER = {"TLLM_SPAWN_PROXY_PROCESS": "1", "TLLM_SPAWN_PROXY_PROCESS_IPC_ADDR": "tcp://127.0.0.1:10012"}
 

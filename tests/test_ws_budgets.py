@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.http_limits import HTTPLimits
+from trtllm_responses.server.http_limits import HTTPLimits
 from trtllm_responses.server.websocket import MAX_QUEUED_INPUTS, MAX_STREAM_ID
 
 LIMIT = 64 << 10  # --max_input_bytes of these servers

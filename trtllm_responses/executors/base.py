@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from ..constraints import Constraint
+    from ..constraints.base import Constraint
 
 __all__ = ["Executor", "ExecutorError", "FinishReason", "GenerationRequest", "SamplingSettings", "TokenDelta"]
 
@@ -30,7 +30,7 @@ FinishReason = Literal["stop", "length", "cancelled", "error"]
 
 @dataclass(frozen=True, slots=True)
 class SamplingSettings:
-    """How to sample (``sampling.py`` resolves them from the request and the operator's defaults).
+    """How to sample (``responses/sampling.py`` resolves them from the request and the operator's defaults).
 
     ``temperature`` and ``top_p`` are always stated: TensorRT-LLM samples greedily when they are
     unset. The others are ``None`` when nobody set them (the engine's own behaviour).
@@ -55,7 +55,7 @@ class GenerationRequest:
     request_id: str
     prompt_token_ids: list[int]
     sampling: SamplingSettings
-    constraint: Constraint | None = None  # what the output must obey (see constraints.py)
+    constraint: Constraint | None = None  # what the output must obey (see constraints/base.py)
     priority: float | None = None  # scheduling priority in [0, 1] (from service_tier); None: the engine's default
     cache_retention_seconds: int | None = None  # keep the prompt's KV cache at least this long (prompt_cache_options.ttl)
 

@@ -73,7 +73,7 @@ from ..harmony.schema import minimal_instance
 from .base import Executor, FinishReason, GenerationRequest, TokenDelta
 
 if TYPE_CHECKING:
-    from ..constraints import Constraint
+    from ..constraints.base import Constraint
 
 __all__ = ["EchoExecutor"]
 
@@ -306,7 +306,7 @@ class EchoExecutor(Executor):
         return enc.decode(prompt[system_end + 3 : developer_end]).partition("<|message|>")[2]
 
     def _summary(self, prompt: Sequence[int]) -> list[int] | None:
-        """A reasoning summary's side generation (``summaries.py``): ``Summary: `` + the first sentence.
+        """A reasoning summary's side generation (``responses/summaries.py``): ``Summary: `` + the first sentence.
 
         Its prompt ends with the final channel opened and its developer instructions begin
         with the summarizer's; the text summarized is the user message before that.

@@ -8,7 +8,7 @@ several tokens: ``stream_interval``, speculative decoding) becomes one
 :class:`TokenDelta`. TensorRT-LLM does not detokenize: the server parses tokens.
 
 Sampling is always stated (``temperature``, ``top_p``; the rest where set): TensorRT-LLM decodes
-greedily when they are unset (``sampling.py``). Without chunked prefill TensorRT-LLM refuses a prompt
+greedily when they are unset (``responses/sampling.py``). Without chunked prefill TensorRT-LLM refuses a prompt
 over ``max_num_tokens`` in ``generate_async`` (``BaseLLM._check_arguments``); ``max_prompt_tokens``
 states that limit so the service refuses such a prompt with a 400 before generating.
 
@@ -24,7 +24,7 @@ prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it. ``service_ti
 
 Constraints (structured outputs, required calls, custom-tool grammars) become
 ``SamplingParams(guided_decoding=GuidedDecodingParams(structural_tag=...))`` (see
-``guided.py``); the LLM is created with ``guided_decoding_backend="xgrammar"``, the
+``constraints/guided.py``); the LLM is created with ``guided_decoding_backend="xgrammar"``, the
 backend that takes structural tags. Logprobs: ``SamplingParams(logprobs=k)`` and each
 step's ``logprobs_diff`` (one ``{token_id: Logprob(logprob, rank)}`` per token).
 """
@@ -36,12 +36,13 @@ import datetime
 import importlib
 import inspect
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
+from pathlib import Path
 from typing import Any
 
-from ..constraints import Constraint
+from ..constraints.base import Constraint
+from ..constraints.guided import structural_tag
 from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
-from .guided import structural_tag
 
 __all__ = [
     "MIN_TRTLLM_VERSION",
@@ -49,6 +50,7 @@ __all__ = [
     "TrtllmUnavailableError",
     "check_llm_arguments",
     "check_trtllm_version",
+    "build_tensorrt_engine",
     "import_tensorrt_llm",
 ]
 
@@ -87,6 +89,37 @@ def import_tensorrt_llm() -> Any:
         ) from exc
     check_trtllm_version(str(getattr(module, "__version__", "")))
     return module
+
+
+def build_tensorrt_engine(model: Path, sizes: Mapping[str, Any], out: Path) -> None:
+    """Build the TensorRT engine of the checkpoint at ``model`` and save it into ``out`` (``build --backend tensorrt``).
+
+    Through the LLM API as ``trtllm-build``'s successor does it: ``tensorrt_llm._tensorrt_engine.LLM``
+    with a ``BuildConfig`` of ``sizes`` (``max_batch_size``, ``max_num_tokens``, ``max_seq_len``) and the
+    parallel sizes, then ``LLM.save``. TrtllmUnavailableError when TensorRT-LLM cannot be imported.
+    """
+    try:
+        trtllm_engine = importlib.import_module("tensorrt_llm._tensorrt_engine")
+        llmapi = importlib.import_module("tensorrt_llm.llmapi")
+    except Exception as exc:
+        raise TrtllmUnavailableError(
+            f"building a TensorRT engine needs TensorRT-LLM and a GPU; it cannot be imported here ({exc})"
+        ) from exc
+    build_config = llmapi.BuildConfig(
+        max_batch_size=sizes["max_batch_size"],
+        max_num_tokens=sizes["max_num_tokens"],
+        max_seq_len=sizes["max_seq_len"],
+    )
+    llm = trtllm_engine.LLM(
+        model=str(model),
+        build_config=build_config,
+        tensor_parallel_size=sizes["tensor_parallel_size"],
+        pipeline_parallel_size=sizes["pipeline_parallel_size"],
+    )
+    try:
+        llm.save(str(out))
+    finally:
+        llm.shutdown()
 
 
 def _release(version: str) -> tuple[int, int] | None:

@@ -1,6 +1,14 @@
-"""Harmony: the gpt-oss chat format. Offline encoding, streaming parser, Responses ⇄ Harmony conversion."""
+"""Harmony, the gpt-oss chat format: what it is, below everything that uses it.
 
-from .adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
+The offline encoding (``encoding.py``, ``linear.py``), the one header grammar (``headers.py``), the
+recovering reader (``parser.py``, ``json_cut.py``), JSON Schemas as gpt-oss reads them
+(``schema.py``), the tools a request declares and the calls they allow (``tools.py``), the
+developer message (``developer.py``), Responses items ⇄ Harmony messages (``items.py``,
+``input_messages.py``) and rendering off the event loop (``render_pool.py``). It imports only
+``core/`` and ``request/``; the :class:`~trtllm_responses.adapter.HarmonyAdapter`, which builds a
+request's prompt and constraint from these pieces, is a layer above (``adapter/``).
+"""
+
 from .encoding import HarmonyEncoding, load_encoding
 from .input_messages import input_to_messages
 from .items import (
@@ -21,10 +29,7 @@ from .parser import (
 )
 
 __all__ = [
-    "EMPTY_HISTORY",
     "ContentDelta",
-    "ConversationHistory",
-    "HarmonyAdapter",
     "HarmonyEncoding",
     "HarmonyStreamParser",
     "ItemKind",
@@ -33,8 +38,6 @@ __all__ = [
     "MessageHeader",
     "MessageStarted",
     "ParsedMessage",
-    "Prompt",
-    "RenderedMessage",
     "build_output_item",
     "classify",
     "completion_to_output_items",

@@ -24,8 +24,8 @@ from typing import Any
 import orjson
 from openai_harmony import Author, Message, Role, TextContent
 
-from ..errors import InvalidRequestError
-from ..request_fields import check_text
+from ..core.errors import InvalidRequestError
+from ..request.fields import check_text
 from .headers import JSON_CONTENT_TYPE
 from .items import FUNCTIONS_NAMESPACE
 

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 from openai_harmony import Message
 
-from ..errors import ServerError
+from ..core.errors import ServerError
 
 __all__ = ["RenderPool", "default_render_workers"]
 

@@ -30,7 +30,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InvalidRequestError
+from ..core.errors import InvalidRequestError
 
 __all__ = ["MAX_REF_DEPTH", "check_strict", "for_rendering", "minimal_instance", "resolve_refs"]
 

@@ -12,7 +12,7 @@ A request's ``tools`` and ``tool_choice`` become one :class:`RequestTools`:
   (whose body is raw code after a non-JSON content type). So a custom tool is declared in its
   namespace like a function whose one parameter is a ``string``, with comment lines saying
   the input is the raw message body and, for a grammar format, giving the grammar; its call
-  has no ``<|constrain|>json`` content type. Constrained decoding (``constraints.py``) pins
+  has no ``<|constrain|>json`` content type. Constrained decoding (``constraints/base.py``) pins
   both the header and, for a grammar, the body.
 - Hosted tools this server cannot run (web search, code interpreter, file search, image
   generation, computer use, tool search) are not shown to the model: it cannot call what
@@ -38,7 +38,7 @@ from typing import Any
 
 from openai_harmony import ToolNamespaceConfig
 
-from ..errors import InvalidRequestError
+from ..core.errors import InvalidRequestError
 from .headers import JSON_CONTENT_TYPE, clean_recipient
 
 __all__ = [

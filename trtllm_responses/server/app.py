@@ -15,18 +15,18 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from ..config import ServerConfig
+from ..adapter.adapter import HarmonyAdapter
 from ..executors.base import Executor
-from ..gc_schedule import CollectorSchedule
-from ..harmony.adapter import HarmonyAdapter
 from ..harmony.render_pool import RenderPool
-from ..metrics import ServerMetrics
-from ..prompts import PromptTemplates
-from ..sealing import ContentSealer, load_key
-from ..service import ResponsesService
+from ..ops.gc_schedule import CollectorSchedule
+from ..ops.metrics import ServerMetrics
+from ..responses.prompts import PromptTemplates
+from ..responses.sealing import ContentSealer, load_key
+from ..responses.service import ResponsesService
 from ..store import ResponseStore
 from ..store.redis import RedisStore
 from .background import BackgroundLimits, BackgroundResponses
+from .config import ServerConfig
 from .conversation_routes import build_conversation_router
 from .create import ResponsesApp
 from .errors import install_error_handlers
@@ -90,7 +90,7 @@ def create_app(
         gc.collect()
         gc.freeze()
         shutdown.attach(asyncio.get_running_loop())
-        # ... and from now on, collect when it cannot stall streams (gc_schedule.py).
+        # ... and from now on, collect when it cannot stall streams (ops/gc_schedule.py).
         collector = asyncio.ensure_future(CollectorSchedule(metrics.idle, metrics.record_gc).run())
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
         reaper = asyncio.ensure_future(background.reap_forever())

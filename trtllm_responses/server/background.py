@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 import orjson
 from openai.types.responses import ResponseStreamEvent
 
-from ..errors import InvalidRequestError, TooManyRequestsError
-from ..service import PreparedResponse, ResponsesService
-from ..wire import to_json
+from ..core.errors import InvalidRequestError, TooManyRequestsError
+from ..core.wire import to_json
+from ..responses.service import PreparedResponse, ResponsesService
 from .relay import RedisRelay
 from .sse import encode_event, obfuscate, obfuscation_wanted
 

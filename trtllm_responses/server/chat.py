@@ -1,6 +1,6 @@
 """``POST /v1/chat/completions``: a chat request driven through the Responses path, written as chat.
 
-The request is translated at its edge (``chat_request.py``) into the service's request;
+The request is translated at its edge (``request/chat.py``) into the service's request;
 ``ResponsesService.prepare`` checks and renders it (the same prompt, tools and
 Constraint as ``POST /v1/responses``) and ``drive`` generates it through the executor,
 the Harmony reader and the stream state machine. Only the writing differs: each
@@ -27,12 +27,12 @@ from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..chat_request import ChatOptions, in_chat_terms, translate_chat
-from ..errors import APIError, ServerError
+from ..core.errors import APIError, ServerError
+from ..core.ids import new_id
 from ..executors.base import SamplingSettings
-from ..ids import new_id
-from ..service import PreparedResponse, ResponsesService
-from .access import AccessRecord
+from ..ops.access import AccessRecord
+from ..request.chat import ChatOptions, in_chat_terms, translate_chat
+from ..responses.service import PreparedResponse, ResponsesService
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
 from .errors import error_response
 from .operations import CLIENT_CLOSED

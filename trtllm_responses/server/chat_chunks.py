@@ -43,7 +43,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from ..wire import json_string
+from ..core.wire import json_string
 
 __all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..conversations import ConversationsService
-from ..errors import InvalidRequestError
-from ..ids import check_id
+from ..core.errors import InvalidRequestError
+from ..core.ids import check_id
+from ..responses.conversations import ConversationsService
 from .responses import JSONBytesResponse
 from .routes import page_query
 

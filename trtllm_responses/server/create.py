@@ -17,13 +17,13 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..config import ServerConfig
-from ..errors import APIError, InvalidRequestError, ServerError
-from ..service import PreparedResponse, ResponsesService
-from ..wire import to_json
-from .access import AccessRecord
+from ..core.errors import APIError, InvalidRequestError, ServerError
+from ..core.wire import to_json
+from ..ops.access import AccessRecord
+from ..responses.service import PreparedResponse, ResponsesService
 from .background import BackgroundResponses
 from .chat import CHAT_PATH, create_chat_completion
+from .config import ServerConfig
 from .errors import error_response
 from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
 from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse

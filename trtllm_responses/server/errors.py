@@ -2,7 +2,7 @@
 
 Every error a client sees has the envelope
 ``{"error": {"message", "type", "param", "code"}}`` and a fitting status:
-our :class:`~trtllm_responses.errors.APIError` tree, Starlette's HTTP errors
+our :class:`~trtllm_responses.core.errors.APIError` tree, Starlette's HTTP errors
 (unknown route 404 ``unknown_url``; under ``/v1/`` a wrong method too, as OpenAI does; 405 elsewhere), FastAPI validation errors (400, never
 422), and anything unexpected (500, logged with its traceback).
 """
@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Match
 
-from ..errors import APIError, InvalidRequestError, NotFoundError, ServerError
+from ..core.errors import APIError, InvalidRequestError, NotFoundError, ServerError
 from .responses import JSONBytesResponse
 
 __all__ = ["error_response", "install_error_handlers"]

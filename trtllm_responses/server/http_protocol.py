@@ -35,8 +35,8 @@ import orjson
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from ..errors import APIError, InvalidRequestError, ServerError
-from ..http_limits import HTTPLimits
+from ..core.errors import APIError, InvalidRequestError, ServerError
+from .http_limits import HTTPLimits
 from .websocket_drain import draining_websocket_protocol
 
 __all__ = ["GuardedHttpToolsProtocol", "protocol_class", "uvicorn_config"]

@@ -32,8 +32,8 @@ from openai.types.responses import Response, ResponseItemList, ResponseStreamEve
 from pydantic import BaseModel, RootModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from ..chat_request import ChatRequest
-from ..protocol import ResponsesRequest
+from ..request.chat import ChatRequest
+from ..request.protocol import ResponsesRequest
 
 __all__ = ["ERROR_SCHEMA", "build_openapi", "install_openapi"]
 

@@ -29,9 +29,9 @@ from typing import Any
 
 import orjson
 
-from ..errors import ServiceUnavailableError
+from ..core.errors import ServiceUnavailableError
+from ..core.wire import to_json
 from ..store.redis import RedisStore
-from ..wire import to_json
 
 __all__ = ["RedisRelay"]
 

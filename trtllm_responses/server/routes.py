@@ -8,11 +8,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..config import ServerConfig
-from ..errors import InvalidRequestError, NotFoundError
-from ..ids import check_id
-from ..service import ResponsesService
+from ..core.errors import InvalidRequestError, NotFoundError
+from ..core.ids import check_id
+from ..responses.service import ResponsesService
 from .background import BackgroundResponses
+from .config import ServerConfig
 from .operations import authorized, metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 

@@ -23,7 +23,7 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
-from ..wire import json_string, to_json
+from ..core.wire import json_string, to_json
 
 __all__ = ["OBFUSCATION_BLOCK", "encode_event", "encode_events", "event_json", "obfuscate", "obfuscation_wanted"]
 

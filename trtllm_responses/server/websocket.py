@@ -56,13 +56,13 @@ import orjson
 from openai.types.responses import ResponseStreamEvent
 from starlette.types import Receive, Scope, Send
 
-from ..config import ServerConfig
-from ..errors import APIError, InvalidRequestError, ServerError, ServiceUnavailableError
-from ..harmony.adapter import ConversationHistory
-from ..ids import new_id
-from ..protocol import check_depth
-from ..service import PreparedResponse, ResponsesService
-from ..wire import to_dict
+from ..adapter.adapter import ConversationHistory
+from ..core.errors import APIError, InvalidRequestError, ServerError, ServiceUnavailableError
+from ..core.ids import new_id
+from ..core.wire import to_dict
+from ..request.protocol import check_depth
+from ..responses.service import PreparedResponse, ResponsesService
+from .config import ServerConfig
 from .sse import event_json
 from .websocket_drain import DRAIN, SERVICE_RESTART
 

@@ -12,7 +12,7 @@ reader can never see an entry change, and concurrent continuations of one
 response each extend it into a history of their own.
 
 Backends (``memory``, ``sqlite``, ``redis``) raise
-:class:`~trtllm_responses.errors.ServiceUnavailableError` when their storage
+:class:`~trtllm_responses.core.errors.ServiceUnavailableError` when their storage
 cannot be reached in time: the client gets a 503, never a hang or a 500.
 """
 
@@ -22,8 +22,8 @@ import sys
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..harmony.adapter import ConversationHistory
-from ..wire import exact_bytes
+from ..adapter.adapter import ConversationHistory
+from ..core.wire import exact_bytes
 
 __all__ = ["ConversationItem", "ConversationPage", "ResponseStore", "StoreStats", "StoredConversation", "StoredResponse"]
 

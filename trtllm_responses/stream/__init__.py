@@ -14,7 +14,7 @@ Harmony parser reports and to how a generation ends:
     incomplete(usage)       → response.incomplete  (max_output_tokens, or steered at a message boundary)
     fail(message, usage)    → response.failed
 
-Server-run tools (``tool_loop.py``) use a few more, all at message boundaries
+Server-run tools (``responses/tool_loop.py``) use a few more, all at message boundaries
 (``tool_items.py``): ``hold_calls``, ``tool_started`` / ``tool_finished``, ``tool_item``,
 ``list_tools_item``, ``model_output``. With summaries on, a reasoning item that ends whole is
 parked (``summary_due``) and closed by ``summary_delta`` / ``summary_ended`` (``summary.py``). ``rewrite_messages`` installs a per-message text

@@ -44,7 +44,7 @@ from openai.types.responses.response_output_text_annotation_added_event import (
     AnnotationURLCitation as AddedURLCitation,
 )
 
-from ..errors import HarmonyFormatError
+from ..core.errors import HarmonyFormatError
 from ..harmony.items import ItemKind, ItemTarget, build_output_item, classify, new_item_ids
 from ..harmony.parser import MessageHeader
 from ..harmony.tools import RequestTools
@@ -89,7 +89,7 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
         self._seal_reasoning = seal_reasoning
         self._redact_reasoning = redact_reasoning
         # Given (encrypted reasoning asked for): a tool item the client sees less of than the model
-        # read is followed by a tool-read carrier (sealing.py), so a stateless replay reads it all.
+        # read is followed by a tool-read carrier (responses/sealing.py), so a stateless replay reads it all.
         self._seal_tool_read = seal_tool_read
         self._sequence = 0
         self._started = False

@@ -1,4 +1,4 @@
-"""The reasoning-summary transitions of a ResponseStream (``generation.py`` drives them).
+"""The reasoning-summary transitions of a ResponseStream (``responses/generation.py`` drives them).
 
 When summaries are asked for (``reasoning.summary``), a reasoning item that ends whole is
 *parked* instead of closed: its text events are out (``reasoning_text.done``,

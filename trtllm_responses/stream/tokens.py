@@ -10,7 +10,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from ..errors import HarmonyFormatError
+from ..core.errors import HarmonyFormatError
 from ..executors.base import TokenDelta
 from ..harmony.encoding import HarmonyEncoding
 from ..harmony.parser import ContentDelta, HarmonyStreamParser, MessageStarted, unreadable_message

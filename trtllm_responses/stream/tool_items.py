@@ -1,4 +1,4 @@
-"""The server-run tool transitions of a ResponseStream (``tool_loop.py`` drives them).
+"""The server-run tool transitions of a ResponseStream (``responses/tool_loop.py`` drives them).
 
 All at message boundaries, never per token:
 
@@ -7,7 +7,7 @@ All at message boundaries, never per token:
 - ``tool_started`` / ``tool_finished`` stream the run of the held call (``response.mcp_call.in_progress``
   ... ``.completed``/``.failed``, then ``output_item.done`` with the output, then, when encrypted
   reasoning was asked for and the model read more of the item than the client is shown, a tool-read
-  carrier: a reasoning item sealing the rest, see ``sealing.py``);
+  carrier: a reasoning item sealing the rest, see ``responses/sealing.py``);
 - ``tool_item`` opens a call the model did not write in this response (an approved call);
 - ``list_tools_item`` adds an ``mcp_list_tools`` item with its events;
 - ``model_output`` is the output as the model read it (tool items with the fields no client
@@ -33,8 +33,8 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_output_item import McpListTools
 
+from ..core.wire import to_dict
 from ..harmony.items import ItemKind, ItemTarget, build_output_item, new_item_ids
-from ..wire import to_dict
 from .events import (
     ADDED_EVENTS,
     TOOL_EVENTS,

@@ -3,7 +3,7 @@
 A :class:`ToolProvider` is one server-run tool namespace of one response (an MCP
 server, later python and browser). It describes itself to the model as a
 Harmony namespace and runs calls; it knows nothing of streams, prompts or
-limits. The loop (``tool_loop.py``) owns all of that: it times calls out
+limits. The loop (``responses/tool_loop.py``) owns all of that: it times calls out
 (``--tool_timeout``), cancels them when the client goes away, turns an
 exception into a failed item, and tells the model what happened by rendering
 the finished item back into the conversation.

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidRequestError
-from ..harmony.tool_choice import builtin_types_shown
+from ..adapter.tool_choice import builtin_types_shown
+from ..core.errors import InvalidRequestError
 from ..harmony.tools import CODE_TOOLS, WEB_SEARCH_TOOLS
 from .base import ServerTools, ToolProvider
 from .python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, MCPPython

@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 from openai.types.responses.response_output_item import McpListTools, McpListToolsTool
 
-from ..errors import InvalidRequestError
+from ..core.errors import InvalidRequestError
+from ..core.ids import new_id
 from ..harmony.input_messages import list_tools_key
 from ..harmony.items import ItemKind, ItemTarget
-from ..ids import new_id
 from .base import ApprovedCall, ServerTools
 from .mcp import ApprovalRule, MCPProvider, describe_exception, tool_names
 from .settings import ToolSettings, url_allowed

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InvalidRequestError
-from ..protocol import ResponsesRequest
+from ..core.errors import InvalidRequestError
+from ..request.protocol import ResponsesRequest
 from .base import ServerTools
 from .builtin import builtin_shown, prepare_builtin_tools
 from .mcp_request import prepare_mcp_tools

@@ -34,8 +34,8 @@ import anyio
 import orjson
 from openai.types.responses.response_output_item import McpListToolsTool
 
+from ..core.ids import new_id
 from ..harmony.items import ItemKind
-from ..ids import new_id
 from .base import ToolOutcome, ToolProvider, truncate_output
 from .cgroups import CallCgroup
 from .mcp import MCPProvider

@@ -3,7 +3,7 @@
 gpt-oss calls tools it was not given: hallucinated namespaces (``repo_browser.open_file``,
 ``container.exec``), its own ``browser.*`` and ``python`` when the request did not declare them
 or the operator left them off, an undeclared function. Such a call is neither the client's to
-run nor the server's. The tool loop (``tool_loop.py``) holds it like a server-run call and closes
+run nor the server's. The tool loop (``responses/tool_loop.py``) holds it like a server-run call and closes
 it with :meth:`UnavailableTool.refuse`: a failed item of the call's own type (``mcp_call``,
 ``web_search_call``, ``code_interpreter_call``), whose error the model reads as the tool's answer,
 one line naming the tools it does have; then it generates again.

@@ -1,0 +1,11 @@
+"""The HarmonyAdapter: a Responses request (and its stored conversation) → Harmony messages → prompt tokens.
+
+``adapter.py`` (the adapter), ``prompt.py`` (what a prompt is made of: rendered messages, histories),
+``tool_choice.py`` (what ``tool_choice`` shows and requires, over the request's tools and the ones the
+server runs). It reads ``harmony/`` and builds the response's one ``Constraint`` (``constraints/``).
+"""
+
+from .adapter import HarmonyAdapter
+from .prompt import EMPTY_HISTORY, ConversationHistory, Prompt, RenderedMessage
+
+__all__ = ["EMPTY_HISTORY", "ConversationHistory", "HarmonyAdapter", "Prompt", "RenderedMessage"]

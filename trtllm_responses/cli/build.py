@@ -1,0 +1,269 @@
+"""``trtllm-responses build``: a gpt-oss checkpoint → a serving bundle ``engines/<name>/``.
+
+A bundle holds:
+
+- ``manifest.json``: the source checkpoint (path, hashes of its config and weight
+  index), model type, quantization, backend, sizes, parallelism, profile, the
+  Harmony vocab hash, tool versions, and a fingerprint of all of it;
+- ``llm_api_options.yaml``: LLM arguments from a profile (``latency`` or
+  ``throughput``, for ``hopper`` or ``blackwell``), following TensorRT-LLM's
+  published gpt-oss guides (MoE backend TRITON on Hopper; TRTLLM for latency and
+  CUTLASS for throughput on Blackwell; attention data parallelism for throughput
+  across GPUs; padded CUDA graphs; a coarser ``stream_interval`` for throughput);
+- ``o200k_base.tiktoken``: the Harmony vocab, so the bundle serves offline.
+
+``serve engines/<name>`` uses these options (flags < bundle < ``--extra_llm_api_options``).
+Building is idempotent: when the fingerprint of the inputs matches the manifest
+and the files are intact, nothing is redone.
+
+TensorRT-LLM serves gpt-oss through its PyTorch backend only (there is no
+TensorRT-engine definition for it), so ``--backend tensorrt`` builds a PyTorch
+bundle for gpt-oss and says why. For an architecture TensorRT-LLM can build, it
+builds and saves the TensorRT engine through the LLM API into ``engine/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..core.files import sha256_file, write_atomically
+from ..executors.trtllm import TrtllmUnavailableError, build_tensorrt_engine
+from ..harmony.encoding import VOCAB_FILENAME, VOCAB_SHA256, ensure_vocab
+from .checkpoint import CheckpointInfo, inspect_checkpoint
+
+__all__ = ["BuildError", "BuildResult", "build_bundle", "profile_options", "PROFILES", "GPUS"]
+
+PROFILES = ("latency", "throughput")
+GPUS = ("hopper", "blackwell")
+MANIFEST = "manifest.json"
+OPTIONS = "llm_api_options.yaml"
+ENGINE_DIR = "engine"
+
+
+class BuildError(RuntimeError):
+    """The bundle cannot be built; the message says why."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    path: Path
+    changed: bool
+    manifest: dict[str, Any]
+
+
+def profile_options(
+    profile: str, gpu: str, *, max_batch_size: int | None, max_num_tokens: int | None, tp_size: int
+) -> dict[str, Any]:
+    """LLM arguments of a serving profile, as TensorRT-LLM publishes gpt-oss's recipes.
+
+    Blackwell follows the curated configs (``examples/configs/curated/gpt-oss-120b-latency.yaml`` and
+    ``-throughput.yaml``): MoE backend TRTLLM, ``max_num_tokens`` 16384, ``stream_interval`` 20, padded
+    CUDA graphs up to the batch size; latency batches 64 requests, throughput 720 with attention data
+    parallelism (``attention_dp_config`` balanced) when there is more than one GPU. Hopper takes the
+    TRITON MoE backend (the gpt-oss guide's choice there: TRTLLM's kernels are Blackwell's). Both turn
+    chunked prefill on, so any prompt the context window holds is served (README, "Long prompts").
+    The curated configs' ``num_postprocess_workers`` is left out: it serves trtllm-serve's own
+    detokenizing, which this server does itself.
+    """
+    if profile not in PROFILES or gpu not in GPUS:
+        raise BuildError(f"unknown profile {profile!r} / gpu {gpu!r}; profiles: {PROFILES}, gpus: {GPUS}")
+    latency = profile == "latency"
+    batch = max_batch_size or (64 if latency else 720)
+    attention_dp = (not latency) and tp_size > 1
+    options: dict[str, Any] = {
+        "max_batch_size": batch,
+        "max_num_tokens": max_num_tokens or 16384,
+        "enable_attention_dp": attention_dp,
+        "enable_chunked_prefill": True,
+        "cuda_graph_config": {"enable_padding": True, "max_batch_size": batch},
+        "moe_config": {"backend": "TRITON" if gpu == "hopper" else "TRTLLM"},
+        "stream_interval": 20,
+    }
+    if attention_dp:
+        options["attention_dp_config"] = {"enable_balance": True, "batching_wait_iters": 50, "timeout_iters": 1}
+    return options
+
+
+def _versions() -> dict[str, str | None]:
+    def version(dist: str) -> str | None:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "trtllm_responses": version("trtllm-responses"),
+        "openai_harmony": version("openai-harmony"),
+        "tensorrt_llm": version("tensorrt_llm") or version("tensorrt-llm"),
+    }
+
+
+def _up_to_date(out: Path, fingerprint: str) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if manifest.get("fingerprint") != fingerprint:
+        return None
+    if sha256_file(out / VOCAB_FILENAME) != VOCAB_SHA256:
+        return None
+    if sha256_file(out / OPTIONS) != manifest.get("options_sha256"):
+        return None
+    if manifest.get("backend") == "tensorrt" and not (out / ENGINE_DIR).is_dir():
+        return None
+    return manifest
+
+
+def _build_tensorrt_engine(
+    info: CheckpointInfo, out: Path, sizes: dict[str, Any], progress: Callable[[str], None]
+) -> None:
+    progress(f"building the TensorRT engine of {info.path} through the LLM API (this takes a while)")
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=".engine-"))
+    try:
+        build_tensorrt_engine(info.path, sizes, staging)
+        shutil.rmtree(out / ENGINE_DIR, ignore_errors=True)
+        staging.rename(out / ENGINE_DIR)
+    except TrtllmUnavailableError as exc:
+        raise BuildError(str(exc)) from exc
+    except Exception as exc:
+        raise BuildError(f"TensorRT-LLM could not build the engine: {type(exc).__name__}: {exc}") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def build_bundle(
+    checkpoint: str | Path,
+    *,
+    output_dir: str | Path = "engines",
+    name: str | None = None,
+    profile: str = "throughput",
+    gpu: str = "blackwell",
+    backend: str = "pytorch",
+    max_seq_len: int | None = None,
+    max_batch_size: int | None = None,
+    max_num_tokens: int | None = None,
+    tp_size: int = 1,
+    pp_size: int = 1,
+    ep_size: int | None = None,
+    force: bool = False,
+    progress: Callable[[str], None] = lambda message: None,
+) -> BuildResult:
+    """Build (or confirm up to date) the bundle of ``checkpoint``; raise CheckpointError or BuildError."""
+    if backend not in ("pytorch", "tensorrt"):
+        raise BuildError(f"backend must be 'pytorch' or 'tensorrt', got {backend!r}")
+    for label, value in (("tp_size", tp_size), ("pp_size", pp_size), ("ep_size", ep_size or tp_size)):
+        if value < 1:
+            raise BuildError(f"{label} must be at least 1")
+    if ep_size is not None and (ep_size > tp_size or tp_size % ep_size):
+        raise BuildError(f"ep_size ({ep_size}) must divide tp_size ({tp_size})")
+
+    progress(f"[1/4] checking checkpoint {checkpoint}")
+    info = inspect_checkpoint(checkpoint, require_gpt_oss=backend == "pytorch")
+    if backend == "tensorrt" and info.model_type == "gpt_oss":
+        progress(
+            "      --backend tensorrt: TensorRT-LLM has no TensorRT-engine definition for gpt-oss and serves it "
+            "through its PyTorch backend only, so this bundle targets the PyTorch backend"
+        )
+        backend = "pytorch"
+    progress(
+        f"      {info.model_type}, {info.num_hidden_layers} layers"
+        + (
+            f", {info.num_local_experts} experts ({info.experts_per_token} per token)"
+            if info.num_local_experts
+            else ""
+        )
+        + f", {info.quantization}, {len(info.shards)} shard(s)"
+    )
+
+    seq_len = max_seq_len or info.max_position_embeddings or 131072
+    sizes: dict[str, Any] = {
+        "backend": backend,
+        "max_seq_len": seq_len,
+        "tensor_parallel_size": tp_size,
+        "pipeline_parallel_size": pp_size,
+    }
+    if ep_size is not None:
+        sizes["moe_expert_parallel_size"] = ep_size
+    if backend == "pytorch":
+        options = {
+            **sizes,
+            **profile_options(
+                profile, gpu, max_batch_size=max_batch_size, max_num_tokens=max_num_tokens, tp_size=tp_size
+            ),
+        }
+    else:
+        options = {**sizes, "max_batch_size": max_batch_size or 64, "max_num_tokens": max_num_tokens or 8192}
+    options_yaml = yaml.safe_dump(options, sort_keys=True).encode()
+
+    bundle_name = name or info.path.name
+    out = Path(output_dir) / bundle_name
+    inputs = {
+        "source": {
+            "config_sha256": info.config_sha256,
+            "weights_sha256": info.weights_sha256,
+            "path": str(info.path),
+        },
+        "options": options,
+        "profile": profile,
+        "gpu": gpu,
+        "harmony_vocab_sha256": VOCAB_SHA256,
+        "versions": _versions(),
+    }
+    fingerprint = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    if not force:
+        current = _up_to_date(out, fingerprint)
+        if current is not None:
+            progress(f"[4/4] {out} is up to date: nothing to do")
+            return BuildResult(out, False, current)
+
+    out.mkdir(parents=True, exist_ok=True)
+    progress(f"[2/4] writing {out / OPTIONS} ({profile} profile for {gpu})")
+    write_atomically(out / OPTIONS, options_yaml)
+    progress(f"[3/4] copying the Harmony vocab into {out}")
+    vocab = ensure_vocab() / VOCAB_FILENAME
+    if sha256_file(out / VOCAB_FILENAME) != VOCAB_SHA256:
+        write_atomically(out / VOCAB_FILENAME, vocab.read_bytes())
+    if backend == "tensorrt":
+        _build_tensorrt_engine(info, out, options, progress)
+
+    manifest = {
+        "format": 1,
+        "name": bundle_name,
+        "source": {
+            "path": str(info.path),
+            "config_sha256": info.config_sha256,
+            "weights_sha256": info.weights_sha256,
+            "shards": list(info.shards),
+        },
+        "model_type": info.model_type,
+        "num_hidden_layers": info.num_hidden_layers,
+        "num_local_experts": info.num_local_experts,
+        "experts_per_token": info.experts_per_token,
+        "quantization": info.quantization,
+        "backend": backend,
+        "engine_dir": ENGINE_DIR if backend == "tensorrt" else None,
+        "max_seq_len": seq_len,
+        "max_batch_size": options["max_batch_size"],
+        "max_num_tokens": options["max_num_tokens"],
+        "parallelism": {"tp_size": tp_size, "pp_size": pp_size, "ep_size": ep_size},
+        "profile": profile,
+        "gpu": gpu,
+        "harmony_vocab_sha256": VOCAB_SHA256,
+        "options_sha256": hashlib.sha256(options_yaml).hexdigest(),
+        "versions": inputs["versions"],
+        "fingerprint": fingerprint,
+    }
+    progress(f"[4/4] writing {out / MANIFEST}")
+    write_atomically(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    return BuildResult(out, True, manifest)

@@ -1,0 +1,311 @@
+"""The ``trtllm-responses`` command line.
+
+trtllm-responses serve [MODEL] [flags]            serve the Responses API (echo executor without MODEL)
+trtllm-responses render REQUEST.json [--tokens]   the Harmony prompt of a Responses request body
+trtllm-responses parse COMPLETION.txt [--ids]     the Responses output items of a Harmony completion
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import APIError, VocabError
+from .serve_options import add_serve_arguments, positive_int, server_config
+
+if TYPE_CHECKING:
+    from ..executors.base import Executor
+    from ..harmony import HarmonyEncoding
+    from ..tools.settings import ToolSettings
+
+__all__ = ["build_parser", "main"]
+
+logger = logging.getLogger("trtllm_responses")
+
+
+def _read(path: str) -> str:
+    return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    """Print the Harmony prompt (or its token ids) for a Responses request body."""
+    from ..adapter import HarmonyAdapter
+    from ..harmony import load_encoding
+    from ..request.protocol import parse_request
+
+    request = parse_request(_read(args.request))
+    encoding = load_encoding()
+    today = (lambda: args.date) if args.date else None
+    adapter = HarmonyAdapter(encoding, today=today) if today else HarmonyAdapter(encoding)
+    prompt = adapter.build_prompt(request)
+    if args.tokens:
+        print(json.dumps(prompt.token_ids))
+    else:
+        print(encoding.decode(prompt.token_ids))
+    return 0
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    """Print the output items of a Harmony completion (text with control tokens, or a JSON list of ids)."""
+    from ..harmony import completion_to_output_items, load_encoding, parse_completion
+
+    encoding = load_encoding()
+    raw = _read(args.completion)
+    if args.ids:
+        tokens = json.loads(raw)
+    else:
+        # A trailing newline left by an editor is not part of the completion.
+        tokens = encoding.encode(raw.removesuffix("\n"))
+    items = completion_to_output_items(parse_completion(encoding, tokens))
+    print(
+        json.dumps(
+            [item.model_dump(mode="json", exclude_none=True) for item in items], indent=2, ensure_ascii=False
+        )
+    )
+    return 0
+
+
+ECHO_BANNER = (
+    "No model: serving the deterministic ECHO executor. Responses are scripted from your input "
+    "(see README, 'The echo executor'); pass MODEL with --engine trtllm to serve gpt-oss."
+)
+
+
+_TRTLLM_FLAGS = (
+    "backend",
+    "tokenizer",
+    "max_batch_size",
+    "max_num_tokens",
+    "max_seq_len",
+    "tp_size",
+    "pp_size",
+    "ep_size",
+    "kv_cache_free_gpu_memory_fraction",
+    "trust_remote_code",
+    "extra_llm_api_options",
+    "enable_chunked_prefill",
+)
+
+
+def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, HarmonyEncoding]:
+    """The executor ``serve`` runs, and the encoding it uses; raises LaunchError before any GPU work."""
+    from ..executors.echo import EchoExecutor
+    from ..harmony import load_encoding
+    from .launch import LaunchError, resolve_launch
+
+    given = [f"--{flag}" for flag in _TRTLLM_FLAGS if getattr(args, flag) is not None and getattr(args, flag) is not False]
+    if engine == "echo":
+        if given:
+            raise LaunchError(
+                f"{', '.join(given)} only apply to --engine trtllm; the echo executor has no model"
+            )
+        logger.warning(ECHO_BANNER)
+        encoding = load_encoding()
+        return EchoExecutor(encoding, tokens_per_second=args.echo_tokens_per_second), encoding
+    if not args.model:
+        raise LaunchError(
+            "--engine trtllm needs MODEL: a Hugging Face id, a checkpoint folder or a bundle folder"
+        )
+    if args.echo_tokens_per_second:
+        raise LaunchError("--echo_tokens_per_second only applies to --engine echo")
+    plan = resolve_launch(args.model, vars(args), args.extra_llm_api_options)
+    from .world import check_world, read_world
+
+    world = read_world(os.environ)  # read here, at start, never on the request path
+    check_world(world, plan.llm_kwargs)
+    if world.launcher:
+        logger.info("Under trtllm-llmapi-launch: this process (rank 0) serves HTTP for %d rank(s)", world.size)
+    from ..executors.trtllm import TrtllmUnavailableError, import_tensorrt_llm
+
+    try:
+        import_tensorrt_llm()
+    except TrtllmUnavailableError as exc:
+        raise LaunchError(str(exc)) from exc
+    from ..executors.trtllm import TrtllmExecutor, check_llm_arguments
+
+    try:
+        check_llm_arguments(plan.llm_kwargs, plan.backend)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from exc
+    encoding = load_encoding(plan.bundle_dir)
+    for key, source in sorted(plan.sources.items()):
+        logger.info("LLM argument %s from %s", key, source)
+    return TrtllmExecutor(plan.llm_kwargs, end_id=encoding.return_, backend=plan.backend), encoding
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Start the server."""
+    import uvicorn
+
+    from ..adapter import HarmonyAdapter
+    from ..server import create_app
+    from ..server.http_protocol import uvicorn_config
+    from ..store import open_store
+
+    engine = args.engine or ("trtllm" if args.model else "echo")
+    config = server_config(args)
+    executor, encoding = _build_executor(args, engine)
+    _check_builtin_tools(config.tools)
+    store = open_store(
+        config.store,
+        max_responses=config.max_stored_responses,
+        max_bytes=config.max_store_bytes,
+        ttl=config.store_ttl,
+    )
+    app = create_app(config, executor, store, HarmonyAdapter(encoding))
+    shutdown = app.state.shutdown
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            shutdown.begin()
+            if sig == signal.SIGTERM and sig in self._captured_signals:
+                # A graceful SIGTERM shutdown is a normal exit (0): uvicorn must not re-raise it.
+                self._captured_signals.remove(sig)
+
+    uvicorn_settings = uvicorn_config(
+        app,
+        config.http,
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level,
+        access_log=False,
+        # WebSockets drain (in-flight responses end, then 1012) until the responses' own deadline has ended them.
+        drain_timeout=config.shutdown_timeout + 5,
+        # Connections close by themselves once running responses end (by --shutdown_timeout at most,
+        # then a terminal event): uvicorn waits a little longer before cancelling anything.
+        timeout_graceful_shutdown=int(config.shutdown_timeout) + 10,
+    )
+    Server(uvicorn_settings).run()
+    return 0
+
+
+def _check_builtin_tools(tools: ToolSettings) -> None:
+    """Say what the operator turned on of gpt-oss's built-in tools; refuse python ``local`` without its sandbox."""
+    if tools.python_tool == "local":
+        from ..tools.sandbox import SandboxUnavailable, setup_sandbox
+
+        try:
+            sandbox = setup_sandbox(tools.python_limits)
+        except SandboxUnavailable as exc:
+            raise SandboxUnavailable(f"--python_tool local needs its sandbox, and {exc}.") from None
+        logger.warning("--python_tool local: model-written code runs here, in a %s.", sandbox.describe())
+    elif tools.python_tool != "off":
+        logger.info("--python_tool %s: code_interpreter calls go to that MCP server.", tools.python_tool)
+    if tools.browser_backend != "off":
+        logger.info("--browser_backend %s: web_search calls are run by the server.", tools.browser_backend)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Build a serving bundle from a checkpoint."""
+    from .build import build_bundle
+
+    result = build_bundle(
+        args.checkpoint,
+        output_dir=args.output_dir,
+        name=args.name,
+        profile=args.profile,
+        gpu=args.gpu,
+        backend=args.backend,
+        max_seq_len=args.max_seq_len,
+        max_batch_size=args.max_batch_size,
+        max_num_tokens=args.max_num_tokens,
+        tp_size=args.tp_size,
+        pp_size=args.pp_size,
+        ep_size=args.ep_size,
+        force=args.force,
+        progress=lambda message: print(message, file=sys.stderr, flush=True),
+    )
+    print(result.path)
+    return 0
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="serve the Responses API",
+        description="Serve the Responses API. Flags follow trtllm-serve; LLM arguments merge as flags < bundle < "
+        "--extra_llm_api_options file.",
+    )
+    add_serve_arguments(serve)
+    serve.set_defaults(func=cmd_serve)
+
+
+def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    build = sub.add_parser("build", help="build a serving bundle engines/<name>/ from a gpt-oss checkpoint")
+    build.add_argument("checkpoint", help="checkpoint folder (config.json, safetensors)")
+    build.add_argument("--name", help="bundle name (default: the checkpoint folder's name)")
+    build.add_argument("--output_dir", default="engines", help="where bundles go (default: engines/)")
+    build.add_argument("--profile", choices=["latency", "throughput"], default="throughput")
+    build.add_argument("--gpu", choices=["hopper", "blackwell"], default="blackwell")
+    build.add_argument("--backend", choices=["pytorch", "tensorrt"], default="pytorch")
+    build.add_argument("--max_seq_len", type=positive_int)
+    build.add_argument("--max_batch_size", type=positive_int)
+    build.add_argument("--max_num_tokens", type=positive_int)
+    build.add_argument("--tp_size", type=positive_int, default=1)
+    build.add_argument("--pp_size", type=positive_int, default=1)
+    build.add_argument("--ep_size", type=positive_int)
+    build.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    build.set_defaults(func=cmd_build)
+
+
+def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .bench import add_bench_arguments, cmd_bench
+
+    bench = sub.add_parser("bench", help="load a Responses server and report latency and throughput")
+    add_bench_arguments(bench)
+    bench.set_defaults(func=cmd_bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="trtllm-responses", description="OpenAI Responses API for gpt-oss on TensorRT-LLM."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    _add_build(sub)
+    _add_bench(sub)
+
+    render = sub.add_parser("render", help="print the Harmony prompt of a Responses request body")
+    render.add_argument("request", help="request body JSON file ('-' for stdin)")
+    render.add_argument("--tokens", action="store_true", help="print the token ids instead of text")
+    render.add_argument("--date", help="conversation start date to render (default: today, UTC)")
+    render.set_defaults(func=cmd_render)
+
+    parse = sub.add_parser("parse", help="print the Responses output items of a Harmony completion")
+    parse.add_argument("completion", help="completion text with Harmony control tokens ('-' for stdin)")
+    parse.add_argument("--ids", action="store_true", help="the file holds a JSON list of token ids")
+    parse.set_defaults(func=cmd_parse)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``trtllm-responses`` console script."""
+    args = build_parser().parse_args(argv)
+    level = getattr(args, "log_level", "info").upper()
+    logging.basicConfig(
+        level="DEBUG" if level == "TRACE" else level, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if level not in ("DEBUG", "TRACE"):
+        # The MCP client logs every HTTP exchange and session id at INFO: noise, and session ids are
+        # credentials of a kind. Their warnings and errors still show.
+        for name in ("httpx2", "mcp"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        return int(args.func(args))
+    except (APIError, VocabError, OSError, ValueError, RuntimeError) as exc:
+        message = exc.message if isinstance(exc, APIError) else str(exc)
+        print(f"trtllm-responses {args.command}: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

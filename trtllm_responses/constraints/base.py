@@ -1,0 +1,156 @@
+"""What the model must obey in one response: one :class:`Constraint`, built by the adapter.
+
+It covers four things a request can demand of the output:
+
+- a structured output (``text.format`` ``json_schema`` / ``json_object``): the final-channel
+  message is JSON (of the schema), the analysis channel stays free;
+- a required call (``tool_choice: "required"``, ``allowed_tools`` with ``mode: "required"``,
+  a named function, custom or MCP tool, or a built-in tool: ``{"type": "code_interpreter"}``,
+  ``{"type": "web_search_preview"}``): the response's first generation ends in a call to one
+  of the allowed recipients, never in a final message; once a call is made, later generations
+  of the response (the in-response tool loop's turns) obey :meth:`Constraint.after_call`;
+- a custom tool's grammar (``format: {"type": "grammar", ...}``): the call's body matches it.
+
+Every call the model may make is a ``CallOption`` (declared with the tools, in
+``harmony/tools.py``, below this layer): the request's functions and custom tools, and the calls the server runs (listed MCP tools, gpt-oss's ``python`` and ``browser.*``),
+each with the header gpt-oss writes for it, so that a constraint never blocks a call the
+model was shown.
+
+It is data: each executor translates it (``constraints/guided.py`` into TensorRT-LLM's guided
+decoding, the echo executor into its rules). ``None`` means nothing constrains the output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..core.errors import InvalidRequestError
+
+if TYPE_CHECKING:
+    from ..harmony.tools import CallOption
+
+__all__ = [
+    "Constraint",
+    "ResponseFormat",
+    "build_constraint",
+    "check_grammar",
+    "parse_text_format",
+]
+
+_FORMAT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFormat:
+    """A structured-output format: ``json_schema`` (with its schema) or ``json_object``."""
+
+    name: str
+    schema: Mapping[str, Any] | None  # None: any JSON object
+    description: str | None = None
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """The output's shape.
+
+    ``final``: ``"json"`` (the final message is JSON of ``schema``), ``"text"`` (free),
+    or ``"forbidden"`` (a call is required: the response ends in one of ``calls``).
+    ``calls``: every call the model may make, each with its body's constraint.
+    """
+
+    final: Literal["json", "text", "forbidden"]
+    calls: tuple[CallOption, ...] = ()
+    schema: Mapping[str, Any] | None = None
+    #: A required call's constraint: what generations obey once the call is made (None: nothing).
+    then: Constraint | None = None
+
+    @property
+    def call_required(self) -> bool:
+        """The response must end in a call."""
+        return self.final == "forbidden"
+
+    def after_call(self) -> Constraint | None:
+        """What the response's later generations obey once the model made a call (None: nothing).
+
+        A required call is required once per response: the tool loop's next turn (after a
+        server-run call) may answer, in the structured-output format if there is one.
+        """
+        return self.then if self.call_required else self
+
+
+def parse_text_format(text: Mapping[str, Any] | None) -> ResponseFormat | None:
+    """The structured-output format of ``text.format``; InvalidRequestError naming what is wrong."""
+    if not text:
+        return None
+    fmt = text.get("format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, Mapping):
+        raise InvalidRequestError("'text.format' must be an object.", param="text.format")
+    kind = fmt.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return ResponseFormat(name="json_object", schema=None, description="Respond with a JSON object.")
+    if kind != "json_schema":
+        raise InvalidRequestError(
+            f"'text.format.type' must be 'text', 'json_schema' or 'json_object'; got {kind!r}.",
+            param="text.format.type",
+        )
+    name = fmt.get("name")
+    if not isinstance(name, str) or not _FORMAT_NAME.fullmatch(name):
+        raise InvalidRequestError(
+            "'text.format.name' must be 1-64 letters, digits, underscores or dashes.", param="text.format.name"
+        )
+    schema = fmt.get("schema")
+    if not isinstance(schema, Mapping):
+        raise InvalidRequestError("'text.format.schema' must be a JSON Schema object.", param="text.format.schema")
+    strict = fmt.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise InvalidRequestError("'text.format.strict' must be a boolean.", param="text.format.strict")
+    if strict:
+        from ..harmony.schema import check_strict
+
+        check_strict(schema, "text.format.schema")
+    description = fmt.get("description")
+    if description is not None and not isinstance(description, str):
+        raise InvalidRequestError("'text.format.description' must be a string.", param="text.format.description")
+    return ResponseFormat(name=name, schema=schema, description=description, strict=bool(strict))
+
+
+def check_grammar(syntax: str, definition: str, param: str) -> None:
+    """Refuse, at request time, a grammar that cannot become a constraint."""
+    from .grammars import GrammarError, lark_to_ebnf, regex_to_ebnf
+
+    try:
+        if syntax == "lark":
+            lark_to_ebnf(definition)
+        else:
+            re.compile(definition)
+            regex_to_ebnf(definition)
+    except (GrammarError, re.error, ValueError, SyntaxError) as exc:
+        raise InvalidRequestError(f"Invalid {syntax} grammar at '{param}': {exc}", param=param) from exc
+
+
+def build_constraint(
+    calls: tuple[CallOption, ...],
+    required: tuple[CallOption, ...] | None,
+    response_format: ResponseFormat | None,
+) -> Constraint | None:
+    """The one constraint of a request (None when the output is free).
+
+    ``calls``: every call the model may make; ``required``: the calls one of which the
+    response must make (None: no call is required).
+    """
+    answer: Constraint | None = None
+    if response_format is not None:
+        answer = Constraint(final="json", calls=calls, schema=response_format.schema)
+    elif any(c.syntax is not None for c in calls):
+        answer = Constraint(final="text", calls=calls)
+    if required is not None:
+        return Constraint(final="forbidden", calls=required, then=answer)
+    return answer

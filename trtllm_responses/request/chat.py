@@ -1,0 +1,342 @@
+"""Request edge of ``POST /v1/chat/completions``: a Chat Completions body → the service's request.
+
+A chat request is checked here (its messages in ``chat_messages.py``; errors name the chat field: ``messages[2].tool_calls[0].id``,
+``response_format.json_schema.schema``) and translated into the Responses request body that
+``ResponsesService.prepare`` checks and renders, so both APIs share one prompt, one Constraint
+and one generation path:
+
+=================================================  ==============================================
+chat                                               Responses (what ``prepare`` reads)
+=================================================  ==============================================
+``system`` / ``developer`` messages                ``system`` / ``developer`` message items
+                                                   (joined into the instructions)
+``user`` message (text parts)                      ``user`` message item
+``assistant`` ``reasoning_content`` / ``reasoning``  ``reasoning`` item (analysis channel)
+``assistant`` content                              ``assistant`` message item (final channel)
+``assistant`` ``tool_calls[k]``                    ``function_call`` item (``call_id`` = its ``id``)
+``tool`` message (``tool_call_id``)                ``function_call_output`` item
+``tools[k].function``                              a ``function`` tool
+``tool_choice`` (``{"type": "function", …}``)      ``tool_choice`` (``{"type": "function", "name"}``)
+``response_format``                                ``text.format``
+``reasoning_effort``                               ``reasoning.effort``
+``max_completion_tokens`` / ``max_tokens``         ``max_output_tokens``
+``logprobs`` + ``top_logprobs``                    ``top_logprobs``
+=================================================  ==============================================
+
+What stays on the chat side (:class:`ChatOptions`): ``n``, ``stop`` strings, ``stream_options``,
+whether logprobs were asked for. :func:`chat_param` turns a param the service named in its
+own request (``input[3].content[0]``, ``tools[0].parameters``) back into the chat field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from ..core.errors import APIError, InvalidRequestError
+from .chat_messages import messages_to_items, object_at, string_at
+from .fields import one_sentence
+
+__all__ = [
+    "MAX_CHOICES",
+    "MAX_STOP_CHARS",
+    "MAX_STOP_SEQUENCES",
+    "ChatOptions",
+    "ChatRequest",
+    "ChatTranslation",
+    "chat_param",
+    "in_chat_terms",
+    "translate_chat",
+]
+
+#: Most choices (``n``) one request may ask for: each is a generation of its own.
+MAX_CHOICES = 16
+#: OpenAI's limit on ``stop`` sequences.
+MAX_STOP_SEQUENCES = 4
+#: Longest stop string (characters): each streamed token is compared with the end of the text.
+MAX_STOP_CHARS = 256
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_integral)]
+
+
+class StreamOptions(BaseModel):
+    """``stream_options``."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    include_usage: bool = False
+    include_obfuscation: bool | None = None
+
+
+class ChatRequest(BaseModel):
+    """The fields of a chat completions request this server reads (unknown fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    model: str | None = None
+    messages: list[Any]
+    tools: list[Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    max_completion_tokens: Integer | None = Field(default=None, ge=1)
+    max_tokens: Integer | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: Integer | None = None
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    stop: str | list[str] | None = None
+    n: Integer = Field(default=1, ge=1, le=MAX_CHOICES)
+    logprobs: bool = False
+    top_logprobs: Integer | None = Field(default=None, ge=0, le=20)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+    safety_identifier: str | None = Field(default=None, max_length=64)
+    prompt_cache_key: str | None = Field(default=None, max_length=64)
+    functions: Any = None
+    function_call: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatOptions:
+    """What the chat writer applies on top of the service's response."""
+
+    n: int = 1
+    stop: tuple[str, ...] = ()
+    stream: bool = False
+    include_usage: bool = False
+    logprobs: bool = False
+    seed: int | None = None
+    max_tokens_field: str = "max_completion_tokens"  # the field the limit came in (for errors)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTranslation:
+    """A checked chat request: the Responses body for ``prepare``, the chat-only options, and where
+    each input item came from (``origins[k]``: the chat field of ``input[k]``)."""
+
+    body: dict[str, Any]
+    options: ChatOptions
+    origins: tuple[str, ...]
+
+
+def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
+    """Check a chat completions body and translate it; raise InvalidRequestError naming the chat field."""
+    data = _load(raw)
+    data = {key: value for key, value in data.items() if value is not None}
+    try:
+        request = ChatRequest.model_validate(data)
+    except ValidationError as exc:
+        raise one_sentence(exc, "") from None
+    if request.functions is not None or request.function_call is not None:
+        param = "functions" if request.functions is not None else "function_call"
+        raise InvalidRequestError(
+            f"'{param}' is deprecated and not supported; send 'tools' and 'tool_choice' instead.", param=param
+        )
+    if not request.messages:
+        raise InvalidRequestError("'messages' must hold at least one message.", param="messages")
+    items, origins = messages_to_items(request.messages)
+    body: dict[str, Any] = {"input": items, "store": False}
+    if request.model is not None:
+        body["model"] = request.model
+    if request.tools:
+        body["tools"] = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(request.tools)]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.parallel_tool_calls is not None:
+        body["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.response_format is not None:
+        body["text"] = {"format": _response_format(request.response_format)}
+    if request.reasoning_effort is not None:
+        body["reasoning"] = {"effort": request.reasoning_effort}
+    max_tokens = request.max_completion_tokens or request.max_tokens
+    if max_tokens is not None:
+        body["max_output_tokens"] = max_tokens
+    for name in (
+        "temperature",
+        "top_p",
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "user",
+        "safety_identifier",
+        "prompt_cache_key",
+    ):
+        value = getattr(request, name)
+        if value is not None:
+            body[name] = value
+    if request.top_logprobs is not None and not request.logprobs:
+        raise InvalidRequestError(
+            "'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs"
+        )
+    if request.logprobs:
+        body["top_logprobs"] = request.top_logprobs or 0
+    if request.stream_options is not None and not request.stream:
+        raise InvalidRequestError(
+            "'stream_options' is only allowed when 'stream' is true.", param="stream_options"
+        )
+    options = ChatOptions(
+        n=request.n,
+        stop=_stop(request.stop),
+        stream=request.stream,
+        include_usage=bool(request.stream_options and request.stream_options.include_usage),
+        logprobs=request.logprobs,
+        seed=request.seed,
+        max_tokens_field="max_completion_tokens" if request.max_completion_tokens else "max_tokens",
+    )
+    return ChatTranslation(body, options, tuple(origins))
+
+
+def _load(raw: bytes | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidRequestError("The request body must be a JSON object.")
+    return data
+
+
+def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    stops = [stop] if isinstance(stop, str) else stop
+    if len(stops) > MAX_STOP_SEQUENCES:
+        raise InvalidRequestError(
+            f"'stop' holds at most {MAX_STOP_SEQUENCES} sequences; got {len(stops)}.", param="stop"
+        )
+    for i, text in enumerate(stops):
+        where = "stop" if isinstance(stop, str) else f"stop[{i}]"
+        if not text:
+            raise InvalidRequestError(f"'{where}' must not be empty.", param=where)
+        if len(text) > MAX_STOP_CHARS:
+            raise InvalidRequestError(
+                f"'{where}' is {len(text)} characters; the most is {MAX_STOP_CHARS}.", param=where
+            )
+    return tuple(stops)
+
+
+# -- tools, tool_choice, response_format ------------------------------------------------------
+
+
+def _tool(tool: Any, where: str) -> dict[str, Any]:
+    tool = object_at(tool, where)
+    kind = tool.get("type")
+    if kind != "function":
+        raise InvalidRequestError(
+            f"'{where}.type' must be 'function' (the only tool type this server takes on chat completions; "
+            f"custom tools are served on /v1/responses); got {kind!r}.",
+            param=f"{where}.type",
+        )
+    function = object_at(tool.get("function"), f"{where}.function")
+    out: dict[str, Any] = {"type": "function", "name": function.get("name")}
+    for key in ("description", "parameters", "strict"):
+        if function.get(key) is not None:
+            out[key] = function[key]
+    if "parameters" not in out:
+        out["parameters"] = {"type": "object", "properties": {}}
+    return out
+
+
+def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    if isinstance(choice, str):
+        return choice  # auto / none / required, checked by the service
+    kind = choice.get("type")
+    if kind == "function":
+        function = object_at(choice.get("function"), "tool_choice.function")
+        return {"type": "function", "name": string_at(function, "name", "tool_choice.function")}
+    if kind == "allowed_tools":
+        allowed = object_at(choice.get("allowed_tools"), "tool_choice.allowed_tools")
+        tools = allowed.get("tools")
+        if not isinstance(tools, list):
+            raise InvalidRequestError(
+                "'tool_choice.allowed_tools.tools' must be an array.", param="tool_choice.allowed_tools.tools"
+            )
+        names = []
+        for i, tool in enumerate(tools):
+            at = f"tool_choice.allowed_tools.tools[{i}]"
+            function = object_at(object_at(tool, at).get("function"), f"{at}.function")
+            names.append({"type": "function", "name": string_at(function, "name", f"{at}.function")})
+        return {"type": "allowed_tools", "mode": allowed.get("mode", "auto"), "tools": names}
+    raise InvalidRequestError(
+        "'tool_choice' must be 'auto', 'none', 'required', {\"type\": \"function\", ...} or "
+        "{\"type\": \"allowed_tools\", ...}.",
+        param="tool_choice.type" if kind is not None else "tool_choice",
+    )
+
+
+def _response_format(fmt: dict[str, Any]) -> dict[str, Any]:
+    kind = fmt.get("type")
+    if kind in ("text", "json_object"):
+        return {"type": kind}
+    if kind == "json_schema":
+        spec = object_at(fmt.get("json_schema"), "response_format.json_schema")
+        return {"type": "json_schema", **spec}
+    raise InvalidRequestError(
+        f"'response_format.type' must be text, json_object or json_schema; got {kind!r}.",
+        param="response_format.type",
+    )
+
+
+# -- errors back to chat fields -----------------------------------------------------------------
+
+_INPUT = re.compile(r"^input\[(\d+)\](.*)$")
+_TOOL_FIELD = re.compile(r"^tools\[(\d+)\]\.(name|description|parameters|strict)(.*)$")
+#: The service's params whose chat field has another name (prefix → chat prefix).
+_RENAMED = (
+    ("text.format.", "response_format.json_schema."),
+    ("text.format", "response_format"),
+    ("text", "response_format"),
+    ("reasoning.effort", "reasoning_effort"),
+    ("reasoning", "reasoning_effort"),
+    ("tool_choice.name", "tool_choice.function.name"),
+    ("tool_choice.tools", "tool_choice.allowed_tools.tools"),
+    ("input", "messages"),
+)
+
+
+def chat_param(param: str | None, translation: ChatTranslation) -> str | None:
+    """The chat field a param of the translated request stands for."""
+    if param is None:
+        return None
+    match = _INPUT.match(param)
+    if match:
+        index = int(match.group(1))
+        origins = translation.origins
+        return origins[index] if index < len(origins) else "messages"
+    match = _TOOL_FIELD.match(param)
+    if match:
+        return f"tools[{match.group(1)}].function.{match.group(2)}{match.group(3)}"
+    if param == "max_output_tokens":
+        return translation.options.max_tokens_field
+    for prefix, chat in _RENAMED:
+        if param == prefix or param.startswith(prefix):
+            rest = param[len(prefix) :]
+            if prefix.endswith(".") or not rest or rest[0] in ".[":
+                return chat + rest
+    return param
+
+
+def in_chat_terms(error: APIError, translation: ChatTranslation) -> APIError:
+    """``error`` with its param renamed to the chat field it is about (the message keeps its words)."""
+    param = chat_param(error.param, translation)
+    if param != error.param and error.param is not None:
+        error.message = error.message.replace(f"'{error.param}", f"'{param}")
+        error.param = param
+    return error
+

@@ -1,0 +1,64 @@
+"""Input items as ``GET /v1/responses/{id}/input_items`` lists them.
+
+The request's ``input`` (a string or items in any accepted shape) becomes a
+list of ``ResponseItem``-shaped dicts, each with an id: messages get their
+content as typed parts, tool calls and outputs a ``status``. Items keep the
+id the client gave; the others get a fresh one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.ids import new_id
+
+__all__ = ["normalize_input_items"]
+
+_ID_PREFIX = {
+    "message": "msg",
+    "function_call": "fc",
+    "function_call_output": "fco",
+    "custom_tool_call": "ctc",
+    "custom_tool_call_output": "ctco",
+    "reasoning": "rs",
+    "web_search_call": "ws",
+    "code_interpreter_call": "ci",
+    "mcp_call": "mcp",
+    "configuration_update": "cfg",
+}
+
+
+def _parts(content: Any, text_type: str) -> list[Any]:
+    if isinstance(content, str):
+        part: dict[str, Any] = {"type": text_type, "text": content}
+        if text_type == "output_text":
+            part["annotations"] = []
+        return [part]
+    parts = []
+    for part in content:
+        if text_type == "output_text" and part.get("type") == "output_text" and "annotations" not in part:
+            part = {**part, "annotations": []}
+        parts.append(part)
+    return parts
+
+
+def normalize_input_items(input: str | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``input`` as a list of ResponseItem dicts with ids (input already checked by the adapter)."""
+    if isinstance(input, str):
+        input = [{"type": "message", "role": "user", "content": input}]
+    items = []
+    for raw in input:
+        item = dict(raw)
+        kind = item.setdefault("type", "message")
+        item.setdefault("id", new_id(_ID_PREFIX.get(kind, "item")))
+        if kind == "message":
+            assistant = item.get("role") == "assistant"
+            item["content"] = _parts(item.get("content", ""), "output_text" if assistant else "input_text")
+            item.setdefault("status", "completed")
+        elif kind in ("function_call", "function_call_output", "web_search_call", "code_interpreter_call"):
+            item.setdefault("status", "completed")
+        elif kind == "reasoning":
+            item.setdefault("summary", [])
+        items.append(item)
+    return items

@@ -1,0 +1,209 @@
+"""Request-side protocol: the body of ``POST /v1/responses``.
+
+Output items, responses and stream events are the ``openai`` package's own types
+(``openai.types.responses``); only the request is modelled here, because the
+SDK's request types are TypedDicts meant for building requests, not checking them.
+
+Unknown top-level fields are ignored, as OpenAI-compatible clients send fields a
+server may not know. Known fields are checked strictly: a wrong type or value is
+an :class:`~trtllm_responses.core.errors.InvalidRequestError` naming the field.
+Input items stay plain dicts here; ``harmony/input_messages.py`` checks them one by one so
+its errors can name the exact item and part (``input[2].content[0]``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from ..core.errors import InvalidRequestError
+from .fields import check_text, check_tool_choice, check_tools, one_sentence
+
+__all__ = ["MAX_JSON_DEPTH", "check_depth", "ReasoningParam", "ResponsesRequest", "parse_request"]
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+#: Deepest nesting of objects and arrays taken in a request body (tool schemas included).
+MAX_JSON_DEPTH = 64
+#: OpenAI's metadata limits.
+MAX_METADATA_PAIRS = 16
+MAX_METADATA_KEY = 64
+MAX_METADATA_VALUE = 512
+#: Largest integer a field takes: what a signed 64-bit slot (orjson, the stores, the engine) holds.
+MAX_INTEGER = (1 << 63) - 1
+
+
+def _integral(value: Any) -> Any:
+    """``16.0`` is the integer 16, as JSON has one number type (``16.5`` stays a float, and is refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_integral)]
+
+
+class ReasoningParam(BaseModel):
+    """``reasoning``: gpt-oss takes an effort of low, medium or high (others map to the nearest)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    effort: ReasoningEffort | None = None
+    summary: str | None = None
+    generate_summary: str | None = None
+    #: Which turns' reasoning the model reads again; gpt-oss reads the current turn's only (README).
+    context: Literal["auto", "current_turn", "all_turns"] | None = None
+
+
+class PromptCacheOptions(BaseModel):
+    """``prompt_cache_options`` (SDK 3.54): ``ttl`` is passed to the engine (README, "Prompt caching")."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    ttl: Literal["30m", "12h"] = "30m"
+    mode: Literal["implicit", "explicit"] = "implicit"
+    prewarm: bool = False
+    comparison_response_id: str | None = None
+
+
+class ResponsesRequest(BaseModel):
+    """A Responses API create request, as far as this server uses it.
+
+    ``tools``, ``tool_choice`` and ``text`` hold what ``request_fields`` checked,
+    in the SDK's shape. ``null`` for any field means the field is absent.
+    """
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    model: str | None = None
+    input: str | list[Any] = Field(default_factory=list)
+    instructions: str | None = None
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    tool_choice: str | dict[str, Any] = "auto"
+    parallel_tool_calls: bool = True
+    reasoning: ReasoningParam | None = None
+    max_output_tokens: Integer | None = Field(default=None, ge=1, le=MAX_INTEGER)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: Integer | None = Field(default=None, ge=-MAX_INTEGER - 1, le=MAX_INTEGER)
+    # Sampling extensions (vLLM and trtllm-serve accept them too); see responses/sampling.py.
+    top_k: Integer | None = Field(default=None, ge=0, le=MAX_INTEGER)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    stream: bool = False
+    store: bool = True
+    previous_response_id: str | None = None
+    metadata: dict[str, str] | None = None
+    text: dict[str, Any] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    user: str | None = None
+    safety_identifier: str | None = Field(default=None, max_length=64)
+    prompt_cache_key: str | None = Field(default=None, max_length=64)
+    background: bool = False
+    top_logprobs: Integer | None = Field(default=None, ge=0, le=20)
+    max_tool_calls: Integer | None = Field(default=None, ge=1, le=MAX_INTEGER)
+    service_tier: str | None = None
+    include: list[str] | None = None
+    stream_options: dict[str, Any] | None = None
+    conversation: Any = None
+    context_management: list[dict[str, Any]] | None = None
+    prompt: dict[str, Any] | None = None
+    prompt_cache_options: PromptCacheOptions | None = None
+    prompt_cache_retention: Literal["in_memory", "in-memory", "24h"] | None = None
+
+
+_OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text": check_text}
+
+
+def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
+    """Parse and check a request body; raise InvalidRequestError naming the offending field."""
+    if not isinstance(body, dict):
+        try:
+            body = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
+        if not isinstance(body, dict):
+            raise InvalidRequestError("The request body must be a JSON object.")
+    check_depth(body)
+    # null means absent, for every field (the Open Responses schema allows it for the optional ones).
+    body = {key: value for key, value in body.items() if value is not None}
+    checked = {name: check(body[name]) for name, check in _OBJECT_FIELDS.items() if name in body}
+    try:
+        request = ResponsesRequest.model_validate({**body, **checked})
+    except ValidationError as exc:
+        raise one_sentence(exc, "") from None
+    _check_metadata(request.metadata)
+    if request.background and not request.store:
+        raise InvalidRequestError("Background responses require store=true.", param="background")
+    if request.conversation is not None and request.previous_response_id is not None:
+        raise InvalidRequestError(
+            "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or "
+            "'conversation'.",
+            param="conversation",
+            code="mutually_exclusive_parameters",
+        )
+    if (
+        not request.input
+        and request.previous_response_id is None
+        and request.conversation is None
+        and request.prompt is None  # a template's messages may be all the input
+    ):
+        raise InvalidRequestError(
+            "There is nothing to respond to: 'input' is empty and no 'previous_response_id' is given.",
+            param="input",
+        )
+    return request
+
+
+def _check_metadata(metadata: dict[str, str] | None) -> None:
+    if metadata is None:
+        return
+    if len(metadata) > MAX_METADATA_PAIRS:
+        raise InvalidRequestError(
+            f"'metadata' can hold at most {MAX_METADATA_PAIRS} key-value pairs.", param="metadata"
+        )
+    for key, value in metadata.items():
+        if len(key) > MAX_METADATA_KEY:
+            raise InvalidRequestError(
+                f"A 'metadata' key is {len(key)} characters; the most is {MAX_METADATA_KEY}.",
+                param="metadata",
+            )
+        if len(value) > MAX_METADATA_VALUE:
+            raise InvalidRequestError(
+                f"'metadata.{key}' is {len(value)} characters; the most is {MAX_METADATA_VALUE}.",
+                param=f"metadata.{key}",
+            )
+
+
+def check_depth(body: dict[str, Any]) -> None:
+    """Refuse objects and arrays nested deeper than MAX_JSON_DEPTH, naming where (every route and transport
+    calls this on what it parsed before anything walks it: orjson cannot encode past 254 levels)."""
+    path = _too_deep(body, 1)
+    if path is not None:
+        where = ""
+        for key in reversed(path):
+            where += f"[{key}]" if isinstance(key, int) else (f".{key}" if where else str(key))
+        raise InvalidRequestError(
+            f"The request nests objects and arrays more than {MAX_JSON_DEPTH} levels deep (at '{where}').",
+            param=where,
+        )
+
+
+def _too_deep(value: dict[str, Any] | list[Any], depth: int) -> list[str | int] | None:
+    """The path (innermost key first) to a container deeper than MAX_JSON_DEPTH, or None.
+
+    Recursion is bounded by MAX_JSON_DEPTH, never by the input.
+    """
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, child in items:
+        if isinstance(child, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                return [key]
+            path = _too_deep(child, depth + 1)
+            if path is not None:
+                path.append(key)
+                return path
+    return None

@@ -1,0 +1,339 @@
+"""ResponseGenerator: drives a prepared response through the executor (and the tool loop) to its end.
+
+``drive`` generates one response, handing each engine step's events to a
+``deliver`` callback, has the result kept (stored) before the terminal event leaves,
+and returns the terminal response. Streaming and non-streaming responses both use
+``drive``: one code path, one loop per token (no generator layers between the engine
+and the socket). ``abort`` stops a running response (its generation, or its running
+tool call); the stream then ends with a terminal event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from openai.types.responses import ResponseCompactionItem, ResponseStreamEvent
+
+from ..adapter.adapter import HarmonyAdapter
+from ..core.wire import to_json
+from ..executors.base import Executor, GenerationRequest, TokenDelta
+from ..ops.metrics import ServerMetrics
+from ..stream import ResponseStream, TokenStreamProcessor, make_usage
+from ..tools.base import ServerTools
+from .delta_pump import MainDeltas
+from .logprobs import LogprobStreamProcessor
+from .prepared import Deliver, PreparedResponse
+from .summaries import Summarizer
+from .tool_loop import ToolLoop
+
+__all__ = ["ResponseGenerator"]
+
+logger = logging.getLogger(__name__)
+
+
+class ResponseGenerator:
+    """Generates responses: the responses live in this process, and the executor requests they run.
+
+    ``keep`` serializes and stores a finished response (the service's); it returns the
+    terminal response's JSON.
+    """
+
+    def __init__(
+        self,
+        *,
+        executor: Executor,
+        adapter: HarmonyAdapter,
+        metrics: ServerMetrics,
+        keep: Callable[[PreparedResponse, ResponseStream], Awaitable[bytes]],
+        redact_reasoning: bool = False,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        self.executor = executor
+        #: Summarizes reasoning items when a response asks (None: ``--reasoning_summaries off``).
+        self.summarizer = summarizer
+        self.adapter = adapter
+        self.metrics = metrics
+        self.redact_reasoning = redact_reasoning
+        self._keep = keep
+        #: Responses being generated in this process, by id (foreground and background).
+        self.live: dict[str, PreparedResponse] = {}
+        #: The executor request id each live response is generating now (the tool loop runs several).
+        self.generating: dict[str, str] = {}
+        #: The summary side generation each live response is running now, if any.
+        self.summarizing: dict[str, str] = {}
+
+    async def drive(self, prepared: PreparedResponse, deliver: Deliver | None = None) -> bytes:
+        """Generate one response to its end; return the terminal response as JSON.
+
+        ``deliver`` receives each engine step's events as they happen (streaming);
+        without it the events are only used to build the response (non-streaming:
+        the same path). An executor failure ends the response with
+        ``response.failed``. The response is stored before the terminal event is
+        delivered. The executor's generation is aborted whenever this stops before
+        the executor finished: client gone (the caller cancels), malformed output,
+        a delivery error.
+        """
+        if not prepared.generate:
+            return await self._prefill(prepared, deliver)
+        stream = ResponseStream(
+            prepared.response,
+            prepared.seal_reasoning,
+            self.redact_reasoning,
+            tools=prepared.prompt.tools,
+            seal_tool_read=prepared.seal_tool_read,
+            summarize=self.summarizer is not None and prepared.summary_mode is not None,
+        )
+        prompt_tokens = len(prepared.prompt.token_ids)
+        top_logprobs = prepared.generation.sampling.logprobs
+        processor = (
+            TokenStreamProcessor(stream, self.adapter.encoding, prompt_tokens, prepared.stop_requested)
+            if top_logprobs is None
+            else LogprobStreamProcessor(
+                stream, self.adapter.encoding, prompt_tokens, top_logprobs, prepared.stop_requested
+            )
+        )
+        prepared.stream = processor.stream
+        response_id = prepared.generation.request_id
+        self.live[response_id] = prepared
+        try:
+            opening = processor.start()
+            if prepared.compaction is not None:
+                done = prepared.compaction
+                processor.count_extra(done.input_tokens, done.output_tokens, done.reasoning_tokens)
+                opening += processor.stream.compacted(
+                    ResponseCompactionItem.model_validate(done.compaction_item)
+                )
+            # Every response runs the tool loop: besides server-run tools, it answers calls to tools
+            # nobody runs (tools/unavailable.py). At message boundaries only: no cost per token.
+            request = prepared.request
+            declared = prepared.prompt.tools
+            loop = ToolLoop(
+                tools=prepared.tools if prepared.tools is not None else ServerTools(),
+                adapter=self.adapter,
+                processor=processor,
+                generation=prepared.generation,
+                prompt=prepared.prompt,
+                calls=dict(prepared.prompt.history.calls),
+                max_seq_len=self.executor.max_seq_len,
+                max_prompt_tokens=self.executor.max_prompt_tokens,
+                max_output_tokens=request.max_output_tokens,
+                max_tool_calls=request.max_tool_calls,
+                tool_timeout=prepared.tool_timeout,
+                include=frozenset(request.include or ()),
+                client_tools=tuple(t.recipient for t in declared.tools) if declared is not None else (),
+            )
+            opening += loop.opening()
+            prepared.tool_loop = loop
+            if deliver is not None:
+                await deliver(opening)
+        except BaseException:
+            self.live.pop(response_id, None)
+            raise
+        self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
+        self.metrics.active += 1
+        try:
+            events = await loop.run(self._generate, deliver)
+            try:
+                final_json = await self._keep(prepared, processor.stream)
+            except Exception:  # the store or the serializer failed: the client still gets a terminal event
+                logger.exception("Could not serialize or store %s", prepared.generation.request_id)
+                prepared.store_failed = True
+                events[-1] = processor.stream.fail_instead("The server could not store the response.")
+                final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
+            final = processor.stream.final_response
+            self.metrics.record_response(
+                processor.output_tokens,
+                status=final.status if final is not None and final.status else "failed",
+                input_tokens=len(prepared.prompt.token_ids),
+                cached_tokens=processor.cached_tokens,
+                received_at=prepared.received_at,
+                first_token_at=processor.first_token_at,
+            )
+            prepared.first_token_at = processor.first_token_at
+            prepared.usage = processor.usage()
+            if deliver is not None:
+                await deliver(events)
+            return final_json
+        finally:
+            self.live.pop(response_id, None)
+            self.metrics.active -= 1
+
+    async def _prefill(self, prepared: PreparedResponse, deliver: Deliver | None) -> bytes:
+        """A response prepared without output (``generate: false``): its prompt goes through the engine
+        (a one-token generation whose token is dropped, so TensorRT-LLM's KV-cache block reuse keeps the
+        prompt's blocks for the turn that continues it), then it completes with ``output: []``."""
+        stream = ResponseStream(prepared.response)
+        prepared.stream = stream
+        response_id = prepared.generation.request_id
+        sampling = dataclasses.replace(prepared.generation.sampling, max_tokens=1, logprobs=None)
+        generation = dataclasses.replace(prepared.generation, sampling=sampling, constraint=None)
+        self.live[response_id] = prepared
+        self.generating[response_id] = response_id
+        try:
+            if deliver is not None:
+                await deliver(stream.start())
+            else:
+                stream.start()
+            cached = 0
+            finished = False
+            failed = True  # unless the engine finishes the step
+            deltas = self.executor.generate(generation)
+            try:
+                async for delta in deltas:
+                    cached = delta.cached_tokens or cached
+                    if delta.finish_reason is not None:
+                        finished = True
+                        failed = delta.finish_reason in ("error", "cancelled")
+                        break
+            except Exception as exc:  # the executor failed: response.failed, never a broken stream
+                logger.exception("Executor failed preparing %s", response_id)
+                finished, failed = True, True
+                events = stream.fail(f"The executor failed: {exc}")
+            finally:
+                if not finished:
+                    self.executor.abort(response_id)
+                await deltas.aclose()
+            usage = make_usage(len(prepared.prompt.token_ids), 0, 0, cached)
+            if not stream.final_response:
+                events = stream.fail("The generation was cancelled.", usage) if failed else stream.complete(usage)
+            final_json = await self._keep(prepared, stream)
+            prepared.usage = usage
+            if deliver is not None:
+                await deliver(events)
+            return final_json
+        finally:
+            self.live.pop(response_id, None)
+            self.generating.pop(response_id, None)
+
+    async def _generate(
+        self, generation: GenerationRequest, processor: TokenStreamProcessor, deliver: Deliver | None
+    ) -> list[ResponseStreamEvent]:
+        """Run one generation through ``processor``, delivering each step's events but the last (returned).
+
+        It ends when the processor is done: a terminal event, or a held server-run
+        tool call (the tool loop goes on). The generation is aborted in the
+        executor whenever this stops before the executor finished. A reasoning item
+        parked for its summary pauses the processor: the summary's side generation
+        streams (:meth:`_summarize`) while the main generation's deltas are queued.
+        """
+        main = MainDeltas(self.executor.generate(generation))
+        response_id = generation.request_id.partition(".")[0]  # the tool loop's turns are <id>.<n>
+        self.generating[response_id] = generation.request_id
+        first = processor.first_token_at is None  # for the access log; a local flag costs nothing per token
+        stream = processor.stream
+        # The engine's deltas straight from its generator; once a summary has started, from the pump.
+        pull: Callable[[], Awaitable[TokenDelta]] = main.deltas.__anext__
+        direct = pull
+        try:
+            while True:
+                try:
+                    delta = await pull()
+                    if delta.finish_reason is not None:
+                        main.finished = True
+                    elif pull is not direct and main.direct:  # a summary's queued steps are all read
+                        pull = direct
+                    if first:
+                        processor.first_token_at = time.perf_counter()
+                        first = False
+                except StopAsyncIteration:
+                    return processor.fail("The executor ended the stream without a finish reason.")
+                except Exception as exc:  # the executor failed: response.failed, never a broken stream
+                    logger.exception("Executor failed on %s", generation.request_id)
+                    return processor.fail(f"The executor failed: {exc}")
+                try:
+                    events = processor.process(delta)
+                except Exception:
+                    logger.exception("Internal error while streaming %s", generation.request_id)
+                    return processor.fail("The server had an error while processing the model's output.")
+                while stream.summary_due is not None:  # rare: an analysis message just ended
+                    if deliver is not None and events:
+                        await deliver(events)
+                    main.pump()
+                    pull = main.next
+                    try:
+                        events = await self._summarize(response_id, processor, deliver)
+                    finally:
+                        main.stop_pumping()
+                    try:
+                        events += processor.resume()
+                    except Exception:
+                        logger.exception("Internal error while streaming %s", generation.request_id)
+                        return processor.fail("The server had an error while processing the model's output.")
+                    if processor.requeued:
+                        main.push_front(processor.requeued)
+                        processor.requeued = []
+                if processor.done:
+                    return events
+                if events and deliver is not None:
+                    await deliver(events)
+        finally:
+            if self.generating.get(response_id) == generation.request_id:
+                del self.generating[response_id]
+            if not main.finished:
+                self.executor.abort(generation.request_id)
+                self.metrics.record_abort()
+            await main.close()
+
+    async def _summarize(
+        self, response_id: str, processor: TokenStreamProcessor, deliver: Deliver | None
+    ) -> list[ResponseStreamEvent]:
+        """Stream the summary of the parked reasoning item; return the events that close it (undelivered).
+
+        A side generation on the same executor (``summaries.py``); its failure leaves the
+        item with what the summary had (nothing: ``summary: []``), never fails the response.
+        """
+        stream = processor.stream
+        parked = stream.summary_due
+        prepared = self.live.get(response_id)
+        assert parked is not None and self.summarizer is not None and prepared is not None
+        mode = prepared.summary_mode or "auto"
+        side_id = f"{response_id}.summary{parked.output_index}"
+        request = self.summarizer.request(side_id, parked.text, mode, self.executor.max_seq_len)
+        reader = self.summarizer.reader()
+        self.summarizing[response_id] = side_id
+        deltas = self.executor.generate(request)
+        finished = False
+        cut = False
+        delivering = False
+        try:
+            async for delta in deltas:
+                text = reader.feed(delta.token_ids)
+                if delta.finish_reason is not None:
+                    finished = True
+                    text += reader.flush()
+                    cut = delta.finish_reason == "length" and not reader.ended
+                if text:
+                    events = stream.summary_delta(text)
+                    if deliver is not None:
+                        delivering = True
+                        await deliver(events)
+                        delivering = False
+                if finished or reader.ended:
+                    break
+        except Exception:  # the summary is optional: the response goes on without (the rest of) it
+            if delivering:  # the client is gone: not the summary's failure
+                raise
+            logger.exception("The summary of %s failed", parked.item_id)
+            cut = True
+        finally:
+            self.summarizing.pop(response_id, None)
+            if not finished:
+                self.executor.abort(side_id)
+            await deltas.aclose()
+            processor.count_summary(reader.tokens)
+            self.metrics.record_summary(len(request.prompt_token_ids), reader.tokens)
+        return stream.summary_ended(cut)
+
+    def abort(self, response_id: str) -> None:
+        """Abort the generation ``response_id`` is running now, if any, or its running tool call (its stream then ends)."""
+        prepared = self.live.get(response_id)
+        if prepared is not None and prepared.tool_loop is not None:
+            prepared.tool_loop.cancel()
+        self.executor.abort(self.generating.get(response_id, response_id))
+        side = self.summarizing.get(response_id)
+        if side is not None:
+            self.executor.abort(side)
+

@@ -1,0 +1,252 @@
+"""A prepared response: a checked request, its prompt, and the response it will become.
+
+What ``ResponsesService.prepare`` returns and every transport drives: the request as
+checked, its rendered prompt and generation request, the in_progress response (its
+``initial_response`` echoes the request as OpenAI's API does), and what the drive needs
+to know about it (sealing, stop requests, compaction, server-run tools).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from openai.types.responses import Response, ResponseStreamEvent
+
+from ..adapter.adapter import ConversationHistory, Prompt
+from ..core.errors import InvalidRequestError
+from ..executors.base import GenerationRequest, SamplingSettings
+from ..request.protocol import ResponsesRequest
+from ..stream import ResponseStream
+from ..tools.base import ServerTools
+from ..tools.settings import DEFAULT_TOOL_TIMEOUT
+from .compaction import Compaction
+from .sampling import SamplingDefaults, echo_fields, sampling_settings
+from .tool_loop import ToolLoop
+
+__all__ = [
+    "ENCRYPTED_REASONING",
+    "Deliver",
+    "HistoryLookup",
+    "PreparedResponse",
+    "default_max_input_bytes",
+    "initial_response",
+    "logprobs_wanted",
+]
+
+#: Receives each engine step's events (the streaming transport writes them out).
+Deliver: TypeAlias = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
+
+#: Request bytes allowed per token of context window: generous for any text that fits the window
+#: (gpt-oss averages ~4 bytes of text per token; JSON escaping and item framing add to it).
+INPUT_BYTES_PER_TOKEN = 16
+
+
+def default_max_input_bytes(max_seq_len: int) -> int:
+    """``--max_input_bytes`` when not set: sized to the context window."""
+    return INPUT_BYTES_PER_TOKEN * max_seq_len
+
+
+@dataclass(slots=True)
+class PreparedResponse:
+    """A checked request, its prompt, and the response it will become."""
+
+    request: ResponsesRequest
+    prompt: Prompt
+    generation: GenerationRequest
+    response: Response  # the in_progress snapshot
+    received_at: float
+    conversation_id: str | None = None  # conversation=: its items come first; this turn's are appended
+    conversation_seen: tuple[int, str | None] = (0, None)  # its item count and last item id, as rendered
+    stream: ResponseStream | None = None  # while driven: its state (GET of an in-progress response)
+    cancelled: bool = False  # a client cancelled it (background): it ends with status "cancelled"
+    store_failed: bool = False  # drive could not store it: it ended failed, saying so, and is nowhere else
+    # Filled in by drive (for the access log): when the executor's first delta came, final usage.
+    first_token_at: float | None = None
+    usage: Any = None
+    # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
+    input_item_ids: tuple[str, ...] = ()
+    input_items_json: tuple[bytes, ...] = ()
+    #: Seals each reasoning item's ``encrypted_content`` (asked for with ``include``, or redacting).
+    seal_reasoning: Callable[[str], str] | None = None
+    #: Seals a tool-read carrier (sealing.py) after each server-run tool item the client sees less of.
+    seal_tool_read: Callable[[str, dict[str, Any]], str | None] | None = None
+    #: Asked at each Harmony message boundary; a reason (e.g. ``steered``) ends the response there.
+    stop_requested: Callable[[], str | None] | None = None
+    #: False (WebSocket ``generate: false``): prepare the conversation and prefill the prompt, no output.
+    generate: bool = True
+    #: The reasoning summary the request asked for (``auto``, ``concise``, ``detailed``), or None.
+    summary_mode: str | None = None
+    #: The conversation was compacted before this response (``context_management``).
+    compaction: Compaction | None = None
+
+    tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # seconds a server-run tool call may take
+    tool_loop: ToolLoop | None = None  # while driven with server-run tools: its loop (cancelled by abort)
+
+
+#: Finds the history of a ``previous_response_id`` somewhere other than the store (a WebSocket's own).
+HistoryLookup: TypeAlias = Callable[[str], ConversationHistory | None]
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+
+
+#: ``service_tier`` → (the tier the response says it used, the engine's scheduling priority in [0, 1]).
+#: TensorRT-LLM's ``generate_async(priority=...)`` takes [0, 1], 0.5 by default
+#: (``tensorrt_llm/llmapi/llm.py``); this server has no separate capacity for ``scale``, so it is ``default``.
+SERVICE_TIERS: dict[str | None, tuple[str, float | None]] = {
+    None: ("default", None),
+    "auto": ("default", None),
+    "default": ("default", None),
+    "scale": ("default", None),
+    "flex": ("flex", 0.25),
+    "priority": ("priority", 0.75),
+    "fast": ("priority", 0.75),
+    "ultrafast": ("priority", 1.0),
+}
+
+
+#: ``prompt_cache_options.ttl`` and ``prompt_cache_retention`` in seconds (``in_memory``: the engine's own LRU).
+CACHE_TTL_SECONDS = {"30m": 30 * 60, "12h": 12 * 3600, "24h": 24 * 3600}
+
+
+def cache_retention_seconds(request: ResponsesRequest) -> int | None:
+    """How long the engine should keep the prompt's KV cache (None: as it would anyway); the longer of
+    ``prompt_cache_options.ttl`` and ``prompt_cache_retention``, when either is given."""
+    asked: list[str] = [request.prompt_cache_options.ttl] if request.prompt_cache_options is not None else []
+    if request.prompt_cache_retention == "24h":
+        asked.append("24h")
+    return max((CACHE_TTL_SECONDS[ttl] for ttl in asked), default=None)
+
+
+def service_tier(request: ResponsesRequest) -> tuple[str, float | None]:
+    """The tier a response is served in and its scheduling priority; InvalidRequestError for an unknown tier."""
+    tier = SERVICE_TIERS.get(request.service_tier)
+    if tier is None:
+        names = ", ".join(repr(name) for name in SERVICE_TIERS if name)
+        raise InvalidRequestError(
+            f"Invalid 'service_tier': {request.service_tier!r}. Expected one of {names}.",
+            param="service_tier",
+            code="invalid_value",
+        )
+    return tier
+
+
+def initial_response(
+    response_id: str,
+    request: ResponsesRequest,
+    model_name: str,
+    conversation: str | None = None,
+    truncated_messages: int = 0,
+    sampling: SamplingSettings | None = None,
+) -> Response:
+    """The response's in_progress snapshot: what ``response.created`` carries, echoing the request.
+
+    ``truncated_messages``: how many of the conversation's oldest messages ``truncation: "auto"`` left out
+    (said in the extra field ``truncated_input_messages``, absent when none were). Its sampling fields are
+    ``sampling``'s, what the executor is given (``sampling.echo_fields``).
+    """
+    applied = echo_fields(sampling or sampling_settings(request, SamplingDefaults(), max_tokens=1, stop_token_ids=()))
+    reasoning = request.reasoning
+    data: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "completed_at": None,
+        "status": "in_progress",
+        "incomplete_details": None,
+        "model": model_name,
+        "previous_response_id": request.previous_response_id,
+        "instructions": request.instructions,
+        "output": [],
+        "error": None,
+        "tools": [_echo_tool(t) for t in request.tools],
+        "tool_choice": request.tool_choice,
+        "truncation": request.truncation or "disabled",
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "text": _echo_text(request.text),
+        **applied,
+        "top_logprobs": request.top_logprobs or 0,
+        "reasoning": {
+            "effort": (reasoning.effort if reasoning and reasoning.effort else "medium"),
+            "summary": reasoning.summary if reasoning else None,
+            # gpt-oss is trained to read the reasoning of the current turn only (Harmony drops earlier turns'
+            # analysis): that is the context every response has, whatever was asked.
+            "context": "current_turn",
+        },
+        "usage": None,
+        "max_output_tokens": request.max_output_tokens,
+        "max_tool_calls": request.max_tool_calls,
+        "store": request.store,
+        "background": request.background,
+        "service_tier": service_tier(request)[0],
+        "metadata": request.metadata or {},
+        "safety_identifier": request.safety_identifier,
+        "prompt_cache_key": request.prompt_cache_key,
+        "prompt": request.prompt,
+        "prompt_cache_options": _echo_cache_options(request),
+        "prompt_cache_retention": (
+            "in_memory" if request.prompt_cache_retention == "in-memory" else request.prompt_cache_retention
+        ),
+        "user": request.user,
+        "conversation": {"id": conversation} if conversation else None,
+    }
+    if truncated_messages:
+        data["truncated_input_messages"] = truncated_messages
+    try:
+        return Response.model_validate(data)
+    except Exception as exc:  # a field we echo did not fit the SDK's Response
+        raise InvalidRequestError(f"The request could not be echoed in a response: {exc}") from exc
+
+
+def _echo_cache_options(request: ResponsesRequest) -> dict[str, Any] | None:
+    options = request.prompt_cache_options
+    if options is None:
+        return None
+    if options.prewarm:
+        raise InvalidRequestError(
+            "'prompt_cache_options.prewarm' is not supported over HTTP: this server always generates; prefill "
+            "happens with the first request of a conversation.",
+            param="prompt_cache_options.prewarm",
+            code="unsupported_parameter",
+        )
+    return {"mode": options.mode, "ttl": options.ttl, "comparison_response_id": options.comparison_response_id}
+
+
+def _echo_text(text: dict[str, Any] | None) -> dict[str, Any]:
+    """``text`` as the response echoes it: a json_schema format with every field (description, strict)."""
+    if not text:
+        return {"format": {"type": "text"}}
+    fmt = text.get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        fmt = {**fmt, "description": fmt.get("description"), "strict": bool(fmt.get("strict"))}
+        return {**text, "format": fmt}
+    return text
+
+
+def logprobs_wanted(request: ResponsesRequest) -> int | None:
+    """Alternatives per token when logprobs are asked for (``top_logprobs`` or ``include``), else None."""
+    wanted = request.include is not None and "message.output_text.logprobs" in request.include
+    if request.top_logprobs is None and not wanted:
+        return None
+    return request.top_logprobs or 0
+
+
+def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as the response echoes it: function tools with every field the spec requires.
+
+    MCP tools lose ``headers`` and ``authorization``: secrets go to the MCP server only.
+    """
+    if tool.get("type") == "mcp":
+        return {k: (None if k in ("headers", "authorization") else v) for k, v in tool.items()}
+    if tool.get("type") != "function":
+        return tool
+    return {
+        "type": "function",
+        "name": tool["name"],
+        "description": tool.get("description"),
+        "parameters": tool.get("parameters"),
+        "strict": tool.get("strict", False),
+    }

@@ -1,0 +1,89 @@
+"""``item_reference`` input items: resolved to the items they name before a prompt is rendered.
+
+An ``{"type": "item_reference", "id": ...}`` (the SDK's ``ItemReference``; ``type`` may be left out)
+stands for an item the server already holds, inserted where the reference is. It is looked up, in
+order, among the items earlier in the same input, the request's conversation's items, and the input
+and output items of the stored responses of its ``previous_response_id`` chain (newest first, at most
+:data:`MAX_CHAIN_RESPONSES` of them). An id found nowhere is a 400 naming it and the reference's place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from ..core.errors import InvalidRequestError
+from ..store import ResponseStore
+
+__all__ = ["MAX_CHAIN_RESPONSES", "has_references", "resolve_references"]
+
+#: How many stored responses of a ``previous_response_id`` chain a reference is looked for in.
+MAX_CHAIN_RESPONSES = 1000
+
+ConversationItems = Callable[[], Awaitable[Sequence[tuple[str, bytes]]]]
+
+
+def _is_reference(item: Any) -> bool:
+    if not isinstance(item, Mapping):
+        return False
+    kind = item.get("type")
+    return kind == "item_reference" or (kind is None and "role" not in item and "id" in item)
+
+
+def has_references(input: str | Sequence[Any]) -> bool:
+    """Whether ``input`` holds any item reference (cheap: one pass over the item types)."""
+    return not isinstance(input, str) and any(_is_reference(item) for item in input)
+
+
+async def resolve_references(
+    input: Sequence[Any],
+    *,
+    store: ResponseStore,
+    previous_response_id: str | None,
+    conversation_items: ConversationItems | None,
+) -> list[Any]:
+    """``input`` with each item reference replaced by the item it names; InvalidRequestError for an unknown id."""
+    wanted: dict[str, int] = {}
+    for i, item in enumerate(input):
+        if _is_reference(item):
+            ref = item.get("id")
+            if not isinstance(ref, str) or not ref:
+                raise InvalidRequestError(f"'input[{i}].id' must be a non-empty string.", param=f"input[{i}].id")
+            wanted.setdefault(ref, i)
+    found: dict[str, Any] = {}
+    for item in input:  # earlier items of the same input (an id given by the client)
+        if isinstance(item, Mapping) and not _is_reference(item) and item.get("id") in wanted:
+            found.setdefault(item["id"], dict(item))
+    if conversation_items is not None and len(found) < len(wanted):
+        for item_id, data in await conversation_items():
+            if item_id in wanted and item_id not in found:
+                found[item_id] = orjson.loads(data)
+    response_id = previous_response_id
+    for _ in range(MAX_CHAIN_RESPONSES):
+        if response_id is None or len(found) == len(wanted):
+            break
+        entry = await store.get(response_id)
+        if entry is None:
+            break
+        response = orjson.loads(entry.response_json)
+        for item in response.get("output") or ():
+            if item.get("id") in wanted and item["id"] not in found:
+                found[item["id"]] = item
+        for item_id, data in zip(entry.input_item_ids, entry.input_items_json, strict=True):
+            if item_id in wanted and item_id not in found:
+                found[item_id] = orjson.loads(data)
+        response_id = response.get("previous_response_id")
+    out = []
+    for i, item in enumerate(input):
+        if not _is_reference(item):
+            out.append(item)
+            continue
+        resolved = found.get(item["id"])
+        if resolved is None:
+            raise InvalidRequestError(
+                f"Item with id '{item['id']}' not found.", param=f"input[{i}].id", code="item_not_found"
+            )
+        out.append(resolved)
+    return out

@@ -1,0 +1,293 @@
+"""Encrypted content: what a stateless client carries between turns without reading it.
+
+A blob is ``v1.`` + base64url(nonce ‖ AES-256-GCM ciphertext ‖ tag) of a small
+JSON payload. The item kind (``reasoning``, ``compaction``, ``tool_read``) is
+authenticated as associated data, so a reasoning blob cannot be replayed as a
+compaction summary.
+
+Three kinds: a reasoning item's analysis text; a compaction item's handoff
+summary; and a *tool read* (``v1z.`` blobs, zlib-compressed JSON: a page is large):
+the fields of a server-run tool item the model read but the client is not shown
+(a ``web_search_call``'s ``model_read`` and ``browser_page``, a
+``code_interpreter_call``'s ``outputs`` not asked for). The server streams a tool
+read as a reasoning item of its own (no text, ``encrypted_content`` only) right after
+the tool item, because that is the one item every stateless client (the openai SDK,
+the Agents SDK, Codex CLI) sends back with its ``encrypted_content`` intact; the
+SDK's ``web_search_call`` has no field for them, and Codex drops unknown fields and
+item ids. Its payload is capped at :data:`TOOL_READ_MAX_BYTES` of JSON both ways
+(sealing skips a bigger one; opening stops decompressing past it).
+Anything that does not decrypt under this server's key (tampered, truncated,
+another server's, another kind) is a 400 ``invalid_encrypted_content`` naming the
+item. Replicas sharing a key read each other's blobs.
+
+The key (32 bytes, base64 in text form) comes from, in order: ``--encryption_key_file``,
+``$TRTLLM_RESPONSES_ENCRYPTION_KEY``, else a key generated once into the cache
+folder (``encryption.key``, mode 0600) and reused by later starts.
+
+``unseal_items`` turns input items that carry encrypted content into the plain
+items the Harmony adapter reads: a reasoning item gets its ``content`` back; a
+``compaction`` item becomes a user message holding the handoff summary
+(:data:`SUMMARY_PREFIX` + summary), read by the model where it stands; a tool-read
+carrier merges its fields into the item right before it when that item has the type
+it was sealed for (matched by position: Codex sends no ids), and either way reads as
+nothing itself, so the model reads exactly what a ``previous_response_id``
+continuation reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+import secrets
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from ..core.errors import InvalidRequestError
+
+__all__ = [
+    "ENV_ENCRYPTION_KEY",
+    "SUMMARY_PREFIX",
+    "TOOL_READ_MAX_BYTES",
+    "ContentSealer",
+    "is_tool_read",
+    "load_key",
+    "unseal_items",
+]
+
+logger = logging.getLogger(__name__)
+
+ENV_ENCRYPTION_KEY = "TRTLLM_RESPONSES_ENCRYPTION_KEY"
+KEY_FILENAME = "encryption.key"
+_VERSION = "v1."
+#: The prefix of a tool-read blob (its plaintext is zlib-compressed JSON); it only routes the
+#: item: the kind is authenticated, so a relabelled blob does not open.
+TOOL_READ_PREFIX = "v1z."
+TOOL_READ = "tool_read"
+#: The most JSON a tool read carries (and is decompressed to): a browser page is capped at
+#: 256 Ki characters (``tools/browser/pages.py``), up to 1 MiB of UTF-8, plus what the model read.
+TOOL_READ_MAX_BYTES = 4 << 20
+_NONCE_BYTES = 12
+_AAD = b"trtllm-responses/v1/"
+#: How a compaction summary reads to the model (a user message, where the compaction item stands).
+SUMMARY_PREFIX = (
+    "Another model worked on this conversation before you and left this handoff summary of "
+    "everything before this point; continue from it:\n\n"
+)
+
+
+class ContentSealer:
+    """Seals and opens encrypted content under one 32-byte key."""
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) != 32:
+            raise ValueError(f"the encryption key must be 32 bytes, got {len(key)}")
+        self._aead = AESGCM(key)
+
+    def seal(self, kind: str, payload: Mapping[str, Any]) -> str:
+        """The encrypted blob of ``payload`` for an item of ``kind``."""
+        return self._seal_bytes(kind, orjson.dumps(payload), _VERSION)
+
+    def _seal_bytes(self, kind: str, plain: bytes, prefix: str) -> str:
+        nonce = secrets.token_bytes(_NONCE_BYTES)
+        sealed = self._aead.encrypt(nonce, plain, _AAD + kind.encode())
+        return prefix + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
+
+    def open(self, kind: str, blob: Any, param: str) -> dict[str, Any]:
+        """The payload of ``blob``; InvalidRequestError naming ``param`` if it is not ours or was changed."""
+        plain = self._open_bytes(kind, blob, param, _VERSION)
+        return _payload(plain, param)
+
+    def _open_bytes(self, kind: str, blob: Any, param: str, prefix: str) -> bytes:
+        if not isinstance(blob, str) or not blob.startswith(prefix):
+            raise _unverified(param)
+        try:
+            raw = base64.urlsafe_b64decode(blob[len(prefix) :].encode("ascii"))
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            raise _unverified(param) from None
+        if len(raw) < _NONCE_BYTES + 16:
+            raise _unverified(param)
+        try:
+            return self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _AAD + kind.encode())
+        except InvalidTag:
+            raise _unverified(param) from None
+
+    # -- the kinds ---------------------------------------------------------------------------
+
+    def seal_reasoning(self, text: str) -> str:
+        """A reasoning item's ``encrypted_content``: its analysis text."""
+        return self.seal("reasoning", {"text": text})
+
+    def seal_summary(self, summary: str) -> str:
+        """A compaction item's ``encrypted_content``: the handoff summary."""
+        return self.seal("compaction", {"summary": summary})
+
+    def seal_tool_read(self, item_type: str, fields: Mapping[str, Any]) -> str | None:
+        """A tool-read carrier's ``encrypted_content``: ``fields`` for the ``item_type`` item before it.
+
+        Compressed, then sealed. None when the JSON is over :data:`TOOL_READ_MAX_BYTES`
+        (no carrier then: a stateless replay reads what it read before this existed).
+        """
+        plain = orjson.dumps({"type": item_type, "fields": fields})
+        if len(plain) > TOOL_READ_MAX_BYTES:
+            return None
+        return self._seal_bytes(TOOL_READ, zlib.compress(plain, _ZLIB_LEVEL), TOOL_READ_PREFIX)
+
+    def open_tool_read(self, blob: Any, param: str) -> tuple[str, dict[str, Any]]:
+        """The item type and fields of a tool-read blob (authenticated first, then decompressed, bounded)."""
+        packed = self._open_bytes(TOOL_READ, blob, param, TOOL_READ_PREFIX)
+        inflater = zlib.decompressobj()
+        try:
+            plain = inflater.decompress(packed, TOOL_READ_MAX_BYTES + 1)
+        except zlib.error:
+            raise _unverified(param) from None
+        if len(plain) > TOOL_READ_MAX_BYTES or not inflater.eof:
+            raise _unverified(param)
+        payload = _payload(plain, param)
+        item_type, fields = payload.get("type"), payload.get("fields")
+        if not isinstance(item_type, str) or not isinstance(fields, dict):
+            raise _unverified(param)
+        return item_type, fields
+
+
+#: zlib's level for tool reads: 1 seals a 256 KiB page about 4x faster than the default 6, for a
+#: blob ~17% bigger (benchmarks/RESULTS.md, "Tool-read carriers").
+_ZLIB_LEVEL = 1
+
+
+def _unverified(param: str) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"The encrypted content at '{param}' could not be verified: it was altered, truncated, or "
+        "sealed by a server with another key.",
+        param=param,
+        code="invalid_encrypted_content",
+    )
+
+
+def _payload(plain: bytes, param: str) -> dict[str, Any]:
+    try:
+        payload = orjson.loads(plain)
+    except orjson.JSONDecodeError:
+        raise _unverified(param) from None
+    if not isinstance(payload, dict):
+        raise _unverified(param)
+    return payload
+
+
+def is_tool_read(item: Mapping[str, Any]) -> bool:
+    """Whether ``item`` is a tool-read carrier (a reasoning item whose blob is a tool read's)."""
+    blob = item.get("encrypted_content")
+    return item.get("type") == "reasoning" and isinstance(blob, str) and blob.startswith(TOOL_READ_PREFIX)
+
+
+def _decode_key(text: str, source: str) -> bytes:
+    try:
+        key = base64.b64decode(text.strip(), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{source} does not hold a base64 key") from None
+    if len(key) != 32:
+        raise ValueError(f"{source} holds a {len(key)}-byte key; it must be 32 bytes (base64 of 32 bytes)")
+    return key
+
+
+def default_key_path() -> Path:
+    """``encryption.key`` in the cache folder (``$TRTLLM_RESPONSES_CACHE``, else the XDG cache)."""
+    base = os.environ.get("TRTLLM_RESPONSES_CACHE")
+    if base:
+        return Path(base) / KEY_FILENAME
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "trtllm-responses" / KEY_FILENAME
+
+
+def load_key(key_file: str | None = None) -> bytes:
+    """The server key: the file given, else the environment, else the cache folder's (created once)."""
+    if key_file:
+        return _decode_key(Path(key_file).read_text(encoding="ascii"), key_file)
+    env = os.environ.get(ENV_ENCRYPTION_KEY)
+    if env:
+        return _decode_key(env, ENV_ENCRYPTION_KEY)
+    path = default_key_path()
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = base64.b64encode(secrets.token_bytes(32)).decode("ascii") + "\n"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first: use theirs
+            pass
+        else:
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(text)
+            logger.info("Generated the encryption key %s", path)
+    return _decode_key(path.read_text(encoding="ascii"), str(path))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _opened_string(payload: Mapping[str, Any], key: str, param: str, what: str) -> str:
+    """``payload[key]``, a string; else the blob (authentic, but of another shape) is not ``what``."""
+    value = payload.get(key)
+    if not isinstance(value, str):
+        raise InvalidRequestError(
+            f"The encrypted content at '{param}' is not {what}.", param=param, code="invalid_encrypted_content"
+        )
+    return value
+
+
+def _unseal_item(item: Mapping[str, Any], where: str, sealer: ContentSealer) -> Mapping[str, Any]:
+    kind = item.get("type")
+    param = f"{where}.encrypted_content"
+    if kind == "reasoning" and item.get("encrypted_content") is not None:
+        payload = sealer.open("reasoning", item["encrypted_content"], param)
+        text = _opened_string(payload, "text", param, "a reasoning item's")
+        return {**item, "content": [{"type": "reasoning_text", "text": text}]}
+    if kind == "compaction":
+        payload = sealer.open("compaction", item.get("encrypted_content"), param)
+        summary = _opened_string(payload, "summary", param, "a compaction summary")
+        return {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": SUMMARY_PREFIX + summary}],
+        }
+    return item
+
+
+def unseal_items(
+    items: str | Sequence[Any], sealer: ContentSealer, param: str = "input"
+) -> str | Sequence[Any]:
+    """``items`` with encrypted content opened (the same object when there is none to open).
+
+    A tool-read carrier is opened, merged into the item before it when that is the item
+    type it was sealed for, and left as an empty reasoning item (which reads as nothing:
+    the items keep their positions, so errors still name the client's indices).
+    """
+    if isinstance(items, str):
+        return items
+    out: list[Any] | None = None
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "reasoning" and is_tool_read(item):
+            if out is None:
+                out = list(items)
+            item_type, fields = sealer.open_tool_read(
+                item["encrypted_content"], f"{param}[{i}].encrypted_content"
+            )
+            before = out[i - 1] if i else None
+            if isinstance(before, Mapping) and before.get("type") == item_type:
+                out[i - 1] = {**before, **fields}
+            # else: it follows another item (the client dropped the call): nothing to read
+            out[i] = {"type": "reasoning", "summary": []}  # reads as nothing; indices stay the client's
+        elif kind == "compaction" or (kind == "reasoning" and item.get("encrypted_content") is not None):
+            if out is None:
+                out = list(items)
+            out[i] = _unseal_item(item, f"{param}[{i}]", sealer)
+    return items if out is None else out

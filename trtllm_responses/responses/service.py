@@ -1,0 +1,468 @@
+"""ResponsesService: the Responses API, transport-free.
+
+``prepare`` turns a request body into a :class:`~trtllm_responses.responses.prepared.PreparedResponse`
+(checking everything a client can get wrong, before any generation starts); ``drive``
+generates it (``generation.py``: one code path for streaming and non-streaming responses),
+and the service keeps the result (stores it, appends it to its conversation) before the
+terminal event leaves. ``retrieve``, ``delete`` and ``input_items`` serve stored responses;
+``compact`` and ``count_input_tokens`` the loop endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from ..adapter.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
+from ..core.errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
+from ..core.ids import check_id, new_id
+from ..core.wire import to_dict, to_json
+from ..executors.base import Executor, GenerationRequest
+from ..harmony.render_pool import RenderPool
+from ..ops.metrics import ServerMetrics
+from ..request.input_items import normalize_input_items
+from ..request.pagination import list_page_json
+from ..request.protocol import ResponsesRequest, parse_request
+from ..store import ResponseStore, StoredResponse
+from ..stream import ResponseStream
+from ..tools.base import ServerTools
+from ..tools.prepare import prepare_server_tools
+from ..tools.settings import ToolSettings
+from .cache_diagnostics import prompt_cache_diagnostics
+from .compaction import (
+    Compaction,
+    compact_conversation,
+    compact_threshold,
+    compacted_response_json,
+    compaction_triggered,
+    window_for_turn,
+)
+from .conversations import ConversationsService, conversation_id
+from .generation import ResponseGenerator
+from .prepared import (
+    ENCRYPTED_REASONING,
+    Deliver,
+    HistoryLookup,
+    PreparedResponse,
+    cache_retention_seconds,
+    default_max_input_bytes,
+    initial_response,
+    logprobs_wanted,
+    service_tier,
+)
+from .prompts import PromptTemplates
+from .references import has_references, resolve_references
+from .sampling import SamplingDefaults, sampling_settings
+from .sealing import ContentSealer, is_tool_read, unseal_items
+from .summaries import Summarizer, summary_mode
+from .truncation import truncate_prompt
+
+__all__ = ["Deliver", "HistoryLookup", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
+
+
+logger = logging.getLogger(__name__)
+
+#: Requests up to this size render on the event loop (≈1 ms of tokenizing); larger ones in the worker.
+INLINE_RENDER_BYTES = 16 << 10
+
+
+class ResponsesService:
+    """Creates, streams, stores, retrieves and deletes responses."""
+
+    def __init__(
+        self,
+        *,
+        executor: Executor,
+        store: ResponseStore,
+        adapter: HarmonyAdapter,
+        model_name: str,
+        metrics: ServerMetrics | None = None,
+        sealer: ContentSealer | None = None,
+        redact_reasoning: bool = False,
+        reasoning_summaries: bool = True,
+        max_input_bytes: int | None = None,
+        inline_render_bytes: int = INLINE_RENDER_BYTES,
+        render_pool: RenderPool | None = None,
+        tool_settings: ToolSettings | None = None,
+        prompts: PromptTemplates | None = None,
+        sampling_defaults: SamplingDefaults | None = None,
+    ) -> None:
+        self.prompts = prompts or PromptTemplates(None)
+        self.tool_settings = tool_settings or ToolSettings()
+        #: What requests that do not say are sampled with (``serve --temperature`` …).
+        self.sampling_defaults = sampling_defaults or SamplingDefaults()
+        self.executor = executor
+        self.sealer = sealer
+        self.redact_reasoning = redact_reasoning and sealer is not None
+        self.store = store
+        self.adapter = adapter
+        self.model_name = model_name
+        self.metrics = metrics or ServerMetrics()
+        self.generator = ResponseGenerator(
+            executor=executor,
+            adapter=adapter,
+            metrics=self.metrics,
+            keep=self._keep,
+            redact_reasoning=self.redact_reasoning,
+            summarizer=Summarizer(adapter) if reasoning_summaries else None,
+        )
+        #: Responses being generated in this process, by id (foreground and background).
+        self.live = self.generator.live
+        self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
+        self.inline_render_bytes = inline_render_bytes
+        self.render_pool = render_pool or RenderPool()
+        self.conversations = ConversationsService(store, adapter, self._render_history, self.max_input_bytes)
+
+    def check_input_size(self, size: int) -> None:
+        """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
+        if size > self.max_input_bytes:
+            raise InvalidRequestError(
+                f"The request is larger than {self.max_input_bytes} bytes, more than this model's context "
+                f"window of {self.executor.max_seq_len} tokens can hold (--max_input_bytes).",
+                param="input",
+                code="context_length_exceeded",
+            )
+
+    # -- create ----------------------------------------------------------------------------
+
+    async def prepare(
+        self,
+        body: bytes | dict[str, Any],
+        received_at: float | None = None,
+        *,
+        lookup: HistoryLookup | None = None,
+        compact: bool = True,
+    ) -> PreparedResponse:
+        """Check a request body and render its prompt. Raises APIError for anything wrong.
+
+        With ``compact`` (the default), a ``context_management`` threshold the prompt
+        exceeds compacts the conversation first (a summarization generation).
+
+        ``lookup`` is asked for ``previous_response_id`` before the store (a WebSocket's
+        connection-local state); an id neither knows is ``previous_response_not_found``
+        there, a 404 over HTTP.
+        """
+        received = received_at if received_at is not None else time.perf_counter()
+        size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
+        self.check_input_size(size)
+        request = await self.prompts.apply(parse_request(body))
+        if request.store:
+            await self.store.ping()  # 503 now, not a generated response that cannot be kept
+        summaries = summary_mode(request)
+        conversation = None
+        seen: tuple[int, str | None] = (0, None)
+        conversation_history = None
+        if request.conversation is not None:
+            conversation = conversation_id(request.conversation)
+            given = [  # new items' ids (an item_reference's id names an item that is there already)
+                i["id"]
+                for i in request.input
+                if isinstance(i, dict) and isinstance(i.get("id"), str) and i.get("type") != "item_reference"
+            ]
+            conversation_history, seen = await self.conversations.history(conversation, given, size)
+        request = await self.resolve_references(request, conversation)
+        request, triggered = compaction_triggered(request)
+        prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
+        if prompt.configuration:  # configuration_update items: the response says what it used
+            request = request.model_copy(update=prompt.configuration)
+        if size > self.inline_render_bytes:
+            await asyncio.sleep(0)  # as in _build_prompt: the rest of a large body's preparation is a step of its own
+        compaction = None
+        threshold = compact_threshold(request)
+        if compact and (triggered or (threshold is not None and len(prompt.token_ids) > threshold)):
+            compaction = await self._compact(request, lookup=lookup, size=size)
+            window = request.model_copy(
+                update={"input": window_for_turn(compaction, request), "previous_response_id": None}
+            )
+            prompt, _ = await self.render(window, size=size, tools=tools, prepare_tools=False)
+        room = self.executor.max_seq_len - len(prompt.token_ids)
+        truncated = 0
+        if room < 1 and request.truncation == "auto":
+            limit = self.executor.max_seq_len
+            cut = truncate_prompt(self.adapter, prompt, limit, request.max_output_tokens or limit // 8)
+            if cut is not None:
+                prompt, truncated = cut
+        # The context window, and the engine's own limit on one prompt (max_num_tokens without chunked prefill).
+        refusal = self.executor.prompt_refusal(len(prompt.token_ids))
+        if refusal is not None:
+            raise InvalidRequestError(refusal, param="input", code="context_length_exceeded")
+        room = self.executor.max_seq_len - len(prompt.token_ids)
+        self.adapter.admit(prompt)
+        max_tokens = min(request.max_output_tokens or room, room)
+        response_id = new_id("resp")
+        generation = GenerationRequest(
+            request_id=response_id,
+            prompt_token_ids=prompt.token_ids,
+            sampling=sampling_settings(
+                request,
+                self.sampling_defaults,
+                max_tokens=max_tokens,
+                stop_token_ids=self.adapter.stop_token_ids,
+                logprobs=logprobs_wanted(request),
+            ),
+            constraint=prompt.constraint,
+            priority=service_tier(request)[1],
+            cache_retention_seconds=cache_retention_seconds(request),
+        )
+        response = initial_response(
+            response_id, request, self.model_name, conversation, truncated, sampling=generation.sampling
+        )
+        options = request.prompt_cache_options
+        if options is not None and options.comparison_response_id is not None:
+            compared = await self.store.get(options.comparison_response_id)
+            echoed = to_dict(response)
+            echoed["prompt_cache_diagnostics"] = prompt_cache_diagnostics(self.adapter, prompt, echoed, compared)
+            response = type(response).model_validate(echoed)
+        items = normalize_input_items(request.input) if request.store or conversation else []
+        sealer = self.sealer
+        include = request.include or ()
+        encrypted = sealer is not None and (self.redact_reasoning or ENCRYPTED_REASONING in include)
+        seal = sealer.seal_reasoning if sealer is not None and encrypted else None
+        return PreparedResponse(
+            request=request,
+            prompt=prompt,
+            generation=generation,
+            response=response,
+            received_at=received,
+            input_item_ids=tuple(item["id"] for item in items),
+            input_items_json=tuple(orjson.dumps(item) for item in items),
+            seal_reasoning=seal,
+            seal_tool_read=sealer.seal_tool_read if sealer is not None and encrypted else None,
+            compaction=compaction,
+            summary_mode=summaries,
+            conversation_id=conversation,
+            conversation_seen=seen if conversation else (0, None),
+            tools=tools,
+            tool_timeout=self.tool_settings.tool_timeout,
+        )
+
+    async def resolve_references(
+        self, request: ResponsesRequest, conversation: str | None = None
+    ) -> ResponsesRequest:
+        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``)."""
+        if not has_references(request.input):
+            return request
+
+        async def conversation_items() -> Sequence[tuple[str, bytes]]:
+            return (await self.store.conversation_items(conversation)) or () if conversation else ()
+
+        resolved = await resolve_references(
+            request.input,  # type: ignore[arg-type]
+            store=self.store,
+            previous_response_id=request.previous_response_id,
+            conversation_items=conversation_items if conversation else None,
+        )
+        return request.model_copy(update={"input": resolved})
+
+    async def _render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
+        """Render a conversation's messages: in the worker process when large, as ``_build_prompt`` does."""
+        if size <= self.inline_render_bytes:
+            return self.adapter.render_messages(messages)
+        renders = await self.render_pool.render(messages)
+        return [self.adapter.rendered(m, tokens) for m, tokens in zip(messages, renders, strict=True)]
+
+    async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
+        """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
+        check_id(response_id, "previous_response_id", "resp")
+        if lookup is not None:
+            local = lookup(response_id)
+            if local is not None:
+                return local
+        previous = await self.store.get(response_id)
+        if previous is None:
+            if lookup is not None:
+                raise InvalidRequestError(
+                    f"Previous response with id '{response_id}' not found.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            raise NotFoundError(
+                f"Previous response with id '{response_id}' not found.", param="previous_response_id"
+            )
+        return previous.history
+
+    async def render(
+        self,
+        request: ResponsesRequest,
+        *,
+        lookup: HistoryLookup | None = None,
+        size: int = 0,
+        tools: ServerTools | None = None,
+        prepare_tools: bool = True,
+        history: ConversationHistory | None = None,
+    ) -> tuple[Prompt, ServerTools | None]:
+        """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
+        and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``)."""
+        if history is None:  # else: the conversation's (``conversation=``)
+            history = EMPTY_HISTORY
+        if request.previous_response_id is not None:
+            history = await self.history_of(request.previous_response_id, lookup)
+        if prepare_tools:
+            tools = await prepare_server_tools(request, history.calls, self.tool_settings)
+        namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
+        # The built-in tools shown ({} hides every declared one: their backends are off).
+        builtin = tools.builtin if tools is not None else {}
+        if self.sealer is not None and not isinstance(request.input, str):
+            opened = unseal_items(request.input, self.sealer)
+            if opened is not request.input:
+                request = request.model_copy(update={"input": opened})
+        return await self._build_prompt(request, history, size, namespaces, builtin), tools
+
+    async def count_input_tokens(self, body: bytes) -> bytes:
+        """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send.
+
+        Counting never generates: with ``context_management`` it is the prompt before any
+        compaction, the number the threshold is compared with.
+        """
+        prepared = await self.prepare(body, compact=False)
+        count = len(prepared.prompt.token_ids)
+        return orjson.dumps({"object": "response.input_tokens", "input_tokens": count})
+
+    async def _build_prompt(
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory,
+        size: int,
+        namespaces: Sequence[Mapping[str, Any]] = (),
+        builtin: Mapping[str, str] | None = None,
+    ) -> Prompt:
+        """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
+        adapter = self.adapter
+        draft = adapter.draft_prompt(request, history, namespaces, builtin)
+        if size <= self.inline_render_bytes or not draft.to_render:
+            return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
+        renders = await self.render_pool.render(draft.to_render)
+        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders, strict=True)]
+        await asyncio.sleep(0)  # a large body: let other streams run between its steps (each a few ms)
+        return adapter.finish_prompt(draft, rendered)
+
+    # -- generate ----------------------------------------------------------------------------
+
+    async def drive(self, prepared: PreparedResponse, deliver: Deliver | None = None) -> bytes:
+        """Generate ``prepared`` to its end (``ResponseGenerator.drive``); the terminal response's JSON."""
+        return await self.generator.drive(prepared, deliver)
+
+    def abort(self, response_id: str) -> None:
+        """Stop ``response_id`` if it runs here: its generation, or its running tool call."""
+        self.generator.abort(response_id)
+
+    # -- keep ------------------------------------------------------------------------------
+
+    async def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
+        """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
+        final = stream.final_response
+        if final is None:
+            raise ServerError("The response ended without a terminal event.")
+        if prepared.cancelled and final.status == "failed":
+            # The executor stopped because a client cancelled it: the terminal event (the same
+            # object) and the stored response both say so.
+            final.status = "cancelled"
+            final.error = None
+        final_json = to_json(final)
+        turn = None
+        if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
+            items = list(zip(prepared.input_item_ids, prepared.input_items_json, strict=True))
+            items += [(item.id, to_json(item)) for item in final.output if item.id]
+            turn = self.history_after(prepared, [to_dict(item) for item in stream.model_output])
+            try:
+                await self.conversations.append(
+                    prepared.conversation_id, items, turn, prepared.conversation_seen
+                )
+            except ServiceUnavailableError:
+                self.metrics.record_store_error()
+                raise  # drive ends the response failed instead
+        if prepared.request.store:
+            model_output = stream.model_output  # tool items as the model read them
+            history = turn or self.history_after(prepared, [to_dict(item) for item in model_output])
+            entry = StoredResponse(
+                id=final.id,
+                response_json=final_json,
+                input_item_ids=prepared.input_item_ids,
+                input_items_json=prepared.input_items_json,
+                history=history,
+            )
+            try:
+                await self.store.put(entry)
+            except ServiceUnavailableError:
+                self.metrics.record_store_error()
+                raise  # drive ends the response failed instead: a response asked to be stored never silently is not
+        return final_json
+
+    def history_after(
+        self, prepared: PreparedResponse, output: Sequence[Mapping[str, Any]]
+    ) -> ConversationHistory:
+        """The conversation after a response: its prompt's plus its ``output`` items (reasoning unredacted).
+
+        A ``compaction`` output item is already in the prompt (as the summary), so it is skipped,
+        as are tool-read carriers: ``output`` is the model's (its tool items have their read fields).
+        """
+        output = [item for item in output if item.get("type") != "compaction" and not is_tool_read(item)]
+        if self.redact_reasoning and self.sealer is not None:
+            output = unseal_items(output, self.sealer, "output")  # type: ignore[assignment]
+        return self.adapter.continue_history(prepared.prompt, output)
+
+    # -- stored responses --------------------------------------------------------------------
+
+    async def compact(self, body: bytes) -> bytes:
+        """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary."""
+        self.check_input_size(len(body))
+        request = parse_request(body)
+        if request.model is None:  # required here, as in the SDK's ResponseCompactParams
+            raise InvalidRequestError(
+                "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
+            )
+        request = await self.resolve_references(await self.prompts.apply(request))
+        compaction = await self._compact(request, size=len(body))
+        return orjson.dumps(compacted_response_json(compaction))
+
+    async def _compact(
+        self, request: ResponsesRequest, *, lookup: HistoryLookup | None = None, size: int = 0
+    ) -> Compaction:
+        """Summarize ``request``'s conversation (``compaction.py``), rendering as create would.
+
+        ``size`` is the request body's, which decides where its new messages are rendered.
+        """
+
+        async def render(summarizing: ResponsesRequest) -> Prompt:
+            prompt, _ = await self.render(summarizing, lookup=lookup, size=size)
+            return prompt
+
+        return await compact_conversation(
+            request,
+            render=render,
+            executor=self.executor,
+            adapter=self.adapter,
+            sampling_defaults=self.sampling_defaults,
+            sealer=self.sealer,
+            model_name=self.model_name,
+        )
+
+    async def retrieve(self, response_id: str) -> bytes:
+        """The response's JSON: its current snapshot while it is generated here, else the stored one."""
+        live = self.live.get(response_id)
+        if live is not None and live.stream is not None:
+            return to_json(live.stream.snapshot())
+        return (await self._get(response_id)).response_json
+
+    async def delete(self, response_id: str) -> bytes:
+        """Delete a stored response; the deletion confirmation as JSON."""
+        if not await self.store.delete(response_id):
+            raise NotFoundError(f"Response with id '{response_id}' not found.")
+        return orjson.dumps({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    async def input_items(self, response_id: str, *, after: str | None, limit: int, order: str) -> bytes:
+        """A page of the stored response's input items, as a ``list`` object."""
+        entry = await self._get(response_id)
+        items = zip(entry.input_item_ids, entry.input_items_json, strict=True)
+        return list_page_json(tuple(items), after=after, limit=limit, order=order, where="this response")
+
+    async def _get(self, response_id: str) -> StoredResponse:
+        entry = await self.store.get(response_id)
+        if entry is None:
+            raise NotFoundError(f"Response with id '{response_id}' not found.")
+        return entry

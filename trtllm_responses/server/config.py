@@ -1,0 +1,49 @@
+"""ServerConfig: everything the server is started with, frozen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..responses.sampling import SamplingDefaults
+from ..tools.settings import ToolSettings
+from .http_limits import HTTPLimits
+
+__all__ = ["ServerConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Settings of one server process (from CLI flags)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    served_model_name: str = "gpt-oss"
+    max_stored_responses: int = 10_000
+    max_store_bytes: int = 2 << 30
+    log_level: str = "info"
+    store: str = "memory"  # memory | sqlite:///PATH | redis://HOST:PORT/DB
+    store_ttl: int = 0  # Redis: seconds an entry lives after its last use (0: until Redis evicts it)
+    api_key: str | None = None  # Bearer key required on /v1/* (None: open)
+    shutdown_timeout: float = 30.0  # SIGTERM: seconds running responses get to finish
+    background_grace: float = 300.0  # seconds a finished background response's events stay replayable
+    #: Key for encrypted reasoning and compaction (else $TRTLLM_RESPONSES_ENCRYPTION_KEY, else the cache's).
+    encryption_key_file: str | None = None
+    #: Reasoning items carry only ``encrypted_content``; no reasoning text is streamed.
+    redact_reasoning: bool = False
+    #: ``model``: reasoning.summary is answered with summaries the model writes; ``off``: ``summary: []``.
+    reasoning_summaries: str = "model"
+    #: A WebSocket connection is closed after this long (``websocket_connection_limit_reached``).
+    websocket_max_seconds: float = 3600.0
+    #: Largest request body taken before tokenizing (400 context_length_exceeded); 0: sized to the window.
+    max_input_bytes: int = 0
+    #: Folder of prompt templates (``DIR/<id>/<version>.json``) for the request field ``prompt``; None: none.
+    prompts: str | None = None
+    #: Start the render worker processes with the server (else at the first large request).
+    start_render_worker: bool = True
+    #: Render worker processes (``--render_workers``); 0: one a core, at most 4.
+    render_workers: int = 0
+    #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
+    http: HTTPLimits = field(default_factory=HTTPLimits)
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    #: What a request that does not say is sampled with (``--temperature``, ``--top_p`` …).
+    sampling: SamplingDefaults = field(default_factory=SamplingDefaults)  # server-run tools' allow-lists and limits
