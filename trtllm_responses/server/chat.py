@@ -34,8 +34,7 @@ from ..ops.access import AccessRecord
 from ..request.chat import ChatOptions, in_chat_terms, translate_chat
 from ..responses.service import PreparedResponse, ResponsesService
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
-from .errors import error_response
-from .operations import CLIENT_CLOSED
+from .errors import answer
 from .responses import JSONBytesResponse, WriterResponse
 
 __all__ = ["CHAT_PATH", "ChatCompletionRun", "create_chat_completion"]
@@ -227,9 +226,10 @@ async def create_chat_completion(
     read_body: ReadBody,
 ) -> int:
     """Serve one ``POST /v1/chat/completions``: a ``chat.completion``, or a stream of chunks."""
-    response: Response
     run: ChatCompletionRun | None = None
-    try:
+
+    async def handle() -> Response:
+        nonlocal run
         body = await read_body(receive, service)
         received = time.perf_counter()
         translation = translate_chat(body)
@@ -240,20 +240,10 @@ async def create_chat_completion(
         run = ChatCompletionRun(service, prepared, translation.options)
         record.response_id = run.id
         if translation.options.stream:
-            response = WriterResponse(run.stream)
-        else:
-            response = JSONBytesResponse(await run.completion_json())
-    except ConnectionResetError:
-        record.status = CLIENT_CLOSED
-        return CLIENT_CLOSED
-    except APIError as exc:
-        response = error_response(exc)
-    except Exception:
-        logger.exception("Unhandled error on POST %s", CHAT_PATH)
-        response = error_response(ServerError("The server had an error while processing your request."))
-    response.raw_headers.append(record.header())
-    record.status = response.status_code
-    await response(scope, receive, send)
+            return WriterResponse(run.stream)
+        return JSONBytesResponse(await run.completion_json())
+
+    status = await answer(handle, scope, receive, send, record, CHAT_PATH)
     usage = run.usage if run is not None else None
     if usage is not None and run is not None:
         record.input_tokens = usage["prompt_tokens"]
@@ -262,4 +252,4 @@ async def create_chat_completion(
         record.first_token = min(
             (p.first_token_at for p in run.prepared if p.first_token_at is not None), default=None
         )
-    return response.status_code
+    return status

@@ -17,14 +17,14 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..core.errors import APIError, InvalidRequestError, ServerError
+from ..core.errors import InvalidRequestError
 from ..core.wire import to_json
 from ..ops.access import AccessRecord
 from ..responses.service import PreparedResponse, ResponsesService
 from .background import BackgroundResponses
 from .chat import CHAT_PATH, create_chat_completion
 from .config import ServerConfig
-from .errors import error_response
+from .errors import answer, error_response
 from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
 from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
 from .websocket import serve_websocket
@@ -70,42 +70,30 @@ async def create_response(
     record: AccessRecord,
 ) -> int:
     """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream. Returns the HTTP status."""
-    response: Response
     prepared: PreparedResponse | None = None
-    try:
+
+    async def handle() -> Response:
+        nonlocal prepared
         body = await _read_body(receive, service)
         prepared = await service.prepare(body, time.perf_counter())
         record.response_id = prepared.response.id
         if prepared.request.background:
             run = await background.begin(prepared)
             if prepared.request.stream:
-                response = FramesResponse(run.follow(None))
-            else:
-                response = JSONBytesResponse(
-                    to_json(prepared.response.model_copy(update={"status": "queued"}))
-                )
-        elif prepared.request.stream:
-            response = EventStreamResponse(service, prepared)
-        else:
-            response = JSONBytesResponse(await service.drive(prepared))
-    except ConnectionResetError:
-        record.status = CLIENT_CLOSED  # the client went away before it was answered
-        return CLIENT_CLOSED
-    except APIError as exc:
-        response = error_response(exc)
-    except Exception:
-        logger.exception("Unhandled error on POST %s", PATH)
-        response = error_response(ServerError("The server had an error while processing your request."))
-    response.raw_headers.append(record.header())
-    record.status = response.status_code
-    await response(scope, receive, send)
+                return FramesResponse(run.follow(None))
+            return JSONBytesResponse(to_json(prepared.response.model_copy(update={"status": "queued"})))
+        if prepared.request.stream:
+            return EventStreamResponse(service, prepared)
+        return JSONBytesResponse(await service.drive(prepared))
+
+    status = await answer(handle, scope, receive, send, record, PATH)
     if prepared is not None and prepared.usage is not None:
         usage = prepared.usage
         record.input_tokens = usage.input_tokens
         record.output_tokens = usage.output_tokens
         record.cached_tokens = usage.input_tokens_details.cached_tokens
         record.first_token = prepared.first_token_at
-    return response.status_code
+    return status
 
 
 class ResponsesApp:

@@ -10,18 +10,21 @@ our :class:`~trtllm_responses.core.errors.APIError` tree, Starlette's HTTP error
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Match
+from starlette.types import Receive, Scope, Send
 
 from ..core.errors import APIError, InvalidRequestError, NotFoundError, ServerError
+from ..ops.access import AccessRecord
+from .operations import CLIENT_CLOSED
 from .responses import JSONBytesResponse
 
-__all__ = ["error_response", "install_error_handlers"]
+__all__ = ["answer", "error_response", "install_error_handlers"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +34,38 @@ def error_response(error: APIError, headers: Mapping[str, str] | None = None) ->
     import orjson
 
     return JSONBytesResponse(orjson.dumps(error.to_dict()), status_code=error.status_code, headers=headers)
+
+
+async def answer(
+    handler: Callable[[], Awaitable[Response]],
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    record: AccessRecord,
+    path: str,
+) -> int:
+    """Serve one request of a route outside FastAPI (``POST /v1/responses``, ``/v1/chat/completions``).
+
+    ``handler`` builds the response; an APIError it raises becomes the error body, anything else a
+    logged 500, and a client gone before it was answered (``ConnectionResetError``) is recorded as
+    499 with nothing sent. The response carries the request id; ``record`` gets its status, which is
+    returned.
+    """
+    response: Response
+    try:
+        response = await handler()
+    except ConnectionResetError:
+        record.status = CLIENT_CLOSED
+        return CLIENT_CLOSED
+    except APIError as exc:
+        response = error_response(exc)
+    except Exception:
+        logger.exception("Unhandled error on POST %s", path)
+        response = error_response(ServerError("The server had an error while processing your request."))
+    response.raw_headers.append(record.header())
+    record.status = response.status_code
+    await response(scope, receive, send)
+    return response.status_code
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
