@@ -1,4 +1,4 @@
-"""What a tool-read carrier costs: sealing and opening a browser page's read fields (sealing.py).
+"""What a tool-read carrier costs: sealing and opening a browser page's read fields (responses/sealing.py).
 
 Two pages: the one ``builtin_tools.py`` opens (a ~1.9 MiB HTML page of 8,000 paragraphs and links,
 repetitive, so it compresses well) and 256 KiB of README.md's words in random order (compresses a
