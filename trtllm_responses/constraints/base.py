@@ -11,10 +11,10 @@ It covers four things a request can demand of the output:
   of the response (the in-response tool loop's turns) obey :meth:`Constraint.after_call`;
 - a custom tool's grammar (``format: {"type": "grammar", ...}``): the call's body matches it.
 
-Every call the model may make is a ``CallOption`` (declared with the tools, in
-``harmony/tools.py``, below this layer): the request's functions and custom tools, and the calls the server runs (listed MCP tools, gpt-oss's ``python`` and ``browser.*``),
-each with the header gpt-oss writes for it, so that a constraint never blocks a call the
-model was shown.
+Every call the model may make is a ``CallOption``, declared with the tools in
+``harmony/tools.py`` (a layer below): the request's functions and custom tools, and the calls
+the server runs (listed MCP tools, gpt-oss's ``python`` and ``browser.*``), each with the header
+gpt-oss writes for it, so that a constraint never blocks a call the model was shown.
 
 It is data: each executor translates it (``constraints/guided.py`` into TensorRT-LLM's guided
 decoding, the echo executor into its rules). ``None`` means nothing constrains the output.
@@ -25,12 +25,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..core.errors import InvalidRequestError
-
-if TYPE_CHECKING:
-    from ..harmony.tools import CallOption
+from ..harmony.schema import check_strict
+from ..harmony.tools import CallOption
 
 __all__ = [
     "Constraint",
@@ -113,8 +112,6 @@ def parse_text_format(text: Mapping[str, Any] | None) -> ResponseFormat | None:
     if strict is not None and not isinstance(strict, bool):
         raise InvalidRequestError("'text.format.strict' must be a boolean.", param="text.format.strict")
     if strict:
-        from ..harmony.schema import check_strict
-
         check_strict(schema, "text.format.schema")
     description = fmt.get("description")
     if description is not None and not isinstance(description, str):
