@@ -34,12 +34,12 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from ..core.errors import APIError, InvalidRequestError
 from .chat_messages import messages_to_items, object_at, string_at
 from .fields import one_sentence
+from .protocol import json_object
 
 __all__ = [
     "MAX_CHOICES",
@@ -135,7 +135,7 @@ class ChatTranslation:
 
 def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
     """Check a chat completions body and translate it; raise InvalidRequestError naming the chat field."""
-    data = _load(raw)
+    data = raw if isinstance(raw, dict) else json_object(raw)
     data = {key: value for key, value in data.items() if value is not None}
     try:
         request = ChatRequest.model_validate(data)
@@ -198,18 +198,6 @@ def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
         max_tokens_field="max_completion_tokens" if request.max_completion_tokens else "max_tokens",
     )
     return ChatTranslation(body, options, tuple(origins))
-
-
-def _load(raw: bytes | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise InvalidRequestError("The request body must be a JSON object.")
-    return data
 
 
 def _stop(stop: str | list[str] | None) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from ..core.errors import InvalidRequestError
 from .fields import check_text, check_tool_choice, check_tools, one_sentence
 
-__all__ = ["MAX_JSON_DEPTH", "check_depth", "ReasoningParam", "ResponsesRequest", "parse_request"]
+__all__ = ["MAX_JSON_DEPTH", "check_depth", "json_object", "ReasoningParam", "ResponsesRequest", "parse_request"]
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
@@ -121,12 +121,7 @@ _OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text"
 def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
     """Parse and check a request body; raise InvalidRequestError naming the offending field."""
     if not isinstance(body, dict):
-        try:
-            body = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
-        if not isinstance(body, dict):
-            raise InvalidRequestError("The request body must be a JSON object.")
+        body = json_object(body)
     check_depth(body)
     # null means absent, for every field (the Open Responses schema allows it for the optional ones).
     body = {key: value for key, value in body.items() if value is not None}
@@ -176,6 +171,17 @@ def _check_metadata(metadata: dict[str, str] | None) -> None:
                 f"'metadata.{key}' is {len(value)} characters; the most is {MAX_METADATA_VALUE}.",
                 param=f"metadata.{key}",
             )
+
+
+def json_object(raw: bytes | str) -> dict[str, Any]:
+    """A request body parsed as a JSON object; InvalidRequestError when it is not JSON or not an object."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequestError("The request body must be a JSON object.")
+    return body
 
 
 def check_depth(body: dict[str, Any]) -> None:

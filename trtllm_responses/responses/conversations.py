@@ -25,7 +25,7 @@ from ..core.ids import check_id, new_id
 from ..harmony.input_messages import input_to_messages
 from ..request.input_items import normalize_input_items
 from ..request.pagination import list_page_json, page_json
-from ..request.protocol import check_depth
+from ..request.protocol import check_depth, json_object
 from ..store import ConversationItem, ResponseStore, StoredConversation
 
 __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]
@@ -60,12 +60,7 @@ def conversation_id(value: Any) -> str:
 def _body(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         return {}
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequestError("The request body must be a JSON object.")
+    body = json_object(raw)
     check_depth(body)
     return body
 
