@@ -14,9 +14,9 @@ does once per distinct constraint; xgrammar caches compiled grammars by their te
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,9 @@ from trtllm_responses.constraints.guided import structural_tag
 from trtllm_responses.harmony import load_encoding
 from trtllm_responses.request.protocol import parse_request
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+GRAMMAR_MATCHER = (
+    Path(__file__).resolve().parent.parent / "tests/fake_trtllm/tensorrt_llm/_torch/pyexecutor/grammar_matcher.py"
+)
 
 PATCH_LARK = """
 start: begin_patch hunk+ end_patch
@@ -115,16 +117,18 @@ def main() -> None:
     }
     try:
         import xgrammar as xgr
-        from test_guided_xgrammar import GPT_OSS_VOCAB_SIZE, _bytes_to_unicode
     except ImportError:
         xgr = None
     compiler = None
     if xgr is not None:
-        table = _bytes_to_unicode()
-        vocab = [raw.decode() if i in encoding.special_ids else "".join(table[b] for b in raw)
-                 for i, raw in enumerate(encoding.token_bytes[:GPT_OSS_VOCAB_SIZE])]
+        # The vocabulary as TensorRT-LLM hands it to xgrammar: the fake's copy of that set-up, loaded by path.
+        spec = importlib.util.spec_from_file_location("fake_grammar_matcher", GRAMMAR_MATCHER)
+        assert spec is not None and spec.loader is not None
+        matcher = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(matcher)
+        vocab = matcher.gpt_oss_encoded_vocab(encoding)
         start = time.perf_counter()
-        info = xgr.TokenizerInfo(vocab, vocab_type=xgr.VocabType.BYTE_LEVEL, vocab_size=GPT_OSS_VOCAB_SIZE,
+        info = xgr.TokenizerInfo(vocab, vocab_type=xgr.VocabType.BYTE_LEVEL, vocab_size=matcher.GPT_OSS_VOCAB_SIZE,
                                  stop_token_ids=[encoding.return_], add_prefix_space=False)
         compiler = xgr.GrammarCompiler(info, cache_enabled=False)
         results["xgrammar_tokenizer_info_ms"] = round((time.perf_counter() - start) * 1000, 1)
