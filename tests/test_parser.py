@@ -16,7 +16,7 @@ from trtllm_responses.harmony import (
     MessageStarted,
     parse_completion,
 )
-from trtllm_responses.harmony.parser import parse_header
+from trtllm_responses.harmony.headers import read_header
 
 COMPLETIONS = [
     "<|channel|>final<|message|>Hello there!<|return|>",
@@ -125,7 +125,7 @@ def test_dangling_partial_character_is_flushed_as_replacement(encoding: HarmonyE
     ],
 )
 def test_header_grammar(text: str, role: str | None, expected: MessageHeader) -> None:
-    assert parse_header(text, role) == expected
+    assert read_header(text, role) == expected
 
 
 def test_message_token_counts_cover_the_whole_completion(encoding: HarmonyEncoding) -> None:

@@ -15,7 +15,7 @@ from harmony_helpers import harmony
 from stream_grammar import check_stream
 
 from trtllm_responses.adapter import HarmonyAdapter
-from trtllm_responses.constraints.guided import FREE_MESSAGES, structural_tag
+from trtllm_responses.constraints.guided import structural_tag
 from trtllm_responses.harmony import HarmonyEncoding, parse_completion
 from trtllm_responses.harmony.headers import FINAL_HEADERS, FREE_CHANNELS, MessageHeader, read_header
 from trtllm_responses.harmony.items import ItemKind, classify
@@ -232,7 +232,6 @@ def test_every_header_the_constraint_accepts_reads_as_it_means(
     heads = _headers_of(tag)
     assert len(heads) >= 3
     for channel in FREE_CHANNELS:  # the free messages before the last one
-        assert f'"{channel}"' in FREE_MESSAGES
         heads.append((f"<|channel|>{channel}<|message|>", "free:" + channel))
     for header, recipient in heads:
         messages = parse_completion(encoding, harmony(encoding, header + "{}<|end|>"))
@@ -325,10 +324,12 @@ def test_unreadable_output_fails_quoting_what_the_model_wrote_truncated(http: ht
     assert len(message) < QUOTED_CHARS + 100
 
 
-def test_call_options_write_the_content_type_the_header_grammar_defines() -> None:
-    """A call's default content type is the one the header grammar reads."""
+def test_call_options_write_the_content_type_the_header_grammar_reads() -> None:
+    """The header a JSON call option writes reads back as a JSON call (and a custom tool's as none)."""
     from trtllm_responses.harmony.headers import JSON_CONTENT_TYPE
     from trtllm_responses.harmony.tools import CallOption
 
-    assert CallOption("functions.f", custom=False).header_content_type == JSON_CONTENT_TYPE
-    assert read_header(f"<|channel|>commentary to=functions.f {JSON_CONTENT_TYPE}", "assistant").content_type == JSON_CONTENT_TYPE
+    for custom, expected in ((False, JSON_CONTENT_TYPE), (True, None)):
+        written = CallOption("functions.f", custom=custom).header_content_type
+        header = read_header(f"<|channel|>commentary to=functions.f {written}".rstrip(), "assistant")
+        assert header.recipient == "functions.f" and header.content_type == expected

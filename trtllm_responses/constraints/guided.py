@@ -72,7 +72,6 @@ FREE_FINAL = "root ::= " + json.dumps(FINAL_HEADERS[0]) + " body\nbody ::= " + N
 FREE_TEXT = f"root ::= {NO_CONTROL_TEXT}\n"
 #: The final answer's headers and the call headers come from ``harmony/headers.py``, the definition the
 #: parser reads with (``tests/test_reader.py`` walks every header this tag accepts through the parser).
-FINAL_BEGINS = FINAL_HEADERS
 _ANY_JSON_OBJECT = {"type": "object"}
 
 
@@ -102,7 +101,6 @@ def _content_type(call: CallOption) -> str:
     return f" {content_type}" if content_type else ""
 
 
-_heads = call_headers
 
 
 def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:
@@ -122,7 +120,7 @@ def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:
         if len(recipients) == 1:
             tags += _call_tags(CallOption(recipients[0], custom=False, channel=channel, content_type=content_type.strip()))
             continue
-        for begin, after in _heads(channel, content_type):
+        for begin, after in call_headers(channel, content_type):
             content = {
                 "type": "sequence",
                 "elements": [
@@ -140,7 +138,7 @@ def _call_tags(call: CallOption) -> list[dict[str, Any]]:
     body = _call_body(call)
     return [
         {"type": "tag", "begin": begin + call.recipient + after, "content": body, "end": "<|call|>"}
-        for begin, after in _heads(call.channel, _content_type(call))
+        for begin, after in call_headers(call.channel, _content_type(call))
     ]
 
 
@@ -149,7 +147,7 @@ def structural_tag(constraint: Constraint) -> str:
     terminal: list[dict[str, Any]] = []
     if constraint.final == "json":
         body = _json_body(constraint.schema)
-        terminal += [{"type": "tag", "begin": head, "content": body, "end": ""} for head in FINAL_BEGINS]
+        terminal += [{"type": "tag", "begin": head, "content": body, "end": ""} for head in FINAL_HEADERS]
     elif constraint.final == "text":  # a free answer: any text until the end of the output
         terminal.append({"type": "grammar", "grammar": FREE_FINAL})
     terminal += _all_call_tags(constraint.calls)

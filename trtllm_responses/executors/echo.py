@@ -169,7 +169,7 @@ class EchoExecutor(Executor):
 
     def _answer(self, analysis: str, final: str | list[int]) -> list[int]:
         tokens = self._segment("<|channel|>analysis<|message|>", analysis, "<|end|>")
-        tokens += self._enc.encode("<|start|>assistant<|channel|>final<|message|>")
+        tokens += self._final_start
         tokens += self._enc.encode_plain(final) if isinstance(final, str) else final
         return tokens + [self._enc.return_]
 

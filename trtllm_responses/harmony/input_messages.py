@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 from openai_harmony import Author, Message, Role, TextContent
 
 from ..core.errors import InvalidRequestError
 from ..request.fields import check_text
+from ..request.protocol import ReasoningEffort
 from .headers import JSON_CONTENT_TYPE
 from .items import FUNCTIONS_NAMESPACE
 
@@ -46,7 +47,6 @@ __all__ = [
     "tool_output_message",
 ]
 
-_JSON_CONTENT_TYPE = JSON_CONTENT_TYPE  # the one header grammar (headers.py)
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 _NON_TEXT_PARTS = ("input_image", "input_file", "input_audio", "image_url", "file")
 #: What the model reads in place of an image or file a tool returned (a 400 would break every
@@ -125,7 +125,7 @@ def function_call_message(name: str, arguments: str, namespace: str | None = Non
         Message.from_role_and_content(Role.ASSISTANT, arguments)
         .with_channel("commentary")
         .with_recipient(f"{namespace or FUNCTIONS_NAMESPACE}.{name}")
-        .with_content_type(_JSON_CONTENT_TYPE)
+        .with_content_type(JSON_CONTENT_TYPE)
     )
 
 
@@ -319,7 +319,7 @@ def mcp_call_message(recipient: str, arguments: str) -> Message:
         Message.from_role_and_content(Role.ASSISTANT, arguments)
         .with_channel("commentary")
         .with_recipient(recipient)
-        .with_content_type(_JSON_CONTENT_TYPE)
+        .with_content_type(JSON_CONTENT_TYPE)
     )
 
 
@@ -411,7 +411,7 @@ def _convert_mcp_approval_response(
 #: (no call id can take them): they live on through ``previous_response_id`` and conversations.
 CONFIG_EFFORT = "configuration:reasoning.effort"
 CONFIG_TEXT = "configuration:text"
-_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+_EFFORTS = get_args(ReasoningEffort)
 
 
 def _convert_configuration_update(

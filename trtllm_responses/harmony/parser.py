@@ -50,7 +50,6 @@ __all__ = [
     "ParseEvent",
     "ParsedMessage",
     "parse_completion",
-    "parse_header",
     "unreadable_message",
 ]
 
@@ -61,7 +60,6 @@ TEXT_HEADER_TOKENS = 16
 #: How much of what was dropped is kept for the error message of an unreadable completion.
 MAX_DROPPED_BYTES = 2048
 
-parse_header = read_header  # the header grammar (``headers.py``), under the parser's name
 
 
 # Transitions are made per engine step on the hot path: plain slotted classes (frozen ones
@@ -115,7 +113,6 @@ class HarmonyStreamParser:
         "_terminators",
         "_tokens_seen",
         "dropped",
-        "messages",
     )
 
     def __init__(self, encoding: HarmonyEncoding, role: str | None = "assistant") -> None:
@@ -134,8 +131,6 @@ class HarmonyStreamParser:
         self._partial = False  # the incremental decoder holds part of a character
         #: What the reader dropped (its first MAX_DROPPED_BYTES), for an error message.
         self.dropped = bytearray()
-        #: How many messages it reported starting.
-        self.messages = 0
 
     @property
     def in_header(self) -> bool:
@@ -270,7 +265,6 @@ class HarmonyStreamParser:
         self._role = None
         self._first = False
         self._state = _CONTENT
-        self.messages += 1
         events.append(MessageStarted(header))
         if text:
             events.append(ContentDelta(text))
@@ -337,11 +331,6 @@ class HarmonyStreamParser:
                 self._drop(self._header_bytes())
             self._header_tokens.clear()
         return events
-
-    @property
-    def read_nothing(self) -> bool:
-        """The reader reported no message and dropped something: nothing usable was written."""
-        return self.messages == 0 and bool(self.dropped)
 
 
 #: How much of what the model wrote an error message quotes.

@@ -118,7 +118,7 @@ class ResponseGenerator:
                 prompt=prepared.prompt,
                 calls=dict(prepared.prompt.history.calls),
                 max_seq_len=self.executor.max_seq_len,
-                max_prompt_tokens=self.executor.max_prompt_tokens,
+                prompt_refusal=self.executor.prompt_refusal,
                 max_output_tokens=request.max_output_tokens,
                 max_tool_calls=request.max_tool_calls,
                 tool_timeout=prepared.tool_timeout,

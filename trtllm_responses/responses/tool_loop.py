@@ -92,7 +92,7 @@ class ToolLoop:
         prompt: Prompt,
         calls: dict[str, str],
         max_seq_len: int,
-        max_prompt_tokens: int | None = None,
+        prompt_refusal: Callable[[int], str | None],
         max_output_tokens: int | None,
         max_tool_calls: int | None,
         tool_timeout: float,
@@ -109,9 +109,9 @@ class ToolLoop:
         self._messages: list[RenderedMessage] = []  # rendered since the prompt
         self._calls = calls
         self._max_seq_len = max_seq_len
-        #: The longest prompt the engine takes (no chunked prefill): a turn past it ends the response
-        #: incomplete rather than failing inside the engine.
-        self._max_prompt_tokens = max_prompt_tokens
+        #: The executor's ``prompt_refusal``: a turn whose prompt the engine would refuse (past the window, or
+        #: past max_num_tokens without chunked prefill) ends the response incomplete rather than failing in it.
+        self._prompt_refusal = prompt_refusal
         self._max_output_tokens = max_output_tokens
         self._max_tool_calls = max_tool_calls
         self._timeout = tool_timeout
@@ -339,7 +339,7 @@ class ToolLoop:
         room = self._max_seq_len - len(self._token_ids)
         if self._max_output_tokens is not None:
             room = min(room, self._max_output_tokens - self._processor.output_tokens)
-        if room < 1 or (self._max_prompt_tokens is not None and len(self._token_ids) > self._max_prompt_tokens):
+        if room < 1 or self._prompt_refusal(len(self._token_ids)) is not None:
             return None
         self._turns += 1
         first = self._first
