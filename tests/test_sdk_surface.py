@@ -151,14 +151,15 @@ def test_item_reference_from_the_stored_chain(client: openai.OpenAI) -> None:
     assert fourth.output_text.count("<|channel|>final<|message|>Echo me back<|end|>") == 3
 
 
-def test_item_reference_from_the_conversation(client: openai.OpenAI) -> None:
+@pytest.mark.parametrize("typed", [True, False], ids=["item_reference", "type-less"])
+def test_item_reference_from_the_conversation(client: openai.OpenAI, typed: bool) -> None:
+    """The SDK's ItemReference may leave ``type`` out: ``{"id": ...}`` is a reference, not a new item."""
     conversation = client.conversations.create(
         items=[{"role": "user", "content": "Quoted from the conversation"}]
     )
     item = client.conversations.items.list(conversation.id).data[0]
-    response = client.responses.create(
-        model="m", conversation=conversation.id, input=[{"type": "item_reference", "id": item.id}]
-    )
+    reference = {"type": "item_reference", "id": item.id} if typed else {"id": item.id}
+    response = client.responses.create(model="m", conversation=conversation.id, input=[reference])
     assert response.output_text == "Quoted from the conversation"
 
 

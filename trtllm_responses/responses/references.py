@@ -17,7 +17,7 @@ import orjson
 from ..core.errors import InvalidRequestError
 from ..store import ResponseStore
 
-__all__ = ["MAX_CHAIN_RESPONSES", "has_references", "resolve_references"]
+__all__ = ["MAX_CHAIN_RESPONSES", "has_references", "is_reference", "resolve_references"]
 
 #: How many stored responses of a ``previous_response_id`` chain a reference is looked for in.
 MAX_CHAIN_RESPONSES = 1000
@@ -25,7 +25,8 @@ MAX_CHAIN_RESPONSES = 1000
 ConversationItems = Callable[[], Awaitable[Sequence[tuple[str, bytes]]]]
 
 
-def _is_reference(item: Any) -> bool:
+def is_reference(item: Any) -> bool:
+    """An ``item_reference`` input item: typed so, or the SDK's type-less ``{"id": ...}``."""
     if not isinstance(item, Mapping):
         return False
     kind = item.get("type")
@@ -34,7 +35,7 @@ def _is_reference(item: Any) -> bool:
 
 def has_references(input: str | Sequence[Any]) -> bool:
     """Whether ``input`` holds any item reference (cheap: one pass over the item types)."""
-    return not isinstance(input, str) and any(_is_reference(item) for item in input)
+    return not isinstance(input, str) and any(is_reference(item) for item in input)
 
 
 async def resolve_references(
@@ -47,14 +48,14 @@ async def resolve_references(
     """``input`` with each item reference replaced by the item it names; InvalidRequestError for an unknown id."""
     wanted: dict[str, int] = {}
     for i, item in enumerate(input):
-        if _is_reference(item):
+        if is_reference(item):
             ref = item.get("id")
             if not isinstance(ref, str) or not ref:
                 raise InvalidRequestError(f"'input[{i}].id' must be a non-empty string.", param=f"input[{i}].id")
             wanted.setdefault(ref, i)
     found: dict[str, Any] = {}
     for item in input:  # earlier items of the same input (an id given by the client)
-        if isinstance(item, Mapping) and not _is_reference(item) and item.get("id") in wanted:
+        if isinstance(item, Mapping) and not is_reference(item) and item.get("id") in wanted:
             found.setdefault(item["id"], dict(item))
     if conversation_items is not None and len(found) < len(wanted):
         for item_id, data in await conversation_items():
@@ -77,7 +78,7 @@ async def resolve_references(
         response_id = response.get("previous_response_id")
     out = []
     for i, item in enumerate(input):
-        if not _is_reference(item):
+        if not is_reference(item):
             out.append(item)
             continue
         resolved = found.get(item["id"])

@@ -56,7 +56,7 @@ from .prepared import (
     service_tier,
 )
 from .prompts import PromptTemplates
-from .references import has_references, resolve_references
+from .references import has_references, is_reference, resolve_references
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_items
 from .summaries import Summarizer, summary_mode
@@ -162,7 +162,7 @@ class ResponsesService:
             given = [  # new items' ids (an item_reference's id names an item that is there already)
                 i["id"]
                 for i in request.input
-                if isinstance(i, dict) and isinstance(i.get("id"), str) and i.get("type") != "item_reference"
+                if isinstance(i, dict) and isinstance(i.get("id"), str) and not is_reference(i)
             ]
             conversation_history, seen = await self.conversations.history(conversation, given, size)
         request = await self.resolve_references(request, conversation)
