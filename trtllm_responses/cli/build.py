@@ -25,7 +25,6 @@ builds and saves the TensorRT engine through the LLM API into ``engine/``.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.metadata
 import json
 import shutil

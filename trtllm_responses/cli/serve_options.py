@@ -241,12 +241,9 @@ def _add_sampling(serve: argparse.ArgumentParser) -> None:
 
 
 def _url_prefixes(text: str) -> list[str]:
-    from urllib.parse import urlsplit
-
     prefixes = [p.strip() for p in text.split(",") if p.strip()]
     for prefix in prefixes:
-        parts = urlsplit(prefix)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if not _is_http_url(prefix):
             raise argparse.ArgumentTypeError(f"not an http(s) URL prefix: {prefix}")
     return prefixes
 
@@ -257,12 +254,6 @@ def _tool_server(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(f"expected LABEL=http(s)://URL, got {text}")
     return label, url
 
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
-    return value
 
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
@@ -452,7 +443,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--kv_cache_free_gpu_memory_fraction",
         "--free_gpu_memory_fraction",
         dest="kv_cache_free_gpu_memory_fraction",
-        type=_fraction,
+        type=_ranged(0.0, 1.0, low_open=True),
         help="free GPU memory fraction for the KV cache (default: 0.9)",
     )
     trt.add_argument(

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import APIError, InvalidRequestError
 from .chat_messages import messages_to_items, object_at, string_at
 from .fields import one_sentence
-from .protocol import json_object
+from .protocol import Integer, json_object
 
 __all__ = [
     "MAX_CHOICES",
@@ -59,15 +59,6 @@ MAX_CHOICES = 16
 MAX_STOP_SEQUENCES = 4
 #: Longest stop string (characters): each streamed token is compared with the end of the text.
 MAX_STOP_CHARS = 256
-
-def _integral(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-Integer = Annotated[int, BeforeValidator(_integral)]
-
 
 class StreamOptions(BaseModel):
     """``stream_options``."""

@@ -289,7 +289,8 @@ class ResponseGenerator:
         parked = stream.summary_due
         prepared = self.live.get(response_id)
         assert parked is not None and self.summarizer is not None and prepared is not None
-        mode = prepared.summary_mode or "auto"
+        mode = prepared.summary_mode
+        assert mode is not None  # summaries run only for responses that asked for them
         side_id = f"{response_id}.summary{parked.output_index}"
         request = self.summarizer.request(side_id, parked.text, mode, self.executor.max_seq_len)
         reader = self.summarizer.reader()

@@ -4,7 +4,7 @@ The conversation's Harmony messages before this turn's last user message are cut
 item as the client sent it, except that a tool's output stays with the call it answers (a call and its
 outputs are one unit: the model never reads half of a tool round trip). The fewest oldest units are
 dropped (binary search: each try concatenates token lists, O(prompt)) so that the prompt plus the room
-the response needs (``max_output_tokens``, else one token) fits the window. Instructions, tools and the
+the response needs (``max_output_tokens``, else an eighth of the window) fits the window. Instructions, tools and the
 last user message on are never dropped; a prompt that does not fit even then stays a 400.
 The history stored with the response is the truncated one, so later turns continue from it.
 """

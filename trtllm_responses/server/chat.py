@@ -29,7 +29,6 @@ from starlette.types import Receive, Scope, Send
 
 from ..core.errors import APIError, ServerError
 from ..core.ids import new_id
-from ..executors.base import SamplingSettings
 from ..ops.access import AccessRecord
 from ..request.chat import ChatOptions, in_chat_terms, translate_chat
 from ..responses.service import PreparedResponse, ResponsesService
@@ -88,7 +87,6 @@ class ChatCompletionRun:
         sampling = prepared.generation.sampling
         if self.options.seed is not None:
             sampling = dataclasses.replace(sampling, seed=self.options.seed + index)
-        assert isinstance(sampling, SamplingSettings)
         return dataclasses.replace(
             prepared,
             generation=dataclasses.replace(prepared.generation, request_id=response_id, sampling=sampling),

@@ -193,11 +193,6 @@ class ChatChoice:
         self.usage: ResponseUsage | None = None
         self.error: dict[str, Any] | None = None  # the generation failed
 
-    @property
-    def done(self) -> bool:
-        """Whether the generation's terminal event has been read."""
-        return self.finish_reason is not None or self.error is not None
-
     def feed(self, events: list[ResponseStreamEvent]) -> bytes:
         """Read one engine step's events; the chunks they make (streaming), else ``b""``."""
         if self._plain and len(events) == 1:

@@ -51,11 +51,15 @@ def _mounts() -> list[tuple[str, str, str, set[str]]]:
     return found
 
 
+def under(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or inside it (as strings: no file system lookup)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def _directory(mount_root: str, mount_point: str, path: str) -> Path | None:
-    if mount_root != "/" and not (path == mount_root or path.startswith(mount_root.rstrip("/") + "/")):
+    if not under(path, mount_root):
         return None
-    relative = path[len(mount_root) :] if mount_root != "/" else path
-    return Path(mount_point + "/" + relative.lstrip("/")).resolve()
+    return Path(mount_point + "/" + path[len(mount_root) :].lstrip("/")).resolve()
 
 
 def _writable(directory: Path) -> bool:

@@ -43,7 +43,7 @@ from .base import ToolNamespace, ToolOutcome, ToolProvider, truncate_output
 from .mcp_session import SessionFailed, SessionHost
 from .settings import ToolSettings, url_allowed
 
-__all__ = ["ApprovalRule", "MCPProvider", "describe_exception", "tool_names"]
+__all__ = ["INVALID_PARAMS", "ApprovalRule", "MCPProvider", "describe_exception", "protocol_error", "tool_names"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,8 @@ def _http_client(
     )
 
 
-def _protocol_error(message: str, code: int) -> ToolOutcome:
+def protocol_error(message: str, code: int) -> ToolOutcome:
+    """The outcome of a call the MCP protocol refused: an ``mcp_call`` item's ``mcp_protocol_error``."""
     return ToolOutcome(
         {"output": None, "error": {"type": "mcp_protocol_error", "code": code, "message": message}},
         failed=True,
@@ -290,7 +291,7 @@ class MCPProvider(ToolProvider):
     # -- calls -------------------------------------------------------------------------------
 
     def failure(self, message: str, code: int = INTERNAL_ERROR) -> ToolOutcome:
-        return _protocol_error(message, code)
+        return protocol_error(message, code)
 
     async def reset(self) -> None:
         session, self._session = self._session, None

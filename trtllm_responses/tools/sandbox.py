@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from .cgroups import CallCgroup, CgroupParent
+from .cgroups import CallCgroup, CgroupParent, under
 from .settings import PythonLimits
 
 __all__ = ["SANDBOX_DIR", "Sandbox", "SandboxUnavailable", "setup_sandbox"]
@@ -104,10 +104,6 @@ def _interpreter() -> str:
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
 
 
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
 def _filesystem(file_bytes: int) -> list[str]:
     """bwrap's mount arguments: the read-only system and interpreter, /proc, /dev, the private dir."""
     args = ["--ro-bind", "/usr", "/usr"]
@@ -119,14 +115,14 @@ def _filesystem(file_bytes: int) -> list[str]:
             args += ["--ro-bind", path, path]
     bound = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
     for prefix in sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.base_exec_prefix)}):
-        if not any(_under(prefix, root) for root in bound):
+        if not any(under(prefix, root) for root in bound):
             args += ["--ro-bind", prefix, prefix]
             bound.append(prefix)
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
     for site in sorted(
         {os.path.realpath(sysconfig.get_path(kind, vars=base)) for kind in ("purelib", "platlib")}
     ):
-        if os.path.isdir(site) and any(_under(site, root) for root in bound):
+        if os.path.isdir(site) and any(under(site, root) for root in bound):
             args += ["--tmpfs", site, "--remount-ro", site]  # hidden: the server may be installed there
     args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
     args += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]  # multiprocessing's semaphores

@@ -21,12 +21,12 @@ from collections.abc import Iterable
 from ..harmony.input_messages import MODEL_READ
 from ..harmony.items import ItemKind, ItemTarget
 from .base import ToolOutcome
+from .mcp import INVALID_PARAMS, protocol_error
 
 __all__ = ["UNAVAILABLE_KINDS", "UnavailableTool", "recipient_of"]
 
 #: The item kinds a call to a tool nobody runs becomes (``harmony/items.py``'s ``classify``).
 UNAVAILABLE_KINDS = frozenset({ItemKind.MCP_CALL, ItemKind.WEB_SEARCH_CALL, ItemKind.CODE_INTERPRETER_CALL})
-INVALID_PARAMS = -32602
 #: How many tool names the error lists before "…".
 MAX_LISTED = 20
 
@@ -61,5 +61,4 @@ class UnavailableTool:
         if target.kind is ItemKind.CODE_INTERPRETER_CALL:
             logs = {"outputs": [{"type": "logs", "logs": f"Error: {message}"}]}
             return ToolOutcome({"container_id": "", "outputs": None}, failed=True, internal=logs)
-        error = {"type": "mcp_protocol_error", "code": INVALID_PARAMS, "message": message}
-        return ToolOutcome({"output": None, "error": error}, failed=True)
+        return protocol_error(message, INVALID_PARAMS)
