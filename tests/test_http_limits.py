@@ -352,3 +352,41 @@ def test_the_serve_command_enforces_its_flags(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+class _Transport:
+    """A transport stand-in: ``is_closing`` is all the per-client table reads."""
+
+    def __init__(self, closing: bool) -> None:
+        self.closing = closing
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+
+def test_the_per_client_table_forgets_idle_addresses_and_sweeps_amortized() -> None:
+    from trtllm_responses.server.http_protocol import protocol_class
+
+    cls = protocol_class(HTTPLimits(max_connections_per_client=4))
+    held = []  # the table holds transports weakly: keep them alive here
+    for i in range(1024):
+        transport = _Transport(closing=i % 2 == 0)  # half the addresses have nothing open any more
+        held.append(transport)
+        protocol = object.__new__(cls)
+        protocol.client = (f"10.0.{i // 256}.{i % 256}", 1)
+        assert protocol._admit_client(transport)  # type: ignore[arg-type]
+    assert len(cls.clients) == 1024
+    newcomer = object.__new__(cls)
+    newcomer.client = ("10.9.9.9", 1)
+    live = _Transport(closing=False)
+    assert newcomer._admit_client(live)  # type: ignore[arg-type]
+    assert len(cls.clients) == 513  # the 512 idle addresses forgotten, the live ones and the newcomer kept
+    assert cls.sweep_at == 1024  # twice the 512 kept would be 1024: the floor
+    for i in range(600):  # live addresses only: the table grows past the floor...
+        transport = _Transport(closing=False)
+        held.append(transport)
+        protocol = object.__new__(cls)
+        protocol.client = (f"10.1.{i // 256}.{i % 256}", 1)
+        assert protocol._admit_client(transport)  # type: ignore[arg-type]
+    # ...and the sweep at 1024 kept all of them, so the next waits for the table to double.
+    assert cls.sweep_at == 2 * 1024 and len(cls.clients) == 1113

@@ -68,6 +68,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     #: A transport is dropped when its connection ends (weakly held) or is seen closing (a WebSocket that
     #: took the transport over ends without this protocol hearing of it).
     clients: ClassVar[dict[str, weakref.WeakSet[asyncio.BaseTransport]]] = {}
+    #: The table's size at which addresses with nothing open are next forgotten (doubles past what a sweep
+    #: keeps, so a table of live addresses is not rescanned for every new one).
+    sweep_at: ClassVar[int] = 1024
     refused_clients: ClassVar[int] = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -183,9 +186,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         clients = self.clients
         held = clients.get(self.client[0])
         if held is None:
-            if len(clients) >= 1024:  # forget addresses with nothing open (bounded work, amortized)
-                for address in [a for a, ts in clients.items() if not any(not t.is_closing() for t in ts)]:
+            if len(clients) >= self.sweep_at:  # forget addresses with nothing open (amortized: see sweep_at)
+                for address in [a for a, ts in clients.items() if all(t.is_closing() for t in ts)]:
                     del clients[address]
+                type(self).sweep_at = max(1024, 2 * len(clients))
             held = clients[self.client[0]] = weakref.WeakSet()
         if len(held) >= limit:
             for closing in [t for t in held if t.is_closing()]:
@@ -292,7 +296,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
 def protocol_class(limits: HTTPLimits) -> type[GuardedHttpToolsProtocol]:
     """The protocol class enforcing ``limits`` (uvicorn builds it with its own arguments)."""
-    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits, "clients": {}})
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits, "clients": {}, "sweep_at": 1024})
 
 
 #: Bytes a WebSocket message may hold beyond ``--max_input_bytes`` before the protocol closes the socket
