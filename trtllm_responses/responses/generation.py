@@ -116,7 +116,7 @@ class ResponseGenerator:
                 processor=processor,
                 generation=prepared.generation,
                 prompt=prepared.prompt,
-                calls=dict(prepared.prompt.history.calls),
+                calls=prepared.prompt.history.calls,
                 max_seq_len=self.executor.max_seq_len,
                 prompt_refusal=self.executor.prompt_refusal,
                 max_output_tokens=request.max_output_tokens,

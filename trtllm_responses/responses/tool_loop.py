@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import anyio
 from openai.types.responses import ResponseStreamEvent
@@ -90,7 +90,7 @@ class ToolLoop:
         processor: TokenStreamProcessor,
         generation: GenerationRequest,
         prompt: Prompt,
-        calls: dict[str, str],
+        calls: Mapping[str, str],
         max_seq_len: int,
         prompt_refusal: Callable[[int], str | None],
         max_output_tokens: int | None,
@@ -107,7 +107,8 @@ class ToolLoop:
         self._token_ids = generation.prompt_token_ids
         self._prompt = prompt
         self._messages: list[RenderedMessage] = []  # rendered since the prompt
-        self._calls = calls
+        self._history_calls = calls  # the conversation's (shared): copied once a later turn adds to it
+        self._calls: dict[str, str] | None = None
         self._max_seq_len = max_seq_len
         #: The executor's ``prompt_refusal``: a turn whose prompt the engine would refuse (past the window, or
         #: past max_num_tokens without chunked prefill) ends the response incomplete rather than failing in it.
@@ -328,6 +329,8 @@ class ToolLoop:
         output = self._stream.model_output
         items = [to_dict(item) for item in output[self._turn_start :]]
         self._turn_start = len(output)
+        if self._calls is None:
+            self._calls = dict(self._history_calls)
         converted = input_to_messages(items, self._calls, param="output")
         self._calls.update(converted.calls)
         rendered = self._adapter.render_messages(converted.messages)
