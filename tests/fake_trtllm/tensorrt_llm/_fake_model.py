@@ -40,7 +40,6 @@ class GuidedPlan:
         plan: list[int],
         *,
         stop_token_ids: Sequence[int],
-        end_id: int,
         rng: Optional[random.Random],
         noise: float,
         special_ids: Sequence[int],
@@ -49,12 +48,10 @@ class GuidedPlan:
         self._matcher = matcher
         self._plan = plan
         self._stops = set(stop_token_ids)
-        self._end_id = end_id
         self._rng = rng
         self._noise = noise if rng is not None else 0.0
         self._special = list(special_ids)
         self._vocab_size = vocab_size
-        self.inserted: list[int] = []  # what the sampler inserted (tests read it)
         self.last_was_inserted = False  # the token just yielded was drawn, not the model's choice
         self._iterator = self.tokens()
 
@@ -94,7 +91,6 @@ class GuidedPlan:
                 insertion = self._propose()
                 if insertion is not None and self._matcher.accept_token(insertion):
                     if self._accepts_all(self._plan[position:]):
-                        self.inserted.append(insertion)
                         self.last_was_inserted = True
                         yield insertion
                     else:

@@ -94,7 +94,7 @@ class GenerationResult:
         self._done = False
         self._abort_requested = False
         self._error = error
-        self._iterations = 0
+        self._abort_iterations = 0  # iterations since an abort was asked for
         self._responses = 0
         self._rng = random.Random(request_id)
         self.cached_tokens = 0
@@ -140,8 +140,6 @@ class GenerationResult:
 
     def _abort_seen(self) -> bool:
         # The executor notices an abort an iteration after it was asked for: tokens may still arrive.
-        if getattr(self, "_abort_iterations", None) is None:
-            self._abort_iterations = 0
         self._abort_iterations += 1
         return self._abort_iterations > 1
 
@@ -156,7 +154,6 @@ class GenerationResult:
         stops = set(params.stop_token_ids or [])
         if params.end_id is not None:
             stops.add(params.end_id)
-        self._iterations += 1
         for _ in range(self._accepted_per_iteration()):
             token = next(self._tokens, None)
             if token is None:

@@ -135,7 +135,8 @@ class LLM:
         candidates = [self._plan(prompt)] + [enc.encode(text) for text in tag_completions(json.loads(tag))]
         rng = None if params._greedy_decoding else random.Random(params.seed if params.seed is not None else request_id)
         end_id = params.end_id if params.end_id is not None else enc.return_
-        plan = choose_plan(matcher, candidates, stops, end_id, rng, noise_rate())
+        noise = noise_rate()
+        plan = choose_plan(matcher, candidates, stops, end_id, rng, noise)
         if plan is None:
             raise ValueError("the fake's model found no completion its grammar accepts")
         self._log({"event": "plan", "request_id": request_id, "text": enc.decode(plan)})
@@ -143,9 +144,8 @@ class LLM:
             matcher,
             plan,
             stop_token_ids=stops,
-            end_id=params.end_id if params.end_id is not None else enc.return_,
             rng=rng,
-            noise=noise_rate(),
+            noise=noise,
             special_ids=sorted(enc.special_ids),
             vocab_size=GPT_OSS_VOCAB_SIZE,
         )
@@ -167,7 +167,10 @@ class LLM:
             raise AssertionError("trtllm-responses always streams")
         params = sampling_params or SamplingParams()
         if params.guided_decoding is not None and self.args.guided_decoding_backend is None:
+            # The fake's own guard, not a copied TensorRT-LLM check (none was found to cite): without a
+            # backend TensorRT-LLM builds no grammar matcher, so guided decoding must never be sent then.
             raise ValueError("guided decoding needs the LLM's guided_decoding_backend")
+        # The range generate_async's docstring states (above); out of it, the fake refuses loudly.
         if not 0.0 <= priority <= 1.0:
             raise ValueError(f"priority must be in [0, 1], got {priority}")
         self._check_arguments(len(inputs), 0, params)
