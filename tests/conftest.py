@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
 import pytest
 
 from trtllm_responses.adapter import HarmonyAdapter
@@ -43,19 +49,30 @@ def http(echo_server):  # type: ignore[no-untyped-def]
 FAKE_TRTLLM = str(__import__("pathlib").Path(__file__).parent / "fake_trtllm")
 
 
-@pytest.fixture
-def fake_trtllm(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """Make the fake TensorRT-LLM importable as ``tensorrt_llm`` for one test."""
-    import importlib
-    import sys
+def _trtllm_modules() -> list[str]:
+    return [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]
 
-    monkeypatch.syspath_prepend(FAKE_TRTLLM)
-    for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
-        monkeypatch.delitem(sys.modules, name)
-    module = importlib.import_module("tensorrt_llm")
-    yield module
-    for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
-        sys.modules.pop(name, None)
+
+@contextlib.contextmanager
+def fake_trtllm_importable() -> Iterator[ModuleType]:
+    """The fake TensorRT-LLM importable as ``tensorrt_llm`` while the block runs; other tests never find it."""
+    patch = pytest.MonkeyPatch()
+    patch.syspath_prepend(FAKE_TRTLLM)
+    for name in _trtllm_modules():
+        patch.delitem(sys.modules, name)
+    try:
+        yield importlib.import_module("tensorrt_llm")
+    finally:
+        for name in _trtllm_modules():
+            sys.modules.pop(name, None)
+        patch.undo()
+
+
+@pytest.fixture
+def fake_trtllm() -> Iterator[ModuleType]:
+    """Make the fake TensorRT-LLM importable as ``tensorrt_llm`` for one test."""
+    with fake_trtllm_importable() as module:
+        yield module
 
 
 @pytest.fixture(scope="session")

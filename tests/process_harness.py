@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 from redis_harness import free_port
 
-__all__ = ["ServeProcess"]
+__all__ = ["ServeProcess", "host_processes", "wait_gone"]
 
 
 class ServeProcess:
@@ -66,3 +66,24 @@ class ServeProcess:
         code = self.process.wait(timeout=timeout)
         self.process = None
         return code
+
+
+def host_processes(marker: str) -> list[int]:
+    """Host pids whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def wait_gone(marker: str, seconds: float = 5.0) -> list[int]:
+    """Wait up to ``seconds`` for the processes ``marker`` names to end; those still there."""
+    deadline = time.monotonic() + seconds
+    while (left := host_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left

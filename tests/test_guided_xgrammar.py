@@ -37,19 +37,12 @@ xgr = pytest.importorskip("xgrammar")
 @pytest.fixture(scope="module")
 def compiler() -> Any:
     """The compiler TensorRT-LLM's XGrammarMatcherFactory builds for gpt-oss (one definition: the fake's)."""
-    import sys
+    from conftest import fake_trtllm_importable
 
-    from conftest import FAKE_TRTLLM
-
-    sys.path.insert(0, FAKE_TRTLLM)
-    try:
+    with fake_trtllm_importable():
         from tensorrt_llm._torch.pyexecutor.grammar_matcher import XGrammarMatcherFactory
 
         return XGrammarMatcherFactory()._xgrammar_compiler
-    finally:
-        sys.path.remove(FAKE_TRTLLM)
-        for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
-            del sys.modules[name]  # other tests must not find the fake importable
 
 
 WEATHER = {

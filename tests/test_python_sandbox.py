@@ -20,7 +20,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from process_harness import ServeProcess
+from process_harness import ServeProcess, wait_gone
 from redis_harness import redis_binary
 
 import trtllm_responses
@@ -82,26 +82,6 @@ def run(client: openai.OpenAI, code: str) -> tuple[str, str]:
     assert call.type == "code_interpreter_call"
     logs = "".join(o.logs for o in call.outputs or [] if o.type == "logs")
     return logs, str(call.status)
-
-
-def host_processes(marker: str) -> list[int]:
-    """Host pids whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
-
-
-def wait_gone(marker: str, seconds: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while (left := host_processes(marker)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
 
 
 def test_the_server_environment_and_command_line_stay_unread(

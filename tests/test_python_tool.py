@@ -21,6 +21,7 @@ import openai
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_server import MCPTestServer, _serve
+from process_harness import host_processes, wait_gone
 from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
@@ -250,28 +251,14 @@ def test_disconnect_kills_the_running_code(http: httpx.Client, sandbox: Any) -> 
             if "response.code_interpreter_call.interpreting" in line:
                 break
         deadline = time.monotonic() + 10
-        while not _host_processes(marker) and time.monotonic() < deadline:
+        while not host_processes(marker) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert _host_processes(marker), "the code runs"
-    deadline = time.monotonic() + 10
-    while _host_processes(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _host_processes(marker), "the client went away: its code was killed"
+        assert host_processes(marker), "the code runs"
+    assert not wait_gone(marker, 10), "the client went away: its code was killed"
     deadline = time.monotonic() + 10
     while _cgroups_left(sandbox) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _cgroups_left(sandbox)
-
-
-def _host_processes(marker: str) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
-                    if marker.encode() in cmdline.read():
-                        found.append(int(entry.name))
-    return found
 
 
 # -- python through an MCP server ------------------------------------------------------------------

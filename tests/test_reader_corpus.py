@@ -33,24 +33,13 @@ def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-unt
 
 @pytest.fixture(scope="module")
 def trtllm_server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    mp = pytest.MonkeyPatch()
-    import importlib
-    import sys
-
-    from conftest import FAKE_TRTLLM
-
-    mp.syspath_prepend(FAKE_TRTLLM)
-    for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
-        mp.delitem(sys.modules, name)
-    importlib.import_module("tensorrt_llm")
+    from conftest import fake_trtllm_importable
     from test_trtllm_executor import executor_for
 
-    running = start_server(executor_for(encoding, stream_interval=2), adapter)
-    yield running
-    running.stop()
-    for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
-        sys.modules.pop(name, None)
-    mp.undo()
+    with fake_trtllm_importable():
+        running = start_server(executor_for(encoding, stream_interval=2), adapter)
+        yield running
+        running.stop()
 
 
 def _body(case: Case) -> dict[str, Any]:
