@@ -75,6 +75,16 @@ def fake_trtllm() -> Iterator[ModuleType]:
         yield module
 
 
+@pytest.fixture(scope="module")
+def mcp():  # type: ignore[no-untyped-def]
+    """A real MCP server (``mcp_server.py``) on loopback for the module's tests; it records the headers it got."""
+    from mcp_server import start_mcp_server
+
+    running = start_mcp_server()
+    yield running
+    running.stop()
+
+
 @pytest.fixture(scope="session")
 def redis_server():  # type: ignore[no-untyped-def]
     """A real redis-server on a free loopback port for the session (``make test`` installs the binary)."""

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from mcp_server import MCPTestServer, start_mcp_server
+from mcp_server import MCPTestServer
 from search_site import serve_search_site
 from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
@@ -56,13 +56,6 @@ ANSWER_FORMAT = {
 def search() -> Iterator[str]:
     with serve_search_site() as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[MCPTestServer]:
-    running = start_mcp_server()
-    yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")

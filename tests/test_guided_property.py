@@ -25,7 +25,7 @@ import jsonschema
 import pytest
 from checkpoints import make_checkpoint
 from custom_tools import APPLY_PATCH, PATCH_LARK, TICKET
-from mcp_server import MCPTestServer, start_mcp_server
+from mcp_server import MCPTestServer
 from test_trtllm_cli import Served
 
 xgr = pytest.importorskip("xgrammar")
@@ -67,13 +67,6 @@ KINDS: dict[str, dict[str, Any]] = {
     "lark_tool": {"input": f"call apply_patch {PATCH}", "tools": [APPLY_PATCH], "tool_choice": {"type": "custom", "name": "apply_patch"}},
     "regex_tool": {"input": "call ticket ABC-123", "tools": [TICKET], "tool_choice": {"type": "custom", "name": "ticket"}},
 }
-
-
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[MCPTestServer]:
-    running = start_mcp_server()
-    yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")

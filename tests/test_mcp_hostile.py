@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from mcp_server import MCPTestServer, build_server, start_mcp_server
+from mcp_server import MCPTestServer, build_server
 from mcp_server import _serve as serve_app
 from server_harness import RunningServer, start_server, stream_events
 from stream_grammar import check_stream
@@ -49,13 +49,6 @@ class _Redirecting:
             if scope["path"].startswith("/open/"):
                 scope = {**scope, "path": scope["path"][len("/open") :], "raw_path": None}
         await self.app(scope, receive, send)
-
-
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[MCPTestServer]:
-    running = start_mcp_server()
-    yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")

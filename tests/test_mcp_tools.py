@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from mcp_server import SLEEP_LOG, MCPTestServer, SilentServer, closed_port_url, start_mcp_server
+from mcp_server import SLEEP_LOG, MCPTestServer, SilentServer, closed_port_url
 from server_harness import RecordingEcho, RunningServer, start_server, stream_events
 from stream_grammar import check_stream
 
@@ -27,13 +27,6 @@ from trtllm_responses.tools.settings import ToolSettings, url_allowed
 
 SECRET = "Bearer sekret-4711"
 
-
-
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[MCPTestServer]:
-    running = start_mcp_server()
-    yield running
-    running.stop()
 
 
 def _origin(url: str) -> str:
