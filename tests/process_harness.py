@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import openai
 from redis_harness import free_port
 
 __all__ = ["ServeProcess", "host_processes", "wait_gone"]
@@ -28,6 +29,10 @@ class ServeProcess:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def sdk(self) -> openai.OpenAI:
+        """An ``openai`` client of this server (no retries: a test sees each answer as it is)."""
+        return openai.OpenAI(base_url=self.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)
 
     def start(self, timeout: float = 60) -> ServeProcess:
         command = [sys.executable, "-m", "trtllm_responses.cli", "serve", "--engine", "echo"]

@@ -21,15 +21,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def sdk(server: ServeProcess) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)
-
-
 def test_store_true_while_redis_is_down_is_a_503_before_generating() -> None:
     redis = RedisServer().start()
     server = ServeProcess("--store", redis.url).start()
     try:
-        with sdk(server) as client:
+        with server.sdk() as client:
             redis.stop()
             began = time.monotonic()
             for stream in (False, True):
@@ -54,7 +50,7 @@ def test_a_follower_gets_a_terminal_event_and_the_owner_reports_the_failed_write
     a = ServeProcess(*paced).start()
     b = ServeProcess(*paced).start()
     try:
-        with sdk(a) as on_a, sdk(b) as on_b:
+        with a.sdk() as on_a, b.sdk() as on_b:
             created = on_a.responses.create(model="m", input="#lorem 2000", background=True)
             deadline = time.monotonic() + 30
             while on_b.responses.retrieve(created.id).status == "queued":

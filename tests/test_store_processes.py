@@ -15,14 +15,10 @@ WEATHER = {
 }
 
 
-def sdk(server: ServeProcess) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)
-
-
 def test_sqlite_keeps_conversations_across_a_sigkill(tmp_path) -> None:  # type: ignore[no-untyped-def]
     server = ServeProcess("--store", f"sqlite:///{tmp_path / 'responses.db'}").start()
     try:
-        with sdk(server) as client:
+        with server.sdk() as client:
             first = client.responses.create(model="m", input="Weather in Paris?", tools=[WEATHER])
             call = next(item for item in first.output if item.type == "function_call")
             second = client.responses.create(
@@ -33,7 +29,7 @@ def test_sqlite_keeps_conversations_across_a_sigkill(tmp_path) -> None:  # type:
             )
         server.kill()  # SIGKILL: nothing is flushed by the server
         server.start()
-        with sdk(server) as client:
+        with server.sdk() as client:
             assert client.responses.retrieve(first.id).output[-1].type == "function_call"
             assert client.responses.retrieve(second.id).status == "completed"
             items = client.responses.input_items.list(second.id)
@@ -51,7 +47,7 @@ def test_two_processes_share_one_redis(redis_server) -> None:  # type: ignore[no
     a = ServeProcess("--store", redis_server.url).start()
     b = ServeProcess("--store", redis_server.url).start()
     try:
-        with sdk(a) as on_a, sdk(b) as on_b:
+        with a.sdk() as on_a, b.sdk() as on_b:
             first = on_a.responses.create(model="m", input="Weather in Oslo?", tools=[WEATHER])
             call = next(item for item in first.output if item.type == "function_call")
             assert on_b.responses.retrieve(first.id).id == first.id
@@ -77,7 +73,7 @@ def test_redis_going_away_is_503_then_recovers() -> None:
     redis = RedisServer().start()
     server = ServeProcess("--store", redis.url).start()
     try:
-        with sdk(server) as client:
+        with server.sdk() as client:
             first = client.responses.create(model="m", input="hello")
             redis.stop()
             started = time.monotonic()
@@ -112,7 +108,7 @@ def test_background_responses_across_two_processes(redis_server) -> None:  # typ
     a = ServeProcess(*paced).start()
     b = ServeProcess(*paced).start()
     try:
-        with sdk(a) as on_a, sdk(b) as on_b:
+        with a.sdk() as on_a, b.sdk() as on_b:
             # Resume on B a stream that A generates, and read it to its end.
             short = on_a.responses.create(model="m", input="#lorem 60", background=True)
             deadline = time.monotonic() + 30
