@@ -2,7 +2,14 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# The guided-decoding proof (tests/test_guided_*.py, the fake TensorRT-LLM) runs xgrammar on CPU, with the
+# xgrammar TensorRT-LLM 1.1/1.2.0 pins and a torch, installed here, not declared by the package (its `guided`
+# extra pins no torch, so it never replaces TensorRT-LLM's). The torch is the CPU build (2.2 GB venv instead of
+# CUDA's 5.9 GB) where pip's configuration offers it (this workplace's find-links); from PyPI alone pip takes
+# the CUDA build, which runs the same tests. The stamp names both pins: changing one reinstalls.
+TORCH_SPEC ?= torch==2.13.0
+XGRAMMAR_SPEC ?= xgrammar==0.1.25
+STAMP := $(VENV)/.installed-$(subst ==,-,$(TORCH_SPEC))-$(subst ==,-,$(XGRAMMAR_SPEC))
 HOST ?= 127.0.0.1
 PORT ?= 8000
 # Codex CLI from npm, for tests/test_codex_cli.py (skipped when npm is not available).
@@ -18,12 +25,6 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-
-# The guided-decoding proof (tests/test_guided_*.py, the fake TensorRT-LLM) runs xgrammar on CPU: a CPU torch
-# (2.2 GB venv instead of CUDA's 5.9 GB) and the xgrammar TensorRT-LLM 1.1/1.2.0 pin, installed here, not
-# declared by the package (its `guided` extra pins no torch, so it never replaces TensorRT-LLM's).
-TORCH_SPEC ?= torch==2.13.0
-XGRAMMAR_SPEC ?= xgrammar==0.1.25
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
