@@ -69,7 +69,7 @@ class ChatCompletionRun:
         self.prepared = [prepared] + [self._another(prepared, i) for i in range(1, options.n)]
         self.frames = ChunkFrames(self.id, self.created, self.model) if options.stream else None
         #: The first choice's failure (the others are then stopped, and fail as cancelled).
-        self.error: dict[str, Any] | None = None
+        self.error: ServerError | None = None
         self.choices = [
             ChatChoice(
                 i,
@@ -123,7 +123,7 @@ class ChatCompletionRun:
 
         await self._all([run(p, c) for p, c in zip(self.prepared, self.choices, strict=True)])
         if self.error is not None:
-            raise ServerError(self.error["message"], code=self.error["code"])
+            raise self.error
         return orjson.dumps(
             {
                 "id": self.id,
@@ -184,12 +184,9 @@ class ChatCompletionRun:
             raise
         except Exception:  # our bug: the stream still ends with an error chunk and [DONE]
             logger.exception("Chat completion %s failed", self.id)
-            choice.error = {
-                "message": "The server had an error while processing the model's output.",
-                "type": "server_error",
-                "param": None,
-                "code": "server_error",
-            }
+            choice.error = ServerError(
+                "The server had an error while processing the model's output.", code="server_error"
+            )
         self._ended(prepared, choice)
 
     def _ended(self, prepared: PreparedResponse, choice: ChatChoice) -> None:

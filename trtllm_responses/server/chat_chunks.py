@@ -43,6 +43,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
+from ..core.errors import APIError, ServerError
 from ..core.wire import json_string
 
 __all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage"]
@@ -97,9 +98,9 @@ class ChunkFrames:
         return self.head + b'],"usage":' + orjson.dumps(usage) + b"}\n\n"
 
     @staticmethod
-    def error(error: dict[str, Any]) -> bytes:
+    def error(error: APIError) -> bytes:
         """An error once the stream has started (the ``openai`` SDK raises it as an APIError)."""
-        return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+        return b"data: " + orjson.dumps(error.to_dict()) + b"\n\n"
 
 
 class StopMatcher:
@@ -191,7 +192,7 @@ class ChatChoice:
         self.stopped = False  # a stop string ended the text
         self.finish_reason: str | None = None
         self.usage: ResponseUsage | None = None
-        self.error: dict[str, Any] | None = None  # the generation failed
+        self.error: ServerError | None = None  # the generation failed
 
     def feed(self, events: list[ResponseStreamEvent]) -> bytes:
         """Read one engine step's events; the chunks they make (streaming), else ``b""``."""
@@ -228,12 +229,10 @@ class ChatChoice:
                 return self._finish("stop", event.response.usage)
             error = event.response.error
             self.usage = event.response.usage
-            self.error = {
-                "message": error.message if error is not None else "The generation failed.",
-                "type": "server_error",
-                "param": None,
-                "code": error.code if error is not None else "server_error",
-            }
+            self.error = ServerError(
+                error.message if error is not None else "The generation failed.",
+                code=error.code if error is not None else "server_error",
+            )
             return self._flush()
         return b""
 
