@@ -155,6 +155,8 @@ class BackgroundResponses:
         self.service = service
         self.limits = limits or BackgroundLimits()
         self.runs: dict[str, BackgroundRun] = {}
+        #: The runs of ``runs`` that ended, oldest-ended first (the order they are forgotten in).
+        self._finished: dict[str, BackgroundRun] = {}
         #: With a shared Redis store: other processes' background responses, and ours for them.
         self.relay = relay
         self._publishers: set[asyncio.Task[None]] = set()
@@ -167,13 +169,11 @@ class BackgroundResponses:
         budget = self.limits.max_total_bytes
         if self.recorded_bytes <= budget:
             return
-        finished = sorted(
-            (r for r in self.runs.values() if r.done and r is not run), key=lambda r: r.ended_at or 0.0
-        )
-        for old in finished:
+        for old in list(self._finished.values()):
             if self.recorded_bytes <= budget:
                 return
-            self._forget(old)
+            if old is not run:
+                self._forget(old)
         while self.recorded_bytes > budget and len(run.frames) > 1:
             self.recorded_bytes -= run.drop_oldest()
 
@@ -181,6 +181,8 @@ class BackgroundResponses:
         if self.runs.get(run.id) is run:
             del self.runs[run.id]
             self.recorded_bytes -= run.nbytes
+        if self._finished.get(run.id) is run:
+            del self._finished[run.id]
 
     async def begin(self, prepared: PreparedResponse) -> BackgroundRun:
         """Start ``prepared``; with a shared store, every process can see it once this returns.
@@ -219,6 +221,8 @@ class BackgroundResponses:
             raise
         finally:
             run.finish()
+            if self.runs.get(run.id) is run:
+                self._finished[run.id] = run
 
     def get(self, response_id: str) -> BackgroundRun | None:
         """The run of ``response_id`` while its events are kept."""
@@ -324,18 +328,12 @@ class BackgroundResponses:
     def _reap(self) -> None:
         """Forget runs whose grace period is over."""
         now = time.monotonic()
-        expired = [
-            rid
-            for rid, run in self.runs.items()
-            if run.done and run.ended_at is not None and now - run.ended_at > self.limits.grace
-        ]
-        for rid in expired:
-            self._forget(self.runs[rid])
-        finished = [run for run in self.runs.values() if run.done and run.ended_at is not None]
-        if len(finished) > self.limits.max_finished:
-            finished.sort(key=lambda run: run.ended_at or 0.0)
-            for run in finished[: len(finished) - self.limits.max_finished]:
-                self._forget(run)
+        for run in list(self._finished.values()):  # oldest-ended first: stop at the first still in grace
+            if run.ended_at is not None and now - run.ended_at <= self.limits.grace:
+                break
+            self._forget(run)
+        for run in list(self._finished.values())[: max(0, len(self._finished) - self.limits.max_finished)]:
+            self._forget(run)
 
     async def reap_forever(self, interval: float = 5.0) -> None:
         """Run until cancelled: drop expired runs even when no new background response starts."""
