@@ -74,6 +74,11 @@ class BackgroundRun:
     account: Callable[[BackgroundRun, int], None] | None = None
     #: The final response's JSON once it ended (retrieved from here while the store cannot give it).
     final: bytes | None = None
+    #: Its frames are obfuscated (``stream_options.include_obfuscation``): decided once, not per step.
+    obfuscated: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.obfuscated = obfuscation_wanted(self.prepared.request.stream_options)
 
     @property
     def id(self) -> str:
@@ -86,9 +91,8 @@ class BackgroundRun:
     async def record(self, events: list[ResponseStreamEvent]) -> None:
         """The ``deliver`` of a background drive: keep each event's frame, wake the followers."""
         before = self.nbytes
-        obfuscated = obfuscation_wanted(self.prepared.request.stream_options)
         for event in events:
-            frame = obfuscate(event, encode_event(event)) if obfuscated else encode_event(event)
+            frame = obfuscate(event, encode_event(event)) if self.obfuscated else encode_event(event)
             self.frames.append(frame)
             self.nbytes += len(frame)
         while len(self.frames) > self.limits.max_events or self.nbytes > self.limits.max_bytes:
