@@ -135,14 +135,8 @@ class TokenStreamProcessor:
                 # A step that finishes the response is applied whole; others may stop at a boundary.
                 stop = self._stop_requested if delta.finish_reason is None else None
                 finish = (lambda events: self._finish(delta, events)) if delta.finish_reason else None
-                reason = self._apply(self._parser.feed(tokens), events, "completed", stop, finish)
-                if reason is _HELD:  # a server-run call the model wrote on after: the tool loop runs it
-                    self.done = True
-                    return events
-                if reason is not None:  # ended at a message boundary (steering): the step's rest is dropped
-                    self.done = True
-                    events += self.stream.incomplete(self.usage(), reason)
-                    return events
+                if self._ended(self._apply(self._parser.feed(tokens), events, "completed", stop, finish), events):
+                    return events  # the step's rest is dropped
             elif delta.finish_reason is not None:
                 self._finish(delta, events)
         except HarmonyFormatError as exc:
@@ -214,12 +208,7 @@ class TokenStreamProcessor:
         self._deferred = None
         events: list[ResponseStreamEvent] = []
         try:
-            reason = self._apply(parsed, events, cut_status, stop, then)
-            if reason is _HELD:  # a server-run call the model wrote on after: the tool loop runs it
-                self.done = True
-            elif reason is not None:
-                self.done = True
-                events += self.stream.incomplete(self.usage(), reason)
+            self._ended(self._apply(parsed, events, cut_status, stop, then), events)
         except HarmonyFormatError as exc:
             events += self.fail(f"The model's output broke the Harmony format: {exc}")
         return events
@@ -248,8 +237,20 @@ class TokenStreamProcessor:
             whole = stopped or (self._answered and not parsed)
             events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
 
-        if self._apply(parsed, events, "completed" if stopped else "incomplete", then=end) is _HELD:
-            self.done = True  # a server-run tool call: the tool loop goes on (awaiting_tool)
+        self._ended(self._apply(parsed, events, "completed" if stopped else "incomplete", then=end), events)
+
+    def _ended(self, reason: str | None, events: list[ResponseStreamEvent]) -> bool:
+        """Act on :meth:`_apply`'s answer; True when it ended what this processor reads.
+
+        A held server-run call (the tool loop runs it and goes on), or a stop at a message boundary
+        (steering: the response is incomplete with that reason).
+        """
+        if reason is None:
+            return False
+        self.done = True
+        if reason is not _HELD:
+            events += self.stream.incomplete(self.usage(), reason)
+        return True
 
     def fail(self, message: str) -> list[ResponseStreamEvent]:
         """End the response as failed (executor error or malformed output)."""
