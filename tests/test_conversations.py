@@ -145,9 +145,9 @@ def test_a_remembered_conversation_history_renders_like_its_items(
     service = server.app.state.service.conversations
     remembered = service._histories.get(conv.id)
     assert remembered is not None  # kept from the last turn: the next one renders nothing old
-    kept, seen = asyncio.run(service.history(conv.id))
+    kept, seen, _ = asyncio.run(service.history(conv.id))
     assert kept is remembered[2]
-    fresh, fresh_seen = asyncio.run(ConversationsService(server.store, adapter).history(conv.id))
+    fresh, fresh_seen, _ = asyncio.run(ConversationsService(server.store, adapter).history(conv.id))
     assert fresh_seen == seen
     assert adapter.conversation_tokens(kept.messages) == adapter.conversation_tokens(fresh.messages)
     assert dict(kept.calls) == dict(fresh.calls)
@@ -155,7 +155,7 @@ def test_a_remembered_conversation_history_renders_like_its_items(
     client.conversations.items.create(
         conv.id, items=[{"type": "message", "role": "user", "content": "More."}]
     )
-    after, _ = asyncio.run(service.history(conv.id))
+    after, _, _ = asyncio.run(service.history(conv.id))
     assert len(after.messages) == len(fresh.messages) + 1
 
 

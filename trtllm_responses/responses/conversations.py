@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -221,9 +221,9 @@ class ConversationsService:
 
     async def history(
         self, conversation_id: str, new_ids: Collection[str] = (), input_bytes: int = 0
-    ) -> tuple[ConversationHistory, tuple[int, str | None]]:
-        """The conversation's items as a Harmony history, to render before a request's input, and what
-        was rendered (item count, last item id).
+    ) -> tuple[ConversationHistory, tuple[int, str | None], Sequence[tuple[str, bytes]]]:
+        """The conversation's items as a Harmony history, to render before a request's input, what
+        was rendered (item count, last item id), and the items as stored (what ``item_reference``s read).
 
         ``new_ids`` (the ids the request's input items carry) must not be in the conversation. A
         conversation whose items, with ``input_bytes`` of input, are larger than ``max_input_bytes``
@@ -239,10 +239,10 @@ class ConversationsService:
             _refuse_duplicates(list(new_ids), {item_id for item_id, _ in items}, "input")
         seen = (len(items), items[-1][0] if items else None)
         if not items:
-            return EMPTY_HISTORY, seen
+            return EMPTY_HISTORY, seen, items
         cached = self._histories.get(conversation_id)
         if cached is not None and cached[:2] == seen:
-            return cached[2], seen
+            return cached[2], seen, items
         size = sum(len(data) for _, data in items)
         limit = self.max_input_bytes
         if limit is not None and size + input_bytes - ITEM_OVERHEAD_BYTES * len(items) > limit:
@@ -263,7 +263,7 @@ class ConversationsService:
             rendered = self.adapter.render_messages(converted.messages)
         history = EMPTY_HISTORY.extended(rendered, converted.calls)
         self._histories.admit(conversation_id, (*seen, history), history.nbytes)
-        return history, seen
+        return history, seen, items
 
     async def append(
         self,

@@ -157,6 +157,7 @@ class ResponsesService:
         conversation = None
         seen: tuple[int, str | None] = (0, None)
         conversation_history = None
+        stored_items: Sequence[tuple[str, bytes]] | None = None  # the conversation's, read once
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
             given = [  # new items' ids (an item_reference's id names an item that is there already)
@@ -164,8 +165,8 @@ class ResponsesService:
                 for i in request.input
                 if isinstance(i, dict) and isinstance(i.get("id"), str) and not is_reference(i)
             ]
-            conversation_history, seen = await self.conversations.history(conversation, given, size)
-        request = await self.resolve_references(request, conversation)
+            conversation_history, seen, stored_items = await self.conversations.history(conversation, given, size)
+        request = await self.resolve_references(request, stored_items)
         request, triggered = compaction_triggered(request)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
         if prompt.configuration:  # configuration_update items: the response says what it used
@@ -242,20 +243,24 @@ class ResponsesService:
         )
 
     async def resolve_references(
-        self, request: ResponsesRequest, conversation: str | None = None
+        self, request: ResponsesRequest, conversation_items: Sequence[tuple[str, bytes]] | None = None
     ) -> ResponsesRequest:
-        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``)."""
+        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``).
+
+        ``conversation_items``: its conversation's items, as prepare already read them (None: no conversation).
+        """
         if not has_references(request.input):
             return request
 
-        async def conversation_items() -> Sequence[tuple[str, bytes]]:
-            return (await self.store.conversation_items(conversation)) or () if conversation else ()
+        async def read_conversation() -> Sequence[tuple[str, bytes]]:
+            assert conversation_items is not None
+            return conversation_items
 
         resolved = await resolve_references(
             request.input,  # type: ignore[arg-type]
             store=self.store,
             previous_response_id=request.previous_response_id,
-            conversation_items=conversation_items if conversation else None,
+            conversation_items=read_conversation if conversation_items is not None else None,
         )
         return request.model_copy(update={"input": resolved})
 
