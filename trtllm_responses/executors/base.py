@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from ..constraints.base import Constraint
 
-__all__ = ["Executor", "ExecutorError", "FinishReason", "GenerationRequest", "SamplingSettings", "TokenDelta"]
+__all__ = [
+    "Executor",
+    "ExecutorError",
+    "FinishReason",
+    "GenerationRequest",
+    "Generating",
+    "SamplingSettings",
+    "TokenDelta",
+]
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
@@ -125,3 +133,35 @@ class Executor(abc.ABC):
 
     async def shutdown(self) -> None:
         """Abort what is running and release resources. Called once at server shutdown."""
+
+
+class Generating:
+    """One generation, read with ``async with Generating(executor, request) as deltas: async for ...``.
+
+    Leaving the block closes its deltas, and aborts the generation if no delta with a
+    ``finish_reason`` was read (the reader stopped early, or raised): an engine request
+    nobody reads never keeps generating.
+    """
+
+    def __init__(self, executor: Executor, request: GenerationRequest) -> None:
+        self._executor = executor
+        self._request_id = request.request_id
+        self._deltas = executor.generate(request)
+        self.finished = False  # a delta with a finish_reason was read
+
+    async def __aenter__(self) -> Generating:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if not self.finished:
+            self._executor.abort(self._request_id)
+        await self._deltas.aclose()
+
+    def __aiter__(self) -> Generating:
+        return self
+
+    async def __anext__(self) -> TokenDelta:
+        delta = await self._deltas.__anext__()
+        if delta.finish_reason is not None:
+            self.finished = True
+        return delta

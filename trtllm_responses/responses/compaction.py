@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidRequestError, ServerError
 from ..core.ids import new_id
-from ..executors.base import GenerationRequest
+from ..executors.base import Generating, GenerationRequest
 from ..harmony.parser import parse_completion
 from ..request.protocol import ResponsesRequest
 from .sampling import sampling_settings
@@ -206,22 +206,15 @@ async def compact_conversation(
         ),
     )
     tokens: list[int] = []
-    finished = False
-    deltas = executor.generate(generation)
-    try:
+    async with Generating(executor, generation) as deltas:
         async for delta in deltas:
             tokens += delta.token_ids
             if delta.finish_reason is not None:
-                finished = True
                 if delta.finish_reason in ("error", "cancelled"):
                     raise ServerError(
                         f"The summarization generation failed: {delta.error or delta.finish_reason}."
                     )
                 break
-    finally:
-        if not finished:
-            executor.abort(generation.request_id)
-        await deltas.aclose()
     summary, reasoning_tokens = _read_summary(adapter, tokens)
     logger.info("Compacted %d prompt tokens into a %d-character summary", len(prompt.token_ids), len(summary))
     item = {

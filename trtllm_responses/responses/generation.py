@@ -19,7 +19,7 @@ from openai.types.responses import ResponseCompactionItem, ResponseStreamEvent
 
 from ..adapter.adapter import HarmonyAdapter
 from ..core.wire import to_json
-from ..executors.base import Executor, GenerationRequest, TokenDelta
+from ..executors.base import Executor, Generating, GenerationRequest, TokenDelta
 from ..ops.metrics import ServerMetrics
 from ..stream import ResponseStream, TokenStreamProcessor, make_usage
 from ..tools.base import ServerTools
@@ -178,24 +178,18 @@ class ResponseGenerator:
             else:
                 stream.start()
             cached = 0
-            finished = False
             failed = True  # unless the engine finishes the step
-            deltas = self.executor.generate(generation)
             try:
-                async for delta in deltas:
-                    cached = delta.cached_tokens or cached
-                    if delta.finish_reason is not None:
-                        finished = True
-                        failed = delta.finish_reason in ("error", "cancelled")
-                        break
+                async with Generating(self.executor, generation) as deltas:
+                    async for delta in deltas:
+                        cached = delta.cached_tokens or cached
+                        if delta.finish_reason is not None:
+                            failed = delta.finish_reason in ("error", "cancelled")
+                            break
             except Exception as exc:  # the executor failed: response.failed, never a broken stream
                 logger.exception("Executor failed preparing %s", response_id)
-                finished, failed = True, True
+                failed = True
                 events = stream.fail(f"The executor failed: {exc}")
-            finally:
-                if not finished:
-                    self.executor.abort(response_id)
-                await deltas.aclose()
             usage = make_usage(len(prepared.prompt.token_ids), 0, 0, cached)
             if not stream.final_response:
                 events = stream.fail("The generation was cancelled.", usage) if failed else stream.complete(usage)
@@ -295,25 +289,23 @@ class ResponseGenerator:
         request = self.summarizer.request(side_id, parked.text, mode, self.executor.max_seq_len)
         reader = self.summarizer.reader()
         self.summarizing[response_id] = side_id
-        deltas = self.executor.generate(request)
-        finished = False
         cut = False
         delivering = False
         try:
-            async for delta in deltas:
-                text = reader.feed(delta.token_ids)
-                if delta.finish_reason is not None:
-                    finished = True
-                    text += reader.flush()
-                    cut = delta.finish_reason == "length" and not reader.ended
-                if text:
-                    events = stream.summary_delta(text)
-                    if deliver is not None:
-                        delivering = True
-                        await deliver(events)
-                        delivering = False
-                if finished or reader.ended:
-                    break
+            async with Generating(self.executor, request) as deltas:
+                async for delta in deltas:
+                    text = reader.feed(delta.token_ids)
+                    if delta.finish_reason is not None:
+                        text += reader.flush()
+                        cut = delta.finish_reason == "length" and not reader.ended
+                    if text:
+                        events = stream.summary_delta(text)
+                        if deliver is not None:
+                            delivering = True
+                            await deliver(events)
+                            delivering = False
+                    if deltas.finished or reader.ended:
+                        break
         except Exception:  # the summary is optional: the response goes on without (the rest of) it
             if delivering:  # the client is gone: not the summary's failure
                 raise
@@ -321,9 +313,6 @@ class ResponseGenerator:
             cut = True
         finally:
             self.summarizing.pop(response_id, None)
-            if not finished:
-                self.executor.abort(side_id)
-            await deltas.aclose()
             processor.count_summary(reader.tokens)
             self.metrics.record_summary(len(request.prompt_token_ids), reader.tokens)
         return stream.summary_ended(cut)
