@@ -240,10 +240,15 @@ class HarmonyStreamParser:
             if (self._first and not self._header_specials and count >= TEXT_HEADER_TOKENS) or count > MAX_HEADER_TOKENS:
                 self._overflow(events)
 
+    def _reading(self) -> tuple[MessageHeader, str] | None:
+        """The header so far read as one with no ``<|message|>``: an assistant's header and its body, or None."""
+        reading = read_headless(self._header_text(), self._role, self._first and not self._header_specials)
+        return reading if reading is not None and reading[0].role == "assistant" else None
+
     def _overflow(self, events: list[ParseEvent]) -> None:
         """A header too long to be one: the text it is (the answer, a body whose <|message|> was left out)."""
-        reading = read_headless(self._header_text(), self._role, self._first and not self._header_specials)
-        if reading is None or reading[0].role != "assistant":
+        reading = self._reading()
+        if reading is None:
             self._skip()
             return
         header, text = reading
@@ -251,8 +256,8 @@ class HarmonyStreamParser:
 
     def _headless(self, events: list[ParseEvent], token: int | None) -> None:
         """The header ended without ``<|message|>``: its reading, whole, or nothing."""
-        reading = read_headless(self._header_text(), self._role, self._first and not self._header_specials)
-        if reading is None or reading[0].role != "assistant":
+        reading = self._reading()
+        if reading is None:
             self._drop(self._header_bytes())
             self._header_tokens.clear()
             return
