@@ -13,23 +13,37 @@ import orjson
 
 from ..core.errors import InvalidRequestError
 
-__all__ = ["list_page_json", "page_json"]
+__all__ = ["list_page_json", "page_json", "page_of"]
 
 
 def list_page_json(
     items: Sequence[tuple[str, bytes]], *, after: str | None, limit: int, order: str, where: str
 ) -> bytes:
     """``{"object": "list", "data", "first_id", "last_id", "has_more"}``; an unknown ``after`` is a 400."""
-    ordered = list(items)
-    if order == "desc":
-        ordered.reverse()
+    try:
+        page, has_more = page_of(items, after=after, limit=limit, order=order)
+    except LookupError:
+        raise InvalidRequestError(f"No item with id '{after}' in {where}.", param="after") from None
+    return page_json(page, has_more)
+
+
+def page_of(
+    items: Sequence[tuple[str, bytes]], *, after: str | None, limit: int, order: str
+) -> tuple[list[tuple[str, bytes]], bool]:
+    """A page of ``items`` (oldest first) in ``order`` after ``after``, and whether more follow;
+    LookupError for an unknown ``after``."""
+    n = len(items)
+    indices = range(n) if order == "asc" else range(n - 1, -1, -1)
     start = 0
     if after is not None:
-        try:
-            start = [item_id for item_id, _ in ordered].index(after) + 1
-        except ValueError:
-            raise InvalidRequestError(f"No item with id '{after}' in {where}.", param="after") from None
-    return page_json(ordered[start : start + limit], start + limit < len(ordered))
+        for position, index in enumerate(indices):
+            if items[index][0] == after:
+                start = position + 1
+                break
+        else:
+            raise LookupError(after)
+    chosen = indices[start : start + limit]
+    return [items[i] for i in chosen], start + limit < n
 
 
 def page_json(page: Sequence[tuple[str, bytes]], has_more: bool) -> bytes:

@@ -16,6 +16,7 @@ import logging
 import threading
 from collections import OrderedDict
 
+from ..request.pagination import page_of
 from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
 
 __all__ = ["ConversationHistoryStore"]
@@ -25,22 +26,6 @@ logger = logging.getLogger(__name__)
 # A conversation's own objects and bookkeeping; each item adds its two strings and a tuple.
 _CONVERSATION_OVERHEAD = 512
 _ITEM_OVERHEAD = 160
-
-
-def page_of(items: list[ConversationItem], *, after: str | None, limit: int, order: str) -> ConversationPage:
-    """A page of ``items`` (oldest first) in ``order`` after ``after``; LookupError for an unknown ``after``."""
-    n = len(items)
-    indices = range(n) if order == "asc" else range(n - 1, -1, -1)
-    start = 0
-    if after is not None:
-        for position, index in enumerate(indices):
-            if items[index][0] == after:
-                start = position + 1
-                break
-        else:
-            raise LookupError(after)
-    chosen = indices[start : start + limit]
-    return [items[i] for i in chosen], start + limit < n
 
 
 def _items_size(items: list[ConversationItem]) -> int:
