@@ -24,7 +24,10 @@ async def main(tokens: int, repeat: int, summary: bool) -> dict[str, float]:
     encoding = load_encoding()
     adapter = HarmonyAdapter(encoding)
     service = ResponsesService(
-        executor=EchoExecutor(encoding), store=ConversationHistoryStore(10, 1 << 24), adapter=adapter, model_name="m"
+        executor=EchoExecutor(encoding),
+        store=ConversationHistoryStore(10, 1 << 24),
+        adapter=adapter,
+        model_name="m",
     )
     body: dict[str, object] = {"input": f"#lorem {tokens}", "store": False}
     if summary:

@@ -56,7 +56,12 @@ async def _bare_subprocess(calls: int) -> list[float]:
     for _ in range(calls):
         start = time.perf_counter()
         proc = await asyncio.create_subprocess_exec(
-            setup_sandbox(PythonLimits()).interpreter, "-I", "-S", "-c", "print(1)", stdout=asyncio.subprocess.PIPE
+            setup_sandbox(PythonLimits()).interpreter,
+            "-I",
+            "-S",
+            "-c",
+            "print(1)",
+            stdout=asyncio.subprocess.PIPE,
         )
         await proc.communicate()
         times.append(time.perf_counter() - start)
@@ -66,7 +71,9 @@ async def _bare_subprocess(calls: int) -> list[float]:
 async def main(calls: int) -> None:
     python = LocalPython(PythonLimits())
     bare = await _bare_subprocess(calls)
-    print(f"bare subprocess print(1): p50 {statistics.median(bare) * 1e3:.1f} ms, max {max(bare) * 1e3:.1f} ms")
+    print(
+        f"bare subprocess print(1): p50 {statistics.median(bare) * 1e3:.1f} ms, max {max(bare) * 1e3:.1f} ms"
+    )
     print(setup_sandbox(PythonLimits()).describe())
     times = []
     for _ in range(calls):

@@ -109,7 +109,12 @@ def main() -> None:
         values = [s[key][sub] if sub else s[key] for s in runs[api]]
         return round(statistics.median(v for v in values if v is not None), 3)
 
-    result: dict[str, Any] = {"concurrency": args.concurrency, "lorem": args.lorem, "runs": args.runs, "pinned": pinned}
+    result: dict[str, Any] = {
+        "concurrency": args.concurrency,
+        "lorem": args.lorem,
+        "runs": args.runs,
+        "pinned": pinned,
+    }
     for api in ("responses", "chat"):
         result[api] = {
             "errors": sum(s["errors"] for s in runs[api]),

@@ -27,7 +27,8 @@ from trtllm_responses.harmony import load_encoding
 from trtllm_responses.request.protocol import parse_request
 
 GRAMMAR_MATCHER = (
-    Path(__file__).resolve().parent.parent / "tests/fake_trtllm/tensorrt_llm/_torch/pyexecutor/grammar_matcher.py"
+    Path(__file__).resolve().parent.parent
+    / "tests/fake_trtllm/tensorrt_llm/_torch/pyexecutor/grammar_matcher.py"
 )
 
 PATCH_LARK = """
@@ -66,17 +67,34 @@ def function(name: str, n: int) -> dict[str, Any]:
             "type": "object",
             "properties": properties,
             "required": ["arg0"],
-            "$defs": {"Item": {"type": "object", "properties": {"kind": {"type": "string"}, "path": {"type": "string"}}}},
+            "$defs": {
+                "Item": {
+                    "type": "object",
+                    "properties": {"kind": {"type": "string"}, "path": {"type": "string"}},
+                }
+            },
         },
     }
 
 
 def codex_like_tools() -> list[dict[str, Any]]:
     tools = [function(f"tool_{i}", 4) for i in range(10)]
-    tools.append({"type": "custom", "name": "apply_patch", "description": "Edit files.",
-                  "format": {"type": "grammar", "syntax": "lark", "definition": PATCH_LARK}})
-    tools.append({"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.",
-                  "tools": [function(f"agent_{i}", 2) for i in range(5)]})
+    tools.append(
+        {
+            "type": "custom",
+            "name": "apply_patch",
+            "description": "Edit files.",
+            "format": {"type": "grammar", "syntax": "lark", "definition": PATCH_LARK},
+        }
+    )
+    tools.append(
+        {
+            "type": "namespace",
+            "name": "multi_agent_v1",
+            "description": "Sub-agents.",
+            "tools": [function(f"agent_{i}", 2) for i in range(5)],
+        }
+    )
     tools.append({"type": "web_search"})
     return tools
 
@@ -108,11 +126,21 @@ def main() -> None:
     results["prompt_warm_ms"] = round(timed(lambda: warm_adapter.build_prompt(parse_request(body)), 20), 2)
     results["prompt_tokens"] = len(warm_adapter.build_prompt(parse_request(body)).token_ids)
 
-    schema = {"type": "object", "properties": {"summary": {"type": "string"}, "files": {"type": "array", "items": {"type": "string"}}},
-              "required": ["summary", "files"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string"},
+            "files": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["summary", "files"],
+        "additionalProperties": False,
+    }
     cases = {
         "required": {**body, "tool_choice": "required"},
-        "structured_output": {**body, "text": {"format": {"type": "json_schema", "name": "out", "schema": schema, "strict": True}}},
+        "structured_output": {
+            **body,
+            "text": {"format": {"type": "json_schema", "name": "out", "schema": schema, "strict": True}},
+        },
         "grammar_only": body,
     }
     try:
@@ -128,8 +156,13 @@ def main() -> None:
         spec.loader.exec_module(matcher)
         vocab = matcher.gpt_oss_encoded_vocab(encoding)
         start = time.perf_counter()
-        info = xgr.TokenizerInfo(vocab, vocab_type=xgr.VocabType.BYTE_LEVEL, vocab_size=matcher.GPT_OSS_VOCAB_SIZE,
-                                 stop_token_ids=[encoding.return_], add_prefix_space=False)
+        info = xgr.TokenizerInfo(
+            vocab,
+            vocab_type=xgr.VocabType.BYTE_LEVEL,
+            vocab_size=matcher.GPT_OSS_VOCAB_SIZE,
+            stop_token_ids=[encoding.return_],
+            add_prefix_space=False,
+        )
         compiler = xgr.GrammarCompiler(info, cache_enabled=False)
         results["xgrammar_tokenizer_info_ms"] = round((time.perf_counter() - start) * 1000, 1)
     for name, case in cases.items():
@@ -139,7 +172,9 @@ def main() -> None:
         results[f"{name}_tag_bytes"] = len(tag)
         results[f"{name}_tag_build_ms"] = round(timed(lambda c=constraint: structural_tag(c), 20), 3)
         if compiler is not None:
-            results[f"{name}_xgrammar_compile_ms"] = round(timed(lambda t=tag: compiler.compile_structural_tag(t), 3), 1)
+            results[f"{name}_xgrammar_compile_ms"] = round(
+                timed(lambda t=tag: compiler.compile_structural_tag(t), 3), 1
+            )
     if args.json:
         print(json.dumps(results, indent=2))
     else:

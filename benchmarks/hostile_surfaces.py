@@ -91,7 +91,12 @@ def ws_queued_lanes(url: str) -> str:
         sent = 0
         for lane in range(16):
             for _ in range(64):
-                body = {"type": "response.create", "input": "#lorem 2000", "stream_id": f"l{lane}", "pad": pad}
+                body = {
+                    "type": "response.create",
+                    "input": "#lorem 2000",
+                    "stream_id": f"l{lane}",
+                    "pad": pad,
+                }
                 try:
                     ws.send(json.dumps(body))
                 except ConnectionClosed:
@@ -215,9 +220,15 @@ def conversation_10k_turn(url: str) -> str:
     for _ in range(500):
         _request(url, "POST", f"/v1/conversations/{conversation['id']}/items", {"items": [item] * 20})
     began = time.monotonic()
-    status, body = _request(url, "POST", "/v1/responses", {"input": "and?", "conversation": conversation["id"]})
+    status, body = _request(
+        url, "POST", "/v1/responses", {"input": "and?", "conversation": conversation["id"]}
+    )
     took = time.monotonic() - began
-    code = body.get("error", {}).get("code") if isinstance(body, dict) and body.get("error") else body.get("status")
+    code = (
+        body.get("error", {}).get("code")
+        if isinstance(body, dict) and body.get("error")
+        else body.get("status")
+    )
     status_page, page = _request(url, "GET", f"/v1/conversations/{conversation['id']}/items?limit=1")
     return f"turn {status} {code} in {took:.2f} s; items?limit=1 {status_page}"
 

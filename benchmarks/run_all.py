@@ -66,7 +66,9 @@ def main() -> int:
     results["hostile"] = run("hostile_input.py")
     results["tool_loop"] = run("tool_loop.py", "--requests", "100")
     results["ws_loop"] = run("ws_agent_loop.py")
-    results["summaries"] = run("summaries.py", "--requests", "20", "--runs", "2", "--duration", "5")  # reported
+    results["summaries"] = run(
+        "summaries.py", "--requests", "20", "--runs", "2", "--duration", "5"
+    )  # reported
     p, h, lat, st = results["pipeline"], results["http"], results["latency"], results["store"]
     hostile = results["hostile"]
     longest = max(results["prompt"]["histories"], key=lambda x: x["history_tokens"])
@@ -125,8 +127,16 @@ def main() -> int:
         ),
         (
             "no errors",
-            h["errors"] + lat["errors"] + st["errors"] + hostile["stream_errors"] + results["chat"]["chat"]["errors"],
-            h["errors"] + lat["errors"] + st["errors"] + hostile["stream_errors"] + results["chat"]["chat"]["errors"]
+            h["errors"]
+            + lat["errors"]
+            + st["errors"]
+            + hostile["stream_errors"]
+            + results["chat"]["chat"]["errors"],
+            h["errors"]
+            + lat["errors"]
+            + st["errors"]
+            + hostile["stream_errors"]
+            + results["chat"]["chat"]["errors"]
             == 0,
         ),
     ]
@@ -137,8 +147,12 @@ def main() -> int:
         print(f"{'MET ' if ok else 'MISS'}  {target:<{width}}  {value}")
     print(f"HTTP TTFT p99 under 64 streams: {h['ttft_ms_p99']} ms; runs: {h['output_tokens_per_s_runs']}")
     print(f"store: {st['bytes_per_response']} bytes per stored response; RSS {st['rss_samples_mib']} MiB")
-    print(f"in-response MCP round trip, added by the server: p50 {results['tool_loop']['added_by_server_ms_p50']} ms")
-    print(f"previous_response_id over HTTP, 2k -> 100k tokens, to response.created: {http_first:.2f} -> {http_last:.2f} ms")
+    print(
+        f"in-response MCP round trip, added by the server: p50 {results['tool_loop']['added_by_server_ms_p50']} ms"
+    )
+    print(
+        f"previous_response_id over HTTP, 2k -> 100k tokens, to response.created: {http_first:.2f} -> {http_last:.2f} ms"
+    )
     return 0
 
 

@@ -59,8 +59,13 @@ def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
     added = get_json(url + "/stats")["server_added_latency"]
     throughput = run_bench(
         BenchConfig(
-            base_url=url, concurrency=args.concurrency, duration=args.duration, lorem=args.lorem,
-            store=True, progress=False, warmup=4,
+            base_url=url,
+            concurrency=args.concurrency,
+            duration=args.duration,
+            lorem=args.lorem,
+            store=True,
+            progress=False,
+            warmup=4,
         )  # fmt: skip
     ).summary
     return {

@@ -94,8 +94,15 @@ def latency(pace: float, requests: int) -> dict[str, Any]:
     out: dict[str, Any] = {"pace_tokens_per_s": pace, "requests_each": requests}
     for key in ("first_reasoning", "reasoning_done", "first_answer", "total"):
         off, auto = med("off", key), med("auto", key)
-        out[f"{key}_ms"] = {"off": round(off * 1000, 1), "auto": round(auto * 1000, 1), "added": round((auto - off) * 1000, 1)}
-    out["output_tokens_per_response"] = {"off": med("off", "output_tokens"), "auto": med("auto", "output_tokens")}
+        out[f"{key}_ms"] = {
+            "off": round(off * 1000, 1),
+            "auto": round(auto * 1000, 1),
+            "added": round((auto - off) * 1000, 1),
+        }
+    out["output_tokens_per_response"] = {
+        "off": med("off", "output_tokens"),
+        "auto": med("auto", "output_tokens"),
+    }
     out["summary_gpu_tokens_per_response"] = {
         "prompt": round(stats["prompt_tokens"] / max(1, stats["count"]), 1),
         "output": round(stats["output_tokens"] / max(1, stats["count"]), 1),
@@ -164,7 +171,9 @@ def cpu(base_tree: str | None, rounds: int) -> dict[str, Any]:
     for _ in range(rounds):
         for name, tree, summary in configs:
             env = {**os.environ, **({"PYTHONPATH": tree} if tree else {})}
-            command = [sys.executable, str(Path(__file__).parent / "_drive_cpu.py")] + (["--summary"] if summary else [])
+            command = [sys.executable, str(Path(__file__).parent / "_drive_cpu.py")] + (
+                ["--summary"] if summary else []
+            )
             out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
             best[name].append(json.loads(out.strip().splitlines()[-1])["us_per_token"])
     return {name: {"min_us_per_token": min(v), "rounds": v} for name, v in best.items()}

@@ -77,7 +77,9 @@ def check_chat_stream(payloads: list[Any]) -> dict[str, Any]:
             for call in delta.get("tool_calls") or []:
                 if call["index"] == len(state["tool_calls"]):
                     assert call["id"] and call["type"] == "function" and call["function"]["name"]
-                    state["tool_calls"].append({"id": call["id"], "name": call["function"]["name"], "arguments": ""})
+                    state["tool_calls"].append(
+                        {"id": call["id"], "name": call["function"]["name"], "arguments": ""}
+                    )
                 else:
                     assert call["index"] == len(state["tool_calls"]) - 1 and "id" not in call
                 state["tool_calls"][call["index"]]["arguments"] += call["function"].get("arguments", "")
@@ -86,4 +88,8 @@ def check_chat_stream(payloads: list[Any]) -> dict[str, Any]:
     if not errors:
         for index, state in choices.items():
             assert state["finish_reason"] is not None, f"choice {index} has no finish_reason"
-    return {"choices": [choices[i] for i in sorted(choices)], "usage": usage, "error": errors[0]["error"] if errors else None}
+    return {
+        "choices": [choices[i] for i in sorted(choices)],
+        "usage": usage,
+        "error": errors[0]["error"] if errors else None,
+    }

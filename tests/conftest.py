@@ -91,7 +91,9 @@ def redis_server():  # type: ignore[no-untyped-def]
     from redis_harness import RedisServer, redis_binary
 
     if redis_binary() is None:
-        pytest.fail("redis-server is not installed: run `make test` (it installs it) or apt-get install redis-server")
+        pytest.fail(
+            "redis-server is not installed: run `make test` (it installs it) or apt-get install redis-server"
+        )
     server = RedisServer().start()
     yield server
     server.stop()

@@ -68,7 +68,12 @@ def summarize(item: dict[str, Any]) -> tuple[str, ...]:
     if kind == "reasoning":
         return ("reasoning", "".join(c["text"] for c in item.get("content") or []))
     if kind in ("function_call", "custom_tool_call"):
-        return (kind, item["name"], item.get("arguments", item.get("input")), item.get("status") or "completed")
+        return (
+            kind,
+            item["name"],
+            item.get("arguments", item.get("input")),
+            item.get("status") or "completed",
+        )
     if kind == "mcp_call":
         return (kind, f"{item['server_label']}.{item['name']}", item["status"])
     return (kind, item["status"])
@@ -138,7 +143,8 @@ CORPUS: list[Case] = [
     ),
     Case(
         "harmony_constrain_adjacent_recipient_first",
-        H + "tests/test_harmony.py test_tool_call_with_constrain_marker_adjacent (its <|start|>assistant repeated)",
+        H
+        + "tests/test_harmony.py test_tool_call_with_constrain_marker_adjacent (its <|start|>assistant repeated)",
         "<|start|>assistant to=functions.get_weather<|channel|>commentary"
         '<|constrain|>json<|message|>{"location": "Tokyo"}<|call|>',
         "completed",
@@ -157,7 +163,7 @@ CORPUS: list[Case] = [
     Case(
         "harmony_browser_search_undeclared",
         H + "test-data/test_streamable_parser.txt (browser not declared: nobody runs it)",
-        '<|channel|>analysis<|message|>Let\'s browse to confirm.<|end|><|start|>assistant<|channel|>commentary '
+        "<|channel|>analysis<|message|>Let's browse to confirm.<|end|><|start|>assistant<|channel|>commentary "
         'to=browser.search code<|message|>{"query": "current US president July 2025", "topn": 10}<|call|>'
         '<|start|>browser.search to=assistant<|channel|>commentary<|message|>{"result": "https://openai.com/"}<|end|>',
         "completed",
@@ -187,7 +193,7 @@ CORPUS: list[Case] = [
     Case(
         "vllm_final_with_json_content_type",
         "vllm-project/vllm#45570 (gpt-oss-120b with a response schema)",
-        '<|channel|>analysis<|message|>Return JSON.<|end|><|start|>assistant<|channel|>final <|constrain|>json'
+        "<|channel|>analysis<|message|>Return JSON.<|end|><|start|>assistant<|channel|>final <|constrain|>json"
         '<|message|>{"city":"Paris"}<|return|>',
         "completed",
         [("reasoning", "Return JSON."), ("message", '{"city":"Paris"}')],
@@ -342,7 +348,10 @@ CORPUS: list[Case] = [
         [
             ("mcp_call", "repo_browser.open_file", "failed"),
             ("reasoning", "Got repo_browser.open_file output."),
-            ("message", "repo_browser.open_file " + NOT_AVAILABLE + "repo_browser.open_file' is not available…"),
+            (
+                "message",
+                "repo_browser.open_file " + NOT_AVAILABLE + "repo_browser.open_file' is not available…",
+            ),
         ],
         tools=[WEATHER],
     ),

@@ -72,7 +72,10 @@ def start_server(
     cfg = ServerConfig(**{"served_model_name": "gpt-oss-test", "start_render_worker": False, **config})
     if store is None:
         store = open_store(
-            cfg.store, max_responses=cfg.max_stored_responses, max_bytes=cfg.max_store_bytes, ttl=cfg.store_ttl
+            cfg.store,
+            max_responses=cfg.max_stored_responses,
+            max_bytes=cfg.max_store_bytes,
+            ttl=cfg.store_ttl,
         )
     app = create_app(cfg, executor, store, adapter)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

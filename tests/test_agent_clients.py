@@ -62,7 +62,9 @@ def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 async def aclient(echo_server) -> openai.AsyncOpenAI:  # type: ignore[no-untyped-def]
-    async with openai.AsyncOpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as c:
+    async with openai.AsyncOpenAI(
+        base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as c:
         yield c
 
 
@@ -105,11 +107,28 @@ def test_response_format_is_in_the_developer_message(http: httpx.Client) -> None
 
 
 def test_strict_schema_rules_are_checked_at_request_time(http: httpx.Client) -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": [], "additionalProperties": False}
-    body = {"input": "x", "text": {"format": {"type": "json_schema", "name": "s", "schema": schema, "strict": True}}}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": [],
+        "additionalProperties": False,
+    }
+    body = {
+        "input": "x",
+        "text": {"format": {"type": "json_schema", "name": "s", "schema": schema, "strict": True}},
+    }
     error = http.post("/v1/responses", json=body).json()["error"]
-    assert error["param"] == "text.format.schema" and "'a'" in error["message"] and "required" in error["message"]
-    schema = {"type": "object", "properties": {"b": {"type": "object", "properties": {}}}, "required": ["b"], "additionalProperties": False}
+    assert (
+        error["param"] == "text.format.schema"
+        and "'a'" in error["message"]
+        and "required" in error["message"]
+    )
+    schema = {
+        "type": "object",
+        "properties": {"b": {"type": "object", "properties": {}}},
+        "required": ["b"],
+        "additionalProperties": False,
+    }
     body["text"]["format"]["schema"] = schema
     error = http.post("/v1/responses", json=body).json()["error"]
     assert "properties.b" in error["message"] and "additionalProperties" in error["message"]
@@ -122,12 +141,17 @@ def test_strict_schema_rules_are_checked_at_request_time(http: httpx.Client) -> 
     "tool_choice, expected",
     [
         ("required", ("function_call", "get_weather")),
-        ({"type": "allowed_tools", "mode": "required", "tools": [{"type": "custom", "name": "ticket"}]}, ("custom_tool_call", "ticket")),
+        (
+            {"type": "allowed_tools", "mode": "required", "tools": [{"type": "custom", "name": "ticket"}]},
+            ("custom_tool_call", "ticket"),
+        ),
         ({"type": "function", "name": "spawn_agent"}, ("function_call", "spawn_agent")),
         ({"type": "custom", "name": "apply_patch"}, ("custom_tool_call", "apply_patch")),
     ],
 )
-def test_tool_choice_the_model_must_obey(client: openai.OpenAI, tool_choice: Any, expected: tuple[str, str]) -> None:
+def test_tool_choice_the_model_must_obey(
+    client: openai.OpenAI, tool_choice: Any, expected: tuple[str, str]
+) -> None:
     response = client.responses.create(
         model="gpt-oss",
         input="Paris",
@@ -143,7 +167,9 @@ def test_tool_choice_the_model_must_obey(client: openai.OpenAI, tool_choice: Any
 
 
 def test_namespace_call_and_replay(client: openai.OpenAI, http: httpx.Client) -> None:
-    events = stream_events(http, {"input": 'call multi_agent_v1.spawn_agent {"task":"tests"}', "tools": [AGENTS], "store": False})
+    events = stream_events(
+        http, {"input": 'call multi_agent_v1.spawn_agent {"task":"tests"}', "tools": [AGENTS], "store": False}
+    )
     final = check_stream(events)
     call = final["output"][-1]
     assert call["type"] == "function_call" and call["namespace"] == "multi_agent_v1"
@@ -172,7 +198,9 @@ def test_namespace_call_and_replay(client: openai.OpenAI, http: httpx.Client) ->
     ],
     ids=["lark", "regex"],
 )
-def test_custom_tool_call_streamed_and_replayed(client: openai.OpenAI, http: httpx.Client, tool: dict[str, Any], text: str) -> None:
+def test_custom_tool_call_streamed_and_replayed(
+    client: openai.OpenAI, http: httpx.Client, tool: dict[str, Any], text: str
+) -> None:
     events = stream_events(http, {"input": f"call {tool['name']} {text}", "tools": [tool, WEATHER]})
     final = check_stream(events)
     call = final["output"][-1]
@@ -202,17 +230,29 @@ def test_custom_tool_call_streamed_and_replayed(client: openai.OpenAI, http: htt
 def test_custom_tool_is_declared_as_freeform_with_its_grammar(http: httpx.Client) -> None:
     text = _prompt(http, {"tools": [TICKET]})
     assert "// This tool takes freeform text, not JSON" in text
-    assert "// Its input must match this regex grammar:\n// [A-Z]{3}-\\d{2,4}\ntype ticket = (_: string) => any;" in text
+    assert (
+        "// Its input must match this regex grammar:\n// [A-Z]{3}-\\d{2,4}\ntype ticket = (_: string) => any;"
+        in text
+    )
 
 
 def test_a_bad_grammar_is_a_400(http: httpx.Client) -> None:
-    tool = {**APPLY_PATCH, "format": {"type": "grammar", "syntax": "lark", "definition": "start: x\n%ignore WS"}}
+    tool = {
+        **APPLY_PATCH,
+        "format": {"type": "grammar", "syntax": "lark", "definition": "start: x\n%ignore WS"},
+    }
     error = http.post("/v1/responses", json={"input": "x", "tools": [tool]}).json()["error"]
     assert error["param"] == "tools[0].format.definition" and "%ignore" in error["message"]
 
 
 def test_hosted_tools_are_echoed_not_shown(http: httpx.Client) -> None:
-    body = {"tools": [{"type": "web_search"}, {"type": "code_interpreter", "container": {"type": "auto"}}, WEATHER]}
+    body = {
+        "tools": [
+            {"type": "web_search"},
+            {"type": "code_interpreter", "container": {"type": "auto"}},
+            WEATHER,
+        ]
+    }
     text = _prompt(http, body)
     assert "## browser" not in text and "## python" not in text and "get_weather" in text
     response = http.post("/v1/responses", json={**body, "input": "hello"}).json()
@@ -239,7 +279,12 @@ class Person(BaseModel):
 
 
 def test_nested_pydantic_argument_is_rendered_with_its_fields(http: httpx.Client) -> None:
-    schema = {"type": "object", "properties": {"person": {"$ref": "#/$defs/Person"}}, "required": ["person"], "$defs": {}}
+    schema = {
+        "type": "object",
+        "properties": {"person": {"$ref": "#/$defs/Person"}},
+        "required": ["person"],
+        "$defs": {},
+    }
     person = Person.model_json_schema()
     schema["$defs"] = {**person.pop("$defs"), "Person": person}
     text = _prompt(http, {"tools": [{"type": "function", "name": "contact", "parameters": schema}]})
@@ -254,7 +299,9 @@ def test_nested_pydantic_argument_is_rendered_with_its_fields(http: httpx.Client
 
 
 def test_logprobs_on_a_stream(http: httpx.Client) -> None:
-    events = stream_events(http, {"input": "Hello world", "top_logprobs": 2, "include": ["message.output_text.logprobs"]})
+    events = stream_events(
+        http, {"input": "Hello world", "top_logprobs": 2, "include": ["message.output_text.logprobs"]}
+    )
     final = check_stream(events)
     deltas = [e for e in events if e["type"] == "response.output_text.delta"]
     assert deltas and all(len(e["logprobs"]) == 1 for e in deltas)
@@ -313,7 +360,9 @@ def test_request_id_header(http: httpx.Client) -> None:
     error = http.post("/v1/responses", content=b"{", headers={"x-request-id": "bad-json"})
     assert error.status_code == 400 and error.headers["x-request-id"] == "bad-json"
     assert http.get("/v1/models").headers["x-request-id"].startswith("req_")
-    with http.stream("POST", "/v1/responses", json={"input": "x", "stream": True}, headers={"x-request-id": "s-1"}) as r:
+    with http.stream(
+        "POST", "/v1/responses", json={"input": "x", "stream": True}, headers={"x-request-id": "s-1"}
+    ) as r:
         assert r.headers["x-request-id"] == "s-1"
         r.read()
     junk = http.post("/v1/responses", json={"input": "x"}, headers={"x-request-id": "a b"})
@@ -322,17 +371,28 @@ def test_request_id_header(http: httpx.Client) -> None:
 
 def test_one_access_log_line_per_request(http: httpx.Client, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="trtllm_responses.access"):
-        created = http.post("/v1/responses", json={"input": "Hello"}, headers={"x-request-id": "log-1"}).json()
-        with http.stream("POST", "/v1/responses", json={"input": "Hi", "stream": True}, headers={"x-request-id": "log-2"}) as r:
+        created = http.post(
+            "/v1/responses", json={"input": "Hello"}, headers={"x-request-id": "log-1"}
+        ).json()
+        with http.stream(
+            "POST", "/v1/responses", json={"input": "Hi", "stream": True}, headers={"x-request-id": "log-2"}
+        ) as r:
             r.read()
         http.get("/v1/nothing", headers={"x-request-id": "log-3", "authorization": "Bearer sk-secret"})
-    lines = {r.getMessage().split("request_id=")[1].split()[0]: r.getMessage() for r in caplog.records if r.name == "trtllm_responses.access"}
+    lines = {
+        r.getMessage().split("request_id=")[1].split()[0]: r.getMessage()
+        for r in caplog.records
+        if r.name == "trtllm_responses.access"
+    }
     assert set(lines) >= {"log-1", "log-2", "log-3"}
     assert sum("log-1" in r.getMessage() for r in caplog.records) == 1
     first = lines["log-1"]
     assert first.startswith("POST /v1/responses 200 ") and f"response_id={created['id']}" in first
     usage = created["usage"]
-    assert f"input_tokens={usage['input_tokens']} output_tokens={usage['output_tokens']} cached_tokens=0" in first
+    assert (
+        f"input_tokens={usage['input_tokens']} output_tokens={usage['output_tokens']} cached_tokens=0"
+        in first
+    )
     assert "duration_ms=" in first and "first_token_ms=" in first
     assert lines["log-2"].startswith("POST /v1/responses 200 ") and "first_token_ms=" in lines["log-2"]
     assert lines["log-3"].startswith("GET /v1/nothing 404 ")
@@ -341,6 +401,10 @@ def test_one_access_log_line_per_request(http: httpx.Client, caplog: pytest.LogC
 
 def test_models_by_id(http: httpx.Client) -> None:
     model = http.get("/v1/models/gpt-oss-test")
-    assert model.status_code == 200 and model.json()["id"] == "gpt-oss-test" and model.json()["object"] == "model"
+    assert (
+        model.status_code == 200
+        and model.json()["id"] == "gpt-oss-test"
+        and model.json()["object"] == "model"
+    )
     missing = http.get("/v1/models/gpt-5").json()["error"]
     assert missing["code"] == "model_not_found" and "gpt-5" in missing["message"]

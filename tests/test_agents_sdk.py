@@ -30,7 +30,9 @@ class Address(BaseModel):
 @pytest.fixture
 async def model(echo_server):  # type: ignore[no-untyped-def]
     agents.set_tracing_disabled(True)  # no trace uploads to OpenAI from tests
-    async with openai.AsyncOpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as client:
         yield agents.OpenAIResponsesModel(model="gpt-oss", openai_client=client)
 
 
@@ -50,6 +52,8 @@ async def test_function_tool_with_a_model_argument_round_trip(model, echo_server
         return "saved"
 
     agent = agents.Agent(name="clerk", instructions="File things.", model=model, tools=[save_address])
-    result = await agents.Runner.run(agent, 'call save_address {"address": {"street": "Main St", "zip_code": 75001}}')
+    result = await agents.Runner.run(
+        agent, 'call save_address {"address": {"street": "Main St", "zip_code": 75001}}'
+    )
     assert seen == [Address(street="Main St", zip_code=75001)]
     assert result.final_output == "save_address returned: saved"

@@ -30,6 +30,7 @@ from trtllm_responses.tools.settings import ToolSettings
 
 WEB_TOOL = {"type": "web_search"}
 
+
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
     with serve_search_site() as url:

@@ -62,9 +62,18 @@ def test_build_writes_a_bundle(tmp_path: Path) -> None:
     assert hashlib.sha256((out / "o200k_base.tiktoken").read_bytes()).hexdigest() == VOCAB_SHA256
     options = yaml.safe_load((out / "llm_api_options.yaml").read_text())
     # TensorRT-LLM's curated gpt-oss-120b-throughput.yaml (tests/data/trtllm/), less num_postprocess_workers.
-    curated = yaml.safe_load((Path(__file__).parent / "data" / "trtllm" / "gpt-oss-120b-throughput.yaml").read_text())
-    for key in ("max_batch_size", "max_num_tokens", "enable_attention_dp", "cuda_graph_config", "moe_config",
-                "stream_interval", "attention_dp_config"):
+    curated = yaml.safe_load(
+        (Path(__file__).parent / "data" / "trtllm" / "gpt-oss-120b-throughput.yaml").read_text()
+    )
+    for key in (
+        "max_batch_size",
+        "max_num_tokens",
+        "enable_attention_dp",
+        "cuda_graph_config",
+        "moe_config",
+        "stream_interval",
+        "attention_dp_config",
+    ):
         assert options[key] == curated[key], key
     assert options["enable_chunked_prefill"] is True
     assert options["tensor_parallel_size"] == 2 and options["moe_expert_parallel_size"] == 2

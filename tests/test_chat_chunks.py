@@ -32,7 +32,9 @@ def matched(pieces: list[str], stops: list[str]) -> str:
 def test_stop_strings_split_anywhere_over_the_pieces() -> None:
     rng = random.Random(21)
     for _ in range(5000):
-        stops = ["".join(rng.choice("ab c") for _ in range(rng.randint(1, 5))) for _ in range(rng.randint(1, 4))]
+        stops = [
+            "".join(rng.choice("ab c") for _ in range(rng.randint(1, 5))) for _ in range(rng.randint(1, 4))
+        ]
         text = "".join(rng.choice("ab c") for _ in range(rng.randint(0, 40)))
         pieces, i = [], 0
         while i < len(text):

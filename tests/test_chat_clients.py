@@ -35,7 +35,9 @@ class Trip(BaseModel):
 @pytest.fixture
 async def chat_model(echo_server):  # type: ignore[no-untyped-def]
     agents.set_tracing_disabled(True)  # no trace uploads to OpenAI from tests
-    async with openai.AsyncOpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as client:
         yield agents.OpenAIChatCompletionsModel(model="gpt-oss", openai_client=client)
 
 
@@ -48,7 +50,9 @@ async def test_agents_sdk_chat_model_runs_a_tool_using_agent(chat_model) -> None
         calls.append(city)
         return f"sunny in {city}"
 
-    agent = agents.Agent(name="forecaster", instructions="Answer with the weather.", model=chat_model, tools=[get_weather])
+    agent = agents.Agent(
+        name="forecaster", instructions="Answer with the weather.", model=chat_model, tools=[get_weather]
+    )
     result = await agents.Runner.run(agent, "Paris")  # echo: a call to the first declared function
     assert calls == ["Paris"]
     assert result.final_output == "get_weather returned: sunny in Paris"
@@ -88,7 +92,9 @@ def test_langchain_bind_tools(llm) -> None:  # type: ignore[no-untyped-def]
 
     message = llm.bind_tools([get_weather]).invoke("Paris")
     (call,) = message.tool_calls
-    assert call["name"] == "get_weather" and call["args"] == {"city": "Paris"} and call["id"].startswith("call_")
+    assert (
+        call["name"] == "get_weather" and call["args"] == {"city": "Paris"} and call["id"].startswith("call_")
+    )
     chunks = list(llm.bind_tools([get_weather], tool_choice="get_weather").stream("Rome"))
     merged = chunks[0]
     for chunk in chunks[1:]:
@@ -145,4 +151,3 @@ def test_litellm_completion(echo_server) -> None:  # type: ignore[no-untyped-def
     assert out["finish"] == "stop" and out["usage"] > 0
     assert out["call"] == ["get_weather", {"city": "Paris"}]
     assert len(out["streamed"].split()) == 6
-

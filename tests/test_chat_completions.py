@@ -66,7 +66,9 @@ def user(text: str) -> list[dict[str, Any]]:
 
 def stream_chat(raw: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
     """POST a streaming chat request; check its grammar; return what it said."""
-    with raw.stream("POST", "/v1/chat/completions", json={"model": "gpt-oss", **body, "stream": True}) as response:
+    with raw.stream(
+        "POST", "/v1/chat/completions", json={"model": "gpt-oss", **body, "stream": True}
+    ) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
         return check_chat_stream(parse_chat_sse(response.iter_lines()))
@@ -100,7 +102,10 @@ def test_stream_chunks_follow_the_sdk_types(client: openai.OpenAI, raw: httpx.Cl
     (choice,) = said["choices"]
     assert choice["content"] == "Streamed!" and choice["reasoning"] == "Echoing the user."
     assert choice["finish_reason"] == "stop"
-    assert said["usage"]["completion_tokens"] > 0 and said["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+    assert (
+        said["usage"]["completion_tokens"] > 0
+        and said["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+    )
     # Without include_usage there is no usage chunk; the SDK's own iterator reads the same stream.
     chunks = list(client.chat.completions.create(model="m", messages=user("Streamed!"), stream=True))
     assert all(c.usage is None for c in chunks) and chunks[-1].choices[0].finish_reason == "stop"
@@ -154,7 +159,13 @@ def test_tool_call_and_its_result(client: openai.OpenAI) -> None:
             "role": "assistant",
             "content": None,
             "reasoning_content": "I should check the weather.",
-            "tool_calls": [{"id": call.id, "type": "function", "function": {"name": "get_weather", "arguments": call.function.arguments}}],
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": call.function.arguments},
+                }
+            ],
         },
         {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
     ]
@@ -166,7 +177,11 @@ def test_tool_call_and_its_result(client: openai.OpenAI) -> None:
         turn = [*history[:1], {**history[1], field: "Checking the weather."}]
         turn[1].pop("reasoning_content" if field == "reasoning" else "reasoning", None)
         turn += [history[2], {"role": "user", "content": "#prompt"}]
-        prompt = client.chat.completions.create(model="m", messages=turn, tools=[WEATHER]).choices[0].message.content
+        prompt = (
+            client.chat.completions.create(model="m", messages=turn, tools=[WEATHER])
+            .choices[0]
+            .message.content
+        )
         assert "<|channel|>analysis<|message|>Checking the weather.<|end|>" in (prompt or "")
 
 
@@ -183,7 +198,10 @@ def test_tool_choice(client: openai.OpenAI) -> None:
     none = client.chat.completions.create(model="m", messages=user("Paris"), tools=tools, tool_choice="none")
     assert none.choices[0].message.content == "Paris" and none.choices[0].finish_reason == "stop"
     named = client.chat.completions.create(
-        model="m", messages=user("UTC"), tools=tools, tool_choice={"type": "function", "function": {"name": "get_time"}}
+        model="m",
+        messages=user("UTC"),
+        tools=tools,
+        tool_choice={"type": "function", "function": {"name": "get_time"}},
     )
     (call,) = named.choices[0].message.tool_calls or []
     assert call.function.name == "get_time" and json.loads(call.function.arguments) == {"zone": "UTC"}
@@ -195,14 +213,23 @@ def test_tool_choice(client: openai.OpenAI) -> None:
         model="m",
         messages=user("CET"),
         tools=tools,
-        tool_choice={"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [{"type": "function", "function": {"name": "get_time"}}]}},
+        tool_choice={
+            "type": "allowed_tools",
+            "allowed_tools": {
+                "mode": "required",
+                "tools": [{"type": "function", "function": {"name": "get_time"}}],
+            },
+        },
     )
     assert (allowed.choices[0].message.tool_calls or [])[0].function.name == "get_time"
 
 
 def test_named_tool_choice_is_enforced_by_the_constraint(client: openai.OpenAI, server) -> None:  # type: ignore[no-untyped-def]
     client.chat.completions.create(
-        model="m", messages=user("x"), tools=[WEATHER, TIME], tool_choice={"type": "function", "function": {"name": "get_time"}}
+        model="m",
+        messages=user("x"),
+        tools=[WEATHER, TIME],
+        tool_choice={"type": "function", "function": {"name": "get_time"}},
     )
     constraint = server.executor.requests[-1].constraint
     assert constraint is not None and constraint.call_required
@@ -221,11 +248,17 @@ def test_parse_with_a_pydantic_model(client: openai.OpenAI, server) -> None:  # 
     completion = client.chat.completions.parse(model="m", messages=user("Lyon"), response_format=Trip)
     assert completion.choices[0].message.parsed == Trip(city="Lyon", days=0)
     constraint = server.executor.requests[-1].constraint
-    assert constraint is not None and constraint.final == "json" and constraint.schema["required"] == ["city", "days"]
+    assert (
+        constraint is not None
+        and constraint.final == "json"
+        and constraint.schema["required"] == ["city", "days"]
+    )
 
 
 def test_json_object(client: openai.OpenAI) -> None:
-    completion = client.chat.completions.create(model="m", messages=user("Hi"), response_format={"type": "json_object"})
+    completion = client.chat.completions.create(
+        model="m", messages=user("Hi"), response_format={"type": "json_object"}
+    )
     assert isinstance(json.loads(completion.choices[0].message.content or ""), dict)
 
 
@@ -234,7 +267,10 @@ def test_strict_schema_error_names_the_chat_field(raw: httpx.Client) -> None:
     body = {
         "model": "m",
         "messages": user("x"),
-        "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": schema, "strict": True}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "t", "schema": schema, "strict": True},
+        },
     }
     error = raw.post("/v1/chat/completions", json=body).json()["error"]
     assert error["param"].startswith("response_format.json_schema.schema"), error
@@ -271,8 +307,12 @@ def test_sampling_settings_reach_the_executor(client: openai.OpenAI, server) -> 
     assert (unset.frequency_penalty, unset.presence_penalty) == (None, None)
 
 
-def test_stop_strings_cut_the_text_and_stop_the_generation(client: openai.OpenAI, raw: httpx.Client, server) -> None:  # type: ignore[no-untyped-def]
-    full = client.chat.completions.create(model="m", messages=user("#lorem 40")).choices[0].message.content or ""
+def test_stop_strings_cut_the_text_and_stop_the_generation(
+    client: openai.OpenAI, raw: httpx.Client, server
+) -> None:  # type: ignore[no-untyped-def]
+    full = (
+        client.chat.completions.create(model="m", messages=user("#lorem 40")).choices[0].message.content or ""
+    )
     assert " dolor" in full
     aborted = len(server.executor.aborted)  # the module's server: count this request's aborts only
     completion = client.chat.completions.create(model="m", messages=user("#lorem 40"), stop=["xyz", " dolor"])
@@ -280,7 +320,9 @@ def test_stop_strings_cut_the_text_and_stop_the_generation(client: openai.OpenAI
     assert completion.choices[0].finish_reason == "stop"
     assert completion.usage is not None and completion.usage.completion_tokens < 30  # not all 40 generated
     assert len(server.executor.aborted) > aborted  # the rest was not generated
-    said = stream_chat(raw, {"messages": user("#lorem 40"), "stop": " dolor", "stream_options": {"include_usage": True}})
+    said = stream_chat(
+        raw, {"messages": user("#lorem 40"), "stop": " dolor", "stream_options": {"include_usage": True}}
+    )
     assert said["choices"][0]["content"] == full[: full.index(" dolor")]
     assert said["choices"][0]["finish_reason"] == "stop" and said["usage"]["completion_tokens"] < 30
     # A stop string that never comes leaves the text whole (held-back text is flushed at the end).
@@ -304,7 +346,9 @@ def test_n_choices(client: openai.OpenAI, raw: httpx.Client, server) -> None:  #
 
 
 def test_logprobs(client: openai.OpenAI, raw: httpx.Client) -> None:
-    completion = client.chat.completions.create(model="m", messages=user("#lorem 6"), logprobs=True, top_logprobs=3)
+    completion = client.chat.completions.create(
+        model="m", messages=user("#lorem 6"), logprobs=True, top_logprobs=3
+    )
     logprobs = completion.choices[0].logprobs
     assert logprobs is not None and logprobs.content is not None and len(logprobs.content) == 6
     first = logprobs.content[0]
@@ -325,11 +369,35 @@ def test_logprobs(client: openai.OpenAI, raw: httpx.Client) -> None:
     [
         ({"messages": []}, "messages", None),
         ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", None),
-        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0].content[0]", "unsupported_content_type"),
-        ({"messages": [*user("x"), {"role": "tool", "tool_call_id": "call_1", "content": "r"}]}, "messages[1].tool_call_id", None),
-        ({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}]}, "messages[0].tool_calls[0].id", None),
-        ({"messages": user("x"), "tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name", None),
-        ({"messages": user("x"), "tools": [{"type": "custom", "custom": {"name": "f"}}]}, "tools[0].type", None),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+            "messages[0].content[0]",
+            "unsupported_content_type",
+        ),
+        (
+            {"messages": [*user("x"), {"role": "tool", "tool_call_id": "call_1", "content": "r"}]},
+            "messages[1].tool_call_id",
+            None,
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}
+                ]
+            },
+            "messages[0].tool_calls[0].id",
+            None,
+        ),
+        (
+            {"messages": user("x"), "tools": [{"type": "function", "function": {"name": "bad name"}}]},
+            "tools[0].function.name",
+            None,
+        ),
+        (
+            {"messages": user("x"), "tools": [{"type": "custom", "custom": {"name": "f"}}]},
+            "tools[0].type",
+            None,
+        ),
         ({"messages": user("x"), "tool_choice": "sometimes"}, "tool_choice", None),
         ({"messages": user("x"), "max_completion_tokens": 0}, "max_completion_tokens", None),
         ({"messages": user("x"), "n": 17}, "n", None),
@@ -342,7 +410,9 @@ def test_logprobs(client: openai.OpenAI, raw: httpx.Client) -> None:
         ({"messages": user("x"), "stream_options": {"include_usage": True}}, "stream_options", None),
     ],
 )
-def test_bad_requests_name_the_chat_field(raw: httpx.Client, body: dict[str, Any], param: str, code: str | None) -> None:
+def test_bad_requests_name_the_chat_field(
+    raw: httpx.Client, body: dict[str, Any], param: str, code: str | None
+) -> None:
     response = raw.post("/v1/chat/completions", json={"model": "m", **body})
     assert response.status_code == 400, response.text
     error = response.json()["error"]
@@ -358,7 +428,9 @@ def test_sdk_raises_bad_request(client: openai.OpenAI) -> None:
 
 
 def test_not_json_and_wrong_method(raw: httpx.Client) -> None:
-    response = raw.post("/v1/chat/completions", content=b"{nope", headers={"content-type": "application/json"})
+    response = raw.post(
+        "/v1/chat/completions", content=b"{nope", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
     response = raw.get("/v1/chat/completions")
     assert response.status_code == 405 and response.headers["allow"] == "POST"
@@ -424,7 +496,9 @@ def test_client_disconnect_aborts_the_generation(encoding, adapter) -> None:  # 
 
 
 def test_completion_validates_against_the_sdk(raw: httpx.Client) -> None:
-    body = raw.post("/v1/chat/completions", json={"model": "m", "messages": user("Hi"), "tools": [WEATHER]}).json()
+    body = raw.post(
+        "/v1/chat/completions", json={"model": "m", "messages": user("Hi"), "tools": [WEATHER]}
+    ).json()
     ChatCompletion.model_validate(body)
     assert body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
 
@@ -441,9 +515,16 @@ def test_api_key_access_log_and_metrics(encoding, adapter, caplog: pytest.LogCap
                 assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
                 assert "sekret" not in response.text
             with caplog.at_level(logging.INFO, logger="trtllm_responses.access"):
-                ok = raw.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer sekret-key", "x-request-id": "chat-log-1"})
+                ok = raw.post(
+                    "/v1/chat/completions",
+                    json=body,
+                    headers={"Authorization": "Bearer sekret-key", "x-request-id": "chat-log-1"},
+                )
                 deadline = time.monotonic() + 10  # the line is written once the response has been sent
-                while not any("chat-log-1" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+                while (
+                    not any("chat-log-1" in r.getMessage() for r in caplog.records)
+                    and time.monotonic() < deadline
+                ):
                     time.sleep(0.02)
             assert ok.status_code == 200 and ok.headers["x-request-id"] == "chat-log-1"
             (line,) = [r.getMessage() for r in caplog.records if "chat-log-1" in r.getMessage()]

@@ -29,7 +29,9 @@ def _codex() -> str | None:
 
 
 CODEX = _codex()
-pytestmark = pytest.mark.skipif(CODEX is None, reason="Codex CLI is not installed (make test installs it with npm)")
+pytestmark = pytest.mark.skipif(
+    CODEX is None, reason="Codex CLI is not installed (make test installs it with npm)"
+)
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,6 @@ ANSWER_FORMAT = {
 }
 
 
-
 @pytest.fixture(scope="module")
 def search() -> Iterator[str]:
     with serve_search_site() as url:
@@ -86,7 +85,9 @@ def http(server: RunningServer) -> Iterator[httpx.Client]:
         yield client
 
 
-def streamed(http: httpx.Client, echo: RecordingEcho, body: dict[str, Any]) -> tuple[dict[str, Any], list[GenerationRequest]]:
+def streamed(
+    http: httpx.Client, echo: RecordingEcho, body: dict[str, Any]
+) -> tuple[dict[str, Any], list[GenerationRequest]]:
     """The response of a streamed create (its stream checked), and the generations it ran."""
     before = len(echo.requests)
     response = check_stream(stream_events(http, body))
@@ -168,7 +169,12 @@ def test_allowed_tools_required_can_name_a_built_in_tool(http: httpx.Client, ech
 
 
 def test_structured_output_holds_across_the_tool_loop(http: httpx.Client, echo: RecordingEcho) -> None:
-    body = {"input": "print(5)", "tools": [CODE_TOOL], "tool_choice": {"type": "code_interpreter"}, "text": ANSWER_FORMAT}
+    body = {
+        "input": "print(5)",
+        "tools": [CODE_TOOL],
+        "tool_choice": {"type": "code_interpreter"},
+        "text": ANSWER_FORMAT,
+    }
     response, generations = streamed(http, echo, body)
     assert json.loads(response["output"][-1]["content"][0]["text"]) == {"answer": "python returned: 5\n"}
     first, after = generations[0].constraint, generations[1].constraint
@@ -212,7 +218,10 @@ def test_sdk_client_offline_web_search_as_the_compliance_suite_sends_it(server: 
     assert action.type == "search"
     urls = [source.url for source in action.sources or []]  # type: ignore[union-attr]
     assert [url.rsplit("/", 1)[-1] for url in urls] == ["tides", "neap"]  # the search site's two results
-    assert response.tools[0].model_dump(exclude_none=True) == {"type": "web_search", "external_web_access": False}
+    assert response.tools[0].model_dump(exclude_none=True) == {
+        "type": "web_search",
+        "external_web_access": False,
+    }
     assert response.output[-1].type == "message"
 
 
@@ -231,7 +240,9 @@ def test_forcing_a_tool_not_declared_is_a_400(http: httpx.Client, tools: list[An
 
 
 def test_forcing_a_built_in_tool_the_server_does_not_run_is_an_error(adapter: HarmonyAdapter) -> None:
-    request = parse_request(json.dumps({"input": "x", "tools": [CODE_TOOL], "tool_choice": {"type": "code_interpreter"}}))
+    request = parse_request(
+        json.dumps({"input": "x", "tools": [CODE_TOOL], "tool_choice": {"type": "code_interpreter"}})
+    )
     with pytest.raises(InvalidRequestError) as raised:
         adapter.build_prompt(request, builtin={})  # the operator left --python_tool off
     assert raised.value.param == "tool_choice" and "--python_tool" in raised.value.message
@@ -243,7 +254,10 @@ def test_forcing_a_built_in_tool_the_server_does_not_run_is_an_error(adapter: Ha
     ("choice", "required"),
     [
         ({"type": "function", "name": "lookup"}, ["functions.lookup"]),
-        ({"type": "allowed_tools", "mode": "required", "tools": [{"type": "web_search"}]}, ["browser.search", "browser.open", "browser.find"]),
+        (
+            {"type": "allowed_tools", "mode": "required", "tools": [{"type": "web_search"}]},
+            ["browser.search", "browser.open", "browser.find"],
+        ),
         ("none", None),
     ],
 )
@@ -252,7 +266,9 @@ def test_the_choice_decides_which_built_in_tools_are_shown(
 ) -> None:
     """The adapter applies the same narrowing as the service (tool_choice.builtin_types_shown), whoever calls it."""
     body = {"input": "x", "tools": [CODE_TOOL, WEB_TOOL, LOOKUP], "tool_choice": choice}
-    prompt = adapter.build_prompt(parse_request(json.dumps(body)), builtin={"python": "Run python.", "browser": "Browse."})
+    prompt = adapter.build_prompt(
+        parse_request(json.dumps(body)), builtin={"python": "Run python.", "browser": "Browse."}
+    )
     system = encoding.decode(list(prompt.system.tokens))
     assert ("## python" in system) is False
     assert ("## browser" in system) is (required is not None and required[0].startswith("browser"))

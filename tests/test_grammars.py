@@ -16,7 +16,9 @@ xgr = pytest.importorskip("xgrammar")
 def matches(compiler: Any, encoding: HarmonyEncoding, ebnf: str, text: str) -> bool:  # noqa: F811
     """Whether the grammar accepts exactly ``text`` (every token, then the stop token)."""
     matcher = xgr.GrammarMatcher(compiler.compile_grammar(ebnf))
-    return all(matcher.accept_token(t) for t in encoding.encode_plain(text)) and matcher.accept_token(encoding.return_)
+    return all(matcher.accept_token(t) for t in encoding.encode_plain(text)) and matcher.accept_token(
+        encoding.return_
+    )
 
 
 LARK_CASES = [
@@ -26,15 +28,25 @@ LARK_CASES = [
     ('start: WORD ("," WORD)*\n%import common (WORD)', ["a", "ab,cd"], ["a,", "1"]),
     ('start: "a".."c" ~ 2', ["ab", "cc"], ["a", "abc", "ad"]),
     ('start: "x" ~ 1..3', ["x", "xxx"], ["xxxx"]),
-    ('start: /[0-9]{2}-\\d+/ -> code', ["12-3", "00-123"], ["1-2", "12-"]),
+    ("start: /[0-9]{2}-\\d+/ -> code", ["12-3", "00-123"], ["1-2", "12-"]),
     ('?start: greeting\ngreeting: "hi" NAME\nNAME: /[A-Z][a-z]*/', ["hiBob", "hiA"], ["hibob"]),
-    ('start: ESCAPED_STRING\n%import common.ESCAPED_STRING', ['"a b"', '"q\\"q"'], ["'a'", '"a'], ),
+    (
+        "start: ESCAPED_STRING\n%import common.ESCAPED_STRING",
+        ['"a b"', '"q\\"q"'],
+        ["'a'", '"a'],
+    ),
     ('// comment line\nstart: "a"\n    | "b"', ["a", "b"], ["c"]),
 ]
 
 
 @pytest.mark.parametrize("source, good, bad", LARK_CASES, ids=[c[0].splitlines()[0] for c in LARK_CASES])
-def test_lark_translation_means_the_grammar(compiler: Any, encoding: HarmonyEncoding, source: str, good: list[str], bad: list[str]) -> None:  # noqa: F811
+def test_lark_translation_means_the_grammar(
+    compiler: Any,  # noqa: F811
+    encoding: HarmonyEncoding,
+    source: str,
+    good: list[str],
+    bad: list[str],
+) -> None:
     ebnf = lark_to_ebnf(source)
     for text in good:
         assert matches(compiler, encoding, ebnf, text), (text, ebnf)
@@ -52,7 +64,13 @@ def test_lark_translation_means_the_grammar(compiler: Any, encoding: HarmonyEnco
         (r".*", ["anything at all", ""], ["two\nlines"]),
     ],
 )
-def test_regex_translation(compiler: Any, encoding: HarmonyEncoding, pattern: str, good: list[str], bad: list[str]) -> None:  # noqa: F811
+def test_regex_translation(
+    compiler: Any,  # noqa: F811
+    encoding: HarmonyEncoding,
+    pattern: str,
+    good: list[str],
+    bad: list[str],
+) -> None:
     ebnf = "root ::= " + regex_to_ebnf(pattern)
     for text in good:
         assert matches(compiler, encoding, ebnf, text), (text, ebnf)

@@ -59,13 +59,38 @@ OTHER = {"type": "function", "name": "other", "parameters": {"type": "object", "
 PATCH = "*** Begin Patch\n*** Add File: notes.txt\n+hello\n*** End Patch\n"
 
 KINDS: dict[str, dict[str, Any]] = {
-    "json_format": {"input": "Plan a trip", "text": {"format": {"type": "json_schema", "name": "trip", "schema": SCHEMA, "strict": True}}},
+    "json_format": {
+        "input": "Plan a trip",
+        "text": {"format": {"type": "json_schema", "name": "trip", "schema": SCHEMA, "strict": True}},
+    },
     "required": {"input": "Paris", "tools": [WEATHER, OTHER], "tool_choice": "required"},
-    "named_function": {"input": "Paris", "tools": [WEATHER, OTHER], "tool_choice": {"type": "function", "name": "get_weather"}},
-    "mcp_choice": {"input": "hi", "tools": [{"type": "mcp", "server_label": "demo", "require_approval": "never", "allowed_tools": ["add"]}], "tool_choice": {"type": "mcp", "server_label": "demo"}},
-    "builtin_choice": {"input": "call python print(6 * 7)", "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}], "tool_choice": {"type": "code_interpreter"}},
-    "lark_tool": {"input": f"call apply_patch {PATCH}", "tools": [APPLY_PATCH], "tool_choice": {"type": "custom", "name": "apply_patch"}},
-    "regex_tool": {"input": "call ticket ABC-123", "tools": [TICKET], "tool_choice": {"type": "custom", "name": "ticket"}},
+    "named_function": {
+        "input": "Paris",
+        "tools": [WEATHER, OTHER],
+        "tool_choice": {"type": "function", "name": "get_weather"},
+    },
+    "mcp_choice": {
+        "input": "hi",
+        "tools": [
+            {"type": "mcp", "server_label": "demo", "require_approval": "never", "allowed_tools": ["add"]}
+        ],
+        "tool_choice": {"type": "mcp", "server_label": "demo"},
+    },
+    "builtin_choice": {
+        "input": "call python print(6 * 7)",
+        "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
+        "tool_choice": {"type": "code_interpreter"},
+    },
+    "lark_tool": {
+        "input": f"call apply_patch {PATCH}",
+        "tools": [APPLY_PATCH],
+        "tool_choice": {"type": "custom", "name": "apply_patch"},
+    },
+    "regex_tool": {
+        "input": "call ticket ABC-123",
+        "tools": [TICKET],
+        "tool_choice": {"type": "custom", "name": "ticket"},
+    },
 }
 
 
@@ -74,7 +99,17 @@ def served(tmp_path_factory: pytest.TempPathFactory, mcp: MCPTestServer) -> Iter
     tmp = tmp_path_factory.mktemp("guided")
     ckpt = make_checkpoint(tmp)
     server = Served(
-        [str(ckpt), "--engine", "trtllm", "--python_tool", "local", "--tool_server", f"demo={mcp.url}", "--tool_timeout", "30"],
+        [
+            str(ckpt),
+            "--engine",
+            "trtllm",
+            "--python_tool",
+            "local",
+            "--tool_server",
+            f"demo={mcp.url}",
+            "--tool_timeout",
+            "30",
+        ],
         tmp / "trtllm.log",
         {"FAKE_TRTLLM_NOISE": "0.3"},
     )
@@ -129,7 +164,9 @@ def test_constrained_responses_parse_obey_and_finish(served: Served, kind: str, 
         response = client.post("/v1/responses", json=body).json()
     plans = [r["text"] for r in served.records("plan")]
     if response.get("status") == "failed" and plans and "final <|constrain|>json<|message|>" in plans[-1]:
-        pytest.xfail("issue 17: a final message with a <|constrain|>json content type is not read as the answer")
+        pytest.xfail(
+            "issue 17: a final message with a <|constrain|>json content type is not read as the answer"
+        )
     _check(kind, response)
 
 

@@ -34,6 +34,7 @@ from trtllm_responses.request.protocol import parse_request
 
 xgr = pytest.importorskip("xgrammar")
 
+
 @pytest.fixture(scope="module")
 def compiler() -> Any:
     """The compiler TensorRT-LLM's XGrammarMatcherFactory builds for gpt-oss (one definition: the fake's)."""
@@ -128,12 +129,17 @@ def test_structured_output_nested_schema(
     )
     assert _run(compiler, constraint, _harmony(encoding, with_notes), encoding.return_) == "terminated"
     # A call to a declared tool is still allowed under structured output (auto tool choice).
-    call = analysis + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>'
+    call = (
+        analysis
+        + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>'
+    )
     assert _run(compiler, constraint, _harmony(encoding, call), encoding.return_) == "accepted"
 
 
 def test_required_call(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
-    prompt, constraint = _constraint(adapter, {"input": "Paris", "tools": [WEATHER, OTHER], "tool_choice": "required"})
+    prompt, constraint = _constraint(
+        adapter, {"input": "Paris", "tools": [WEATHER, OTHER], "tool_choice": "required"}
+    )
     completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
     assert "to=functions.get_weather" in encoding.decode(completion)
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
@@ -155,7 +161,9 @@ def test_named_tool(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEnc
 
 def test_lark_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
     patch = "*** Begin Patch\n*** Add File: notes.txt\n+hello\n*** End Patch\n"
-    prompt, constraint = _constraint(adapter, {"input": f"call apply_patch {patch}", "tools": [APPLY_PATCH, WEATHER]})
+    prompt, constraint = _constraint(
+        adapter, {"input": f"call apply_patch {patch}", "tools": [APPLY_PATCH, WEATHER]}
+    )
     completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
     # Free answers stay free when only a custom tool's grammar constrains.
@@ -166,7 +174,7 @@ def test_lark_grammar(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyE
     assert _run(compiler, constraint, _harmony(encoding, broken), encoding.return_).startswith("rejected")
     # Functions without a strict schema share one tag: any declared recipient, any JSON object.
     _, several = _constraint(adapter, {"input": "Hi", "tools": [APPLY_PATCH, WEATHER, OTHER]})
-    other = '<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.other <|constrain|>json<|message|>{}<|call|>'
+    other = "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.other <|constrain|>json<|message|>{}<|call|>"
     assert _run(compiler, several, _harmony(encoding, other), encoding.return_) == "accepted"
     nope = other.replace("functions.other", "functions.nope")
     assert _run(compiler, several, _harmony(encoding, nope), encoding.return_).startswith("rejected")
@@ -185,40 +193,65 @@ CODE_TOOL = {"type": "code_interpreter", "container": {"type": "auto"}}
 MCP_NAMESPACE = {
     "name": "demo",
     "description": "A demo server",
-    "tools": [{"name": "relay", "description": "Echo", "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}],
+    "tools": [
+        {
+            "name": "relay",
+            "description": "Echo",
+            "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+        }
+    ],
 }
 BUILTIN = {"python": "Run python.", "browser": "Browse."}
-ANSWER = '<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>'
+ANSWER = (
+    "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>"
+)
 THINK = "<|channel|>analysis<|message|>Let me run it.<|end|><|start|>assistant"
 
 
-def _server_constraint(adapter: HarmonyAdapter, body: dict[str, Any], namespaces: Any = ()) -> tuple[list[int], Constraint]:
+def _server_constraint(
+    adapter: HarmonyAdapter, body: dict[str, Any], namespaces: Any = ()
+) -> tuple[list[int], Constraint]:
     prompt = adapter.build_prompt(parse_request(body), namespaces=namespaces, builtin=BUILTIN)
     assert prompt.constraint is not None
     return prompt.token_ids, prompt.constraint
 
 
 def test_forced_python_call(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
-    body = {"input": "print(6 * 7)", "tools": [CODE_TOOL, WEATHER], "tool_choice": {"type": "code_interpreter"}}
+    body = {
+        "input": "print(6 * 7)",
+        "tools": [CODE_TOOL, WEATHER],
+        "tool_choice": {"type": "code_interpreter"},
+    }
     prompt, constraint = _server_constraint(adapter, body)
     completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
-    assert encoding.decode(completion).endswith("<|channel|>analysis to=python code<|message|>print(6 * 7)<|call|>")
+    assert encoding.decode(completion).endswith(
+        "<|channel|>analysis to=python code<|message|>print(6 * 7)<|call|>"
+    )
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
     # gpt-oss also writes the recipient first (as Harmony renders a call in history).
     first = THINK + " to=python<|channel|>analysis code<|message|>import math\nprint(math.pi)<|call|>"
     assert _run(compiler, constraint, _harmony(encoding, first), encoding.return_) == "accepted"
     refused = {
         "an answer": ANSWER,
-        "a function call": THINK + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>',
-        "another built-in tool": THINK + '<|channel|>analysis to=browser.search code<|message|>{"query":"x"}<|call|>',
-        "python in the wrong channel": THINK + "<|channel|>commentary to=python code<|message|>print(1)<|call|>",
+        "a function call": THINK
+        + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>',
+        "another built-in tool": THINK
+        + '<|channel|>analysis to=browser.search code<|message|>{"query":"x"}<|call|>',
+        "python in the wrong channel": THINK
+        + "<|channel|>commentary to=python code<|message|>print(1)<|call|>",
     }
     for name, text in refused.items():
-        assert _run(compiler, constraint, _harmony(encoding, text), encoding.return_).startswith("rejected"), name
+        assert _run(compiler, constraint, _harmony(encoding, text), encoding.return_).startswith(
+            "rejected"
+        ), name
 
 
 def test_forced_browser_call(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
-    body = {"input": "spring tides", "tools": [{"type": "web_search"}, CODE_TOOL], "tool_choice": {"type": "web_search"}}
+    body = {
+        "input": "spring tides",
+        "tools": [{"type": "web_search"}, CODE_TOOL],
+        "tool_choice": {"type": "web_search"},
+    }
     prompt, constraint = _server_constraint(adapter, body)
     completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
     assert encoding.decode(completion).endswith(
@@ -227,9 +260,14 @@ def test_forced_browser_call(compiler: Any, adapter: HarmonyAdapter, encoding: H
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
     opened = THINK + '<|channel|>analysis to=browser.open code<|message|>{"id": 3, "cursor": 1}<|call|>'
     assert _run(compiler, constraint, _harmony(encoding, opened), encoding.return_) == "accepted"
-    for text in (ANSWER, THINK + "<|channel|>analysis to=python code<|message|>print(1)<|call|>",
-                 THINK + "<|channel|>analysis to=browser.search code<|message|>not json<|call|>"):
-        assert _run(compiler, constraint, _harmony(encoding, text), encoding.return_).startswith("rejected"), text
+    for text in (
+        ANSWER,
+        THINK + "<|channel|>analysis to=python code<|message|>print(1)<|call|>",
+        THINK + "<|channel|>analysis to=browser.search code<|message|>not json<|call|>",
+    ):
+        assert _run(compiler, constraint, _harmony(encoding, text), encoding.return_).startswith(
+            "rejected"
+        ), text
 
 
 def test_forced_mcp_call(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
@@ -238,7 +276,10 @@ def test_forced_mcp_call(compiler: Any, adapter: HarmonyAdapter, encoding: Harmo
     completion = EchoExecutor(encoding).plan(prompt, constraint=constraint)
     assert "to=demo.relay" in encoding.decode(completion)
     assert _run(compiler, constraint, completion, encoding.return_) == "accepted"
-    wrong = THINK + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>'
+    wrong = (
+        THINK
+        + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"x"}<|call|>'
+    )
     assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith("rejected")
 
 
@@ -254,12 +295,16 @@ def test_structured_output_lets_server_run_tools_be_called(
         "mcp": '<|channel|>commentary to=demo.relay <|constrain|>json<|message|>{"text":"x"}<|call|>',
     }
     for name, call in calls.items():
-        assert _run(compiler, constraint, _harmony(encoding, THINK + call), encoding.return_) == "accepted", name
+        assert _run(compiler, constraint, _harmony(encoding, THINK + call), encoding.return_) == "accepted", (
+            name
+        )
     unknown = THINK + "<|channel|>analysis to=container.exec code<|message|>ls<|call|>"
     assert _run(compiler, constraint, _harmony(encoding, unknown), encoding.return_).startswith("rejected")
 
 
-def test_custom_grammar_with_built_in_tools(compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding) -> None:
+def test_custom_grammar_with_built_in_tools(
+    compiler: Any, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
     """Triggered tags (only a custom tool's grammar constrains) must not block the built-in tools' calls."""
     _, constraint = _server_constraint(adapter, {"input": "Hi", "tools": [TICKET, CODE_TOOL]})
     assert constraint.final == "text"
@@ -268,7 +313,9 @@ def test_custom_grammar_with_built_in_tools(compiler: Any, adapter: HarmonyAdapt
         " to=python<|channel|>analysis code<|message|>print(1)<|call|>",
         "<|channel|>commentary to=functions.ticket<|message|>ABC-12<|call|>",
     ):
-        assert _run(compiler, constraint, _harmony(encoding, THINK + call), encoding.return_) == "accepted", call
+        assert _run(compiler, constraint, _harmony(encoding, THINK + call), encoding.return_) == "accepted", (
+            call
+        )
     wrong = THINK + "<|channel|>commentary to=functions.ticket<|message|>nope<|call|>"
     assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith("rejected")
 
@@ -306,4 +353,6 @@ def test_text_that_says_to_equals_is_not_taken_for_a_call(
         THINK + " to=functions.ticket<|channel|>commentary<|message|>nope<|call|>",  # its grammar
         "<|channel|>final<|message|>Done.<|end|><|start|>assistant<|channel|>final<|message|>again",
     ):
-        assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith("rejected"), wrong
+        assert _run(compiler, constraint, _harmony(encoding, wrong), encoding.return_).startswith(
+            "rejected"
+        ), wrong

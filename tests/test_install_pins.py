@@ -54,7 +54,9 @@ def test_pins_are_recorded_with_their_source() -> None:
         assert _release(path)[:2] >= MIN_TRTLLM_VERSION, f"{path.name}: an unsupported release"
         text = path.read_text()
         assert re.search(r"^# Source: .*tensorrt_llm-[\d.]+\.tar\.gz", text, re.M), path.name
-        assert re.search(r"^openai-harmony==", text, re.M) and re.search(r"^torch[<>=]", text, re.M), path.name
+        assert re.search(r"^openai-harmony==", text, re.M) and re.search(r"^torch[<>=]", text, re.M), (
+            path.name
+        )
 
 
 def _dry_run(pins: Path, tmp: Path) -> tuple[int, str, dict]:
@@ -129,9 +131,14 @@ def test_lowest_allowed_versions_work(registry: None, tmp_path: Path) -> None:
     )  # fmt: skip
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-3000:]
     listed = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", python, "list", "--format=json"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "pip", "--python", python, "list", "--format=json"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    installed = {item["name"].lower().replace("_", "-"): item["version"] for item in json.loads(listed.stdout)}
+    installed = {
+        item["name"].lower().replace("_", "-"): item["version"] for item in json.loads(listed.stdout)
+    }
     for name, version in floors.items():
         assert Version(installed[name.lower().replace("_", "-")]) == Version(version), name
     smoke = subprocess.run([python, "-c", SMOKE], capture_output=True, text=True, timeout=300, cwd=tmp_path)

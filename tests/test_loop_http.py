@@ -128,7 +128,6 @@ def test_encrypted_reasoning_round_trip_equals_the_stored_continuation(client: o
     assert replayed.output_text.replace(stateless_call.call_id, "CALL") == shown
 
 
-
 def test_replayed_encrypted_reasoning_is_the_stored_prompt_token_for_token(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
     executor = RecordingEcho(encoding)
     running = start_server(executor, adapter)

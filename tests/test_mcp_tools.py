@@ -28,7 +28,6 @@ from trtllm_responses.tools.settings import ToolSettings, url_allowed
 SECRET = "Bearer sekret-4711"
 
 
-
 def _origin(url: str) -> str:
     return url.rsplit("/", 1)[0]
 

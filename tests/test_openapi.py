@@ -79,11 +79,17 @@ def test_error_statuses_use_the_envelope(document: dict[str, Any]) -> None:
 
 def test_chat_completions_is_documented(http: httpx.Client, document: dict[str, Any]) -> None:
     chat = document["paths"]["/v1/chat/completions"]["post"]
-    assert chat["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ChatRequest"}
+    assert chat["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ChatRequest"
+    }
     request = document["components"]["schemas"]["ChatRequest"]
-    assert {"messages", "tools", "tool_choice", "response_format", "n", "stop", "stream_options"} <= set(request["properties"])
+    assert {"messages", "tools", "tool_choice", "response_format", "n", "stop", "stream_options"} <= set(
+        request["properties"]
+    )
     assert set(chat["responses"]) == {"200", "400", "413", "500"}
-    completion = http.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    completion = http.post(
+        "/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    )
     _validator(document, "#/components/schemas/ChatCompletion").validate(completion.json())
     error = http.post("/v1/chat/completions", json={"model": "m", "messages": []})
     _validator(document, "#/components/schemas/ErrorResponse").validate(error.json())

@@ -193,7 +193,9 @@ def test_api_key_applies_to_the_websocket(encoding, adapter) -> None:  # type: i
             with pytest.raises(InvalidStatus) as refused:
                 ws_connect(url, additional_headers=headers, open_timeout=10)
             assert refused.value.response.status_code == 403
-        with ws_connect(url, additional_headers={"Authorization": "Bearer sekret-key"}, open_timeout=10) as ws:
+        with ws_connect(
+            url, additional_headers={"Authorization": "Bearer sekret-key"}, open_timeout=10
+        ) as ws:
             ws.send('{"type": "response.create", "input": "hi"}')
             assert '"response.created"' in ws.recv(timeout=10)
     finally:

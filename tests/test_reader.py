@@ -28,7 +28,11 @@ from trtllm_responses.responses.tool_loop import MAX_RECOVERIES
 READINGS: list[tuple[str, str, list[tuple[str | None, str | None, str, bool]]]] = [
     ("clean", "<|channel|>final<|message|>Hi<|return|>", [("final", None, "Hi", True)]),
     ("junk channel, no body: nothing", "<|channel|>??<|end|>", []),
-    ("junk channel with a body: analysis", "<|channel|>??<|message|>x<|end|>", [("analysis", None, "x", True)]),
+    (
+        "junk channel with a body: analysis",
+        "<|channel|>??<|message|>x<|end|>",
+        [("analysis", None, "x", True)],
+    ),
     ("empty channel: analysis", "<|channel|><|message|>x<|end|>", [("analysis", None, "x", True)]),
     (
         "channel glued to a word",
@@ -37,7 +41,11 @@ READINGS: list[tuple[str, str, list[tuple[str | None, str | None, str, bool]]]] 
     ),
     ("text before any header: the answer", "Sorry, no.<|return|>", [("final", None, "Sorry, no.", True)]),
     ("text before any header, cut off", "Sorry, no", [("final", None, "Sorry, no", False)]),
-    ("no <|message|>: channel then text", "<|channel|>final__X__<|return|>", [("final", None, "__X__", True)]),
+    (
+        "no <|message|>: channel then text",
+        "<|channel|>final__X__<|return|>",
+        [("final", None, "__X__", True)],
+    ),
     ("no <|message|>, nothing after the channel", "<|channel|>final<|end|>", []),
     (
         "no <|message|>: arguments glued to the content type",
@@ -54,7 +62,11 @@ READINGS: list[tuple[str, str, list[tuple[str | None, str | None, str, bool]]]] 
         "<|start|>assistant<|start|>assistant<|channel|>final<|message|>x<|return|>",
         [("final", None, "x", True)],
     ),
-    ("repeated role collapses", "<|start|>assistantassistant<|channel|>final<|message|>x<|return|>", [("final", None, "x", True)]),
+    (
+        "repeated role collapses",
+        "<|start|>assistantassistant<|channel|>final<|message|>x<|return|>",
+        [("final", None, "x", True)],
+    ),
     (
         "text and newlines between messages are dropped",
         "<|channel|>analysis<|message|>a<|end|>\nstray<|start|>assistant<|channel|>final<|message|>b<|return|>",
@@ -160,14 +172,25 @@ def test_endless_header_is_skipped_not_fatal(encoding: HarmonyEncoding) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("<|channel|>final <|constrain|>json", MessageHeader("assistant", channel="final", content_type="<|constrain|>json")),
-        ("<|channel|>final<|constrain|>JSON", MessageHeader("assistant", channel="final", content_type="<|constrain|>json")),
+        (
+            "<|channel|>final <|constrain|>json",
+            MessageHeader("assistant", channel="final", content_type="<|constrain|>json"),
+        ),
+        (
+            "<|channel|>final<|constrain|>JSON",
+            MessageHeader("assistant", channel="final", content_type="<|constrain|>json"),
+        ),
         ("<|channel|>final json", MessageHeader("assistant", channel="final", content_type="json")),
         (
             "<|channel|>commentary to=functions.f<|constrain|> json",
-            MessageHeader("assistant", channel="commentary", recipient="functions.f", content_type="<|constrain|>json"),
+            MessageHeader(
+                "assistant", channel="commentary", recipient="functions.f", content_type="<|constrain|>json"
+            ),
         ),
-        ("<|channel|>analysis to=python code", MessageHeader("assistant", channel="analysis", recipient="python", content_type="code")),
+        (
+            "<|channel|>analysis to=python code",
+            MessageHeader("assistant", channel="analysis", recipient="python", content_type="code"),
+        ),
     ],
 )
 def test_constrain_is_a_content_type_never_a_recipient(text: str, expected: MessageHeader) -> None:
@@ -185,10 +208,24 @@ WEATHER = {
     "name": "get_weather",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
-STRICT = {**WEATHER, "name": "strict_weather", "strict": True, "parameters": {**WEATHER["parameters"], "additionalProperties": False}}
+STRICT = {
+    **WEATHER,
+    "name": "strict_weather",
+    "strict": True,
+    "parameters": {**WEATHER["parameters"], "additionalProperties": False},
+}
 OTHER = {"type": "function", "name": "other", "parameters": {"type": "object", "properties": {}}}
-TICKET = {"type": "custom", "name": "ticket", "format": {"type": "grammar", "syntax": "regex", "definition": "[A-Z]+-[0-9]+"}}
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}
+TICKET = {
+    "type": "custom",
+    "name": "ticket",
+    "format": {"type": "grammar", "syntax": "regex", "definition": "[A-Z]+-[0-9]+"},
+}
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
 
 
 def _headers_of(tag: dict[str, Any]) -> list[tuple[str, str | None]]:
@@ -215,8 +252,18 @@ def _headers_of(tag: dict[str, Any]) -> list[tuple[str, str | None]]:
 @pytest.mark.parametrize(
     "body",
     [
-        {"input": "x", "tools": [WEATHER, OTHER, STRICT, TICKET, {"type": "code_interpreter", "container": {"type": "auto"}}, {"type": "web_search"}],
-         "text": {"format": {"type": "json_schema", "name": "place", "schema": SCHEMA, "strict": True}}},
+        {
+            "input": "x",
+            "tools": [
+                WEATHER,
+                OTHER,
+                STRICT,
+                TICKET,
+                {"type": "code_interpreter", "container": {"type": "auto"}},
+                {"type": "web_search"},
+            ],
+            "text": {"format": {"type": "json_schema", "name": "place", "schema": SCHEMA, "strict": True}},
+        },
         {"input": "x", "tools": [WEATHER, OTHER, TICKET, {"type": "web_search"}], "tool_choice": "required"},
         {"input": "x", "tools": [TICKET, {"type": "code_interpreter", "container": {"type": "auto"}}]},
     ],
@@ -240,14 +287,19 @@ def test_every_header_the_constraint_accepts_reads_as_it_means(
         if recipient is None:
             assert target.kind is ItemKind.MESSAGE and target.phase == "final_answer", header
         elif recipient.startswith("free:"):
-            assert target.kind in (ItemKind.REASONING, ItemKind.MESSAGE) and target.phase != "final_answer", header
+            assert target.kind in (ItemKind.REASONING, ItemKind.MESSAGE) and target.phase != "final_answer", (
+                header
+            )
         else:
             assert messages[0].header.recipient == recipient, header
             expected = {
                 "python": ItemKind.CODE_INTERPRETER_CALL,
                 "demo.relay": ItemKind.MCP_CALL,
                 "functions.ticket": ItemKind.CUSTOM_TOOL_CALL,
-            }.get(recipient, ItemKind.WEB_SEARCH_CALL if recipient.startswith("browser.") else ItemKind.FUNCTION_CALL)
+            }.get(
+                recipient,
+                ItemKind.WEB_SEARCH_CALL if recipient.startswith("browser.") else ItemKind.FUNCTION_CALL,
+            )
             assert target.kind is expected, header
 
 
@@ -264,9 +316,13 @@ def test_every_header_the_constraint_accepts_reads_as_it_means(
         ("functions.nothing", None),
     ],
 )
-def test_recipients_resolve_against_the_declared_tools(adapter: HarmonyAdapter, recipient: str, expected: str | None) -> None:
+def test_recipients_resolve_against_the_declared_tools(
+    adapter: HarmonyAdapter, recipient: str, expected: str | None
+) -> None:
     relay = {"type": "namespace", "name": "ns", "description": "", "tools": [{**OTHER, "name": "relay"}]}
-    tools = adapter.build_prompt(parse_request({"input": "x", "tools": [WEATHER, TICKET, {**OTHER, "name": "relay"}, relay]})).tools
+    tools = adapter.build_prompt(
+        parse_request({"input": "x", "tools": [WEATHER, TICKET, {**OTHER, "name": "relay"}, relay]})
+    ).tools
     assert tools is not None
     tool = tools.resolve(recipient)
     assert (tool.name if tool is not None else None) == expected
@@ -291,7 +347,7 @@ def test_json_arguments_are_cut_after_the_first_value(chunks: list[str], kept: s
 
 def test_calls_to_tools_nobody_runs_are_bounded(http: httpx.Client) -> None:
     """Each unavailable call is answered to the model; past MAX_RECOVERIES the response ends incomplete."""
-    call = '#harmony\n<|channel|>commentary to=nowhere.tool <|constrain|>json<|message|>{}<|call|>'
+    call = "#harmony\n<|channel|>commentary to=nowhere.tool <|constrain|>json<|message|>{}<|call|>"
     steps = "\n---\n".join([call] * (MAX_RECOVERIES + 2))
     response = check_stream(_stream(http, {"input": "#steps\n" + steps}))
     assert response["status"] == "incomplete"
@@ -303,7 +359,9 @@ def test_calls_to_tools_nobody_runs_are_bounded(http: httpx.Client) -> None:
     response = check_stream(_stream(http, {"input": f"#steps\n{call}\n---\nAnswer."}))
     assert response["status"] == "completed" and response["output"][-1]["content"][0]["text"] == "Answer."
     # max_tool_calls counts them.
-    capped = check_stream(_stream(http, {"input": f"#steps\n{call}\n---\n{call}\n---\nAnswer.", "max_tool_calls": 1}))
+    capped = check_stream(
+        _stream(http, {"input": f"#steps\n{call}\n---\n{call}\n---\nAnswer.", "max_tool_calls": 1})
+    )
     assert capped["status"] == "incomplete" and capped["incomplete_details"]["reason"] == "max_messages"
 
 

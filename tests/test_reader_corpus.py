@@ -118,7 +118,9 @@ def test_final_with_json_content_type_is_parsed_by_the_sdk(
         assert parsed.status == "completed"
         assert parsed.output_text == '{"city":"Paris"}'
         assert parsed.output_parsed == Place(city="Paris")
-        with client.responses.stream(model="gpt-oss", input="#harmony\n" + completion, text_format=Place) as stream:
+        with client.responses.stream(
+            model="gpt-oss", input="#harmony\n" + completion, text_format=Place
+        ) as stream:
             final = stream.get_final_response()
         assert final.output_parsed == Place(city="Paris")
 

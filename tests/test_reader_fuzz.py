@@ -44,18 +44,62 @@ SEED = int(os.environ.get("TRTLLM_RESPONSES_READER_FUZZ_SEED", "17"))
 SERVER_CASES = max(20, CASES // 50)
 GRAMMAR_EVERY = 50  # every Nth case also passes the full event grammar (spec schemas: slower)
 
-CONTROL = ["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>", "<|endoftext|>"]
-PIECES = [
-    "assistant", "assistantassistant", "user", "functions.get_weather", " to=functions.get_weather", " to=",
-    "to=repo_browser.open_file", " to=browser.search", " to=python", "analysis", "commentary", "final",
-    "final ", "??", " json", " code", "JSON", "json", '{"city":"Paris"}', '{"a": [1, {"b": "}"}]}', "{", "}",
-    '"', "\\", "\n", "  ", "Hello", " world", "naïve café — 你好 😀", "I'm sorry, I can't help with that.",
-    "__HANDOFF__", "to=assistant", "<|", "|>", "<|reserved_200017|>",
+CONTROL = [
+    "<|start|>",
+    "<|end|>",
+    "<|message|>",
+    "<|channel|>",
+    "<|constrain|>",
+    "<|return|>",
+    "<|call|>",
+    "<|endoftext|>",
 ]
+PIECES = [
+    "assistant",
+    "assistantassistant",
+    "user",
+    "functions.get_weather",
+    " to=functions.get_weather",
+    " to=",
+    "to=repo_browser.open_file",
+    " to=browser.search",
+    " to=python",
+    "analysis",
+    "commentary",
+    "final",
+    "final ",
+    "??",
+    " json",
+    " code",
+    "JSON",
+    "json",
+    '{"city":"Paris"}',
+    '{"a": [1, {"b": "}"}]}',
+    "{",
+    "}",
+    '"',
+    "\\",
+    "\n",
+    "  ",
+    "Hello",
+    " world",
+    "naïve café — 你好 😀",
+    "I'm sorry, I can't help with that.",
+    "__HANDOFF__",
+    "to=assistant",
+    "<|",
+    "|>",
+    "<|reserved_200017|>",
+]
+
 
 def _event_classes() -> dict[str, Any]:
     """The SDK's event class of each event type (validating against the one class is fast)."""
-    union = get_args(ResponseStreamEvent)[0] if get_origin(ResponseStreamEvent) is Annotated else ResponseStreamEvent
+    union = (
+        get_args(ResponseStreamEvent)[0]
+        if get_origin(ResponseStreamEvent) is Annotated
+        else ResponseStreamEvent
+    )
     return {get_args(c.model_fields["type"].annotation)[0]: c for c in get_args(union)}
 
 
@@ -99,7 +143,12 @@ def _request(adapter: HarmonyAdapter, tools: int) -> tuple[Any, Any]:
 
 
 def drive(
-    encoding: HarmonyEncoding, adapter: HarmonyAdapter, tokens: list[int], chunks: list[list[int]], finish: str, tools: int
+    encoding: HarmonyEncoding,
+    adapter: HarmonyAdapter,
+    tokens: list[int],
+    chunks: list[list[int]],
+    finish: str,
+    tools: int,
 ) -> list[dict[str, Any]]:
     request, declared = _request(adapter, tools)
     stream = ResponseStream(initial_response("resp_fuzz", request, "m"), tools=declared)
@@ -112,14 +161,18 @@ def drive(
             break
     if not chunks:
         events += processor.process(TokenDelta((), finish))  # type: ignore[arg-type]
-    if processor.awaiting_tool:  # a server-run call is held: this fuzz has no tool loop; end as a client would see
+    if (
+        processor.awaiting_tool
+    ):  # a server-run call is held: this fuzz has no tool loop; end as a client would see
         events += stream.incomplete(processor.usage())
     return [to_dict(e) for e in events]
 
 
 def _check(events: list[dict[str, Any]], full: bool) -> dict[str, Any]:
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
-    terminal = [e for e in events if e["type"] in ("response.completed", "response.incomplete", "response.failed")]
+    terminal = [
+        e for e in events if e["type"] in ("response.completed", "response.incomplete", "response.failed")
+    ]
     assert len(terminal) == 1 and events[-1] is terminal[0]
     for event in events:
         _EVENTS[event["type"]].model_validate(event)
@@ -130,7 +183,8 @@ def _check(events: list[dict[str, Any]], full: bool) -> dict[str, Any]:
 
 def _items(response: dict[str, Any]) -> list[Any]:
     return [
-        (i["type"], i.get("status"), i.get("content"), i.get("arguments"), i.get("name")) for i in response["output"]
+        (i["type"], i.get("status"), i.get("content"), i.get("arguments"), i.get("name"))
+        for i in response["output"]
     ]
 
 
@@ -138,10 +192,15 @@ def _normal(events: list[dict[str, Any]]) -> str:
     return _TIMES.sub("", _IDS.sub("ID", json.dumps(events, sort_keys=True)))
 
 
-TOOLS: list[Any] = [[], [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}]]
+TOOLS: list[Any] = [
+    [],
+    [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}],
+]
 
 
-def test_fuzz_the_reader_and_the_stream_state_machine(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> None:
+def test_fuzz_the_reader_and_the_stream_state_machine(
+    encoding: HarmonyEncoding, adapter: HarmonyAdapter
+) -> None:
     rng = random.Random(SEED)
     for case in range(CASES):
         text = completion(rng)

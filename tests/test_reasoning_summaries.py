@@ -45,7 +45,9 @@ class ChunkedEcho(RecordingEcho):
             pending.append(delta)
             if len(pending) == self.step or delta.finish_reason is not None:
                 tokens = [t for d in pending for t in d.token_ids]
-                logprobs = [lp for d in pending for lp in (d.logprobs or ())] if delta.logprobs is not None else None
+                logprobs = (
+                    [lp for d in pending for lp in (d.logprobs or ())] if delta.logprobs is not None else None
+                )
                 pending = []
                 self.log.append((request.request_id, time.perf_counter()))
                 yield TokenDelta(tokens, delta.finish_reason, delta.error, delta.cached_tokens, logprobs)
@@ -132,7 +134,8 @@ def test_every_reasoning_item_gets_its_summary_before_a_call(server: RunningServ
         "name": "get_weather",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     }
-    events = _stream(server, input='call get_weather {"city": "Paris"}', tools=[tool], reasoning={"summary": "detailed"}
+    events = _stream(
+        server, input='call get_weather {"city": "Paris"}', tools=[tool], reasoning={"summary": "detailed"}
     )
     final = check_stream(events)
     assert [item["type"] for item in final["output"]] == ["reasoning", "function_call"]
@@ -153,7 +156,9 @@ def test_several_tokens_per_step_wait_for_the_summary(encoding, adapter, step: i
         assert final["output"][0]["summary"][0]["text"] == "Summary: Echoing the user."
         assert final["output"][1]["content"][0]["text"] == "One. Two."
         if logprobs:
-            assert len(final["output"][1]["content"][0]["logprobs"]) == len(encoding.encode_plain("One. Two."))
+            assert len(final["output"][1]["content"][0]["logprobs"]) == len(
+                encoding.encode_plain("One. Two.")
+            )
 
 
 def test_the_summary_runs_beside_the_main_generation(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
@@ -164,7 +169,10 @@ def test_the_summary_runs_beside_the_main_generation(encoding, adapter) -> None:
         main_id = final["id"]
         summary_times = [t for rid, t in executor.log if rid == f"{main_id}.summary0"]
         during = [t for rid, t in executor.log if rid == main_id and summary_times[0] < t < summary_times[-1]]
-        assert len(summary_times) > 3 and len(during) >= len(summary_times) - 2, (len(summary_times), len(during))
+        assert len(summary_times) > 3 and len(during) >= len(summary_times) - 2, (
+            len(summary_times),
+            len(during),
+        )
 
 
 def test_a_summary_cut_at_its_budget_is_marked_incomplete(server: RunningServer) -> None:
@@ -203,9 +211,12 @@ def test_an_unknown_summary_mode_is_a_400(server: RunningServer) -> None:
 
 def test_a_client_gone_mid_summary_aborts_both_generations(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
     for running in _server(encoding, adapter, tokens_per_second=50):
-        with _client(running) as client, client.responses.create(
-            model="gpt-oss", input="#lorem 200", reasoning={"summary": "auto"}, stream=True
-        ) as stream:
+        with (
+            _client(running) as client,
+            client.responses.create(
+                model="gpt-oss", input="#lorem 200", reasoning={"summary": "auto"}, stream=True
+            ) as stream,
+        ):
             for event in stream:
                 if event.type == "response.reasoning_summary_text.delta":
                     response_id = event.item_id
@@ -223,7 +234,9 @@ def test_redacted_reasoning_still_streams_its_summary(encoding, adapter) -> None
     for running in _server(encoding, adapter, redact_reasoning=True):
         events = _stream(running, input="Hi.", reasoning={"summary": "auto"})
         final = check_stream(events)
-        assert _item_events(events, 0) == [t for t in REASONING_WITH_SUMMARY if "content_part" not in t and "reasoning_text" not in t]
+        assert _item_events(events, 0) == [
+            t for t in REASONING_WITH_SUMMARY if "content_part" not in t and "reasoning_text" not in t
+        ]
         reasoning = final["output"][0]
         assert reasoning["content"] == [] and reasoning["encrypted_content"]
         assert reasoning["summary"][0]["text"] == "Summary: Echoing the user."

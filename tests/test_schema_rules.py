@@ -11,20 +11,32 @@ from trtllm_responses.harmony.schema import check_strict, minimal_instance
 
 
 def obj(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False, **extra}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+        **extra,
+    }
 
 
 STRICT_VIOLATIONS = [
     ({"type": "array", "items": {"type": "string"}}, "root must be an object"),
     ({"anyOf": [obj({})], "type": "object"}, "root must be an object"),
     ({**obj({"a": {"type": "string"}}), "required": []}, "missing 'a'"),
-    ({**obj({"a": {"type": "string"}}), "additionalProperties": True}, "'additionalProperties' must be false"),
+    (
+        {**obj({"a": {"type": "string"}}), "additionalProperties": True},
+        "'additionalProperties' must be false",
+    ),
     (obj({"a": {"type": "object", "properties": {}}}), "at 'p.properties.a'"),
     (obj({"a": {"allOf": [{"type": "string"}]}}), "'allOf' is not supported"),
     (obj({"a": {"not": {"type": "string"}}}), "'not' is not supported"),
     (obj({"a": {"$ref": "#/$defs/Missing"}}), "does not point into"),
     (obj({"a": {"enum": list(range(1001))}}), "at most 1000 enum values"),
-    (obj({"a": {"anyOf": [{"type": "string"}, obj({"b": {"patternProperties": {}}})]}}), "p.properties.a.anyOf[1].properties.b"),
+    (
+        obj({"a": {"anyOf": [{"type": "string"}, obj({"b": {"patternProperties": {}}})]}}),
+        "p.properties.a.anyOf[1].properties.b",
+    ),
 ]
 
 
@@ -45,7 +57,13 @@ def test_deep_nesting_is_refused() -> None:
 
 def test_a_strict_schema_with_defs_anyof_and_nullables_passes() -> None:
     node = obj({"name": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}})
-    check_strict(obj({"root": {"$ref": "#/$defs/Node"}, "n": {"type": ["integer", "null"]}}, **{"$defs": {"Node": node}}), "p")
+    check_strict(
+        obj(
+            {"root": {"$ref": "#/$defs/Node"}, "n": {"type": ["integer", "null"]}},
+            **{"$defs": {"Node": node}},
+        ),
+        "p",
+    )
 
 
 @pytest.mark.parametrize(
@@ -61,8 +79,23 @@ def test_a_strict_schema_with_defs_anyof_and_nullables_passes() -> None:
         ({"type": ["null", "string"]}, "Hello"),
         ({"anyOf": [{"type": "null"}, {"type": "integer"}]}, 0),
         ({"type": "array", "minItems": 2, "items": {"type": "integer"}}, [0, 0]),
-        ({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "required": ["b"]}, {"b": "Hello"}),
-        ({"type": "object", "properties": {"x": {"$ref": "#/$defs/X"}}, "required": ["x"], "$defs": {"X": {"type": "integer"}}}, {"x": 0}),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+                "required": ["b"],
+            },
+            {"b": "Hello"},
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"x": {"$ref": "#/$defs/X"}},
+                "required": ["x"],
+                "$defs": {"X": {"type": "integer"}},
+            },
+            {"x": 0},
+        ),
     ],
 )
 def test_minimal_instance(schema: dict[str, Any], expected: Any) -> None:

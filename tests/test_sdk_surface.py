@@ -395,14 +395,18 @@ def test_include_obfuscation_pads_every_delta(client: openai.OpenAI) -> None:
 
 def test_include_obfuscation_in_a_background_stream_and_its_replay(client: openai.OpenAI) -> None:
     options: dict[str, Any] = {"stream_options": {"include_obfuscation": True}}
-    with client.responses.create(model="m", input="#lorem 5", stream=True, background=True, **options) as stream:
+    with client.responses.create(
+        model="m", input="#lorem 5", stream=True, background=True, **options
+    ) as stream:
         events = events_of(stream)
     response_id = check_stream(events)["id"]
     with client.responses.retrieve(response_id, stream=True, starting_after=0) as replay:
         replayed = events_of(replay)
     for seen in (events, replayed):
         deltas = [e for e in seen if e["type"].endswith(".delta")]
-        assert deltas and all(len(e["obfuscation"]) + len(e["delta"]) == 16 for e in deltas if len(e["delta"]) < 16)
+        assert deltas and all(
+            len(e["obfuscation"]) + len(e["delta"]) == 16 for e in deltas if len(e["delta"]) < 16
+        )
 
 
 # -- verbosity, reasoning context -------------------------------------------------------------------
@@ -416,7 +420,10 @@ def test_verbosity_becomes_an_instruction_and_context_is_the_current_turn(client
     medium = client.responses.create(model="m", input="#prompt", text={"verbosity": "medium"})
     assert not any(sentence in medium.output_text for sentence in VERBOSITY.values())
     high = client.responses.create(
-        model="m", input="#prompt", text={"verbosity": "high"}, reasoning={"effort": "max", "context": "all_turns"}
+        model="m",
+        input="#prompt",
+        text={"verbosity": "high"},
+        reasoning={"effort": "max", "context": "all_turns"},
     )
     assert VERBOSITY["high"] in high.output_text and "Reasoning: high" in high.output_text
     assert high.reasoning and (high.reasoning.effort, high.reasoning.context) == ("max", "current_turn")
@@ -446,7 +453,9 @@ def test_prompt_cache_options_echoed_and_diagnostics_when_asked(client: openai.O
     assert miss.type == "cache_miss" and miss.reason == "input_changed"
     assert miss.comparison_reusable_tokens > 0 and miss.cache_missed_tokens > 0
     gone = client.responses.create(
-        model="m", input="x", prompt_cache_options={"comparison_response_id": "resp_gone"}  # type: ignore[typeddict-item]
+        model="m",
+        input="x",
+        prompt_cache_options={"comparison_response_id": "resp_gone"},  # type: ignore[typeddict-item]
     )
     assert gone.prompt_cache_diagnostics is not None
     assert gone.prompt_cache_diagnostics.type == "comparison_response_not_found"
@@ -457,7 +466,9 @@ def test_prompt_cache_options_echoed_and_diagnostics_when_asked(client: openai.O
     assert err.value.body["param"] == "prompt_cache_options.prewarm"  # type: ignore[index]
 
 
-async def test_item_reference_looks_no_further_than_max_chain_responses(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_item_reference_looks_no_further_than_max_chain_responses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The chain walk is bounded (references.MAX_CHAIN_RESPONSES): an item further back is not found."""
     import orjson
 
@@ -472,16 +483,24 @@ async def test_item_reference_looks_no_further_than_max_chain_responses(monkeypa
             previous = f"resp_{n - 1}" if n > 0 else None
             item = {"type": "message", "id": f"msg_{n}", "role": "user", "content": f"turn {n}"}
             body = {"id": response_id, "output": [], "previous_response_id": previous}
-            return StoredResponse(response_id, orjson.dumps(body), (f"msg_{n}",), (orjson.dumps(item),), EMPTY_HISTORY)
+            return StoredResponse(
+                response_id, orjson.dumps(body), (f"msg_{n}",), (orjson.dumps(item),), EMPTY_HISTORY
+            )
 
     monkeypatch.setattr(references, "MAX_CHAIN_RESPONSES", 3)
     found = await references.resolve_references(
-        [{"type": "item_reference", "id": "msg_7"}], store=Chain(), previous_response_id="resp_9", conversation_items=None
+        [{"type": "item_reference", "id": "msg_7"}],
+        store=Chain(),
+        previous_response_id="resp_9",
+        conversation_items=None,
     )  # type: ignore[arg-type]
     assert found == [{"type": "message", "id": "msg_7", "role": "user", "content": "turn 7"}]
     with pytest.raises(InvalidRequestError):
         await references.resolve_references(
-            [{"type": "item_reference", "id": "msg_6"}], store=Chain(), previous_response_id="resp_9", conversation_items=None
+            [{"type": "item_reference", "id": "msg_6"}],
+            store=Chain(),
+            previous_response_id="resp_9",
+            conversation_items=None,
         )  # type: ignore[arg-type]
 
 

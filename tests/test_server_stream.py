@@ -124,12 +124,19 @@ def test_cut_between_messages_is_still_incomplete(http: httpx.Client) -> None:
     assert response["status"] == "incomplete" and response["output"][0]["status"] == "completed"
 
 
-@pytest.mark.parametrize("harmony", ["<|channel|>??<|end|>", "<|start|>functions.f to=assistant<|message|>{}<|end|>"])
-def test_output_with_nothing_readable_fails_saying_what_the_model_wrote(http: httpx.Client, harmony: str) -> None:
+@pytest.mark.parametrize(
+    "harmony", ["<|channel|>??<|end|>", "<|start|>functions.f to=assistant<|message|>{}<|end|>"]
+)
+def test_output_with_nothing_readable_fails_saying_what_the_model_wrote(
+    http: httpx.Client, harmony: str
+) -> None:
     events = stream_events(http, {"input": "#harmony\n" + harmony})
     response = check_stream(events)
     assert events[-1]["type"] == "response.failed" and response["output"] == []
-    assert response["error"]["code"] == "server_error" and "could not be read as Harmony" in response["error"]["message"]
+    assert (
+        response["error"]["code"] == "server_error"
+        and "could not be read as Harmony" in response["error"]["message"]
+    )
     assert "<|channel|>??" in response["error"]["message"] or "functions.f" in response["error"]["message"]
     # The server keeps serving.
     assert check_stream(stream_events(http, {"input": "still alive?"}))["status"] == "completed"

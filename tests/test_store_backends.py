@@ -271,7 +271,9 @@ async def test_conversations_are_bounded_least_recently_used_first(url: str, tmp
     from trtllm_responses.store import StoredConversation
 
     path = tmp_path / "conv.db"
-    store = open_store("memory" if url == "memory" else f"sqlite:///{path}", max_responses=4, max_bytes=30_000)
+    store = open_store(
+        "memory" if url == "memory" else f"sqlite:///{path}", max_responses=4, max_bytes=30_000
+    )
     for n in range(8):
         await store.create_conversation(StoredConversation(f"conv_{n}", 0, b"{}"), [])
         for i in range(3):
@@ -283,12 +285,18 @@ async def test_conversations_are_bounded_least_recently_used_first(url: str, tmp
     # Bytes: 12 items of 1000 fit in 30 000; growing one conversation evicts others to make room.
     for i in range(3, 25):
         assert await store.append_conversation_items("conv_7", [(f"msg_{i}", b"y" * 1000)])
-    assert await store.get_conversation("conv_0") is None and len(await store.conversation_items("conv_7") or []) == 25
+    assert (
+        await store.get_conversation("conv_0") is None
+        and len(await store.conversation_items("conv_7") or []) == 25
+    )
     # Deleting items frees their bytes: conversations created afterwards fit again.
     for i in range(25):
         assert await store.delete_conversation_item("conv_7", f"msg_{i}")
     await store.create_conversation(StoredConversation("conv_new", 0, b"{}"), [("msg_a", b"z" * 1000)])
-    assert await store.get_conversation("conv_7") is not None and await store.get_conversation("conv_new") is not None
+    assert (
+        await store.get_conversation("conv_7") is not None
+        and await store.get_conversation("conv_new") is not None
+    )
     await store.close()
     if url == "sqlite":  # the totals the bounds use match the rows
         import sqlite3

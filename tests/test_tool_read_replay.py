@@ -45,7 +45,6 @@ SECOND = steps(
 )
 
 
-
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
     with serve_search_site() as url:

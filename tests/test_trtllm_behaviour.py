@@ -70,7 +70,15 @@ def test_omitted_sampling_is_openais_defaults_not_greedy(
             events = stream_events(client, tuned)
             echoed = check_stream(events)
             params = _received(executor)
-            for name in ("temperature", "top_p", "top_k", "min_p", "seed", "frequency_penalty", "presence_penalty"):
+            for name in (
+                "temperature",
+                "top_p",
+                "top_k",
+                "min_p",
+                "seed",
+                "frequency_penalty",
+                "presence_penalty",
+            ):
                 assert getattr(params, name) == tuned[name], name
             created = events[0]["response"]
             for name in ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty"):
@@ -97,8 +105,18 @@ def test_operator_sampling_defaults_apply_and_are_echoed(
         with httpx.Client(base_url=running.base_url, timeout=30) as client:
             body = client.post("/v1/responses", json={"input": "hello"}).json()
             params = _received(executor)
-            assert (params.temperature, params.top_p, params.top_k, params.presence_penalty) == (0.6, 0.95, 40, 0.5)
-            assert (body["temperature"], body["top_p"], body["top_k"], body["presence_penalty"]) == (0.6, 0.95, 40, 0.5)
+            assert (params.temperature, params.top_p, params.top_k, params.presence_penalty) == (
+                0.6,
+                0.95,
+                40,
+                0.5,
+            )
+            assert (body["temperature"], body["top_p"], body["top_k"], body["presence_penalty"]) == (
+                0.6,
+                0.95,
+                40,
+                0.5,
+            )
             own = client.post("/v1/responses", json={"input": "hello", "temperature": 1.2}).json()
             assert own["temperature"] == 1.2 and _received(executor).temperature == 1.2
     finally:
@@ -137,7 +155,10 @@ def test_a_tool_turn_past_max_num_tokens_ends_incomplete_not_failed(
 
     executor = executor_for(encoding, max_num_tokens=400, enable_chunked_prefill=False)
     running = start_server(executor, adapter, tools=ToolSettings(python_tool="local"))
-    body = {"input": "call python print('ab ' * 600)", "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}
+    body = {
+        "input": "call python print('ab ' * 600)",
+        "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
+    }
     try:
         with httpx.Client(base_url=running.base_url, timeout=60) as client:
             done = check_stream(stream_events(client, body))
@@ -192,11 +213,15 @@ def test_supported_releases(version: str) -> None:
 
 @pytest.mark.parametrize("version", ["1.0.0", "1.0.0rc6", "0.21.0", "", "unknown"])
 def test_older_releases_are_refused_with_what_to_install(version: str) -> None:
-    with pytest.raises(TrtllmUnavailableError, match=r"needs TensorRT-LLM 1\.1 or newer.*pip install 'tensorrt_llm>=1\.1'"):
+    with pytest.raises(
+        TrtllmUnavailableError, match=r"needs TensorRT-LLM 1\.1 or newer.*pip install 'tensorrt_llm>=1\.1'"
+    ):
         check_trtllm_version(version)
 
 
-def test_serve_refuses_tensorrt_llm_1_0_at_start(tmp_path: Path, fake_trtllm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_refuses_tensorrt_llm_1_0_at_start(
+    tmp_path: Path, fake_trtllm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(fake_trtllm, "__version__", "1.0.0")
     with pytest.raises(TrtllmUnavailableError, match="TensorRT-LLM 1.0.0 is installed"):
         import_tensorrt_llm()
@@ -208,7 +233,15 @@ def test_serve_refuses_tensorrt_llm_1_0_at_start(tmp_path: Path, fake_trtllm: An
         "sys.modules[__name__] = _real\n"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "trtllm_responses.cli", "serve", str(make_checkpoint(tmp_path)), "--engine", "trtllm"],
+        [
+            sys.executable,
+            "-m",
+            "trtllm_responses.cli",
+            "serve",
+            str(make_checkpoint(tmp_path)),
+            "--engine",
+            "trtllm",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -228,7 +261,10 @@ def test_tensorrt_llms_curated_configs_are_accepted_unchanged(
     plan = resolve_launch(str(make_checkpoint(tmp_path)), {}, str(CURATED / name))
     check_llm_arguments(plan.llm_kwargs, plan.backend)
     kwargs = plan.llm_kwargs
-    assert kwargs["kv_cache_config"]["free_gpu_memory_fraction"] == 0.9 and "kv_cache_free_gpu_memory_fraction" not in kwargs
+    assert (
+        kwargs["kv_cache_config"]["free_gpu_memory_fraction"] == 0.9
+        and "kv_cache_free_gpu_memory_fraction" not in kwargs
+    )
     assert "num_postprocess_workers" not in kwargs, "trtllm-serve's own postprocessing is not passed on"
     assert kwargs["stream_interval"] == 20 and kwargs["moe_config"] == {"backend": "TRTLLM"}
     llm = fake_trtllm.LLM(**kwargs)
@@ -269,7 +305,9 @@ def test_request_error_while_iterating_fails_the_response_cleanly(
 def test_multi_token_steps_make_correct_events(
     fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter, interval: int
 ) -> None:
-    executor = executor_for(encoding, stream_interval=interval, speculative_config={"decoding_type": "Eagle3", "max_draft_len": 3})
+    executor = executor_for(
+        encoding, stream_interval=interval, speculative_config={"decoding_type": "Eagle3", "max_draft_len": 3}
+    )
     running = start_server(executor, adapter)
     text = " ".join(f"word{i}" for i in range(120))
     try:
@@ -279,8 +317,14 @@ def test_multi_token_steps_make_correct_events(
             assert done["output"][-1]["content"][0]["text"] == text
             deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
             assert "".join(deltas) == text and len(deltas) < len(encoding.encode(text)) / 5
-            lookup = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
-            call = check_stream(stream_events(client, {"input": 'call lookup {"q": "' + "x" * 200 + '"}', "tools": [lookup]}))
+            lookup = {
+                "type": "function",
+                "name": "lookup",
+                "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+            }
+            call = check_stream(
+                stream_events(client, {"input": 'call lookup {"q": "' + "x" * 200 + '"}', "tools": [lookup]})
+            )
             assert call["output"][-1]["type"] == "function_call"
             assert json.loads(call["output"][-1]["arguments"]) == {"q": "x" * 200}
     finally:
@@ -305,5 +349,7 @@ async def test_cached_tokens_come_from_finished_requests_and_are_evicted(
     assert again[-1].cached_tokens and again[-1].cached_tokens % 32 == 0
     await collect(executor, request(adapter, "other " * 2500, request_id="d"))  # fills the 2048-token cache
     evicted = await collect(executor, request(adapter, base + "later", request_id="e"))
-    shared = await collect(executor, request(adapter, "x", request_id="f"))  # what every prompt shares (header)
+    shared = await collect(
+        executor, request(adapter, "x", request_id="f")
+    )  # what every prompt shares (header)
     assert evicted[-1].cached_tokens == shared[-1].cached_tokens < again[-1].cached_tokens

@@ -120,7 +120,10 @@ def test_streamed_and_plain_responses(served: Served) -> None:
         response = check_stream(events)
         assert response["output"][-1]["content"][0]["text"] == "TensorRT-LLM, end to end"
         lookup = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
-        body = {"input": 'call lookup {"q": 1}', "tools": [lookup]}  # a call to an undeclared function is answered
+        body = {
+            "input": 'call lookup {"q": 1}',
+            "tools": [lookup],
+        }  # a call to an undeclared function is answered
         call = check_stream(stream_events(client, body))["output"][-1]
         assert call["type"] == "function_call" and call["arguments"] == '{"q": 1}'
         plain = client.post("/v1/responses", json={"input": "plain"}).json()

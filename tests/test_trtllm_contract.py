@@ -130,7 +130,9 @@ def _params(**kwargs):  # type: ignore[no-untyped-def]
 
     encoding = load_encoding()
     stops = [encoding.return_, encoding.call]
-    return tensorrt_llm.SamplingParams(end_id=encoding.return_, stop_token_ids=stops, detokenize=False, **kwargs)
+    return tensorrt_llm.SamplingParams(
+        end_id=encoding.return_, stop_token_ids=stops, detokenize=False, **kwargs
+    )
 
 
 def test_release_is_supported_and_unset_sampling_is_greedy() -> None:
@@ -173,7 +175,11 @@ def test_max_num_tokens_check_raises_request_error(real_server) -> None:  # type
 
 
 async def test_abort_is_asynchronous_and_ends_cancelled(real_server) -> None:  # type: ignore[no-untyped-def]
-    result = _llm(real_server).generate_async(_prompt("Count to one thousand."), _params(max_tokens=2000, temperature=1.0, top_p=1.0), streaming=True)
+    result = _llm(real_server).generate_async(
+        _prompt("Count to one thousand."),
+        _params(max_tokens=2000, temperature=1.0, top_p=1.0),
+        streaming=True,
+    )
     steps = 0
     async for _output in result:
         steps += 1
@@ -183,7 +189,9 @@ async def test_abort_is_asynchronous_and_ends_cancelled(real_server) -> None:  #
 
 
 async def test_logprobs_shape_and_the_stop_tokens_entry(real_server) -> None:  # type: ignore[no-untyped-def]
-    result = _llm(real_server).generate_async(_prompt("Say hi."), _params(max_tokens=400, logprobs=2, temperature=1.0, top_p=1.0), streaming=True)
+    result = _llm(real_server).generate_async(
+        _prompt("Say hi."), _params(max_tokens=400, logprobs=2, temperature=1.0, top_p=1.0), streaming=True
+    )
     async for _ in result:
         pass
     out = result.outputs[0]
@@ -233,7 +241,12 @@ def test_tokenizer_info_convention_for_gpt_oss() -> None:
 
 
 def test_guided_json_holds_no_control_token(real_server) -> None:  # type: ignore[no-untyped-def]
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
     body = {"input": "Where is the Eiffel tower? Answer in JSON.", "reasoning": {"effort": "low"},
             "text": {"format": {"type": "json_schema", "name": "place", "schema": schema, "strict": True}}}  # fmt: skip
     import json as _json

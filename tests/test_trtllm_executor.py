@@ -96,7 +96,15 @@ async def test_sampling_params(fake_trtllm: Any, encoding: HarmonyEncoding) -> N
     assert plain.frequency_penalty is None and plain.presence_penalty is None
     tuned = executor.sampling_params(
         SamplingSettings(
-            5, (1,), temperature=0.2, top_p=0.9, seed=7, top_k=40, min_p=0.05, frequency_penalty=0.5, presence_penalty=-0.5
+            5,
+            (1,),
+            temperature=0.2,
+            top_p=0.9,
+            seed=7,
+            top_k=40,
+            min_p=0.05,
+            frequency_penalty=0.5,
+            presence_penalty=-0.5,
         )
     )
     assert (tuned.temperature, tuned.top_p, tuned.seed, tuned.top_k, tuned.min_p) == (0.2, 0.9, 7, 40, 0.05)
@@ -300,7 +308,9 @@ async def test_prompt_cache_ttl_is_a_kv_cache_retention_config(
     executor = executor_for(encoding)
     await executor.start()
     base = request(adapter, "hello")
-    asked = GenerationRequest(base.request_id, base.prompt_token_ids, base.sampling, cache_retention_seconds=43200)
+    asked = GenerationRequest(
+        base.request_id, base.prompt_token_ids, base.sampling, cache_retention_seconds=43200
+    )
     await collect(executor, asked)
     await collect(executor, base)
     config, plain = executor._llm.retention_configs

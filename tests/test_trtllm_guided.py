@@ -23,7 +23,9 @@ SCHEMA = {
 JSON_FORMAT = {"format": {"type": "json_schema", "name": "place", "schema": SCHEMA, "strict": True}}
 
 
-async def test_llm_gets_the_xgrammar_guided_decoding_backend(fake_trtllm: Any, encoding: HarmonyEncoding) -> None:
+async def test_llm_gets_the_xgrammar_guided_decoding_backend(
+    fake_trtllm: Any, encoding: HarmonyEncoding
+) -> None:
     executor = executor_for(encoding)
     await executor.start()
     assert executor._llm.args.guided_decoding_backend == "xgrammar"
@@ -80,7 +82,9 @@ def test_server_streams_logprobs_from_multi_token_steps(
     running = start_server(executor_for(encoding, stream_interval=3), adapter)
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as client:
-            events = stream_events(client, {"input": "Logprobs from several tokens per step", "top_logprobs": 1})
+            events = stream_events(
+                client, {"input": "Logprobs from several tokens per step", "top_logprobs": 1}
+            )
             final = check_stream(events)
             deltas = [e for e in events if e["type"] == "response.output_text.delta"]
             assert all(len(e["logprobs"]) == 1 for e in deltas)  # fed one token at a time

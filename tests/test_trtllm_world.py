@@ -48,15 +48,31 @@ def test_the_world_is_read_from_the_environment() -> None:
 
 def test_under_the_launcher_rank_0_serves_http_for_the_world(tmp_path: Path) -> None:
     served = Served(
-        [str(make_checkpoint(tmp_path)), "--engine", "trtllm", "--tp_size", "4", "--pp_size", "2", "--ep_size", "4"],
+        [
+            str(make_checkpoint(tmp_path)),
+            "--engine",
+            "trtllm",
+            "--tp_size",
+            "4",
+            "--pp_size",
+            "2",
+            "--ep_size",
+            "4",
+        ],
         tmp_path / "log",
         {**LAUNCHER, "tllm_mpi_size": "8"},
     )
     try:
         [init] = served.records("init")
-        assert init["env"] == {"TLLM_SPAWN_PROXY_PROCESS": "1", "tllm_mpi_size": "8"}, "the LLM is built under the launcher"
+        assert init["env"] == {"TLLM_SPAWN_PROXY_PROCESS": "1", "tllm_mpi_size": "8"}, (
+            "the LLM is built under the launcher"
+        )
         args = init["args"]
-        assert (args["tensor_parallel_size"], args["pipeline_parallel_size"], args["moe_expert_parallel_size"]) == (4, 2, 4)
+        assert (
+            args["tensor_parallel_size"],
+            args["pipeline_parallel_size"],
+            args["moe_expert_parallel_size"],
+        ) == (4, 2, 4)
         with httpx.Client(base_url=served.url, timeout=30) as client:
             assert check_stream(stream_events(client, {"input": "eight GPUs"}))["status"] == "completed"
     finally:
@@ -64,8 +80,13 @@ def test_under_the_launcher_rank_0_serves_http_for_the_world(tmp_path: Path) -> 
 
 
 def test_mpirun_without_the_launcher_is_refused(tmp_path: Path) -> None:
-    err = _serve_refused(tmp_path, ["--tp_size", "2"], {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"})
-    assert "rank 1 of 2: every rank would serve HTTP" in err and "mpirun -n 2 trtllm-llmapi-launch trtllm-responses serve" in err
+    err = _serve_refused(
+        tmp_path, ["--tp_size", "2"], {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"}
+    )
+    assert (
+        "rank 1 of 2: every rank would serve HTTP" in err
+        and "mpirun -n 2 trtllm-llmapi-launch trtllm-responses serve" in err
+    )
 
 
 def test_the_launchers_world_must_fit_the_model(tmp_path: Path) -> None:
@@ -76,9 +97,16 @@ def test_the_launchers_world_must_fit_the_model(tmp_path: Path) -> None:
 def test_ray_orchestrator_runs_once_outside_mpi(tmp_path: Path) -> None:
     extra = tmp_path / "ray.yaml"
     extra.write_text(yaml.safe_dump({"orchestrator_type": "ray"}))
-    err = _serve_refused(tmp_path, ["--tp_size", "2", "--extra_llm_api_options", str(extra)], {**LAUNCHER, "tllm_mpi_size": "2"})
+    err = _serve_refused(
+        tmp_path,
+        ["--tp_size", "2", "--extra_llm_api_options", str(extra)],
+        {**LAUNCHER, "tllm_mpi_size": "2"},
+    )
     assert "orchestrator_type: ray" in err
-    served = Served([str(make_checkpoint(tmp_path / "b")), "--tp_size", "2", "--extra_llm_api_options", str(extra)], tmp_path / "log")
+    served = Served(
+        [str(make_checkpoint(tmp_path / "b")), "--tp_size", "2", "--extra_llm_api_options", str(extra)],
+        tmp_path / "log",
+    )
     try:
         [init] = served.records("init")
         assert init["args"]["orchestrator_type"] == "ray" and init["env"] == {}

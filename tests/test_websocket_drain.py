@@ -41,7 +41,9 @@ def _ws_url(server: RunningServer) -> str:
 
 
 def test_drain_lets_the_running_response_end_then_the_sdk_reconnects_to_the_next_server(
-    encoding, adapter, tmp_path: Path  # type: ignore[no-untyped-def]
+    encoding,
+    adapter,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     """A rolling restart behind one address: server A drains (its stream completes, then 1012), server B
     takes the port, and the SDK's connection reconnects to it by itself and continues the stored chain."""
@@ -71,7 +73,9 @@ def test_drain_lets_the_running_response_end_then_the_sdk_reconnects_to_the_next
                     deadline = time.monotonic() + 10
                     while time.monotonic() < deadline:
                         try:
-                            second = start_server(RecordingEcho(encoding), adapter, store=shared_store(), port=port)
+                            second = start_server(
+                                RecordingEcho(encoding), adapter, store=shared_store(), port=port
+                            )
                             break
                         except OSError:  # A still holds its listening socket
                             time.sleep(0.05)
@@ -167,11 +171,17 @@ def test_generate_false_prepares_a_response_that_a_later_create_continues(encodi
                 model="gpt-oss", input="Remember the word tangerine.", store=False, generate=False
             )
             prepared = _events(connection)
-            assert [e["type"] for e in prepared] == ["response.created", "response.in_progress", "response.completed"]
+            assert [e["type"] for e in prepared] == [
+                "response.created",
+                "response.in_progress",
+                "response.completed",
+            ]
             done = check_stream(prepared)
             assert done["output"] == [] and done["usage"]["output_tokens"] == 0
             assert done["usage"]["input_tokens"] > 0
-            connection.response.create(model="gpt-oss", input="#prompt", previous_response_id=done["id"], store=False)
+            connection.response.create(
+                model="gpt-oss", input="#prompt", previous_response_id=done["id"], store=False
+            )
             follow = check_stream(_events(connection))
         prompt = follow["output"][-1]["content"][0]["text"]
         assert "Remember the word tangerine.<|end|><|start|>user<|message|>#prompt" in prompt
@@ -198,20 +208,34 @@ async def test_lanes_run_side_by_side_and_fork_across_lanes_with_the_sdk_session
     client = openai.AsyncOpenAI(base_url=running.base_url + "/v1", api_key="unused", max_retries=0)
     try:
         limits = ResponsesWebSocketLimits(
-            max_lanes=4, max_events_per_lane=1024, max_events=4096, max_bytes_per_lane=1 << 24, max_bytes=1 << 25
+            max_lanes=4,
+            max_events_per_lane=1024,
+            max_events=4096,
+            max_bytes_per_lane=1 << 24,
+            max_bytes=1 << 25,
         )
         async with (
             client.responses.connect() as connection,
             AsyncResponsesWebSocketSession(connection, limits=limits) as session,
         ):
             a, b = session.lane("a"), session.lane("b")
-            await a.send({"type": "response.create", "model": "gpt-oss", "input": "#lorem 30", "store": False})
-            await b.send({"type": "response.create", "model": "gpt-oss", "input": "from lane b", "store": False})
+            await a.send(
+                {"type": "response.create", "model": "gpt-oss", "input": "#lorem 30", "store": False}
+            )
+            await b.send(
+                {"type": "response.create", "model": "gpt-oss", "input": "from lane b", "store": False}
+            )
             first_a, first_b = await asyncio.gather(a.get_final_response(), b.get_final_response())
             assert first_a.output_text.count(" ") == 30 and first_b.output_text == "from lane b"
             # Lane b forks from lane a's response (connection-local state, store: false).
             await b.send(
-                {"type": "response.create", "model": "gpt-oss", "input": "#prompt", "previous_response_id": first_a.id, "store": False}
+                {
+                    "type": "response.create",
+                    "model": "gpt-oss",
+                    "input": "#prompt",
+                    "previous_response_id": first_a.id,
+                    "store": False,
+                }
             )
             fork = await b.get_final_response()
             assert "#lorem 30" in fork.output_text and "from lane b" not in fork.output_text

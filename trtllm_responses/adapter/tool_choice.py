@@ -70,7 +70,11 @@ def choose_tools(
         browser = builtin.get("browser", False) if kinds & WEB_SEARCH_TOOLS else False
         python = builtin.get("python", False) if kinds & CODE_TOOLS else False
     tools = select_tools(
-        request.tools, choice, logged, server_tools=bool(namespaces or browser or python), check_grammar=check_grammar
+        request.tools,
+        choice,
+        logged,
+        server_tools=bool(namespaces or browser or python),
+        check_grammar=check_grammar,
     )
     kind = choice.get("type") if isinstance(choice, Mapping) else choice
     if kind == "mcp":

@@ -251,7 +251,9 @@ class _Client:
         self.wire = WIRES[config.api]
         self.path = base + self.wire.path if base.endswith("/v1") else base + "/v1" + self.wire.path
         self.config = config
-        body = self.wire.body(_prompt(config), config.stream, config.store, config.max_output_tokens, config.model)
+        body = self.wire.body(
+            _prompt(config), config.stream, config.store, config.max_output_tokens, config.model
+        )
         body.update(config.extra_body)
         payload = json.dumps(body).encode()
         self.request = (

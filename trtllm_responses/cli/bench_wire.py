@@ -22,10 +22,16 @@ class Wire:
     deltas: tuple[bytes, ...]  # markers of delta events, counted in the raw stream
     terminals: tuple[bytes, ...]  # where the stream's end begins (its usage or its failure)
 
-    def body(self, prompt: str, stream: bool, store: bool, max_tokens: int | None, model: str) -> dict[str, Any]:
+    def body(
+        self, prompt: str, stream: bool, store: bool, max_tokens: int | None, model: str
+    ) -> dict[str, Any]:
         """The request body."""
         if self is CHAT:
-            body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}], "stream": stream}
+            body: dict[str, Any] = {
+                "model": model,
+                "messages": [{"role": "user", "content": prompt}],
+                "stream": stream,
+            }
             if stream:
                 body["stream_options"] = {"include_usage": True}
             if max_tokens:

@@ -90,7 +90,11 @@ def profile_options(
         "stream_interval": 20,
     }
     if attention_dp:
-        options["attention_dp_config"] = {"enable_balance": True, "batching_wait_iters": 50, "timeout_iters": 1}
+        options["attention_dp_config"] = {
+            "enable_balance": True,
+            "batching_wait_iters": 50,
+            "timeout_iters": 1,
+        }
     return options
 
 

@@ -100,7 +100,11 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     from ..harmony import load_encoding
     from .launch import LaunchError, resolve_launch
 
-    given = [f"--{flag}" for flag in _TRTLLM_FLAGS if getattr(args, flag) is not None and getattr(args, flag) is not False]
+    given = [
+        f"--{flag}"
+        for flag in _TRTLLM_FLAGS
+        if getattr(args, flag) is not None and getattr(args, flag) is not False
+    ]
     if engine == "echo":
         if given:
             raise LaunchError(
@@ -121,7 +125,9 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     world = read_world(os.environ)  # read here, at start, never on the request path
     check_world(world, plan.llm_kwargs)
     if world.launcher:
-        logger.info("Under trtllm-llmapi-launch: this process (rank 0) serves HTTP for %d rank(s)", world.size)
+        logger.info(
+            "Under trtllm-llmapi-launch: this process (rank 0) serves HTTP for %d rank(s)", world.size
+        )
     from ..executors.trtllm import TrtllmUnavailableError, import_tensorrt_llm
 
     try:

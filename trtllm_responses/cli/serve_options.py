@@ -195,7 +195,9 @@ def _ranged(low: float, high: float, *, low_open: bool = False):  # type: ignore
     def check(text: str) -> float:
         value = float(text)
         if not (low < value if low_open else low <= value) or value > high or math.isnan(value):
-            raise argparse.ArgumentTypeError(f"must be in {'(' if low_open else '['}{low:g}, {high:g}], got {text}")
+            raise argparse.ArgumentTypeError(
+                f"must be in {'(' if low_open else '['}{low:g}, {high:g}], got {text}"
+            )
         return value
 
     return check
@@ -205,9 +207,7 @@ def _add_sampling(serve: argparse.ArgumentParser) -> None:
     from ..responses.sampling import SamplingDefaults
 
     d = SamplingDefaults()
-    group = serve.add_argument_group(
-        "sampling defaults (a request's own fields win; README, 'Sampling')"
-    )
+    group = serve.add_argument_group("sampling defaults (a request's own fields win; README, 'Sampling')")
     group.add_argument(
         "--temperature",
         type=_ranged(0.0, 2.0),
@@ -221,10 +221,16 @@ def _add_sampling(serve: argparse.ArgumentParser) -> None:
         help=f"top_p of requests that set none (default: {d.top_p:g})",
     )
     group.add_argument(
-        "--top_k", type=_non_negative_int, default=None, help="top_k of requests that set none (default: unset)"
+        "--top_k",
+        type=_non_negative_int,
+        default=None,
+        help="top_k of requests that set none (default: unset)",
     )
     group.add_argument(
-        "--min_p", type=_ranged(0.0, 1.0), default=None, help="min_p of requests that set none (default: unset)"
+        "--min_p",
+        type=_ranged(0.0, 1.0),
+        default=None,
+        help="min_p of requests that set none (default: unset)",
     )
     group.add_argument(
         "--frequency_penalty",
@@ -253,7 +259,6 @@ def _tool_server(text: str) -> tuple[str, str]:
     if not sep or not label or "." in label or not url.startswith(("http://", "https://")):
         raise argparse.ArgumentTypeError(f"expected LABEL=http(s)://URL, got {text}")
     return label, url
-
 
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:

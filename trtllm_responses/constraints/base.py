@@ -103,11 +103,14 @@ def parse_text_format(text: Mapping[str, Any] | None) -> ResponseFormat | None:
     name = fmt.get("name")
     if not isinstance(name, str) or not _FORMAT_NAME.fullmatch(name):
         raise InvalidRequestError(
-            "'text.format.name' must be 1-64 letters, digits, underscores or dashes.", param="text.format.name"
+            "'text.format.name' must be 1-64 letters, digits, underscores or dashes.",
+            param="text.format.name",
         )
     schema = fmt.get("schema")
     if not isinstance(schema, Mapping):
-        raise InvalidRequestError("'text.format.schema' must be a JSON Schema object.", param="text.format.schema")
+        raise InvalidRequestError(
+            "'text.format.schema' must be a JSON Schema object.", param="text.format.schema"
+        )
     strict = fmt.get("strict")
     if strict is not None and not isinstance(strict, bool):
         raise InvalidRequestError("'text.format.strict' must be a boolean.", param="text.format.strict")
@@ -115,7 +118,9 @@ def parse_text_format(text: Mapping[str, Any] | None) -> ResponseFormat | None:
         check_strict(schema, "text.format.schema")
     description = fmt.get("description")
     if description is not None and not isinstance(description, str):
-        raise InvalidRequestError("'text.format.description' must be a string.", param="text.format.description")
+        raise InvalidRequestError(
+            "'text.format.description' must be a string.", param="text.format.description"
+        )
     return ResponseFormat(name=name, schema=schema, description=description, strict=bool(strict))
 
 

@@ -33,7 +33,7 @@ class GrammarError(ValueError):
 _COMMON = {
     "LF": r'"\n"',
     "CR": r'"\r"',
-    "NEWLINE": r'(CR? LF)+',
+    "NEWLINE": r"(CR? LF)+",
     "WS_INLINE": r'(" "|/\t/)+',
     "WS": r"/[ \t\f\r\n]/+",
     "DIGIT": r'"0".."9"',
@@ -321,7 +321,7 @@ class _LarkTranslator:
         while pos < len(text):
             match = _TOKEN.match(text, pos)
             if match is None:
-                raise GrammarError(f"cannot read {text[pos:pos + 20]!r}")
+                raise GrammarError(f"cannot read {text[pos : pos + 20]!r}")
             pos = match.end()
             kind = match.lastgroup or ""
             if kind != "ws":

@@ -101,8 +101,6 @@ def _content_type(call: CallOption) -> str:
     return f" {content_type}" if content_type else ""
 
 
-
-
 def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:
     """Tags for every allowed call: one each for pinned bodies, one per header for the rest.
 
@@ -118,7 +116,9 @@ def _all_call_tags(calls: tuple[CallOption, ...]) -> list[dict[str, Any]]:
             loose.setdefault((call.channel, _content_type(call)), []).append(call.recipient)
     for (channel, content_type), recipients in loose.items():
         if len(recipients) == 1:
-            tags += _call_tags(CallOption(recipients[0], custom=False, channel=channel, content_type=content_type.strip()))
+            tags += _call_tags(
+                CallOption(recipients[0], custom=False, channel=channel, content_type=content_type.strip())
+            )
             continue
         for begin, after in call_headers(channel, content_type):
             content = {
@@ -151,5 +151,8 @@ def structural_tag(constraint: Constraint) -> str:
     elif constraint.final == "text":  # a free answer: any text until the end of the output
         terminal.append({"type": "grammar", "grammar": FREE_FINAL})
     terminal += _all_call_tags(constraint.calls)
-    fmt = {"type": "sequence", "elements": [{"type": "grammar", "grammar": FREE_MESSAGES}, {"type": "or", "elements": terminal}]}
+    fmt = {
+        "type": "sequence",
+        "elements": [{"type": "grammar", "grammar": FREE_MESSAGES}, {"type": "or", "elements": terminal}],
+    }
     return json.dumps({"type": "structural_tag", "format": fmt}, ensure_ascii=False)

@@ -73,7 +73,9 @@ class AuthenticationError(APIError):
     status_code = 401
     error_type = "invalid_request_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = "invalid_api_key") -> None:
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = "invalid_api_key"
+    ) -> None:
         super().__init__(message, param=param, code=code)
 
 
@@ -107,7 +109,9 @@ class ServiceUnavailableError(APIError):
     status_code = 503
     error_type = "service_unavailable_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = "service_unavailable") -> None:
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = "service_unavailable"
+    ) -> None:
         super().__init__(message, param=param, code=code)
 
 

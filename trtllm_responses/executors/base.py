@@ -64,8 +64,12 @@ class GenerationRequest:
     prompt_token_ids: list[int]
     sampling: SamplingSettings
     constraint: Constraint | None = None  # what the output must obey (see constraints/base.py)
-    priority: float | None = None  # scheduling priority in [0, 1] (from service_tier); None: the engine's default
-    cache_retention_seconds: int | None = None  # keep the prompt's KV cache at least this long (prompt_cache_options.ttl)
+    priority: float | None = (
+        None  # scheduling priority in [0, 1] (from service_tier); None: the engine's default
+    )
+    cache_retention_seconds: int | None = (
+        None  # keep the prompt's KV cache at least this long (prompt_cache_options.ttl)
+    )
 
 
 @dataclass(slots=True)

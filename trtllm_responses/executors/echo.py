@@ -91,7 +91,10 @@ _CONVERSATION_ROLES = frozenset({"user", "assistant", "system", "developer", ""}
 _LOREM = re.compile(r"#lorem (\d+)")
 _CALL = re.compile(r"call ([A-Za-z0-9_\-.]+) (\{.*\})", re.DOTALL)
 _CALL_TEXT = re.compile(r"call ([A-Za-z0-9_\-.]+) (.*)", re.DOTALL)
-_FREEFORM_DECL = re.compile(r"^// This tool takes freeform text, not JSON.*?\ntype ([A-Za-z0-9_\-]+) = \(_: string\) => any;", re.M | re.S)
+_FREEFORM_DECL = re.compile(
+    r"^// This tool takes freeform text, not JSON.*?\ntype ([A-Za-z0-9_\-]+) = \(_: string\) => any;",
+    re.M | re.S,
+)
 _NAMESPACE = re.compile(r"^namespace ([A-Za-z0-9_\-]+) \{$(.*?)^\} // namespace \1$", re.M | re.S)
 _CALL_PYTHON = re.compile(r"call python\s(.*)", re.DOTALL)
 _STEPS = "#steps\n"
@@ -179,8 +182,12 @@ class EchoExecutor(Executor):
         """The answer to a tool's output: ``NAME returned: C``, or in JSON when a format constrains it."""
         if constraint is not None and constraint.final == "json":
             instance = minimal_instance(constraint.schema or {"type": "object"}, f"{name} returned: {body}")
-            return self._answer("Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":")))
-        return self._answer(f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens))
+            return self._answer(
+                "Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":"))
+            )
+        return self._answer(
+            f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens)
+        )
 
     def _call(self, name: str, arguments: str, *, custom: bool = False) -> list[int]:
         """Analysis ``Calling NAME.`` then a call to NAME (``functions.NAME`` unless it has a namespace)."""
@@ -396,7 +403,9 @@ class EchoExecutor(Executor):
             return called
         if constraint is not None and constraint.final == "json":
             instance = minimal_instance(constraint.schema or {"type": "object"}, body)
-            return self._answer("Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":")))
+            return self._answer(
+                "Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":"))
+            )
         if constraint is not None and constraint.call_required and constraint.calls:
             option = constraint.calls[0]
             if option.recipient == "python":
@@ -452,7 +461,9 @@ class EchoExecutor(Executor):
                 if logprobs is None:
                     yield TokenDelta((token,), finish if step == last else None)
                 else:
-                    yield TokenDelta((token,), finish if step == last else None, logprobs=(self._logprob(token, logprobs),))
+                    yield TokenDelta(
+                        (token,), finish if step == last else None, logprobs=(self._logprob(token, logprobs),)
+                    )
             if finish is None:
                 yield TokenDelta((), "length")
         finally:

@@ -231,7 +231,9 @@ class TrtllmExecutor(Executor):
             self.max_seq_len = seq_len
         if args is not None:  # what the engine was built with is what it admits (BaseLLM._check_arguments)
             self.max_prompt_tokens = _prompt_limit(
-                getattr(args, "enable_chunked_prefill", False), getattr(args, "max_num_tokens", None), self._backend
+                getattr(args, "enable_chunked_prefill", False),
+                getattr(args, "max_num_tokens", None),
+                self._backend,
             )
         logger.info(
             "TensorRT-LLM takes prompts of %s",
@@ -282,7 +284,10 @@ class TrtllmExecutor(Executor):
         options: dict[str, Any] = {}
         if request.priority is not None and "priority" in self._generate_parameters:
             options["priority"] = request.priority
-        if request.cache_retention_seconds is not None and "kv_cache_retention_config" in self._generate_parameters:
+        if (
+            request.cache_retention_seconds is not None
+            and "kv_cache_retention_config" in self._generate_parameters
+        ):
             options["kv_cache_retention_config"] = self._retention(request)
         return options
 
@@ -296,7 +301,9 @@ class TrtllmExecutor(Executor):
         """
         config = importlib.import_module("tensorrt_llm.llmapi").KvCacheRetentionConfig
         duration = datetime.timedelta(seconds=request.cache_retention_seconds or 0)
-        prompt = config.TokenRangeRetentionConfig(0, len(request.prompt_token_ids), RETAINED_PROMPT_PRIORITY, duration)
+        prompt = config.TokenRangeRetentionConfig(
+            0, len(request.prompt_token_ids), RETAINED_PROMPT_PRIORITY, duration
+        )
         return config([prompt], DEFAULT_RETENTION_PRIORITY)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
@@ -330,7 +337,9 @@ class TrtllmExecutor(Executor):
                 reason = completion.finish_reason
                 finish = _FINISH.get(reason or "")
                 if finish is None:
-                    yield TokenDelta(tokens, "error", f"TensorRT-LLM ended the generation: {reason}", cached, logprobs)
+                    yield TokenDelta(
+                        tokens, "error", f"TensorRT-LLM ended the generation: {reason}", cached, logprobs
+                    )
                 else:
                     yield TokenDelta(tokens, finish, None, cached, logprobs)  # type: ignore[arg-type]
                 return

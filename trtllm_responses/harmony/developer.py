@@ -33,7 +33,9 @@ from .tools import FUNCTIONS, RequestTools
 
 __all__ = ["developer_message", "developer_spec"]
 
-_FREEFORM_NOTE = "This tool takes freeform text, not JSON: the body of your message to it is its input, verbatim."
+_FREEFORM_NOTE = (
+    "This tool takes freeform text, not JSON: the body of your message to it is its input, verbatim."
+)
 _FREEFORM_PARAMETERS = {"type": "string"}
 
 

@@ -175,7 +175,9 @@ def read_header(text: str, role: str | None) -> MessageHeader:
         recipient = word or None
     if recipient is not None and recipient.lower() in NOT_TOOLS and role == "assistant":
         recipient = None
-    return MessageHeader(role=role, name=name, channel=channel, recipient=recipient, content_type=content_type)
+    return MessageHeader(
+        role=role, name=name, channel=channel, recipient=recipient, content_type=content_type
+    )
 
 
 def _only_header_words(text: str) -> bool:

@@ -61,7 +61,6 @@ TEXT_HEADER_TOKENS = 16
 MAX_DROPPED_BYTES = 2048
 
 
-
 # Transitions are made per engine step on the hot path: plain slotted classes (frozen ones
 # construct several times slower). Treat them as immutable.
 @dataclass(slots=True)
@@ -237,7 +236,9 @@ class HarmonyStreamParser:
         else:
             self._header_tokens.append(token)
             count = len(self._header_tokens)
-            if (self._first and not self._header_specials and count >= TEXT_HEADER_TOKENS) or count > MAX_HEADER_TOKENS:
+            if (
+                self._first and not self._header_specials and count >= TEXT_HEADER_TOKENS
+            ) or count > MAX_HEADER_TOKENS:
                 self._overflow(events)
 
     def _reading(self) -> tuple[MessageHeader, str] | None:

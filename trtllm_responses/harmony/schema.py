@@ -245,7 +245,9 @@ def _check_node(
     if "object" in kinds:
         properties = node.get("properties") or {}
         if node.get("additionalProperties") is not False:
-            raise _strict_error(param, path, "'additionalProperties' must be false for every object in strict mode.")
+            raise _strict_error(
+                param, path, "'additionalProperties' must be false for every object in strict mode."
+            )
         required = node.get("required") or []
         missing = [k for k in properties if k not in required]
         if missing:
@@ -254,7 +256,9 @@ def _check_node(
             )
         counter[0] += len(properties)
         if counter[0] > _STRICT_MAX_PROPERTIES:
-            raise _strict_error(param, path, f"strict mode allows at most {_STRICT_MAX_PROPERTIES} properties.")
+            raise _strict_error(
+                param, path, f"strict mode allows at most {_STRICT_MAX_PROPERTIES} properties."
+            )
         for key, value in properties.items():
             _check_node(value, param, f"{path}.properties.{key}", defs, depth + 1, counter)
     if "array" in kinds and isinstance(node.get("items"), Mapping):
@@ -301,7 +305,9 @@ def minimal_instance(schema: Any, text: str, root: Mapping[str, Any] | None = No
         merged: dict[str, Any] = {}
         for part in all_of:
             merged.update(resolve_refs(part, root) if isinstance(part, Mapping) else {})
-        return minimal_instance({**merged, **{k: v for k, v in node.items() if k != "allOf"}}, text, root, depth + 1)
+        return minimal_instance(
+            {**merged, **{k: v for k, v in node.items() if k != "allOf"}}, text, root, depth + 1
+        )
     kind = node.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")

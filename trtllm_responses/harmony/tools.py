@@ -108,7 +108,6 @@ class CallOption:
         return "" if self.custom else JSON_CONTENT_TYPE
 
 
-
 #: gpt-oss's built-in tools as calls: the analysis channel, the ``code`` content type; python's body
 #: is raw code, the browser's JSON of the parameters Harmony declares for it.
 BUILTIN_CALLS: Mapping[str, tuple[CallOption, ...]] = {
@@ -326,7 +325,9 @@ def select_tools(
             if not isinstance(members, list):
                 raise InvalidRequestError(f"'{where}.tools' must be a list.", param=f"{where}.tools")
             descriptions[name] = _string(tool, "description", where) or ""
-            declared.extend(_member(m, f"{where}.tools[{j}]", name, check_grammar) for j, m in enumerate(members))
+            declared.extend(
+                _member(m, f"{where}.tools[{j}]", name, check_grammar) for j, m in enumerate(members)
+            )
         elif kind in HOSTED_TOOL_TYPES:
             hidden.append(str(kind))
             if logged is not None and kind not in logged:

@@ -24,7 +24,23 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["ServerMetrics"]
 
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 _ITL_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
@@ -56,22 +72,57 @@ class ServerMetrics:
         self.summary_prompt_tokens = 0  # the side generations' prompts (GPU prefill)
         self.summary_output_tokens = 0
         r = self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter("trtllm_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=r)
-        self.input_tokens_total = Counter("trtllm_input_tokens", "Prompt tokens of finished responses", registry=r)
+        self.requests = Counter(
+            "trtllm_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=r
+        )
+        self.input_tokens_total = Counter(
+            "trtllm_input_tokens", "Prompt tokens of finished responses", registry=r
+        )
         self.output_tokens_total = Counter("trtllm_output_tokens", "Tokens generated", registry=r)
-        self.cached_tokens_total = Counter("trtllm_cached_tokens", "Prompt tokens the engine reused", registry=r)
-        self.responses_total = Counter("trtllm_responses", "Responses ended, by status", ["status"], registry=r)
-        self.ttft = Histogram("trtllm_time_to_first_token_seconds", "Request received to first token", buckets=_LATENCY_BUCKETS, registry=r)
-        self.itl = Histogram("trtllm_inter_token_latency_seconds", "Mean gap between tokens, per response", buckets=_ITL_BUCKETS, registry=r)
-        self.added = Histogram("trtllm_server_added_latency_seconds", "Request received to prompt handed to the executor", buckets=_LATENCY_BUCKETS, registry=r)
-        self.store_errors_total = Counter("trtllm_store_errors", "Store operations that failed (unavailable)", registry=r)
-        self.aborts_total = Counter("trtllm_executor_aborts", "Generations aborted in the executor", registry=r)
-        self.summary_tokens_total = Counter("trtllm_summary_tokens", "Tokens of reasoning summaries' side generations", ["kind"], registry=r)
-        self.active_streams = Gauge("trtllm_active_responses", "Responses being generated (foreground and background)", registry=r)
-        self.active_background = Gauge("trtllm_active_background_responses", "Background responses being generated", registry=r)
+        self.cached_tokens_total = Counter(
+            "trtllm_cached_tokens", "Prompt tokens the engine reused", registry=r
+        )
+        self.responses_total = Counter(
+            "trtllm_responses", "Responses ended, by status", ["status"], registry=r
+        )
+        self.ttft = Histogram(
+            "trtllm_time_to_first_token_seconds",
+            "Request received to first token",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "trtllm_inter_token_latency_seconds",
+            "Mean gap between tokens, per response",
+            buckets=_ITL_BUCKETS,
+            registry=r,
+        )
+        self.added = Histogram(
+            "trtllm_server_added_latency_seconds",
+            "Request received to prompt handed to the executor",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.store_errors_total = Counter(
+            "trtllm_store_errors", "Store operations that failed (unavailable)", registry=r
+        )
+        self.aborts_total = Counter(
+            "trtllm_executor_aborts", "Generations aborted in the executor", registry=r
+        )
+        self.summary_tokens_total = Counter(
+            "trtllm_summary_tokens", "Tokens of reasoning summaries' side generations", ["kind"], registry=r
+        )
+        self.active_streams = Gauge(
+            "trtllm_active_responses", "Responses being generated (foreground and background)", registry=r
+        )
+        self.active_background = Gauge(
+            "trtllm_active_background_responses", "Background responses being generated", registry=r
+        )
         self.store_responses = Gauge("trtllm_store_responses", "Responses in the store", registry=r)
         self.store_bytes = Gauge("trtllm_store_bytes", "Bytes the store holds", registry=r)
-        self.store_evictions = Gauge("trtllm_store_evictions", "Entries the store evicted (or expired)", registry=r)
+        self.store_evictions = Gauge(
+            "trtllm_store_evictions", "Entries the store evicted (or expired)", registry=r
+        )
         self.active = 0  # responses being generated now
         self.gc_collections = [0, 0, 0]
         self.gc_max = [0.0, 0.0, 0.0]  # longest collection per generation since reset

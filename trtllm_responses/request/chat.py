@@ -60,6 +60,7 @@ MAX_STOP_SEQUENCES = 4
 #: Longest stop string (characters): each streamed token is compared with the end of the text.
 MAX_STOP_CHARS = 256
 
+
 class StreamOptions(BaseModel):
     """``stream_options``."""
 
@@ -170,9 +171,7 @@ def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
         if value is not None:
             body[name] = value
     if request.top_logprobs is not None and not request.logprobs:
-        raise InvalidRequestError(
-            "'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs"
-        )
+        raise InvalidRequestError("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
     if request.logprobs:
         body["top_logprobs"] = request.top_logprobs or 0
     if request.stream_options is not None and not request.stream:
@@ -254,7 +253,7 @@ def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
         return {"type": "allowed_tools", "mode": allowed.get("mode", "auto"), "tools": names}
     raise InvalidRequestError(
         "'tool_choice' must be 'auto', 'none', 'required', {\"type\": \"function\", ...} or "
-        "{\"type\": \"allowed_tools\", ...}.",
+        '{"type": "allowed_tools", ...}.',
         param="tool_choice.type" if kind is not None else "tool_choice",
     )
 
@@ -318,4 +317,3 @@ def in_chat_terms(error: APIError, translation: ChatTranslation) -> APIError:
         error.message = error.message.replace(f"'{error.param}", f"'{param}")
         error.param = param
     return error
-

@@ -58,7 +58,9 @@ def _text(content: Any, where: str, *, refusal: bool = False) -> str:
                 code="unsupported_content_type",
             )
         else:
-            raise InvalidRequestError(f"Unknown content part type {kind!r} at '{at}.type'.", param=f"{at}.type")
+            raise InvalidRequestError(
+                f"Unknown content part type {kind!r} at '{at}.type'.", param=f"{at}.type"
+            )
     return "".join(texts)
 
 
@@ -117,7 +119,14 @@ def _assistant(
         if not isinstance(reasoning, str):
             raise InvalidRequestError(f"'{where}.{key}' must be a string.", param=f"{where}.{key}")
         if reasoning:
-            add({"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": reasoning}]}, where)
+            add(
+                {
+                    "type": "reasoning",
+                    "summary": [],
+                    "content": [{"type": "reasoning_text", "text": reasoning}],
+                },
+                where,
+            )
         break
     content = message.get("content")
     if content is not None:
@@ -139,9 +148,7 @@ def _assistant(
         call = object_at(call, at)
         kind = call.get("type", "function")
         if kind != "function":
-            raise InvalidRequestError(
-                f"'{at}.type' must be 'function'; got {kind!r}.", param=f"{at}.type"
-            )
+            raise InvalidRequestError(f"'{at}.type' must be 'function'; got {kind!r}.", param=f"{at}.type")
         call_id = string_at(call, "id", at)
         function = object_at(call.get("function"), f"{at}.function")
         name = string_at(function, "name", f"{at}.function")

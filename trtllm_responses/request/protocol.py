@@ -21,7 +21,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from ..core.errors import InvalidRequestError
 from .fields import check_text, check_tool_choice, check_tools, one_sentence
 
-__all__ = ["MAX_JSON_DEPTH", "check_depth", "json_object", "ReasoningParam", "ResponsesRequest", "parse_request"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "check_depth",
+    "json_object",
+    "ReasoningParam",
+    "ResponsesRequest",
+    "parse_request",
+]
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 

@@ -103,12 +103,15 @@ def compaction_triggered(request: ResponsesRequest) -> tuple[ResponsesRequest, b
     else it is a 400.
     """
     items = request.input
-    if isinstance(items, str) or not any(isinstance(i, dict) and i.get("type") == "compaction_trigger" for i in items):
+    if isinstance(items, str) or not any(
+        isinstance(i, dict) and i.get("type") == "compaction_trigger" for i in items
+    ):
         return request, False
     for i, item in enumerate(items[:-1]):
         if isinstance(item, dict) and item.get("type") == "compaction_trigger":
             raise InvalidRequestError(
-                f"'input[{i}]' is a compaction_trigger, which must be the final input item.", param=f"input[{i}]"
+                f"'input[{i}]' is a compaction_trigger, which must be the final input item.",
+                param=f"input[{i}]",
             )
     return request.model_copy(update={"input": items[:-1]}), True
 
@@ -187,7 +190,9 @@ async def compact_conversation(
     instructions = COMPACTION_INSTRUCTION
     if request.instructions:
         instructions += "\n\nThe instructions the conversation ran under:\n" + request.instructions
-    summarizing = request.model_copy(update={"instructions": instructions, "tool_choice": "none", "tools": []})
+    summarizing = request.model_copy(
+        update={"instructions": instructions, "tool_choice": "none", "tools": []}
+    )
     prompt = await render(summarizing)
     refusal = executor.prompt_refusal(len(prompt.token_ids))
     if refusal is not None:

@@ -177,7 +177,9 @@ class ConversationsService:
         try:
             found = await self.store.conversation_page(conversation_id, after=after, limit=limit, order=order)
         except LookupError:
-            raise InvalidRequestError(f"No item with id '{after}' in this conversation.", param="after") from None
+            raise InvalidRequestError(
+                f"No item with id '{after}' in this conversation.", param="after"
+            ) from None
         if found is None:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         return page_json(*found)
@@ -254,7 +256,9 @@ class ConversationsService:
             )
 
         def convert() -> Any:
-            return input_to_messages([orjson.loads(data) for _, data in items], _AnyCall(), param="conversation")
+            return input_to_messages(
+                [orjson.loads(data) for _, data in items], _AnyCall(), param="conversation"
+            )
 
         converted = await asyncio.to_thread(convert) if size > INLINE_CONVERT_BYTES else convert()
         if self._render is not None:

@@ -192,7 +192,9 @@ class ResponseGenerator:
                 events = stream.fail(f"The executor failed: {exc}")
             usage = make_usage(len(prepared.prompt.token_ids), 0, 0, cached)
             if not stream.final_response:
-                events = stream.fail("The generation was cancelled.", usage) if failed else stream.complete(usage)
+                events = (
+                    stream.fail("The generation was cancelled.", usage) if failed else stream.complete(usage)
+                )
             final_json = await self._keep(prepared, stream)
             prepared.usage = usage
             if deliver is not None:
@@ -326,4 +328,3 @@ class ResponseGenerator:
         side = self.summarizing.get(response_id)
         if side is not None:
             self.executor.abort(side)
-

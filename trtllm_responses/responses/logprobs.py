@@ -110,7 +110,9 @@ class LogprobStreamProcessor(TokenStreamProcessor):
                 self._pending = []
                 self._message += logprobs
                 object.__setattr__(event, "__class__", _LoggedTextDelta)
-                event.__dict__["logprobs"] = [_as(delta_types.Logprob, delta_types.LogprobTopLogprob, lp) for lp in logprobs]
+                event.__dict__["logprobs"] = [
+                    _as(delta_types.Logprob, delta_types.LogprobTopLogprob, lp) for lp in logprobs
+                ]
             elif kind is ResponseOutputItemAddedEvent:
                 self._pending = []
                 self._message = []

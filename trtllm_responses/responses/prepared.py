@@ -148,7 +148,9 @@ def initial_response(
     (said in the extra field ``truncated_input_messages``, absent when none were). Its sampling fields are
     ``sampling``'s, what the executor is given (``sampling.echo_fields``).
     """
-    applied = echo_fields(sampling or sampling_settings(request, SamplingDefaults(), max_tokens=1, stop_token_ids=()))
+    applied = echo_fields(
+        sampling or sampling_settings(request, SamplingDefaults(), max_tokens=1, stop_token_ids=())
+    )
     reasoning = request.reasoning
     data: dict[str, Any] = {
         "id": response_id,
@@ -212,7 +214,11 @@ def _echo_cache_options(request: ResponsesRequest) -> dict[str, Any] | None:
             param="prompt_cache_options.prewarm",
             code="unsupported_parameter",
         )
-    return {"mode": options.mode, "ttl": options.ttl, "comparison_response_id": options.comparison_response_id}
+    return {
+        "mode": options.mode,
+        "ttl": options.ttl,
+        "comparison_response_id": options.comparison_response_id,
+    }
 
 
 def _echo_text(text: dict[str, Any] | None) -> dict[str, Any]:

@@ -79,7 +79,9 @@ class PromptTemplates:
         if request.instructions:
             parts.append(request.instructions)
         messages = [_message(m, values, i) for i, m in enumerate(_list(template.get("input"), prompt_id))]
-        own = [{"role": "user", "content": request.input}] if isinstance(request.input, str) else request.input
+        own = (
+            [{"role": "user", "content": request.input}] if isinstance(request.input, str) else request.input
+        )
         return request.model_copy(
             update={"instructions": "\n\n".join(parts) if parts else None, "input": messages + list(own)}
         )
@@ -101,14 +103,19 @@ class PromptTemplates:
             )
         if path.stat().st_size > MAX_TEMPLATE_BYTES:
             raise InvalidRequestError(
-                f"The template of prompt '{prompt_id}' is larger than {MAX_TEMPLATE_BYTES} bytes.", param="prompt"
+                f"The template of prompt '{prompt_id}' is larger than {MAX_TEMPLATE_BYTES} bytes.",
+                param="prompt",
             )
         try:
             template = orjson.loads(path.read_bytes())
         except orjson.JSONDecodeError as exc:
-            raise InvalidRequestError(f"The template of prompt '{prompt_id}' is not valid JSON: {exc}", param="prompt") from None
+            raise InvalidRequestError(
+                f"The template of prompt '{prompt_id}' is not valid JSON: {exc}", param="prompt"
+            ) from None
         if not isinstance(template, dict):
-            raise InvalidRequestError(f"The template of prompt '{prompt_id}' must be a JSON object.", param="prompt")
+            raise InvalidRequestError(
+                f"The template of prompt '{prompt_id}' must be a JSON object.", param="prompt"
+            )
         return template
 
 
@@ -122,14 +129,18 @@ def _list(value: Any, prompt_id: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InvalidRequestError(f"The 'input' of prompt '{prompt_id}' must be a list of messages.", param="prompt")
+        raise InvalidRequestError(
+            f"The 'input' of prompt '{prompt_id}' must be a list of messages.", param="prompt"
+        )
     return value
 
 
 def _defaults(template: Mapping[str, Any], prompt_id: str) -> dict[str, Any]:
     defaults = template.get("variables") or {}
     if not isinstance(defaults, Mapping):
-        raise InvalidRequestError(f"The 'variables' of prompt '{prompt_id}' must be an object.", param="prompt")
+        raise InvalidRequestError(
+            f"The 'variables' of prompt '{prompt_id}' must be an object.", param="prompt"
+        )
     return dict(defaults)
 
 
@@ -140,7 +151,11 @@ def _value(values: Mapping[str, Any], name: str) -> str | dict[str, Any]:
     value = values[name]
     if isinstance(value, str):
         return value
-    if isinstance(value, Mapping) and value.get("type") == "input_text" and isinstance(value.get("text"), str):
+    if (
+        isinstance(value, Mapping)
+        and value.get("type") == "input_text"
+        and isinstance(value.get("text"), str)
+    ):
         return str(value["text"])
     if isinstance(value, Mapping) and value.get("type") in _PART_VALUES:
         return dict(value)
@@ -195,7 +210,9 @@ def _message(message: Any, values: Mapping[str, Any], index: int) -> dict[str, A
     if isinstance(content, str):
         content = [{"type": "input_text", "text": content}]
     if not isinstance(content, list):
-        raise InvalidRequestError(f"Message {index} of the prompt template has no content list.", param="prompt")
+        raise InvalidRequestError(
+            f"Message {index} of the prompt template has no content list.", param="prompt"
+        )
     parts: list[dict[str, Any]] = []
     for part in content:
         if isinstance(part, Mapping) and part.get("type") in ("input_text", "output_text") and "text" in part:

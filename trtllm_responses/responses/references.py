@@ -51,7 +51,9 @@ async def resolve_references(
         if is_reference(item):
             ref = item.get("id")
             if not isinstance(ref, str) or not ref:
-                raise InvalidRequestError(f"'input[{i}].id' must be a non-empty string.", param=f"input[{i}].id")
+                raise InvalidRequestError(
+                    f"'input[{i}].id' must be a non-empty string.", param=f"input[{i}].id"
+                )
             wanted.setdefault(ref, i)
     found: dict[str, Any] = {}
     for item in input:  # earlier items of the same input (an id given by the client)

@@ -236,7 +236,9 @@ def _opened_string(payload: Mapping[str, Any], key: str, param: str, what: str) 
     value = payload.get(key)
     if not isinstance(value, str):
         raise InvalidRequestError(
-            f"The encrypted content at '{param}' is not {what}.", param=param, code="invalid_encrypted_content"
+            f"The encrypted content at '{param}' is not {what}.",
+            param=param,
+            code="invalid_encrypted_content",
         )
     return value
 

@@ -165,14 +165,18 @@ class ResponsesService:
                 for i in request.input
                 if isinstance(i, dict) and isinstance(i.get("id"), str) and not is_reference(i)
             ]
-            conversation_history, seen, stored_items = await self.conversations.history(conversation, given, size)
+            conversation_history, seen, stored_items = await self.conversations.history(
+                conversation, given, size
+            )
         request = await self.resolve_references(request, stored_items)
         request, triggered = compaction_triggered(request)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
         if prompt.configuration:  # configuration_update items: the response says what it used
             request = request.model_copy(update=prompt.configuration)
         if size > self.inline_render_bytes:
-            await asyncio.sleep(0)  # as in _build_prompt: the rest of a large body's preparation is a step of its own
+            await asyncio.sleep(
+                0
+            )  # as in _build_prompt: the rest of a large body's preparation is a step of its own
         compaction = None
         threshold = compact_threshold(request)
         if compact and (triggered or (threshold is not None and len(prompt.token_ids) > threshold)):
@@ -217,7 +221,9 @@ class ResponsesService:
         if options is not None and options.comparison_response_id is not None:
             compared = await self.store.get(options.comparison_response_id)
             echoed = to_dict(response)
-            echoed["prompt_cache_diagnostics"] = prompt_cache_diagnostics(self.adapter, prompt, echoed, compared)
+            echoed["prompt_cache_diagnostics"] = prompt_cache_diagnostics(
+                self.adapter, prompt, echoed, compared
+            )
             response = type(response).model_validate(echoed)
         items = normalize_input_items(request.input) if request.store or conversation else []
         sealer = self.sealer

@@ -31,7 +31,9 @@ def _units(messages: tuple[RenderedMessage, ...]) -> tuple[list[int], int]:
     return starts, tail
 
 
-def truncate_prompt(adapter: HarmonyAdapter, prompt: Prompt, window: int, room: int) -> tuple[Prompt, int] | None:
+def truncate_prompt(
+    adapter: HarmonyAdapter, prompt: Prompt, window: int, room: int
+) -> tuple[Prompt, int] | None:
     """``prompt`` without its oldest units so that ``len(tokens) + room <= window``, and the messages dropped;
     None when dropping every droppable unit is not enough."""
     messages = prompt.history.messages

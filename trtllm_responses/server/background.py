@@ -154,7 +154,10 @@ class BackgroundResponses:
     """The background responses of one server process."""
 
     def __init__(
-        self, service: ResponsesService, limits: BackgroundLimits | None = None, relay: RedisRelay | None = None
+        self,
+        service: ResponsesService,
+        limits: BackgroundLimits | None = None,
+        relay: RedisRelay | None = None,
     ) -> None:
         self.service = service
         self.limits = limits or BackgroundLimits()
@@ -291,11 +294,20 @@ class BackgroundResponses:
     async def stream(self, response_id: str, starting_after: int | None) -> AsyncIterator[bytes]:
         """SSE frames of a background response after ``starting_after``; 400/404 when there are none to give."""
         run = self.runs.get(response_id)
-        if run is None and self.relay is not None and (
-            await self.relay.has_events(response_id) or await self.relay.snapshot(response_id) is not None
+        if (
+            run is None
+            and self.relay is not None
+            and (
+                await self.relay.has_events(response_id) or await self.relay.snapshot(response_id) is not None
+            )
         ):
             first = await self.relay.first_sequence(response_id)
-            if starting_after is not None and starting_after + 1 < first or starting_after is None and first > 0:
+            if (
+                starting_after is not None
+                and starting_after + 1 < first
+                or starting_after is None
+                and first > 0
+            ):
                 raise InvalidRequestError(
                     f"Events before sequence number {first} of this response are no longer kept.",
                     param="starting_after",

@@ -72,8 +72,12 @@ class ChunkFrames:
 
     def __init__(self, completion_id: str, created: int, model: str) -> None:
         self.head = (
-            b'data: {"id":' + orjson.dumps(completion_id) + b',"object":"chat.completion.chunk","created":'
-            + str(created).encode() + b',"model":' + orjson.dumps(model)
+            b'data: {"id":'
+            + orjson.dumps(completion_id)
+            + b',"object":"chat.completion.chunk","created":'
+            + str(created).encode()
+            + b',"model":'
+            + orjson.dumps(model)
             + b',"system_fingerprint":null,"choices":['
         )
         self._choices: dict[int, bytes] = {}
@@ -260,8 +264,11 @@ class ChatChoice:
         if logprobs is None:
             return self._content_head + json_string(text) + _OPEN
         return (
-            self._content_head + json_string(text) + b'},"logprobs":{"content":'
-            + orjson.dumps(logprobs) + b',"refusal":null},"finish_reason":null}]}\n\n'
+            self._content_head
+            + json_string(text)
+            + b'},"logprobs":{"content":'
+            + orjson.dumps(logprobs)
+            + b',"refusal":null},"finish_reason":null}]}\n\n'
         )
 
     def _reasoning(self, text: str) -> bytes:
@@ -288,8 +295,11 @@ class ChatChoice:
             self._arguments[index].append(text)
             return b""
         return (
-            self._open + b'"tool_calls":[{"index":%d,"function":{"arguments":' % index
-            + json_string(text) + b"}}]" + _OPEN
+            self._open
+            + b'"tool_calls":[{"index":%d,"function":{"arguments":' % index
+            + json_string(text)
+            + b"}}]"
+            + _OPEN
         )
 
     # -- the end -----------------------------------------------------------------------------

@@ -46,4 +46,6 @@ class ServerConfig:
     http: HTTPLimits = field(default_factory=HTTPLimits)
     tools: ToolSettings = field(default_factory=ToolSettings)
     #: What a request that does not say is sampled with (``--temperature``, ``--top_p`` …).
-    sampling: SamplingDefaults = field(default_factory=SamplingDefaults)  # server-run tools' allow-lists and limits
+    sampling: SamplingDefaults = field(
+        default_factory=SamplingDefaults
+    )  # server-run tools' allow-lists and limits

@@ -17,7 +17,9 @@ _MAX_BODY = 16 << 20
 
 
 def _too_large() -> InvalidRequestError:
-    error = InvalidRequestError(f"The request body is larger than {_MAX_BODY >> 20} MiB.", code="request_too_large")
+    error = InvalidRequestError(
+        f"The request body is larger than {_MAX_BODY >> 20} MiB.", code="request_too_large"
+    )
     error.status_code = 413
     return error
 

@@ -296,7 +296,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
 def protocol_class(limits: HTTPLimits) -> type[GuardedHttpToolsProtocol]:
     """The protocol class enforcing ``limits`` (uvicorn builds it with its own arguments)."""
-    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits, "clients": {}, "sweep_at": 1024})
+    return type(
+        "GuardedHttpToolsProtocol",
+        (GuardedHttpToolsProtocol,),
+        {"limits": limits, "clients": {}, "sweep_at": 1024},
+    )
 
 
 #: Bytes a WebSocket message may hold beyond ``--max_input_bytes`` before the protocol closes the socket
@@ -304,7 +308,9 @@ def protocol_class(limits: HTTPLimits) -> type[GuardedHttpToolsProtocol]:
 WS_MESSAGE_SLACK = 64 << 10
 
 
-def uvicorn_config(app: Any, limits: HTTPLimits, drain_timeout: float = 35.0, **kwargs: Any) -> uvicorn.Config:
+def uvicorn_config(
+    app: Any, limits: HTTPLimits, drain_timeout: float = 35.0, **kwargs: Any
+) -> uvicorn.Config:
     """A uvicorn Config serving ``app`` under ``limits``; ``kwargs`` are other uvicorn settings.
 
     WebSocket connections drain at shutdown (``websocket_drain.py``): in-flight responses end,

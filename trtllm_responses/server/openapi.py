@@ -151,7 +151,7 @@ def _chat_operation() -> dict[str, Any]:
         "responses": {
             "200": {
                 "description": "The completion (`stream: false`), or its chunks (`stream: true`): `data: <chunk>` "
-                "lines, an `{\"error\": ...}` chunk if the generation fails, then `data: [DONE]`.",
+                'lines, an `{"error": ...}` chunk if the generation fails, then `data: [DONE]`.',
                 "content": {
                     "application/json": {"schema": _ref("ChatCompletion")},
                     "text/event-stream": {
@@ -318,7 +318,11 @@ _ROUTES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...], list[dict[
     ("/stats", "get"): (
         _STATS,
         (),
-        [_query("reset", {"type": "string"}, "`1` resets the counters after reading them (needs the API key).")],
+        [
+            _query(
+                "reset", {"type": "string"}, "`1` resets the counters after reading them (needs the API key)."
+            )
+        ],
     ),
     ("/health", "get"): (_HEALTH, (), []),
 }

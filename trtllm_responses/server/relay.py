@@ -172,7 +172,9 @@ class RedisRelay:
                 if not batches:
                     # Nothing new for a second: the stream may not have started yet (its snapshot says it
                     # is coming) or may be gone (expired after its grace period).
-                    if not await self.client.exists(key) and not await self.client.exists(SNAPSHOT + response_id):
+                    if not await self.client.exists(key) and not await self.client.exists(
+                        SNAPSHOT + response_id
+                    ):
                         return
                     continue
             except Exception as exc:

@@ -25,7 +25,14 @@ from openai.types.responses import (
 
 from ..core.wire import json_string, to_json
 
-__all__ = ["OBFUSCATION_BLOCK", "encode_event", "encode_events", "event_json", "obfuscate", "obfuscation_wanted"]
+__all__ = [
+    "OBFUSCATION_BLOCK",
+    "encode_event",
+    "encode_events",
+    "event_json",
+    "obfuscate",
+    "obfuscation_wanted",
+]
 
 _MAX_CACHED_PREFIXES = 4096
 

@@ -333,7 +333,9 @@ class ResponsesSocket:
             if self._draining:
                 await self._send_error(_restarting(), stream_id)
                 for steer in request[1]:
-                    await self._steer_failed(steer, "successor_creation_failed", "The server is restarting.", stream_id)
+                    await self._steer_failed(
+                        steer, "successor_creation_failed", "The server is restarting.", stream_id
+                    )
                 return
             try:
                 request = await self._create(request[0], stream_id, request[1])
@@ -362,7 +364,9 @@ class ResponsesSocket:
         await self._idle.wait()
         logger.debug("WebSocket connection drained; closing with %d", SERVICE_RESTART)
         with contextlib.suppress(Exception):
-            await self._send({"type": "websocket.close", "code": SERVICE_RESTART, "reason": "server restarting"})
+            await self._send(
+                {"type": "websocket.close", "code": SERVICE_RESTART, "reason": "server restarting"}
+            )
 
     def _lookup(self, response_id: str) -> ConversationHistory | None:
         for local_id, history in self._local.values():

@@ -25,7 +25,14 @@ from typing import Protocol
 from ..adapter.adapter import ConversationHistory
 from ..core.wire import exact_bytes
 
-__all__ = ["ConversationItem", "ConversationPage", "ResponseStore", "StoreStats", "StoredConversation", "StoredResponse"]
+__all__ = [
+    "ConversationItem",
+    "ConversationPage",
+    "ResponseStore",
+    "StoreStats",
+    "StoredConversation",
+    "StoredResponse",
+]
 
 #: One conversation item: its id and its JSON.
 ConversationItem = tuple[str, bytes]

@@ -194,7 +194,13 @@ class SQLiteStore:
             db.execute("BEGIN IMMEDIATE")
             db.execute(
                 "INSERT INTO conversations (id, created_at, metadata, used, nbytes) VALUES (?, ?, ?, ?, ?)",
-                (c.id, c.created_at, c.metadata_json, self._tick(db), len(c.metadata_json) + _items_bytes(items)),
+                (
+                    c.id,
+                    c.created_at,
+                    c.metadata_json,
+                    self._tick(db),
+                    len(c.metadata_json) + _items_bytes(items),
+                ),
             )
             db.executemany(
                 "INSERT INTO conversation_items (conversation, item_id, data) VALUES (?, ?, ?)",
@@ -207,11 +213,18 @@ class SQLiteStore:
         evicted = 0
         while True:
             values = dict(
-                db.execute("SELECT k, v FROM totals WHERE k IN ('conversations', 'conversation_bytes')").fetchall()
+                db.execute(
+                    "SELECT k, v FROM totals WHERE k IN ('conversations', 'conversation_bytes')"
+                ).fetchall()
             )
-            if values["conversations"] <= self.max_responses and values["conversation_bytes"] <= self.max_bytes:
+            if (
+                values["conversations"] <= self.max_responses
+                and values["conversation_bytes"] <= self.max_bytes
+            ):
                 break
-            row = db.execute("SELECT id FROM conversations WHERE id != ? ORDER BY used LIMIT 1", (keep,)).fetchone()
+            row = db.execute(
+                "SELECT id FROM conversations WHERE id != ? ORDER BY used LIMIT 1", (keep,)
+            ).fetchone()
             if row is None:  # only ``keep`` is left: it stays, whatever its size
                 break
             db.execute("DELETE FROM conversation_items WHERE conversation = ?", (row[0],))

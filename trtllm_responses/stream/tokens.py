@@ -135,7 +135,9 @@ class TokenStreamProcessor:
                 # A step that finishes the response is applied whole; others may stop at a boundary.
                 stop = self._stop_requested if delta.finish_reason is None else None
                 finish = (lambda events: self._finish(delta, events)) if delta.finish_reason else None
-                if self._ended(self._apply(self._parser.feed(tokens), events, "completed", stop, finish), events):
+                if self._ended(
+                    self._apply(self._parser.feed(tokens), events, "completed", stop, finish), events
+                ):
                     return events  # the step's rest is dropped
             elif delta.finish_reason is not None:
                 self._finish(delta, events)

@@ -22,7 +22,6 @@ from .settings import ToolSettings
 __all__ = ["WEB_SEARCH_TOOLS", "builtin_shown", "prepare_builtin_tools"]
 
 
-
 def builtin_shown(
     tools: Sequence[Mapping[str, Any]], tool_choice: Any, settings: ToolSettings
 ) -> dict[str, str]:

@@ -43,7 +43,14 @@ from .base import ToolNamespace, ToolOutcome, ToolProvider, truncate_output
 from .mcp_session import SessionFailed, SessionHost
 from .settings import ToolSettings, url_allowed
 
-__all__ = ["INVALID_PARAMS", "ApprovalRule", "MCPProvider", "describe_exception", "protocol_error", "tool_names"]
+__all__ = [
+    "INVALID_PARAMS",
+    "ApprovalRule",
+    "MCPProvider",
+    "describe_exception",
+    "protocol_error",
+    "tool_names",
+]
 
 logger = logging.getLogger(__name__)
 

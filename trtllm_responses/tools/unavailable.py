@@ -50,7 +50,11 @@ class UnavailableTool:
         """The one-line error the model reads."""
         names = self._available[:MAX_LISTED]
         more = ", …" if len(self._available) > MAX_LISTED else ""
-        listed = f"The tools you can call: {', '.join(names)}{more}." if names else "You have no tools in this conversation."
+        listed = (
+            f"The tools you can call: {', '.join(names)}{more}."
+            if names
+            else "You have no tools in this conversation."
+        )
         return f"Tool '{recipient_of(target)}' is not available. {listed} Answer without it."
 
     def refuse(self, target: ItemTarget) -> ToolOutcome:

@@ -71,7 +71,9 @@ class SamplingParams:
             raise ValueError(f"require temperature >= 0, got temperature={self.temperature}")
         if self.guided_decoding is not None:
             if not isinstance(self.guided_decoding, GuidedDecodingParams):
-                raise TypeError(f"guided_decoding must be GuidedDecodingParams, got {type(self.guided_decoding)}")
+                raise TypeError(
+                    f"guided_decoding must be GuidedDecodingParams, got {type(self.guided_decoding)}"
+                )
             self.guided_decoding._validate()
         # "correct types as users might pass in logprob=True for Top-1 logprobs"
         self.logprobs = self.logprobs and int(self.logprobs)
@@ -80,11 +82,18 @@ class SamplingParams:
     def params_imply_greedy_decoding(
         *, temperature: Optional[float], top_p: Optional[float], top_k: Optional[int]
     ) -> bool:
-        return (temperature is None and top_p is None and top_k is None) or top_k == 1 or top_p == 0.0 or temperature == 0
+        return (
+            (temperature is None and top_p is None and top_k is None)
+            or top_k == 1
+            or top_p == 0.0
+            or temperature == 0
+        )
 
     @property
     def _greedy_decoding(self) -> bool:
-        return self.params_imply_greedy_decoding(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
+        return self.params_imply_greedy_decoding(
+            temperature=self.temperature, top_p=self.top_p, top_k=self.top_k
+        )
 
 
 def describe(params: SamplingParams) -> dict[str, Any]:
@@ -93,7 +102,11 @@ def describe(params: SamplingParams) -> dict[str, Any]:
     for f in fields(params):
         value = getattr(params, f.name)
         if f.name == "guided_decoding":
-            value = None if value is None else {g.name: getattr(value, g.name) for g in fields(value) if getattr(value, g.name)}
+            value = (
+                None
+                if value is None
+                else {g.name: getattr(value, g.name) for g in fields(value) if getattr(value, g.name)}
+            )
         out[f.name] = value
     out["greedy"] = params._greedy_decoding
     return out

@@ -79,7 +79,13 @@ class LLM:
 
     def __init__(self, model: str, tokenizer: Optional[str] = None, **kwargs: Any) -> None:
         self.args = TorchLlmArgs(model=model, tokenizer=tokenizer, **kwargs)  # refuses unknown keys
-        self._log({"event": "init", "args": self.args.model_dump(mode="json", exclude_unset=True), "env": _launch_env()})
+        self._log(
+            {
+                "event": "init",
+                "args": self.args.model_dump(mode="json", exclude_unset=True),
+                "env": _launch_env(),
+            }
+        )
         self._next_id = 0
         self._step_delay = float(os.environ.get("FAKE_TRTLLM_STEP_DELAY", "0"))
         from trtllm_responses.executors.echo import EchoExecutor
@@ -102,11 +108,16 @@ class LLM:
             with open(path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record, default=str) + "\n")
 
-    def _check_arguments(self, prompt_len: int, query_len: int, sampling_params: SamplingParams, is_gen_only: bool = False) -> None:
+    def _check_arguments(
+        self, prompt_len: int, query_len: int, sampling_params: SamplingParams, is_gen_only: bool = False
+    ) -> None:
         if self.args.backend in ["pytorch", "_autodeploy"]:
             if self.args.backend == "pytorch" and not self.args.enable_chunked_prefill and not is_gen_only:
                 max_num_tokens = self.args.max_num_tokens
-                if max_num_tokens and prompt_len / self.args.parallel_config.cp_size + query_len > max_num_tokens:
+                if (
+                    max_num_tokens
+                    and prompt_len / self.args.parallel_config.cp_size + query_len > max_num_tokens
+                ):
                     raise RequestError(
                         f"The sum of prompt length ({prompt_len / self.args.parallel_config.cp_size}), query length ({query_len}) should not exceed "
                         f"max_num_tokens ({max_num_tokens})"
@@ -133,7 +144,11 @@ class LLM:
         enc = self._encoding
         stops = list(params.stop_token_ids or []) + ([params.end_id] if params.end_id is not None else [])
         candidates = [self._plan(prompt)] + [enc.encode(text) for text in tag_completions(json.loads(tag))]
-        rng = None if params._greedy_decoding else random.Random(params.seed if params.seed is not None else request_id)
+        rng = (
+            None
+            if params._greedy_decoding
+            else random.Random(params.seed if params.seed is not None else request_id)
+        )
         end_id = params.end_id if params.end_id is not None else enc.return_
         noise = noise_rate()
         plan = choose_plan(matcher, candidates, stops, end_id, rng, noise)
@@ -179,7 +194,14 @@ class LLM:
         self.prompts.append(list(inputs))
         self.priorities.append(priority)
         self.retention_configs.append(kv_cache_retention_config)
-        self._log({"event": "generate", "request_id": self._next_id, "sampling": describe(params), "priority": priority})
+        self._log(
+            {
+                "event": "generate",
+                "request_id": self._next_id,
+                "sampling": describe(params),
+                "priority": priority,
+            }
+        )
         error = None
         tokens: Any
         if params.guided_decoding is not None:

@@ -36,7 +36,9 @@ class CudaGraphConfig(_Strict):
 
 class MoeConfig(_Strict):
     # "AUTO" lets TensorRT-LLM pick per GPU (llm_args.py MoeConfig.backend, 1.1+).
-    backend: Literal["AUTO", "CUTLASS", "CUTEDSL", "WIDEEP", "TRTLLM", "DEEPGEMM", "VANILLA", "TRITON"] = "AUTO"
+    backend: Literal["AUTO", "CUTLASS", "CUTEDSL", "WIDEEP", "TRTLLM", "DEEPGEMM", "VANILLA", "TRITON"] = (
+        "AUTO"
+    )
     max_num_tokens: Optional[int] = None
 
 
