@@ -141,7 +141,7 @@ def test_accounted_bytes_bound_the_real_memory(encoding, adapter) -> None:  # ty
     ]
 
     async def one(body: dict) -> dict:
-        return json.loads(await service.drive(await service.prepare(json.dumps(body).encode())))
+        return json.loads(await service.run(await service.prepare(json.dumps(body).encode())).drive())
 
     async def workload(n: int) -> None:
         previous = None

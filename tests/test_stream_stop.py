@@ -30,11 +30,14 @@ def run(encoding, adapter, step: int, stop_reason: str | None):  # type: ignore[
     prepared = asyncio.run(service.prepare(b'{"input": "hi"}'))
     asked: list[int] = []
 
-    def stop() -> str | None:
-        asked.append(1)
-        return stop_reason
+    class Control:  # what a ResponseRun answers the processor (stream.RunControl)
+        cancelled = False
 
-    processor = TokenStreamProcessor(ResponseStream(prepared.response), encoding, 10, stop)
+        def stop_reason(self) -> str | None:
+            asked.append(1)
+            return stop_reason
+
+    processor = TokenStreamProcessor(ResponseStream(prepared.response), encoding, 10, Control())
     events = processor.start()
     tokens = encoding.encode(COMPLETION)
     chunks = [tokens[i : i + step] for i in range(0, len(tokens), step)]

@@ -349,7 +349,7 @@ def test_lane_and_queue_limits(paced: RunningServer) -> None:
 
 
 def test_too_many_pending_steers(paced: RunningServer) -> None:
-    from trtllm_responses.server.websocket import MAX_PENDING_STEERS
+    from trtllm_responses.responses.steering import MAX_PENDING_STEERS
 
     with ws_connect(ws_url(paced)) as ws:
         ws.send(json.dumps({"type": "response.create", "input": "#lorem 2000", "store": False}))

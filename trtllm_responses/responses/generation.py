@@ -1,16 +1,16 @@
-"""ResponseGenerator: drives a prepared response through the executor (and the tool loop) to its end.
+"""ResponseGenerator: drives a run through the executor (and the tool loop) to its end.
 
-``drive`` generates one response, handing each engine step's events to a
-``deliver`` callback, has the result kept (stored) before the terminal event leaves,
-and returns the terminal response. Streaming and non-streaming responses both use
-``drive``: one code path, one loop per token (no generator layers between the engine
-and the socket). ``abort`` stops a running response (its generation, or its running
-tool call); the stream then ends with a terminal event.
+``drive`` generates one :class:`~.run.ResponseRun`, handing each engine step's events to a
+``deliver`` callback, has the result kept (stored) before the terminal event leaves, and returns
+the terminal response. Streaming and non-streaming responses both use it: one code path, one loop
+per token (no generator layers between the engine and the socket). It writes the run's live state
+(its stream, the executor request it runs, its tool loop) and nothing else does (README, "Layout").
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,7 +25,8 @@ from ..stream import ResponseStream, TokenStreamProcessor, make_usage
 from ..tools.base import ServerTools
 from .delta_pump import MainDeltas
 from .logprobs import LogprobStreamProcessor
-from .prepared import Deliver, PreparedResponse
+from .prepared import Deliver
+from .run import ResponseRun
 from .summaries import Summarizer
 from .tool_loop import ToolLoop
 
@@ -35,10 +36,10 @@ logger = logging.getLogger(__name__)
 
 
 class ResponseGenerator:
-    """Generates responses: the responses live in this process, and the executor requests they run.
+    """Generates runs: the executor requests each runs, its tool loop and reasoning summaries.
 
     ``keep`` serializes and stores a finished response (the service's); it returns the
-    terminal response's JSON.
+    terminal response's JSON. ``runs`` holds the runs being driven in this process, by id.
     """
 
     def __init__(
@@ -47,7 +48,7 @@ class ResponseGenerator:
         executor: Executor,
         adapter: HarmonyAdapter,
         metrics: ServerMetrics,
-        keep: Callable[[PreparedResponse, ResponseStream], Awaitable[bytes]],
+        keep: Callable[[ResponseRun, ResponseStream], Awaitable[bytes]],
         redact_reasoning: bool = False,
         summarizer: Summarizer | None = None,
     ) -> None:
@@ -58,15 +59,11 @@ class ResponseGenerator:
         self.metrics = metrics
         self.redact_reasoning = redact_reasoning
         self._keep = keep
-        #: Responses being generated in this process, by id (foreground and background).
-        self.live: dict[str, PreparedResponse] = {}
-        #: The executor request id each live response is generating now (the tool loop runs several).
-        self.generating: dict[str, str] = {}
-        #: The summary side generation each live response is running now, if any.
-        self.summarizing: dict[str, str] = {}
+        #: Runs being driven in this process, by id (foreground and background).
+        self.runs: dict[str, ResponseRun] = {}
 
-    async def drive(self, prepared: PreparedResponse, deliver: Deliver | None = None) -> bytes:
-        """Generate one response to its end; return the terminal response as JSON.
+    async def drive(self, run: ResponseRun, deliver: Deliver | None = None) -> bytes:
+        """Generate ``run`` to its end; return the terminal response as JSON.
 
         ``deliver`` receives each engine step's events as they happen (streaming);
         without it the events are only used to build the response (non-streaming:
@@ -76,8 +73,9 @@ class ResponseGenerator:
         the executor finished: client gone (the caller cancels), malformed output,
         a delivery error.
         """
+        prepared = run.prepared
         if not prepared.generate:
-            return await self._prefill(prepared, deliver)
+            return await self._prefill(run, deliver)
         stream = ResponseStream(
             prepared.response,
             prepared.seal_reasoning,
@@ -89,15 +87,12 @@ class ResponseGenerator:
         prompt_tokens = len(prepared.prompt.token_ids)
         top_logprobs = prepared.generation.sampling.logprobs
         processor = (
-            TokenStreamProcessor(stream, self.adapter.encoding, prompt_tokens, prepared.stop_requested)
+            TokenStreamProcessor(stream, self.adapter.encoding, prompt_tokens, run)
             if top_logprobs is None
-            else LogprobStreamProcessor(
-                stream, self.adapter.encoding, prompt_tokens, top_logprobs, prepared.stop_requested
-            )
+            else LogprobStreamProcessor(stream, self.adapter.encoding, prompt_tokens, top_logprobs, run)
         )
-        prepared.stream = processor.stream
-        response_id = prepared.generation.request_id
-        self.live[response_id] = prepared
+        run.stream = processor.stream
+        self.runs[run.id] = run
         try:
             opening = processor.start()
             if prepared.compaction is not None:
@@ -126,21 +121,23 @@ class ResponseGenerator:
                 client_tools=tuple(t.recipient for t in declared.tools) if declared is not None else (),
             )
             opening += loop.opening()
-            prepared.tool_loop = loop
+            run.tool_loop = loop
+            if run.interrupted:  # cancelled before it started: its loop must not start a tool call
+                loop.cancel()
             if deliver is not None:
                 await deliver(opening)
         except BaseException:
-            self.live.pop(response_id, None)
+            self.runs.pop(run.id, None)
             raise
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
         self.metrics.active += 1
         try:
-            events = await loop.run(self._generate, deliver)
+            events = await loop.run(functools.partial(self._generate, run), deliver)
             try:
-                final_json = await self._keep(prepared, processor.stream)
+                final_json = await self._keep(run, processor.stream)
             except Exception:  # the store or the serializer failed: the client still gets a terminal event
-                logger.exception("Could not serialize or store %s", prepared.generation.request_id)
-                prepared.store_failed = True
+                logger.exception("Could not serialize or store %s", run.id)
+                run.store_failed = True
                 events[-1] = processor.stream.fail_instead("The server could not store the response.")
                 final_json = to_json(processor.stream.final_response)  # type: ignore[arg-type]
             final = processor.stream.final_response
@@ -152,26 +149,26 @@ class ResponseGenerator:
                 received_at=prepared.received_at,
                 first_token_at=processor.first_token_at,
             )
-            prepared.first_token_at = processor.first_token_at
-            prepared.usage = processor.usage()
+            run.first_token_at = processor.first_token_at
+            run.usage = processor.usage()
             if deliver is not None:
                 await deliver(events)
             return final_json
         finally:
-            self.live.pop(response_id, None)
+            self.runs.pop(run.id, None)
             self.metrics.active -= 1
 
-    async def _prefill(self, prepared: PreparedResponse, deliver: Deliver | None) -> bytes:
+    async def _prefill(self, run: ResponseRun, deliver: Deliver | None) -> bytes:
         """A response prepared without output (``generate: false``): its prompt goes through the engine
         (a one-token generation whose token is dropped, so TensorRT-LLM's KV-cache block reuse keeps the
         prompt's blocks for the turn that continues it), then it completes with ``output: []``."""
+        prepared = run.prepared
         stream = ResponseStream(prepared.response)
-        prepared.stream = stream
-        response_id = prepared.generation.request_id
+        run.stream = stream
         sampling = dataclasses.replace(prepared.generation.sampling, max_tokens=1, logprobs=None)
         generation = dataclasses.replace(prepared.generation, sampling=sampling, constraint=None)
-        self.live[response_id] = prepared
-        self.generating[response_id] = response_id
+        self.runs[run.id] = run
+        run.generating = run.id
         try:
             if deliver is not None:
                 await deliver(stream.start())
@@ -180,32 +177,42 @@ class ResponseGenerator:
             cached = 0
             failed = True  # unless the engine finishes the step
             try:
-                async with Generating(self.executor, generation) as deltas:
-                    async for delta in deltas:
-                        cached = delta.cached_tokens or cached
-                        if delta.finish_reason is not None:
-                            failed = delta.finish_reason in ("error", "cancelled")
-                            break
+                if not run.interrupted:
+                    async with Generating(self.executor, generation) as deltas:
+                        async for delta in deltas:
+                            cached = delta.cached_tokens or cached
+                            if run.interrupted:  # the executor may not have had it when the abort came
+                                self.executor.abort(run.id)
+                            if delta.finish_reason is not None:
+                                failed = delta.finish_reason in ("error", "cancelled")
+                                break
             except Exception as exc:  # the executor failed: response.failed, never a broken stream
-                logger.exception("Executor failed preparing %s", response_id)
+                logger.exception("Executor failed preparing %s", run.id)
                 failed = True
                 events = stream.fail(f"The executor failed: {exc}")
             usage = make_usage(len(prepared.prompt.token_ids), 0, 0, cached)
             if not stream.final_response:
-                events = (
-                    stream.fail("The generation was cancelled.", usage) if failed else stream.complete(usage)
-                )
-            final_json = await self._keep(prepared, stream)
-            prepared.usage = usage
+                if not failed:
+                    events = stream.complete(usage)
+                elif run.cancelled:
+                    events = stream.cancel(usage)
+                else:
+                    events = stream.fail("The generation was cancelled.", usage)
+            final_json = await self._keep(run, stream)
+            run.usage = usage
             if deliver is not None:
                 await deliver(events)
             return final_json
         finally:
-            self.live.pop(response_id, None)
-            self.generating.pop(response_id, None)
+            self.runs.pop(run.id, None)
+            run.generating = None
 
     async def _generate(
-        self, generation: GenerationRequest, processor: TokenStreamProcessor, deliver: Deliver | None
+        self,
+        run: ResponseRun,
+        generation: GenerationRequest,
+        processor: TokenStreamProcessor,
+        deliver: Deliver | None,
     ) -> list[ResponseStreamEvent]:
         """Run one generation through ``processor``, delivering each step's events but the last (returned).
 
@@ -215,10 +222,12 @@ class ResponseGenerator:
         parked for its summary pauses the processor: the summary's side generation
         streams (:meth:`_summarize`) while the main generation's deltas are queued.
         """
+        if run.interrupted:  # cancelled or aborted before this generation started: never submitted
+            return processor.interrupted("The generation was cancelled.")
         main = MainDeltas(self.executor.generate(generation))
-        response_id = generation.request_id.partition(".")[0]  # the tool loop's turns are <id>.<n>
-        self.generating[response_id] = generation.request_id
+        run.generating = generation.request_id
         first = processor.first_token_at is None  # for the access log; a local flag costs nothing per token
+        started = False  # the executor has this generation: an abort from now on reaches it
         stream = processor.stream
         # The engine's deltas straight from its generator; once a summary has started, from the pump.
         pull: Callable[[], Awaitable[TokenDelta]] = main.deltas.__anext__
@@ -231,9 +240,14 @@ class ResponseGenerator:
                         main.finished = True
                     elif pull is not direct and main.direct:  # a summary's queued steps are all read
                         pull = direct
-                    if first:
-                        processor.first_token_at = time.perf_counter()
-                        first = False
+                    if not started:
+                        started = True
+                        if first:
+                            processor.first_token_at = time.perf_counter()
+                        # A cancel that came before the executor registered the request missed it: repeat
+                        # it now, once (an event the run raised, not a poll).
+                        if run.interrupted and not main.finished:
+                            self.executor.abort(generation.request_id)
                 except StopAsyncIteration:
                     return processor.fail("The executor ended the stream without a finish reason.")
                 except Exception as exc:  # the executor failed: response.failed, never a broken stream
@@ -250,7 +264,7 @@ class ResponseGenerator:
                     main.pump()
                     pull = main.next
                     try:
-                        events = await self._summarize(response_id, processor, deliver)
+                        events = await self._summarize(run, processor, deliver)
                     finally:
                         main.stop_pumping()
                     try:
@@ -266,15 +280,15 @@ class ResponseGenerator:
                 if events and deliver is not None:
                     await deliver(events)
         finally:
-            if self.generating.get(response_id) == generation.request_id:
-                del self.generating[response_id]
+            if run.generating == generation.request_id:
+                run.generating = None
             if not main.finished:
                 self.executor.abort(generation.request_id)
                 self.metrics.record_abort()
             await main.close()
 
     async def _summarize(
-        self, response_id: str, processor: TokenStreamProcessor, deliver: Deliver | None
+        self, run: ResponseRun, processor: TokenStreamProcessor, deliver: Deliver | None
     ) -> list[ResponseStreamEvent]:
         """Stream the summary of the parked reasoning item; return the events that close it (undelivered).
 
@@ -283,14 +297,13 @@ class ResponseGenerator:
         """
         stream = processor.stream
         parked = stream.summary_due
-        prepared = self.live.get(response_id)
-        assert parked is not None and self.summarizer is not None and prepared is not None
-        mode = prepared.summary_mode
+        assert parked is not None and self.summarizer is not None
+        mode = run.prepared.summary_mode
         assert mode is not None  # summaries run only for responses that asked for them
-        side_id = f"{response_id}.summary{parked.output_index}"
+        side_id = f"{run.id}.summary{parked.output_index}"
         request = self.summarizer.request(side_id, parked.text, mode, self.executor.max_seq_len)
         reader = self.summarizer.reader()
-        self.summarizing[response_id] = side_id
+        run.summarizing = side_id
         cut = False
         delivering = False
         try:
@@ -306,7 +319,7 @@ class ResponseGenerator:
                             delivering = True
                             await deliver(events)
                             delivering = False
-                    if deltas.finished or reader.ended:
+                    if deltas.finished or reader.ended or run.interrupted:
                         break
         except Exception:  # the summary is optional: the response goes on without (the rest of) it
             if delivering:  # the client is gone: not the summary's failure
@@ -314,17 +327,7 @@ class ResponseGenerator:
             logger.exception("The summary of %s failed", parked.item_id)
             cut = True
         finally:
-            self.summarizing.pop(response_id, None)
+            run.summarizing = None
             processor.count_summary(reader.tokens)
             self.metrics.record_summary(len(request.prompt_token_ids), reader.tokens)
         return stream.summary_ended(cut)
-
-    def abort(self, response_id: str) -> None:
-        """Abort the generation ``response_id`` is running now, if any, or its running tool call (its stream then ends)."""
-        prepared = self.live.get(response_id)
-        if prepared is not None and prepared.tool_loop is not None:
-            prepared.tool_loop.cancel()
-        self.executor.abort(self.generating.get(response_id, response_id))
-        side = self.summarizing.get(response_id)
-        if side is not None:
-            self.executor.abort(side)

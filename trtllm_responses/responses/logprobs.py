@@ -14,7 +14,7 @@ for its last token; header and terminator tokens carry none). ``output_text.done
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from openai.types.responses import (
@@ -32,7 +32,7 @@ from openai.types.responses import response_text_done_event as done_types
 
 from ..executors.base import TokenDelta
 from ..harmony.encoding import HarmonyEncoding
-from ..stream import ResponseStream, TokenStreamProcessor
+from ..stream import ResponseStream, RunControl, TokenStreamProcessor
 
 __all__ = ["LogprobStreamProcessor"]
 
@@ -50,9 +50,9 @@ class LogprobStreamProcessor(TokenStreamProcessor):
         encoding: HarmonyEncoding,
         prompt_tokens: int,
         top_logprobs: int,
-        stop_requested: Callable[[], str | None] | None = None,
+        control: RunControl | None = None,
     ) -> None:
-        super().__init__(stream, encoding, prompt_tokens, stop_requested)
+        super().__init__(stream, encoding, prompt_tokens, control)
         self._encoding = encoding
         self._top = top_logprobs
         self._pending: list[output_text.Logprob] = []

@@ -1,9 +1,8 @@
-"""A prepared response: a checked request, its prompt, and the response it will become.
+"""A prepared response: what ``ResponsesService.prepare`` decided, frozen (README, "Layout").
 
-What ``ResponsesService.prepare`` returns and every transport drives: the request as
-checked, its rendered prompt and generation request, the in_progress response (its
-``initial_response`` echoes the request as OpenAI's API does), and what the drive needs
-to know about it (sealing, stop requests, compaction, server-run tools).
+The checked request, its rendered prompt and generation request, the in_progress response
+(``initial_response`` echoes the request as OpenAI's API does), and how it is sealed, stored,
+compacted and which server-run tools it may call. A :class:`~.run.ResponseRun` runs it.
 """
 
 from __future__ import annotations
@@ -19,12 +18,10 @@ from ..adapter.adapter import ConversationHistory, Prompt
 from ..core.errors import InvalidRequestError
 from ..executors.base import GenerationRequest, SamplingSettings
 from ..request.protocol import ResponsesRequest
-from ..stream import ResponseStream
 from ..tools.base import ServerTools
 from ..tools.settings import DEFAULT_TOOL_TIMEOUT
 from .compaction import Compaction
 from .sampling import SamplingDefaults, echo_fields, sampling_settings
-from .tool_loop import ToolLoop
 
 __all__ = [
     "ENCRYPTED_REASONING",
@@ -49,9 +46,10 @@ def default_max_input_bytes(max_seq_len: int) -> int:
     return INPUT_BYTES_PER_TOKEN * max_seq_len
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PreparedResponse:
-    """A checked request, its prompt, and the response it will become."""
+    """What ``prepare`` decided, immutable: the checked request, its prompt and generation, the
+    in_progress response, and how to store and seal it. The live state is the run's (``run.py``)."""
 
     request: ResponsesRequest
     prompt: Prompt
@@ -60,12 +58,6 @@ class PreparedResponse:
     received_at: float
     conversation_id: str | None = None  # conversation=: its items come first; this turn's are appended
     conversation_seen: tuple[int, str | None] = (0, None)  # its item count and last item id, as rendered
-    stream: ResponseStream | None = None  # while driven: its state (GET of an in-progress response)
-    cancelled: bool = False  # a client cancelled it (background): it ends with status "cancelled"
-    store_failed: bool = False  # drive could not store it: it ended failed, saying so, and is nowhere else
-    # Filled in by drive (for the access log): when the executor's first delta came, final usage.
-    first_token_at: float | None = None
-    usage: Any = None
     # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
     input_item_ids: tuple[str, ...] = ()
     input_items_json: tuple[bytes, ...] = ()
@@ -73,8 +65,6 @@ class PreparedResponse:
     seal_reasoning: Callable[[str], str] | None = None
     #: Seals a tool-read carrier (sealing.py) after each server-run tool item the client sees less of.
     seal_tool_read: Callable[[str, dict[str, Any]], str | None] | None = None
-    #: Asked at each Harmony message boundary; a reason (e.g. ``steered``) ends the response there.
-    stop_requested: Callable[[], str | None] | None = None
     #: False (WebSocket ``generate: false``): prepare the conversation and prefill the prompt, no output.
     generate: bool = True
     #: The reasoning summary the request asked for (``auto``, ``concise``, ``detailed``), or None.
@@ -84,7 +74,6 @@ class PreparedResponse:
 
     tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # seconds a server-run tool call may take
-    tool_loop: ToolLoop | None = None  # while driven with server-run tools: its loop (cancelled by abort)
 
 
 #: Finds the history of a ``previous_response_id`` somewhere other than the store (a WebSocket's own).

@@ -1,11 +1,12 @@
-"""ResponsesService: the Responses API, transport-free.
+"""ResponsesService: the Responses API, transport-free (README, "Layout": the run's life).
 
-``prepare`` turns a request body into a :class:`~trtllm_responses.responses.prepared.PreparedResponse`
-(checking everything a client can get wrong, before any generation starts); ``drive``
-generates it (``generation.py``: one code path for streaming and non-streaming responses),
-and the service keeps the result (stores it, appends it to its conversation) before the
-terminal event leaves. ``retrieve``, ``delete`` and ``input_items`` serve stored responses;
-``compact`` and ``count_input_tokens`` the loop endpoints.
+``prepare`` turns a request body into a frozen :class:`~.prepared.PreparedResponse` (everything a
+client can get wrong is checked before any generation starts); ``run`` makes the one handle on it
+(:class:`~.run.ResponseRun`), which a transport drives in its own task, or ``start_background``
+drives in one of the service's; ``find`` finds a running one by id. The service keeps each result
+(stores it, appends it to its conversation) before the terminal event leaves. ``retrieve``,
+``delete`` and ``input_items`` serve stored responses; ``compact`` and ``count_input_tokens`` the
+loop endpoints.
 """
 
 from __future__ import annotations
@@ -57,12 +58,21 @@ from .prepared import (
 )
 from .prompts import PromptTemplates
 from .references import has_references, is_reference, resolve_references
+from .run import ResponseRun, RunState
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_items
 from .summaries import Summarizer, summary_mode
 from .truncation import truncate_prompt
 
-__all__ = ["Deliver", "HistoryLookup", "PreparedResponse", "ResponsesService", "default_max_input_bytes"]
+__all__ = [
+    "Deliver",
+    "HistoryLookup",
+    "PreparedResponse",
+    "ResponseRun",
+    "ResponsesService",
+    "RunState",
+    "default_max_input_bytes",
+]
 
 
 logger = logging.getLogger(__name__)
@@ -111,8 +121,10 @@ class ResponsesService:
             redact_reasoning=self.redact_reasoning,
             summarizer=Summarizer(adapter) if reasoning_summaries else None,
         )
-        #: Responses being generated in this process, by id (foreground and background).
-        self.live = self.generator.live
+        #: Runs being driven in this process, by id (foreground and background).
+        self.runs: Mapping[str, ResponseRun] = self.generator.runs
+        self._background: set[asyncio.Task[bytes]] = set()
+        self._aborting = False  # abort_all was called: the server is ending every response
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
@@ -137,8 +149,11 @@ class ResponsesService:
         *,
         lookup: HistoryLookup | None = None,
         compact: bool = True,
+        generate: bool = True,
     ) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong.
+
+        ``generate`` False (WebSocket ``generate: false``): the response prefills its prompt, no output.
 
         With ``compact`` (the default), a ``context_management`` threshold the prompt
         exceeds compacts the conversation first (a summarization generation).
@@ -246,6 +261,7 @@ class ResponsesService:
             conversation_seen=seen if conversation else (0, None),
             tools=tools,
             tool_timeout=self.tool_settings.tool_timeout,
+            generate=generate,
         )
 
     async def resolve_references(
@@ -352,28 +368,47 @@ class ResponsesService:
         await asyncio.sleep(0)  # a large body: let other streams run between its steps (each a few ms)
         return adapter.finish_prompt(draft, rendered)
 
-    # -- generate ----------------------------------------------------------------------------
+    # -- run -----------------------------------------------------------------------------------
 
-    async def drive(self, prepared: PreparedResponse, deliver: Deliver | None = None) -> bytes:
-        """Generate ``prepared`` to its end (``ResponseGenerator.drive``); the terminal response's JSON."""
-        return await self.generator.drive(prepared, deliver)
+    def run(self, prepared: PreparedResponse) -> ResponseRun:
+        """The handle on ``prepared``'s response: drive it (``run.drive``) or ``start_background`` it.
 
-    def abort(self, response_id: str) -> None:
-        """Stop ``response_id`` if it runs here: its generation, or its running tool call."""
-        self.generator.abort(response_id)
+        After ``abort_all`` (the server's shutdown timeout) a new run is aborted from the start.
+        """
+        run = ResponseRun(prepared, self.generator.drive, self.executor)
+        if self._aborting:
+            run.abort()
+        return run
+
+    def abort_all(self) -> int:
+        """End every run now and every run made from now on (shutdown): each ends ``failed`` with a
+        terminal event. How many were running."""
+        self._aborting = True
+        runs = list(self.generator.runs.values())
+        for run in runs:
+            run.abort()
+            self.metrics.record_abort()
+        return len(runs)
+
+    def find(self, response_id: str) -> ResponseRun | None:
+        """The run of ``response_id`` if it is being driven in this process."""
+        return self.generator.runs.get(response_id)
+
+    def start_background(self, run: ResponseRun) -> asyncio.Task[bytes]:
+        """Drive ``run`` in a task of the service's (its events go to its subscribers); return the task."""
+        task = asyncio.ensure_future(run.drive(run.publish))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
 
     # -- keep ------------------------------------------------------------------------------
 
-    async def _keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
+    async def _keep(self, run: ResponseRun, stream: ResponseStream) -> bytes:
         """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
+        prepared = run.prepared
         final = stream.final_response
         if final is None:
             raise ServerError("The response ended without a terminal event.")
-        if prepared.cancelled and final.status == "failed":
-            # The executor stopped because a client cancelled it: the terminal event (the same
-            # object) and the stored response both say so.
-            final.status = "cancelled"
-            final.error = None
         final_json = to_json(final)
         turn = None
         if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
@@ -455,9 +490,9 @@ class ResponsesService:
 
     async def retrieve(self, response_id: str) -> bytes:
         """The response's JSON: its current snapshot while it is generated here, else the stored one."""
-        live = self.live.get(response_id)
-        if live is not None and live.stream is not None:
-            return to_json(live.stream.snapshot())
+        run = self.find(response_id)
+        if run is not None and run.stream is not None:
+            return to_json(run.stream.snapshot())
         return (await self._get(response_id)).response_json
 
     async def delete(self, response_id: str) -> bytes:

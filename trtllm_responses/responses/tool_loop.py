@@ -194,7 +194,7 @@ class ToolLoop:
             )
             pending, _ = await self._execute(pending, deliver)
             if self._cancelled:
-                return pending + self._processor.fail(CANCELLED)
+                return pending + self._processor.interrupted(CANCELLED)
         if self._tools.approved:
             previous = len(self._token_ids)
             generation = self._next_generation()
@@ -212,7 +212,7 @@ class ToolLoop:
             if self._stream.final_response is not None:  # ended by _refuse
                 return pending
             if self._cancelled:
-                return pending + self._processor.fail(CANCELLED)
+                return pending + self._processor.interrupted(CANCELLED)
             if stop:
                 self._processor.done = True
                 return pending + stream.complete(self._processor.usage())

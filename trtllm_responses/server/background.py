@@ -1,16 +1,16 @@
 """Background responses: generation owned by the server, not by a client connection.
 
-``BackgroundResponses.start`` runs ``ResponsesService.drive`` in a task of its
-own with a ``deliver`` that records each event's SSE frame, so a background
-response is generated exactly like any other (one ``drive``), and any number
-of clients can read it, from any sequence number, while it runs and for a
-grace period after it ended:
+``BackgroundResponses.start`` has the service drive the run in a task of the
+service's (``ResponsesService.start_background``) and subscribes a recorder that
+keeps each event's SSE frame, so a background response is generated exactly like
+any other (one drive), and any number of clients can read it, from any sequence
+number, while it runs and for a grace period after it ended:
 
 - ``GET /v1/responses/{id}`` polls (the service's live snapshot, then the stored response);
 - ``GET /v1/responses/{id}?stream=true&starting_after=N`` replays the frames after
   sequence number N and follows live until the terminal event;
-- ``POST /v1/responses/{id}/cancel`` aborts the generation in the executor; the
-  response ends ``cancelled`` (idempotent: a finished response stays as it is).
+- ``POST /v1/responses/{id}/cancel`` cancels the run (``ResponseRun.cancel``) and awaits its
+  end: it ends ``cancelled`` (idempotent: a finished response stays as it is).
 
 Recorded frames are bounded per response (count and bytes; the oldest go
 first), in total over every run of the process (``max_total_bytes``: the frames of
@@ -33,7 +33,7 @@ from openai.types.responses import ResponseStreamEvent
 
 from ..core.errors import InvalidRequestError, TooManyRequestsError
 from ..core.wire import to_json
-from ..responses.service import PreparedResponse, ResponsesService
+from ..responses.service import ResponseRun, ResponsesService
 from .relay import RedisRelay
 from .sse import encode_event, obfuscate, obfuscation_wanted
 
@@ -57,11 +57,15 @@ class BackgroundLimits:
     max_running: int = 128
 
 
+#: How long a cancel waits for the run it cancelled to end (its generation aborted, its result stored).
+CANCEL_WAIT_SECONDS = 30.0
+
+
 @dataclass(eq=False)
 class BackgroundRun:
-    """One background response: its recorded frames, and whether it has ended."""
+    """One background response's recorded frames (a subscriber of its run), and whether it has ended."""
 
-    prepared: PreparedResponse
+    run: ResponseRun
     limits: BackgroundLimits
     frames: deque[bytes] = field(default_factory=deque)
     first_sequence: int = 0  # sequence number of frames[0]
@@ -72,17 +76,27 @@ class BackgroundRun:
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     #: Told how many bytes the run's frames grew (or shrank) by: the process-wide budget.
     account: Callable[[BackgroundRun, int], None] | None = None
-    #: The final response's JSON once it ended (retrieved from here while the store cannot give it).
-    final: bytes | None = None
     #: Its frames are obfuscated (``stream_options.include_obfuscation``): decided once, not per step.
     obfuscated: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.obfuscated = obfuscation_wanted(self.prepared.request.stream_options)
+        self.obfuscated = obfuscation_wanted(self.run.prepared.request.stream_options)
 
     @property
     def id(self) -> str:
-        return self.prepared.generation.request_id
+        return self.run.id
+
+    @property
+    def final(self) -> bytes | None:
+        """The final response's JSON once it ended (retrieved from here while the store cannot give it)."""
+        return self.run.final_json
+
+    def snapshot(self) -> bytes:
+        """The response as it is now: ``queued`` until its generation starts, then its stream's snapshot."""
+        stream = self.run.stream
+        if stream is None:
+            return to_json(self.run.prepared.response.model_copy(update={"status": "queued"}))
+        return to_json(stream.snapshot())
 
     @property
     def next_sequence(self) -> int:
@@ -191,8 +205,8 @@ class BackgroundResponses:
         if self._finished.get(run.id) is run:
             del self._finished[run.id]
 
-    async def begin(self, prepared: PreparedResponse) -> BackgroundRun:
-        """Start ``prepared``; with a shared store, every process can see it once this returns.
+    async def begin(self, run: ResponseRun) -> BackgroundRun:
+        """Start ``run``; with a shared store, every process can see it once this returns.
 
         TooManyRequestsError (429) if ``max_running`` background responses are generating already.
         """
@@ -204,32 +218,33 @@ class BackgroundResponses:
                 code="too_many_background_responses",
             )
         if self.relay is not None:
-            await self.relay.announce(prepared)  # 503 if Redis is down: nothing has started yet
-        return self.start(prepared)
+            await self.relay.announce(run.prepared)  # 503 if Redis is down: nothing has started yet
+        return self.start(run)
 
-    def start(self, prepared: PreparedResponse) -> BackgroundRun:
-        """Start generating ``prepared`` in a task of the server's; return at once."""
+    def start(self, run: ResponseRun) -> BackgroundRun:
+        """Have the service drive ``run`` in a task of its own, recording its events; return at once."""
         self._reap()
-        run = BackgroundRun(prepared, self.limits, account=self._account)
-        self.runs[run.id] = run
-        run.task = asyncio.ensure_future(self._drive(run))
+        recorded = BackgroundRun(run, self.limits, account=self._account)
+        self.runs[recorded.id] = recorded
+        run.subscribe(recorded.record)
+        recorded.task = self.service.start_background(run)
+        recorded.task.add_done_callback(lambda task: self._ended(recorded, task))
         if self.relay is not None:
-            publisher = asyncio.ensure_future(self.relay.publish(run))
+            publisher = asyncio.ensure_future(self.relay.publish(recorded))
             self._publishers.add(publisher)
             publisher.add_done_callback(self._publishers.discard)
-        return run
+        return recorded
 
-    async def _drive(self, run: BackgroundRun) -> bytes:
-        try:
-            run.final = await self.service.drive(run.prepared, run.record)
-            return run.final
-        except BaseException:
-            logger.exception("Background response %s stopped without a terminal event", run.id)
-            raise
-        finally:
-            run.finish()
-            if self.runs.get(run.id) is run:
-                self._finished[run.id] = run
+    def _ended(self, recorded: BackgroundRun, task: asyncio.Task[bytes]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            logger.error(
+                "Background response %s stopped without a terminal event",
+                recorded.id,
+                exc_info=None if task.cancelled() else task.exception(),
+            )
+        recorded.finish()
+        if self.runs.get(recorded.id) is recorded:
+            self._finished[recorded.id] = recorded
 
     def get(self, response_id: str) -> BackgroundRun | None:
         """The run of ``response_id`` while its events are kept."""
@@ -248,14 +263,9 @@ class BackgroundResponses:
             if body is not None:
                 return body
         if run is not None and not run.done:
-            run.prepared.cancelled = True
             assert run.task is not None
-            # An executor ignores an abort for a generation it has not started yet (a queued response):
-            # repeat it until the run ends, so a cancel right after the create still lands.
-            deadline = time.monotonic() + 30
-            while not run.done and time.monotonic() < deadline:
-                self.service.abort(response_id)
-                await asyncio.wait({run.task}, timeout=0.05)
+            run.run.cancel()  # an event the run reacts to at once, queued or generating
+            await asyncio.wait({run.task}, timeout=CANCEL_WAIT_SECONDS)
         body = await self.retrieve(response_id)
         if run is None and not _is_background(body):
             raise InvalidRequestError(
@@ -314,8 +324,8 @@ class BackgroundResponses:
                 )
             return self.relay.follow(response_id, starting_after)
         if run is None:
-            live = self.service.live.get(response_id)
-            if live is not None and not live.request.background:
+            live = self.service.find(response_id)
+            if live is not None and not live.prepared.request.background:
                 raise InvalidRequestError(_NOT_BACKGROUND.format(response_id), param="stream")
             body = await self.service.retrieve(response_id)  # NotFoundError if unknown
             if not _is_background(body):
@@ -330,11 +340,11 @@ class BackgroundResponses:
     async def retrieve(self, response_id: str) -> bytes:
         """A response's JSON: ``queued`` until its generation starts, then as the service has it."""
         run = self.runs.get(response_id)
-        if run is not None and run.prepared.stream is None and not run.done:
-            return to_json(run.prepared.response.model_copy(update={"status": "queued"}))
-        if run is not None and run.final is not None and run.prepared.store_failed:
+        if run is not None and run.run.stream is None and not run.done:
+            return run.snapshot()  # queued
+        if run is not None and run.final is not None and run.run.store_failed:
             return run.final  # failed, saying it could not be stored: never a silent 404
-        if run is None and self.relay is not None and response_id not in self.service.live:
+        if run is None and self.relay is not None and self.service.find(response_id) is None:
             if await self.service.store.get(response_id) is None:
                 snapshot = await self.relay.snapshot(response_id)
                 if snapshot is not None:
@@ -361,7 +371,7 @@ class BackgroundResponses:
         """Abort every running background generation in the executor (each ends with a terminal event)."""
         for run in self.runs.values():
             if not run.done:
-                self.service.abort(run.id)
+                run.run.abort()
 
     async def wait(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for the running background responses to end."""

@@ -31,7 +31,7 @@ from ..core.errors import APIError, ServerError
 from ..core.ids import new_id
 from ..ops.access import AccessRecord
 from ..request.chat import ChatOptions, in_chat_terms, translate_chat
-from ..responses.service import PreparedResponse, ResponsesService
+from ..responses.service import PreparedResponse, ResponseRun, ResponsesService
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
 from .errors import answer
 from .responses import JSONBytesResponse, WriterResponse
@@ -66,7 +66,9 @@ class ChatCompletionRun:
         self.id = f"chatcmpl-{os.urandom(16).hex()}"
         self.created = int(time.time())
         self.model = prepared.response.model
-        self.prepared = [prepared] + [self._another(prepared, i) for i in range(1, options.n)]
+        prepared_choices = [prepared] + [self._another(prepared, i) for i in range(1, options.n)]
+        #: One run per choice.
+        self.runs = [service.run(p) for p in prepared_choices]
         self.frames = ChunkFrames(self.id, self.created, self.model) if options.stream else None
         #: The first choice's failure (the others are then stopped, and fail as cancelled).
         self.error: ServerError | None = None
@@ -76,9 +78,9 @@ class ChatCompletionRun:
                 self.frames,
                 stop=options.stop,
                 logprobs=options.logprobs,
-                on_stop=self._stopper(p),
+                on_stop=run.cancel,  # a stop string ended the text: the rest is not generated
             )
-            for i, p in enumerate(self.prepared)
+            for i, run in enumerate(self.runs)
         ]
 
     def _another(self, prepared: PreparedResponse, index: int) -> PreparedResponse:
@@ -93,13 +95,6 @@ class ChatCompletionRun:
             response=prepared.response.model_copy(update={"id": response_id}),
         )
 
-    def _stopper(self, prepared: PreparedResponse) -> Callable[[], None]:
-        def stop() -> None:  # a stop string ended the text: the rest is not generated
-            prepared.cancelled = True
-            self.service.abort(prepared.generation.request_id)
-
-        return stop
-
     @property
     def usage(self) -> dict[str, Any] | None:
         """The request's usage, once every choice has ended."""
@@ -113,15 +108,15 @@ class ChatCompletionRun:
     async def completion_json(self) -> bytes:
         """Generate every choice; the ``chat.completion`` object. A failed generation is a 500."""
 
-        async def run(prepared: PreparedResponse, choice: ChatChoice) -> None:
+        async def drive(run: ResponseRun, choice: ChatChoice) -> None:
             def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
                 choice.feed(events)
                 return _NOTHING
 
-            await self.service.drive(prepared, deliver)
-            self._ended(prepared, choice)
+            await run.drive(deliver)
+            self._ended(run, choice)
 
-        await self._all([run(p, c) for p, c in zip(self.prepared, self.choices, strict=True)])
+        await self._all([drive(r, c) for r, c in zip(self.runs, self.choices, strict=True)])
         if self.error is not None:
             raise self.error
         return orjson.dumps(
@@ -150,7 +145,7 @@ class ChatCompletionRun:
         opening = b"".join(frames.role(c.index) for c in self.choices)
         await send({"type": "http.response.body", "body": opening, "more_body": True})
         if len(self.choices) == 1:
-            await self._drive_one(self.prepared[0], self.choices[0], send)
+            await self._drive_one(self.runs[0], self.choices[0], send)
         else:
             lock = asyncio.Lock()
 
@@ -159,7 +154,7 @@ class ChatCompletionRun:
                     await send(message)
 
             await self._all(
-                [self._drive_one(p, c, locked_send) for p, c in zip(self.prepared, self.choices, strict=True)]
+                [self._drive_one(r, c, locked_send) for r, c in zip(self.runs, self.choices, strict=True)]
             )
         if self.error is not None:
             tail = frames.error(self.error) + DONE
@@ -168,7 +163,7 @@ class ChatCompletionRun:
             tail = (frames.usage(usage) if usage is not None else b"") + DONE
         await send({"type": "http.response.body", "body": tail, "more_body": True})
 
-    async def _drive_one(self, prepared: PreparedResponse, choice: ChatChoice, send: Send) -> None:
+    async def _drive_one(self, run: ResponseRun, choice: ChatChoice, send: Send) -> None:
         several = len(self.choices) > 1
 
         def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
@@ -179,7 +174,7 @@ class ChatCompletionRun:
             return send({"type": "http.response.body", "body": data, "more_body": True})
 
         try:
-            await self.service.drive(prepared, deliver)
+            await run.drive(deliver)
         except (asyncio.CancelledError, OSError):
             raise
         except Exception:  # our bug: the stream still ends with an error chunk and [DONE]
@@ -187,16 +182,16 @@ class ChatCompletionRun:
             choice.error = ServerError(
                 "The server had an error while processing the model's output.", code="server_error"
             )
-        self._ended(prepared, choice)
+        self._ended(run, choice)
 
-    def _ended(self, prepared: PreparedResponse, choice: ChatChoice) -> None:
+    def _ended(self, run: ResponseRun, choice: ChatChoice) -> None:
         """A choice's generation ended: if it failed, the request fails with its error, and the others stop."""
         if choice.error is None or self.error is not None:
             return
         self.error = choice.error
-        for other in self.prepared:
-            if other is not prepared:
-                self.service.abort(other.generation.request_id)
+        for other in self.runs:
+            if other is not run:
+                other.abort()
 
     @staticmethod
     async def _all(runs: list[Awaitable[None]]) -> None:
@@ -245,6 +240,6 @@ async def create_chat_completion(
         record.output_tokens = usage["completion_tokens"]
         record.cached_tokens = usage["prompt_tokens_details"]["cached_tokens"]
         record.first_token = min(
-            (p.first_token_at for p in run.prepared if p.first_token_at is not None), default=None
+            (r.first_token_at for r in run.runs if r.first_token_at is not None), default=None
         )
     return status

@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from ..core.errors import InvalidRequestError
 from ..core.wire import to_json
 from ..ops.access import AccessRecord
-from ..responses.service import PreparedResponse, ResponsesService
+from ..responses.service import ResponseRun, ResponsesService
 from .background import BackgroundResponses
 from .chat import CHAT_PATH, create_chat_completion
 from .config import ServerConfig
@@ -70,29 +70,30 @@ async def create_response(
     record: AccessRecord,
 ) -> int:
     """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream. Returns the HTTP status."""
-    prepared: PreparedResponse | None = None
+    run: ResponseRun | None = None
 
     async def handle() -> Response:
-        nonlocal prepared
+        nonlocal run
         body = await _read_body(receive, service)
         prepared = await service.prepare(body, time.perf_counter())
         record.response_id = prepared.response.id
+        run = service.run(prepared)
         if prepared.request.background:
-            run = await background.begin(prepared)
+            events = await background.begin(run)
             if prepared.request.stream:
-                return FramesResponse(run.follow(None))
+                return FramesResponse(events.follow(None))
             return JSONBytesResponse(to_json(prepared.response.model_copy(update={"status": "queued"})))
         if prepared.request.stream:
-            return EventStreamResponse(service, prepared)
-        return JSONBytesResponse(await service.drive(prepared))
+            return EventStreamResponse(run)
+        return JSONBytesResponse(await run.drive())
 
     status = await answer(handle, scope, receive, send, record, PATH)
-    if prepared is not None and prepared.usage is not None:
-        usage = prepared.usage
+    if run is not None and run.usage is not None:
+        usage = run.usage
         record.input_tokens = usage.input_tokens
         record.output_tokens = usage.output_tokens
         record.cached_tokens = usage.input_tokens_details.cached_tokens
-        record.first_token = prepared.first_token_at
+        record.first_token = run.first_token_at
     return status
 
 

@@ -82,7 +82,7 @@ def unauthorized(scope: Scope) -> AuthenticationError:
 async def metrics_text(service: ResponsesService, background: BackgroundResponses) -> tuple[bytes, str]:
     """The Prometheus exposition of this server (gauges read now), and its content type."""
     metrics = service.metrics
-    metrics.active_streams.set(len(service.live))
+    metrics.active_streams.set(len(service.runs))
     metrics.active_background.set(background.active)
     try:
         stats = await service.store.stats()
@@ -119,29 +119,18 @@ class GracefulShutdown:
         assert self.loop is not None
         if self.deadline is not None:
             return
-        running = len(self.service.live) + self.background.active
+        running = len(self.service.runs) + self.background.active
         logger.info("Shutting down: %d running response(s) get %.1f s to finish", running, self.timeout)
         self.deadline = self.loop.time() + self.timeout
         self._timer = self.loop.call_later(self.timeout, self.abort_all)
 
     def abort_all(self) -> None:
-        """End every running response now: each is aborted in the executor and ends with a terminal event."""
-        live = list(self.service.live)
-        if live:
-            logger.warning("Shutdown timeout: ending %d running response(s)", len(live))
-        for response_id in live:
-            self.service.abort(response_id)
-            self.service.metrics.record_abort()
+        """End every running response now: each run is aborted and ends with a terminal event (one that
+        the executor had not registered yet is aborted by its run at its first delta: no retry loop)."""
+        ended = self.service.abort_all()
+        if ended:
+            logger.warning("Shutdown timeout: ended %d running response(s)", ended)
         self.background.abort_all()
-        if live and self.loop is not None:
-            # A generation the executor had not started yet ignores the abort: ask again until none is left.
-            self._timer = self.loop.call_later(0.1, self._abort_again)
-
-    def _abort_again(self) -> None:
-        for response_id in list(self.service.live):
-            self.service.abort(response_id)
-        if self.service.live and self.loop is not None:
-            self._timer = self.loop.call_later(0.1, self._abort_again)
 
     async def drain(self) -> None:
         """At lifespan shutdown: let background responses run to the deadline, then end them."""

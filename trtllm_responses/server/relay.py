@@ -81,12 +81,12 @@ class RedisRelay:
                             approximate=True,
                         )
                     if not done:
-                        pipe.set(SNAPSHOT + run.id, self._snapshot(run), ex=self.grace + 3600)
+                        pipe.set(SNAPSHOT + run.id, run.snapshot(), ex=self.grace + 3600)
                     await pipe.execute()
                     written = end
                 if done:
                     await self.client.expire(key, self.grace)
-                    if run.prepared.store_failed and run.final is not None:
+                    if run.run.store_failed and run.final is not None:
                         # Not in the store: every process answers with the failed response for a while.
                         await self.client.set(SNAPSHOT + run.id, run.final, ex=self.grace)
                     else:
@@ -96,13 +96,6 @@ class RedisRelay:
                 await asyncio.sleep(_FLUSH_INTERVAL)
         except Exception:
             logger.exception("Could not publish background response %s to Redis", run.id)
-
-    @staticmethod
-    def _snapshot(run: Any) -> bytes:
-        stream = run.prepared.stream
-        if stream is None:
-            return to_json(run.prepared.response.model_copy(update={"status": "queued"}))
-        return to_json(stream.snapshot())
 
     async def listen_for_cancels(self, cancel: Any) -> None:
         """Run until cancelled: cancel local runs that any process asked to cancel."""

@@ -9,7 +9,7 @@ from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..responses.service import PreparedResponse, ResponsesService
+from ..responses.service import ResponseRun
 from .sse import encode_events, obfuscation_wanted
 
 __all__ = ["EventStreamResponse", "FramesResponse", "JSONBytesResponse", "WriterResponse"]
@@ -109,20 +109,19 @@ class EventStreamResponse(_EventStream):
     cancels it, which aborts the generation in the executor.
     """
 
-    def __init__(self, service: ResponsesService, prepared: PreparedResponse) -> None:
+    def __init__(self, run: ResponseRun) -> None:
         self._init_stream()
-        self._service = service
-        self._prepared = prepared
+        self._run = run
 
     async def _write(self, send: Send) -> bool:
-        obfuscated = obfuscation_wanted(self._prepared.request.stream_options)
+        obfuscated = obfuscation_wanted(self._run.prepared.request.stream_options)
 
         def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
             # Returns send's own awaitable: no extra coroutine frame per engine step.
             body = encode_events(events, obfuscated)
             return send({"type": "http.response.body", "body": body, "more_body": True})
 
-        await self._service.drive(self._prepared, deliver)
+        await self._run.drive(deliver)
         return True
 
 

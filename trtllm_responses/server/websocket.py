@@ -1,45 +1,12 @@
-"""WebSocket mode on ``/v1/responses``: one persistent socket per agent, the same ``drive`` as HTTP.
+"""WebSocket mode on ``/v1/responses`` (README, "WebSocket mode"): a transport, nothing more.
 
-A transport, nothing more: each ``response.create`` message is prepared and
-driven by ``ResponsesService`` exactly as a streaming POST is, and every
-engine step's events go out as JSON text messages (one per event), with the
-grammar of the SSE stream. What is WebSocket-only lives here:
-
-- **Lanes.** Responses of one ``stream_id`` (or of none) run one at a time, in
-  the order they were sent; their events echo the ``stream_id``.
-- **Connection-local state.** The last response of each lane keeps its
-  conversation (token-level), so ``previous_response_id`` continues it in
-  O(new input) even with ``store: false``. An id neither here nor in the store is
-  ``previous_response_not_found``; a continuation that fails evicts the id it
-  continued (it must be re-sent in full or from the store).
-- **Errors** are ``{"type": "error", "status", "error": {...}}`` events; the socket
-  stays usable. ``stream: false`` and ``background: true`` in ``response.create`` are
-  errors (``stream: true`` is redundant and ignored: the Agents SDK sends it).
-- **Steering.** ``response.steer`` queues user input for the running response
-  (``response.steer.accepted``); the response stops at the next Harmony message
-  boundary (``response.incomplete``, reason ``steered``), or ends on its own, and a
-  successor continuing it with the queued input starts at once (its
-  ``response.created`` commits the input). A response that stops for a client tool
-  call keeps the input queued (``response.steer.pending`` after
-  ``response.completed``); the next ``response.create`` continuing it gets the
-  queued input prepended. Input that cannot be applied comes back in
-  ``response.steer.failed``.
-- **Preparing.** ``generate: false`` prepares a response without output: its conversation is
-  kept (and stored with ``store: true``) and its prompt is prefilled in the engine, so a later
-  ``response.create`` continuing it with ``previous_response_id`` pays only its new input.
-- **Draining.** At shutdown the server hands the connection :data:`~.websocket_drain.DRAIN`:
-  responses already running finish, requests not started get an error event coded
-  ``server_restarting``, then the socket closes with 1012, which the SDK reconnects on.
-- **Limits.** A connection is closed after ``websocket_max_seconds`` with an
-  error event coded ``websocket_connection_limit_reached``. A client that
-  disconnects cancels its responses, which aborts their generations. Budgets
-  (README, "Hostile input and limits"): a message over ``--max_input_bytes`` is
-  refused before it is parsed (uvicorn's ``ws_max_size``, set a little above it by
-  ``http_protocol.uvicorn_config``, closes the socket (1009) for one far over,
-  compressed or not, before it is buffered); queued ``response.create`` messages
-  are kept as the text received (parsed again when their turn comes), at most
-  ``MAX_QUEUED_INPUTS`` × ``--max_input_bytes`` of them per connection; a
-  ``stream_id`` is at most ``MAX_STREAM_ID`` characters.
+Each ``response.create`` message is prepared by ``ResponsesService`` and its run driven exactly as a
+streaming POST's is; every engine step's events go out as JSON text messages (one per event), with
+the SSE stream's grammar. What this module keeps is the connection's: its lanes (one ``stream_id``'s
+responses run one at a time, in order), its connection-local conversations (``previous_response_id``
+continues the last response of a lane in O(new input), ``store: false`` included), its error events
+(the socket stays usable), draining at shutdown (1012 once idle), and its budgets (README, "Hostile
+input and limits"). Steering decisions are ``responses/steering.py``'s; this module sends them.
 """
 
 from __future__ import annotations
@@ -49,7 +16,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -58,10 +24,10 @@ from starlette.types import Receive, Scope, Send
 
 from ..adapter.adapter import ConversationHistory
 from ..core.errors import APIError, InvalidRequestError, ServerError, ServiceUnavailableError
-from ..core.ids import new_id
 from ..core.wire import to_dict
 from ..request.protocol import check_depth
-from ..responses.service import PreparedResponse, ResponsesService
+from ..responses.service import ResponsesService
+from ..responses.steering import Held, Steer, Steered, Steering, SteerRefused, Successor, as_items
 from .config import ServerConfig
 from .sse import event_json
 from .websocket_drain import DRAIN, SERVICE_RESTART
@@ -70,13 +36,9 @@ __all__ = ["serve_websocket"]
 
 logger = logging.getLogger(__name__)
 
-#: Steering submissions queued for one response, at most.
-MAX_PENDING_STEERS = 16
 #: Lanes (``stream_id`` values) one connection may open, and requests queued on one lane, at most.
 MAX_LANES = 16
 MAX_QUEUED = 64
-#: Finished responses (for ``response_already_completed``) and held steering remembered per connection.
-MAX_REMEMBERED = 64
 #: Longest ``stream_id`` (characters); events echo it, so it is kept short.
 MAX_STREAM_ID = 128
 #: Bytes of ``response.create`` messages waiting on one connection's lanes, in ``--max_input_bytes``.
@@ -89,33 +51,12 @@ _NOT_IN_CREATE = {
 }
 
 
-@dataclass
-class _Steer:
-    id: str
-    previous_response_id: str
-    input: Any  # as the client sent it
-    items: list[dict[str, Any]]  # as input items
-
-
-@dataclass
-class _Running:
-    """The response a lane is generating, and the steering input queued for it."""
-
-    response_id: str
-    body: dict[str, Any]
-    stream_id: str | None
-    steers: list[_Steer] = field(default_factory=list)
-
-    def stop_reason(self) -> str | None:
-        return "steered" if self.steers else None
-
-
 class _SocketClosed(Exception):
     """Sending failed: the client is gone (the read loop will see the disconnect and stop the lanes)."""
 
 
 #: A response.create to run next on a lane, and the steering submissions it commits.
-_Successor = tuple[dict[str, Any], Sequence[_Steer]]
+_Next = tuple[dict[str, Any], Sequence[Steer]]
 
 
 class ResponsesSocket:
@@ -132,10 +73,7 @@ class ResponsesSocket:
         self._workers: list[asyncio.Task[None]] = []
         # lane -> (response id, its conversation); the last response of each lane.
         self._local: dict[str | None, tuple[str, ConversationHistory]] = {}
-        self._running: dict[str, _Running] = {}
-        # Steering queued for a response awaiting tool output, and finished ids (oldest dropped first).
-        self._pending: dict[str, list[_Steer]] = {}
-        self._finished: dict[str, None] = {}
+        self._steering = Steering()
         self._sequence = 0  # for connection-level events (steering), apart from response streams
         # Draining (server shutdown): requests being handled now, and set once none is.
         self._draining = False
@@ -314,7 +252,7 @@ class ResponsesSocket:
         while True:
             raw = await lane.get()
             self._queued_bytes -= len(raw)
-            request: _Successor | None = (orjson.loads(raw), ())  # kept as received while it waited
+            request: _Next | None = (orjson.loads(raw), ())  # kept as received while it waited
             del raw
             self._active += 1
             self._idle.clear()
@@ -327,7 +265,7 @@ class ResponsesSocket:
                 if not self._active:
                     self._idle.set()
 
-    async def _run_lane_request(self, request: _Successor | None, stream_id: str | None) -> None:
+    async def _run_lane_request(self, request: _Next | None, stream_id: str | None) -> None:
         """One request of a lane, then the successors steering asks for."""
         while request is not None:
             if self._draining:
@@ -382,8 +320,8 @@ class ResponsesSocket:
                 del self._local[lane]
 
     async def _create(
-        self, data: dict[str, Any], stream_id: str | None, steers: Sequence[_Steer] = ()
-    ) -> _Successor | None:
+        self, data: dict[str, Any], stream_id: str | None, steers: Sequence[Steer] = ()
+    ) -> _Next | None:
         """Prepare and drive one response; the successor steering asks for, if any.
 
         ``steers`` are the submissions this response commits (a successor's).
@@ -399,21 +337,20 @@ class ResponsesSocket:
             generate = body.pop("generate", None)
             if generate is not None and not isinstance(generate, bool):
                 raise InvalidRequestError("'generate' must be a boolean.", param="generate")
-            queued = self._pending.pop(previous, []) if isinstance(previous, str) else []
+            queued = self._steering.held_for(previous)
             if queued:  # steering held while this response waited for tool output: prepend it
                 steers = [*steers, *queued]
-                body["input"] = [item for s in queued for item in s.items] + _as_items(body.get("input", []))
-            prepared = await self.service.prepare(body, received, lookup=self._lookup)
-            prepared.generate = generate is not False
+                body["input"] = [item for s in queued for item in s.items] + as_items(body.get("input", []))
+            prepared = await self.service.prepare(
+                body, received, lookup=self._lookup, generate=generate is not False
+            )
         except APIError as exc:
             self._evict(previous if isinstance(previous, str) else None)
             await self._send_error(exc, stream_id)
             for steer in steers:
                 await self._steer_failed(steer, "successor_creation_failed", exc.message, stream_id)
             return None
-        running = _Running(prepared.response.id, body, stream_id)
-        self._running[running.response_id] = running
-        prepared.stop_requested = running.stop_reason
+        running = self._steering.begin(self.service.run(prepared), body, stream_id)
 
         async def deliver(events: list[ResponseStreamEvent]) -> None:
             payloads = [event_json(e) for e in events]
@@ -423,52 +360,41 @@ class ResponsesSocket:
             await self._send_text(payloads)
 
         try:
-            final_json = await self.service.drive(prepared, deliver)
+            final_json = await running.run.drive(deliver)
         finally:
-            del self._running[running.response_id]
-            _remember(self._finished, running.response_id, None)
+            self._steering.end(running)
         final = orjson.loads(final_json)
-        return await self._after(prepared, final, running)
+        return await self._after(final, running)
 
-    async def _after(
-        self, prepared: PreparedResponse, final: dict[str, Any], running: _Running
-    ) -> _Successor | None:
-        """Remember the conversation, and act on queued steering: hold it, or return the successor."""
+    async def _after(self, final: dict[str, Any], running: Steered) -> _Next | None:
+        """Remember the conversation, and send what the end means for queued steering (steering.py)."""
         stream_id = running.stream_id
-        previous = running.body.get("previous_response_id")
         if final["status"] == "failed":
+            previous = running.body.get("previous_response_id")
             self._evict(previous if isinstance(previous, str) else None)
-            for steer in running.steers:
-                await self._steer_failed(steer, "response_not_active", "The response failed.", stream_id)
-            return None
-        # The output as the model read it (server-run tools' items with their read fields), as stored.
-        stream = prepared.stream
-        output = [to_dict(item) for item in stream.model_output] if stream is not None else final["output"]
-        self._local[stream_id] = (final["id"], self.service.history_after(prepared, output))
-        if not running.steers:
-            return None
-        calls = [item for item in final["output"] if item.get("type") == "function_call"]
-        if final["status"] == "completed" and calls:
-            _remember(self._pending, final["id"], running.steers)
-            required = [
-                {"type": "function_call_output", "call_id": c["call_id"], "name": c["name"]} for c in calls
-            ]
-            for steer in running.steers:
+        else:
+            # The output as the model read it (server-run tools' items with their read fields), as stored.
+            stream = running.run.stream
+            output = (
+                [to_dict(item) for item in stream.model_output] if stream is not None else final["output"]
+            )
+            self._local[stream_id] = (final["id"], self.service.history_after(running.run.prepared, output))
+        outcome = self._steering.after(final, running)
+        if isinstance(outcome, Successor):
+            return outcome.body, outcome.steers
+        if isinstance(outcome, Held):
+            for steer in outcome.steers:
                 event = self._connection_event(
                     "response.steer.pending",
                     reason="waiting_for_required_input",
-                    required_input=required,
+                    required_input=list(outcome.required_input),
                     steer={"id": steer.id, "previous_response_id": steer.previous_response_id},
                 )
                 await self._send_event(event, stream_id)
             return None
-        successor = {
-            **running.body,
-            "type": "response.create",
-            "previous_response_id": final["id"],
-            "input": [item for s in running.steers for item in s.items],
-        }
-        return successor, running.steers
+        for refused in outcome:
+            await self._steer_refused(refused)
+        return None
 
     # -- steering ---------------------------------------------------------------------------
 
@@ -488,99 +414,36 @@ class ResponsesSocket:
                 )
             )
             return
-        running = self._running.get(target)
-        stream_id = running.stream_id if running is not None else None
-        problem = _check_steer_input(steer_input)
-        if problem is not None:
-            steer = _Steer("", target, steer_input, [])
-            await self._steer_failed(steer, "invalid_input", problem, stream_id, allocated=False)
+        outcome = self._steering.submit(target, steer_input)
+        if isinstance(outcome, SteerRefused):
+            await self._steer_refused(outcome)
             return
-        if running is None:
-            code, message = (
-                ("response_already_completed", f"Response '{target}' has already finished.")
-                if target in self._finished
-                else ("response_not_found", f"Response '{target}' is not running on this connection.")
-            )
-            await self._steer_failed(
-                _Steer("", target, steer_input, []), code, message, None, allocated=False
-            )
-            return
-        if running.body.get("context_management"):  # as OpenAI: compacting responses are not steered
-            await self._steer_failed(
-                _Steer("", target, steer_input, []),
-                "steering_not_supported",
-                "Responses using automatic compaction (context_management) do not support steering.",
-                stream_id,
-                allocated=False,
-            )
-            return
-        if len(running.steers) >= MAX_PENDING_STEERS:
-            await self._steer_failed(
-                _Steer("", target, steer_input, []),
-                "too_many_pending_steers",
-                f"At most {MAX_PENDING_STEERS} steering submissions can wait for one response.",
-                stream_id,
-                allocated=False,
-            )
-            return
-        steer = _Steer(new_id("steer"), target, steer_input, _as_items(steer_input))
-        running.steers.append(steer)
+        steer, stream_id = outcome
         event = self._connection_event(
             "response.steer.accepted", steer={"id": steer.id, "previous_response_id": target}
         )
         await self._send_event(event, stream_id)
 
-    async def _steer_failed(
-        self, steer: _Steer, code: str, message: str, stream_id: str | None, allocated: bool = True
-    ) -> None:
+    async def _steer_failed(self, steer: Steer, code: str, message: str, stream_id: str | None) -> None:
+        await self._steer_refused(SteerRefused(steer, code, message, stream_id))
+
+    async def _steer_refused(self, refused: SteerRefused) -> None:
+        steer = refused.steer
         described: dict[str, Any] = {"previous_response_id": steer.previous_response_id, "input": steer.input}
-        if allocated and steer.id:
+        if refused.allocated and steer.id:
             described["id"] = steer.id
         event = self._connection_event(
             "response.steer.failed",
-            error={"type": "invalid_request_error", "code": code, "message": message},
+            error={"type": "invalid_request_error", "code": refused.code, "message": refused.message},
             steer=described,
         )
-        await self._send_event(event, stream_id)
+        await self._send_event(event, refused.stream_id)
 
 
 def _restarting() -> ServiceUnavailableError:
     return ServiceUnavailableError(
         "The server is restarting; reconnect and send this request again.", code="server_restarting"
     )
-
-
-def _remember(bounded: dict[str, Any], key: str, value: Any) -> None:
-    """Insert into a per-connection memory, forgetting the oldest entry past MAX_REMEMBERED."""
-    bounded[key] = value
-    if len(bounded) > MAX_REMEMBERED:
-        del bounded[next(iter(bounded))]
-
-
-def _as_items(value: Any) -> list[dict[str, Any]]:
-    """Input (a string or items) as a list of items."""
-    if isinstance(value, str):
-        return [{"type": "message", "role": "user", "content": value}]
-    return list(value) if isinstance(value, list) else []
-
-
-def _check_steer_input(value: Any) -> str | None:
-    """Why steering input is not acceptable (user messages only), or None."""
-    if isinstance(value, str):
-        return None if value else "Steering input must not be empty."
-    if not isinstance(value, list) or not value:
-        return "Steering input must be a string or a non-empty list of user messages."
-    for i, item in enumerate(value):
-        if (
-            not isinstance(item, dict)
-            or item.get("role") != "user"
-            or item.get("type", "message") != "message"
-        ):
-            return f"input[{i}]: steering accepts only user messages."
-        extra = set(item) - {"type", "role", "content"}
-        if extra:
-            return f"input[{i}]: steering messages may hold only type, role and content, not {sorted(extra)}."
-    return None
 
 
 async def serve_websocket(

@@ -13,6 +13,7 @@ Harmony parser reports and to how a generation ends:
     complete(usage)         → response.completed
     incomplete(usage)       → response.incomplete  (max_output_tokens, or steered at a message boundary)
     fail(message, usage)    → response.failed
+    cancel(usage)           → response.failed with status cancelled (a client cancelled it)
 
 Server-run tools (``responses/tool_loop.py``) use a few more, all at message boundaries
 (``tool_items.py``): ``hold_calls``, ``tool_started`` / ``tool_finished``, ``tool_item``,
@@ -38,6 +39,6 @@ each item kind streams), ``tokens.py`` (TokenStreamProcessor).
 from .events import make_usage
 from .item import StreamStateError
 from .response import ResponseStream
-from .tokens import TokenStreamProcessor
+from .tokens import RunControl, TokenStreamProcessor
 
-__all__ = ["ResponseStream", "StreamStateError", "TokenStreamProcessor", "make_usage"]
+__all__ = ["ResponseStream", "RunControl", "StreamStateError", "TokenStreamProcessor", "make_usage"]

@@ -344,6 +344,11 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
         error = ResponseError(code="server_error", message=message)
         return self._end(ResponseFailedEvent, "failed", usage, error=error)
 
+    def cancel(self, usage: ResponseUsage | None = None) -> list[ResponseStreamEvent]:
+        """A client cancelled the response: ``response.failed`` carrying status ``cancelled`` and no error
+        (the terminal event OpenAI sends for a cancelled background response)."""
+        return self._end(ResponseFailedEvent, "cancelled", usage, error=None)
+
     def fail_instead(self, message: str) -> ResponseStreamEvent:
         """``response.failed`` in place of the terminal event just made, which must not have been sent.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from openai.types.responses import (
     ResponseStreamEvent,
@@ -20,7 +20,22 @@ from .events import (
 from .item import StreamStateError
 from .response import ResponseStream
 
-__all__ = ["TokenStreamProcessor"]
+__all__ = ["RunControl", "TokenStreamProcessor"]
+
+
+class RunControl(Protocol):
+    """What the processor asks of the run it streams (``responses/run.py``), at message boundaries and
+    at the end only, never per token."""
+
+    def stop_reason(self) -> str | None:
+        """A reason to end the response at this message boundary (e.g. ``steered``), or None."""
+        ...
+
+    @property
+    def cancelled(self) -> bool:
+        """A client cancelled the response: a generation that ends cancelled ends it ``cancelled``."""
+        ...
+
 
 _HELD = "\x00held"  # _apply's answer: a server-run call is held (the generation's rest is not read)
 
@@ -45,11 +60,12 @@ class TokenStreamProcessor:
         stream: ResponseStream,
         encoding: HarmonyEncoding,
         prompt_tokens: int,
-        stop_requested: Callable[[], str | None] | None = None,
+        control: RunControl | None = None,
     ) -> None:
         self.stream = stream
         # Asked between Harmony messages (never per token): a reason to end the response there.
-        self._stop_requested = stop_requested
+        self._control = control
+        self._stop_requested = control.stop_reason if control is not None else None
         self._parser_encoding = encoding
         self._parser = HarmonyStreamParser(encoding)
         self._prompt_tokens = prompt_tokens
@@ -221,7 +237,7 @@ class TokenStreamProcessor:
             events += self.fail(delta.error or "The executor failed.")
             return
         if reason == "cancelled":
-            events += self.fail("The generation was cancelled.")
+            events += self.interrupted("The generation was cancelled.")
             return
         # On "stop" an open message is whole (the engine kept its stop token to itself);
         # on "length" it was cut off.
@@ -258,3 +274,11 @@ class TokenStreamProcessor:
         """End the response as failed (executor error or malformed output)."""
         self.done = True
         return self.stream.fail(message, self.usage())
+
+    def interrupted(self, message: str) -> list[ResponseStreamEvent]:
+        """End the response its run stopped: ``cancelled`` if a client cancelled it, else failed with
+        ``message`` (the server aborted it)."""
+        if self._control is not None and self._control.cancelled:
+            self.done = True
+            return self.stream.cancel(self.usage())
+        return self.fail(message)

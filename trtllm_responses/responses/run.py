@@ -1,0 +1,156 @@
+"""ResponseRun: the one handle on a response in progress (README, "Layout": the run's life).
+
+The service creates it (``ResponsesService.run``) from an immutable
+:class:`~.prepared.PreparedResponse` and owns it while it runs; transports hold the handle and
+nothing else. A run is driven once (``drive``, in the caller's task: the per-token path has no
+task hop), or in a task of the service's (``ResponsesService.start_background``), whose events go
+to the run's subscribers. It is found by id (``ResponsesService.find``) while it runs, and it can be
+
+- cancelled (``cancel``: a client asked; it ends ``cancelled``) or aborted (``abort``: the server
+  ends it; it ends ``failed``): an event the run reacts to at once, never a loop that polls;
+- stopped at the next Harmony message boundary (``stop_at_boundary(reason)``: WebSocket steering);
+- awaited (``wait``: its terminal response's JSON) and observed (``subscribe``, ``stream``,
+  ``usage``, ``first_token_at``).
+
+Its live state (the stream, the executor request it generates now, the tool loop) is written only
+by the run's own drive (``generation.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeAlias
+
+from openai.types.responses import ResponseStreamEvent, ResponseUsage
+
+from ..executors.base import Executor
+from ..stream import ResponseStream
+from .prepared import Deliver, PreparedResponse
+
+if TYPE_CHECKING:
+    from .tool_loop import ToolLoop
+
+__all__ = ["Drive", "ResponseRun", "RunState"]
+
+#: Generates a run to its end (``ResponseGenerator.drive``); the terminal response's JSON.
+Drive: TypeAlias = Callable[["ResponseRun", Deliver | None], Awaitable[bytes]]
+
+
+class RunState(enum.Enum):
+    """Where a run is in its life: created, being driven, or ended (its terminal response made)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    ENDED = "ended"
+
+
+class ResponseRun:
+    """One response in progress: its prepared request (immutable) and its live state."""
+
+    def __init__(self, prepared: PreparedResponse, drive: Drive, executor: Executor) -> None:
+        self.prepared = prepared
+        #: The response's id (also its first executor request's).
+        self.id = prepared.generation.request_id
+        self.state = RunState.QUEUED
+        #: Its stream state machine once driven (GET of an in-progress response reads its snapshot).
+        self.stream: ResponseStream | None = None
+        #: Final usage and when the executor's first delta came (perf_counter), for the access log.
+        self.usage: ResponseUsage | None = None
+        self.first_token_at: float | None = None
+        #: The terminal response's JSON, once ended.
+        self.final_json: bytes | None = None
+        #: It could not be stored: it ended failed, saying so, and is nowhere else.
+        self.store_failed = False
+        self._drive = drive
+        self._executor = executor
+        self._cancelled = False  # a client cancelled it: it ends "cancelled"
+        self._interrupted = False  # cancelled or aborted: no further generation or tool call starts
+        self._stop_reason: str | None = None
+        self._ended = asyncio.Event()
+        self._subscribers: list[Deliver] = []
+        # Written by the drive (generation.py) only: what to interrupt now.
+        self.generating: str | None = None  # the executor request it runs now (the tool loop runs several)
+        self.summarizing: str | None = None  # a reasoning summary's side generation
+        self.tool_loop: ToolLoop | None = None
+
+    # -- driving ----------------------------------------------------------------------------------
+
+    async def drive(self, deliver: Deliver | None = None) -> bytes:
+        """Generate the response to its end in this task; the terminal response's JSON.
+
+        ``deliver`` receives each engine step's events (streaming); without it the events only
+        build the response (non-streaming: the same path). Cancelling the calling task (the client
+        went away) aborts the generation. A run is driven once.
+        """
+        if self.state is not RunState.QUEUED:
+            raise RuntimeError(f"response {self.id} is already {self.state.value}")
+        self.state = RunState.RUNNING
+        try:
+            self.final_json = await self._drive(self, deliver)
+            return self.final_json
+        finally:
+            self.state = RunState.ENDED
+            self._ended.set()
+
+    def subscribe(self, deliver: Deliver) -> None:
+        """Receive this run's events when the service drives it in the background (``publish``)."""
+        self._subscribers.append(deliver)
+
+    async def publish(self, events: list[ResponseStreamEvent]) -> None:
+        """The ``deliver`` of a background drive: every subscriber gets each step's events."""
+        for deliver in self._subscribers:
+            await deliver(events)
+
+    # -- control ----------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """A client cancelled it: stop its generation or tool call now; it ends ``cancelled``."""
+        self._cancelled = True
+        self._interrupt()
+
+    def abort(self) -> None:
+        """The server ends it (shutdown, a sibling choice failed): it ends ``failed``."""
+        self._interrupt()
+
+    def stop_at_boundary(self, reason: str) -> None:
+        """End the response at the next Harmony message boundary, ``incomplete`` with ``reason``."""
+        self._stop_reason = reason
+
+    def stop_reason(self) -> str | None:
+        """Asked by the stream at each message boundary (never per token)."""
+        return self._stop_reason
+
+    @property
+    def cancelled(self) -> bool:
+        """A client cancelled it (its end is ``cancelled``, not ``failed``)."""
+        return self._cancelled
+
+    @property
+    def interrupted(self) -> bool:
+        """Cancelled or aborted: no further generation or tool call may start."""
+        return self._interrupted
+
+    def _interrupt(self) -> None:
+        if self.state is RunState.ENDED:
+            return
+        self._interrupted = True
+        if self.tool_loop is not None:
+            self.tool_loop.cancel()
+        # A generation the executor has not registered yet ignores this; the drive aborts it again at its
+        # first delta (generation.py), so a cancel right after the create still lands, without polling.
+        for request_id in (self.generating, self.summarizing):
+            if request_id is not None:
+                self._executor.abort(request_id)
+
+    # -- observing --------------------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self.state is RunState.ENDED
+
+    async def wait(self) -> bytes | None:
+        """Wait for the end; the terminal response's JSON (None if the drive stopped without one)."""
+        await self._ended.wait()
+        return self.final_json
