@@ -185,3 +185,60 @@ def test_cancel_latency_on_a_busy_server(busy) -> None:  # type: ignore[no-untyp
         stop.set()
         for thread in streams:
             thread.join(timeout=30)
+
+
+def run_fields() -> set[str]:
+    """A run's and a prepared response's field names (what a transport must not set)."""
+    from trtllm_responses.responses.prepared import PreparedResponse
+
+    live = {"stream", "usage", "first_token_at", "final_json", "store_failed", "generating", "summarizing"}
+    return (
+        set(PreparedResponse.__dataclass_fields__)
+        | live
+        | {"tool_loop", "state", "cancelled", "stop_requested"}
+    )
+
+
+def field_writes(source: str, fields: set[str]) -> list[str]:
+    """``obj.field = …`` (or ``+=``) in ``source`` for a field of ``fields``, on anything but ``self``."""
+    import ast
+
+    written = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr in fields
+                and not (isinstance(target.value, ast.Name) and target.value.id == "self")
+            ):
+                written.append(f"{node.lineno}:.{target.attr}")
+    return written
+
+
+def test_no_transport_sets_a_field_of_a_run_or_a_prepared_response() -> None:
+    """The transports (``server/``) hold runs and read them; only the drive writes a run's live state."""
+    from pathlib import Path
+
+    import trtllm_responses.server as server
+
+    fields = run_fields()
+    written = {
+        path.name: found
+        for path in Path(server.__file__).parent.rglob("*.py")
+        if (found := field_writes(path.read_text(), fields))
+    }
+    assert written == {}
+
+
+def test_the_field_check_finds_a_transport_write() -> None:
+    """The check above can fail: a module that sets ``run.usage`` or ``prepared.cancelled`` is caught."""
+    source = (
+        "def serve(run, prepared):\n    run.usage = None\n    prepared.cancelled = True\n    self.usage = 1\n"
+    )
+    assert field_writes(source, run_fields()) == ["2:.usage", "3:.cancelled"]
