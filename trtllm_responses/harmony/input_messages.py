@@ -25,8 +25,8 @@ import orjson
 from openai_harmony import Author, Message, Role, TextContent
 
 from ..core.errors import InvalidRequestError
-from ..request.fields import check_text
 from ..request.protocol import ReasoningEffort
+from ..request.text_format import parse_text
 from .headers import JSON_CONTENT_TYPE
 from .items import FUNCTIONS_NAMESPACE
 
@@ -443,7 +443,7 @@ def _convert_configuration_update(
                 param=f"{where}.text.format.type",
             )
         try:
-            checked = check_text({"format": text["format"]})
+            checked = parse_text({"format": text["format"]}).data
         except InvalidRequestError as exc:
             raise InvalidRequestError(exc.message, param=f"{where}.{exc.param}", code=exc.code) from None
         out.calls[CONFIG_TEXT] = orjson.dumps(checked).decode()

@@ -16,10 +16,21 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    ValidationError,
+    WithJsonSchema,
+)
 
 from ..core.errors import InvalidRequestError
-from .fields import check_text, check_tool_choice, check_tools, one_sentence
+from .fields import one_sentence
+from .text_format import TextConfig, parse_text
+from .tool_choice import ToolChoice, parse_tool_choice
+from .tools import RequestTool, parse_tools
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -50,6 +61,13 @@ def _integral(value: Any) -> Any:
 
 
 Integer = Annotated[int, BeforeValidator(_integral)]
+_OBJECT: dict[str, Any] = {"additionalProperties": True, "type": "object"}
+#: ``tools``, ``tool_choice`` and ``text`` arrive parsed (``parse_request``); the body's schema is what a client sends.
+Tools = Annotated[
+    tuple[RequestTool, ...], SkipValidation, WithJsonSchema({"items": _OBJECT, "type": "array"})
+]
+Choice = Annotated[ToolChoice, SkipValidation, WithJsonSchema({"anyOf": [{"type": "string"}, _OBJECT]})]
+Text = Annotated[TextConfig | None, SkipValidation, WithJsonSchema({"anyOf": [_OBJECT, {"type": "null"}]})]
 
 
 class ReasoningParam(BaseModel):
@@ -78,8 +96,8 @@ class PromptCacheOptions(BaseModel):
 class ResponsesRequest(BaseModel):
     """A Responses API create request, as far as this server uses it.
 
-    ``tools``, ``tool_choice`` and ``text`` hold what ``request_fields`` checked,
-    in the SDK's shape. ``null`` for any field means the field is absent.
+    ``tools``, ``tool_choice`` and ``text`` hold typed values (``tools.py``, ``tool_choice.py``,
+    ``text_format.py``), parsed once by ``parse_request``. ``null`` for any field means the field is absent.
     """
 
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -87,8 +105,8 @@ class ResponsesRequest(BaseModel):
     model: str | None = None
     input: str | list[Any] = Field(default_factory=list)
     instructions: str | None = None
-    tools: list[dict[str, Any]] = Field(default_factory=list)
-    tool_choice: str | dict[str, Any] = "auto"
+    tools: Tools = Field(default_factory=tuple)
+    tool_choice: Choice = "auto"
     parallel_tool_calls: bool = True
     reasoning: ReasoningParam | None = None
     max_output_tokens: Integer | None = Field(default=None, ge=1, le=MAX_INTEGER)
@@ -104,7 +122,7 @@ class ResponsesRequest(BaseModel):
     store: bool = True
     previous_response_id: str | None = None
     metadata: dict[str, str] | None = None
-    text: dict[str, Any] | None = None
+    text: Text = None
     truncation: Literal["auto", "disabled"] | None = None
     user: str | None = None
     safety_identifier: str | None = Field(default=None, max_length=64)
@@ -122,7 +140,7 @@ class ResponsesRequest(BaseModel):
     prompt_cache_retention: Literal["in_memory", "in-memory", "24h"] | None = None
 
 
-_OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text": check_text}
+_OBJECT_FIELDS = {"tools": parse_tools, "tool_choice": parse_tool_choice, "text": parse_text}
 
 
 def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:

@@ -191,7 +191,7 @@ async def compact_conversation(
     if request.instructions:
         instructions += "\n\nThe instructions the conversation ran under:\n" + request.instructions
     summarizing = request.model_copy(
-        update={"instructions": instructions, "tool_choice": "none", "tools": []}
+        update={"instructions": instructions, "tool_choice": "none", "tools": ()}
     )
     prompt = await render(summarizing)
     refusal = executor.prompt_refusal(len(prompt.token_ids))

@@ -20,6 +20,7 @@ from ..core.errors import InvalidRequestError
 from ..core.ids import new_id
 from ..harmony.input_messages import list_tools_key
 from ..harmony.items import ItemKind, ItemTarget
+from ..request.tools import McpTool, RequestTool
 from .base import ApprovedCall, ServerTools
 from .mcp import ApprovalRule, MCPProvider, describe_exception, tool_names
 from .settings import ToolSettings, url_allowed
@@ -84,13 +85,14 @@ def _not_allowed(url: str, where: str) -> InvalidRequestError:
     )
 
 
-def _providers_from_request(tools: Sequence[Mapping[str, Any]], settings: ToolSettings) -> list[MCPProvider]:
+def _providers_from_request(tools: Sequence[RequestTool], settings: ToolSettings) -> list[MCPProvider]:
     providers: list[MCPProvider] = []
     labels: set[str] = set()
-    for i, tool in enumerate(tools):
-        if tool.get("type") != "mcp":
+    for i, declared in enumerate(tools):
+        if not isinstance(declared, McpTool):
             continue
         where = f"tools[{i}]"
+        tool = declared.data
         label = tool.get("server_label")
         if not isinstance(label, str) or not label or "." in label or " " in label:
             raise InvalidRequestError(
@@ -198,7 +200,7 @@ def _approved_calls(
 
 
 async def prepare_mcp_tools(
-    tools: Sequence[Mapping[str, Any]],
+    tools: Sequence[RequestTool],
     input_items: Any,
     history_calls: Mapping[str, str],
     settings: ToolSettings,

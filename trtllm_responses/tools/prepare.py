@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.errors import InvalidRequestError
 from ..request.protocol import ResponsesRequest
+from ..request.tools import McpTool
 from .base import ServerTools
 from .builtin import builtin_shown, prepare_builtin_tools
 from .mcp_request import prepare_mcp_tools
@@ -29,7 +30,7 @@ async def prepare_server_tools(
     approval with no tool to run the approved call.
     """
     tools = None
-    if any(tool.get("type") == "mcp" for tool in request.tools):
+    if any(isinstance(tool, McpTool) for tool in request.tools):
         tools = await prepare_mcp_tools(request.tools, request.input, history_calls, settings)
     elif _approves_a_call(request.input):
         raise InvalidRequestError(
