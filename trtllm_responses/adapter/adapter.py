@@ -42,7 +42,7 @@ from ..constraints.base import build_constraint, parse_text_format
 from ..core.bounded_cache import ByteBoundedCache
 from ..harmony.developer import developer_message, developer_spec
 from ..harmony.encoding import HarmonyEncoding
-from ..harmony.input_messages import CONFIG_EFFORT, CONFIG_TEXT, input_to_messages
+from ..harmony.input_messages import CONFIG_EFFORT, CONFIG_TEXT, input_to_messages, items_to_messages
 from ..request.protocol import ReasoningParam, ResponsesRequest
 from ..request.text_format import parse_text
 from ..request.tool_choice import choice_data
@@ -373,5 +373,5 @@ class HarmonyAdapter:
         Output items go through the same conversion as input items, so a stored
         continuation and a stateless replay of the same items render alike.
         """
-        converted = input_to_messages(output_items, prompt.history.calls, param="output")
+        converted = items_to_messages(output_items, prompt.history.calls, param="output")
         return prompt.history.extended(self.render_messages(converted.messages), converted.calls)

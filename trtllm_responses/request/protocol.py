@@ -7,8 +7,9 @@ SDK's request types are TypedDicts meant for building requests, not checking the
 Unknown top-level fields are ignored, as OpenAI-compatible clients send fields a
 server may not know. Known fields are checked strictly: a wrong type or value is
 an :class:`~trtllm_responses.core.errors.InvalidRequestError` naming the field.
-Input items stay plain dicts here; ``harmony/input_messages.py`` checks them one by one so
-its errors can name the exact item and part (``input[2].content[0]``).
+Input items are typed by ``items.py`` once the body is checked; ``harmony/input_messages.py``
+checks their fields as it converts them, so its errors name the exact item and part
+(``input[2].content[0]``).
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     SkipValidation,
     ValidationError,
     WithJsonSchema,
 )
+from pydantic_core import PydanticCustomError
 
 from ..core.errors import InvalidRequestError
 from .fields import one_sentence
+from .items import InputItem, parse_items
 from .text_format import TextConfig, parse_text
 from .tool_choice import ToolChoice, parse_tool_choice
 from .tools import RequestTool, parse_tools
@@ -70,6 +74,20 @@ Choice = Annotated[ToolChoice, SkipValidation, WithJsonSchema({"anyOf": [{"type"
 Text = Annotated[TextConfig | None, SkipValidation, WithJsonSchema({"anyOf": [_OBJECT, {"type": "null"}]})]
 
 
+def _input_shape(value: Any) -> Any:
+    """``input`` is a string or an array (whose items ``parse_request`` types once every field is checked)."""
+    if isinstance(value, (str, list, tuple)):
+        return value
+    raise PydanticCustomError("string_type", "Input should be a valid string")
+
+
+Input = Annotated[
+    str | tuple[InputItem, ...],
+    PlainValidator(_input_shape),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"items": {}, "type": "array"}]}),
+]
+
+
 class ReasoningParam(BaseModel):
     """``reasoning``: gpt-oss takes an effort of low, medium or high (others map to the nearest)."""
 
@@ -103,7 +121,7 @@ class ResponsesRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     model: str | None = None
-    input: str | list[Any] = Field(default_factory=list)
+    input: Input = Field(default_factory=tuple)
     instructions: str | None = None
     tools: Tools = Field(default_factory=tuple)
     tool_choice: Choice = "auto"
@@ -155,6 +173,9 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
         request = ResponsesRequest.model_validate({**body, **checked})
     except ValidationError as exc:
         raise one_sentence(exc, "") from None
+    items: Any = request.input
+    if isinstance(items, list):
+        request.input = parse_items(items)
     _check_metadata(request.metadata)
     if request.background and not request.store:
         raise InvalidRequestError("Background responses require store=true.", param="background")

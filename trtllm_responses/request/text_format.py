@@ -25,6 +25,7 @@ __all__ = [
     "TextConfig",
     "TextFormat",
     "parse_text",
+    "parse_text_update",
 ]
 
 
@@ -84,3 +85,18 @@ def parse_text(text: Any) -> TextConfig:
     result.setdefault("format", {"type": "text"})
     verbosity = result.get("verbosity")
     return TextConfig(_format(result["format"]), verbosity, result)
+
+
+def parse_text_update(text: Any, where: str) -> TextConfig:
+    """A ``configuration_update`` item's ``text`` (at ``where``): a ``text`` or ``json_schema`` format, errors naming it."""
+    if not isinstance(text, Mapping) or not isinstance(text.get("format"), Mapping):
+        raise InvalidRequestError(f"'{where}.text.format' is required.", param=f"{where}.text.format")
+    if text["format"].get("type") not in ("text", "json_schema"):
+        raise InvalidRequestError(
+            f"'{where}.text.format.type' must be 'text' or 'json_schema'.",
+            param=f"{where}.text.format.type",
+        )
+    try:
+        return parse_text({"format": text["format"]})
+    except InvalidRequestError as exc:
+        raise InvalidRequestError(exc.message, param=f"{where}.{exc.param}", code=exc.code) from None

@@ -20,6 +20,8 @@ from ..core.errors import InvalidRequestError
 from ..core.ids import new_id
 from ..harmony.input_messages import list_tools_key
 from ..harmony.items import ItemKind, ItemTarget
+from ..request.items import InputItem, McpApprovalRequest, McpApprovalResponse
+from ..request.items import McpListTools as McpListToolsItem
 from ..request.tools import McpTool, RequestTool
 from .base import ApprovedCall, ServerTools
 from .mcp import ApprovalRule, MCPProvider, describe_exception, tool_names
@@ -154,34 +156,33 @@ def _providers_from_request(tools: Sequence[RequestTool], settings: ToolSettings
     return providers
 
 
-def _listings_in(input_items: Any) -> dict[str, str]:
+def _listings_in(input_items: str | Sequence[InputItem]) -> dict[str, str]:
     """``mcp_list_tools`` items a request replays: label → tools JSON."""
     found: dict[str, str] = {}
-    if isinstance(input_items, list):
-        for item in input_items:
-            if (
-                isinstance(item, Mapping)
-                and item.get("type") == "mcp_list_tools"
-                and isinstance(item.get("server_label"), str)
-                and isinstance(item.get("tools"), list)
-                and item.get("error") is None
-            ):
-                found[list_tools_key(item["server_label"])] = orjson.dumps(item["tools"]).decode()
+    for typed in input_items:
+        if not isinstance(typed, McpListToolsItem):
+            continue
+        item = typed.data
+        if (
+            isinstance(item.get("server_label"), str)
+            and isinstance(item.get("tools"), list)
+            and item.get("error") is None
+        ):
+            found[list_tools_key(item["server_label"])] = orjson.dumps(item["tools"]).decode()
     return found
 
 
 def _approved_calls(
-    input_items: Any, calls: Mapping[str, str], providers: Mapping[str, MCPProvider]
+    input_items: str | Sequence[InputItem], calls: Mapping[str, str], providers: Mapping[str, MCPProvider]
 ) -> list[ApprovedCall]:
     """Calls this request approves (mcp_approval_response, approve: true), in input order."""
-    if not isinstance(input_items, list):
-        return []
     requests = dict(calls)
     approved: list[ApprovedCall] = []
-    for item in input_items:
-        if not isinstance(item, Mapping):
+    for typed in input_items:
+        if isinstance(typed, str):
             continue
-        if item.get("type") == "mcp_approval_request" and isinstance(item.get("id"), str):
+        item = typed.data
+        if isinstance(typed, McpApprovalRequest) and isinstance(item.get("id"), str):
             requests[item["id"]] = orjson.dumps(
                 {
                     "server_label": item.get("server_label"),
@@ -189,7 +190,7 @@ def _approved_calls(
                     "arguments": item.get("arguments"),
                 }
             ).decode()
-        elif item.get("type") == "mcp_approval_response" and item.get("approve") is True:
+        elif isinstance(typed, McpApprovalResponse) and typed.approves:
             pending = requests.get(str(item.get("approval_request_id")))
             if pending is None:
                 continue  # the input converter reports it, naming the item
@@ -201,7 +202,7 @@ def _approved_calls(
 
 async def prepare_mcp_tools(
     tools: Sequence[RequestTool],
-    input_items: Any,
+    input_items: str | Sequence[InputItem],
     history_calls: Mapping[str, str],
     settings: ToolSettings,
 ) -> ServerTools | None:

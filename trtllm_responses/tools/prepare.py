@@ -8,9 +8,9 @@ providers exist.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from ..core.errors import InvalidRequestError
+from ..request.items import InputItem, McpApprovalResponse
 from ..request.protocol import ResponsesRequest
 from ..request.tools import McpTool
 from .base import ServerTools
@@ -42,8 +42,5 @@ async def prepare_server_tools(
     return prepare_builtin_tools(shown, settings, tools, history_calls)
 
 
-def _approves_a_call(input_items: Any) -> bool:
-    return isinstance(input_items, list) and any(
-        isinstance(item, dict) and item.get("type") == "mcp_approval_response" and item.get("approve") is True
-        for item in input_items
-    )
+def _approves_a_call(input_items: str | tuple[InputItem, ...]) -> bool:
+    return any(isinstance(item, McpApprovalResponse) and item.approves for item in input_items)
