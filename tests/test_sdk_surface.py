@@ -474,6 +474,7 @@ async def test_item_reference_looks_no_further_than_max_chain_responses(
 
     from trtllm_responses.adapter.adapter import EMPTY_HISTORY
     from trtllm_responses.core.errors import InvalidRequestError
+    from trtllm_responses.request.items import parse_items
     from trtllm_responses.responses import references
     from trtllm_responses.store import StoredResponse
 
@@ -489,15 +490,17 @@ async def test_item_reference_looks_no_further_than_max_chain_responses(
 
     monkeypatch.setattr(references, "MAX_CHAIN_RESPONSES", 3)
     found = await references.resolve_references(
-        [{"type": "item_reference", "id": "msg_7"}],
+        parse_items([{"type": "item_reference", "id": "msg_7"}]),
         store=Chain(),
         previous_response_id="resp_9",
         conversation_items=None,
     )  # type: ignore[arg-type]
-    assert found == [{"type": "message", "id": "msg_7", "role": "user", "content": "turn 7"}]
+    assert [item.data for item in found] == [
+        {"type": "message", "id": "msg_7", "role": "user", "content": "turn 7"}
+    ]
     with pytest.raises(InvalidRequestError):
         await references.resolve_references(
-            [{"type": "item_reference", "id": "msg_6"}],
+            parse_items([{"type": "item_reference", "id": "msg_6"}]),
             store=Chain(),
             previous_response_id="resp_9",
             conversation_items=None,

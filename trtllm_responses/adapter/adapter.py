@@ -42,8 +42,11 @@ from ..constraints.base import build_constraint, parse_text_format
 from ..core.bounded_cache import ByteBoundedCache
 from ..harmony.developer import developer_message, developer_spec
 from ..harmony.encoding import HarmonyEncoding
-from ..harmony.input_messages import CONFIG_EFFORT, CONFIG_TEXT, input_to_messages
+from ..harmony.input_messages import CONFIG_EFFORT, CONFIG_TEXT, input_to_messages, items_to_messages
 from ..request.protocol import ReasoningParam, ResponsesRequest
+from ..request.text_format import parse_text
+from ..request.tool_choice import choice_data
+from ..request.tools import tools_data
 from .prompt import (
     EMPTY_HISTORY,
     ConversationHistory,
@@ -93,7 +96,7 @@ def configured_fields(request: ResponsesRequest, calls: Mapping[str, str]) -> di
         out["reasoning"] = reasoning.model_copy(update={"effort": effort})
     text = calls.get(CONFIG_TEXT)
     if text is not None:
-        out["text"] = {**(request.text or {}), **orjson.loads(text)}
+        out["text"] = parse_text({**(request.text.data if request.text else {}), **orjson.loads(text)})
     return out
 
 
@@ -250,7 +253,7 @@ class HarmonyAdapter:
 
         parts = [request.instructions] if request.instructions else []
         parts.extend(converted.instructions)
-        verbosity = VERBOSITY.get((request.text or {}).get("verbosity") or "medium")
+        verbosity = VERBOSITY.get((request.text.verbosity if request.text else None) or "medium")
         if verbosity:  # gpt-oss has no verbosity control: it reads the wish in its instructions
             parts.append(verbosity)
         instructions = "\n\n".join(parts) if parts else None
@@ -258,7 +261,14 @@ class HarmonyAdapter:
         # the message: their JSON is the key (cheap); the spec (schemas rewritten) is built only on a miss.
         developer_key = (
             instructions,
-            orjson.dumps([request.tools, request.tool_choice, request.text, list(namespaces)]).decode(),
+            orjson.dumps(
+                [
+                    tools_data(request.tools),
+                    choice_data(request.tool_choice),
+                    request.text.data if request.text else None,
+                    list(namespaces),
+                ]
+            ).decode(),
         )
         developer = self._developers.get(developer_key)
         to_render = list(converted.messages)
@@ -363,5 +373,5 @@ class HarmonyAdapter:
         Output items go through the same conversion as input items, so a stored
         continuation and a stateless replay of the same items render alike.
         """
-        converted = input_to_messages(output_items, prompt.history.calls, param="output")
+        converted = items_to_messages(output_items, prompt.history.calls, param="output")
         return prompt.history.extended(self.render_messages(converted.messages), converted.calls)

@@ -32,10 +32,10 @@ from ..harmony.tools import (
     server_call_options,
 )
 from ..request.protocol import ResponsesRequest
+from ..request.tool_choice import ChooseAllowed, ChooseHosted, ChooseMcp, ToolChoice
+from ..request.tools import HostedTool, RequestTool
 
 __all__ = ["ChosenTools", "builtin_types_shown", "choose_tools"]
-
-_HOSTED_CHOICES = WEB_SEARCH_TOOLS | CODE_TOOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,26 +76,24 @@ def choose_tools(
         server_tools=bool(namespaces or browser or python),
         check_grammar=check_grammar,
     )
-    kind = choice.get("type") if isinstance(choice, Mapping) else choice
-    if kind == "mcp":
-        assert isinstance(choice, Mapping)
+    if isinstance(choice, ChooseMcp):
         tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)
         namespaces = _chosen_namespace(choice, namespaces)
-    elif kind == "none":
+    elif choice == "none":
         namespaces = ()
-    elif kind in _HOSTED_CHOICES:  # a built-in tool chosen: shown alone, if the server runs it
+    elif isinstance(choice, ChooseHosted) and choice.builtin is not None:
+        # A built-in tool chosen: shown alone, if the server runs it.
         if not (browser or python):
-            declared = {str(t.get("type")) for t in request.tools}
-            tool_types = CODE_TOOLS if kind in CODE_TOOLS else WEB_SEARCH_TOOLS
+            declared = {t.builtin for t in request.tools if isinstance(t, HostedTool)}
             reason = (
                 "this server does not run it (the operator left "
-                + ("--python_tool" if kind in CODE_TOOLS else "--browser_backend")
+                + ("--python_tool" if choice.builtin == "python" else "--browser_backend")
                 + " off)"
-                if declared & tool_types
+                if choice.builtin in declared
                 else "'tools' does not declare it"
             )
             raise InvalidRequestError(
-                f"tool_choice names {kind!r}, but {reason}: a call to it cannot be forced.",
+                f"tool_choice names {choice.kind!r}, but {reason}: a call to it cannot be forced.",
                 param="tool_choice",
             )
         tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)
@@ -106,7 +104,7 @@ def choose_tools(
     return ChosenTools(tools, namespaces, browser, python, calls, required)
 
 
-def builtin_types_shown(tools: Sequence[Mapping[str, Any]], choice: Any) -> frozenset[str]:
+def builtin_types_shown(tools: Sequence[RequestTool], choice: ToolChoice) -> frozenset[str]:
     """The declared built-in tool types (web search, code interpreter) ``tool_choice`` leaves shown.
 
     ``none``, and a choice naming a function, custom or MCP tool, hide them; a built-in tool named
@@ -114,22 +112,20 @@ def builtin_types_shown(tools: Sequence[Mapping[str, Any]], choice: Any) -> froz
     """
     if choice == "none":
         return frozenset()
-    kinds = {t.get("type") for t in tools} & (WEB_SEARCH_TOOLS | CODE_TOOLS)
-    if isinstance(choice, Mapping):
-        chosen = choice.get("type")
-        if chosen == "allowed_tools":
-            kinds &= {t.get("type") for t in choice.get("tools") or [] if isinstance(t, Mapping)}
-        elif chosen in CODE_TOOLS:
-            kinds &= CODE_TOOLS
-        elif chosen in WEB_SEARCH_TOOLS:
-            kinds &= WEB_SEARCH_TOOLS
-        else:  # function, custom, mcp
-            return frozenset()
-    return frozenset(str(kind) for kind in kinds)
+    kinds = {t.kind for t in tools if isinstance(t, HostedTool) and t.builtin is not None}
+    if isinstance(choice, ChooseAllowed):
+        kinds &= choice.kinds
+    elif isinstance(choice, ChooseHosted) and choice.builtin == "python":
+        kinds &= CODE_TOOLS
+    elif isinstance(choice, ChooseHosted) and choice.builtin == "browser":
+        kinds &= WEB_SEARCH_TOOLS
+    elif not isinstance(choice, str):  # function, custom, mcp, a tool type nobody here runs
+        return frozenset()
+    return frozenset(kinds)
 
 
 def _required_calls(
-    choice: str | Mapping[str, Any],
+    choice: ToolChoice,
     tools: RequestTools,
     calls: tuple[CallOption, ...],
     namespaces: Sequence[Mapping[str, Any]],
@@ -140,17 +136,14 @@ def _required_calls(
     ``calls`` are every call shown (the request's tools, then the server-run ones);
     ``tools``, ``namespaces`` and ``builtins`` are already narrowed by the choice.
     """
-    kind = choice.get("type") if isinstance(choice, Mapping) else choice
-    if kind in ("mcp", *_HOSTED_CHOICES):  # shown alone: every call shown is the chosen tool's
-        return calls
+    if isinstance(choice, ChooseMcp) or (isinstance(choice, ChooseHosted) and choice.builtin is not None):
+        return calls  # shown alone: every call shown is the chosen tool's
     if not tools.required:
         return None
-    if kind == "required":
+    if choice == "required":
         required = calls
-    elif kind == "allowed_tools":
-        assert isinstance(choice, Mapping)
-        allowed = [t for t in choice.get("tools") or [] if isinstance(t, Mapping)]
-        labels = {t.get("server_label") for t in allowed if t.get("type") == "mcp"}
+    elif isinstance(choice, ChooseAllowed):
+        labels = {ref.mcp_label for ref in choice.tools} - {None}
         chosen = [ns for ns in namespaces if ns["name"] in labels]
         required = call_options(tools.tools) + server_call_options(chosen, builtins)
     else:  # a named function or custom tool
@@ -163,11 +156,9 @@ def _required_calls(
     return required
 
 
-def _chosen_namespace(
-    choice: Mapping[str, Any], namespaces: Sequence[Mapping[str, Any]]
-) -> list[Mapping[str, Any]]:
+def _chosen_namespace(choice: ChooseMcp, namespaces: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """``tool_choice: {"type": "mcp", "server_label", "name"?}`` shows the model only that server (or tool)."""
-    label, name = choice.get("server_label"), choice.get("name")
+    label, name = choice.server_label, choice.name
     chosen = [ns for ns in namespaces if ns["name"] == label]
     if not chosen:
         raise InvalidRequestError(

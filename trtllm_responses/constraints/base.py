@@ -30,6 +30,7 @@ from typing import Any, Literal
 from ..core.errors import InvalidRequestError
 from ..harmony.schema import check_strict
 from ..harmony.tools import CallOption
+from ..request.text_format import JsonObjectFormat, PlainText, TextConfig
 
 __all__ = [
     "Constraint",
@@ -81,47 +82,23 @@ class Constraint:
         return self.then if self.call_required else self
 
 
-def parse_text_format(text: Mapping[str, Any] | None) -> ResponseFormat | None:
-    """The structured-output format of ``text.format``; InvalidRequestError naming what is wrong."""
-    if not text:
+def parse_text_format(text: TextConfig | None) -> ResponseFormat | None:
+    """The structured-output format of ``text.format`` (None: free text); InvalidRequestError naming what is wrong."""
+    fmt = text.format if text is not None else None
+    if fmt is None or isinstance(fmt, PlainText):
         return None
-    fmt = text.get("format")
-    if fmt is None:
-        return None
-    if not isinstance(fmt, Mapping):
-        raise InvalidRequestError("'text.format' must be an object.", param="text.format")
-    kind = fmt.get("type")
-    if kind == "text":
-        return None
-    if kind == "json_object":
+    if isinstance(fmt, JsonObjectFormat):
         return ResponseFormat(name="json_object", schema=None, description="Respond with a JSON object.")
-    if kind != "json_schema":
-        raise InvalidRequestError(
-            f"'text.format.type' must be 'text', 'json_schema' or 'json_object'; got {kind!r}.",
-            param="text.format.type",
-        )
-    name = fmt.get("name")
-    if not isinstance(name, str) or not _FORMAT_NAME.fullmatch(name):
+    if not _FORMAT_NAME.fullmatch(fmt.name):
         raise InvalidRequestError(
             "'text.format.name' must be 1-64 letters, digits, underscores or dashes.",
             param="text.format.name",
         )
-    schema = fmt.get("schema")
-    if not isinstance(schema, Mapping):
-        raise InvalidRequestError(
-            "'text.format.schema' must be a JSON Schema object.", param="text.format.schema"
-        )
-    strict = fmt.get("strict")
-    if strict is not None and not isinstance(strict, bool):
-        raise InvalidRequestError("'text.format.strict' must be a boolean.", param="text.format.strict")
-    if strict:
-        check_strict(schema, "text.format.schema")
-    description = fmt.get("description")
-    if description is not None and not isinstance(description, str):
-        raise InvalidRequestError(
-            "'text.format.description' must be a string.", param="text.format.description"
-        )
-    return ResponseFormat(name=name, schema=schema, description=description, strict=bool(strict))
+    if fmt.strict:
+        check_strict(fmt.schema, "text.format.schema")
+    return ResponseFormat(
+        name=fmt.name, schema=fmt.schema, description=fmt.description, strict=bool(fmt.strict)
+    )
 
 
 def check_grammar(syntax: str, definition: str, param: str) -> None:

@@ -10,7 +10,7 @@ request's prompt and constraint from these pieces, is a layer above (``adapter/`
 """
 
 from .encoding import HarmonyEncoding, load_encoding
-from .input_messages import input_to_messages
+from .input_messages import input_to_messages, items_to_messages
 from .items import (
     ItemKind,
     ItemTarget,
@@ -42,6 +42,7 @@ __all__ = [
     "classify",
     "completion_to_output_items",
     "input_to_messages",
+    "items_to_messages",
     "load_encoding",
     "parse_completion",
 ]

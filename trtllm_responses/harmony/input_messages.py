@@ -1,4 +1,4 @@
-"""Responses input items → Harmony messages (``input_to_messages``).
+"""Typed input items (``request/items.py``) → Harmony messages (``input_to_messages``).
 
 Every input form the Responses API allows for a text model becomes Harmony messages;
 ``system``/``developer`` messages become instructions (never a second system message);
@@ -17,7 +17,7 @@ conversation was stored or replayed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -25,8 +25,28 @@ import orjson
 from openai_harmony import Author, Message, Role, TextContent
 
 from ..core.errors import InvalidRequestError
-from ..request.fields import check_text
+from ..request.items import (
+    CodeInterpreterCall,
+    ConfigurationUpdate,
+    CustomToolCall,
+    CustomToolCallOutput,
+    FunctionCall,
+    FunctionCallOutput,
+    InputItem,
+    McpApprovalRequest,
+    McpApprovalResponse,
+    McpCall,
+    McpListTools,
+    Reasoning,
+    WebSearchCall,
+    not_convertible,
+    parse_items,
+)
+from ..request.items import (
+    Message as MessageItem,
+)
 from ..request.protocol import ReasoningEffort
+from ..request.text_format import parse_text_update
 from .headers import JSON_CONTENT_TYPE
 from .items import FUNCTIONS_NAMESPACE
 
@@ -41,6 +61,7 @@ __all__ = [
     "ConvertedInput",
     "function_call_message",
     "input_to_messages",
+    "items_to_messages",
     "list_tools_key",
     "mcp_call_message",
     "mcp_output_text",
@@ -148,11 +169,11 @@ def tool_output_message(tool: str, output: str) -> Message:
 
 
 def input_to_messages(
-    input: str | Sequence[Mapping[str, Any]],
+    input: str | Sequence[InputItem],
     known_calls: Mapping[str, str],
     param: str = "input",
 ) -> ConvertedInput:
-    """Convert a request's ``input`` into Harmony messages; raise InvalidRequestError naming the field.
+    """Convert a request's typed ``input`` into Harmony messages; raise InvalidRequestError naming the field.
 
     ``known_calls`` maps the call ids of the conversation so far to function names.
     """
@@ -160,20 +181,18 @@ def input_to_messages(
     if isinstance(input, str):
         out.messages.append(_text_message(Role.USER, [input]))
         return out
+    converters = _INPUT_CONVERTERS
     for i, item in enumerate(input):
-        where = f"{param}[{i}]"
-        if not isinstance(item, Mapping):
-            raise InvalidRequestError(f"'{where}' must be an object.", param=where)
-        kind = item.get("type", "message" if "role" in item else None)
-        if not isinstance(kind, str):
-            raise InvalidRequestError(f"'{where}.type' must be a string.", param=f"{where}.type")
-        converter = _INPUT_CONVERTERS.get(kind)
+        converter = converters.get(type(item))
         if converter is None:
-            raise InvalidRequestError(
-                f"Unknown or unsupported input item type {kind!r} at '{where}.type'.", param=f"{where}.type"
-            )
-        converter(item, where, known_calls, out)
+            raise not_convertible(item, f"{param}[{i}]")
+        converter(item.data, f"{param}[{i}]", known_calls, out)
     return out
+
+
+def items_to_messages(items: Sequence[Any], known_calls: Mapping[str, str], param: str) -> ConvertedInput:
+    """:func:`input_to_messages` of items as JSON (a response's output, a conversation's items), typed first."""
+    return input_to_messages(parse_items(items, param), known_calls, param)
 
 
 def _convert_message(
@@ -228,10 +247,16 @@ def _convert_custom_tool_call(
     out.messages.append(custom_tool_call_message(recipient, text))
 
 
-def _convert_function_call_output(
+def _convert_custom_tool_call_output(
     item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
 ) -> None:
-    if item.get("call_id") is None and item.get("type") == "function_call_output" and "name" in item:
+    _convert_function_call_output(item, where, calls, out, custom=True)
+
+
+def _convert_function_call_output(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput, custom: bool = False
+) -> None:
+    if item.get("call_id") is None and not custom and "name" in item:
         # No call: output a tool gives the model by itself (Codex's goals send
         # {"name": "goal_objective", "namespace": "agent", "output": ...}); it reads it from NAMESPACE.NAME.
         name = _require_str(item, "name", where)
@@ -242,7 +267,7 @@ def _convert_function_call_output(
     call_id = _require_str(item, "call_id", where)
     recipient = out.calls.get(call_id) or calls.get(call_id)
     if recipient is None:
-        kind = "custom tool call" if item.get("type") == "custom_tool_call_output" else "function call"
+        kind = "custom tool call" if custom else "function call"
         raise InvalidRequestError(
             f"No tool call found for {kind} output with call_id {call_id!r}.",
             param=f"{where}.call_id",
@@ -435,32 +460,22 @@ def _convert_configuration_update(
         if effort is not None:
             out.calls[CONFIG_EFFORT] = effort
     if text is not None:
-        if not isinstance(text, Mapping) or not isinstance(text.get("format"), Mapping):
-            raise InvalidRequestError(f"'{where}.text.format' is required.", param=f"{where}.text.format")
-        if text["format"].get("type") not in ("text", "json_schema"):
-            raise InvalidRequestError(
-                f"'{where}.text.format.type' must be 'text' or 'json_schema'.",
-                param=f"{where}.text.format.type",
-            )
-        try:
-            checked = check_text({"format": text["format"]})
-        except InvalidRequestError as exc:
-            raise InvalidRequestError(exc.message, param=f"{where}.{exc.param}", code=exc.code) from None
-        out.calls[CONFIG_TEXT] = orjson.dumps(checked).decode()
+        out.calls[CONFIG_TEXT] = orjson.dumps(parse_text_update(text, where).data).decode()
 
 
-_INPUT_CONVERTERS = {
-    "configuration_update": _convert_configuration_update,
-    "message": _convert_message,
-    "function_call": _convert_function_call,
-    "function_call_output": _convert_function_call_output,
-    "custom_tool_call": _convert_custom_tool_call,
-    "custom_tool_call_output": _convert_function_call_output,
-    "reasoning": _convert_reasoning,
-    "web_search_call": _convert_web_search_call,
-    "code_interpreter_call": _convert_code_interpreter_call,
-    "mcp_call": _convert_mcp_call,
-    "mcp_list_tools": _convert_mcp_list_tools,
-    "mcp_approval_request": _convert_mcp_approval_request,
-    "mcp_approval_response": _convert_mcp_approval_response,
+_Converter = Callable[[Mapping[str, Any], str, Mapping[str, str], ConvertedInput], None]
+_INPUT_CONVERTERS: dict[type[InputItem], _Converter] = {
+    ConfigurationUpdate: _convert_configuration_update,
+    MessageItem: _convert_message,
+    FunctionCall: _convert_function_call,
+    FunctionCallOutput: _convert_function_call_output,
+    CustomToolCall: _convert_custom_tool_call,
+    CustomToolCallOutput: _convert_custom_tool_call_output,
+    Reasoning: _convert_reasoning,
+    WebSearchCall: _convert_web_search_call,
+    CodeInterpreterCall: _convert_code_interpreter_call,
+    McpCall: _convert_mcp_call,
+    McpListTools: _convert_mcp_list_tools,
+    McpApprovalRequest: _convert_mcp_approval_request,
+    McpApprovalResponse: _convert_mcp_approval_response,
 }

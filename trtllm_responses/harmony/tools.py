@@ -1,6 +1,7 @@
 """The tools of a request, as gpt-oss is shown them and as its calls are read back.
 
-A request's ``tools`` and ``tool_choice`` become one :class:`RequestTools`:
+A request's typed ``tools`` and ``tool_choice`` (``request/tools.py``, ``request/tool_choice.py``)
+become one :class:`RequestTools`:
 
 - ``function`` tools live in Harmony's ``functions`` namespace; a ``namespace`` tool
   (``{"type": "namespace", "name", "description", "tools": [...]}``, what Codex sends for
@@ -17,7 +18,7 @@ A request's ``tools`` and ``tool_choice`` become one :class:`RequestTools`:
 - Hosted tools this server cannot run (web search, code interpreter, file search, image
   generation, computer use, tool search) are not shown to the model: it cannot call what
   nobody runs. They are echoed in the response and logged once per type at info.
-  ``mcp`` and unknown types are a 400 naming the type.
+  ``mcp`` tools are the server's (``tools/mcp_request.py``).
 
 ``tool_choice`` narrows what is shown (``none``: nothing; a named function or custom tool:
 that one; ``allowed_tools``: those) and says whether a call is required
@@ -39,6 +40,17 @@ from typing import Any
 from openai_harmony import ToolNamespaceConfig
 
 from ..core.errors import InvalidRequestError
+from ..request.tool_choice import ChooseAllowed, ChooseTool, ToolChoice
+from ..request.tools import (
+    CODE_TOOLS,
+    HOSTED_TOOL_TYPES,
+    WEB_SEARCH_TOOLS,
+    CustomTool,
+    FunctionTool,
+    HostedTool,
+    NamespaceTool,
+    RequestTool,
+)
 from .headers import JSON_CONTENT_TYPE, clean_recipient
 
 __all__ = [
@@ -60,18 +72,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FUNCTIONS = "functions"
-_GRAMMAR_SYNTAXES = ("lark", "regex")
-#: The tool types that are gpt-oss's browser (OpenAI's web search) and its python (the code interpreter).
-WEB_SEARCH_TOOLS = frozenset(
-    {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
-)
-CODE_TOOLS = frozenset({"code_interpreter"})
-#: Hosted tool types: run by the server when it can (web search, code interpreter), else echoed, not shown.
-HOSTED_TOOL_TYPES = (
-    WEB_SEARCH_TOOLS
-    | CODE_TOOLS
-    | frozenset({"file_search", "image_generation", "computer_use", "computer_use_preview", "tool_search"})
-)
 
 #: Refuses a custom tool's grammar (syntax, definition, param) with an InvalidRequestError.
 GrammarCheck = Callable[[str, str, str], None]
@@ -216,92 +216,42 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def _string(tool: Mapping[str, Any], key: str, where: str, required: bool = False) -> str | None:
-    value = tool.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or (required and not value):
-        raise InvalidRequestError(f"'{where}.{key}' must be a non-empty string.", param=f"{where}.{key}")
-    return value
-
-
-def _function(tool: Mapping[str, Any], where: str, namespace: str) -> Tool:
-    name = _string(tool, "name", where, required=True)
-    assert name is not None
-    params = tool.get("parameters")
-    if params is not None and not isinstance(params, dict):
-        raise InvalidRequestError(f"'{where}.parameters' must be an object.", param=f"{where}.parameters")
-    strict = tool.get("strict")
-    if strict is not None and not isinstance(strict, bool):
-        raise InvalidRequestError(f"'{where}.strict' must be a boolean.", param=f"{where}.strict")
-    if strict and params is not None:
+def _shown(tool: FunctionTool | CustomTool, where: str, namespace: str, check_grammar: GrammarCheck) -> Tool:
+    """A function or custom tool as shown in ``namespace``: a strict schema and a grammar are checked here."""
+    if isinstance(tool, CustomTool):
+        if tool.syntax is not None and tool.definition is not None:
+            check_grammar(tool.syntax, tool.definition, f"{where}.format.definition")
+        return Tool(
+            namespace=namespace,
+            name=tool.name,
+            custom=True,
+            description=tool.description,
+            syntax=tool.syntax,
+            definition=tool.definition,
+        )
+    if tool.strict and tool.parameters is not None:
         from .schema import check_strict
 
-        check_strict(params, f"{where}.parameters")
+        check_strict(tool.parameters, f"{where}.parameters")
     return Tool(
         namespace=namespace,
-        name=name,
+        name=tool.name,
         custom=False,
-        description=_string(tool, "description", where) or "",
-        parameters=params,
-        strict=bool(strict),
-    )
-
-
-def _custom(tool: Mapping[str, Any], where: str, namespace: str, check_grammar: GrammarCheck) -> Tool:
-    name = _string(tool, "name", where, required=True)
-    assert name is not None
-    fmt = tool.get("format") or {"type": "text"}
-    if not isinstance(fmt, Mapping):
-        raise InvalidRequestError(f"'{where}.format' must be an object.", param=f"{where}.format")
-    kind = fmt.get("type")
-    syntax = definition = None
-    if kind == "grammar":
-        syntax = fmt.get("syntax")
-        if syntax not in _GRAMMAR_SYNTAXES:
-            raise InvalidRequestError(
-                f"'{where}.format.syntax' must be 'lark' or 'regex'; got {syntax!r}.",
-                param=f"{where}.format.syntax",
-            )
-        definition = _string(fmt, "definition", f"{where}.format", required=True)
-        check_grammar(syntax, definition or "", f"{where}.format.definition")
-    elif kind != "text":
-        raise InvalidRequestError(
-            f"'{where}.format.type' must be 'text' or 'grammar'; got {kind!r}.", param=f"{where}.format.type"
-        )
-    return Tool(
-        namespace=namespace,
-        name=name,
-        custom=True,
-        description=_string(tool, "description", where) or "",
-        syntax=syntax,
-        definition=definition,
-    )
-
-
-def _member(tool: Any, where: str, namespace: str, check_grammar: GrammarCheck) -> Tool:
-    if not isinstance(tool, Mapping):
-        raise InvalidRequestError(f"'{where}' must be an object.", param=where)
-    kind = tool.get("type")
-    if kind == "function":
-        return _function(tool, where, namespace)
-    if kind == "custom":
-        return _custom(tool, where, namespace, check_grammar)
-    raise InvalidRequestError(
-        f"Tool type {kind!r} at '{where}.type' is not supported inside a namespace; use function or custom.",
-        param=f"{where}.type",
+        description=tool.description,
+        parameters=tool.parameters,
+        strict=tool.strict,
     )
 
 
 def select_tools(
-    tools: list[dict[str, Any]],
-    choice: str | Mapping[str, Any],
+    tools: Sequence[RequestTool],
+    choice: ToolChoice,
     logged: set[str] | None = None,
     server_tools: bool = False,
     *,
     check_grammar: GrammarCheck,
 ) -> RequestTools:
-    """Check ``tools``, apply ``tool_choice``; raise InvalidRequestError naming the field.
+    """The request's tools as shown after ``tool_choice``; raise InvalidRequestError naming the field.
 
     ``check_grammar(syntax, definition, param)`` refuses a custom tool's grammar that cannot
     become a constraint (``constraints.check_grammar``: grammars belong to the layer above, which
@@ -315,32 +265,21 @@ def select_tools(
     hidden: list[str] = []
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
-        kind = tool.get("type") if isinstance(tool, Mapping) else None
-        if kind in ("function", "custom"):
-            declared.append(_member(tool, where, FUNCTIONS, check_grammar))
-        elif kind == "namespace":
-            name = _string(tool, "name", where, required=True)
-            assert name is not None
-            members = tool.get("tools")
-            if not isinstance(members, list):
-                raise InvalidRequestError(f"'{where}.tools' must be a list.", param=f"{where}.tools")
-            descriptions[name] = _string(tool, "description", where) or ""
+        if isinstance(tool, (FunctionTool, CustomTool)):
+            declared.append(_shown(tool, where, FUNCTIONS, check_grammar))
+        elif isinstance(tool, NamespaceTool):
+            descriptions[tool.name] = tool.description
             declared.extend(
-                _member(m, f"{where}.tools[{j}]", name, check_grammar) for j, m in enumerate(members)
+                _shown(m, f"{where}.tools[{j}]", tool.name, check_grammar) for j, m in enumerate(tool.tools)
             )
-        elif kind in HOSTED_TOOL_TYPES:
-            hidden.append(str(kind))
-            if logged is not None and kind not in logged:
-                logged.add(str(kind))
-                logger.info("Tool type %r is not run by this server: echoed, not shown to the model", kind)
-        elif kind == "mcp":
-            continue  # server-run: checked and listed by tools/mcp_request.py, shown as the adapter's namespaces
-        else:
-            raise InvalidRequestError(
-                f"Tool type {kind!r} at '{where}.type' is not supported; this server takes function, custom and "
-                "namespace tools (hosted tools are accepted and not shown to the model).",
-                param=f"{where}.type",
-            )
+        elif isinstance(tool, HostedTool):
+            hidden.append(tool.kind)
+            if logged is not None and tool.kind not in logged:
+                logged.add(tool.kind)
+                logger.info(
+                    "Tool type %r is not run by this server: echoed, not shown to the model", tool.kind
+                )
+        # McpTool: server-run, checked and listed by tools/mcp_request.py, shown as the adapter's namespaces
     seen: set[str] = set()
     for shown in declared:
         if shown.recipient in seen:
@@ -357,39 +296,25 @@ def select_tools(
                 param="tool_choice",
             )
         return RequestTools(tuple(declared), descriptions, True, tuple(hidden))
-    assert isinstance(choice, Mapping)
-    kind = choice.get("type")
-    if kind in ("function", "custom"):
-        chosen = [t for t in declared if _matches(t, choice) and t.custom == (kind == "custom")]
+    if isinstance(choice, ChooseTool):
+        chosen = [t for t in declared if choice.name in (t.name, t.recipient) and t.custom == choice.custom]
         if not chosen:
+            kind = "custom" if choice.custom else "function"
             raise InvalidRequestError(
-                f"tool_choice names {kind} {choice.get('name')!r}, which is not in tools.",
+                f"tool_choice names {kind} {choice.name!r}, which is not in tools.",
                 param="tool_choice.name",
             )
         return RequestTools((chosen[0],), descriptions, True, tuple(hidden))
-    if kind == "allowed_tools":
-        allowed = [t for t in choice.get("tools") or [] if isinstance(t, Mapping)]
-        chosen = [t for t in declared if any(_matches(t, a) for a in allowed)]
-        required = choice.get("mode") == "required"
-        if required and not chosen and not server_tools:
+    if isinstance(choice, ChooseAllowed):
+        chosen = [t for t in declared if any(ref.names(t.namespace, t.name) for ref in choice.tools)]
+        if choice.required and not chosen and not server_tools:
             raise InvalidRequestError(
                 "tool_choice requires a call to one of its allowed tools, but none of them is in tools.",
                 param="tool_choice.tools",
             )
-        return RequestTools(tuple(chosen), descriptions, required, tuple(hidden))
+        return RequestTools(tuple(chosen), descriptions, choice.required, tuple(hidden))
     # A server-run tool named as the choice (mcp, code_interpreter, web_search): the adapter forces it.
     return RequestTools(tuple(declared), descriptions, False, tuple(hidden))
-
-
-def _matches(tool: Tool, ref: Mapping[str, Any]) -> bool:
-    """Whether a tool_choice reference (``{"type", "name"[, "namespace"]}``) names ``tool``."""
-    name = ref.get("name")
-    namespace = ref.get("namespace")
-    if ref.get("type") == "namespace":
-        return tool.namespace == name
-    if namespace is not None:
-        return tool.namespace == namespace and tool.name == name
-    return name in (tool.name, tool.recipient)
 
 
 def call_options(tools: Iterable[Tool]) -> tuple[CallOption, ...]:

@@ -1,8 +1,8 @@
 """Checks of a request's object-valued fields against the ``openai`` SDK's own types.
 
-``tools``, ``tool_choice`` and ``text`` are unions of object shapes told apart by
-their ``type``. Each is checked against the SDK model that ``type`` names (the
-response-side model, which is what the response echoes), so that:
+``tools``, ``tool_choice`` and ``text.format`` are unions of object shapes told apart by
+their ``type``. Each is checked (:func:`check_object`) against the SDK model that ``type`` names
+(the response-side model, which is what the response echoes), so that:
 
 - a wrong type anywhere is a 400 naming the field (``tools[0].container``), in one sentence;
 - an unknown ``type`` is a 400 naming it;
@@ -12,28 +12,19 @@ response-side model, which is what the response echoes), so that:
 
 from __future__ import annotations
 
-import re
 import typing
 from collections.abc import Mapping
 from typing import Any
 
 from openai.types.responses.response import ToolChoice
 from openai.types.responses.response_format_text_config import ResponseFormatTextConfig
-from openai.types.responses.response_text_config import ResponseTextConfig
 from openai.types.responses.tool import Tool
 from pydantic import BaseModel, ValidationError
 
 from ..core.errors import InvalidRequestError
 
-__all__ = ["check_text", "check_tool_choice", "check_tools", "known_fields", "one_sentence"]
+__all__ = ["TEXT_FORMATS", "TOOLS", "TOOL_CHOICES", "check_object", "known_fields", "one_sentence"]
 
-#: OpenAI's rule for function (and other tool) names.
-TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-_TOOL_CHOICE_STRINGS = ("auto", "none", "required")
-#: ``tool_choice`` types naming the web search tool by its tool type (``{"type": "web_search"}``).
-#: The SDK's ``ToolChoiceTypes`` has only ``web_search_preview`` (and its dated name) for it, so
-#: these are accepted as that choice, and echoed in the SDK's shape.
-WEB_SEARCH_CHOICE_ALIASES = frozenset({"web_search", "web_search_2025_08_26"})
 _MAX_MESSAGE = 200
 
 
@@ -49,9 +40,10 @@ def _members(union: Any) -> dict[str, type[BaseModel]]:
     return out
 
 
-_TOOLS = _members(Tool)
-_TOOL_CHOICES = _members(ToolChoice)
-_TEXT_FORMATS = _members(ResponseFormatTextConfig)
+#: ``type`` → the SDK model a tool, a tool choice object, a text format of that type is checked against.
+TOOLS = _members(Tool)
+TOOL_CHOICES = _members(ToolChoice)
+TEXT_FORMATS = _members(ResponseFormatTextConfig)
 
 
 def one_sentence(error: ValidationError, param: str) -> InvalidRequestError:
@@ -95,7 +87,8 @@ def known_fields(value: Any) -> Any:
     return value
 
 
-def _check_object(value: Any, models: Mapping[str, type[BaseModel]], param: str, what: str) -> dict[str, Any]:
+def check_object(value: Any, models: Mapping[str, type[BaseModel]], param: str, what: str) -> dict[str, Any]:
+    """``value`` checked against the SDK model its ``type`` names, as a dict of the fields the SDK declares."""
     if not isinstance(value, Mapping):
         raise InvalidRequestError(f"'{param}' must be an object.", param=param)
     kind = value.get("type")
@@ -112,69 +105,3 @@ def _check_object(value: Any, models: Mapping[str, type[BaseModel]], param: str,
         raise one_sentence(exc, param) from None
     data: dict[str, Any] = known_fields(checked)
     return data
-
-
-def check_tools(tools: Any) -> list[dict[str, Any]]:
-    """``tools``, each checked against its SDK type; function names follow OpenAI's rule."""
-    if not isinstance(tools, list):
-        raise InvalidRequestError("'tools' must be an array of tool objects.", param="tools")
-    checked = []
-    for i, tool in enumerate(tools):
-        data = _check_object(tool, _TOOLS, f"tools[{i}]", "tool")
-        name = data.get("name")
-        if data["type"] in ("function", "custom") and not TOOL_NAME.fullmatch(name or ""):
-            raise InvalidRequestError(
-                f"Invalid 'tools[{i}].name': a tool name is 1 to 64 letters, digits, '_' or '-'.",
-                param=f"tools[{i}].name",
-            )
-        checked.append(data)
-    return checked
-
-
-def check_tool_choice(choice: Any) -> str | dict[str, Any]:
-    """``tool_choice``: ``auto``/``none``/``required`` or a tool choice object (``allowed_tools`` mode defaults to auto).
-
-    ``{"type": "web_search"}`` is the SDK's ``{"type": "web_search_preview"}`` (see WEB_SEARCH_CHOICE_ALIASES).
-    """
-    if isinstance(choice, str):
-        if choice not in _TOOL_CHOICE_STRINGS:
-            raise InvalidRequestError(
-                "'tool_choice' must be 'auto', 'none', 'required' or a tool choice object.",
-                param="tool_choice",
-            )
-        return choice
-    if isinstance(choice, Mapping) and not isinstance(choice.get("type"), str):
-        # Before any lookup by type: an object or array there is unhashable.
-        raise InvalidRequestError("'tool_choice.type' must be a string.", param="tool_choice.type")
-    if isinstance(choice, Mapping) and choice.get("type") == "allowed_tools":
-        choice = {"mode": "auto", **choice}
-        tools = choice.get("tools")
-        if isinstance(tools, list):
-            for i, tool in enumerate(tools):
-                where = f"tool_choice.tools[{i}]"
-                if not isinstance(tool, Mapping) or not isinstance(tool.get("type"), str):
-                    raise InvalidRequestError(
-                        f"'{where}' must be an object with a string 'type'.", param=where
-                    )
-                if "name" in tool and not isinstance(tool["name"], str):
-                    raise InvalidRequestError(f"'{where}.name' must be a string.", param=f"{where}.name")
-    if isinstance(choice, Mapping) and choice.get("type") in WEB_SEARCH_CHOICE_ALIASES:
-        # The web_search tool's own names, which the SDK's ToolChoiceTypes lacks: its web_search_preview choice.
-        choice = {**choice, "type": "web_search_preview"}
-    return _check_object(choice, _TOOL_CHOICES, "tool_choice", "tool_choice")
-
-
-def check_text(text: Any) -> dict[str, Any]:
-    """``text`` (its ``format`` one of the SDK's response formats; null format means text)."""
-    if not isinstance(text, Mapping):
-        raise InvalidRequestError("'text' must be an object.", param="text")
-    data = {k: v for k, v in text.items() if v is not None}
-    if "format" in data:
-        data["format"] = _check_object(data["format"], _TEXT_FORMATS, "text.format", "text format")
-    try:
-        checked = ResponseTextConfig.model_validate(data)
-    except ValidationError as exc:
-        raise one_sentence(exc, "text") from None
-    result: dict[str, Any] = known_fields(checked)
-    result.setdefault("format", {"type": "text"})
-    return result

@@ -8,10 +8,19 @@ id the client gave; the others get a fresh one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..core.ids import new_id
+from .items import (
+    CodeInterpreterCall,
+    FunctionCall,
+    FunctionCallOutput,
+    InputItem,
+    Message,
+    Reasoning,
+    WebSearchCall,
+)
 
 __all__ = ["normalize_input_items"]
 
@@ -43,22 +52,22 @@ def _parts(content: Any, text_type: str) -> list[Any]:
     return parts
 
 
-def normalize_input_items(input: str | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def normalize_input_items(input: str | Sequence[InputItem]) -> list[dict[str, Any]]:
     """``input`` as a list of ResponseItem dicts with ids (input already checked by the adapter)."""
     if isinstance(input, str):
-        input = [{"type": "message", "role": "user", "content": input}]
+        input = (Message({"type": "message", "role": "user", "content": input}),)
     items = []
-    for raw in input:
-        item = dict(raw)
-        kind = item.setdefault("type", "message")
+    for typed in input:
+        item = dict(typed.data)
+        kind = item.setdefault("type", typed.TYPE)
         item.setdefault("id", new_id(_ID_PREFIX.get(kind, "item")))
-        if kind == "message":
+        if isinstance(typed, Message):
             assistant = item.get("role") == "assistant"
             item["content"] = _parts(item.get("content", ""), "output_text" if assistant else "input_text")
             item.setdefault("status", "completed")
-        elif kind in ("function_call", "function_call_output", "web_search_call", "code_interpreter_call"):
+        elif isinstance(typed, (FunctionCall, FunctionCallOutput, WebSearchCall, CodeInterpreterCall)):
             item.setdefault("status", "completed")
-        elif kind == "reasoning":
+        elif isinstance(typed, Reasoning):
             item.setdefault("summary", [])
         items.append(item)
     return items

@@ -7,8 +7,9 @@ SDK's request types are TypedDicts meant for building requests, not checking the
 Unknown top-level fields are ignored, as OpenAI-compatible clients send fields a
 server may not know. Known fields are checked strictly: a wrong type or value is
 an :class:`~trtllm_responses.core.errors.InvalidRequestError` naming the field.
-Input items stay plain dicts here; ``harmony/input_messages.py`` checks them one by one so
-its errors can name the exact item and part (``input[2].content[0]``).
+Input items are typed by ``items.py`` once the body is checked; ``harmony/input_messages.py``
+checks their fields as it converts them, so its errors name the exact item and part
+(``input[2].content[0]``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,24 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SkipValidation,
+    ValidationError,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
 
 from ..core.errors import InvalidRequestError
-from .fields import check_text, check_tool_choice, check_tools, one_sentence
+from .fields import one_sentence
+from .items import InputItem, parse_items
+from .text_format import TextConfig, parse_text
+from .tool_choice import ToolChoice, parse_tool_choice
+from .tools import RequestTool, parse_tools
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -50,6 +65,27 @@ def _integral(value: Any) -> Any:
 
 
 Integer = Annotated[int, BeforeValidator(_integral)]
+_OBJECT: dict[str, Any] = {"additionalProperties": True, "type": "object"}
+#: ``tools``, ``tool_choice`` and ``text`` arrive parsed (``parse_request``); the body's schema is what a client sends.
+Tools = Annotated[
+    tuple[RequestTool, ...], SkipValidation, WithJsonSchema({"items": _OBJECT, "type": "array"})
+]
+Choice = Annotated[ToolChoice, SkipValidation, WithJsonSchema({"anyOf": [{"type": "string"}, _OBJECT]})]
+Text = Annotated[TextConfig | None, SkipValidation, WithJsonSchema({"anyOf": [_OBJECT, {"type": "null"}]})]
+
+
+def _input_shape(value: Any) -> Any:
+    """``input`` is a string or an array (whose items ``parse_request`` types once every field is checked)."""
+    if isinstance(value, (str, list, tuple)):
+        return value
+    raise PydanticCustomError("string_type", "Input should be a valid string")
+
+
+Input = Annotated[
+    str | tuple[InputItem, ...],
+    PlainValidator(_input_shape),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"items": {}, "type": "array"}]}),
+]
 
 
 class ReasoningParam(BaseModel):
@@ -78,17 +114,17 @@ class PromptCacheOptions(BaseModel):
 class ResponsesRequest(BaseModel):
     """A Responses API create request, as far as this server uses it.
 
-    ``tools``, ``tool_choice`` and ``text`` hold what ``request_fields`` checked,
-    in the SDK's shape. ``null`` for any field means the field is absent.
+    ``tools``, ``tool_choice`` and ``text`` hold typed values (``tools.py``, ``tool_choice.py``,
+    ``text_format.py``), parsed once by ``parse_request``. ``null`` for any field means the field is absent.
     """
 
     model_config = ConfigDict(extra="ignore", strict=True)
 
     model: str | None = None
-    input: str | list[Any] = Field(default_factory=list)
+    input: Input = Field(default_factory=tuple)
     instructions: str | None = None
-    tools: list[dict[str, Any]] = Field(default_factory=list)
-    tool_choice: str | dict[str, Any] = "auto"
+    tools: Tools = Field(default_factory=tuple)
+    tool_choice: Choice = "auto"
     parallel_tool_calls: bool = True
     reasoning: ReasoningParam | None = None
     max_output_tokens: Integer | None = Field(default=None, ge=1, le=MAX_INTEGER)
@@ -104,7 +140,7 @@ class ResponsesRequest(BaseModel):
     store: bool = True
     previous_response_id: str | None = None
     metadata: dict[str, str] | None = None
-    text: dict[str, Any] | None = None
+    text: Text = None
     truncation: Literal["auto", "disabled"] | None = None
     user: str | None = None
     safety_identifier: str | None = Field(default=None, max_length=64)
@@ -122,7 +158,7 @@ class ResponsesRequest(BaseModel):
     prompt_cache_retention: Literal["in_memory", "in-memory", "24h"] | None = None
 
 
-_OBJECT_FIELDS = {"tools": check_tools, "tool_choice": check_tool_choice, "text": check_text}
+_OBJECT_FIELDS = {"tools": parse_tools, "tool_choice": parse_tool_choice, "text": parse_text}
 
 
 def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
@@ -137,6 +173,9 @@ def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
         request = ResponsesRequest.model_validate({**body, **checked})
     except ValidationError as exc:
         raise one_sentence(exc, "") from None
+    items: Any = request.input
+    if isinstance(items, list):
+        request.input = parse_items(items)
     _check_metadata(request.metadata)
     if request.background and not request.store:
         raise InvalidRequestError("Background responses require store=true.", param="background")

@@ -24,6 +24,7 @@ from ..core.errors import InvalidRequestError, ServerError
 from ..core.ids import new_id
 from ..executors.base import Generating, GenerationRequest
 from ..harmony.parser import parse_completion
+from ..request.items import CompactionTrigger, InputItem, Message
 from ..request.protocol import ResponsesRequest
 from .sampling import sampling_settings
 from .sealing import SUMMARY_PREFIX
@@ -103,12 +104,10 @@ def compaction_triggered(request: ResponsesRequest) -> tuple[ResponsesRequest, b
     else it is a 400.
     """
     items = request.input
-    if isinstance(items, str) or not any(
-        isinstance(i, dict) and i.get("type") == "compaction_trigger" for i in items
-    ):
+    if isinstance(items, str) or not any(isinstance(i, CompactionTrigger) for i in items):
         return request, False
     for i, item in enumerate(items[:-1]):
-        if isinstance(item, dict) and item.get("type") == "compaction_trigger":
+        if isinstance(item, CompactionTrigger):
             raise InvalidRequestError(
                 f"'input[{i}]' is a compaction_trigger, which must be the final input item.",
                 param=f"input[{i}]",
@@ -116,8 +115,8 @@ def compaction_triggered(request: ResponsesRequest) -> tuple[ResponsesRequest, b
     return request.model_copy(update={"input": items[:-1]}), True
 
 
-def _is_user_message(item: Any) -> bool:
-    return isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message"
+def _is_user_message(item: InputItem) -> bool:
+    return isinstance(item, Message) and item.role == "user"
 
 
 def current_turn_users(request: ResponsesRequest) -> int:
@@ -191,7 +190,7 @@ async def compact_conversation(
     if request.instructions:
         instructions += "\n\nThe instructions the conversation ran under:\n" + request.instructions
     summarizing = request.model_copy(
-        update={"instructions": instructions, "tool_choice": "none", "tools": []}
+        update={"instructions": instructions, "tool_choice": "none", "tools": ()}
     )
     prompt = await render(summarizing)
     refusal = executor.prompt_refusal(len(prompt.token_ids))

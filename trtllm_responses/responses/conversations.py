@@ -22,8 +22,9 @@ from ..adapter.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter
 from ..core.bounded_cache import ByteBoundedCache
 from ..core.errors import InvalidRequestError, NotFoundError
 from ..core.ids import check_id, new_id
-from ..harmony.input_messages import input_to_messages
+from ..harmony.input_messages import input_to_messages, items_to_messages
 from ..request.input_items import normalize_input_items
+from ..request.items import parse_items
 from ..request.pagination import list_page_json, page_json
 from ..request.protocol import check_depth, json_object
 from ..store import ConversationItem, ResponseStore, StoredConversation
@@ -127,8 +128,9 @@ class ConversationsService:
             raise InvalidRequestError(
                 f"'{param}' can hold at most {MAX_ITEMS_PER_REQUEST} items per request.", param=param
             )
-        input_to_messages(raw, _AnyCall(), param=param)  # raises, naming the item, for what cannot render
-        items = [(item["id"], orjson.dumps(item)) for item in normalize_input_items(raw)]
+        typed = parse_items(raw, param)
+        input_to_messages(typed, _AnyCall(), param=param)  # raises, naming the item, for what cannot render
+        items = [(item["id"], orjson.dumps(item)) for item in normalize_input_items(typed)]
         _refuse_duplicates([item_id for item_id, _ in items], (), param)
         return items
 
@@ -256,7 +258,7 @@ class ConversationsService:
             )
 
         def convert() -> Any:
-            return input_to_messages(
+            return items_to_messages(
                 [orjson.loads(data) for _, data in items], _AnyCall(), param="conversation"
             )
 

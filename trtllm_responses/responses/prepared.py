@@ -18,6 +18,9 @@ from ..adapter.adapter import ConversationHistory, Prompt
 from ..core.errors import InvalidRequestError
 from ..executors.base import GenerationRequest, SamplingSettings
 from ..request.protocol import ResponsesRequest
+from ..request.text_format import JsonSchemaFormat, TextConfig
+from ..request.tool_choice import choice_data
+from ..request.tools import FunctionTool, McpTool, RequestTool
 from ..tools.base import ServerTools
 from ..tools.settings import DEFAULT_TOOL_TIMEOUT
 from .compaction import Compaction
@@ -154,7 +157,7 @@ def initial_response(
         "output": [],
         "error": None,
         "tools": [_echo_tool(t) for t in request.tools],
-        "tool_choice": request.tool_choice,
+        "tool_choice": choice_data(request.tool_choice),
         "truncation": request.truncation or "disabled",
         "parallel_tool_calls": request.parallel_tool_calls,
         "text": _echo_text(request.text),
@@ -210,15 +213,15 @@ def _echo_cache_options(request: ResponsesRequest) -> dict[str, Any] | None:
     }
 
 
-def _echo_text(text: dict[str, Any] | None) -> dict[str, Any]:
+def _echo_text(text: TextConfig | None) -> dict[str, Any]:
     """``text`` as the response echoes it: a json_schema format with every field (description, strict)."""
-    if not text:
+    if text is None:
         return {"format": {"type": "text"}}
-    fmt = text.get("format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+    if isinstance(text.format, JsonSchemaFormat):
+        fmt = text.data["format"]
         fmt = {**fmt, "description": fmt.get("description"), "strict": bool(fmt.get("strict"))}
-        return {**text, "format": fmt}
-    return text
+        return {**text.data, "format": fmt}
+    return text.data
 
 
 def logprobs_wanted(request: ResponsesRequest) -> int | None:
@@ -229,19 +232,20 @@ def logprobs_wanted(request: ResponsesRequest) -> int | None:
     return request.top_logprobs or 0
 
 
-def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def _echo_tool(tool: RequestTool) -> dict[str, Any]:
     """A tool as the response echoes it: function tools with every field the spec requires.
 
     MCP tools lose ``headers`` and ``authorization``: secrets go to the MCP server only.
     """
-    if tool.get("type") == "mcp":
-        return {k: (None if k in ("headers", "authorization") else v) for k, v in tool.items()}
-    if tool.get("type") != "function":
-        return tool
+    data = tool.data
+    if isinstance(tool, McpTool):
+        return {k: (None if k in ("headers", "authorization") else v) for k, v in data.items()}
+    if not isinstance(tool, FunctionTool):
+        return data
     return {
         "type": "function",
-        "name": tool["name"],
-        "description": tool.get("description"),
-        "parameters": tool.get("parameters"),
-        "strict": tool.get("strict", False),
+        "name": data["name"],
+        "description": data.get("description"),
+        "parameters": data.get("parameters"),
+        "strict": data.get("strict", False),
     }

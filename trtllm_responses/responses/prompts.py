@@ -32,6 +32,7 @@ import orjson
 
 from ..core.errors import InvalidRequestError, NotFoundError
 from ..core.ids import check_id
+from ..request.items import parse_items
 from ..request.protocol import ResponsesRequest
 
 __all__ = ["MAX_TEMPLATE_BYTES", "PromptTemplates"]
@@ -80,10 +81,15 @@ class PromptTemplates:
             parts.append(request.instructions)
         messages = [_message(m, values, i) for i, m in enumerate(_list(template.get("input"), prompt_id))]
         own = (
-            [{"role": "user", "content": request.input}] if isinstance(request.input, str) else request.input
+            parse_items([{"role": "user", "content": request.input}])
+            if isinstance(request.input, str)
+            else request.input
         )
         return request.model_copy(
-            update={"instructions": "\n\n".join(parts) if parts else None, "input": messages + list(own)}
+            update={
+                "instructions": "\n\n".join(parts) if parts else None,
+                "input": parse_items(messages) + own,
+            }
         )
 
     def _read(self, prompt_id: str, version: str | None) -> dict[str, Any]:

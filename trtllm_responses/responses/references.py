@@ -9,15 +9,16 @@ and output items of the stored responses of its ``previous_response_id`` chain (
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
 
 from ..core.errors import InvalidRequestError
+from ..request.items import InputItem, ItemReference, parse_items
 from ..store import ResponseStore
 
-__all__ = ["MAX_CHAIN_RESPONSES", "has_references", "is_reference", "resolve_references"]
+__all__ = ["MAX_CHAIN_RESPONSES", "has_references", "resolve_references"]
 
 #: How many stored responses of a ``previous_response_id`` chain a reference is looked for in.
 MAX_CHAIN_RESPONSES = 1000
@@ -25,31 +26,23 @@ MAX_CHAIN_RESPONSES = 1000
 ConversationItems = Callable[[], Awaitable[Sequence[tuple[str, bytes]]]]
 
 
-def is_reference(item: Any) -> bool:
-    """An ``item_reference`` input item: typed so, or the SDK's type-less ``{"id": ...}``."""
-    if not isinstance(item, Mapping):
-        return False
-    kind = item.get("type")
-    return kind == "item_reference" or (kind is None and "role" not in item and "id" in item)
-
-
-def has_references(input: str | Sequence[Any]) -> bool:
+def has_references(input: str | Sequence[InputItem]) -> bool:
     """Whether ``input`` holds any item reference (cheap: one pass over the item types)."""
-    return not isinstance(input, str) and any(is_reference(item) for item in input)
+    return not isinstance(input, str) and any(isinstance(item, ItemReference) for item in input)
 
 
 async def resolve_references(
-    input: Sequence[Any],
+    input: Sequence[InputItem],
     *,
     store: ResponseStore,
     previous_response_id: str | None,
     conversation_items: ConversationItems | None,
-) -> list[Any]:
+) -> tuple[InputItem, ...]:
     """``input`` with each item reference replaced by the item it names; InvalidRequestError for an unknown id."""
     wanted: dict[str, int] = {}
     for i, item in enumerate(input):
-        if is_reference(item):
-            ref = item.get("id")
+        if isinstance(item, ItemReference):
+            ref = item.data.get("id")
             if not isinstance(ref, str) or not ref:
                 raise InvalidRequestError(
                     f"'input[{i}].id' must be a non-empty string.", param=f"input[{i}].id"
@@ -57,8 +50,8 @@ async def resolve_references(
             wanted.setdefault(ref, i)
     found: dict[str, Any] = {}
     for item in input:  # earlier items of the same input (an id given by the client)
-        if isinstance(item, Mapping) and not is_reference(item) and item.get("id") in wanted:
-            found.setdefault(item["id"], dict(item))
+        if not isinstance(item, ItemReference) and item.data.get("id") in wanted:
+            found.setdefault(item.data["id"], dict(item.data))
     if conversation_items is not None and len(found) < len(wanted):
         for item_id, data in await conversation_items():
             if item_id in wanted and item_id not in found:
@@ -78,15 +71,15 @@ async def resolve_references(
             if item_id in wanted and item_id not in found:
                 found[item_id] = orjson.loads(data)
         response_id = response.get("previous_response_id")
-    out = []
+    out: list[Any] = []
     for i, item in enumerate(input):
-        if not is_reference(item):
+        if not isinstance(item, ItemReference):
             out.append(item)
             continue
-        resolved = found.get(item["id"])
+        resolved = found.get(item.data["id"])
         if resolved is None:
             raise InvalidRequestError(
-                f"Item with id '{item['id']}' not found.", param=f"input[{i}].id", code="item_not_found"
+                f"Item with id '{item.data['id']}' not found.", param=f"input[{i}].id", code="item_not_found"
             )
         out.append(resolved)
-    return out
+    return parse_items(out)

@@ -51,6 +51,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..core.errors import InvalidRequestError
+from ..request.items import Compaction, InputItem, Reasoning, parse_items
 
 __all__ = [
     "ENV_ENCRYPTION_KEY",
@@ -59,6 +60,7 @@ __all__ = [
     "ContentSealer",
     "is_tool_read",
     "load_key",
+    "unseal_input",
     "unseal_items",
 ]
 
@@ -293,3 +295,15 @@ def unseal_items(
                 out = list(items)
             out[i] = _unseal_item(item, f"{param}[{i}]", sealer)
     return items if out is None else out
+
+
+def unseal_input(items: str | tuple[InputItem, ...], sealer: ContentSealer) -> str | tuple[InputItem, ...]:
+    """A request's typed ``input`` with encrypted content opened (:func:`unseal_items`; the same object when
+    there is none to open)."""
+    if isinstance(items, str) or not any(
+        isinstance(item, Compaction)
+        or (isinstance(item, Reasoning) and item.data.get("encrypted_content") is not None)
+        for item in items
+    ):
+        return items
+    return parse_items(unseal_items([item.data for item in items], sealer))

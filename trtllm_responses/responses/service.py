@@ -27,6 +27,7 @@ from ..executors.base import Executor, GenerationRequest
 from ..harmony.render_pool import RenderPool
 from ..ops.metrics import ServerMetrics
 from ..request.input_items import normalize_input_items
+from ..request.items import ItemReference, parse_items
 from ..request.pagination import list_page_json
 from ..request.protocol import ResponsesRequest, parse_request
 from ..store import ResponseStore, StoredResponse
@@ -57,10 +58,10 @@ from .prepared import (
     service_tier,
 )
 from .prompts import PromptTemplates
-from .references import has_references, is_reference, resolve_references
+from .references import has_references, resolve_references
 from .run import ResponseRun, RunState
 from .sampling import SamplingDefaults, sampling_settings
-from .sealing import ContentSealer, is_tool_read, unseal_items
+from .sealing import ContentSealer, is_tool_read, unseal_input, unseal_items
 from .summaries import Summarizer, summary_mode
 from .truncation import truncate_prompt
 
@@ -176,9 +177,9 @@ class ResponsesService:
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
             given = [  # new items' ids (an item_reference's id names an item that is there already)
-                i["id"]
+                i.data["id"]
                 for i in request.input
-                if isinstance(i, dict) and isinstance(i.get("id"), str) and not is_reference(i)
+                if not isinstance(i, (str, ItemReference)) and isinstance(i.data.get("id"), str)
             ]
             conversation_history, seen, stored_items = await self.conversations.history(
                 conversation, given, size
@@ -197,7 +198,10 @@ class ResponsesService:
         if compact and (triggered or (threshold is not None and len(prompt.token_ids) > threshold)):
             compaction = await self._compact(request, lookup=lookup, size=size)
             window = request.model_copy(
-                update={"input": window_for_turn(compaction, request), "previous_response_id": None}
+                update={
+                    "input": parse_items(window_for_turn(compaction, request)),
+                    "previous_response_id": None,
+                }
             )
             prompt, _ = await self.render(window, size=size, tools=tools, prepare_tools=False)
         room = self.executor.max_seq_len - len(prompt.token_ids)
@@ -335,7 +339,7 @@ class ResponsesService:
         # The built-in tools shown ({} hides every declared one: their backends are off).
         builtin = tools.builtin if tools is not None else {}
         if self.sealer is not None and not isinstance(request.input, str):
-            opened = unseal_items(request.input, self.sealer)
+            opened = unseal_input(request.input, self.sealer)
             if opened is not request.input:
                 request = request.model_copy(update={"input": opened})
         return await self._build_prompt(request, history, size, namespaces, builtin), tools

@@ -49,7 +49,7 @@ from openai.types.responses import ResponseStreamEvent
 from ..adapter.adapter import HarmonyAdapter, Prompt, RenderedMessage
 from ..core.wire import to_dict
 from ..executors.base import GenerationRequest
-from ..harmony.input_messages import input_to_messages
+from ..harmony.input_messages import items_to_messages
 from ..harmony.items import ItemKind, ItemTarget
 from ..stream import TokenStreamProcessor
 from ..tools.base import ServerTools, ToolOutcome, ToolProvider
@@ -331,7 +331,7 @@ class ToolLoop:
         self._turn_start = len(output)
         if self._calls is None:
             self._calls = dict(self._history_calls)
-        converted = input_to_messages(items, self._calls, param="output")
+        converted = items_to_messages(items, self._calls, param="output")
         self._calls.update(converted.calls)
         rendered = self._adapter.render_messages(converted.messages)
         self._messages += rendered

@@ -10,11 +10,11 @@ a tool the server would not run stays hidden, so the model never calls it in vai
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ..adapter.tool_choice import builtin_types_shown
 from ..core.errors import InvalidRequestError
-from ..harmony.tools import CODE_TOOLS, WEB_SEARCH_TOOLS
+from ..request.tool_choice import ToolChoice
+from ..request.tools import CODE_TOOLS, WEB_SEARCH_TOOLS, RequestTool
 from .base import ServerTools, ToolProvider
 from .python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, MCPPython
 from .settings import ToolSettings
@@ -23,7 +23,7 @@ __all__ = ["WEB_SEARCH_TOOLS", "builtin_shown", "prepare_builtin_tools"]
 
 
 def builtin_shown(
-    tools: Sequence[Mapping[str, Any]], tool_choice: Any, settings: ToolSettings
+    tools: Sequence[RequestTool], tool_choice: ToolChoice, settings: ToolSettings
 ) -> dict[str, str]:
     """The built-in tools to show, ``{"python"|"browser": instruction text}``: declared and run by this server.
 

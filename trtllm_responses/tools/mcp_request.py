@@ -20,6 +20,9 @@ from ..core.errors import InvalidRequestError
 from ..core.ids import new_id
 from ..harmony.input_messages import list_tools_key
 from ..harmony.items import ItemKind, ItemTarget
+from ..request.items import InputItem, McpApprovalRequest, McpApprovalResponse
+from ..request.items import McpListTools as McpListToolsItem
+from ..request.tools import McpTool, RequestTool
 from .base import ApprovedCall, ServerTools
 from .mcp import ApprovalRule, MCPProvider, describe_exception, tool_names
 from .settings import ToolSettings, url_allowed
@@ -84,13 +87,14 @@ def _not_allowed(url: str, where: str) -> InvalidRequestError:
     )
 
 
-def _providers_from_request(tools: Sequence[Mapping[str, Any]], settings: ToolSettings) -> list[MCPProvider]:
+def _providers_from_request(tools: Sequence[RequestTool], settings: ToolSettings) -> list[MCPProvider]:
     providers: list[MCPProvider] = []
     labels: set[str] = set()
-    for i, tool in enumerate(tools):
-        if tool.get("type") != "mcp":
+    for i, declared in enumerate(tools):
+        if not isinstance(declared, McpTool):
             continue
         where = f"tools[{i}]"
+        tool = declared.data
         label = tool.get("server_label")
         if not isinstance(label, str) or not label or "." in label or " " in label:
             raise InvalidRequestError(
@@ -152,34 +156,33 @@ def _providers_from_request(tools: Sequence[Mapping[str, Any]], settings: ToolSe
     return providers
 
 
-def _listings_in(input_items: Any) -> dict[str, str]:
+def _listings_in(input_items: str | Sequence[InputItem]) -> dict[str, str]:
     """``mcp_list_tools`` items a request replays: label → tools JSON."""
     found: dict[str, str] = {}
-    if isinstance(input_items, list):
-        for item in input_items:
-            if (
-                isinstance(item, Mapping)
-                and item.get("type") == "mcp_list_tools"
-                and isinstance(item.get("server_label"), str)
-                and isinstance(item.get("tools"), list)
-                and item.get("error") is None
-            ):
-                found[list_tools_key(item["server_label"])] = orjson.dumps(item["tools"]).decode()
+    for typed in input_items:
+        if not isinstance(typed, McpListToolsItem):
+            continue
+        item = typed.data
+        if (
+            isinstance(item.get("server_label"), str)
+            and isinstance(item.get("tools"), list)
+            and item.get("error") is None
+        ):
+            found[list_tools_key(item["server_label"])] = orjson.dumps(item["tools"]).decode()
     return found
 
 
 def _approved_calls(
-    input_items: Any, calls: Mapping[str, str], providers: Mapping[str, MCPProvider]
+    input_items: str | Sequence[InputItem], calls: Mapping[str, str], providers: Mapping[str, MCPProvider]
 ) -> list[ApprovedCall]:
     """Calls this request approves (mcp_approval_response, approve: true), in input order."""
-    if not isinstance(input_items, list):
-        return []
     requests = dict(calls)
     approved: list[ApprovedCall] = []
-    for item in input_items:
-        if not isinstance(item, Mapping):
+    for typed in input_items:
+        if isinstance(typed, str):
             continue
-        if item.get("type") == "mcp_approval_request" and isinstance(item.get("id"), str):
+        item = typed.data
+        if isinstance(typed, McpApprovalRequest) and isinstance(item.get("id"), str):
             requests[item["id"]] = orjson.dumps(
                 {
                     "server_label": item.get("server_label"),
@@ -187,7 +190,7 @@ def _approved_calls(
                     "arguments": item.get("arguments"),
                 }
             ).decode()
-        elif item.get("type") == "mcp_approval_response" and item.get("approve") is True:
+        elif isinstance(typed, McpApprovalResponse) and typed.approves:
             pending = requests.get(str(item.get("approval_request_id")))
             if pending is None:
                 continue  # the input converter reports it, naming the item
@@ -198,8 +201,8 @@ def _approved_calls(
 
 
 async def prepare_mcp_tools(
-    tools: Sequence[Mapping[str, Any]],
-    input_items: Any,
+    tools: Sequence[RequestTool],
+    input_items: str | Sequence[InputItem],
     history_calls: Mapping[str, str],
     settings: ToolSettings,
 ) -> ServerTools | None:

@@ -8,10 +8,11 @@ providers exist.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from ..core.errors import InvalidRequestError
+from ..request.items import InputItem, McpApprovalResponse
 from ..request.protocol import ResponsesRequest
+from ..request.tools import McpTool
 from .base import ServerTools
 from .builtin import builtin_shown, prepare_builtin_tools
 from .mcp_request import prepare_mcp_tools
@@ -29,7 +30,7 @@ async def prepare_server_tools(
     approval with no tool to run the approved call.
     """
     tools = None
-    if any(tool.get("type") == "mcp" for tool in request.tools):
+    if any(isinstance(tool, McpTool) for tool in request.tools):
         tools = await prepare_mcp_tools(request.tools, request.input, history_calls, settings)
     elif _approves_a_call(request.input):
         raise InvalidRequestError(
@@ -41,8 +42,5 @@ async def prepare_server_tools(
     return prepare_builtin_tools(shown, settings, tools, history_calls)
 
 
-def _approves_a_call(input_items: Any) -> bool:
-    return isinstance(input_items, list) and any(
-        isinstance(item, dict) and item.get("type") == "mcp_approval_response" and item.get("approve") is True
-        for item in input_items
-    )
+def _approves_a_call(input_items: str | tuple[InputItem, ...]) -> bool:
+    return any(isinstance(item, McpApprovalResponse) and item.approves for item in input_items)
