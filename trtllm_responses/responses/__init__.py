@@ -9,6 +9,21 @@ what it needs by the service), ``sealing.py`` (encrypted content), ``sampling.py
 ``cache_diagnostics.py``, ``delta_pump.py``. Transports (``server/``) are the only layer above it.
 """
 
+from __future__ import annotations
+
+from .conversations import ConversationsService
+from .prepared import PreparedResponse
+from .prompts import PromptTemplates
+from .sampling import SamplingDefaults
+from .sealing import ContentSealer, load_key
 from .service import ResponsesService
 
-__all__ = ["ResponsesService"]
+__all__ = [
+    "ContentSealer",
+    "ConversationsService",
+    "PreparedResponse",
+    "PromptTemplates",
+    "ResponsesService",
+    "SamplingDefaults",
+    "load_key",
+]

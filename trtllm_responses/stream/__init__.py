@@ -35,9 +35,17 @@ streamed), ``events.py`` (building SDK events on the per-token path, which event
 each item kind streams), ``tokens.py`` (TokenStreamProcessor).
 """
 
+from __future__ import annotations
+
 from .events import make_usage
-from .item import StreamStateError
+from .item import StreamStateError, TextRewriter
 from .response import ResponseStream
 from .tokens import TokenStreamProcessor
 
-__all__ = ["ResponseStream", "StreamStateError", "TokenStreamProcessor", "make_usage"]
+__all__ = [
+    "ResponseStream",
+    "StreamStateError",
+    "TextRewriter",
+    "TokenStreamProcessor",
+    "make_usage",
+]
