@@ -245,18 +245,32 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    import inspect
+
+    from .build import build_bundle
+
+    # Each flag's default is build_bundle's own (tests/test_cli_defaults.py).
+    d = {name: p.default for name, p in inspect.signature(build_bundle).parameters.items()}
     build = sub.add_parser("build", help="build a serving bundle engines/<name>/ from a gpt-oss checkpoint")
     build.add_argument("checkpoint", help="checkpoint folder (config.json, safetensors)")
     build.add_argument("--name", help="bundle name (default: the checkpoint folder's name)")
-    build.add_argument("--output_dir", default="engines", help="where bundles go (default: engines/)")
-    build.add_argument("--profile", choices=["latency", "throughput"], default="throughput")
-    build.add_argument("--gpu", choices=["hopper", "blackwell"], default="blackwell")
-    build.add_argument("--backend", choices=["pytorch", "tensorrt"], default="pytorch")
+    build.add_argument(
+        "--output_dir", default=d["output_dir"], help=f"where bundles go (default: {d['output_dir']}/)"
+    )
+    build.add_argument(
+        "--profile", choices=["latency", "throughput"], default=d["profile"], help="(default: %(default)s)"
+    )
+    build.add_argument(
+        "--gpu", choices=["hopper", "blackwell"], default=d["gpu"], help="(default: %(default)s)"
+    )
+    build.add_argument(
+        "--backend", choices=["pytorch", "tensorrt"], default=d["backend"], help="(default: %(default)s)"
+    )
     build.add_argument("--max_seq_len", type=positive_int)
     build.add_argument("--max_batch_size", type=positive_int)
     build.add_argument("--max_num_tokens", type=positive_int)
-    build.add_argument("--tp_size", type=positive_int, default=1)
-    build.add_argument("--pp_size", type=positive_int, default=1)
+    build.add_argument("--tp_size", type=positive_int, default=d["tp_size"], help="(default: %(default)s)")
+    build.add_argument("--pp_size", type=positive_int, default=d["pp_size"], help="(default: %(default)s)")
     build.add_argument("--ep_size", type=positive_int)
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
     build.set_defaults(func=cmd_build)
