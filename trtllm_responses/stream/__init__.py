@@ -28,11 +28,7 @@ stream emitted, so ids in the stream and in the final response always agree.
 :class:`TokenStreamProcessor` drives a ResponseStream from executor token deltas
 through the Harmony parser, and counts usage.
 
-Modules: ``response.py`` (the state machine: messages, the terminal events),
-``tool_items.py`` (its server-run tool transitions), ``summary.py`` (its reasoning-summary
-transitions: a reasoning item parked until its summary is done), ``item.py`` (the item being
-streamed), ``events.py`` (building SDK events on the per-token path, which events
-each item kind streams), ``tokens.py`` (TokenStreamProcessor).
+Modules: README, "Layout" (``stream/``).
 """
 
 from __future__ import annotations
