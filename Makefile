@@ -80,6 +80,7 @@ compliance: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/ruff check trtllm_responses tests
+	$(BIN)/ruff format --check trtllm_responses tests benchmarks scripts
 	$(BIN)/mypy
 
 clean:

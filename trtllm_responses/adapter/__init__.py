@@ -5,7 +5,17 @@
 server runs). It reads ``harmony/`` and builds the response's one ``Constraint`` (``constraints/``).
 """
 
+from __future__ import annotations
+
 from .adapter import HarmonyAdapter
 from .prompt import EMPTY_HISTORY, ConversationHistory, Prompt, RenderedMessage
+from .tool_choice import builtin_types_shown
 
-__all__ = ["EMPTY_HISTORY", "ConversationHistory", "HarmonyAdapter", "Prompt", "RenderedMessage"]
+__all__ = [
+    "ConversationHistory",
+    "EMPTY_HISTORY",
+    "HarmonyAdapter",
+    "Prompt",
+    "RenderedMessage",
+    "builtin_types_shown",
+]

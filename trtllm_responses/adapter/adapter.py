@@ -38,15 +38,18 @@ from openai_harmony import (
     ToolNamespaceConfig,
 )
 
-from ..constraints.base import build_constraint, parse_text_format
-from ..core.bounded_cache import ByteBoundedCache
-from ..harmony.developer import developer_message, developer_spec
-from ..harmony.encoding import HarmonyEncoding
-from ..harmony.input_messages import CONFIG_EFFORT, CONFIG_TEXT, input_to_messages, items_to_messages
-from ..request.protocol import ReasoningParam, ResponsesRequest
-from ..request.text_format import parse_text
-from ..request.tool_choice import choice_data
-from ..request.tools import tools_data
+from ..constraints import build_constraint, parse_text_format
+from ..core import ByteBoundedCache
+from ..harmony import (
+    CONFIG_EFFORT,
+    CONFIG_TEXT,
+    HarmonyEncoding,
+    developer_message,
+    developer_spec,
+    input_to_messages,
+    items_to_messages,
+)
+from ..request import ReasoningParam, ResponsesRequest, choice_data, parse_text, tools_data
 from .prompt import (
     EMPTY_HISTORY,
     ConversationHistory,

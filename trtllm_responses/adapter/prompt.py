@@ -17,8 +17,8 @@ from typing import Any
 
 from openai_harmony import Message
 
-from ..constraints.base import Constraint
-from ..harmony.tools import RequestTools
+from ..constraints import Constraint
+from ..harmony import RequestTools
 
 __all__ = ["EMPTY_HISTORY", "EMPTY_TOOLS", "ConversationHistory", "Prompt", "PromptDraft", "RenderedMessage"]
 

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..constraints.base import check_grammar
-from ..core.errors import InvalidRequestError
-from ..harmony.tools import (
+from ..constraints import check_grammar
+from ..core import InvalidRequestError
+from ..harmony import (
     CODE_TOOLS,
     WEB_SEARCH_TOOLS,
     CallOption,
@@ -31,9 +31,15 @@ from ..harmony.tools import (
     select_tools,
     server_call_options,
 )
-from ..request.protocol import ResponsesRequest
-from ..request.tool_choice import ChooseAllowed, ChooseHosted, ChooseMcp, ToolChoice
-from ..request.tools import HostedTool, RequestTool
+from ..request import (
+    ChooseAllowed,
+    ChooseHosted,
+    ChooseMcp,
+    HostedTool,
+    RequestTool,
+    ResponsesRequest,
+    ToolChoice,
+)
 
 __all__ = ["ChosenTools", "builtin_types_shown", "choose_tools"]
 

@@ -484,43 +484,58 @@ def format_table(result: BenchResult) -> str:
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
-    """The bench flags (shared by the CLI and benchmarks/ scripts)."""
+    """The bench flags (shared by the CLI and benchmarks/ scripts); each default is BenchConfig's."""
+    d = BenchConfig()
+    parser.add_argument("--base-url", default=d.base_url, help="server to load (default: %(default)s)")
     parser.add_argument(
-        "--base-url", default="http://127.0.0.1:8000", help="server to load (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--concurrency", type=int, default=64, help="connections in closed-loop mode (default: 64)"
+        "--concurrency",
+        type=int,
+        default=d.concurrency,
+        help="connections in closed-loop mode (default: %(default)s)",
     )
     parser.add_argument(
         "--rate", type=float, help="open loop: Poisson arrivals per second (connections: --concurrency)"
     )
     parser.add_argument("--no-stream", dest="stream", action="store_false", help="non-streaming requests")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--duration", type=float, help="seconds to measure (default: 20 unless --requests)")
+    group.add_argument(
+        "--duration", type=float, help=f"seconds to measure (default: {d.duration:g} unless --requests)"
+    )
     group.add_argument("--requests", type=int, help="requests to measure")
     parser.add_argument(
-        "--warmup", type=int, default=8, help="requests sent first and not measured (default: 8)"
+        "--warmup",
+        type=int,
+        default=d.warmup,
+        help="requests sent first and not measured (default: %(default)s)",
     )
     parser.add_argument("--prompt", help="input text (default: '#lorem N' for the echo executor)")
     parser.add_argument(
-        "--lorem", type=int, default=2000, help="N for the echo executor's '#lorem N' (default: 2000)"
+        "--lorem",
+        type=int,
+        default=d.lorem,
+        help="N for the echo executor's '#lorem N' (default: %(default)s)",
     )
     parser.add_argument("--max-output-tokens", type=int, help="max_output_tokens of each request")
-    parser.add_argument("--model", default="gpt-oss")
+    parser.add_argument("--model", default=d.model, help="(default: %(default)s)")
     parser.add_argument("--store", action="store_true", help="store the responses (default: store false)")
     parser.add_argument(
-        "--body-json", type=json.loads, default={}, help="extra request fields, e.g. previous_response_id"
+        "--body-json",
+        type=json.loads,
+        default=d.extra_body,
+        help="extra request fields, e.g. previous_response_id",
     )
     parser.add_argument("--server-pid", type=int, help="a local server's pid: report its CPU time and memory")
     parser.add_argument(
-        "--api", choices=sorted(WIRES), default="responses", help="the API to load (default: %(default)s)"
+        "--api", choices=sorted(WIRES), default=d.api, help="the API to load (default: %(default)s)"
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
-    duration = args.duration if args.duration is not None else (None if args.requests else 20.0)
+    duration = (
+        args.duration if args.duration is not None else (None if args.requests else BenchConfig().duration)
+    )
     return BenchConfig(
         base_url=args.base_url,
         concurrency=args.concurrency,

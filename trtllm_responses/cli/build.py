@@ -1,25 +1,10 @@
 """``trtllm-responses build``: a gpt-oss checkpoint → a serving bundle ``engines/<name>/``.
 
-A bundle holds:
-
-- ``manifest.json``: the source checkpoint (path, hashes of its config and weight
-  index), model type, quantization, backend, sizes, parallelism, profile, the
-  Harmony vocab hash, tool versions, and a fingerprint of all of it;
-- ``llm_api_options.yaml``: LLM arguments from a profile (``latency`` or
-  ``throughput``, for ``hopper`` or ``blackwell``), following TensorRT-LLM's
-  published gpt-oss guides (MoE backend TRITON on Hopper; TRTLLM for latency and
-  CUTLASS for throughput on Blackwell; attention data parallelism for throughput
-  across GPUs; padded CUDA graphs; a coarser ``stream_interval`` for throughput);
-- ``o200k_base.tiktoken``: the Harmony vocab, so the bundle serves offline.
-
-``serve engines/<name>`` uses these options (flags < bundle < ``--extra_llm_api_options``).
-Building is idempotent: when the fingerprint of the inputs matches the manifest
-and the files are intact, nothing is redone.
-
-TensorRT-LLM serves gpt-oss through its PyTorch backend only (there is no
-TensorRT-engine definition for it), so ``--backend tensorrt`` builds a PyTorch
-bundle for gpt-oss and says why. For an architecture TensorRT-LLM can build, it
-builds and saves the TensorRT engine through the LLM API into ``engine/``.
+A bundle holds ``manifest.json`` (the source checkpoint, sizes, profile, vocab hash, versions and a
+fingerprint of all of it), ``llm_api_options.yaml`` (the profile's LLM arguments, after
+TensorRT-LLM's published gpt-oss guides) and the Harmony vocab, so it serves offline. Building is
+idempotent (a matching fingerprint and intact files redo nothing); gpt-oss is served by the PyTorch
+backend only. README, "Bundles: `trtllm-responses build`".
 """
 
 from __future__ import annotations
@@ -36,9 +21,9 @@ from typing import Any
 
 import yaml
 
-from ..core.files import sha256_file, write_atomically
+from ..core import sha256_file, write_atomically
 from ..executors.trtllm import TrtllmUnavailableError, build_tensorrt_engine
-from ..harmony.encoding import VOCAB_FILENAME, VOCAB_SHA256, ensure_vocab
+from ..harmony import VOCAB_FILENAME, VOCAB_SHA256, ensure_vocab
 from .checkpoint import CheckpointInfo, inspect_checkpoint
 
 __all__ = ["BuildError", "BuildResult", "build_bundle", "profile_options", "PROFILES", "GPUS"]

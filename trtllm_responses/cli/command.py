@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import APIError, VocabError
+from ..core import APIError, VocabError
 from .serve_options import add_serve_arguments, positive_int, server_config
 
 if TYPE_CHECKING:
-    from ..executors.base import Executor
+    from ..executors import Executor
     from ..harmony import HarmonyEncoding
-    from ..tools.settings import ToolSettings
+    from ..tools import ToolSettings
 
 __all__ = ["build_parser", "main"]
 
@@ -38,7 +38,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     """Print the Harmony prompt (or its token ids) for a Responses request body."""
     from ..adapter import HarmonyAdapter
     from ..harmony import load_encoding
-    from ..request.protocol import parse_request
+    from ..request import parse_request
 
     request = parse_request(_read(args.request))
     encoding = load_encoding()
@@ -96,7 +96,7 @@ _TRTLLM_FLAGS = (
 
 def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, HarmonyEncoding]:
     """The executor ``serve`` runs, and the encoding it uses; raises LaunchError before any GPU work."""
-    from ..executors.echo import EchoExecutor
+    from ..executors import EchoExecutor
     from ..harmony import load_encoding
     from .launch import LaunchError, resolve_launch
 
@@ -151,8 +151,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..adapter import HarmonyAdapter
-    from ..server import create_app
-    from ..server.http_protocol import uvicorn_config
+    from ..server import create_app, uvicorn_config
     from ..store import open_store
 
     engine = args.engine or ("trtllm" if args.model else "echo")
@@ -196,7 +195,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _check_builtin_tools(tools: ToolSettings) -> None:
     """Say what the operator turned on of gpt-oss's built-in tools; refuse python ``local`` without its sandbox."""
     if tools.python_tool == "local":
-        from ..tools.sandbox import SandboxUnavailable, setup_sandbox
+        from ..tools import SandboxUnavailable, setup_sandbox
 
         try:
             sandbox = setup_sandbox(tools.python_limits)
@@ -245,18 +244,32 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    import inspect
+
+    from .build import build_bundle
+
+    # Each flag's default is build_bundle's own (tests/test_cli_defaults.py).
+    d = {name: p.default for name, p in inspect.signature(build_bundle).parameters.items()}
     build = sub.add_parser("build", help="build a serving bundle engines/<name>/ from a gpt-oss checkpoint")
     build.add_argument("checkpoint", help="checkpoint folder (config.json, safetensors)")
     build.add_argument("--name", help="bundle name (default: the checkpoint folder's name)")
-    build.add_argument("--output_dir", default="engines", help="where bundles go (default: engines/)")
-    build.add_argument("--profile", choices=["latency", "throughput"], default="throughput")
-    build.add_argument("--gpu", choices=["hopper", "blackwell"], default="blackwell")
-    build.add_argument("--backend", choices=["pytorch", "tensorrt"], default="pytorch")
+    build.add_argument(
+        "--output_dir", default=d["output_dir"], help=f"where bundles go (default: {d['output_dir']}/)"
+    )
+    build.add_argument(
+        "--profile", choices=["latency", "throughput"], default=d["profile"], help="(default: %(default)s)"
+    )
+    build.add_argument(
+        "--gpu", choices=["hopper", "blackwell"], default=d["gpu"], help="(default: %(default)s)"
+    )
+    build.add_argument(
+        "--backend", choices=["pytorch", "tensorrt"], default=d["backend"], help="(default: %(default)s)"
+    )
     build.add_argument("--max_seq_len", type=positive_int)
     build.add_argument("--max_batch_size", type=positive_int)
     build.add_argument("--max_num_tokens", type=positive_int)
-    build.add_argument("--tp_size", type=positive_int, default=1)
-    build.add_argument("--pp_size", type=positive_int, default=1)
+    build.add_argument("--tp_size", type=positive_int, default=d["tp_size"], help="(default: %(default)s)")
+    build.add_argument("--pp_size", type=positive_int, default=d["pp_size"], help="(default: %(default)s)")
     build.add_argument("--ep_size", type=positive_int)
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
     build.set_defaults(func=cmd_build)

@@ -1,7 +1,9 @@
 """The flags of ``trtllm-responses serve``: their definitions, their checks, and the ServerConfig they make.
 
 Each flag is checked as it is parsed (a bad value is argparse's usage error naming the flag),
-so a server never starts on a value it would refuse later.
+so a server never starts on a value it would refuse later. A flag's default, and the help text
+that states it, is read off the field it fills (ServerConfig, HTTPLimits, SamplingDefaults,
+ToolSettings, PythonLimits), never written twice (``tests/test_cli_defaults.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..server.config import ServerConfig
+    from ..server import ServerConfig
 
 __all__ = ["HTTP_LIMIT_FLAGS", "SAMPLING_FLAGS", "add_serve_arguments", "positive_int", "server_config"]
 
@@ -23,12 +25,13 @@ SAMPLING_FLAGS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty",
 
 def server_config(args: argparse.Namespace) -> ServerConfig:
     """The server configuration ``serve``'s flags describe."""
-    from ..responses.sampling import SamplingDefaults
-    from ..server.config import ServerConfig
-    from ..server.http_limits import HTTPLimits
-    from ..tools.settings import PythonLimits, ToolSettings
+    from ..responses import SamplingDefaults
+    from ..server import HTTPLimits, ServerConfig
+    from ..tools import PythonLimits, ToolSettings
 
-    name = args.served_model_name or (Path(args.model).name if args.model else "gpt-oss")
+    name = args.served_model_name or (
+        Path(args.model).name if args.model else ServerConfig().served_model_name
+    )
     return ServerConfig(
         host=args.host,
         port=args.port,
@@ -118,7 +121,7 @@ def _is_http_url(text: str) -> bool:
 
 
 def _hosts_or_cidrs(text: str) -> list[str]:
-    from ..tools.fetch import parse_allow_private
+    from ..tools import parse_allow_private
 
     try:
         parse_allow_private(text)
@@ -140,7 +143,7 @@ HTTP_LIMIT_FLAGS = (
 
 
 def _add_http_limits(serve: argparse.ArgumentParser) -> None:
-    from ..server.http_limits import HTTPLimits
+    from ..server import HTTPLimits
 
     d = HTTPLimits()
     group = serve.add_argument_group("HTTP limits (per connection; see README, 'HTTP limits')")
@@ -204,7 +207,7 @@ def _ranged(low: float, high: float, *, low_open: bool = False):  # type: ignore
 
 
 def _add_sampling(serve: argparse.ArgumentParser) -> None:
-    from ..responses.sampling import SamplingDefaults
+    from ..responses import SamplingDefaults
 
     d = SamplingDefaults()
     group = serve.add_argument_group("sampling defaults (a request's own fields win; README, 'Sampling')")
@@ -220,30 +223,28 @@ def _add_sampling(serve: argparse.ArgumentParser) -> None:
         default=d.top_p,
         help=f"top_p of requests that set none (default: {d.top_p:g})",
     )
-    group.add_argument(
-        "--top_k",
-        type=_non_negative_int,
-        default=None,
-        help="top_k of requests that set none (default: unset)",
-    )
-    group.add_argument(
-        "--min_p",
-        type=_ranged(0.0, 1.0),
-        default=None,
-        help="min_p of requests that set none (default: unset)",
-    )
-    group.add_argument(
-        "--frequency_penalty",
-        type=_ranged(-2.0, 2.0),
-        default=None,
-        help="frequency_penalty of requests that set none (default: unset)",
-    )
-    group.add_argument(
-        "--presence_penalty",
-        type=_ranged(-2.0, 2.0),
-        default=None,
-        help="presence_penalty of requests that set none (default: unset)",
-    )
+    for name, check in (
+        ("top_k", _non_negative_int),
+        ("min_p", _ranged(0.0, 1.0)),
+        ("frequency_penalty", _ranged(-2.0, 2.0)),
+        ("presence_penalty", _ranged(-2.0, 2.0)),
+    ):
+        default = getattr(d, name)
+        group.add_argument(
+            f"--{name}",
+            type=check,
+            default=default,
+            help=f"{name} of requests that set none (default: {'unset' if default is None else f'{default:g}'})",
+        )
+
+
+def _echo_pace() -> float:
+    """The echo executor's own pace (``tokens_per_second``), the default of ``--echo_tokens_per_second``."""
+    import inspect
+
+    from ..executors import EchoExecutor
+
+    return float(inspect.signature(EchoExecutor).parameters["tokens_per_second"].default)
 
 
 def _url_prefixes(text: str) -> list[str]:
@@ -262,33 +263,48 @@ def _tool_server(text: str) -> tuple[str, str]:
 
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
-    """Every flag of ``trtllm-responses serve``, each checked as it is parsed."""
+    """Every flag of ``trtllm-responses serve``, each checked as it is parsed, each default its field's."""
+    from ..server import ServerConfig
+    from ..tools import PythonLimits, ToolSettings
+    from .launch import DEFAULT_FREE_GPU_MEMORY_FRACTION
+
+    d, tool, python = ServerConfig(), ToolSettings(), PythonLimits()
     serve.add_argument(
         "model", nargs="?", help="Hugging Face id, checkpoint folder or bundle folder (none: echo)"
     )
     serve.add_argument(
         "--engine", choices=["trtllm", "echo"], help="executor (default: trtllm with MODEL, else echo)"
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
-    serve.add_argument("--served_model_name", help="model name in responses and /v1/models")
+    serve.add_argument("--host", default=d.host, help=f"address to bind (default: {d.host})")
+    serve.add_argument("--port", type=int, default=d.port, help=f"port to bind (default: {d.port})")
     serve.add_argument(
-        "--max_stored_responses", type=positive_int, default=10_000, help="LRU bound on stored responses"
+        "--served_model_name",
+        help=f"model name in responses and /v1/models (default: MODEL's folder name, else {d.served_model_name})",
     )
     serve.add_argument(
-        "--max_store_bytes", type=positive_int, default=2 << 30, help="LRU bound on stored bytes"
+        "--max_stored_responses",
+        type=positive_int,
+        default=d.max_stored_responses,
+        help=f"LRU bound on stored responses (default: {d.max_stored_responses})",
+    )
+    serve.add_argument(
+        "--max_store_bytes",
+        type=positive_int,
+        default=d.max_store_bytes,
+        help=f"LRU bound on stored bytes (default: {d.max_store_bytes})",
     )
     serve.add_argument(
         "--store",
-        default="memory",
-        help="where responses are stored: memory (default), sqlite:///PATH (durable), "
-        "redis://HOST:PORT/DB (shared by replicas)",
+        default=d.store,
+        help=f"where responses are stored: memory, sqlite:///PATH (durable), redis://HOST:PORT/DB "
+        f"(shared by replicas) (default: {d.store})",
     )
     serve.add_argument(
         "--store_ttl",
         type=int,
-        default=0,
-        help="Redis store: seconds an entry lives after its last use (0: until Redis evicts it)",
+        default=d.store_ttl,
+        help=f"Redis store: seconds an entry lives after its last use; 0: until Redis evicts it "
+        f"(default: {d.store_ttl})",
     )
     serve.add_argument(
         "--api_key",
@@ -297,22 +313,23 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--shutdown_timeout",
         type=_non_negative_float,
-        default=30.0,
-        help="on SIGTERM, seconds running responses get to finish before they are ended (default: 30)",
+        default=d.shutdown_timeout,
+        help=f"on SIGTERM, seconds running responses get to finish before they are ended "
+        f"(default: {d.shutdown_timeout:g})",
     )
     serve.add_argument(
         "--max_input_bytes",
         type=_non_negative_int,
-        default=0,
-        help="refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
-        "0: 16 bytes per token of the context window",
+        default=d.max_input_bytes,
+        help=f"refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
+        f"0: 16 bytes per token of the context window (default: {d.max_input_bytes})",
     )
     serve.add_argument(
         "--render_workers",
         type=_non_negative_int,
-        default=0,
-        help="worker processes rendering large inputs off the event loop, ~130 MiB each; "
-        "0: one a core, at most 4",
+        default=d.render_workers,
+        help=f"worker processes rendering large inputs off the event loop, ~130 MiB each; "
+        f"0: one a core, at most 4 (default: {d.render_workers})",
     )
     serve.add_argument(
         "--prompts",
@@ -321,13 +338,16 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "(without it, 'prompt' is a 400)",
     )
     serve.add_argument(
-        "--log_level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"]
+        "--log_level",
+        default=d.log_level,
+        choices=["critical", "error", "warning", "info", "debug", "trace"],
+        help=f"how much the server logs (default: {d.log_level})",
     )
     serve.add_argument(
         "--echo_tokens_per_second",
         type=_non_negative_float,
-        default=0.0,
-        help="pace the echo executor (0: unpaced)",
+        default=_echo_pace(),
+        help=f"pace the echo executor, tokens a second; 0: unpaced (default: {_echo_pace():g})",
     )
     _add_http_limits(serve)
     _add_sampling(serve)
@@ -344,21 +364,21 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--reasoning_summaries",
         choices=("model", "off"),
-        default="model",
-        help="reasoning.summary: summaries the model writes in a side generation (model, the default), "
-        "or none (off: summary: [])",
+        default=d.reasoning_summaries,
+        help=f"reasoning.summary: summaries the model writes in a side generation (model), or none "
+        f"(off: summary: []) (default: {d.reasoning_summaries})",
     )
     serve.add_argument(
         "--websocket_max_seconds",
         type=_positive_float,
-        default=3600.0,
-        help="close WebSocket connections after this long (default: 3600)",
+        default=d.websocket_max_seconds,
+        help=f"close WebSocket connections after this long (default: {d.websocket_max_seconds:g})",
     )
     tools = serve.add_argument_group("server-run tools (MCP servers)")
     tools.add_argument(
         "--mcp_allowed_urls",
         type=_url_prefixes,
-        default=[],
+        default=list(tool.mcp_allowed_urls),
         metavar="PREFIX,...",
         help="URL prefixes a client's mcp tool may point the server at (default: none; mcp tools are refused)",
     )
@@ -366,52 +386,57 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--tool_server",
         type=_tool_server,
         action="append",
-        default=[],
+        default=list(tool.tool_servers),
         metavar="LABEL=URL",
         help="an operator-configured MCP server, used for {type: mcp, server_label: LABEL} (repeatable)",
     )
     tools.add_argument(
-        "--tool_timeout", type=_positive_float, default=60.0, help="seconds a tool call or listing may take"
+        "--tool_timeout",
+        type=_positive_float,
+        default=tool.tool_timeout,
+        help=f"seconds a tool call or listing may take (default: {tool.tool_timeout:g})",
     )
     tools.add_argument(
         "--tool_output_max_bytes",
         type=positive_int,
-        default=64 << 10,
-        help="longest tool output the model reads; longer is truncated with a note (default: 65536)",
+        default=tool.tool_output_max_bytes,
+        help=f"longest tool output the model reads; longer is truncated with a note "
+        f"(default: {tool.tool_output_max_bytes})",
     )
     builtin = serve.add_argument_group("gpt-oss's built-in tools, run by the server (README: isolation)")
     builtin.add_argument(
         "--python_tool",
         type=_python_tool,
-        default="off",
+        default=tool.python_tool,
         metavar="{off,local,mcp:URL}",
-        help="run code_interpreter calls (gpt-oss's python): local = a bubblewrap sandbox per call, "
-        "mcp:URL = the python tool of that MCP server (default: off, the tool is not shown)",
+        help=f"run code_interpreter calls (gpt-oss's python): local = a bubblewrap sandbox per call, "
+        f"mcp:URL = the python tool of that MCP server; off: the tool is not shown (default: {tool.python_tool})",
     )
     builtin.add_argument(
         "--python_timeout",
         type=_positive_float,
-        default=30.0,
-        help="wall-clock seconds of one local python call",
+        default=python.timeout,
+        help=f"wall-clock seconds of one local python call (default: {python.timeout:g})",
     )
     builtin.add_argument(
         "--python_memory_mb",
         type=positive_int,
-        default=1024,
-        help="memory of one local python call: all its processes (its cgroup) and each one's address space",
+        default=python.memory_bytes >> 20,
+        help=f"memory of one local python call: all its processes (its cgroup) and each one's address space "
+        f"(default: {python.memory_bytes >> 20})",
     )
     builtin.add_argument(
         "--browser_backend",
         type=_browser_backend,
-        default="off",
+        default=tool.browser_backend,
         metavar="{off,exa,youcom,searxng:URL,mcp:URL}",
-        help="run web_search calls (gpt-oss's browser) through this search backend; keys from EXA_API_KEY / "
-        "YDC_API_KEY (default: off, the tool is not shown)",
+        help=f"run web_search calls (gpt-oss's browser) through this search backend; keys from EXA_API_KEY / "
+        f"YDC_API_KEY; off: the tool is not shown (default: {tool.browser_backend})",
     )
     builtin.add_argument(
         "--fetch_allow_private",
         type=_hosts_or_cidrs,
-        default=[],
+        default=list(tool.fetch_allow_private),
         metavar="HOST_OR_CIDR,...",
         help="hosts or CIDRs that are not globally reachable (private, loopback, link-local, shared, special-purpose) the browser may fetch anyway (default: none)",
     )
@@ -449,7 +474,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--free_gpu_memory_fraction",
         dest="kv_cache_free_gpu_memory_fraction",
         type=_ranged(0.0, 1.0, low_open=True),
-        help="free GPU memory fraction for the KV cache (default: 0.9)",
+        help=f"free GPU memory fraction for the KV cache (default: {DEFAULT_FREE_GPU_MEMORY_FRACTION:g})",
     )
     trt.add_argument(
         "--enable_chunked_prefill",

@@ -8,6 +8,36 @@ that builds a constraint and the executors that enforce it; above ``harmony/``, 
 grammar and tool declarations it reads.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .base import Constraint, ResponseFormat, build_constraint, check_grammar, parse_text_format
 
-__all__ = ["Constraint", "ResponseFormat", "build_constraint", "check_grammar", "parse_text_format"]
+if TYPE_CHECKING:
+    from .guided import structural_tag
+
+__all__ = [
+    "Constraint",
+    "ResponseFormat",
+    "build_constraint",
+    "check_grammar",
+    "parse_text_format",
+    "structural_tag",
+]
+
+#: Resolved on first use: the structural tag is only for the TensorRT-LLM executor.
+_ON_FIRST_USE = {
+    "structural_tag": ".guided",
+}
+
+if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
+
+    def __getattr__(name: str) -> Any:
+        module = _ON_FIRST_USE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value

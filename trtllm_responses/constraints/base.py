@@ -1,23 +1,11 @@
 """What the model must obey in one response: one :class:`Constraint`, built by the adapter.
 
-It covers four things a request can demand of the output:
-
-- a structured output (``text.format`` ``json_schema`` / ``json_object``): the final-channel
-  message is JSON (of the schema), the analysis channel stays free;
-- a required call (``tool_choice: "required"``, ``allowed_tools`` with ``mode: "required"``,
-  a named function, custom or MCP tool, or a built-in tool: ``{"type": "code_interpreter"}``,
-  ``{"type": "web_search_preview"}``): the response's first generation ends in a call to one
-  of the allowed recipients, never in a final message; once a call is made, later generations
-  of the response (the in-response tool loop's turns) obey :meth:`Constraint.after_call`;
-- a custom tool's grammar (``format: {"type": "grammar", ...}``): the call's body matches it.
-
-Every call the model may make is a ``CallOption``, declared with the tools in
-``harmony/tools.py`` (a layer below): the request's functions and custom tools, and the calls
-the server runs (listed MCP tools, gpt-oss's ``python`` and ``browser.*``), each with the header
-gpt-oss writes for it, so that a constraint never blocks a call the model was shown.
-
-It is data: each executor translates it (``constraints/guided.py`` into TensorRT-LLM's guided
-decoding, the echo executor into its rules). ``None`` means nothing constrains the output.
+A structured output (the final message is JSON of the schema), a required call (the first
+generation ends in one of the allowed calls; later ones obey :meth:`Constraint.after_call`) and
+custom tools' grammars, over every ``CallOption`` the model was shown (``harmony/tools.py``), so
+a constraint never blocks a call the model may make. It is data: each executor translates it;
+``None`` constrains nothing. README, "Tools, structured outputs and constraints" ("One constraint
+per request").
 """
 
 from __future__ import annotations
@@ -27,10 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..core.errors import InvalidRequestError
-from ..harmony.schema import check_strict
-from ..harmony.tools import CallOption
-from ..request.text_format import JsonObjectFormat, PlainText, TextConfig
+from ..core import InvalidRequestError
+from ..harmony import CallOption, check_strict
+from ..request import JsonObjectFormat, PlainText, TextConfig
 
 __all__ = [
     "Constraint",

@@ -1,39 +1,10 @@
 """A :class:`~trtllm_responses.constraints.base.Constraint` as TensorRT-LLM guided decoding.
 
-TensorRT-LLM's PyTorch backend hands ``GuidedDecodingParams(structural_tag=...)`` to
-xgrammar's ``GrammarCompiler.compile_structural_tag`` (``_torch/pyexecutor/grammar_matcher.py``);
-structural tags are the only guide that constrains part of the output, which Harmony needs:
-the analysis channel stays free while the final message or a call is pinned. The format is
-xgrammar 0.1.25's (the version TensorRT-LLM pins): ``tag``, ``sequence``, ``or``,
-``const_string``, ``json_schema``, ``grammar`` (EBNF), ``regex``, ``any_text``,
-``triggered_tags``.
-
-The completion starts after the prompt's ``<|start|>assistant``. xgrammar's tokenizer info in
-TensorRT-LLM has one stop token, the tokenizer's EOS, which for gpt-oss is ``<|return|>``:
-the grammar cannot write it as text, only end where it may follow. ``<|call|>`` and
-``<|end|>`` are ordinary vocabulary to xgrammar and are matched as text.
-
-- Final JSON or a required call: any number of free messages (analysis, or a commentary
-  preamble), each ``<|channel|>X<|message|>…<|end|>`` followed by ``<|start|>assistant``
-  (an EBNF ``grammar``: xgrammar 0.1.25's structural tags have no repetition that may be
-  followed by something), then the terminal message: the final JSON (after which only
-  ``<|return|>`` may come) or one of the allowed calls ending ``<|call|>``.
-- Only custom-tool grammars (auto choice, no structured output): the same shape with a free
-  final answer (``<|channel|>final<|message|>`` then any text) beside the calls, each call one
-  the model was shown (the request's tools, listed MCP tools, ``python``, ``browser.*``), its
-  body constrained. Not xgrammar's ``triggered_tags`` over free text: its triggers would fire
-  inside an analysis message too, and gpt-oss's recipient-first header begins `` to=``, which
-  ordinary text holds (``send(msg, to=addr)``), so the model could not write it.
-
-Every call is matched in the header gpt-oss writes for it (``CallOption.channel`` and
-``content_type``): ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>`` for
-functions and MCP tools, ``<|channel|>analysis to=python code<|message|>`` for the built-in tools.
-
-Compiling costs CPU time per distinct constraint (TensorRT-LLM's xgrammar compiler caches
-compiled grammars by their text, so a client's repeated tool set compiles once), and it grows
-with the number of tags: functions whose arguments are not pinned by a strict schema share
-one tag (any of their recipients, then any JSON object), so only strict functions and
-custom tools cost a tag each (``benchmarks/constraints.py`` measures it).
+One xgrammar 0.1.25 structural tag (the version TensorRT-LLM pins) for the completion after
+``<|start|>assistant``: free messages, then the final JSON or one of the allowed calls in the
+header gpt-oss writes for it; ``<|return|>`` is the only stop token xgrammar knows, so the grammar
+ends where it may follow. What it allows, why not triggered tags, why no free text holds ``<|``,
+and what compiling costs: README, "Tools, structured outputs and constraints".
 """
 
 from __future__ import annotations
@@ -41,8 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..harmony.headers import FINAL_HEADERS, FREE_CHANNELS, call_headers
-from ..harmony.tools import CallOption
+from ..harmony import FINAL_HEADERS, FREE_CHANNELS, CallOption, call_headers
 from .base import Constraint
 from .grammars import lark_to_ebnf
 from .json_grammar import json_schema_ebnf

@@ -1,23 +1,10 @@
 """A JSON schema as an EBNF grammar whose strings cannot hold a gpt-oss special token.
 
-TensorRT-LLM gives xgrammar gpt-oss's vocabulary with the special tokens as their text
-(``_xgrammar_tokenizer_info``, ``llmapi/tokenizer.py``), so to xgrammar ``<|end|>`` is seven ordinary
-characters, and a JSON string (``[^"\\\\]`` and friends) admits it and every ``<|reserved_…|>`` token.
-The model may then write a control token inside a call's arguments or a JSON answer, which the
-Harmony reader refuses. Sampled against xgrammar 0.1.25 (tests/test_guided_property.py), this happens.
-
-So a schema is not sent as a structural tag's ``json_schema`` element but as a ``grammar``: the EBNF
-xgrammar itself makes of it (``xgrammar.Grammar.from_json_schema``, the converter its ``json_schema``
-element uses), with its strings cut so that ``<|`` never appears unescaped:
-
-- ordinary strings (``basic_string_sub``) take ``<`` freely but never ``|`` right after a ``<``
-  (``a < b``, ``<div>`` and a trailing ``<`` stay writable; ``<|`` is written ``\\u003c|``);
-- every other negated character class (strings with ``maxLength``/``minLength``, ``pattern`` classes
-  such as ``.``) loses ``<``: such strings cannot hold ``<`` unescaped (a pattern's own positive
-  classes are left as the client wrote them).
-
-xgrammar is imported when a schema is first converted: it is TensorRT-LLM's dependency, present
-wherever the TensorRT-LLM executor runs (and in the test extra). Conversions are cached by schema.
+To xgrammar, TensorRT-LLM's special tokens are ordinary text, so a JSON string admits ``<|end|>``.
+A schema therefore goes to the structural tag as the EBNF xgrammar itself makes of it
+(``Grammar.from_json_schema``) with its strings cut so ``<|`` never appears unescaped (README,
+"Tools, structured outputs and constraints"). xgrammar is imported at the first conversion (it is
+TensorRT-LLM's dependency); conversions are cached by schema.
 """
 
 from __future__ import annotations

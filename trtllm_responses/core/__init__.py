@@ -4,3 +4,79 @@
 and checking ids), ``wire.py`` (JSON for the wire), ``bounded_cache.py`` (a byte-bounded LRU),
 ``files.py`` (atomic writes, hashes).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .bounded_cache import ByteBoundedCache
+    from .errors import (
+        APIError,
+        AuthenticationError,
+        HarmonyFormatError,
+        InvalidRequestError,
+        NotFoundError,
+        ServerError,
+        ServiceUnavailableError,
+        TooManyRequestsError,
+        VocabError,
+    )
+    from .files import sha256_file, write_atomically
+    from .ids import check_id, new_id
+    from .wire import exact_bytes, json_string, to_dict, to_json
+
+__all__ = [
+    "APIError",
+    "AuthenticationError",
+    "ByteBoundedCache",
+    "HarmonyFormatError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "ServerError",
+    "ServiceUnavailableError",
+    "TooManyRequestsError",
+    "VocabError",
+    "check_id",
+    "exact_bytes",
+    "json_string",
+    "new_id",
+    "sha256_file",
+    "to_dict",
+    "to_json",
+    "write_atomically",
+]
+
+#: Every name is resolved on first use, so a layer loads only the core modules it uses (a render
+#: worker, ``harmony/render_pool.py``, loads the errors, ids and files alone).
+_ON_FIRST_USE = {
+    "ByteBoundedCache": ".bounded_cache",
+    "APIError": ".errors",
+    "AuthenticationError": ".errors",
+    "HarmonyFormatError": ".errors",
+    "InvalidRequestError": ".errors",
+    "NotFoundError": ".errors",
+    "ServerError": ".errors",
+    "ServiceUnavailableError": ".errors",
+    "TooManyRequestsError": ".errors",
+    "VocabError": ".errors",
+    "sha256_file": ".files",
+    "write_atomically": ".files",
+    "check_id": ".ids",
+    "new_id": ".ids",
+    "exact_bytes": ".wire",
+    "json_string": ".wire",
+    "to_dict": ".wire",
+    "to_json": ".wire",
+}
+
+if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
+
+    def __getattr__(name: str) -> Any:
+        module = _ON_FIRST_USE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value

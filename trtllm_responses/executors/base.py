@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from ..constraints.base import Constraint
+    from ..constraints import Constraint
 
 __all__ = [
     "Executor",

@@ -1,60 +1,9 @@
 """The echo executor: no model, deterministic Harmony completions, one token per step.
 
-Tests, clients and benchmarks rely on this contract exactly. It reads the
-prompt, finds the last message, and streams a Harmony completion. Rules, first
-match wins:
-
-- user text ``#harmony\\n…``: the rest, verbatim (control tokens allowed);
-- user text ``#prompt``: analysis ``Showing the prompt.``, final = the decoded prompt;
-- user text ``#lorem N``: analysis ``Writing N tokens.``, final of exactly N filler tokens;
-- user text ``#steps`` followed by steps separated by lines ``---``: step K, where K is the number
-  of tool messages after that user message (the last step once they run out); a step is a
-  ``call …`` as below, or else the final answer (analysis ``Answering.``). So one response can
-  run a script of tool calls (search → open → find → answer);
-- user text ``call python CODE``: analysis ``Calling python.``, then CODE to ``python`` (analysis
-  channel, ``code`` content type, as gpt-oss calls its python tool), ending ``<|call|>``;
-- user text ``call NAME {json}``: analysis ``Calling NAME.``, then a call to
-  ``functions.NAME`` with that json, ending ``<|call|>``; a dotted ``NS.TOOL`` calls that tool
-  of a namespace (a namespace tool, an MCP server) instead, and ``browser.search``/``open``/``find``
-  gpt-oss's browser (analysis channel, ``code`` content type, as gpt-oss calls it);
-- user text ``call NAME TEXT`` where NAME is a declared custom (freeform) tool: a call to it
-  whose raw input is TEXT;
-- other user text T when the request has a structured-output format and no call is
-  required: analysis ``Answering in JSON.``, final = the minimal JSON instance of the schema
-  (``schema.minimal_instance``: required properties, strings = T cut to ``maxLength``);
-- other user text T when a call is required (``tool_choice`` required, named,
-  ``allowed_tools`` required, an MCP server, ``code_interpreter``, ``web_search``): a call to
-  the first allowed tool, arguments the minimal instance of its parameters (a custom tool:
-  input T; ``python``: code T; ``browser.search``: ``{"query": T}``);
-- other user text when the prompt declares function tools: a call to the first
-  declared function, arguments built from its declared parameters (required
-  string = the user text, number = 1, boolean = true, array = [], object = {},
-  enum = its first value);
-- other user text T: analysis ``Echoing the user.``, final T;
-- last message from tool ``functions.NAME`` with output C: analysis ``Got NAME output.``,
-  final ``NAME returned: C``;
-- last message from a server-run tool T (``LABEL.TOOL``, ``python``…) with output
-  ``call NAME {json}``: that call, as for user text (so tools can chain calls);
-  with any other output C: analysis ``Got T output.``, final ``T returned: C``;
-- either of those answers, when the generation has a structured-output format: analysis
-  ``Answering in JSON.``, final the minimal JSON instance of the schema for text
-  ``NAME returned: C`` (so a response whose tool loop ran keeps its format).
-
-Before all of these: a prompt whose developer instructions begin with the
-compaction instruction (``compaction.COMPACTION_INSTRUCTION``, "You are compacting
-this conversation") is a summarization run: analysis ``Summarizing the conversation.``,
-final ``Summary of a conversation of P prompt tokens; the last message said: B``
-(B: the last message's body, at most its first 200 characters). A reasoning summary's
-side generation (``summaries.SUMMARY_INSTRUCTION``, "You are summarizing an assistant's
-private reasoning", the final channel already opened) is answered ``Summary: S`` then
-``<|return|>``, S the summarized text's first sentence (through its first ``.``, ``!`` or
-``?`` followed by a space or the end; all of it when there is none), whitespace collapsed.
-
-It honours ``max_tokens`` (finish ``length``) and stops at the first stop token
-like a real engine (finish ``stop``, the stop token included); a completion that
-runs out without a stop token ends with finish ``length``. Its cost per request
-depends on the last message (and the system/developer header), never on the
-length of the conversation, except for ``#prompt``.
+Tests, clients and benchmarks rely on its rules exactly: what each last message is answered
+(first matching rule wins), the summarization and reasoning-summary runs, its logprobs and its
+pace are README's "The echo executor". Like an engine it stops at ``max_tokens`` or at the first
+stop token, and its cost depends on the last message, not on the conversation's length.
 """
 
 from __future__ import annotations
@@ -67,13 +16,11 @@ import types
 from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..harmony.encoding import HarmonyEncoding
-from ..harmony.headers import JSON_CONTENT_TYPE
-from ..harmony.schema import minimal_instance
+from ..harmony import JSON_CONTENT_TYPE, HarmonyEncoding, minimal_instance
 from .base import Executor, FinishReason, GenerationRequest, TokenDelta
 
 if TYPE_CHECKING:
-    from ..constraints.base import Constraint
+    from ..constraints import Constraint
 
 __all__ = ["EchoExecutor"]
 

@@ -1,32 +1,11 @@
 """The TensorRT-LLM executor: gpt-oss on TensorRT-LLM's LLM API. The only place ``tensorrt_llm`` is imported.
 
-One ``tensorrt_llm.LLM`` per process, created in :meth:`TrtllmExecutor.start`.
-Each response is one ``llm.generate_async(prompt_token_ids, sampling_params,
-streaming=True)``; the ``RequestOutput`` it returns is iterated asynchronously
-and updated in place, and each step's ``outputs[0].token_ids_diff`` (one or
-several tokens: ``stream_interval``, speculative decoding) becomes one
-:class:`TokenDelta`. TensorRT-LLM does not detokenize: the server parses tokens.
-
-Sampling is always stated (``temperature``, ``top_p``; the rest where set): TensorRT-LLM decodes
-greedily when they are unset (``responses/sampling.py``). Without chunked prefill TensorRT-LLM refuses a prompt
-over ``max_num_tokens`` in ``generate_async`` (``BaseLLM._check_arguments``); ``max_prompt_tokens``
-states that limit so the service refuses such a prompt with a 400 before generating.
-
-Finish reasons: ``stop`` → stop, ``length`` → length, ``cancelled`` →
-cancelled; ``timeout``, anything else, or an exception (``RequestError`` from
-``generate_async`` or while iterating) → error (the response fails with the
-message). ``abort(request_id)`` calls ``RequestOutput.abort()``, which TensorRT-LLM
-carries out asynchronously: tokens may still arrive before the ``cancelled`` step.
-Releases older than 1.1 are refused at import (``check_trtllm_version``).
-KV-cache block reuse is on by default so a continued conversation reuses its
-prefix; ``cached_tokens`` is reported when TensorRT-LLM returns it. ``service_tier`` becomes
-``generate_async(priority=...)`` where the installed TensorRT-LLM takes it.
-
-Constraints (structured outputs, required calls, custom-tool grammars) become
-``SamplingParams(guided_decoding=GuidedDecodingParams(structural_tag=...))`` (see
-``constraints/guided.py``); the LLM is created with ``guided_decoding_backend="xgrammar"``, the
-backend that takes structural tags. Logprobs: ``SamplingParams(logprobs=k)`` and each
-step's ``logprobs_diff`` (one ``{token_id: Logprob(logprob, rank)}`` per token).
+One ``tensorrt_llm.LLM`` per process (:meth:`TrtllmExecutor.start`); each response is one streaming
+``generate_async``, each step's ``token_ids_diff`` one :class:`TokenDelta` (the server parses
+tokens: TensorRT-LLM does not detokenize). Sampling is always stated, constraints become a
+structural tag (``constraints/guided.py``), and ``abort`` is carried out by TensorRT-LLM
+asynchronously. The call, finish reasons, versions and what is refused before generating: README,
+"Serving gpt-oss on TensorRT-LLM".
 """
 
 from __future__ import annotations
@@ -40,8 +19,7 @@ from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..constraints.base import Constraint
-from ..constraints.guided import structural_tag
+from ..constraints import Constraint, structural_tag
 from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
 
 __all__ = [

@@ -9,40 +9,113 @@ developer message (``developer.py``), Responses items ⇄ Harmony messages (``it
 request's prompt and constraint from these pieces, is a layer above (``adapter/``).
 """
 
-from .encoding import HarmonyEncoding, load_encoding
-from .input_messages import input_to_messages, items_to_messages
-from .items import (
-    ItemKind,
-    ItemTarget,
-    build_output_item,
-    classify,
-    completion_to_output_items,
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .encoding import VOCAB_FILENAME, VOCAB_SHA256, HarmonyEncoding, ensure_vocab, load_encoding
+from .headers import FINAL_HEADERS, FREE_CHANNELS, JSON_CONTENT_TYPE, MessageHeader, call_headers
+from .input_messages import (
+    BROWSER_PAGE,
+    BROWSER_PAGES,
+    CONFIG_EFFORT,
+    CONFIG_TEXT,
+    MODEL_READ,
+    input_to_messages,
+    items_to_messages,
+    list_tools_key,
 )
+from .items import ItemKind, ItemTarget, build_output_item, classify, completion_to_output_items, new_item_ids
 from .parser import (
     ContentDelta,
     HarmonyStreamParser,
     MessageEnded,
-    MessageHeader,
     MessageStarted,
     ParsedMessage,
     parse_completion,
+    unreadable_message,
+)
+from .tools import (
+    CODE_TOOLS,
+    WEB_SEARCH_TOOLS,
+    CallOption,
+    RequestTools,
+    call_options,
+    select_tools,
+    server_call_options,
 )
 
+if TYPE_CHECKING:
+    from .developer import developer_message, developer_spec
+    from .json_cut import JsonCut
+    from .render_pool import RenderPool
+    from .schema import check_strict, minimal_instance
+
 __all__ = [
+    "BROWSER_PAGE",
+    "BROWSER_PAGES",
+    "CODE_TOOLS",
+    "CONFIG_EFFORT",
+    "CONFIG_TEXT",
+    "CallOption",
     "ContentDelta",
+    "FINAL_HEADERS",
+    "FREE_CHANNELS",
     "HarmonyEncoding",
     "HarmonyStreamParser",
     "ItemKind",
     "ItemTarget",
+    "JSON_CONTENT_TYPE",
+    "JsonCut",
+    "MODEL_READ",
     "MessageEnded",
     "MessageHeader",
     "MessageStarted",
     "ParsedMessage",
+    "RenderPool",
+    "RequestTools",
+    "VOCAB_FILENAME",
+    "VOCAB_SHA256",
+    "WEB_SEARCH_TOOLS",
     "build_output_item",
+    "call_headers",
+    "call_options",
+    "check_strict",
     "classify",
     "completion_to_output_items",
+    "developer_message",
+    "developer_spec",
+    "ensure_vocab",
     "input_to_messages",
     "items_to_messages",
+    "list_tools_key",
     "load_encoding",
+    "minimal_instance",
+    "new_item_ids",
     "parse_completion",
+    "select_tools",
+    "server_call_options",
+    "unreadable_message",
 ]
+
+#: Resolved on first use: a render worker (``render_pool.py``) imports this package, and needs none of
+#: them (``render_pool`` itself stays out of the package's import, so ``python -m`` runs it once).
+_ON_FIRST_USE = {
+    "developer_message": ".developer",
+    "developer_spec": ".developer",
+    "JsonCut": ".json_cut",
+    "RenderPool": ".render_pool",
+    "check_strict": ".schema",
+    "minimal_instance": ".schema",
+}
+
+if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
+
+    def __getattr__(name: str) -> Any:
+        module = _ON_FIRST_USE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value

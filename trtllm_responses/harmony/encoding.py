@@ -28,8 +28,7 @@ from pathlib import Path
 import openai_harmony
 import regex
 
-from ..core.errors import VocabError
-from ..core.files import sha256_file, write_atomically
+from ..core import VocabError, sha256_file, write_atomically
 from .linear import LONG_RUN, has_long_run, linear_encode
 
 __all__ = [

@@ -1,29 +1,11 @@
 """The one definition of a Harmony header: what the model may write, read by the parser, allowed by constraints.
 
-A header is what the model writes between ``<|start|>`` (or the prompt's ``<|start|>assistant``)
-and ``<|message|>``: a role, ``<|channel|>`` and a channel, a recipient (``to=NAME``) and a
-content type (``<|constrain|>json``, ``json``, ``code``). gpt-oss writes the recipient either
-after the channel (``<|channel|>commentary to=functions.f <|constrain|>json``) or before it
-(`` to=functions.f<|channel|>commentary json``, how Harmony renders a call in history).
-
-:func:`read_header` reads any header text the model writes and never fails: it is how the
-parser (``parser.py``) reads headers. The header forms guided decoding allows
-(``constraints/guided.py``: :data:`FINAL_HEADERS`, :func:`call_headers`, :data:`FREE_CHANNELS`)
-are built from the same names here, and ``tests/test_reader.py`` walks every header the
-structural tag accepts through the parser.
-
-The readings (README, "What the model may write"):
-
-- ``<|constrain|>`` followed by a word, in any case, with or without a space, is a content type
-  (``<|constrain|>json``), never a recipient; so are the bare words ``json``, ``code``, ``text``.
-  ``final`` with a content type and no recipient is an answer.
-- A channel that is not ``analysis``, ``commentary`` or ``final`` but starts with one is that
-  channel (what follows glued is a content type or dropped); an empty or junk channel is
-  ``analysis`` (hidden reasoning: the safest reading of text nobody can place).
-- A repeated role (``assistantassistant``) is that role; a stray word is dropped; a recipient of
-  ``assistant``/``user``/``all`` on an assistant message is no recipient (a preamble).
-- A header whose first word names a tool (``functions.f to=assistant``) is a tool's message the
-  model imagined: the parser skips it.
+A header is what the model writes between ``<|start|>`` and ``<|message|>``: a role, a channel, a
+recipient (``to=NAME``, after the channel or before it) and a content type. :func:`read_header` reads
+any header text and never fails (the parser's reading, README "What the model may write");
+the forms guided decoding allows (:data:`FINAL_HEADERS`, :func:`call_headers`,
+:data:`FREE_CHANNELS`) are built from the same names, and ``tests/test_reader.py`` walks every header
+the structural tag accepts through the parser.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from typing import Any, get_args
 import orjson
 from openai_harmony import Author, Message, Role, TextContent
 
-from ..core.errors import InvalidRequestError
-from ..request.items import (
+from ..core import InvalidRequestError
+from ..request import (
     CodeInterpreterCall,
     ConfigurationUpdate,
     CustomToolCall,
@@ -38,15 +38,13 @@ from ..request.items import (
     McpCall,
     McpListTools,
     Reasoning,
+    ReasoningEffort,
     WebSearchCall,
     not_convertible,
     parse_items,
+    parse_text_update,
 )
-from ..request.items import (
-    Message as MessageItem,
-)
-from ..request.protocol import ReasoningEffort
-from ..request.text_format import parse_text_update
+from ..request import Message as MessageItem
 from .headers import JSON_CONTENT_TYPE
 from .items import FUNCTIONS_NAMESPACE
 

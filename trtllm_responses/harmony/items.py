@@ -47,7 +47,7 @@ from openai.types.responses.response_function_web_search import ActionFind, Acti
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall
 from openai.types.responses.response_reasoning_item import Content as ReasoningContent
 
-from ..core.ids import new_id
+from ..core import new_id
 from .parser import MessageHeader, ParsedMessage
 from .tools import RequestTools, recipient_candidates
 

@@ -1,30 +1,11 @@
 """Tokenization in linear time, whatever the text.
 
-gpt-oss's tokenizer (o200k, in openai-harmony's Rust) first splits text into
-pieces with a regex, then byte-pair-merges each piece. Merging costs O(m²) in
-the piece's length m, so one long piece is quadratic: 100 KB of ``=`` took 10 s,
-and 1 MB of ``a`` overflowed the regex engine's stack.
-
-Every o200k piece lies inside one run of the text's characters: a whitespace
-run, or a run of non-whitespace non-digit characters (its "word run") plus at
-most one leading character and trailing newlines (digits form pieces of at most
-three). So when no run is longer than :data:`MAX_RUN` characters, no piece is
-longer than ``2 * MAX_RUN + 1``, and harmony's own encoder is linear on it: such
-text is encoded by harmony as it is, **token for token identical**.
-
-A longer run is cut into parts of at most :data:`MAX_RUN` characters, each part
-encoded on its own. Inside a word run the cuts go, where one exists within
-reach, where a piece boundary is certain: after a letter or digit and before a
-punctuation mark (o200k ends a letter or number piece there, and no piece starts
-earlier and reaches across). Unbroken CJK paragraphs, URLs and base64 are cut
-only there, so they too encode exactly as harmony encodes them. Only runs with no
-such boundary within :data:`MAX_RUN` characters (``====…``, ``aaaa…``,
-256 spaces) get a forced cut, where tokens may differ from harmony's at the cut;
-they always decode to the same text.
-
-Ordinary prose and code have no run of 256 characters without whitespace, a digit
-or a word-to-punctuation step, which is why :data:`MAX_RUN` is 256. It bounds
-the merge work per character at ``O(MAX_RUN)`` bytes.
+o200k's byte-pair merge is quadratic in a piece's length (100 KB of ``=`` took 10 s; 1 MB of ``a``
+overflowed the regex engine's stack). Text with no run longer than :data:`MAX_RUN` characters is
+encoded by harmony as it is, token for token; a longer run is cut where a piece boundary is certain
+(after a letter or digit, before punctuation), and only a run with no such boundary is cut by force
+(tokens may differ there, the text never). Why that is exact: README, "Hostile input and limits"
+("Why 256 characters leaves ordinary text's tokens unchanged").
 """
 
 from __future__ import annotations

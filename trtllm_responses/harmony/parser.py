@@ -1,34 +1,12 @@
 """A token-level streaming reader of Harmony completions that recovers, like an HTML parser.
 
-It reads what the model generates after ``<|start|>assistant`` and reports three
-transitions: a message starts (its parsed header), body text arrives, a message
-ends (with the token that ended it). Clean Harmony reads exactly as openai-harmony
-reads it (``StreamableParser``; tests check both agree). Output that breaks the format
-never stops it: every token sequence has one reading (README, "What the model may
-write", lists them), and nothing it has reported is ever taken back:
-
-- a header is read by ``headers.read_header``, which never fails (junk channel =
-  analysis, ``<|constrain|>json`` a content type, repeated roles collapsed);
-- a header written as another role (a tool's reply the model imagined) is skipped with
-  its body, up to the next ``<|start|>`` or terminator; so is a header with no
-  reasonable reading; a skipped header never reports a start;
-- a header ended by a terminator without ``<|message|>`` gets ``headers.read_headless``'s
-  reading (text before any header is the final answer; ``<|channel|>final__X__`` is a
-  final ``__X__``), or is dropped;
-- ``<|start|>`` inside a header starts it again (repeated ``<|start|>`` collapse);
-- ``<|start|>`` or ``<|channel|>`` inside a body ends the message (a forgotten ``<|end|>``);
-  other control tokens inside a body are dropped, never text;
-- text and terminators between messages are dropped (``<|end|><|return|>``, a stray newline);
-  ``<|channel|>`` there starts an assistant header (a forgotten ``<|start|>assistant``);
-- a header longer than :data:`MAX_HEADER_TOKENS` is read as if ``<|message|>`` had come
-  (the first message's unmarked text is the final answer), else skipped.
-
-What it dropped is kept (its first :data:`MAX_DROPPED_BYTES`) in :attr:`dropped`, so a
-response of which nothing was usable can say what the model wrote.
-
-Why not harmony's own ``StreamableParser``: it crosses into Rust and decodes per
-token. This one looks up token bytes in a table and decodes UTF-8 once per
-``feed`` call, so several tokens delivered in one engine step cost one delta.
+It reads what the model generates after ``<|start|>assistant`` and reports three transitions: a
+message starts (its header), body text arrives, a message ends (with its terminator). Clean Harmony
+reads as openai-harmony reads it (tests check both agree); every other token sequence has one
+reading (README, "What the model may write", the table) and nothing reported is taken back. What it
+dropped is kept in :attr:`dropped` (its first :data:`MAX_DROPPED_BYTES`). Not harmony's own
+``StreamableParser``, which crosses into Rust and decodes per token: this one decodes once per
+``feed``, so the tokens of one engine step cost one delta.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """RenderPool: Harmony rendering in worker processes, for inputs too large to render on the event loop.
 
-openai-harmony holds the GIL while it tokenizes (measured: a 2 MB encode in a
-thread stalls the event loop for its whole 0.4 s), so a thread would not help.
-Rendering is linear (``linear.py``) but still ~0.2 µs per character: above a
-size threshold the server renders a request's new messages here instead, while
-the event loop keeps streaming.
-
-A worker is ``python -m trtllm_responses.harmony.render_pool``, spoken to over
-its stdin/stdout with asyncio pipes (no thread, no pickling, and unlike
-multiprocessing's spawn it never re-imports the server's main module). Frames
-are a 4-byte little-endian length and a payload: a request is the JSON list of
-harmony's JSON of each message; the answer is one frame of packed 32-bit token
-ids per message. ``serve`` starts the workers with the server (tests: at first
-use). There are ``--render_workers`` of them (default: one a core, at most 4;
-~130 MiB resident each), each rendering one request at a time, so one large
-render does not hold the others.
-
-A request whose caller goes away (a client hanging up mid-render) is finished
-anyway and its answer dropped: the worker stays in step and is not restarted.
-Only a worker that dies (or whose pipe breaks) is replaced, at its next use;
-the request it was rendering fails (``restarts`` counts them).
+openai-harmony holds the GIL while it tokenizes, so a thread would not help: above a size
+threshold the server renders a request's new messages in ``--render_workers`` processes while the
+event loop keeps streaming (README, "Hostile input and limits"). A worker is ``python -m
+trtllm_responses.harmony.render_pool`` over asyncio pipes, framed as a 4-byte little-endian length
+and a payload (the JSON of the messages in, packed 32-bit token ids per message out). A worker that
+dies is replaced at its next use and its request fails; one whose caller left finishes anyway.
 """
 
 from __future__ import annotations
@@ -34,7 +20,7 @@ from collections.abc import Sequence
 
 from openai_harmony import Message
 
-from ..core.errors import ServerError
+from ..core import ServerError
 
 __all__ = ["RenderPool", "default_render_workers"]
 

@@ -1,27 +1,11 @@
 """JSON Schemas as gpt-oss reads them, checks of OpenAI's strict mode, and minimal instances.
 
-**Rendering.** openai-harmony renders a tool's parameters in the TypeScript-like syntax
-gpt-oss was trained on (``json_schema_to_typescript`` in its ``encoding.rs``), but it knows
-only ``type``, ``properties``, ``required``, ``items``, ``oneOf``, ``nullable``, string
-``enum``, ``description``, ``default``, ``title`` and ``examples``. :func:`for_rendering`
-rewrites what clients actually send (pydantic, zod) into those words, so harmony's own
-renderer produces the rendering and ours never drifts from it:
-
-- ``$ref`` into ``$defs``/``definitions`` is inlined; a reference to a definition already
-  being inlined (a recursive type), or deeper than :data:`MAX_REF_DEPTH`, renders as
-  ``any`` with a comment naming the type;
-- ``anyOf`` becomes ``oneOf`` (a union); ``anyOf: [X, {"type": "null"}]`` (pydantic's
-  ``Optional[X]``) and ``type: [X, "null"]`` become ``X`` with ``nullable`` (``X | null``);
-- ``enum``/``const`` that are not all strings, and ``additionalProperties`` maps, are given
-  as literal TypeScript in a one-element ``type`` list, which harmony writes out verbatim
-  (``1 | 2``, ``Record<string, number>``);
-- a one-element ``allOf`` (pydantic's way to attach a description to a ``$ref``) is merged.
-
-**Strict mode.** :func:`check_strict` applies OpenAI's documented rules for
-``strict: true`` schemas and names the offending path.
-
-**Minimal instances.** :func:`minimal_instance` is the echo executor's answer to a
-structured-output request: the smallest value the schema accepts, built from the user text.
+:func:`for_rendering` rewrites what clients send (pydantic, zod: ``$ref``, ``anyOf``, nullable
+types, non-string enums, maps) into the few words openai-harmony's renderer knows, so harmony's own
+renderer writes the rendering (README, "Tools, structured outputs and constraints");
+:func:`check_strict` applies OpenAI's rules for ``strict: true`` schemas, naming the offending
+path; :func:`minimal_instance` is the smallest value a schema accepts, the echo executor's answer
+to a structured-output request.
 """
 
 from __future__ import annotations
@@ -30,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.errors import InvalidRequestError
+from ..core import InvalidRequestError
 
 __all__ = ["MAX_REF_DEPTH", "check_strict", "for_rendering", "minimal_instance", "resolve_refs"]
 

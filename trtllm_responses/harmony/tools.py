@@ -1,33 +1,11 @@
 """The tools of a request, as gpt-oss is shown them and as its calls are read back.
 
-A request's typed ``tools`` and ``tool_choice`` (``request/tools.py``, ``request/tool_choice.py``)
-become one :class:`RequestTools`:
-
-- ``function`` tools live in Harmony's ``functions`` namespace; a ``namespace`` tool
-  (``{"type": "namespace", "name", "description", "tools": [...]}``, what Codex sends for
-  ``multi_agent_v1``) becomes a Harmony namespace of that name beside it, rendered the same
-  way, its description as the namespace comment. A call ``to=NS.fn`` is a ``function_call``
-  with ``namespace: "NS"``.
-- ``custom`` (freeform) tools take raw text, not JSON. Harmony has no declaration for a
-  text-input function tool; gpt-oss knows text inputs only from its built-in ``python`` tool
-  (whose body is raw code after a non-JSON content type). So a custom tool is declared in its
-  namespace like a function whose one parameter is a ``string``, with comment lines saying
-  the input is the raw message body and, for a grammar format, giving the grammar; its call
-  has no ``<|constrain|>json`` content type. Constrained decoding (``constraints/base.py``) pins
-  both the header and, for a grammar, the body.
-- Hosted tools this server cannot run (web search, code interpreter, file search, image
-  generation, computer use, tool search) are not shown to the model: it cannot call what
-  nobody runs. They are echoed in the response and logged once per type at info.
-  ``mcp`` tools are the server's (``tools/mcp_request.py``).
-
-``tool_choice`` narrows what is shown (``none``: nothing; a named function or custom tool:
-that one; ``allowed_tools``: those) and says whether a call is required
-(``required``, named, ``allowed_tools`` with ``mode: "required"``).
-
-The calls the server runs are offered to the model's constraint too (:func:`server_call_options`):
-listed MCP tools (``LABEL.TOOL``, JSON, like functions) and gpt-oss's built-in ``python`` (raw code)
-and ``browser.search/open/find`` (JSON), both in the header gpt-oss was trained to write for them:
-``<|channel|>analysis to=python code<|message|>``.
+A request's typed ``tools`` and ``tool_choice`` become one :class:`RequestTools`: functions in Harmony's
+``functions`` namespace, ``namespace`` tools beside it, ``custom`` tools declared as a one-string
+function, hosted tools nobody runs hidden, and what ``tool_choice`` shows and requires. The calls
+allowed (:func:`call_options`, and :func:`server_call_options` for what the server runs) are the
+options of the response's constraint. README, "Tools, structured outputs and constraints" and
+the request's ``tools``/``tool_choice`` under "Endpoints".
 """
 
 from __future__ import annotations
@@ -39,17 +17,19 @@ from typing import Any
 
 from openai_harmony import ToolNamespaceConfig
 
-from ..core.errors import InvalidRequestError
-from ..request.tool_choice import ChooseAllowed, ChooseTool, ToolChoice
-from ..request.tools import (
+from ..core import InvalidRequestError
+from ..request import (
     CODE_TOOLS,
     HOSTED_TOOL_TYPES,
     WEB_SEARCH_TOOLS,
+    ChooseAllowed,
+    ChooseTool,
     CustomTool,
     FunctionTool,
     HostedTool,
     NamespaceTool,
     RequestTool,
+    ToolChoice,
 )
 from .headers import JSON_CONTENT_TYPE, clean_recipient
 

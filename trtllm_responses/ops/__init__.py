@@ -4,3 +4,36 @@
 cannot stall streams), ``access.py`` (one access-log record per request). Recorded into by the
 layers above; imports only ``core/``.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .access import AccessRecord
+    from .gc_schedule import CollectorSchedule
+    from .metrics import ServerMetrics
+
+__all__ = [
+    "AccessRecord",
+    "CollectorSchedule",
+    "ServerMetrics",
+]
+
+#: Resolved on first use: importing the package loads none of them (metrics pulls prometheus-client).
+_ON_FIRST_USE = {
+    "AccessRecord": ".access",
+    "CollectorSchedule": ".gc_schedule",
+    "ServerMetrics": ".metrics",
+}
+
+if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
+
+    def __getattr__(name: str) -> Any:
+        module = _ON_FIRST_USE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value

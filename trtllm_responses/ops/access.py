@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from starlette.types import Message, Scope, Send
 
-from ..core.ids import new_id
+from ..core import new_id
 
 __all__ = ["REQUEST_ID_HEADER", "AccessRecord", "request_id_of"]
 

@@ -1,23 +1,10 @@
 """CollectorSchedule: CPython's cyclic garbage collector, run when it cannot stall streams.
 
-Reference counting frees almost everything the server allocates; the cyclic
-collector only finds cycles. Left automatic, it runs inside whatever code
-allocates, and its full (generation 2) collections walk every live container:
-under a 64-stream load they stalled the event loop for tens to hundreds of
-milliseconds (``gc.callbacks`` measured full collections of 60 to 250 ms), far past
-the 10 ms the server promises.
-
-So the server turns automatic collection off once it has started (after
-``gc.freeze()`` has moved the start-up objects out of the collector's sight) and
-runs it from this task instead:
-
-- young generations (0 and 1) on a short timer, with CPython's own thresholds,
-  so each collection walks only what was allocated since the last tick;
-- the full collection only when no response is streaming (idle for
-  ``idle_full_interval``), or, under load that never stops, at most every
-  ``max_full_interval`` seconds so cyclic garbage stays bounded.
-
-Each collection's duration is recorded in the metrics (``/stats``: ``gc``).
+Left automatic, full collections stalled the event loop 60 to 250 ms under a 64-stream load. So once
+the server has started (``gc.freeze()`` first) automatic collection is off and this task runs it:
+young generations on a short timer, full collections only while no response streams (or at most
+every ``max_full_interval`` seconds under endless load). Each collection's duration goes to
+``/stats`` (``gc``). README, "Hostile input and limits".
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
 """Request edge of ``POST /v1/chat/completions``: a Chat Completions body → the service's request.
 
-A chat request is checked here (its messages in ``chat_messages.py``; errors name the chat field: ``messages[2].tool_calls[0].id``,
-``response_format.json_schema.schema``) and translated into the Responses request body that
-``ResponsesService.prepare`` checks and renders, so both APIs share one prompt, one Constraint
-and one generation path:
-
-=================================================  ==============================================
-chat                                               Responses (what ``prepare`` reads)
-=================================================  ==============================================
-``system`` / ``developer`` messages                ``system`` / ``developer`` message items
-                                                   (joined into the instructions)
-``user`` message (text parts)                      ``user`` message item
-``assistant`` ``reasoning_content`` / ``reasoning``  ``reasoning`` item (analysis channel)
-``assistant`` content                              ``assistant`` message item (final channel)
-``assistant`` ``tool_calls[k]``                    ``function_call`` item (``call_id`` = its ``id``)
-``tool`` message (``tool_call_id``)                ``function_call_output`` item
-``tools[k].function``                              a ``function`` tool
-``tool_choice`` (``{"type": "function", …}``)      ``tool_choice`` (``{"type": "function", "name"}``)
-``response_format``                                ``text.format``
-``reasoning_effort``                               ``reasoning.effort``
-``max_completion_tokens`` / ``max_tokens``         ``max_output_tokens``
-``logprobs`` + ``top_logprobs``                    ``top_logprobs``
-=================================================  ==============================================
-
-What stays on the chat side (:class:`ChatOptions`): ``n``, ``stop`` strings, ``stream_options``,
-whether logprobs were asked for. :func:`chat_param` turns a param the service named in its
-own request (``input[3].content[0]``, ``tools[0].parameters``) back into the chat field.
+A chat request is checked here (its messages in ``chat_messages.py``; errors name the chat field,
+``messages[2].tool_calls[0].id``) and translated into the Responses request body
+``ResponsesService.prepare`` reads, so both APIs share one prompt, one Constraint and one generation
+path. What stays chat-side is :class:`ChatOptions` (``n``, ``stop`` strings, ``stream_options``,
+logprobs); :func:`chat_param` names a service error's param as the chat field. Each field and what it
+becomes: README, "Chat Completions".
 """
 
 from __future__ import annotations
@@ -36,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..core.errors import APIError, InvalidRequestError
+from ..core import APIError, InvalidRequestError
 from .chat_messages import messages_to_items, object_at, string_at
 from .fields import one_sentence
 from .protocol import Integer, json_object

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..core.errors import InvalidRequestError
+from ..core import InvalidRequestError
 
 __all__ = ["messages_to_items", "object_at", "string_at"]
 

@@ -21,7 +21,7 @@ from openai.types.responses.response_format_text_config import ResponseFormatTex
 from openai.types.responses.tool import Tool
 from pydantic import BaseModel, ValidationError
 
-from ..core.errors import InvalidRequestError
+from ..core import InvalidRequestError
 
 __all__ = ["TEXT_FORMATS", "TOOLS", "TOOL_CHOICES", "check_object", "known_fields", "one_sentence"]
 

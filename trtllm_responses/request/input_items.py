@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.ids import new_id
+from ..core import new_id
 from .items import (
     CodeInterpreterCall,
     FunctionCall,

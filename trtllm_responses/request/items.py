@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..core.errors import InvalidRequestError
+from ..core import InvalidRequestError
 
 __all__ = [
     "CodeInterpreterCall",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from ..core.errors import InvalidRequestError
+from ..core import InvalidRequestError
 
 __all__ = ["list_page_json", "page_json", "page_of"]
 

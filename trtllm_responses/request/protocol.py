@@ -29,7 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ..core.errors import InvalidRequestError
+from ..core import InvalidRequestError
 from .fields import one_sentence
 from .items import InputItem, parse_items
 from .text_format import TextConfig, parse_text

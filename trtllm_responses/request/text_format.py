@@ -15,7 +15,7 @@ from typing import Any
 from openai.types.responses.response_text_config import ResponseTextConfig
 from pydantic import ValidationError
 
-from ..core.errors import InvalidRequestError
+from ..core import InvalidRequestError
 from .fields import TEXT_FORMATS, check_object, known_fields, one_sentence
 
 __all__ = [

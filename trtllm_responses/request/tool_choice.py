@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from ..core.errors import InvalidRequestError
+from ..core import InvalidRequestError
 from .fields import TOOL_CHOICES, check_object
 from .tools import CODE_TOOLS, WEB_SEARCH_TOOLS
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..core.errors import InvalidRequestError
+from ..core import InvalidRequestError
 from .fields import TOOLS, check_object
 
 __all__ = [

@@ -1,14 +1,38 @@
-"""The Responses service, transport-free: a request body in, events and stored results out.
+"""The Responses service, transport-free: a request body in, runs, events and stored results out.
 
-``service.py`` (``ResponsesService``: prepare, create, retrieve, cancel, delete, compact) hands a
-request to ``prepared.py`` (everything checked, the prompt rendered) and ``generation.py`` (one
-generation loop for streaming and non-streaming), which runs ``tool_loop.py`` (server-run calls
-inside a response), ``summaries.py`` and ``logprobs.py``. Around them: ``conversations.py``,
-``references.py``, ``prompts.py`` (stored templates), ``truncation.py``, ``compaction.py`` (given
-what it needs by the service), ``sealing.py`` (encrypted content), ``sampling.py``,
-``cache_diagnostics.py``, ``delta_pump.py``. Transports (``server/``) are the only layer above it.
+``service.py`` (``ResponsesService``) prepares a request into a frozen ``PreparedResponse``
+(``prepared.py``) and makes its one handle, a ``ResponseRun`` (``run.py``), which ``generation.py``
+drives (the executor, ``tool_loop.py``, ``summaries.py``, ``logprobs.py``); ``steering.py`` decides
+what WebSocket steering does to runs. README, "Layout": the run's life. Transports (``server/``) are
+the only layer above it.
 """
 
-from .service import ResponsesService
+from __future__ import annotations
 
-__all__ = ["ResponsesService"]
+from .conversations import ConversationsService
+from .prepared import PreparedResponse
+from .prompts import PromptTemplates
+from .run import ResponseRun, RunState
+from .sampling import SamplingDefaults
+from .sealing import ContentSealer, load_key
+from .service import ResponsesService
+from .steering import Held, Steer, Steered, Steering, SteerRefused, Successor, as_items
+
+__all__ = [
+    "ContentSealer",
+    "ConversationsService",
+    "Held",
+    "PreparedResponse",
+    "ResponseRun",
+    "RunState",
+    "Steer",
+    "SteerRefused",
+    "Steered",
+    "Steering",
+    "Successor",
+    "as_items",
+    "PromptTemplates",
+    "ResponsesService",
+    "SamplingDefaults",
+    "load_key",
+]

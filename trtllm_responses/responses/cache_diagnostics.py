@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ..adapter.adapter import HarmonyAdapter, Prompt
+from ..adapter import HarmonyAdapter, Prompt
 from ..store import StoredResponse
 
 __all__ = ["prompt_cache_diagnostics"]

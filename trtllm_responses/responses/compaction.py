@@ -20,18 +20,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidRequestError, ServerError
-from ..core.ids import new_id
-from ..executors.base import Generating, GenerationRequest
-from ..harmony.parser import parse_completion
-from ..request.items import CompactionTrigger, InputItem, Message
-from ..request.protocol import ResponsesRequest
+from ..core import InvalidRequestError, ServerError, new_id
+from ..executors import Generating, GenerationRequest
+from ..harmony import parse_completion
+from ..request import CompactionTrigger, InputItem, Message, ResponsesRequest
 from .sampling import sampling_settings
 from .sealing import SUMMARY_PREFIX
 
 if TYPE_CHECKING:
-    from ..adapter.adapter import HarmonyAdapter, Prompt
-    from ..executors.base import Executor
+    from ..adapter import HarmonyAdapter, Prompt
+    from ..executors import Executor
     from .sampling import SamplingDefaults
     from .sealing import ContentSealer
 

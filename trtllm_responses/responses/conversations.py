@@ -18,15 +18,10 @@ from typing import Any
 
 import orjson
 
-from ..adapter.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, RenderedMessage
-from ..core.bounded_cache import ByteBoundedCache
-from ..core.errors import InvalidRequestError, NotFoundError
-from ..core.ids import check_id, new_id
-from ..harmony.input_messages import input_to_messages, items_to_messages
-from ..request.input_items import normalize_input_items
-from ..request.items import parse_items
-from ..request.pagination import list_page_json, page_json
-from ..request.protocol import check_depth, json_object
+from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, RenderedMessage
+from ..core import ByteBoundedCache, InvalidRequestError, NotFoundError, check_id, new_id
+from ..harmony import input_to_messages, items_to_messages
+from ..request import check_depth, json_object, list_page_json, normalize_input_items, page_json, parse_items
 from ..store import ConversationItem, ResponseStore, StoredConversation
 
 __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]

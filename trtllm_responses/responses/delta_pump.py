@@ -7,7 +7,7 @@ import collections
 import contextlib
 from collections.abc import AsyncGenerator
 
-from ..executors.base import TokenDelta
+from ..executors import TokenDelta
 
 __all__ = ["MainDeltas"]
 

@@ -17,12 +17,12 @@ from collections.abc import Awaitable, Callable
 
 from openai.types.responses import ResponseCompactionItem, ResponseStreamEvent
 
-from ..adapter.adapter import HarmonyAdapter
-from ..core.wire import to_json
-from ..executors.base import Executor, Generating, GenerationRequest, TokenDelta
-from ..ops.metrics import ServerMetrics
+from ..adapter import HarmonyAdapter
+from ..core import to_json
+from ..executors import Executor, Generating, GenerationRequest, TokenDelta
+from ..ops import ServerMetrics
 from ..stream import ResponseStream, TokenStreamProcessor, make_usage
-from ..tools.base import ServerTools
+from ..tools import ServerTools
 from .delta_pump import MainDeltas
 from .logprobs import LogprobStreamProcessor
 from .prepared import Deliver

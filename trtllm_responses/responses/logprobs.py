@@ -30,8 +30,8 @@ from openai.types.responses import response_output_text as output_text
 from openai.types.responses import response_text_delta_event as delta_types
 from openai.types.responses import response_text_done_event as done_types
 
-from ..executors.base import TokenDelta
-from ..harmony.encoding import HarmonyEncoding
+from ..executors import TokenDelta
+from ..harmony import HarmonyEncoding
 from ..stream import ResponseStream, RunControl, TokenStreamProcessor
 
 __all__ = ["LogprobStreamProcessor"]

@@ -14,15 +14,19 @@ from typing import Any, TypeAlias
 
 from openai.types.responses import Response, ResponseStreamEvent
 
-from ..adapter.adapter import ConversationHistory, Prompt
-from ..core.errors import InvalidRequestError
-from ..executors.base import GenerationRequest, SamplingSettings
-from ..request.protocol import ResponsesRequest
-from ..request.text_format import JsonSchemaFormat, TextConfig
-from ..request.tool_choice import choice_data
-from ..request.tools import FunctionTool, McpTool, RequestTool
-from ..tools.base import ServerTools
-from ..tools.settings import DEFAULT_TOOL_TIMEOUT
+from ..adapter import ConversationHistory, Prompt
+from ..core import InvalidRequestError
+from ..executors import GenerationRequest, SamplingSettings
+from ..request import (
+    FunctionTool,
+    JsonSchemaFormat,
+    McpTool,
+    RequestTool,
+    ResponsesRequest,
+    TextConfig,
+    choice_data,
+)
+from ..tools import DEFAULT_TOOL_TIMEOUT, ServerTools
 from .compaction import Compaction
 from .sampling import SamplingDefaults, echo_fields, sampling_settings
 

@@ -1,23 +1,10 @@
 """Stored prompt templates (``--prompts DIR``) and the request field ``prompt: {id, version, variables}``.
 
-A template is one JSON file per prompt id and version, ``DIR/<id>/<version>.json``::
-
-    {"instructions": "You are a {{role}}.",
-     "input": [{"role": "user", "content": "Tell me about {{topic}}."}],
-     "variables": {"role": "tide guide"}}
-
-(every key optional; ``input`` holds message items, ``content`` a string or ``input_text`` parts;
-``variables`` the defaults). A request's ``prompt`` renders it as OpenAI documents: each ``{{name}}`` in
-the instructions and in the messages' text is replaced by the request's value for ``name``, else the
-template's default; a value is a string, an ``input_text`` (its text) or an ``input_image``/``input_file``
-part, which takes the place of the ``{{name}}`` inside a message as a part of its own (gpt-oss reads text
-only, so such a message is then refused as any image is: 400 ``unsupported_content_type``). The template's
-instructions come before the request's ``instructions``; its messages before the request's ``input``.
-Without ``version`` the highest version (numbers compare as numbers) is used; the response echoes
-``prompt`` as sent. Errors: an unknown id or version is a 404; a variable with no value, a value of
-another type, a template file that is not such JSON or over :data:`MAX_TEMPLATE_BYTES` a 400; ``prompt``
-on a server started without ``--prompts`` a 400 saying how to enable it. Variables the template does not
-use are ignored. Files are read when a request names them (edits apply to the next request).
+A template is ``DIR/<id>/<version>.json`` (``instructions``, ``input``, ``variables``), read when a
+request names it; :class:`PromptTemplates` renders it as OpenAI documents (``{{name}}`` replaced by
+the request's value, else the template's default) before the request's own instructions and input.
+The format, versions and errors (a template file over :data:`MAX_TEMPLATE_BYTES` is a 400): README,
+"Prompt templates".
 """
 
 from __future__ import annotations
@@ -30,10 +17,8 @@ from typing import Any
 
 import orjson
 
-from ..core.errors import InvalidRequestError, NotFoundError
-from ..core.ids import check_id
-from ..request.items import parse_items
-from ..request.protocol import ResponsesRequest
+from ..core import InvalidRequestError, NotFoundError, check_id
+from ..request import ResponsesRequest, parse_items
 
 __all__ = ["MAX_TEMPLATE_BYTES", "PromptTemplates"]
 

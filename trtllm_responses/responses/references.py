@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from ..core.errors import InvalidRequestError
-from ..request.items import InputItem, ItemReference, parse_items
+from ..core import InvalidRequestError
+from ..request import InputItem, ItemReference, parse_items
 from ..store import ResponseStore
 
 __all__ = ["MAX_CHAIN_RESPONSES", "has_references", "resolve_references"]

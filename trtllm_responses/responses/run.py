@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from openai.types.responses import ResponseStreamEvent, ResponseUsage
 
-from ..executors.base import Executor
+from ..executors import Executor
 from ..stream import ResponseStream
 from .prepared import Deliver, PreparedResponse
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..executors.base import SamplingSettings
-from ..request.protocol import ResponsesRequest
+from ..executors import SamplingSettings
+from ..request import ResponsesRequest
 
 __all__ = ["SamplingDefaults", "echo_fields", "sampling_settings"]
 

@@ -1,37 +1,10 @@
 """Encrypted content: what a stateless client carries between turns without reading it.
 
-A blob is ``v1.`` + base64url(nonce ‖ AES-256-GCM ciphertext ‖ tag) of a small
-JSON payload. The item kind (``reasoning``, ``compaction``, ``tool_read``) is
-authenticated as associated data, so a reasoning blob cannot be replayed as a
-compaction summary.
-
-Three kinds: a reasoning item's analysis text; a compaction item's handoff
-summary; and a *tool read* (``v1z.`` blobs, zlib-compressed JSON: a page is large):
-the fields of a server-run tool item the model read but the client is not shown
-(a ``web_search_call``'s ``model_read`` and ``browser_page``, a
-``code_interpreter_call``'s ``outputs`` not asked for). The server streams a tool
-read as a reasoning item of its own (no text, ``encrypted_content`` only) right after
-the tool item, because that is the one item every stateless client (the openai SDK,
-the Agents SDK, Codex CLI) sends back with its ``encrypted_content`` intact; the
-SDK's ``web_search_call`` has no field for them, and Codex drops unknown fields and
-item ids. Its payload is capped at :data:`TOOL_READ_MAX_BYTES` of JSON both ways
-(sealing skips a bigger one; opening stops decompressing past it).
-Anything that does not decrypt under this server's key (tampered, truncated,
-another server's, another kind) is a 400 ``invalid_encrypted_content`` naming the
-item. Replicas sharing a key read each other's blobs.
-
-The key (32 bytes, base64 in text form) comes from, in order: ``--encryption_key_file``,
-``$TRTLLM_RESPONSES_ENCRYPTION_KEY``, else a key generated once into the cache
-folder (``encryption.key``, mode 0600) and reused by later starts.
-
-``unseal_items`` turns input items that carry encrypted content into the plain
-items the Harmony adapter reads: a reasoning item gets its ``content`` back; a
-``compaction`` item becomes a user message holding the handoff summary
-(:data:`SUMMARY_PREFIX` + summary), read by the model where it stands; a tool-read
-carrier merges its fields into the item right before it when that item has the type
-it was sealed for (matched by position: Codex sends no ids), and either way reads as
-nothing itself, so the model reads exactly what a ``previous_response_id``
-continuation reads.
+:class:`ContentSealer` seals and opens three kinds, each authenticated as its own (reasoning text,
+a compaction's handoff summary, a server-run tool item's *tool read*), and ``unseal_items`` turns
+input items carrying them back into what a ``previous_response_id`` continuation reads; anything
+that does not open is a 400 ``invalid_encrypted_content`` naming the item. The format, the key's
+sources, tool reads and their cap (:data:`TOOL_READ_MAX_BYTES`): README, "Encrypted reasoning".
 """
 
 from __future__ import annotations
@@ -50,8 +23,8 @@ import orjson
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ..core.errors import InvalidRequestError
-from ..request.items import Compaction, InputItem, Reasoning, parse_items
+from ..core import InvalidRequestError
+from ..request import Compaction, InputItem, Reasoning, parse_items
 
 __all__ = [
     "ENV_ENCRYPTION_KEY",

@@ -19,22 +19,31 @@ from typing import Any
 
 import orjson
 
-from ..adapter.adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
-from ..core.errors import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError
-from ..core.ids import check_id, new_id
-from ..core.wire import to_dict, to_json
-from ..executors.base import Executor, GenerationRequest
-from ..harmony.render_pool import RenderPool
-from ..ops.metrics import ServerMetrics
-from ..request.input_items import normalize_input_items
-from ..request.items import ItemReference, parse_items
-from ..request.pagination import list_page_json
-from ..request.protocol import ResponsesRequest, parse_request
+from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
+from ..core import (
+    InvalidRequestError,
+    NotFoundError,
+    ServerError,
+    ServiceUnavailableError,
+    check_id,
+    new_id,
+    to_dict,
+    to_json,
+)
+from ..executors import Executor, GenerationRequest
+from ..harmony import RenderPool
+from ..ops import ServerMetrics
+from ..request import (
+    ItemReference,
+    ResponsesRequest,
+    list_page_json,
+    normalize_input_items,
+    parse_items,
+    parse_request,
+)
 from ..store import ResponseStore, StoredResponse
 from ..stream import ResponseStream
-from ..tools.base import ServerTools
-from ..tools.prepare import prepare_server_tools
-from ..tools.settings import ToolSettings
+from ..tools import ServerTools, ToolSettings, prepare_server_tools
 from .cache_diagnostics import prompt_cache_diagnostics
 from .compaction import (
     Compaction,

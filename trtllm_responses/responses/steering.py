@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.ids import new_id
+from ..core import new_id
 from .run import ResponseRun
 
 __all__ = [

@@ -21,10 +21,10 @@ from __future__ import annotations
 import codecs
 from typing import Any
 
-from ..adapter.adapter import HarmonyAdapter
-from ..core.errors import InvalidRequestError
-from ..executors.base import GenerationRequest, SamplingSettings
-from ..request.protocol import ResponsesRequest
+from ..adapter import HarmonyAdapter
+from ..core import InvalidRequestError
+from ..executors import GenerationRequest, SamplingSettings
+from ..request import ResponsesRequest
 
 __all__ = [
     "MAX_SUMMARIZED_CHARS",

@@ -1,40 +1,12 @@
 """The in-response tool loop: server-run tool calls, their outputs, and the generations between them.
 
-One piece of code for every server-run tool (STYLE.md): it knows providers only
-through ``tools.base.ToolProvider``. Within one response (one ResponseStream,
-one sequence_number series) it:
-
-1. opens with the providers' items (``mcp_list_tools``) and runs the calls the
-   client approved in this request (``mcp_approval_response``);
-2. runs a generation; when it stops on a call to a server-run tool (the stream
-   holds that item open), runs the call under ``--tool_timeout`` and closes the
-   item with the output (``completed``) or the error (``failed``). A tool that
-   raises, times out or is not listed is a failed item the model reads, never a
-   failed response;
-3. renders the turn's finished items back as Harmony messages, with the same
-   converter that stores and replays them, appends them to the prompt
-   (``HarmonyAdapter.extend_prompt``: O(new tokens), a prefix extension of the
-   previous prompt, so the engine reuses its KV cache) and generates again.
-
-A call to a tool nobody runs (neither a declared client tool nor a server-run one:
-a hallucinated namespace, ``browser``/``python`` not run here, an undeclared function)
-is held the same way and answered to the model with a one-line error naming the tools
-it has (``tools/unavailable.py``), its item ``failed``; the model then generates again.
-Such recoveries count as tool calls (``max_tool_calls``) and their turns in the token
-budget; past :data:`MAX_RECOVERIES` in one response, the response ends ``incomplete``
-(reason ``max_messages``; so does one past ``max_tool_calls``).
-
-It ends when a generation ends any other way: a final answer, a client tool
-call or an approval request (``response.completed``), the token budget
-(``response.incomplete``; ``max_output_tokens`` counts every turn), an error.
-``max_tool_calls`` caps the calls run: the first call past it is refused with a
-message telling the model so; a second one ends the response. Usage sums every
-turn (each turn's prompt counts as input; cached tokens add up). A client that
-goes away cancels the driving task, which cancels the running tool and aborts
-the running generation. :meth:`ToolLoop.cancel` (a background response cancelled,
-the server shutting down) cancels the running tool call and ends the response
-before another generation starts. Works at message boundaries only: the per-token path
-(TokenStreamProcessor.process, ResponseStream.content_delta) is untouched.
+One piece of code for every server-run tool, knowing providers only through ``ToolProvider``:
+it runs the call a generation stopped on (a failure is a failed item the model reads), renders
+the turn's items onto the prompt (a prefix extension: the KV cache is reused) and generates
+again, until a generation ends any other way. Approvals, ``max_tool_calls``, cancellation and
+usage: README, "Server-run tools: remote MCP servers"; calls to tools nobody runs (at most
+:data:`MAX_RECOVERIES`): "What the model may write". Message boundaries only: the per-token path
+is untouched.
 """
 
 from __future__ import annotations
@@ -46,14 +18,12 @@ from collections.abc import Awaitable, Callable, Mapping
 import anyio
 from openai.types.responses import ResponseStreamEvent
 
-from ..adapter.adapter import HarmonyAdapter, Prompt, RenderedMessage
-from ..core.wire import to_dict
-from ..executors.base import GenerationRequest
-from ..harmony.input_messages import items_to_messages
-from ..harmony.items import ItemKind, ItemTarget
+from ..adapter import HarmonyAdapter, Prompt, RenderedMessage
+from ..core import to_dict
+from ..executors import GenerationRequest
+from ..harmony import ItemKind, ItemTarget, items_to_messages
 from ..stream import TokenStreamProcessor
-from ..tools.base import ServerTools, ToolOutcome, ToolProvider
-from ..tools.unavailable import UNAVAILABLE_KINDS, UnavailableTool
+from ..tools import UNAVAILABLE_KINDS, ServerTools, ToolOutcome, ToolProvider, UnavailableTool
 
 __all__ = ["Generate", "ToolLoop"]
 

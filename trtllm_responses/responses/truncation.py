@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from ..adapter.adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt, RenderedMessage
+from ..adapter import EMPTY_HISTORY, HarmonyAdapter, Prompt, RenderedMessage
 
 __all__ = ["truncate_prompt"]
 

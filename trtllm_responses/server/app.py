@@ -15,16 +15,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from ..adapter.adapter import HarmonyAdapter
-from ..executors.base import Executor
-from ..harmony.render_pool import RenderPool
-from ..ops.gc_schedule import CollectorSchedule
-from ..ops.metrics import ServerMetrics
-from ..responses.prompts import PromptTemplates
-from ..responses.sealing import ContentSealer, load_key
-from ..responses.service import ResponsesService
-from ..store import ResponseStore
-from ..store.redis import RedisStore
+from ..adapter import HarmonyAdapter
+from ..executors import Executor
+from ..harmony import RenderPool
+from ..ops import CollectorSchedule, ServerMetrics
+from ..responses import ContentSealer, PromptTemplates, ResponsesService, load_key
+from ..store import RedisStore, ResponseStore
 from .background import BackgroundLimits, BackgroundResponses
 from .config import ServerConfig
 from .conversation_routes import build_conversation_router

@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 import orjson
 from openai.types.responses import ResponseStreamEvent
 
-from ..core.errors import InvalidRequestError, TooManyRequestsError
-from ..core.wire import to_json
-from ..responses.service import ResponseRun, ResponsesService
+from ..core import InvalidRequestError, TooManyRequestsError, to_json
+from ..responses import ResponseRun, ResponsesService
 from .relay import RedisRelay
 from .sse import encode_event, obfuscate, obfuscation_wanted
 

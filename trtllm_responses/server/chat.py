@@ -27,11 +27,10 @@ from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..core.errors import APIError, ServerError
-from ..core.ids import new_id
-from ..ops.access import AccessRecord
-from ..request.chat import ChatOptions, in_chat_terms, translate_chat
-from ..responses.service import PreparedResponse, ResponseRun, ResponsesService
+from ..core import APIError, ServerError, new_id
+from ..ops import AccessRecord
+from ..request import ChatOptions, in_chat_terms, translate_chat
+from ..responses import PreparedResponse, ResponseRun, ResponsesService
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
 from .errors import answer
 from .responses import JSONBytesResponse, WriterResponse

@@ -1,28 +1,11 @@
 """Chat Completions at the transport edge: the stream state machine's typed events → chat chunks.
 
-:class:`ChatChoice` reads the events ``ResponseStream`` emits for one generation (the
-same events the Responses transports write) and turns them into what one choice of a
-chat completion says:
-
-================================================  =============================================
-Responses event                                   chat
-================================================  =============================================
-``response.reasoning_text.delta``                 ``delta.reasoning_content`` and ``delta.reasoning``
-``response.output_text.delta`` (+ logprobs)       ``delta.content`` (``stop`` strings applied)
-``output_item.added`` of a ``function_call``      ``delta.tool_calls[{index, id, type, function: {name, arguments: ""}}]``
-``response.function_call_arguments.delta``        ``delta.tool_calls[{index, function: {arguments}}]``
-``response.completed``                            ``finish_reason`` ``tool_calls`` (a call was made) or ``stop``
-``response.incomplete``                           ``finish_reason`` ``length``
-``response.failed``                               an error (``stop`` when a stop string ended it)
-================================================  =============================================
-
-Streaming, each delta is framed at once as an SSE ``data:`` line of a
-``chat.completion.chunk`` (:class:`ChunkFrames`: the fixed part of each chunk is
-built once, the per-token frame is a concatenation); without streaming the choice
-keeps what it saw and :meth:`ChatChoice.choice_json` is its ``choices[i]``.
-Stop strings apply to the final text (``content``): text that may begin one is held
-back until it cannot, and the text from a stop string on is never sent; the
-generation is then stopped (``on_stop``).
+:class:`ChatChoice` reads the events ``ResponseStream`` emits for one generation (the same events
+the Responses transports write) and turns them into one choice of a chat completion: streamed, each
+delta framed at once as an SSE ``chat.completion.chunk`` line (:class:`ChunkFrames` builds each
+chunk's fixed part once); not streamed, :meth:`ChatChoice.choice_json`. Stop strings apply to the
+answer text, held back while it may begin one. The chunks and finish reasons: README, "Chat
+Completions".
 """
 
 from __future__ import annotations
@@ -43,8 +26,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from ..core.errors import APIError, ServerError
-from ..core.wire import json_string
+from ..core import APIError, ServerError, json_string
 
 __all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage"]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..responses.sampling import SamplingDefaults
-from ..tools.settings import ToolSettings
+from ..responses import SamplingDefaults
+from ..tools import ToolSettings
+from .background import BackgroundLimits
 from .http_limits import HTTPLimits
 
 __all__ = ["ServerConfig"]
@@ -25,7 +26,8 @@ class ServerConfig:
     store_ttl: int = 0  # Redis: seconds an entry lives after its last use (0: until Redis evicts it)
     api_key: str | None = None  # Bearer key required on /v1/* (None: open)
     shutdown_timeout: float = 30.0  # SIGTERM: seconds running responses get to finish
-    background_grace: float = 300.0  # seconds a finished background response's events stay replayable
+    #: Seconds a finished background response's events stay replayable (BackgroundLimits' own default).
+    background_grace: float = BackgroundLimits().grace
     #: Key for encrypted reasoning and compaction (else $TRTLLM_RESPONSES_ENCRYPTION_KEY, else the cache's).
     encryption_key_file: str | None = None
     #: Reasoning items carry only ``encrypted_content``; no reasoning text is streamed.

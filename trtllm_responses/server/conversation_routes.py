@@ -5,9 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..core.errors import InvalidRequestError
-from ..core.ids import check_id
-from ..responses.conversations import ConversationsService
+from ..core import InvalidRequestError, check_id
+from ..responses import ConversationsService
 from .responses import JSONBytesResponse
 from .routes import page_query
 

@@ -17,10 +17,9 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..core.errors import InvalidRequestError
-from ..core.wire import to_json
-from ..ops.access import AccessRecord
-from ..responses.service import ResponseRun, ResponsesService
+from ..core import InvalidRequestError, to_json
+from ..ops import AccessRecord
+from ..responses import ResponseRun, ResponsesService
 from .background import BackgroundResponses
 from .chat import CHAT_PATH, create_chat_completion
 from .config import ServerConfig

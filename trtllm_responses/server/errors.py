@@ -19,8 +19,8 @@ from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import Receive, Scope, Send
 
-from ..core.errors import APIError, InvalidRequestError, NotFoundError, ServerError
-from ..ops.access import AccessRecord
+from ..core import APIError, InvalidRequestError, NotFoundError, ServerError
+from ..ops import AccessRecord
 from .operations import CLIENT_CLOSED
 from .responses import JSONBytesResponse
 

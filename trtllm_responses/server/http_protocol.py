@@ -1,27 +1,10 @@
 """uvicorn's httptools protocol with the limits uvicorn lacks, and the uvicorn Config that uses it.
 
-uvicorn (httptools) bounds neither the size nor the arrival time of a request
-head: an unterminated 50 MB header is buffered whole, and a client sending one
-byte a second holds its connection forever. It answers malformed HTTP and an
-exceeded ``limit_concurrency`` in plain text. ``GuardedHttpToolsProtocol`` adds,
-per connection (limits from :class:`~.http_limits.HTTPLimits`):
-
-* a head deadline (``timeout_request_head``) from connecting, or from the first
-  byte of a keep-alive connection's next request, to the end of the head: 408;
-* a body deadline (``timeout_request_body``) from the end of the head to the end
-  of the body: 408 if no response has started, else the connection is closed;
-* head size (``max_head_bytes``: URL alone 414, head 431, counted on the raw bytes
-  while the head is incomplete, so an unterminated header costs at most the limit
-  plus one read) and header count (``max_header_count``: 431);
-* a connection cap (``limit_concurrency``): 503 with ``Retry-After``;
-* a cap on the open connections of one client address (``max_connections_per_client``,
-  WebSocket connections included): one more is answered 503 and closed as it is accepted;
-* the OpenAI error envelope, not plain text, for all of these and for any
-  request httptools cannot parse (bad chunk size, Content-Length with chunked).
-
-Each of these answers closes the connection. A deadline never fires while an
-earlier response on the same connection is still being written (a pipelined
-request waits for it, with reading paused).
+uvicorn bounds neither the size nor the arrival time of a request head, and answers in plain text.
+``GuardedHttpToolsProtocol`` adds, per connection, the limits of
+:class:`~.http_limits.HTTPLimits` (head and body deadlines, head size and header count, the
+connection caps), each answered in the OpenAI error envelope and closing the connection, as is any
+request httptools cannot parse. What each limit does: README, "HTTP limits".
 """
 
 from __future__ import annotations
@@ -35,7 +18,7 @@ import orjson
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from ..core.errors import APIError, InvalidRequestError, ServerError
+from ..core import APIError, InvalidRequestError, ServerError
 from .http_limits import HTTPLimits
 from .websocket_drain import draining_websocket_protocol
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..core.errors import InvalidRequestError
-from ..responses.service import ResponsesService
+from ..core import InvalidRequestError
+from ..responses import ResponsesService
 from .create import MAX_BODY_BYTES
 from .responses import JSONBytesResponse
 

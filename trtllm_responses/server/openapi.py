@@ -1,23 +1,10 @@
 """``/openapi.json`` that tells the truth about the server.
 
-FastAPI documents what it sees: the routes it serves, with a 422 for each (a
-status this server never sends: validation errors are 400s) and no error
-schema. ``POST /v1/responses`` is served outside FastAPI (``create.py``), and
-the routes that read their query string by hand list no query parameters.
-:func:`build_openapi` starts from FastAPI's document and states instead:
-
-* every route, ``POST /v1/responses`` and ``POST /v1/chat/completions`` included, with its request
-  body schema (``ResponsesRequest``, what ``parse_request`` checks; ``ChatRequest``, what
-  ``translate_chat`` checks) and query parameters;
-* each 200 body as the ``openai`` package's types (``Response``,
-  ``ResponseItemList``, ``Model``, ``ChatCompletion``, ``ChatCompletionChunk``), and
-  ``text/event-stream`` for streams;
-* each error status a route can answer, with the error envelope schema;
-* no 422 anywhere. 401 (with ``--api_key``) and 503 (store unavailable) can come from any
-  ``/v1`` route; they are listed in ``info``.
-
-The connection-level answers of ``http_protocol`` (408, 414, 431, 503 and 400
-for unparsable HTTP) can come from any route; they are listed in ``info``.
+FastAPI documents only what it sees (a 422 no route sends, no error schema, no ``POST
+/v1/responses``, which is served outside it). :func:`build_openapi` starts from its document and
+states every route with its request body and query parameters, each 200 body as the ``openai``
+package's types (``text/event-stream`` for streams), each error status with the error envelope, and,
+in ``info``, what any route may answer (401, 503, the connection-level 400/408/414/431/503).
 """
 
 from __future__ import annotations
@@ -32,8 +19,7 @@ from openai.types.responses import Response, ResponseItemList, ResponseStreamEve
 from pydantic import BaseModel, RootModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from ..request.chat import ChatRequest
-from ..request.protocol import ResponsesRequest
+from ..request import ChatRequest, ResponsesRequest
 
 __all__ = ["ERROR_SCHEMA", "build_openapi", "install_openapi"]
 

@@ -19,8 +19,8 @@ import re
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import Scope
 
-from ..core.errors import AuthenticationError, ServiceUnavailableError
-from ..responses.service import ResponsesService
+from ..core import AuthenticationError, ServiceUnavailableError
+from ..responses import ResponsesService
 from .background import BackgroundResponses
 
 __all__ = ["CLIENT_CLOSED", "GracefulShutdown", "authorized", "metrics_text", "route_label", "unauthorized"]

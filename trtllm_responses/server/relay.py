@@ -1,22 +1,11 @@
 """Background responses across processes, through Redis (``--store redis://…``).
 
-With several server processes sharing one Redis, a background response runs in
-the process that received its create, and every other process can poll it,
-resume its stream and cancel it:
-
-- its events are appended to a Redis stream ``trtllm:ev:<id>`` (entries
-  ``{seq, frame}``, capped like the local buffer, expiring ``grace`` seconds
-  after the end); the writer batches whatever accumulated since its last write,
-  so generation never waits for Redis;
-- its current snapshot (``queued``/``in_progress`` with the items done so far)
-  is kept at ``trtllm:bg:<id>`` until the final response is in the store;
-- a cancel is published on ``trtllm:cancel``; the process running the response
-  aborts it, and the cancelling process answers once the stored response shows
-  the result.
-
-A process following another's response through Redis ends its stream with a
-``response.failed`` (built from the last snapshot it read) if Redis fails under
-it: a stream never ends without a terminal event.
+A background response runs in the process that received its create; :class:`RedisRelay` mirrors its
+events to a Redis stream and its snapshot to a key, so every other process can poll it, resume its
+stream and cancel it (a cancel is published; the running process aborts). Generation never waits
+for Redis, and a process following another's response ends its stream with ``response.failed`` if
+Redis fails under it: a stream never ends without a terminal event. Keys and behaviour: README,
+"Stores" (replicas, "When Redis fails").
 """
 
 from __future__ import annotations
@@ -29,9 +18,8 @@ from typing import Any
 
 import orjson
 
-from ..core.errors import ServiceUnavailableError
-from ..core.wire import to_json
-from ..store.redis import RedisStore
+from ..core import ServiceUnavailableError, to_json
+from ..store import RedisStore
 
 __all__ = ["RedisRelay"]
 

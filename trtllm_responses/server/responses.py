@@ -9,7 +9,7 @@ from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..responses.service import ResponseRun
+from ..responses import ResponseRun
 from .sse import encode_events, obfuscation_wanted
 
 __all__ = ["EventStreamResponse", "FramesResponse", "JSONBytesResponse", "WriterResponse"]

@@ -8,9 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..core.errors import InvalidRequestError, NotFoundError
-from ..core.ids import check_id
-from ..responses.service import ResponsesService
+from ..core import InvalidRequestError, NotFoundError, check_id
+from ..responses import ResponsesService
 from .background import BackgroundResponses
 from .config import ServerConfig
 from .operations import authorized, metrics_text, unauthorized

@@ -23,7 +23,7 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
-from ..core.wire import json_string, to_json
+from ..core import json_string, to_json
 
 __all__ = [
     "OBFUSCATION_BLOCK",

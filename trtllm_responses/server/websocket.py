@@ -22,12 +22,10 @@ import orjson
 from openai.types.responses import ResponseStreamEvent
 from starlette.types import Receive, Scope, Send
 
-from ..adapter.adapter import ConversationHistory
-from ..core.errors import APIError, InvalidRequestError, ServerError, ServiceUnavailableError
-from ..core.wire import to_dict
-from ..request.protocol import check_depth
-from ..responses.service import ResponsesService
-from ..responses.steering import Held, Steer, Steered, Steering, SteerRefused, Successor, as_items
+from ..adapter import ConversationHistory
+from ..core import APIError, InvalidRequestError, ServerError, ServiceUnavailableError, to_dict
+from ..request import check_depth
+from ..responses import Held, ResponsesService, Steer, Steered, Steering, SteerRefused, Successor, as_items
 from .config import ServerConfig
 from .sse import event_json
 from .websocket_drain import DRAIN, SERVICE_RESTART

@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .base import (
     ConversationItem,
     ConversationPage,
@@ -22,19 +25,41 @@ from .base import (
 from .codec import CodecError, decode_entry, encode_entry
 from .memory import ConversationHistoryStore
 
+if TYPE_CHECKING:
+    from .redis import RedisStore
+    from .sqlite import SQLiteStore
+
 __all__ = [
-    "ConversationPage",
     "CodecError",
-    "ConversationItem",
-    "StoredConversation",
     "ConversationHistoryStore",
+    "ConversationItem",
+    "ConversationPage",
+    "RedisStore",
     "ResponseStore",
+    "SQLiteStore",
     "StoreStats",
+    "StoredConversation",
     "StoredResponse",
     "decode_entry",
     "encode_entry",
     "open_store",
 ]
+
+#: Resolved on first use: the durable backends, loaded where ``open_store`` (or a caller) picks them.
+_ON_FIRST_USE = {
+    "RedisStore": ".redis",
+    "SQLiteStore": ".sqlite",
+}
+
+if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
+
+    def __getattr__(name: str) -> Any:
+        module = _ON_FIRST_USE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
 
 
 def open_store(url: str, *, max_responses: int, max_bytes: int, ttl: int = 0) -> ResponseStore:

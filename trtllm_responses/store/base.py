@@ -22,8 +22,8 @@ import sys
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..adapter.adapter import ConversationHistory
-from ..core.wire import exact_bytes
+from ..adapter import ConversationHistory
+from ..core import exact_bytes
 
 __all__ = [
     "ConversationItem",

@@ -23,7 +23,7 @@ from array import array
 
 import orjson
 
-from ..adapter.adapter import EMPTY_HISTORY, RenderedMessage
+from ..adapter import EMPTY_HISTORY, RenderedMessage
 from .base import StoredResponse
 
 logger = logging.getLogger(__name__)

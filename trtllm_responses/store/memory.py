@@ -16,7 +16,7 @@ import logging
 import threading
 from collections import OrderedDict
 
-from ..request.pagination import page_of
+from ..request import page_of
 from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
 
 __all__ = ["ConversationHistoryStore"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from ..core.errors import ServiceUnavailableError
+from ..core import ServiceUnavailableError
 from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
 from .codec import decode_stored, encode_entry
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ..core.errors import ServiceUnavailableError
+from ..core import ServiceUnavailableError
 from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
 from .codec import decode_stored, encode_entry
 

@@ -29,16 +29,21 @@ stream emitted, so ids in the stream and in the final response always agree.
 :class:`TokenStreamProcessor` drives a ResponseStream from executor token deltas
 through the Harmony parser, and counts usage.
 
-Modules: ``response.py`` (the state machine: messages, the terminal events),
-``tool_items.py`` (its server-run tool transitions), ``summary.py`` (its reasoning-summary
-transitions: a reasoning item parked until its summary is done), ``item.py`` (the item being
-streamed), ``events.py`` (building SDK events on the per-token path, which events
-each item kind streams), ``tokens.py`` (TokenStreamProcessor).
+Modules: README, "Layout" (``stream/``).
 """
 
+from __future__ import annotations
+
 from .events import make_usage
-from .item import StreamStateError
+from .item import StreamStateError, TextRewriter
 from .response import ResponseStream
 from .tokens import RunControl, TokenStreamProcessor
 
-__all__ = ["ResponseStream", "RunControl", "StreamStateError", "TokenStreamProcessor", "make_usage"]
+__all__ = [
+    "ResponseStream",
+    "RunControl",
+    "StreamStateError",
+    "TextRewriter",
+    "TokenStreamProcessor",
+    "make_usage",
+]

@@ -33,7 +33,7 @@ from openai.types.responses.response_content_part_added_event import PartReasoni
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import BaseModel
 
-from ..harmony.items import ItemKind
+from ..harmony import ItemKind
 
 __all__ = [
     "ADDED_EVENTS",

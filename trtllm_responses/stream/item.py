@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..harmony.items import ItemKind, ItemTarget
-from ..harmony.json_cut import JsonCut
+from ..harmony import ItemKind, ItemTarget, JsonCut
 from .events import DELTA_EVENTS, event_type_name
 
 __all__ = ["JSON_CALLS", "OpenItem", "StreamStateError", "TextRewriter"]

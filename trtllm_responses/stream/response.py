@@ -44,10 +44,16 @@ from openai.types.responses.response_output_text_annotation_added_event import (
     AnnotationURLCitation as AddedURLCitation,
 )
 
-from ..core.errors import HarmonyFormatError
-from ..harmony.items import ItemKind, ItemTarget, build_output_item, classify, new_item_ids
-from ..harmony.parser import MessageHeader
-from ..harmony.tools import RequestTools
+from ..core import HarmonyFormatError
+from ..harmony import (
+    ItemKind,
+    ItemTarget,
+    MessageHeader,
+    RequestTools,
+    build_output_item,
+    classify,
+    new_item_ids,
+)
 from .events import (
     ADDED_EVENTS,
     construct,

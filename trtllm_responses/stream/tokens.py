@@ -10,10 +10,9 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from ..core.errors import HarmonyFormatError
-from ..executors.base import TokenDelta
-from ..harmony.encoding import HarmonyEncoding
-from ..harmony.parser import ContentDelta, HarmonyStreamParser, MessageStarted, unreadable_message
+from ..core import HarmonyFormatError
+from ..executors import TokenDelta
+from ..harmony import ContentDelta, HarmonyEncoding, HarmonyStreamParser, MessageStarted, unreadable_message
 from .events import (
     make_usage,
 )

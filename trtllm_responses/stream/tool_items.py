@@ -33,8 +33,8 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_output_item import McpListTools
 
-from ..core.wire import to_dict
-from ..harmony.items import ItemKind, ItemTarget, build_output_item, new_item_ids
+from ..core import to_dict
+from ..harmony import ItemKind, ItemTarget, build_output_item, new_item_ids
 from .events import (
     ADDED_EVENTS,
     TOOL_EVENTS,

@@ -22,8 +22,8 @@ from typing import Any
 
 from openai.types.responses import ResponseOutputItem
 
-from ..harmony.items import ItemKind, ItemTarget
-from ..stream.item import TextRewriter
+from ..harmony import ItemKind, ItemTarget
+from ..stream import TextRewriter
 
 __all__ = [
     "ApprovedCall",

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..adapter.tool_choice import builtin_types_shown
-from ..core.errors import InvalidRequestError
-from ..request.tool_choice import ToolChoice
-from ..request.tools import CODE_TOOLS, WEB_SEARCH_TOOLS, RequestTool
+from ..adapter import builtin_types_shown
+from ..core import InvalidRequestError
+from ..request import CODE_TOOLS, WEB_SEARCH_TOOLS, RequestTool, ToolChoice
 from .base import ServerTools, ToolProvider
 from .python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, MCPPython
 from .settings import ToolSettings

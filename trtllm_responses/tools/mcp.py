@@ -37,8 +37,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from openai.types.responses.response_output_item import McpListToolsTool
 
-from ..core.errors import InvalidRequestError
-from ..harmony.items import ItemKind
+from ..core import InvalidRequestError
+from ..harmony import ItemKind
 from .base import ToolNamespace, ToolOutcome, ToolProvider, truncate_output
 from .mcp_session import SessionFailed, SessionHost
 from .settings import ToolSettings, url_allowed

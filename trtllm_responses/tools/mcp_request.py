@@ -16,13 +16,10 @@ from typing import Any
 import orjson
 from openai.types.responses.response_output_item import McpListTools, McpListToolsTool
 
-from ..core.errors import InvalidRequestError
-from ..core.ids import new_id
-from ..harmony.input_messages import list_tools_key
-from ..harmony.items import ItemKind, ItemTarget
-from ..request.items import InputItem, McpApprovalRequest, McpApprovalResponse
-from ..request.items import McpListTools as McpListToolsItem
-from ..request.tools import McpTool, RequestTool
+from ..core import InvalidRequestError, new_id
+from ..harmony import ItemKind, ItemTarget, list_tools_key
+from ..request import InputItem, McpApprovalRequest, McpApprovalResponse, McpTool, RequestTool
+from ..request import McpListTools as McpListToolsItem
 from .base import ApprovedCall, ServerTools
 from .mcp import ApprovalRule, MCPProvider, describe_exception, tool_names
 from .settings import ToolSettings, url_allowed

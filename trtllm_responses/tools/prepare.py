@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..core.errors import InvalidRequestError
-from ..request.items import InputItem, McpApprovalResponse
-from ..request.protocol import ResponsesRequest
-from ..request.tools import McpTool
+from ..core import InvalidRequestError
+from ..request import InputItem, McpApprovalResponse, McpTool, ResponsesRequest
 from .base import ServerTools
 from .builtin import builtin_shown, prepare_builtin_tools
 from .mcp_request import prepare_mcp_tools

@@ -1,24 +1,10 @@
 """gpt-oss's ``python`` tool as a server-run ``code_interpreter``: a local sandboxed subprocess, or an MCP server.
 
-The model calls ``to=python`` with code as the body; the call is a
-``code_interpreter_call`` item, and what the process printed (stdout and stderr,
-interleaved) is what the model reads back and the item's ``outputs`` logs.
-
-``local`` (:class:`LocalPython`): every call is a fresh process of the server's base
-interpreter (``-I``) inside a bubblewrap sandbox (:mod:`.sandbox`: its own user, pid, mount, ipc,
-net and uts namespaces, a read-only minimal file system, a private writable ``/sandbox``, a cleared
-environment, its cgroup or rlimits), with
-
-- a wall-clock timeout (``--python_timeout``); the tool loop's ``--tool_timeout`` cancels it too:
-  whichever comes first, the sandbox is killed (its pid namespace dies with it) and its cgroup removed;
-- an output cap: reading stops and the sandbox is killed once it printed more than the limit.
-
-:func:`~.sandbox.setup_sandbox` checks at start-up that the sandbox works here; ``serve`` refuses
-``--python_tool local`` with the reason when it does not.
-
-``mcp:URL`` (:class:`MCPPython`): calls the ``python`` tool (argument ``code``) of the MCP
-server at URL, e.g. the gpt-oss repository's reference python MCP server, through the MCP
-provider's client.
+The model calls ``to=python`` with code as the body; what the process printed is what the model
+reads and the ``code_interpreter_call``'s ``outputs`` log. ``local`` (:class:`LocalPython`): a fresh
+interpreter per call inside the sandbox (:mod:`.sandbox`), killed at ``--python_timeout``, the tool
+loop's ``--tool_timeout`` or its output cap, whichever comes first. ``mcp:URL``
+(:class:`MCPPython`): that MCP server's ``python`` tool. README, "gpt-oss's own tools".
 """
 
 from __future__ import annotations
@@ -34,8 +20,8 @@ import anyio
 import orjson
 from openai.types.responses.response_output_item import McpListToolsTool
 
-from ..core.ids import new_id
-from ..harmony.items import ItemKind
+from ..core import new_id
+from ..harmony import ItemKind
 from .base import ToolOutcome, ToolProvider, truncate_output
 from .cgroups import CallCgroup
 from .mcp import MCPProvider

@@ -1,27 +1,11 @@
 """The sandbox a local python call runs in: bubblewrap's namespaces and mounts, a cgroup, rlimits.
 
-The mechanism is borrowed, not written: bubblewrap (``bwrap``, Debian's ``bubblewrap``, what Flatpak
-uses) builds the namespaces and the file system; the kernel's cgroups and rlimits bound what runs in
-them. This module chooses the policy (README, "python → code_interpreter_call", says the same):
-
-- **namespaces**: ``--unshare-all --unshare-user`` (user, pid, mount, ipc, net, uts, cgroup), then
-  ``--disable-userns`` (no nested user namespace, so no way back to capabilities), ``--uid/--gid 65534``
-  with no capabilities, ``--new-session`` (no terminal to push input into), ``--die-with-parent``;
-- **file system**: a new root holding only ``/usr`` (and the ``/bin``, ``/lib*`` links or directories into
-  it) and the interpreter's installation, read-only, with the interpreter's ``site-packages`` hidden
-  (the server may be installed there); a fresh ``/proc`` (its own processes only) and a minimal
-  ``/dev``; a private writable ``/sandbox`` (working directory, ``HOME``, ``TMPDIR``): a tmpfs of
-  ``file_bytes``, gone with the call. Nothing else of the host: no ``/etc``, ``/home``, ``/root``,
-  ``/run``, ``/tmp``, ``/var``, no server code, keys, stores or Unix sockets;
-- **environment**: ``--clearenv``, then only ``PATH``, ``HOME``, ``TMPDIR``, ``LANG``;
-- **bounds**: the call's cgroup (:mod:`.cgroups`: total memory and process count of everything it
-  starts) where the server has one; always rlimits set by the bootstrap before the code runs
-  (``RLIMIT_CPU``, ``RLIMIT_AS``, ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, ``RLIMIT_NPROC``, no core).
-
-The flags are bubblewrap 0.8's (Debian 12), as its manual documents them (containers/bubblewrap,
-``bwrap.xml``; ``--disable-userns`` and ``--size`` need 0.8). :func:`setup_sandbox` checks once that all
-of it works on this machine (a probe call) and raises
-:class:`SandboxUnavailable` with a sentence saying why not: ``serve`` refuses to start then.
+The mechanism is borrowed (bubblewrap 0.8, Debian 12's; the kernel's cgroups and rlimits); this
+module chooses the policy: every namespace, no nested user namespace, a read-only minimal root with
+a private ``/sandbox`` tmpfs, a cleared environment, and the call's cgroup (:mod:`.cgroups`) or
+rlimits. The policy in full: README, "gpt-oss's own tools" (python). :func:`setup_sandbox` probes
+once that it all works here, else raises :class:`SandboxUnavailable` saying why (``serve`` refuses to
+start).
 """
 
 from __future__ import annotations

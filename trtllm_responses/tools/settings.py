@@ -5,9 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["DEFAULT_TOOL_TIMEOUT", "PythonLimits", "ToolSettings", "url_allowed"]
+__all__ = [
+    "DEFAULT_TOOL_OUTPUT_MAX_BYTES",
+    "DEFAULT_TOOL_TIMEOUT",
+    "PythonLimits",
+    "ToolSettings",
+    "url_allowed",
+]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+#: Seconds one server-run tool call may take unless ``--tool_timeout`` says otherwise.
+DEFAULT_TOOL_TIMEOUT = 60.0
+#: Longest tool output the model reads unless ``--tool_output_max_bytes`` says otherwise.
+DEFAULT_TOOL_OUTPUT_MAX_BYTES = 64 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,11 +30,8 @@ class PythonLimits:
     memory_bytes: int = 1 << 30  # the call's cgroup (all its processes) and RLIMIT_AS (each process)
     file_bytes: int = 64 << 20  # the private tmpfs's size, and RLIMIT_FSIZE
     processes: int = 64  # the call's cgroup pids.max and RLIMIT_NPROC (the sandbox's own user namespace)
-    output_bytes: int = 64 << 10  # stdout+stderr the model reads
-
-
-#: Seconds one server-run tool call may take unless ``--tool_timeout`` says otherwise.
-DEFAULT_TOOL_TIMEOUT = 60.0
+    #: stdout+stderr the model reads (``serve`` passes ``--tool_output_max_bytes``)
+    output_bytes: int = DEFAULT_TOOL_OUTPUT_MAX_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +48,7 @@ class ToolSettings:
     mcp_allowed_urls: tuple[str, ...] = ()
     tool_servers: tuple[tuple[str, str], ...] = ()
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
-    tool_output_max_bytes: int = 64 << 10
+    tool_output_max_bytes: int = DEFAULT_TOOL_OUTPUT_MAX_BYTES
     # gpt-oss's built-in tools (tools/builtin.py): "off", "local" or "mcp:URL"; "off" or a backend.
     python_tool: str = "off"
     python_limits: PythonLimits = PythonLimits()

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..harmony.input_messages import MODEL_READ
-from ..harmony.items import ItemKind, ItemTarget
+from ..harmony import MODEL_READ, ItemKind, ItemTarget
 from .base import ToolOutcome
 from .mcp import INVALID_PARAMS, protocol_error
 

@@ -12,8 +12,7 @@ import httpx2
 import orjson
 from openai.types.responses.response_output_item import McpListToolsTool
 
-from ...harmony.input_messages import BROWSER_PAGE, BROWSER_PAGES, MODEL_READ
-from ...harmony.items import ItemKind
+from ...harmony import BROWSER_PAGE, BROWSER_PAGES, MODEL_READ, ItemKind
 from ..base import ToolOutcome, ToolProvider, truncate_output
 from ..fetch import FetchedPage, FetchRefused, guarded_get, parse_allow_private
 from ..mcp import MCPProvider
