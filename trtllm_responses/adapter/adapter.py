@@ -50,8 +50,10 @@ from ..harmony import (
     items_to_messages,
 )
 from ..request import ReasoningParam, ResponsesRequest, choice_data, parse_text, tools_data
+from .item_renders import DEFAULT_RENDER_CACHE_BYTES, ConvertedItems, ItemRenders, convert_items
 from .prompt import (
     EMPTY_HISTORY,
+    CachedItem,
     ConversationHistory,
     Prompt,
     PromptDraft,
@@ -117,6 +119,7 @@ class HarmonyAdapter:
         model_identity: str | None = None,
         today: Callable[[], str] = _today,
         developer_cache_bytes: int = DEVELOPER_CACHE_BYTES,
+        render_cache_bytes: int = DEFAULT_RENDER_CACHE_BYTES,
     ) -> None:
         self.encoding = encoding
         self._model_identity = model_identity
@@ -130,6 +133,8 @@ class HarmonyAdapter:
         self._render_system = lru_cache(maxsize=64)(self._render_system_uncached)
         # Keyed by client text (instructions, tools): bounded by bytes, filled only by accepted prompts.
         self._developers: ByteBoundedCache[RenderedMessage] = ByteBoundedCache(developer_cache_bytes)
+        #: Input items' renders by content (replayed histories render only what is new); 0 bytes: off.
+        self.item_renders = ItemRenders(render_cache_bytes) if render_cache_bytes > 0 else None
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -238,7 +243,12 @@ class HarmonyAdapter:
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
         tokenizes nothing here except the small, cached system message.
         """
-        converted = input_to_messages(request.input, history.calls)
+        if isinstance(request.input, str):
+            items = ConvertedItems(input_to_messages(request.input, history.calls))
+            items.layout.extend(range(len(items.converted.messages)))
+        else:
+            items = convert_items(request.input, history.calls, self.item_renders)
+        converted = items.converted
         configuration = configured_fields(request, {**history.calls, **converted.calls})
         if configuration:
             request = request.model_copy(update=configuration)
@@ -292,6 +302,9 @@ class HarmonyAdapter:
             tools=tools,
             constraint=build_constraint(chosen.calls, chosen.required, response_format),
             configuration=configuration,
+            layout=tuple(items.layout) if items.hits else None,
+            pending=tuple(items.pending),
+            new_bytes=items.new_bytes,
         )
 
     def finish_prompt(self, draft: PromptDraft, rendered: Sequence[RenderedMessage]) -> Prompt:
@@ -299,6 +312,12 @@ class HarmonyAdapter:
         developer = draft.developer
         if draft.renders_developer:
             developer, rendered = rendered[0], rendered[1:]
+        item_renders = tuple(
+            (key, CachedItem(tuple(rendered[start : start + count]), calls))
+            for key, start, count, calls in draft.pending
+        )
+        if draft.layout is not None:  # cached renders where their items were
+            rendered = [rendered[m] if isinstance(m, int) else m for m in draft.layout]
         full_history = draft.history.extended(rendered, draft.calls)
         tokens = list(draft.system.tokens)
         if developer is not None:
@@ -315,10 +334,14 @@ class HarmonyAdapter:
             tools=draft.tools,
             constraint=draft.constraint,
             configuration=draft.configuration,
+            item_renders=item_renders,
         )
 
     def admit(self, prompt: Prompt) -> None:
-        """Cache the prompt's developer message for the requests that repeat its instructions and tools."""
+        """Cache the prompt's developer message for the requests that repeat its instructions and tools,
+        and its new input items' renders for the turns that replay them."""
+        if self.item_renders is not None and prompt.item_renders:
+            self.item_renders.admit(prompt.item_renders)
         developer = prompt.developer
         if developer is not None and self._developers.get(prompt.developer_key) is None:
             instructions, functions_json = prompt.developer_key

@@ -20,7 +20,15 @@ from openai_harmony import Message
 from ..constraints import Constraint
 from ..harmony import RequestTools
 
-__all__ = ["EMPTY_HISTORY", "EMPTY_TOOLS", "ConversationHistory", "Prompt", "PromptDraft", "RenderedMessage"]
+__all__ = [
+    "EMPTY_HISTORY",
+    "EMPTY_TOOLS",
+    "CachedItem",
+    "ConversationHistory",
+    "Prompt",
+    "PromptDraft",
+    "RenderedMessage",
+]
 
 EMPTY_TOOLS = RequestTools()
 
@@ -28,6 +36,8 @@ EMPTY_TOOLS = RequestTools()
 _MESSAGE_OVERHEAD = 96
 # A ConversationHistory object (4 slots) and its mapping proxy.
 _HISTORY_OVERHEAD = 160
+# A CachedItem, its tuples and the cache's key and bookkeeping, with headroom for allocator rounding.
+_ENTRY_OVERHEAD = 240
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +108,19 @@ EMPTY_HISTORY = ConversationHistory()
 
 
 @dataclass(frozen=True, slots=True)
+class CachedItem:
+    """What one input item rendered to: its messages, and the calls it declared (call_id → recipient)."""
+
+    messages: tuple[RenderedMessage, ...]
+    calls: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        own = _ENTRY_OVERHEAD + sum(m.nbytes for m in self.messages)
+        return own + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in self.calls)
+
+
+@dataclass(frozen=True, slots=True)
 class Prompt:
     """A rendered request: the token ids to generate from, and the conversation they came from."""
 
@@ -114,6 +137,8 @@ class Prompt:
     constraint: Constraint | None = None  # what the output must obey (executors enforce it)
     #: Request fields set by configuration_update items of the conversation (``reasoning``, ``text``).
     configuration: Mapping[str, Any] = field(default_factory=dict)
+    #: The renders of this prompt's input items the item cache did not hold (admitted with the prompt).
+    item_renders: tuple[tuple[bytes, CachedItem], ...] = ()
 
     @property
     def messages(self) -> list[Message]:
@@ -141,3 +166,18 @@ class PromptDraft:
     tools: RequestTools = EMPTY_TOOLS
     constraint: Constraint | None = None
     configuration: Mapping[str, Any] = field(default_factory=dict)
+    #: The input's messages in order: a cached render, or the index of a message of ``to_render`` (after
+    #: the developer message); None: ``to_render`` in order (nothing cached).
+    layout: tuple[RenderedMessage | int, ...] | None = None
+    #: For each input item missed: (its cache key, its first message's index in ``to_render``, how many, calls).
+    pending: tuple[tuple[bytes, int, int, tuple[tuple[str, str], ...]], ...] = ()
+    #: JSON bytes of the input items not found in the item cache (what rendering will cost).
+    new_bytes: int = 0
+
+    @property
+    def render_bytes(self) -> int:
+        """About how much text ``to_render`` holds: the new items' JSON, and the developer message's."""
+        if not self.renders_developer:
+            return self.new_bytes
+        instructions, tools_json = self.developer_key
+        return self.new_bytes + len(instructions or "") + len(tools_json)

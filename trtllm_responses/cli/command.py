@@ -164,7 +164,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_bytes=config.max_store_bytes,
         ttl=config.store_ttl,
     )
-    app = create_app(config, executor, store, HarmonyAdapter(encoding))
+    app = create_app(
+        config, executor, store, HarmonyAdapter(encoding, render_cache_bytes=config.render_cache_bytes)
+    )
     shutdown = app.state.shutdown
 
     class Server(uvicorn.Server):

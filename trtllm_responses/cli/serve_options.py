@@ -49,6 +49,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         websocket_max_seconds=args.websocket_max_seconds,
         max_input_bytes=args.max_input_bytes,
         render_workers=args.render_workers,
+        render_cache_bytes=args.render_cache_bytes,
         prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
         sampling=SamplingDefaults(**{name: getattr(args, name) for name in SAMPLING_FLAGS}),
@@ -330,6 +331,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=d.render_workers,
         help=f"worker processes rendering large inputs off the event loop, ~130 MiB each; "
         f"0: one a core, at most 4 (default: {d.render_workers})",
+    )
+    serve.add_argument(
+        "--render_cache_bytes",
+        type=_non_negative_int,
+        default=d.render_cache_bytes,
+        help=f"bytes of rendered input items kept, so a replayed history renders only its new items; "
+        f"0: off (default: {d.render_cache_bytes})",
     )
     serve.add_argument(
         "--prompts",

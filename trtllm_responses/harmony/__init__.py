@@ -22,6 +22,8 @@ from .input_messages import (
     CONFIG_EFFORT,
     CONFIG_TEXT,
     MODEL_READ,
+    ConvertedInput,
+    convert_item,
     input_to_messages,
     items_to_messages,
     list_tools_key,
@@ -53,6 +55,8 @@ if TYPE_CHECKING:
     from .schema import check_strict, minimal_instance
 
 __all__ = [
+    "ConvertedInput",
+    "convert_item",
     "BROWSER_PAGE",
     "BROWSER_PAGES",
     "CODE_TOOLS",

@@ -57,6 +57,7 @@ __all__ = [
     "MODEL_READ",
     "TOOL_OUTPUT_PLACEHOLDER",
     "ConvertedInput",
+    "convert_item",
     "function_call_message",
     "input_to_messages",
     "items_to_messages",
@@ -179,13 +180,17 @@ def input_to_messages(
     if isinstance(input, str):
         out.messages.append(_text_message(Role.USER, [input]))
         return out
-    converters = _INPUT_CONVERTERS
     for i, item in enumerate(input):
-        converter = converters.get(type(item))
-        if converter is None:
-            raise not_convertible(item, f"{param}[{i}]")
-        converter(item.data, f"{param}[{i}]", known_calls, out)
+        convert_item(item, f"{param}[{i}]", known_calls, out)
     return out
+
+
+def convert_item(item: InputItem, where: str, known_calls: Mapping[str, str], out: ConvertedInput) -> None:
+    """Convert one typed input item (at ``where``) into ``out``: its messages, calls and instructions."""
+    converter = _INPUT_CONVERTERS.get(type(item))
+    if converter is None:
+        raise not_convertible(item, where)
+    converter(item.data, where, known_calls, out)
 
 
 def items_to_messages(items: Sequence[Any], known_calls: Mapping[str, str], param: str) -> ConvertedInput:

@@ -371,10 +371,14 @@ class ResponsesService:
         namespaces: Sequence[Mapping[str, Any]] = (),
         builtin: Mapping[str, str] | None = None,
     ) -> Prompt:
-        """The prompt; a large request's new messages are rendered in the worker process, off the event loop."""
+        """The prompt; a large request's new messages are rendered in the worker process, off the event loop.
+
+        What is large is what is new: a replayed history's items the item cache holds are not rendered
+        again (``adapter/item_renders.py``), so only the rest counts.
+        """
         adapter = self.adapter
         draft = adapter.draft_prompt(request, history, namespaces, builtin)
-        if size <= self.inline_render_bytes or not draft.to_render:
+        if min(size, draft.render_bytes) <= self.inline_render_bytes or not draft.to_render:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         renders = await self.render_pool.render(draft.to_render)
         rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders, strict=True)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..adapter import DEFAULT_RENDER_CACHE_BYTES
 from ..responses import SamplingDefaults
 from ..tools import ToolSettings
 from .background import BackgroundLimits
@@ -44,6 +45,8 @@ class ServerConfig:
     start_render_worker: bool = True
     #: Render worker processes (``--render_workers``); 0: one a core, at most 4.
     render_workers: int = 0
+    #: Bytes of rendered input items kept for replayed histories (``--render_cache_bytes``); 0: none.
+    render_cache_bytes: int = DEFAULT_RENDER_CACHE_BYTES
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)
     tools: ToolSettings = field(default_factory=ToolSettings)

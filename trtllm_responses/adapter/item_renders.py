@@ -1,0 +1,157 @@
+"""Rendered input items found again by their content (README, "Long agent loops": replayed histories).
+
+Clients that replay the whole conversation every turn (Codex, the Agents SDK: ``store: false``, no
+``previous_response_id``) send the same items again and again. :class:`ItemRenders` keeps what an
+item rendered to (its Harmony messages' tokens, the calls it declared), keyed by a digest of the
+item's JSON and of what its rendering read from the conversation (a tool output's recipient), so a
+turn converts and tokenizes only the items the process has not seen. Bounded in bytes (an LRU);
+admitted only with an accepted prompt, like the developer-message cache.
+
+Only items whose rendering reads nothing but themselves (and, for outputs, their call's recipient)
+are kept: user and assistant messages, function and custom tool calls and their outputs, and
+reasoning. Everything else converts as before, every time. Harmony's rules that depend on a
+message's position (earlier turns' analysis dropped) are applied when the prompt is assembled,
+over the cached and new messages alike, so a prompt is the same token for token either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from ..core import ByteBoundedCache
+from ..harmony import ConvertedInput, convert_item
+from ..request import (
+    CustomToolCall,
+    CustomToolCallOutput,
+    FunctionCall,
+    FunctionCallOutput,
+    InputItem,
+    Message,
+    Reasoning,
+)
+from .prompt import CachedItem, RenderedMessage
+
+__all__ = ["DEFAULT_RENDER_CACHE_BYTES", "ConvertedItems", "ItemRenders", "convert_items"]
+
+#: ``--render_cache_bytes`` when not set: ~170 Codex sessions of 120k tokens (~1.5 MB of renders each).
+DEFAULT_RENDER_CACHE_BYTES = 256 << 20
+
+_CALLS = (FunctionCall, CustomToolCall)
+_OUTPUTS = (FunctionCallOutput, CustomToolCallOutput)
+
+
+@dataclass(slots=True)
+class ConvertedItems:
+    """A request's input converted with the cache: new messages to render, and where cached ones go.
+
+    ``layout`` is the conversation's new messages in order: a :class:`RenderedMessage` found in the
+    cache, or the index of a message of ``converted.messages`` still to render. ``pending`` says
+    which rendered messages make up each item missed, to admit once the prompt is accepted.
+    """
+
+    converted: ConvertedInput
+    layout: list[RenderedMessage | int] = field(default_factory=list)
+    pending: list[tuple[bytes, int, int, tuple[tuple[str, str], ...]]] = field(default_factory=list)
+    hits: int = 0
+    #: JSON bytes of the items converted here (not found): what rendering them will cost.
+    new_bytes: int = 0
+
+
+class ItemRenders:
+    """The process's rendered input items, by content, bounded by ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = DEFAULT_RENDER_CACHE_BYTES) -> None:
+        self._cache: ByteBoundedCache[CachedItem] = ByteBoundedCache(max_bytes)
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held now (the entries' own accounting: messages, tokens, keys)."""
+        return self._cache.bytes
+
+    @property
+    def max_bytes(self) -> int:
+        return self._cache.max_bytes
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def get(self, key: bytes) -> CachedItem | None:
+        return self._cache.get(key)
+
+    def admit(self, entries: Sequence[tuple[bytes, CachedItem]]) -> None:
+        """Keep the renders of an accepted prompt's new items."""
+        for key, entry in entries:
+            self._cache.admit(key, entry, entry.nbytes + sys.getsizeof(key))
+
+
+def item_key(item: InputItem, context: str, raw: bytes) -> bytes:
+    """The cache key of ``item`` (its JSON ``raw``) rendered where ``context`` holds (a recipient, or "")."""
+    digest = hashlib.blake2b(raw, digest_size=16)
+    digest.update(b"\x00" + type(item).__name__.encode() + b"\x00" + context.encode())
+    return digest.digest()
+
+
+def _context(item: InputItem, converted: ConvertedInput, known: Mapping[str, str]) -> str | None:
+    """What rendering ``item`` reads besides itself ("" for nothing), or None if it is not cached."""
+    if isinstance(item, _OUTPUTS):
+        call_id = item.data.get("call_id")
+        if not isinstance(call_id, str):
+            return None  # an output without a call (Codex's goals): converted every time
+        return converted.calls.get(call_id) or known.get(call_id)
+    if isinstance(item, Message):
+        return "" if item.data.get("role") in ("user", "assistant") else None
+    if isinstance(item, (*_CALLS, Reasoning)):
+        return ""
+    return None
+
+
+def convert_items(
+    items: Sequence[InputItem],
+    known_calls: Mapping[str, str],
+    cache: ItemRenders | None,
+    param: str = "input",
+) -> ConvertedItems:
+    """Convert ``items`` into Harmony messages, taking each cached item's render instead of converting it.
+
+    Errors are those of converting the items one by one (``harmony.convert_item``): an item found in the
+    cache converted without one before, in the same context.
+    """
+    out = ConvertedItems(ConvertedInput())
+    converted = out.converted
+    for i, item in enumerate(items):
+        context = _context(item, converted, known_calls) if cache is not None else None
+        if context is None:
+            before = len(converted.messages)
+            convert_item(item, f"{param}[{i}]", known_calls, converted)
+            out.layout.extend(range(before, len(converted.messages)))
+            out.new_bytes += len(orjson.dumps(item.data))
+            continue
+        assert cache is not None
+        raw = orjson.dumps(item.data)
+        key = item_key(item, context, raw)
+        found = cache.get(key)
+        if found is not None:
+            out.layout.extend(found.messages)
+            converted.calls.update(found.calls)
+            out.hits += 1
+            continue
+        before = len(converted.messages)
+        convert_item(item, f"{param}[{i}]", known_calls, converted)
+        calls: tuple[tuple[str, str], ...] = ()
+        if isinstance(item, _CALLS):
+            call_id = item.data["call_id"]
+            calls = ((call_id, converted.calls[call_id]),)
+        out.layout.extend(range(before, len(converted.messages)))
+        out.pending.append((key, before, len(converted.messages) - before, calls))
+        out.new_bytes += len(raw)
+    if cache is not None:
+        cache.hits += out.hits
+        cache.misses += len(out.pending)
+    return out
