@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
+from harmony_helpers import FIXED_DATE
+from trtllm_harness import fake_trtllm_importable
 
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.harmony import HarmonyEncoding, load_encoding
-
-FIXED_DATE = "2026-11-21"
 
 
 @pytest.fixture(scope="session")
@@ -44,28 +41,6 @@ def http(echo_server):  # type: ignore[no-untyped-def]
 
     with httpx.Client(base_url=echo_server.base_url, timeout=30) as client:
         yield client
-
-
-FAKE_TRTLLM = str(__import__("pathlib").Path(__file__).parent / "fake_trtllm")
-
-
-def _trtllm_modules() -> list[str]:
-    return [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]
-
-
-@contextlib.contextmanager
-def fake_trtllm_importable() -> Iterator[ModuleType]:
-    """The fake TensorRT-LLM importable as ``tensorrt_llm`` while the block runs; other tests never find it."""
-    patch = pytest.MonkeyPatch()
-    patch.syspath_prepend(FAKE_TRTLLM)
-    for name in _trtllm_modules():
-        patch.delitem(sys.modules, name)
-    try:
-        yield importlib.import_module("tensorrt_llm")
-    finally:
-        for name in _trtllm_modules():
-            sys.modules.pop(name, None)
-        patch.undo()
 
 
 @pytest.fixture

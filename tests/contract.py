@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from functools import cache, lru_cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 from openai.types.responses import Response, ResponseOutputItem, ResponseStreamEvent
+from paths import DATA
 from pydantic import TypeAdapter
 
-SPEC_PATH = Path(__file__).parent / "data" / "openresponses-openapi.json"
+SPEC_PATH = DATA / "openresponses-openapi.json"
 
 _event_adapter: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 _item_adapter: TypeAdapter[Any] = TypeAdapter(ResponseOutputItem)

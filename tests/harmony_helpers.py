@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from trtllm_responses.harmony import HarmonyEncoding
 
+#: The conversation start date the shared ``adapter`` fixture renders.
+FIXED_DATE = "2026-11-21"
+
 
 def byte_tokens(encoding: HarmonyEncoding, data: bytes) -> list[int]:
     """One single-byte token per byte of ``data``: splits multibyte characters across tokens."""

@@ -15,7 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["NEAP", "TIDES", "serve_search_site"]
+__all__ = ["NEAP", "TIDES", "WEB_TOOL", "serve_search_site"]
+
+#: The tool a request declares to get the server-run browser (backed by this site).
+WEB_TOOL = {"type": "web_search"}
 
 TIDES = """<!doctype html><html><head><title>Tides explained</title><style>p{color:red}</style></head>
 <body><h1>Tides</h1>

@@ -46,6 +46,9 @@ class RecordingEcho(EchoExecutor):
         return {r.request_id: list(r.prompt_token_ids) for r in self.requests}
 
 
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
 @dataclass
 class RunningServer:
     base_url: str
@@ -124,3 +127,33 @@ def stream_events(client: httpx.Client, body: dict[str, Any]) -> list[dict[str, 
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
         return parse_sse(response.iter_lines())
+
+
+def steps(*lines: str) -> str:
+    """An echo executor ``#steps`` script: one model turn per line, in order."""
+    return "#steps\n" + "\n---\n".join(lines)
+
+
+def plain_event(event: Any) -> dict[str, Any]:
+    """A stream event (an SDK model or a dict) as a plain dict without the WebSocket's ``stream_id``."""
+    data = (
+        event
+        if isinstance(event, dict)
+        else event.model_dump(mode="json", exclude_unset=True, warnings=False)
+    )
+    data = dict(data)
+    data.pop("stream_id", None)
+    return data
+
+
+def until_terminal(events: Any) -> list[dict[str, Any]]:
+    """Events of one response, up to and including its terminal event (error events raise)."""
+    out: list[dict[str, Any]] = []
+    for event in events:
+        data = plain_event(event)
+        if data["type"] == "error":
+            raise AssertionError(f"unexpected error event: {data}")
+        out.append(data)
+        if data["type"] in TERMINAL:
+            return out
+    raise AssertionError("the socket closed before a terminal event")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import FIXED_DATE
+from harmony_helpers import FIXED_DATE
 from openai_harmony import (
     Author,
     Conversation,

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from search_site import TIDES, serve_search_site
-from server_harness import RunningServer, start_server, stream_events
+from search_site import TIDES, WEB_TOOL, serve_search_site
+from server_harness import RunningServer, start_server, steps, stream_events
 from stream_grammar import check_stream
 
 from trtllm_responses.adapter import HarmonyAdapter
@@ -27,8 +27,6 @@ from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.tools.browser import CitationRewriter, browser_description, html_to_text
 from trtllm_responses.tools.settings import ToolSettings
-
-WEB_TOOL = {"type": "web_search"}
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +49,6 @@ def server(site: str, encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Ite
 def http(server: RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.base_url, timeout=60) as client:
         yield client
-
-
-def steps(*lines: str) -> str:
-    return "#steps\n" + "\n---\n".join(lines)
 
 
 def streamed(http: httpx.Client, body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

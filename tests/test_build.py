@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from checkpoints import make_checkpoint
+from paths import DATA, ROOT
 
 from trtllm_responses.cli.build import build_bundle
 from trtllm_responses.cli.checkpoint import CheckpointError, inspect_checkpoint
@@ -62,9 +63,7 @@ def test_build_writes_a_bundle(tmp_path: Path) -> None:
     assert hashlib.sha256((out / "o200k_base.tiktoken").read_bytes()).hexdigest() == VOCAB_SHA256
     options = yaml.safe_load((out / "llm_api_options.yaml").read_text())
     # TensorRT-LLM's curated gpt-oss-120b-throughput.yaml (tests/data/trtllm/), less num_postprocess_workers.
-    curated = yaml.safe_load(
-        (Path(__file__).parent / "data" / "trtllm" / "gpt-oss-120b-throughput.yaml").read_text()
-    )
+    curated = yaml.safe_load((DATA / "trtllm" / "gpt-oss-120b-throughput.yaml").read_text())
     for key in (
         "max_batch_size",
         "max_num_tokens",
@@ -227,7 +226,7 @@ def test_backend_tensorrt_without_tensorrt_llm_is_a_clear_error(tmp_path: Path) 
 @pytest.mark.parametrize("entry", [["-m", "trtllm_responses.cli", "build"], ["scripts/build_engine.py"]])
 def test_build_commands(tmp_path: Path, entry: list[str]) -> None:
     ckpt = make_checkpoint(tmp_path)
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     args = [
         sys.executable,
         *entry,

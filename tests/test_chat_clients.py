@@ -15,12 +15,12 @@ from pathlib import Path
 
 import openai
 import pytest
+from paths import ROOT
 from pydantic import BaseModel
 
 agents = pytest.importorskip("agents")
 langchain_openai = pytest.importorskip("langchain_openai")
 
-ROOT = Path(__file__).resolve().parent.parent
 LITELLM_PYTHON = Path(os.environ.get("LITELLM_PYTHON", ROOT / ".venv-litellm" / "bin" / "python"))
 
 

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from contract import validate_output_item
+from paths import ROOT
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

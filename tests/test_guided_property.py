@@ -26,7 +26,7 @@ import pytest
 from checkpoints import make_checkpoint
 from custom_tools import APPLY_PATCH, PATCH_LARK, TICKET
 from mcp_server import MCPTestServer
-from test_trtllm_cli import Served
+from trtllm_harness import Served
 
 xgr = pytest.importorskip("xgrammar")
 

@@ -38,7 +38,7 @@ xgr = pytest.importorskip("xgrammar")
 @pytest.fixture(scope="module")
 def compiler() -> Any:
     """The compiler TensorRT-LLM's XGrammarMatcherFactory builds for gpt-oss (one definition: the fake's)."""
-    from conftest import fake_trtllm_importable
+    from trtllm_harness import fake_trtllm_importable
 
     with fake_trtllm_importable():
         from tensorrt_llm._torch.pyexecutor.grammar_matcher import XGrammarMatcherFactory

@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 import tomllib
 from packaging.version import Version
+from paths import ROOT
 
 from trtllm_responses.executors.trtllm import MIN_TRTLLM_VERSION
 
-ROOT = Path(__file__).resolve().parent.parent
 PINS = sorted((ROOT / "constraints").glob("tensorrt-llm-*.txt"))
 INDEX = "https://pypi.org/simple/"
 

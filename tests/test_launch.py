@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from checkpoints import make_checkpoint
-from conftest import FAKE_TRTLLM
+from paths import FAKE_TRTLLM
 
 from trtllm_responses.cli.build import build_bundle
 from trtllm_responses.cli.launch import LaunchError, merge_options, resolve_launch

@@ -22,8 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-PACKAGE = Path(__file__).resolve().parent.parent / "trtllm_responses"
+from paths import PACKAGE
 
 #: The layers, bottom to top: a module may import from its own layer and those before it.
 LAYERS = [

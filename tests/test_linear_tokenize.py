@@ -8,10 +8,10 @@ import inspect
 import json
 import random
 import textwrap
-from pathlib import Path
 
 import pytest
 from openai_harmony import DeveloperContent, Message, Role, ToolDescription
+from paths import DATA, ROOT
 
 import trtllm_responses.responses.service
 from trtllm_responses.harmony import HarmonyEncoding
@@ -27,12 +27,12 @@ JA = "吾輩は猫である。名前はまだ無い。どこで生れたかと�
 
 def _corpus() -> dict[str, str]:
     rng = random.Random(7)
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     return {
         "readme": (root / "README.md").read_text(encoding="utf-8"),
         "python": inspect.getsource(trtllm_responses.responses.service) + inspect.getsource(textwrap),
         "json": json.dumps(
-            json.loads((root / "tests/data/openresponses-openapi.json").read_text())["components"]["schemas"][
+            json.loads((DATA / "openresponses-openapi.json").read_text())["components"]["schemas"][
                 "CreateResponseBody"
             ],
             indent=2,

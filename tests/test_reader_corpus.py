@@ -33,8 +33,7 @@ def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-unt
 
 @pytest.fixture(scope="module")
 def trtllm_server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    from conftest import fake_trtllm_importable
-    from test_trtllm_executor import executor_for
+    from trtllm_harness import executor_for, fake_trtllm_importable
 
     with fake_trtllm_importable():
         running = start_server(executor_for(encoding, stream_interval=2), adapter)

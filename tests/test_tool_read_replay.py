@@ -19,10 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
-from search_site import serve_search_site
-from server_harness import RecordingEcho, RunningServer, start_server, stream_events
+from search_site import WEB_TOOL, serve_search_site
+from server_harness import RecordingEcho, RunningServer, start_server, steps, stream_events
 from stream_grammar import check_stream
-from test_browser_tool import WEB_TOOL, steps
 
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.harmony import HarmonyEncoding
@@ -274,7 +273,7 @@ def test_websocket_store_false_continues_with_what_the_model_read(
     server: RunningServer, http: httpx.Client
 ) -> None:
     import openai
-    from test_websocket import until_terminal
+    from server_harness import until_terminal
 
     executor: RecordingEcho = server.executor  # type: ignore[assignment]
     first = streamed(http, {"input": FIRST, "tools": [WEB_TOOL]})
@@ -326,7 +325,7 @@ def test_codex_cli_second_turn_reads_the_first_turns_pages(
 ) -> None:
     """Codex CLI (store:false, encrypted reasoning, no ids sent back) resumes a session whose first turn
     browsed: its second turn opens a link of a first-turn page by cursor, and reads the pages."""
-    from test_codex_cli import CODEX, codex, write_codex_home
+    from codex_harness import CODEX, codex, write_codex_home
 
     if CODEX is None:
         pytest.skip("Codex CLI is not installed (make test installs it with npm)")

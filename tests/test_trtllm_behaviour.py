@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 from checkpoints import make_checkpoint
-from conftest import FAKE_TRTLLM
+from paths import DATA, FAKE_TRTLLM
 from server_harness import start_server, stream_events
 from stream_grammar import check_stream
-from test_trtllm_executor import executor_for
+from trtllm_harness import executor_for
 
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.cli.command import build_parser
@@ -34,7 +34,7 @@ from trtllm_responses.executors.trtllm import (
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.responses.sampling import SamplingDefaults
 
-CURATED = Path(__file__).parent / "data" / "trtllm"
+CURATED = DATA / "trtllm"
 
 
 def _received(executor: TrtllmExecutor) -> Any:
@@ -334,7 +334,7 @@ def test_multi_token_steps_make_correct_events(
 async def test_cached_tokens_come_from_finished_requests_and_are_evicted(
     fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
 ) -> None:
-    from test_trtllm_executor import collect, request
+    from trtllm_harness import collect, request
 
     executor = executor_for(encoding, kv_cache_config={"enable_block_reuse": True, "max_tokens": 2048})
     await executor.start()

@@ -2,80 +2,19 @@
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import yaml
 from checkpoints import make_checkpoint
-from conftest import FAKE_TRTLLM
 from server_harness import stream_events
 from stream_grammar import check_stream
+from trtllm_harness import Served
 
 from trtllm_responses.cli.build import build_bundle
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Served:
-    def __init__(self, args: list[str], log: Path, env_extra: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.log = log
-        env = {**os.environ, "PYTHONPATH": FAKE_TRTLLM, "FAKE_TRTLLM_LOG": str(log), **(env_extra or {})}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "trtllm_responses.cli",
-                "serve",
-                *args,
-                "--port",
-                str(self.port),
-                "--log_level",
-                "warning",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"server exited: {self.process.stdout.read() if self.process.stdout else ''}"
-                )
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not come up")
-            time.sleep(0.1)
-
-    def records(self, event: str) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        return [r for r in map(json.loads, self.log.read_text().splitlines()) if r["event"] == event]
-
-    def stop(self) -> str:
-        self.process.terminate()
-        out, _ = self.process.communicate(timeout=30)
-        return out
 
 
 @pytest.fixture

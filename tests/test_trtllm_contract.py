@@ -25,6 +25,7 @@ import shutil
 
 import httpx
 import pytest
+from paths import DATA
 from server_harness import start_server, stream_events
 from stream_grammar import check_stream
 
@@ -146,13 +147,12 @@ def test_release_is_supported_and_unset_sampling_is_greedy() -> None:
 
 
 def test_argument_model_takes_the_curated_gpt_oss_configs(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from pathlib import Path
 
     from trtllm_responses.cli.launch import resolve_launch
     from trtllm_responses.executors.trtllm import check_llm_arguments
 
     for name in ("gpt-oss-120b-latency.yaml", "gpt-oss-120b-throughput.yaml"):
-        plan = resolve_launch(MODEL or "", {}, str(Path(__file__).parent / "data" / "trtllm" / name))
+        plan = resolve_launch(MODEL or "", {}, str(DATA / "trtllm" / name))
         check_llm_arguments(plan.llm_kwargs, plan.backend)
     check_llm_arguments(
         {"model": "m", "num_postprocess_workers": 4, "orchestrator_type": "ray", "moe_config": {"backend": "AUTO"},
@@ -217,7 +217,7 @@ def test_tokenizer_info_convention_for_gpt_oss() -> None:
     """The fake's xgrammar vocabulary is what TensorRT-LLM derives from gpt-oss's tokenizer."""
     import sys
 
-    from conftest import FAKE_TRTLLM
+    from paths import FAKE_TRTLLM
     from tensorrt_llm.llmapi.tokenizer import TransformersTokenizer, _xgrammar_tokenizer_info
 
     from trtllm_responses.harmony import load_encoding

@@ -9,37 +9,16 @@ import httpx
 import pytest
 from server_harness import start_server, stream_events
 from stream_grammar import check_stream
+from trtllm_harness import collect, executor_for, request
 
 from trtllm_responses.adapter import HarmonyAdapter
-from trtllm_responses.executors.base import GenerationRequest, SamplingSettings, TokenDelta
+from trtllm_responses.executors.base import GenerationRequest, SamplingSettings
 from trtllm_responses.executors.trtllm import (
-    TrtllmExecutor,
     TrtllmUnavailableError,
     check_llm_arguments,
     import_tensorrt_llm,
 )
 from trtllm_responses.harmony import HarmonyEncoding, parse_completion
-from trtllm_responses.request.protocol import parse_request
-
-
-def executor_for(encoding: HarmonyEncoding, **kwargs: Any) -> TrtllmExecutor:
-    llm_kwargs = {
-        "model": "/ckpt/gpt-oss-tiny",
-        "kv_cache_config": {"enable_block_reuse": True, "free_gpu_memory_fraction": 0.9},
-        **kwargs,
-    }
-    return TrtllmExecutor(llm_kwargs, end_id=encoding.return_)
-
-
-def request(
-    adapter: HarmonyAdapter, text: str, max_tokens: int = 4096, request_id: str = "r1"
-) -> GenerationRequest:
-    prompt = adapter.build_prompt(parse_request({"input": text})).token_ids
-    return GenerationRequest(request_id, prompt, SamplingSettings(max_tokens, adapter.stop_token_ids))
-
-
-async def collect(executor: TrtllmExecutor, req: GenerationRequest) -> list[TokenDelta]:
-    return [d async for d in executor.generate(req)]
 
 
 def test_without_tensorrt_llm_the_error_says_what_to_do() -> None:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from test_trtllm_executor import collect, executor_for
+from trtllm_harness import collect, executor_for
 
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.constraints.guided import structural_tag

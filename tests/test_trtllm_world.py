@@ -15,10 +15,10 @@ import httpx
 import pytest
 import yaml
 from checkpoints import make_checkpoint
-from conftest import FAKE_TRTLLM
+from paths import FAKE_TRTLLM
 from server_harness import stream_events
 from stream_grammar import check_stream
-from test_trtllm_cli import Served
+from trtllm_harness import Served
 
 from trtllm_responses.cli.launch import LaunchError
 from trtllm_responses.cli.world import World, check_world, read_world

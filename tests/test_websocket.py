@@ -9,13 +9,12 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from server_harness import RunningServer, start_server
+from server_harness import TERMINAL, RunningServer, plain_event, start_server, until_terminal
 from stream_grammar import check_stream
 from websockets.sync.client import connect as ws_connect
 
 from trtllm_responses.executors.echo import EchoExecutor
 
-TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 WEATHER = {
     "type": "function",
     "name": "get_weather",
@@ -23,30 +22,6 @@ WEATHER = {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     "strict": False,
 }
-
-
-def _plain(event: Any) -> dict[str, Any]:
-    data = (
-        event
-        if isinstance(event, dict)
-        else event.model_dump(mode="json", exclude_unset=True, warnings=False)
-    )
-    data = dict(data)
-    data.pop("stream_id", None)
-    return data
-
-
-def until_terminal(events: Any) -> list[dict[str, Any]]:
-    """Events of one response, up to and including its terminal event (error events raise)."""
-    out: list[dict[str, Any]] = []
-    for event in events:
-        data = _plain(event)
-        if data["type"] == "error":
-            raise AssertionError(f"unexpected error event: {data}")
-        out.append(data)
-        if data["type"] in TERMINAL:
-            return out
-    raise AssertionError("the socket closed before a terminal event")
 
 
 @pytest.fixture
@@ -93,7 +68,7 @@ def test_sync_connect_creates_and_continues_with_store_false(client: openai.Open
 def test_unknown_previous_response_is_an_error_and_the_socket_stays_usable(client: openai.OpenAI) -> None:
     with client.responses.connect() as conn:
         conn.response.create(model="m", input="hi", previous_response_id="resp_nowhere", store=False)
-        error = _plain(conn.recv())
+        error = plain_event(conn.recv())
         assert error["type"] == "error" and error["status"] == 400
         assert error["error"]["code"] == "previous_response_not_found"
         assert error["error"]["param"] == "previous_response_id"
@@ -107,10 +82,10 @@ def test_a_failed_continuation_evicts_the_response_it_continued(client: openai.O
         first = check_stream(until_terminal(conn))
         bad = [{"type": "function_call_output", "call_id": "call_none", "output": "x"}]
         conn.response.create(model="m", input=bad, previous_response_id=first["id"], store=False)  # type: ignore[arg-type]
-        error = _plain(conn.recv())
+        error = plain_event(conn.recv())
         assert error["type"] == "error" and error["error"]["param"] == "input[0].call_id"
         conn.response.create(model="m", input="again", previous_response_id=first["id"], store=False)
-        evicted = _plain(conn.recv())
+        evicted = plain_event(conn.recv())
         assert evicted["type"] == "error" and evicted["error"]["code"] == "previous_response_not_found"
 
 
@@ -135,7 +110,7 @@ async def test_async_connect_create_continue_and_errors(echo_server) -> None:  #
             )  # type: ignore[list-item]
             events = []
             async for event in conn:
-                events.append(_plain(event))
+                events.append(plain_event(event))
                 if event.type in TERMINAL:
                     break
             first = check_stream(events)
@@ -149,12 +124,12 @@ async def test_async_connect_create_continue_and_errors(echo_server) -> None:  #
             )
             events = []
             async for event in conn:
-                events.append(_plain(event))
+                events.append(plain_event(event))
                 if event.type in TERMINAL:
                     break
             assert check_stream(events)["output"][-1]["content"][0]["text"] == "get_weather returned: warm"
             await conn.response.create(model="m", input="x", previous_response_id="resp_gone")
-            error = _plain(await conn.recv())
+            error = plain_event(await conn.recv())
             assert error["error"]["code"] == "previous_response_not_found"
 
 
@@ -181,7 +156,7 @@ def test_raw_errors_lanes_and_refused_fields(echo_server) -> None:  # type: igno
         while not events or events[-1]["type"] not in TERMINAL:
             events.append(_recv(ws))
         assert {e["stream_id"] for e in events} == {"a"}
-        assert check_stream([_plain(e) for e in events])["output"][-1]["content"][0]["text"] == "lane a"
+        assert check_stream([plain_event(e) for e in events])["output"][-1]["content"][0]["text"] == "lane a"
 
 
 def test_connection_time_limit(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
@@ -215,14 +190,14 @@ def test_steering_a_running_response(paced: RunningServer) -> None:
     with openai.OpenAI(base_url=paced.base_url + "/v1", api_key="unused", max_retries=0) as client:
         with client.responses.connect() as conn:
             conn.response.create(model="m", input="#lorem 400", store=False)
-            created = _plain(conn.recv())
+            created = plain_event(conn.recv())
             assert created["type"] == "response.created"
             target = created["response"]["id"]
             conn.response.steer(previous_response_id=target, input="Turn left instead.")
             first: list[dict[str, Any]] = [created]
             accepted = None
             for event in conn:
-                data = _plain(event)
+                data = plain_event(event)
                 if data["type"] == "response.steer.accepted":
                     accepted = data
                     continue
@@ -244,20 +219,20 @@ def test_steering_failures(paced: RunningServer) -> None:
     with openai.OpenAI(base_url=paced.base_url + "/v1", api_key="unused", max_retries=0) as client:
         with client.responses.connect() as conn:
             conn.response.steer(previous_response_id="resp_none", input="hi")
-            failed = _plain(conn.recv())
+            failed = plain_event(conn.recv())
             assert failed["type"] == "response.steer.failed"
             assert failed["error"]["code"] == "response_not_found" and failed["steer"]["input"] == "hi"
             conn.response.create(model="m", input="short", store=False)
             done = check_stream(until_terminal(conn))
             conn.response.steer(previous_response_id=done["id"], input="late")
-            assert _plain(conn.recv())["error"]["code"] == "response_already_completed"
+            assert plain_event(conn.recv())["error"]["code"] == "response_already_completed"
             conn.response.create(model="m", input="#lorem 200", store=False)
-            created = _plain(conn.recv())
+            created = plain_event(conn.recv())
             bad = [{"type": "message", "role": "assistant", "content": "no"}]
             conn.response.steer(previous_response_id=created["response"]["id"], input=bad)  # type: ignore[arg-type]
             events = []
             for event in conn:
-                events.append(_plain(event))
+                events.append(plain_event(event))
                 if events[-1]["type"] in TERMINAL:
                     break
             failed = next(e for e in events if e["type"] == "response.steer.failed")
@@ -272,15 +247,15 @@ def test_steering_held_while_a_client_tool_call_waits(paced: RunningServer) -> N
     with openai.OpenAI(base_url=paced.base_url + "/v1", api_key="unused", max_retries=0) as client:
         with client.responses.connect() as conn:
             conn.response.create(model="m", input=completion, tools=[WEATHER], store=True)  # type: ignore[list-item]
-            created = _plain(conn.recv())
+            created = plain_event(conn.recv())
             target = created["response"]["id"]
             conn.response.steer(previous_response_id=target, input="Use Celsius.")
             events = [created]
             while events[-1]["type"] != "response.completed":
-                events.append(_plain(conn.recv()))
+                events.append(plain_event(conn.recv()))
             completed = check_stream([e for e in events if not e["type"].startswith("response.steer")])
             assert any(e["type"] == "response.steer.accepted" for e in events)
-            pending = _plain(conn.recv())
+            pending = plain_event(conn.recv())
             assert pending["type"] == "response.steer.pending"
             assert pending["reason"] == "waiting_for_required_input"
             call = next(i for i in completed["output"] if i["type"] == "function_call")
