@@ -27,7 +27,7 @@ MCP_URL = ""
 def start_mcp() -> tuple[str, Callable[[], None]]:
     """The tests' MCP server on a free loopback port; its URL and how to stop it."""
     global MCP_URL
-    from mcp_server import start_mcp_server
+    from support.mcp_server import start_mcp_server
 
     running = start_mcp_server()
     MCP_URL = running.url

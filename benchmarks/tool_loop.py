@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 
 from _server import pin_this_process, report, start_server, stop  # noqa: E402
-from mcp_server import MCPTestServer, _serve, build_server  # noqa: E402
+from support.mcp_server import MCPTestServer, _serve, build_server  # noqa: E402
 
 
 class _Timer:

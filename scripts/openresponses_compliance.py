@@ -142,7 +142,7 @@ def main() -> int:
         search_url = None
         if web_search:
             sys.path.insert(0, str(ROOT / "tests"))
-            from search_site import serve_search_site
+            from support.search_site import serve_search_site
 
             search_url = stack.enter_context(serve_search_site())
         return _run(bun, work, search_url)

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
-from harmony_helpers import FIXED_DATE
-from trtllm_harness import fake_trtllm_importable
+from support.harmony_helpers import FIXED_DATE
+from support.trtllm_harness import fake_trtllm_importable
 
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.harmony import HarmonyEncoding, load_encoding
@@ -26,7 +26,7 @@ def adapter(encoding: HarmonyEncoding) -> HarmonyAdapter:
 @pytest.fixture(scope="session")
 def echo_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter):  # type: ignore[no-untyped-def]
     """One echo server for the session (tests must not depend on each other's stored responses)."""
-    from server_harness import start_server
+    from support.server_harness import start_server
 
     from trtllm_responses.executors.echo import EchoExecutor
 
@@ -53,7 +53,7 @@ def fake_trtllm() -> Iterator[ModuleType]:
 @pytest.fixture(scope="module")
 def mcp():  # type: ignore[no-untyped-def]
     """A real MCP server (``mcp_server.py``) on loopback for the module's tests; it records the headers it got."""
-    from mcp_server import start_mcp_server
+    from support.mcp_server import start_mcp_server
 
     running = start_mcp_server()
     yield running
@@ -63,7 +63,7 @@ def mcp():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def redis_server():  # type: ignore[no-untyped-def]
     """A real redis-server on a free loopback port for the session (``make test`` installs the binary)."""
-    from redis_harness import RedisServer, redis_binary
+    from support.redis_harness import RedisServer, redis_binary
 
     if redis_binary() is None:
         pytest.fail(
