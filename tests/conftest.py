@@ -1,12 +1,17 @@
-"""Shared fixtures: the offline Harmony encoding (loaded once) and an adapter with a fixed date."""
+"""Fixtures every layer's tests share: the offline Harmony encoding (loaded once), an adapter with a fixed
+date, the servers (``serve``, ``server``, ``echo_server``), the fake TensorRT-LLM, an MCP server.
+
+A fixture only one layer needs lives in that layer's ``conftest.py`` (``tests/<layer>/``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 import pytest
 from support.harmony_helpers import FIXED_DATE
+from support.server_harness import RunningServer, ServerFactory
 from support.trtllm_harness import fake_trtllm_importable
 
 from trtllm_responses.adapter import HarmonyAdapter
@@ -24,15 +29,35 @@ def adapter(encoding: HarmonyEncoding) -> HarmonyAdapter:
 
 
 @pytest.fixture(scope="session")
-def echo_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter):  # type: ignore[no-untyped-def]
+def serve(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[ServerFactory]:
+    """The one way a test starts a server (a real uvicorn on loopback): ``serve(executor=None, *,
+    adapter=None, store=None, **config)`` (``support.server_harness.ServerFactory``). Session-scoped so
+    that fixtures of any scope can use it; each server is stopped by whoever started it."""
+    factory = ServerFactory(encoding, adapter)
+    yield factory
+    factory.stop_all()
+
+
+@pytest.fixture(scope="module")
+def server_options() -> dict[str, Any]:
+    """The arguments of ``serve`` the module's ``server`` is started with: a module (or a folder's
+    conftest) overrides this fixture to configure its server, and parametrizes it to get several."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def server(serve: ServerFactory, server_options: dict[str, Any]) -> Iterator[RunningServer]:
+    """The module's own server, ``serve(**server_options)``: started by the module's first test that
+    asks for it, stopped after its last."""
+    with serve(**server_options) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def echo_server(serve: ServerFactory) -> Iterator[RunningServer]:
     """One echo server for the session (tests must not depend on each other's stored responses)."""
-    from support.server_harness import start_server
-
-    from trtllm_responses.executors.echo import EchoExecutor
-
-    running = start_server(EchoExecutor(encoding), adapter)
-    yield running
-    running.stop()
+    with serve() as running:
+        yield running
 
 
 @pytest.fixture

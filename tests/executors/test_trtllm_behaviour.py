@@ -16,7 +16,7 @@ import httpx
 import pytest
 from support.checkpoints import make_checkpoint
 from support.paths import DATA, FAKE_TRTLLM
-from support.server_harness import start_server, stream_events
+from support.server_harness import ServerFactory, stream_events
 from support.stream_grammar import check_stream
 from support.trtllm_harness import executor_for
 
@@ -45,10 +45,10 @@ def _received(executor: TrtllmExecutor) -> Any:
 
 
 def test_omitted_sampling_is_openais_defaults_not_greedy(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
     executor = executor_for(encoding)
-    running = start_server(executor, adapter)
+    running = serve(executor)
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as client:
             plain = client.post("/v1/responses", json={"input": "hello"}).json()
@@ -92,7 +92,7 @@ def test_omitted_sampling_is_openais_defaults_not_greedy(
 
 
 def test_operator_sampling_defaults_apply_and_are_echoed(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
     args = build_parser().parse_args(
         ["serve", "--temperature", "0.6", "--top_p", "0.95", "--top_k", "40", "--presence_penalty", "0.5"]
@@ -100,7 +100,7 @@ def test_operator_sampling_defaults_apply_and_are_echoed(
     defaults = server_config(args).sampling
     assert defaults == SamplingDefaults(temperature=0.6, top_p=0.95, top_k=40, presence_penalty=0.5)
     executor = executor_for(encoding)
-    running = start_server(executor, adapter, sampling=defaults)
+    running = serve(executor, sampling=defaults)
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as client:
             body = client.post("/v1/responses", json={"input": "hello"}).json()
@@ -129,10 +129,10 @@ def test_operator_sampling_defaults_apply_and_are_echoed(
 
 
 def test_prompt_over_max_num_tokens_without_chunked_prefill_is_a_400(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
     executor = executor_for(encoding, max_num_tokens=512, enable_chunked_prefill=False)
-    running = start_server(executor, adapter)
+    running = serve(executor)
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as client:
             for stream in (False, True):
@@ -148,13 +148,13 @@ def test_prompt_over_max_num_tokens_without_chunked_prefill_is_a_400(
 
 
 def test_a_tool_turn_past_max_num_tokens_ends_incomplete_not_failed(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
     """Inside the tool loop the prompt grows: a turn the engine would refuse ends the response incomplete."""
     from trtllm_responses.tools.settings import ToolSettings
 
     executor = executor_for(encoding, max_num_tokens=400, enable_chunked_prefill=False)
-    running = start_server(executor, adapter, tools=ToolSettings(python_tool="local"))
+    running = serve(executor, tools=ToolSettings(python_tool="local"))
     body = {
         "input": "call python print('ab ' * 600)",
         "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
@@ -185,12 +185,12 @@ async def test_the_fake_refuses_like_check_arguments(
 
 
 def test_chunked_prefill_serves_any_prompt_the_window_holds(
-    tmp_path: Path, fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    tmp_path: Path, fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
     plan = resolve_launch(str(make_checkpoint(tmp_path)), {"max_num_tokens": 512}, None)
     assert plan.llm_kwargs["enable_chunked_prefill"] is True
     executor = TrtllmExecutor(plan.llm_kwargs, end_id=encoding.return_)
-    running = start_server(executor, adapter)
+    running = serve(executor)
     try:
         with httpx.Client(base_url=running.base_url, timeout=60) as client:
             long = check_stream(stream_events(client, {"input": "word " * 3000}))
@@ -290,9 +290,9 @@ def test_argument_names_of_tensorrt_llms_gpt_oss_configs(fake_trtllm: Any) -> No
 
 
 def test_request_error_while_iterating_fails_the_response_cleanly(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
-    running = start_server(executor_for(encoding), adapter)
+    running = serve(executor_for(encoding))
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as client:
             failed = check_stream(stream_events(client, {"input": "#fail"}))
@@ -303,12 +303,12 @@ def test_request_error_while_iterating_fails_the_response_cleanly(
 
 @pytest.mark.parametrize("interval", [10, 20])
 def test_multi_token_steps_make_correct_events(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter, interval: int
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, interval: int
 ) -> None:
     executor = executor_for(
         encoding, stream_interval=interval, speculative_config={"decoding_type": "Eagle3", "max_draft_len": 3}
     )
-    running = start_server(executor, adapter)
+    running = serve(executor)
     text = " ".join(f"word{i}" for i in range(120))
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as client:

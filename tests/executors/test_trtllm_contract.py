@@ -26,7 +26,7 @@ import shutil
 import httpx
 import pytest
 from support.paths import DATA
-from support.server_harness import start_server, stream_events
+from support.server_harness import stream_events
 from support.stream_grammar import check_stream
 
 MODEL = os.environ.get("TRTLLM_RESPONSES_TEST_MODEL")
@@ -48,7 +48,7 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def real_server(adapter):  # type: ignore[no-untyped-def]
+def real_server(adapter, serve):  # type: ignore[no-untyped-def]
     from trtllm_responses.cli.launch import resolve_launch
     from trtllm_responses.executors.trtllm import TrtllmExecutor, check_llm_arguments
 
@@ -60,9 +60,8 @@ def real_server(adapter):  # type: ignore[no-untyped-def]
     check_llm_arguments(plan.llm_kwargs, plan.backend)
     from trtllm_responses.tools.settings import ToolSettings
 
-    running = start_server(
+    running = serve(
         TrtllmExecutor(plan.llm_kwargs, end_id=adapter.encoding.return_, backend=plan.backend),
-        adapter,
         tools=ToolSettings(python_tool="local"),
     )
     yield running

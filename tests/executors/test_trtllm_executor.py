@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.server_harness import start_server, stream_events
+from support.server_harness import ServerFactory, stream_events
 from support.stream_grammar import check_stream
 from support.trtllm_harness import collect, executor_for, request
 
@@ -171,10 +171,10 @@ def test_unknown_llm_arguments_are_refused(fake_trtllm: Any) -> None:
 
 
 def test_server_with_the_trtllm_executor(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
     executor = executor_for(encoding, stream_interval=3)
-    running = start_server(executor, adapter)
+    running = serve(executor)
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as client:
             events = stream_events(client, {"input": "Streaming through TensorRT-LLM"})
@@ -233,13 +233,13 @@ async def test_cancelling_the_consumer_aborts_the_request(
 
 
 def test_service_tier_is_the_request_priority(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
     """service_tier → generate_async(priority=...) (tensorrt_llm/llmapi/llm.py), echoed as the tier served."""
     import openai
 
     executor = executor_for(encoding)
-    running = start_server(executor, adapter)
+    running = serve(executor)
     try:
         with openai.OpenAI(
             base_url=running.base_url + "/v1", api_key="x", max_retries=0, _strict_response_validation=True

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from support.server_harness import ServerFactory
 from support.trtllm_harness import collect, executor_for
 
 from trtllm_responses.adapter import HarmonyAdapter
@@ -72,14 +73,14 @@ async def test_logprobs_reach_sampling_params_and_come_back_per_token(
 
 
 def test_server_streams_logprobs_from_multi_token_steps(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
     """Several tokens per engine step: each token's logprob still lands on the text it produced."""
     import httpx
-    from support.server_harness import start_server, stream_events
+    from support.server_harness import stream_events
     from support.stream_grammar import check_stream
 
-    running = start_server(executor_for(encoding, stream_interval=3), adapter)
+    running = serve(executor_for(encoding, stream_interval=3))
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as client:
             events = stream_events(

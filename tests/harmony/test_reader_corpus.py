@@ -18,25 +18,16 @@ import openai
 import pytest
 from pydantic import BaseModel
 from support.reader_corpus import CORPUS, JSON_FORMAT, WEATHER, Case, matches, summarize
-from support.server_harness import RunningServer, start_server, stream_events
+from support.server_harness import RunningServer, stream_events
 from support.stream_grammar import check_stream
 
-from trtllm_responses.executors.echo import EchoExecutor
-
 
 @pytest.fixture(scope="module")
-def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    running = start_server(EchoExecutor(encoding), adapter)
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
-def trtllm_server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+def trtllm_server(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
     from support.trtllm_harness import executor_for, fake_trtllm_importable
 
     with fake_trtllm_importable():
-        running = start_server(executor_for(encoding, stream_interval=2), adapter)
+        running = serve(executor_for(encoding, stream_interval=2))
         yield running
         running.stop()
 

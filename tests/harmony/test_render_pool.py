@@ -10,17 +10,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 from openai_harmony import Author, Message, Role, TextContent
-from support.server_harness import RunningServer, start_server
+from support.server_harness import RunningServer
 from websockets.sync.client import connect as ws_connect
 
 from trtllm_responses.cli.command import build_parser
 from trtllm_responses.cli.serve_options import server_config
-from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony.render_pool import RenderPool, default_render_workers
 
 
@@ -75,10 +74,8 @@ def test_render_workers_flag() -> None:
 
 
 @pytest.fixture(scope="module")
-def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    running = start_server(EchoExecutor(encoding), adapter, start_render_worker=True, render_workers=2)
-    yield running
-    running.stop()
+def server_options() -> dict[str, Any]:
+    return {"start_render_worker": True, "render_workers": 2}
 
 
 def test_websocket_clients_hanging_up_during_rendering(server: RunningServer) -> None:

@@ -11,10 +11,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.process_harness import ServeProcess
-from support.server_harness import parse_sse, start_server, stream_events
+from support.server_harness import parse_sse, stream_events
 from support.stream_grammar import check_stream
-
-from trtllm_responses.executors.echo import EchoExecutor
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -25,8 +23,8 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-def test_metrics_after_a_load(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    running = start_server(EchoExecutor(encoding), adapter)
+def test_metrics_after_a_load(serve) -> None:  # type: ignore[no-untyped-def]
+    running = serve()
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as http:
             for i in range(5):
@@ -72,8 +70,8 @@ def test_metrics_after_a_load(encoding, adapter) -> None:  # type: ignore[no-unt
         running.stop()
 
 
-def test_api_key(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    running = start_server(EchoExecutor(encoding), adapter, api_key="sekret-key")
+def test_api_key(serve) -> None:  # type: ignore[no-untyped-def]
+    running = serve(api_key="sekret-key")
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as http:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "sekret-key"}):
@@ -182,11 +180,11 @@ def test_sigterm_during_16_streams_ends_each_with_a_terminal_event_and_exits_0(t
         server.kill()
 
 
-def test_api_key_applies_to_the_websocket(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_api_key_applies_to_the_websocket(serve) -> None:  # type: ignore[no-untyped-def]
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect as ws_connect
 
-    running = start_server(EchoExecutor(encoding), adapter, api_key="sekret-key")
+    running = serve(api_key="sekret-key")
     url = running.base_url.replace("http://", "ws://") + "/v1/responses"
     try:
         for headers in ({}, {"Authorization": "Bearer wrong"}):

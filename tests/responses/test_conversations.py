@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import openai
 import pytest
-
-from trtllm_responses.executors.echo import EchoExecutor
 
 WEATHER = {
     "type": "function",
@@ -17,17 +16,11 @@ WEATHER = {
 
 
 @pytest.fixture(scope="module", params=["memory", "sqlite"])
-def server(request, encoding, adapter, tmp_path_factory):  # type: ignore[no-untyped-def]
-    from support.server_harness import start_server
-
+def server_options(request, tmp_path_factory) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     from trtllm_responses.store import open_store
 
     url = "memory" if request.param == "memory" else f"sqlite:///{tmp_path_factory.mktemp('conv') / 'c.db'}"
-    running = start_server(
-        EchoExecutor(encoding), adapter, store=open_store(url, max_responses=1000, max_bytes=1 << 30)
-    )
-    yield running
-    running.stop()
+    return {"store": open_store(url, max_responses=1000, max_bytes=1 << 30)}
 
 
 @pytest.fixture

@@ -7,10 +7,9 @@ from typing import Any
 
 import openai
 import pytest
-from support.server_harness import RecordingEcho, start_server, stream_events
+from support.server_harness import RecordingEcho, stream_events
 from support.stream_grammar import check_stream
 
-from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.responses.sealing import SUMMARY_PREFIX, ContentSealer, load_key
 
 WEATHER = {
@@ -128,9 +127,9 @@ def test_encrypted_reasoning_round_trip_equals_the_stored_continuation(client: o
     assert replayed.output_text.replace(stateless_call.call_id, "CALL") == shown
 
 
-def test_replayed_encrypted_reasoning_is_the_stored_prompt_token_for_token(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_replayed_encrypted_reasoning_is_the_stored_prompt_token_for_token(encoding, serve) -> None:  # type: ignore[no-untyped-def]
     executor = RecordingEcho(encoding)
-    running = start_server(executor, adapter)
+    running = serve(executor)
     try:
         with openai.OpenAI(base_url=running.base_url + "/v1", api_key="unused", max_retries=0) as client:
             first_input = 'call get_weather {"city":"Oslo"}'
@@ -188,10 +187,10 @@ def test_a_bad_encrypted_blob_is_400_naming_the_item(client: openai.OpenAI, how:
     assert bad.value.param == "input[1].encrypted_content"
 
 
-def test_redacted_reasoning_streams_no_text_and_still_continues(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_redacted_reasoning_streams_no_text_and_still_continues(serve) -> None:  # type: ignore[no-untyped-def]
     import httpx
 
-    running = start_server(EchoExecutor(encoding), adapter, redact_reasoning=True)
+    running = serve(redact_reasoning=True)
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as http:
             events = stream_events(http, {"input": 'call get_weather {"city":"Oslo"}', "tools": [WEATHER]})

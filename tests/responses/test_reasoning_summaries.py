@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 import pytest
-from support.server_harness import RecordingEcho, RunningServer, start_server
+from support.server_harness import RecordingEcho, RunningServer
 from support.stream_grammar import check_stream
 
 from trtllm_responses.executors.base import GenerationRequest, TokenDelta
@@ -53,17 +53,17 @@ class ChunkedEcho(RecordingEcho):
                 yield TokenDelta(tokens, delta.finish_reason, delta.error, delta.cached_tokens, logprobs)
 
 
-def _server(encoding, adapter, **kwargs: Any) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+def _server(encoding, serve, **kwargs: Any) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
     step = kwargs.pop("step", 1)
     pace = kwargs.pop("tokens_per_second", 0.0)
-    running = start_server(ChunkedEcho(encoding, step=step, tokens_per_second=pace), adapter, **kwargs)
+    running = serve(ChunkedEcho(encoding, step=step, tokens_per_second=pace), **kwargs)
     yield running
     running.stop()
 
 
 @pytest.fixture
-def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    yield from _server(encoding, adapter)
+def server(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+    yield from _server(encoding, serve)
 
 
 def _client(server: RunningServer) -> openai.OpenAI:
@@ -145,10 +145,10 @@ def test_every_reasoning_item_gets_its_summary_before_a_call(server: RunningServ
 
 @pytest.mark.parametrize("step", [3, 200])
 @pytest.mark.parametrize("logprobs", [False, True])
-def test_several_tokens_per_step_wait_for_the_summary(encoding, adapter, step: int, logprobs: bool) -> None:  # type: ignore[no-untyped-def]
+def test_several_tokens_per_step_wait_for_the_summary(encoding, serve, step: int, logprobs: bool) -> None:  # type: ignore[no-untyped-def]
     """A step that ends the analysis and starts the answer (or holds the whole completion) is split at the
     boundary: the answer's events come after the summary, none lost."""
-    for running in _server(encoding, adapter, step=step):
+    for running in _server(encoding, serve, step=step):
         extra: dict[str, Any] = {"top_logprobs": 2} if logprobs else {}
         events = _stream(running, input="One. Two.", reasoning={"summary": "auto"}, **extra)
         final = check_stream(events)
@@ -161,9 +161,9 @@ def test_several_tokens_per_step_wait_for_the_summary(encoding, adapter, step: i
             )
 
 
-def test_the_summary_runs_beside_the_main_generation(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_the_summary_runs_beside_the_main_generation(encoding, serve) -> None:  # type: ignore[no-untyped-def]
     """The main generation is not paused while the summary runs: its engine steps are taken meanwhile."""
-    for running in _server(encoding, adapter, tokens_per_second=400):
+    for running in _server(encoding, serve, tokens_per_second=400):
         final = check_stream(_stream(running, input="#lorem 60", reasoning={"summary": "auto"}))
         executor: ChunkedEcho = running.executor  # type: ignore[assignment]
         main_id = final["id"]
@@ -191,12 +191,12 @@ def test_a_summary_cut_at_its_budget_is_marked_incomplete(server: RunningServer)
     assert final["output"][1]["content"][0]["text"] == "Done."
 
 
-def test_no_summary_when_not_asked_or_turned_off(encoding, adapter, server: RunningServer) -> None:  # type: ignore[no-untyped-def]
+def test_no_summary_when_not_asked_or_turned_off(encoding, serve, server: RunningServer) -> None:  # type: ignore[no-untyped-def]
     events = _stream(server, input="Hi.")
     assert not [e for e in events if "summary" in e["type"]]
     assert check_stream(events)["output"][0]["summary"] == []
     assert [r.request_id for r in server.executor.requests if ".summary" in r.request_id] == []  # type: ignore[attr-defined]
-    for running in _server(encoding, adapter, reasoning_summaries="off"):
+    for running in _server(encoding, serve, reasoning_summaries="off"):
         events = _stream(running, input="Hi.", reasoning={"summary": "auto"})
         assert not [e for e in events if "summary" in e["type"]]
         final = check_stream(events)
@@ -209,8 +209,8 @@ def test_an_unknown_summary_mode_is_a_400(server: RunningServer) -> None:
     assert caught.value.param == "reasoning.summary" and "verbose" in caught.value.message
 
 
-def test_a_client_gone_mid_summary_aborts_both_generations(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    for running in _server(encoding, adapter, tokens_per_second=50):
+def test_a_client_gone_mid_summary_aborts_both_generations(encoding, serve) -> None:  # type: ignore[no-untyped-def]
+    for running in _server(encoding, serve, tokens_per_second=50):
         with (
             _client(running) as client,
             client.responses.create(
@@ -229,9 +229,9 @@ def test_a_client_gone_mid_summary_aborts_both_generations(encoding, adapter) ->
         assert sorted(a.endswith(".summary0") for a in executor.aborted) == [False, True], executor.aborted
 
 
-def test_redacted_reasoning_still_streams_its_summary(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_redacted_reasoning_still_streams_its_summary(encoding, serve) -> None:  # type: ignore[no-untyped-def]
     """With --redact_reasoning no reasoning text is streamed, but the summary is (as OpenAI shows it)."""
-    for running in _server(encoding, adapter, redact_reasoning=True):
+    for running in _server(encoding, serve, redact_reasoning=True):
         events = _stream(running, input="Hi.", reasoning={"summary": "auto"})
         final = check_stream(events)
         assert _item_events(events, 0) == [

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.server_harness import RunningServer, start_server, stream_events
+from support.server_harness import RunningServer, ServerFactory, stream_events
 from support.stream_grammar import check_stream
 
 from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
@@ -42,10 +42,10 @@ class FailingStore(ConversationHistoryStore):
 
 
 @pytest.fixture
-def server(request: pytest.FixtureRequest, encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+def server(request: pytest.FixtureRequest, encoding, serve: ServerFactory) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
     kind = request.param
     executor = {"start": FailingAtStart, "mid": FailingMidStream}.get(kind, EchoExecutor)(encoding)
-    running = start_server(executor, adapter, store=FailingStore() if kind == "store" else None)
+    running = serve(executor, store=FailingStore() if kind == "store" else None)
     yield running
     running.stop()
 

@@ -20,10 +20,15 @@ from typing import Any
 import httpx
 import pytest
 from support.search_site import WEB_TOOL, serve_search_site
-from support.server_harness import RecordingEcho, RunningServer, start_server, steps, stream_events
+from support.server_harness import (
+    RecordingEcho,
+    RunningServer,
+    ServerFactory,
+    steps,
+    stream_events,
+)
 from support.stream_grammar import check_stream
 
-from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.tools.settings import PythonLimits, ToolSettings
 
@@ -51,7 +56,7 @@ def site() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def server(site: str, encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[RunningServer]:
+def server_options(site: str, encoding: HarmonyEncoding) -> dict[str, Any]:
     settings = ToolSettings(
         browser_backend=f"searxng:{site}",
         fetch_allow_private=("127.0.0.1",),
@@ -59,9 +64,7 @@ def server(site: str, encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Ite
         python_limits=PythonLimits(timeout=3.0, cpu_seconds=1, memory_bytes=256 << 20, output_bytes=2000),
         tool_timeout=20.0,
     )
-    running = start_server(RecordingEcho(encoding), adapter, tools=settings)
-    yield running
-    running.stop()
+    return {"executor": RecordingEcho(encoding), "tools": settings}
 
 
 @pytest.fixture
@@ -300,10 +303,10 @@ def test_websocket_store_false_continues_with_what_the_model_read(
 
 
 def test_redacting_server_emits_carriers_unasked_and_both_paths_agree(
-    site: str, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    site: str, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
     settings = ToolSettings(browser_backend=f"searxng:{site}", fetch_allow_private=("127.0.0.1",))
-    running = start_server(RecordingEcho(encoding), adapter, tools=settings, redact_reasoning=True)
+    running = serve(RecordingEcho(encoding), tools=settings, redact_reasoning=True)
     try:
         with httpx.Client(base_url=running.base_url, timeout=60) as client:
             user = {"role": "user", "content": FIRST}

@@ -12,17 +12,15 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from support.server_harness import RecordingEcho, parse_sse, start_server, stream_events
+from support.server_harness import RecordingEcho, ServerFactory, parse_sse, stream_events
 from support.stream_grammar import check_stream
 
-from trtllm_responses.adapter import HarmonyAdapter
-from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyEncoding
 
 
 @pytest.fixture(scope="module")
-def paced(encoding: HarmonyEncoding, adapter: HarmonyAdapter):  # type: ignore[no-untyped-def]
-    running = start_server(RecordingEcho(encoding, tokens_per_second=400), adapter)
+def paced(encoding: HarmonyEncoding, serve: ServerFactory):  # type: ignore[no-untyped-def]
+    running = serve(RecordingEcho(encoding, tokens_per_second=400))
     yield running
     running.stop()
 
@@ -170,10 +168,10 @@ def test_background_needs_store(http) -> None:  # type: ignore[no-untyped-def]
     assert response.status_code == 400 and response.json()["error"]["param"] == "background"
 
 
-def test_event_buffers_are_bounded_and_dropped_after_the_grace_period(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_event_buffers_are_bounded_and_dropped_after_the_grace_period(serve) -> None:  # type: ignore[no-untyped-def]
     from trtllm_responses.server.background import BackgroundLimits
 
-    running = start_server(EchoExecutor(encoding), adapter)
+    running = serve()
     try:
         background = running.app.state.background
         background.limits = BackgroundLimits(max_events=20, max_bytes=1 << 20, grace=3600.0)
@@ -202,10 +200,10 @@ def test_event_buffers_are_bounded_and_dropped_after_the_grace_period(encoding, 
         running.stop()
 
 
-def test_finished_runs_kept_for_replay_are_capped(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_finished_runs_kept_for_replay_are_capped(serve) -> None:  # type: ignore[no-untyped-def]
     from trtllm_responses.server.background import BackgroundLimits
 
-    running = start_server(EchoExecutor(encoding), adapter)
+    running = serve()
     try:
         background = running.app.state.background
         # The server's reaper also runs every 5 s: the cap is lowered only once every run has ended.

@@ -15,21 +15,21 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from support.server_harness import RecordingEcho, RunningServer, start_server
+from support.server_harness import RecordingEcho, RunningServer
 
 from trtllm_responses.server.background import BackgroundLimits, BackgroundResponses
 
 
 @pytest.fixture(scope="module")
-def paced(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    running = start_server(RecordingEcho(encoding, tokens_per_second=200), adapter)
+def paced(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+    running = serve(RecordingEcho(encoding, tokens_per_second=200))
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
-def fast(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    running = start_server(RecordingEcho(encoding), adapter)
+def fast(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+    running = serve(RecordingEcho(encoding))
     yield running
     running.stop()
 

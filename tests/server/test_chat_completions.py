@@ -17,7 +17,7 @@ import pytest
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 from support.chat_grammar import check_chat_stream, parse_chat_sse
-from support.server_harness import RecordingEcho, start_server
+from support.server_harness import RecordingEcho, ServerFactory
 
 from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
@@ -40,10 +40,8 @@ TIME = {
 
 
 @pytest.fixture(scope="module")
-def server(encoding, adapter):  # type: ignore[no-untyped-def]
-    running = start_server(RecordingEcho(encoding), adapter)
-    yield running
-    running.stop()
+def server_options(encoding) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    return {"executor": RecordingEcho(encoding)}
 
 
 @pytest.fixture
@@ -436,8 +434,8 @@ def test_not_json_and_wrong_method(raw: httpx.Client) -> None:
     assert response.status_code == 405 and response.headers["allow"] == "POST"
 
 
-def test_body_over_max_input_bytes(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    running = start_server(EchoExecutor(encoding), adapter, max_input_bytes=2000)
+def test_body_over_max_input_bytes(serve) -> None:  # type: ignore[no-untyped-def]
+    running = serve(max_input_bytes=2000)
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as raw:
             response = raw.post("/v1/chat/completions", json={"model": "m", "messages": user("x" * 5000)})
@@ -459,8 +457,8 @@ class FailingEcho(EchoExecutor):
             yield delta
 
 
-def test_failure_after_the_stream_started(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    running = start_server(FailingEcho(encoding), adapter)
+def test_failure_after_the_stream_started(encoding, serve) -> None:  # type: ignore[no-untyped-def]
+    running = serve(FailingEcho(encoding))
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as raw:
             said = stream_chat(raw, {"messages": user("#lorem 99")})
@@ -477,9 +475,9 @@ def test_failure_after_the_stream_started(encoding, adapter) -> None:  # type: i
         running.stop()
 
 
-def test_client_disconnect_aborts_the_generation(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_client_disconnect_aborts_the_generation(encoding, serve) -> None:  # type: ignore[no-untyped-def]
     executor = RecordingEcho(encoding, tokens_per_second=200)
-    running = start_server(executor, adapter)
+    running = serve(executor)
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as raw:
             body = {"model": "m", "messages": user("#lorem 5000"), "stream": True}
@@ -503,10 +501,10 @@ def test_completion_validates_against_the_sdk(raw: httpx.Client) -> None:
     assert body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
 
 
-def test_api_key_access_log_and_metrics(encoding, adapter, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+def test_api_key_access_log_and_metrics(serve: ServerFactory, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
     import logging
 
-    running = start_server(EchoExecutor(encoding), adapter, api_key="sekret-key")
+    running = serve(api_key="sekret-key")
     try:
         body = {"model": "m", "messages": user("Hi"), "stream": True}
         with httpx.Client(base_url=running.base_url, timeout=30) as raw:

@@ -14,18 +14,14 @@ from typing import Any
 
 import httpx
 import pytest
-from support.server_harness import RunningServer, start_server
-
-from trtllm_responses.executors.echo import EchoExecutor
+from support.server_harness import RunningServer
 
 LIMIT = 64 << 10  # --max_input_bytes
 
 
 @pytest.fixture(scope="module")
-def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    running = start_server(EchoExecutor(encoding), adapter, max_input_bytes=LIMIT, api_key="k")
-    yield running
-    running.stop()
+def server_options() -> dict[str, Any]:
+    return {"max_input_bytes": LIMIT, "api_key": "k"}
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -33,10 +32,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 from support.contract import SPEC_PATH, validate_response
-from support.server_harness import RunningServer, parse_sse, start_server
+from support.server_harness import RunningServer, parse_sse
 from support.stream_grammar import check_stream
 
-from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.server.openapi import ERROR_SCHEMA
 
 EXAMPLES = int(os.environ.get("TRTLLM_RESPONSES_FUZZ_EXAMPLES", "40"))
@@ -47,11 +45,9 @@ _envelope = jsonschema.Draft202012Validator(ERROR_SCHEMA)
 
 
 @pytest.fixture(scope="module")
-def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+def server_options() -> dict[str, Any]:
     # Its own server: fuzzed requests fill the store, which other tests' servers must not see.
-    running = start_server(EchoExecutor(encoding), adapter, max_stored_responses=200)
-    yield running
-    running.stop()
+    return {"max_stored_responses": 200}
 
 
 def _describe(case: Any, response: Any) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from support.server_harness import RunningServer, start_server
+from support.server_harness import RunningServer
 
 from trtllm_responses.executors.echo import EchoExecutor
 
@@ -22,8 +22,8 @@ GAP_BOUND_S = 0.25
 
 
 @pytest.fixture(scope="module")
-def paced(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    running = start_server(EchoExecutor(encoding, tokens_per_second=200), adapter)
+def paced(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+    running = serve(EchoExecutor(encoding, tokens_per_second=200))
     yield running
     running.stop()
 
@@ -85,11 +85,11 @@ def _rss() -> int:
         return int(f.read().split()[1]) * 4096
 
 
-def test_an_instructions_storm_stays_within_the_cache_budget(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_an_instructions_storm_stays_within_the_cache_budget(encoding, serve) -> None:  # type: ignore[no-untyped-def]
     from trtllm_responses.adapter import HarmonyAdapter
 
     own_adapter = HarmonyAdapter(encoding, today=lambda: "2026-11-21")
-    server = start_server(EchoExecutor(encoding), own_adapter)
+    server = serve(adapter=own_adapter)
     try:
         _storm(server, own_adapter)
     finally:

@@ -12,13 +12,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support.server_harness import RunningServer, start_server
+from support.server_harness import RunningServer
 
 from trtllm_responses.cli.command import build_parser
 from trtllm_responses.cli.serve_options import HTTP_LIMIT_FLAGS, server_config
@@ -36,10 +35,8 @@ LIMITS = HTTPLimits(
 
 
 @pytest.fixture(scope="module")
-def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    running = start_server(EchoExecutor(encoding), adapter, http=LIMITS)
-    yield running
-    running.stop()
+def server_options() -> dict[str, Any]:
+    return {"http": LIMITS}
 
 
 def _address(server: RunningServer) -> tuple[str, int]:
@@ -217,9 +214,9 @@ def test_a_keep_alive_connection_serves_several_requests(server: RunningServer) 
             time.sleep(0.1)
 
 
-def test_a_long_stream_outlives_the_deadlines(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_a_long_stream_outlives_the_deadlines(encoding, serve) -> None:  # type: ignore[no-untyped-def]
     # 40 tokens at 20/s take 2 s: longer than both deadlines, which apply to receiving, not answering.
-    running = start_server(EchoExecutor(encoding, tokens_per_second=20), adapter, http=LIMITS)
+    running = serve(EchoExecutor(encoding, tokens_per_second=20), http=LIMITS)
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as client:
             with client.stream("POST", "/v1/responses", json={"input": "#lorem 40", "stream": True}) as r:
@@ -230,10 +227,10 @@ def test_a_long_stream_outlives_the_deadlines(encoding, adapter) -> None:  # typ
         running.stop()
 
 
-def test_a_pipelined_request_waits_for_a_long_stream(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_a_pipelined_request_waits_for_a_long_stream(encoding, serve) -> None:  # type: ignore[no-untyped-def]
     # The second request is read while the first streams for ~2 s (both deadlines are 1 s): the deadlines
     # wait for the earlier response rather than cutting the connection under it.
-    running = start_server(EchoExecutor(encoding, tokens_per_second=20), adapter, http=LIMITS)
+    running = serve(EchoExecutor(encoding, tokens_per_second=20), http=LIMITS)
     try:
         body = json.dumps({"input": "#lorem 40", "stream": True}).encode()
         first = (
@@ -254,9 +251,9 @@ def test_a_pipelined_request_waits_for_a_long_stream(encoding, adapter) -> None:
         running.stop()
 
 
-def test_over_limit_concurrency_is_503_with_retry_after(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_over_limit_concurrency_is_503_with_retry_after(serve) -> None:  # type: ignore[no-untyped-def]
     limits = HTTPLimits(limit_concurrency=3, timeout_request_head=30)
-    running = start_server(EchoExecutor(encoding), adapter, http=limits)
+    running = serve(http=limits)
     try:
         idle = [_connect(running) for _ in range(3)]
         with _connect(running) as sock:

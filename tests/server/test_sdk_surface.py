@@ -248,11 +248,11 @@ def test_configuration_update_checked(client: openai.OpenAI) -> None:
 
 
 @pytest.fixture(scope="module")
-def small_window(encoding, adapter):  # type: ignore[no-untyped-def]
+def small_window(encoding, serve):  # type: ignore[no-untyped-def]
     """An echo server whose context window is 2048 tokens, recording each generation's prompt."""
-    from support.server_harness import RecordingEcho, start_server
+    from support.server_harness import RecordingEcho
 
-    running = start_server(RecordingEcho(encoding, max_seq_len=2048), adapter)
+    running = serve(RecordingEcho(encoding, max_seq_len=2048))
     yield running
     running.stop()
 
@@ -294,11 +294,11 @@ def test_truncation_auto_never_drops_the_last_user_message(small_window) -> None
 
 
 @pytest.fixture(scope="module")
-def templated(encoding, adapter, tmp_path_factory):  # type: ignore[no-untyped-def]
+def templated(encoding, serve, tmp_path_factory):  # type: ignore[no-untyped-def]
     """An echo server with ``--prompts DIR``: prompt ``pmpt_tides`` in versions 1 and 2."""
     import json
 
-    from support.server_harness import RecordingEcho, start_server
+    from support.server_harness import RecordingEcho
 
     folder = tmp_path_factory.mktemp("prompts")
     (folder / "pmpt_tides").mkdir()
@@ -314,7 +314,7 @@ def templated(encoding, adapter, tmp_path_factory):  # type: ignore[no-untyped-d
     )
     (folder / "pmpt_huge").mkdir()
     (folder / "pmpt_huge" / "1.json").write_text(json.dumps({"instructions": "x" * (1 << 20)}))
-    running = start_server(RecordingEcho(encoding), adapter, prompts=str(folder))
+    running = serve(RecordingEcho(encoding), prompts=str(folder))
     yield running
     running.stop()
 

@@ -8,16 +8,15 @@ import time
 
 import httpx
 import pytest
-from support.server_harness import RecordingEcho, start_server, stream_events
+from support.server_harness import RecordingEcho, ServerFactory, stream_events
 from support.stream_grammar import check_stream
 
-from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.harmony import HarmonyEncoding
 
 
 @pytest.fixture
-def paced_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter):  # type: ignore[no-untyped-def]
-    running = start_server(RecordingEcho(encoding, tokens_per_second=200), adapter)
+def paced_server(encoding: HarmonyEncoding, serve: ServerFactory):  # type: ignore[no-untyped-def]
+    running = serve(RecordingEcho(encoding, tokens_per_second=200))
     yield running
     running.stop()
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from support.server_harness import TERMINAL, RunningServer, plain_event, start_server, until_terminal
+from support.server_harness import TERMINAL, RunningServer, plain_event, until_terminal
 from support.stream_grammar import check_stream
 from websockets.sync.client import connect as ws_connect
 
@@ -31,9 +31,9 @@ def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def paced(encoding, adapter) -> RunningServer:  # type: ignore[no-untyped-def]
+def paced(encoding, serve) -> RunningServer:  # type: ignore[no-untyped-def]
     """An echo server writing 40 tokens a second, so a response is still running when a steer arrives."""
-    running = start_server(EchoExecutor(encoding, tokens_per_second=40), adapter)
+    running = serve(EchoExecutor(encoding, tokens_per_second=40))
     yield running
     running.stop()
 
@@ -159,8 +159,8 @@ def test_raw_errors_lanes_and_refused_fields(echo_server) -> None:  # type: igno
         assert check_stream([plain_event(e) for e in events])["output"][-1]["content"][0]["text"] == "lane a"
 
 
-def test_connection_time_limit(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    running = start_server(EchoExecutor(encoding), adapter, websocket_max_seconds=0.5)
+def test_connection_time_limit(serve) -> None:  # type: ignore[no-untyped-def]
+    running = serve(websocket_max_seconds=0.5)
     try:
         with ws_connect(ws_url(running)) as ws:
             error = _recv(ws)

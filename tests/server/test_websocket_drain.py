@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 from openai.lib.responses_websocket import AsyncResponsesWebSocketSession, ResponsesWebSocketLimits
-from support.server_harness import RecordingEcho, RunningServer, start_server
+from support.server_harness import RecordingEcho, RunningServer, ServerFactory
 from support.stream_grammar import check_stream
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
@@ -42,7 +42,7 @@ def _ws_url(server: RunningServer) -> str:
 
 def test_drain_lets_the_running_response_end_then_the_sdk_reconnects_to_the_next_server(
     encoding,
-    adapter,
+    serve: ServerFactory,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     """A rolling restart behind one address: server A drains (its stream completes, then 1012), server B
@@ -52,7 +52,7 @@ def test_drain_lets_the_running_response_end_then_the_sdk_reconnects_to_the_next
     def shared_store() -> Any:  # each server opens the same SQLite file, as two replicas would
         return open_store(store_url, max_responses=100, max_bytes=1 << 26, ttl=0)
 
-    first = start_server(RecordingEcho(encoding, tokens_per_second=100), adapter, store=shared_store())
+    first = serve(RecordingEcho(encoding, tokens_per_second=100), store=shared_store())
     port = int(first.base_url.rsplit(":", 1)[1])
     reconnects: list[int] = []
     second: RunningServer | None = None
@@ -73,9 +73,7 @@ def test_drain_lets_the_running_response_end_then_the_sdk_reconnects_to_the_next
                     deadline = time.monotonic() + 10
                     while time.monotonic() < deadline:
                         try:
-                            second = start_server(
-                                RecordingEcho(encoding), adapter, store=shared_store(), port=port
-                            )
+                            second = serve(RecordingEcho(encoding), store=shared_store(), port=port)
                             break
                         except OSError:  # A still holds its listening socket
                             time.sleep(0.05)
@@ -115,8 +113,8 @@ def test_drain_lets_the_running_response_end_then_the_sdk_reconnects_to_the_next
             second.stop()
 
 
-def test_drain_refuses_what_has_not_started_and_closes_with_1012(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    running = start_server(RecordingEcho(encoding, tokens_per_second=100), adapter)
+def test_drain_refuses_what_has_not_started_and_closes_with_1012(encoding, serve) -> None:  # type: ignore[no-untyped-def]
+    running = serve(RecordingEcho(encoding, tokens_per_second=100))
     try:
         with ws_connect(_ws_url(running)) as ws:
             ws.send(json.dumps({"type": "response.create", "input": "#lorem 40"}))
@@ -141,9 +139,9 @@ def test_drain_refuses_what_has_not_started_and_closes_with_1012(encoding, adapt
         running.stop()
 
 
-def test_a_drain_past_its_deadline_closes_with_1012_anyway(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+def test_a_drain_past_its_deadline_closes_with_1012_anyway(encoding, serve) -> None:  # type: ignore[no-untyped-def]
     """A response that outlasts the drain deadline does not hold the shutdown: uvicorn closes with 1012."""
-    running = start_server(RecordingEcho(encoding, tokens_per_second=50), adapter, drain_timeout=1.0)
+    running = serve(RecordingEcho(encoding, tokens_per_second=50), drain_timeout=1.0)
     try:
         with ws_connect(_ws_url(running)) as ws:
             ws.send(json.dumps({"type": "response.create", "input": "#lorem 2000"}))
@@ -160,8 +158,8 @@ def test_a_drain_past_its_deadline_closes_with_1012_anyway(encoding, adapter) ->
         running.stop()
 
 
-def test_generate_false_prepares_a_response_that_a_later_create_continues(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
-    running = start_server(RecordingEcho(encoding), adapter)
+def test_generate_false_prepares_a_response_that_a_later_create_continues(encoding, serve) -> None:  # type: ignore[no-untyped-def]
+    running = serve(RecordingEcho(encoding))
     client = openai.OpenAI(
         base_url=running.base_url + "/v1", api_key="unused", max_retries=0, _strict_response_validation=True
     )
@@ -201,10 +199,10 @@ def test_generate_false_prepares_a_response_that_a_later_create_continues(encodi
         running.stop()
 
 
-async def test_lanes_run_side_by_side_and_fork_across_lanes_with_the_sdk_session(encoding, adapter) -> None:  # type: ignore[no-untyped-def]
+async def test_lanes_run_side_by_side_and_fork_across_lanes_with_the_sdk_session(encoding, serve) -> None:  # type: ignore[no-untyped-def]
     """``stream_id`` as the SDK types it: FIFO per lane, lanes concurrent, events echo their lane, and
     ``previous_response_id`` (lineage) is independent of the lane (routing)."""
-    running = start_server(RecordingEcho(encoding, tokens_per_second=200), adapter)
+    running = serve(RecordingEcho(encoding, tokens_per_second=200))
     client = openai.AsyncOpenAI(base_url=running.base_url + "/v1", api_key="unused", max_retries=0)
     try:
         limits = ResponsesWebSocketLimits(

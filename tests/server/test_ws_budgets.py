@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.server_harness import RunningServer, start_server
+from support.server_harness import RunningServer
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
@@ -33,11 +33,9 @@ LIMIT = 64 << 10  # --max_input_bytes of these servers
 
 
 @pytest.fixture(scope="module")
-def server(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+def server_options(encoding) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     # 40 tokens a second: a '#lorem 2000' response runs long enough for messages to queue behind it.
-    running = start_server(EchoExecutor(encoding, tokens_per_second=40), adapter, max_input_bytes=LIMIT)
-    yield running
-    running.stop()
+    return {"executor": EchoExecutor(encoding, tokens_per_second=40), "max_input_bytes": LIMIT}
 
 
 def ws_url(server: RunningServer) -> str:
@@ -142,9 +140,9 @@ PER_CLIENT = 8
 
 
 @pytest.fixture(scope="module")
-def capped(encoding, adapter) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+def capped(serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
     limits = HTTPLimits(limit_concurrency=3 * PER_CLIENT, max_connections_per_client=PER_CLIENT)
-    running = start_server(EchoExecutor(encoding), adapter, http=limits)
+    running = serve(http=limits)
     yield running
     running.stop()
 

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.base import Executor, GenerationRequest, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
+from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.server import create_app
 from trtllm_responses.server.config import ServerConfig
 from trtllm_responses.server.http_protocol import uvicorn_config
@@ -62,6 +63,12 @@ class RunningServer:
         self.server.should_exit = True
         self.thread.join(timeout=10)
 
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def start_server(
     executor: Executor,
@@ -102,6 +109,46 @@ def start_server(
             raise RuntimeError("the test server did not start")
         time.sleep(0.01)
     return RunningServer(f"http://127.0.0.1:{port}", app, executor, store, server, thread)
+
+
+class ServerFactory:
+    """Starts test servers: the ``serve`` fixture (conftest.py), the one way a test gets a server.
+
+    ``serve(executor=None, *, adapter=None, store=None, port=0, drain_timeout=35.0, **config)`` is
+    :func:`start_server` with the session's encoding and adapter filled in: the executor defaults to a
+    plain :class:`EchoExecutor`, ``config`` is any :class:`ServerConfig` field. Whoever starts a server
+    stops it (``with serve(...) as running:``, or ``running.stop()``), when its scope ends; what is
+    still running when the session ends is stopped then.
+    """
+
+    def __init__(self, encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> None:
+        self.encoding = encoding
+        self.adapter = adapter
+        self.started: list[RunningServer] = []
+
+    def __call__(
+        self,
+        executor: Executor | None = None,
+        *,
+        adapter: HarmonyAdapter | None = None,
+        store: Any = None,
+        **config: Any,
+    ) -> RunningServer:
+        running = start_server(
+            executor if executor is not None else EchoExecutor(self.encoding),
+            adapter if adapter is not None else self.adapter,
+            store=store,
+            **config,
+        )
+        self.started.append(running)
+        return running
+
+    def stop_all(self) -> None:
+        """Stop every server started here that is still running."""
+        for running in reversed(self.started):
+            if running.thread.is_alive():
+                running.stop()
+        self.started.clear()
 
 
 def parse_sse(lines: Iterator[str]) -> list[dict[str, Any]]:

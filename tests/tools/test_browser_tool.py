@@ -19,12 +19,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from support.search_site import TIDES, WEB_TOOL, serve_search_site
-from support.server_harness import RunningServer, start_server, steps, stream_events
+from support.server_harness import RunningServer, ServerFactory, steps, stream_events
 from support.stream_grammar import check_stream
 
-from trtllm_responses.adapter import HarmonyAdapter
-from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.tools.browser import CitationRewriter, browser_description, html_to_text
 from trtllm_responses.tools.settings import ToolSettings
 
@@ -36,13 +33,11 @@ def site() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def server(site: str, encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[RunningServer]:
+def server_options(site: str) -> dict[str, Any]:
     settings = ToolSettings(
         browser_backend=f"searxng:{site}", fetch_allow_private=("127.0.0.1",), tool_timeout=10.0
     )
-    running = start_server(EchoExecutor(encoding), adapter, tools=settings)
-    yield running
-    running.stop()
+    return {"tools": settings}
 
 
 @pytest.fixture
@@ -242,7 +237,7 @@ def test_the_page_stack_lives_for_the_response_chain(http: httpx.Client, site: s
 # -- the browser through an MCP server ---------------------------------------------------------------
 
 
-def test_browser_through_an_mcp_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> None:
+def test_browser_through_an_mcp_server(serve: ServerFactory) -> None:
     from mcp.server.mcpserver import MCPServer
     from support.mcp_server import MCPTestServer, _serve
 
@@ -261,9 +256,7 @@ def test_browser_through_an_mcp_server(encoding: HarmonyEncoding, adapter: Harmo
 
     mcp = MCPTestServer(url="", sse_url="")
     mcp.url = _serve(browser.streamable_http_app(), mcp) + "/mcp"
-    running = start_server(
-        EchoExecutor(encoding), adapter, tools=ToolSettings(browser_backend=f"mcp:{mcp.url}")
-    )
+    running = serve(tools=ToolSettings(browser_backend=f"mcp:{mcp.url}"))
     try:
         with httpx.Client(base_url=running.base_url, timeout=60) as client:
             script = steps(

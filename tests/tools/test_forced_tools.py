@@ -22,7 +22,7 @@ import openai
 import pytest
 from support.mcp_server import MCPTestServer
 from support.search_site import serve_search_site
-from support.server_harness import RecordingEcho, RunningServer, start_server, stream_events
+from support.server_harness import RecordingEcho, RunningServer, stream_events
 from support.stream_grammar import check_stream
 
 from trtllm_responses.adapter import HarmonyAdapter
@@ -63,9 +63,7 @@ def echo(encoding: HarmonyEncoding) -> RecordingEcho:
 
 
 @pytest.fixture(scope="module")
-def server(
-    search: str, mcp: MCPTestServer, echo: RecordingEcho, adapter: HarmonyAdapter
-) -> Iterator[RunningServer]:
+def server_options(search: str, mcp: MCPTestServer, echo: RecordingEcho) -> dict[str, Any]:
     settings = ToolSettings(
         python_tool="local",
         python_limits=PythonLimits(timeout=10.0, cpu_seconds=5, memory_bytes=256 << 20, output_bytes=2000),
@@ -74,9 +72,7 @@ def server(
         mcp_allowed_urls=(mcp.url,),
         tool_timeout=20.0,
     )
-    running = start_server(echo, adapter, tools=settings)
-    yield running
-    running.stop()
+    return {"executor": echo, "tools": settings}
 
 
 @pytest.fixture

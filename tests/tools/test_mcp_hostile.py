@@ -20,11 +20,10 @@ import openai
 import pytest
 from support.mcp_server import MCPTestServer, build_server
 from support.mcp_server import _serve as serve_app
-from support.server_harness import RunningServer, start_server, stream_events
+from support.server_harness import RunningServer, stream_events
 from support.stream_grammar import check_stream
 from websockets.sync.client import connect as ws_connect
 
-from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.tools.settings import ToolSettings
 
 OUTPUT_MAX = 2000
@@ -61,20 +60,13 @@ def redirecting() -> Iterator[tuple[str, _Redirecting]]:
 
 
 @pytest.fixture(scope="module")
-def server(
-    mcp: MCPTestServer,
-    redirecting: tuple[str, _Redirecting],
-    encoding,
-    adapter,  # type: ignore[no-untyped-def]
-) -> Iterator[RunningServer]:
+def server_options(mcp: MCPTestServer, redirecting: tuple[str, _Redirecting]) -> dict[str, Any]:
     settings = ToolSettings(
         mcp_allowed_urls=(mcp.url, redirecting[0] + "/mcp"),
         tool_timeout=30.0,
         tool_output_max_bytes=OUTPUT_MAX,
     )
-    running = start_server(EchoExecutor(encoding), adapter, tools=settings)
-    yield running
-    running.stop()
+    return {"tools": settings}
 
 
 @pytest.fixture

@@ -17,11 +17,9 @@ import httpx
 import openai
 import pytest
 from support.mcp_server import SLEEP_LOG, MCPTestServer, SilentServer, closed_port_url
-from support.server_harness import RecordingEcho, RunningServer, start_server, stream_events
+from support.server_harness import RecordingEcho, RunningServer, ServerFactory, stream_events
 from support.stream_grammar import check_stream
 
-from trtllm_responses.adapter import HarmonyAdapter
-from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.tools.settings import ToolSettings, url_allowed
 
@@ -33,16 +31,14 @@ def _origin(url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(mcp: MCPTestServer, encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[RunningServer]:
+def server_options(mcp: MCPTestServer, encoding: HarmonyEncoding) -> dict[str, Any]:
     settings = ToolSettings(
         mcp_allowed_urls=(_origin(mcp.url) + "/mcp", _origin(mcp.sse_url)),
         tool_servers=(("configured", mcp.url),),
         tool_timeout=20.0,  # generous: a loaded machine must not time out ordinary calls
         tool_output_max_bytes=1000,
     )
-    running = start_server(RecordingEcho(encoding), adapter, tools=settings)
-    yield running
-    running.stop()
+    return {"executor": RecordingEcho(encoding), "tools": settings}
 
 
 @pytest.fixture
@@ -301,10 +297,8 @@ def test_disallowed_urls_are_a_400_that_says_how_to_enable(http: httpx.Client, m
         assert "--mcp_allowed_urls" in error["message"] and error["param"] == "tools[0].server_url"
 
 
-def test_no_allowed_urls_by_default(
-    encoding: HarmonyEncoding, adapter: HarmonyAdapter, mcp: MCPTestServer
-) -> None:
-    running = start_server(EchoExecutor(encoding), adapter)
+def test_no_allowed_urls_by_default(serve: ServerFactory, mcp: MCPTestServer) -> None:
+    running = serve()
     try:
         reply = httpx.post(
             running.base_url + "/v1/responses", json={"input": "hi", "tools": [mcp_tool(mcp.url)]}
@@ -530,7 +524,7 @@ async def test_agents_sdk_hosted_mcp_approval(server: RunningServer, mcp: MCPTes
 
 
 def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter, mcp: MCPTestServer
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, mcp: MCPTestServer
 ) -> None:
     from trtllm_responses.executors.trtllm import TrtllmExecutor
 
@@ -539,7 +533,7 @@ def test_loop_turns_are_separate_generate_async_calls_whose_prompts_extend(
         end_id=encoding.return_,
     )
     settings = ToolSettings(mcp_allowed_urls=(mcp.url,), tool_timeout=10.0)
-    running = start_server(executor, adapter, tools=settings)
+    running = serve(executor, tools=settings)
     try:
         with httpx.Client(base_url=running.base_url, timeout=60) as client:
             relay = call("relay", text=call("add", a=2, b=5))

@@ -22,11 +22,9 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from support.mcp_server import MCPTestServer, _serve
 from support.process_harness import host_processes, wait_gone
-from support.server_harness import RecordingEcho, RunningServer, start_server, stream_events
+from support.server_harness import RecordingEcho, RunningServer, ServerFactory, stream_events
 from support.stream_grammar import check_stream
 
-from trtllm_responses.adapter import HarmonyAdapter
-from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.tools.python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython
 from trtllm_responses.tools.sandbox import SandboxUnavailable, setup_sandbox
@@ -45,11 +43,9 @@ def sandbox() -> Any:
 
 
 @pytest.fixture(scope="module")
-def server(sandbox: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[RunningServer]:
+def server_options(sandbox: Any, encoding: HarmonyEncoding) -> dict[str, Any]:
     settings = ToolSettings(python_tool="local", python_limits=LIMITS, tool_timeout=20.0)
-    running = start_server(RecordingEcho(encoding), adapter, tools=settings)
-    yield running
-    running.stop()
+    return {"executor": RecordingEcho(encoding), "tools": settings}
 
 
 @pytest.fixture
@@ -278,10 +274,10 @@ def _python_mcp() -> MCPServer:
 
 
 @pytest.fixture(scope="module")
-def mcp_python_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[RunningServer]:
+def mcp_python_server(serve: ServerFactory) -> Iterator[RunningServer]:
     mcp = MCPTestServer(url="", sse_url="")
     mcp.url = _serve(_python_mcp().streamable_http_app(), mcp) + "/mcp"
-    running = start_server(EchoExecutor(encoding), adapter, tools=ToolSettings(python_tool=f"mcp:{mcp.url}"))
+    running = serve(tools=ToolSettings(python_tool=f"mcp:{mcp.url}"))
     yield running
     running.stop()
     mcp.stop()
