@@ -1,5 +1,6 @@
 """Fixtures every layer's tests share: the offline Harmony encoding (loaded once), an adapter with a fixed
-date, the servers (``serve``, ``server``, ``echo_server``), the fake TensorRT-LLM, an MCP server.
+date, the servers (``serve``, ``server``, ``echo_server``) and clients of them, the fake TensorRT-LLM, an MCP
+server, a loopback web site.
 
 A fixture only one layer needs lives in that layer's ``conftest.py`` (``tests/<layer>/``)."""
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+import openai
 import pytest
 from support.harmony_helpers import FIXED_DATE
 from support.server_harness import RunningServer, ServerFactory
@@ -61,7 +63,24 @@ def echo_server(serve: ServerFactory) -> Iterator[RunningServer]:
 
 
 @pytest.fixture
+def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
+    """The openai SDK (no retries) on the session's echo server."""
+    with openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as c:
+        yield c
+
+
+@pytest.fixture
+async def aclient(echo_server) -> openai.AsyncOpenAI:  # type: ignore[no-untyped-def]
+    """The async openai SDK (no retries) on the session's echo server."""
+    async with openai.AsyncOpenAI(
+        base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as c:
+        yield c
+
+
+@pytest.fixture
 def http(echo_server):  # type: ignore[no-untyped-def]
+    """An httpx client of the session's echo server."""
     import httpx
 
     with httpx.Client(base_url=echo_server.base_url, timeout=30) as client:
@@ -85,15 +104,10 @@ def mcp():  # type: ignore[no-untyped-def]
     running.stop()
 
 
-@pytest.fixture(scope="session")
-def redis_server():  # type: ignore[no-untyped-def]
-    """A real redis-server on a free loopback port for the session (``make test`` installs the binary)."""
-    from support.redis_harness import RedisServer, redis_binary
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    """A loopback web (``support/search_site.py``): a SearXNG-style search and its pages, for the browser."""
+    from support.search_site import serve_search_site
 
-    if redis_binary() is None:
-        pytest.fail(
-            "redis-server is not installed: run `make test` (it installs it) or apt-get install redis-server"
-        )
-    server = RedisServer().start()
-    yield server
-    server.stop()
+    with serve_search_site() as url:
+        yield url

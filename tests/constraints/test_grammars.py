@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_guided_xgrammar import compiler  # noqa: F401  (the module-scoped xgrammar compiler fixture)
 
 from trtllm_responses.constraints.grammars import GrammarError, lark_to_ebnf, regex_to_ebnf
 from trtllm_responses.harmony import HarmonyEncoding
@@ -13,7 +12,7 @@ from trtllm_responses.harmony import HarmonyEncoding
 xgr = pytest.importorskip("xgrammar")
 
 
-def matches(compiler: Any, encoding: HarmonyEncoding, ebnf: str, text: str) -> bool:  # noqa: F811
+def matches(compiler: Any, encoding: HarmonyEncoding, ebnf: str, text: str) -> bool:
     """Whether the grammar accepts exactly ``text`` (every token, then the stop token)."""
     matcher = xgr.GrammarMatcher(compiler.compile_grammar(ebnf))
     return all(matcher.accept_token(t) for t in encoding.encode_plain(text)) and matcher.accept_token(
@@ -41,7 +40,7 @@ LARK_CASES = [
 
 @pytest.mark.parametrize("source, good, bad", LARK_CASES, ids=[c[0].splitlines()[0] for c in LARK_CASES])
 def test_lark_translation_means_the_grammar(
-    compiler: Any,  # noqa: F811
+    compiler: Any,
     encoding: HarmonyEncoding,
     source: str,
     good: list[str],
@@ -65,7 +64,7 @@ def test_lark_translation_means_the_grammar(
     ],
 )
 def test_regex_translation(
-    compiler: Any,  # noqa: F811
+    compiler: Any,
     encoding: HarmonyEncoding,
     pattern: str,
     good: list[str],

@@ -35,17 +35,6 @@ from trtllm_responses.request.protocol import parse_request
 xgr = pytest.importorskip("xgrammar")
 
 
-@pytest.fixture(scope="module")
-def compiler() -> Any:
-    """The compiler TensorRT-LLM's XGrammarMatcherFactory builds for gpt-oss (one definition: the fake's)."""
-    from support.trtllm_harness import fake_trtllm_importable
-
-    with fake_trtllm_importable():
-        from tensorrt_llm._torch.pyexecutor.grammar_matcher import XGrammarMatcherFactory
-
-        return XGrammarMatcherFactory()._xgrammar_compiler
-
-
 WEATHER = {
     "type": "function",
     "name": "get_weather",

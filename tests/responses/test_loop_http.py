@@ -22,12 +22,6 @@ WEATHER = {
 ENCRYPTED = ["reasoning.encrypted_content"]
 
 
-@pytest.fixture
-def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
-    with openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as c:
-        yield c
-
-
 def dump(item: Any) -> dict[str, Any]:
     # warnings=False: the SDK types compacted user messages as output messages (it parses them leniently).
     return item.model_dump(mode="json", exclude_none=True, warnings=False)

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.search_site import WEB_TOOL, serve_search_site
+from support.search_site import WEB_TOOL
 from support.server_harness import (
     RecordingEcho,
     RunningServer,
@@ -47,12 +47,6 @@ SECOND = steps(
     'call browser.find {"pattern": "gravity", "cursor": 1}',
     "Neap 【3†L0】.",
 )
-
-
-@pytest.fixture(scope="module")
-def site() -> Iterator[str]:
-    with serve_search_site() as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

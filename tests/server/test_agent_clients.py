@@ -54,20 +54,6 @@ class Trip(BaseModel):
     stops: list[Stop]
 
 
-@pytest.fixture
-def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
-    with openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as c:
-        yield c
-
-
-@pytest.fixture
-async def aclient(echo_server) -> openai.AsyncOpenAI:  # type: ignore[no-untyped-def]
-    async with openai.AsyncOpenAI(
-        base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0
-    ) as c:
-        yield c
-
-
 def _prompt(http: httpx.Client, body: dict[str, Any]) -> str:
     """The prompt the model saw (the echo executor's ``#prompt`` rule)."""
     response = http.post("/v1/responses", json={**body, "input": "#prompt"})

@@ -20,20 +20,6 @@ WEATHER = {
 }
 
 
-@pytest.fixture
-def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
-    with openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as c:
-        yield c
-
-
-@pytest.fixture
-async def aclient(echo_server) -> openai.AsyncOpenAI:  # type: ignore[no-untyped-def]
-    async with openai.AsyncOpenAI(
-        base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0
-    ) as c:
-        yield c
-
-
 def dumped(events: list[Any]) -> list[dict[str, Any]]:
     """Events as dicts; drops ``parsed_arguments``, which the SDK's stream helper adds to its own parsed copy."""
     out = [e.model_dump(mode="json", exclude_unset=True) for e in events]

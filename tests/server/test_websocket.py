@@ -24,12 +24,6 @@ WEATHER = {
 }
 
 
-@pytest.fixture
-def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
-    with openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as c:
-        yield c
-
-
 @pytest.fixture(scope="module")
 def paced(encoding, serve) -> RunningServer:  # type: ignore[no-untyped-def]
     """An echo server writing 40 tokens a second, so a response is still running when a steer arrives."""

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from support.search_site import TIDES, WEB_TOOL, serve_search_site
+from support.search_site import TIDES, WEB_TOOL
 from support.server_harness import RunningServer, ServerFactory, steps, stream_events
 from support.stream_grammar import check_stream
 
@@ -27,23 +26,11 @@ from trtllm_responses.tools.settings import ToolSettings
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[str]:
-    with serve_search_site() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def server_options(site: str) -> dict[str, Any]:
     settings = ToolSettings(
         browser_backend=f"searxng:{site}", fetch_allow_private=("127.0.0.1",), tool_timeout=10.0
     )
     return {"tools": settings}
-
-
-@pytest.fixture
-def http(server: RunningServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=60) as client:
-        yield client
 
 
 def streamed(http: httpx.Client, body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -75,12 +75,6 @@ def server_options(search: str, mcp: MCPTestServer, echo: RecordingEcho) -> dict
     return {"executor": echo, "tools": settings}
 
 
-@pytest.fixture
-def http(server: RunningServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=60) as client:
-        yield client
-
-
 def streamed(
     http: httpx.Client, echo: RecordingEcho, body: dict[str, Any]
 ) -> tuple[dict[str, Any], list[GenerationRequest]]:

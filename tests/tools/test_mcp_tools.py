@@ -42,12 +42,6 @@ def server_options(mcp: MCPTestServer, encoding: HarmonyEncoding) -> dict[str, A
 
 
 @pytest.fixture
-def http(server: RunningServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=60) as client:
-        yield client
-
-
-@pytest.fixture
 def client(server: RunningServer) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as c:
         yield c

@@ -48,12 +48,6 @@ def server_options(sandbox: Any, encoding: HarmonyEncoding) -> dict[str, Any]:
     return {"executor": RecordingEcho(encoding), "tools": settings}
 
 
-@pytest.fixture
-def http(server: RunningServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=60) as client:
-        yield client
-
-
 def run(http: httpx.Client, code: str, **extra: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     body = {"input": f"call python {code}", "tools": [CODE_TOOL], **extra}
     events = stream_events(http, body)
