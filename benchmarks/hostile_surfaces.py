@@ -1,7 +1,7 @@
 """Issue 19's attacks on the newer surfaces, run by ``hostile_input.py`` beside its normal streams.
 
 Each attack is ``url -> answer`` (one line saying what the attacker got back). The MCP server is
-the tests' (``tests/mcp_server.py``, its ``big`` tool), served in this process on loopback.
+the tests' (``tests/support/mcp_server.py``, its ``big`` tool), served in this process on loopback.
 """
 
 from __future__ import annotations

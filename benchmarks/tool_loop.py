@@ -1,6 +1,6 @@
 """Added latency per tool round trip inside a response (the in-response tool loop, MCP).
 
-A real MCP server (tests/mcp_server.py: the ``mcp`` package's MCPServer, streamable HTTP,
+A real MCP server (tests/support/mcp_server.py: the ``mcp`` package's MCPServer, streamable HTTP,
 in this process) and ``trtllm-responses serve --engine echo`` (a subprocess) on loopback.
 Each request makes the echo model call ``demo.add`` once; the client streams and times,
 per response, the gap between the call's ``response.mcp_call_arguments.done`` and the

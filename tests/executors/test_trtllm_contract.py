@@ -2,7 +2,7 @@
 
 Run it with a gpt-oss checkpoint (or bundle, or Hugging Face id):
 
-    TRTLLM_RESPONSES_TEST_MODEL=/models/gpt-oss-20b pytest tests/test_trtllm_contract.py
+    TRTLLM_RESPONSES_TEST_MODEL=/models/gpt-oss-20b pytest tests/executors/test_trtllm_contract.py
 
 It checks what only a real engine can: the model loads with our LLM arguments,
 real gpt-oss output parses as Harmony and passes the stream grammar, a function

@@ -3,7 +3,7 @@ declared lower bounds are real.
 
 - ``constraints/tensorrt-llm-X.txt`` holds release X's install requirements (its PKG-INFO on PyPI,
   built from its requirements.txt). ``pip install --dry-run -c`` that file, with the ``test`` and
-  ``guided`` extras (what runs tests/test_trtllm_contract.py in TensorRT-LLM's container), must
+  ``guided`` extras (what runs tests/executors/test_trtllm_contract.py in TensorRT-LLM's container), must
   resolve: nothing TensorRT-LLM pins (torch, openai-harmony, fastapi, xgrammar …) is replaced.
 - The lowest versions ``pyproject.toml`` allows for each direct dependency are installed into a
   fresh venv, where a smoke test serves a streamed response and renders and parses Harmony.

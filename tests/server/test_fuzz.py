@@ -4,7 +4,7 @@ Bounded and seeded: ``TRTLLM_RESPONSES_FUZZ_EXAMPLES`` examples per operation an
 generation mode (default 40, about a minute in all), seed
 ``TRTLLM_RESPONSES_FUZZ_SEED`` (default 8). Raise the count for a long run, e.g.::
 
-    TRTLLM_RESPONSES_FUZZ_EXAMPLES=2000 .venv/bin/python -m pytest tests/test_fuzz.py -q
+    TRTLLM_RESPONSES_FUZZ_EXAMPLES=2000 .venv/bin/python -m pytest tests/server/test_fuzz.py -q
 
 Every answer must be below 500; every 4xx the error envelope (JSON, the schema
 ``/openapi.json`` states); every 200 from ``POST /v1/responses`` a response valid

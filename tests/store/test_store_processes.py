@@ -88,7 +88,7 @@ def test_redis_going_away_is_503_then_recovers() -> None:
                 assert info.value.body["code"] == "service_unavailable"  # type: ignore[index]
             assert time.monotonic() - started < 30, "an unreachable store must fail fast, not hang"
             # A response that needs no store is still served; one that asked to be stored is a 503 before
-            # anything is generated (tests/test_redis_outages.py).
+            # anything is generated (tests/store/test_redis_outages.py).
             assert client.responses.create(model="m", input="#lorem 3", store=False).status == "completed"
             with pytest.raises(openai.InternalServerError) as info:
                 client.responses.create(model="m", input="#lorem 3")

@@ -2,13 +2,13 @@
 
 A real server on loopback (the echo executor, which obeys the request's constraint as
 TensorRT-LLM's guided decoding would: a required call is the first allowed tool's), with
-python ``local``, the loopback search site (tests/search_site.py) and an MCP server served by the test.
+python ``local``, the loopback search site (tests/support/search_site.py) and an MCP server served by the test.
 Each forced response is checked three ways: its stream (check_stream), its items, and the
 constraint each generation of the tool loop carried (the first requires the chosen tool's
 call, later turns are free again, or keep the structured-output format).
 
 The same constraints compiled by xgrammar, as TensorRT-LLM compiles them, are in
-tests/test_guided_xgrammar.py.
+tests/constraints/test_guided_xgrammar.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Remote MCP tools run by the server, inside one response, against a real MCP server on loopback.
 
-The MCP server is the ``mcp`` package's MCPServer (tests/mcp_server.py) over
+The MCP server is the ``mcp`` package's MCPServer (tests/support/mcp_server.py) over
 streamable HTTP and SSE; our server is the echo executor behind uvicorn, driven
 with the openai SDK, httpx and the Agents SDK. Every stream goes through
 check_stream.

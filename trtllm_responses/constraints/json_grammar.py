@@ -4,7 +4,7 @@ TensorRT-LLM gives xgrammar gpt-oss's vocabulary with the special tokens as thei
 (``_xgrammar_tokenizer_info``, ``llmapi/tokenizer.py``), so to xgrammar ``<|end|>`` is seven ordinary
 characters, and a JSON string (``[^"\\\\]`` and friends) admits it and every ``<|reserved_…|>`` token.
 The model may then write a control token inside a call's arguments or a JSON answer, which the
-Harmony reader refuses. Sampled against xgrammar 0.1.25 (tests/test_guided_property.py), this happens.
+Harmony reader refuses. Sampled against xgrammar 0.1.25 (tests/constraints/test_guided_property.py), this happens.
 
 So a schema is not sent as a structural tag's ``json_schema`` element but as a ``grammar``: the EBNF
 xgrammar itself makes of it (``xgrammar.Grammar.from_json_schema``, the converter its ``json_schema``

@@ -9,7 +9,7 @@ after the channel (``<|channel|>commentary to=functions.f <|constrain|>json``) o
 :func:`read_header` reads any header text the model writes and never fails: it is how the
 parser (``parser.py``) reads headers. The header forms guided decoding allows
 (``constraints/guided.py``: :data:`FINAL_HEADERS`, :func:`call_headers`, :data:`FREE_CHANNELS`)
-are built from the same names here, and ``tests/test_reader.py`` walks every header the
+are built from the same names here, and ``tests/harmony/test_reader.py`` walks every header the
 structural tag accepts through the parser.
 
 The readings (README, "What the model may write"):
