@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The guided-decoding proof (tests/test_guided_*.py, the fake TensorRT-LLM) runs xgrammar on CPU, with the
+# The guided-decoding proof (tests/constraints/test_guided_*.py, the fake TensorRT-LLM) runs xgrammar on CPU, with the
 # xgrammar TensorRT-LLM 1.1/1.2.0 pins and a torch, installed here, not declared by the package (its `guided`
 # extra pins no torch, so it never replaces TensorRT-LLM's). The torch is the CPU build (2.2 GB venv instead of
 # CUDA's 5.9 GB) where pip's configuration offers it (this workplace's find-links); from PyPI alone pip takes
@@ -12,7 +12,7 @@ XGRAMMAR_SPEC ?= xgrammar==0.1.25
 STAMP := $(VENV)/.installed-$(subst ==,-,$(TORCH_SPEC))-$(subst ==,-,$(XGRAMMAR_SPEC))
 HOST ?= 127.0.0.1
 PORT ?= 8000
-# Codex CLI from npm, for tests/test_codex_cli.py (skipped when npm is not available).
+# Codex CLI from npm, for tests/clients/test_codex_cli.py (skipped when npm is not available).
 CODEX_VERSION ?= 0.169.0
 CODEX_DIR := .codex-cli
 CODEX_STAMP := $(CODEX_DIR)/.installed-$(CODEX_VERSION)
@@ -41,7 +41,7 @@ $(CODEX_STAMP):
 
 codex-cli: $(CODEX_STAMP)
 
-# LiteLLM, for tests/test_chat_clients.py, in a virtualenv of its own: its releases that accept openai 3
+# LiteLLM, for tests/clients/test_chat_clients.py, in a virtualenv of its own: its releases that accept openai 3
 # (which openai-agents needs) require a certifi newer than some package indexes hold (README, "Chat Completions").
 LITELLM_VENV := .venv-litellm
 LITELLM_STAMP := $(LITELLM_VENV)/.installed

@@ -1,7 +1,7 @@
 """Issue 19's attacks on the newer surfaces, run by ``hostile_input.py`` beside its normal streams.
 
 Each attack is ``url -> answer`` (one line saying what the attacker got back). The MCP server is
-the tests' (``tests/mcp_server.py``, its ``big`` tool), served in this process on loopback.
+the tests' (``tests/support/mcp_server.py``, its ``big`` tool), served in this process on loopback.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ MCP_URL = ""
 def start_mcp() -> tuple[str, Callable[[], None]]:
     """The tests' MCP server on a free loopback port; its URL and how to stop it."""
     global MCP_URL
-    from mcp_server import start_mcp_server
+    from support.mcp_server import start_mcp_server
 
     running = start_mcp_server()
     MCP_URL = running.url

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 
 from _server import get_json, pin_this_process, post_json, report, start_server, stop  # noqa: E402
-from redis_harness import RedisServer  # noqa: E402
+from support.redis_harness import RedisServer  # noqa: E402
 
 from trtllm_responses.cli.bench import BenchConfig, run_bench  # noqa: E402
 

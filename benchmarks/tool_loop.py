@@ -1,6 +1,6 @@
 """Added latency per tool round trip inside a response (the in-response tool loop, MCP).
 
-A real MCP server (tests/mcp_server.py: the ``mcp`` package's MCPServer, streamable HTTP,
+A real MCP server (tests/support/mcp_server.py: the ``mcp`` package's MCPServer, streamable HTTP,
 in this process) and ``trtllm-responses serve --engine echo`` (a subprocess) on loopback.
 Each request makes the echo model call ``demo.add`` once; the client streams and times,
 per response, the gap between the call's ``response.mcp_call_arguments.done`` and the
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 
 from _server import pin_this_process, report, start_server, stop  # noqa: E402
-from mcp_server import MCPTestServer, _serve, build_server  # noqa: E402
+from support.mcp_server import MCPTestServer, _serve, build_server  # noqa: E402
 
 
 class _Timer:

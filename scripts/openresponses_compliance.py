@@ -15,7 +15,7 @@ port, and runs the suite with ``--json`` against it.
 When the runner has the optional ``offline-web-search`` case (``--enable-offline-web-search``,
 revision ``18e5656``), it is enabled: the server then runs with
 ``--browser_backend searxng:URL --fetch_allow_private 127.0.0.1`` against the tests' loopback
-search stand-in (``tests/search_site.py``). Other optional cases needing configuration we cannot
+search stand-in (``tests/support/search_site.py``). Other optional cases needing configuration we cannot
 give (``file-search`` needs a vector store id) are reported as ``skipped``.
 
 It exits 0 when every case passes except the known, documented differences:
@@ -142,7 +142,7 @@ def main() -> int:
         search_url = None
         if web_search:
             sys.path.insert(0, str(ROOT / "tests"))
-            from search_site import serve_search_site
+            from support.search_site import serve_search_site
 
             search_url = stack.enter_context(serve_search_site())
         return _run(bun, work, search_url)

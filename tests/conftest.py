@@ -1,19 +1,23 @@
-"""Shared fixtures: the offline Harmony encoding (loaded once) and an adapter with a fixed date."""
+"""Fixtures every layer's tests share: the offline Harmony encoding (loaded once), an adapter with a fixed
+date, the servers (``serve``, ``server``, ``echo_server``) and clients of them, the fake TensorRT-LLM, an MCP
+server, a loopback web site.
+
+A fixture only one layer needs lives in that layer's ``conftest.py`` (``tests/<layer>/``)."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import sys
 from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
+import openai
 import pytest
+from support.harmony_helpers import FIXED_DATE
+from support.server_harness import RunningServer, ServerFactory
+from support.trtllm_harness import fake_trtllm_importable
 
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.harmony import HarmonyEncoding, load_encoding
-
-FIXED_DATE = "2026-11-21"
 
 
 @pytest.fixture(scope="session")
@@ -27,45 +31,60 @@ def adapter(encoding: HarmonyEncoding) -> HarmonyAdapter:
 
 
 @pytest.fixture(scope="session")
-def echo_server(encoding: HarmonyEncoding, adapter: HarmonyAdapter):  # type: ignore[no-untyped-def]
+def serve(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> Iterator[ServerFactory]:
+    """The one way a test starts a server (a real uvicorn on loopback): ``serve(executor=None, *,
+    adapter=None, store=None, **config)`` (``support.server_harness.ServerFactory``). Session-scoped so
+    that fixtures of any scope can use it; each server is stopped by whoever started it."""
+    factory = ServerFactory(encoding, adapter)
+    yield factory
+    factory.stop_all()
+
+
+@pytest.fixture(scope="module")
+def server_options() -> dict[str, Any]:
+    """The arguments of ``serve`` the module's ``server`` is started with: a module (or a folder's
+    conftest) overrides this fixture to configure its server, and parametrizes it to get several."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def server(serve: ServerFactory, server_options: dict[str, Any]) -> Iterator[RunningServer]:
+    """The module's own server, ``serve(**server_options)``: started by the module's first test that
+    asks for it, stopped after its last."""
+    with serve(**server_options) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def echo_server(serve: ServerFactory) -> Iterator[RunningServer]:
     """One echo server for the session (tests must not depend on each other's stored responses)."""
-    from server_harness import start_server
+    with serve() as running:
+        yield running
 
-    from trtllm_responses.executors.echo import EchoExecutor
 
-    running = start_server(EchoExecutor(encoding), adapter)
-    yield running
-    running.stop()
+@pytest.fixture
+def client(echo_server) -> openai.OpenAI:  # type: ignore[no-untyped-def]
+    """The openai SDK (no retries) on the session's echo server."""
+    with openai.OpenAI(base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0) as c:
+        yield c
+
+
+@pytest.fixture
+async def aclient(echo_server) -> openai.AsyncOpenAI:  # type: ignore[no-untyped-def]
+    """The async openai SDK (no retries) on the session's echo server."""
+    async with openai.AsyncOpenAI(
+        base_url=echo_server.base_url + "/v1", api_key="unused", max_retries=0
+    ) as c:
+        yield c
 
 
 @pytest.fixture
 def http(echo_server):  # type: ignore[no-untyped-def]
+    """An httpx client of the session's echo server."""
     import httpx
 
     with httpx.Client(base_url=echo_server.base_url, timeout=30) as client:
         yield client
-
-
-FAKE_TRTLLM = str(__import__("pathlib").Path(__file__).parent / "fake_trtllm")
-
-
-def _trtllm_modules() -> list[str]:
-    return [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]
-
-
-@contextlib.contextmanager
-def fake_trtllm_importable() -> Iterator[ModuleType]:
-    """The fake TensorRT-LLM importable as ``tensorrt_llm`` while the block runs; other tests never find it."""
-    patch = pytest.MonkeyPatch()
-    patch.syspath_prepend(FAKE_TRTLLM)
-    for name in _trtllm_modules():
-        patch.delitem(sys.modules, name)
-    try:
-        yield importlib.import_module("tensorrt_llm")
-    finally:
-        for name in _trtllm_modules():
-            sys.modules.pop(name, None)
-        patch.undo()
 
 
 @pytest.fixture
@@ -78,22 +97,17 @@ def fake_trtllm() -> Iterator[ModuleType]:
 @pytest.fixture(scope="module")
 def mcp():  # type: ignore[no-untyped-def]
     """A real MCP server (``mcp_server.py``) on loopback for the module's tests; it records the headers it got."""
-    from mcp_server import start_mcp_server
+    from support.mcp_server import start_mcp_server
 
     running = start_mcp_server()
     yield running
     running.stop()
 
 
-@pytest.fixture(scope="session")
-def redis_server():  # type: ignore[no-untyped-def]
-    """A real redis-server on a free loopback port for the session (``make test`` installs the binary)."""
-    from redis_harness import RedisServer, redis_binary
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    """A loopback web (``support/search_site.py``): a SearXNG-style search and its pages, for the browser."""
+    from support.search_site import serve_search_site
 
-    if redis_binary() is None:
-        pytest.fail(
-            "redis-server is not installed: run `make test` (it installs it) or apt-get install redis-server"
-        )
-    server = RedisServer().start()
-    yield server
-    server.stop()
+    with serve_search_site() as url:
+        yield url

@@ -41,7 +41,7 @@ FREE_FINAL = "root ::= " + json.dumps(FINAL_HEADERS[0]) + " body\nbody ::= " + N
 #: Free text in a call (the python tool's code, a custom tool without a grammar): no ``<|`` either.
 FREE_TEXT = f"root ::= {NO_CONTROL_TEXT}\n"
 #: The final answer's headers and the call headers come from ``harmony/headers.py``, the definition the
-#: parser reads with (``tests/test_reader.py`` walks every header this tag accepts through the parser).
+#: parser reads with (``tests/harmony/test_reader.py`` walks every header this tag accepts through the parser).
 _ANY_JSON_OBJECT = {"type": "object"}
 
 

@@ -4,7 +4,7 @@ A header is what the model writes between ``<|start|>`` and ``<|message|>``: a r
 recipient (``to=NAME``, after the channel or before it) and a content type. :func:`read_header` reads
 any header text and never fails (the parser's reading, README "What the model may write");
 the forms guided decoding allows (:data:`FINAL_HEADERS`, :func:`call_headers`,
-:data:`FREE_CHANNELS`) are built from the same names, and ``tests/test_reader.py`` walks every header
+:data:`FREE_CHANNELS`) are built from the same names, and ``tests/harmony/test_reader.py`` walks every header
 the structural tag accepts through the parser.
 """
 

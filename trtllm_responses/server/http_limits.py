@@ -1,7 +1,7 @@
 """HTTPLimits: what one client connection may cost the server, named in one place.
 
 Every limit has a safe default, a ``serve`` flag of the same name (``cli/command.py``)
-and a test that crosses it (``tests/test_http_limits.py``). They are enforced by
+and a test that crosses it (``tests/server/test_http_limits.py``). They are enforced by
 ``server.http_protocol.GuardedHttpToolsProtocol`` (uvicorn's httptools protocol with
 deadlines and size checks added), except ``timeout_keep_alive``, which is
 uvicorn's own. README ("HTTP limits") says what each one does and which limits

@@ -1,0 +1,99 @@
+"""Every started stream ends with a terminal event, whichever stage fails.
+
+A failure is injected at each stage of a response: prompt build (before the
+stream starts: an error envelope), executor start, mid-stream, store write and
+final serialization (after the stream started: ``response.failed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from support.server_harness import RunningServer, ServerFactory, stream_events
+from support.stream_grammar import check_stream
+
+from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
+from trtllm_responses.executors.echo import EchoExecutor
+from trtllm_responses.store import ConversationHistoryStore, StoredResponse
+
+
+class FailingAtStart(EchoExecutor):
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
+        raise ExecutorError("no engine")
+        yield  # pragma: no cover
+
+
+class FailingMidStream(EchoExecutor):
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
+        count = 0
+        async for delta in super().generate(request):
+            yield delta
+            count += 1
+            if count == 8:
+                raise RuntimeError("the engine fell over")
+
+
+class FailingStore(ConversationHistoryStore):
+    async def put(self, entry: StoredResponse) -> bool:
+        raise OSError("disk full")
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest, encoding, serve: ServerFactory) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+    kind = request.param
+    executor = {"start": FailingAtStart, "mid": FailingMidStream}.get(kind, EchoExecutor)(encoding)
+    running = serve(executor, store=FailingStore() if kind == "store" else None)
+    yield running
+    running.stop()
+
+
+def _both_ways(base_url: str, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        streamed = check_stream(stream_events(client, body))
+        plain = client.post("/v1/responses", json=body)
+    assert plain.status_code == 200, plain.text
+    return streamed, plain.json()
+
+
+@pytest.mark.parametrize("server", ["start", "mid", "store"], indirect=True)
+def test_a_failure_after_the_stream_started_ends_it_with_response_failed(server: RunningServer) -> None:
+    streamed, plain = _both_ways(server.base_url, {"input": "#lorem 40"})
+    for response in (streamed, plain):
+        assert response["status"] == "failed" and response["error"]["code"] == "server_error"
+
+
+@pytest.mark.parametrize("server", ["serialize"], indirect=True)
+def test_a_final_serialization_failure_ends_the_stream_with_response_failed(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trtllm_responses.responses import service
+
+    real = service.to_json
+
+    def to_json(model: Any) -> bytes:
+        if getattr(model, "status", None) == "completed":
+            raise ValueError("cannot serialize")
+        return real(model)
+
+    monkeypatch.setattr(service, "to_json", to_json)
+    streamed, plain = _both_ways(server.base_url, {"input": "hello"})
+    assert streamed["status"] == plain["status"] == "failed"
+    assert streamed["output"][-1]["content"][0]["text"] == "hello"  # what was streamed is kept
+
+
+@pytest.mark.parametrize("server", ["prompt"], indirect=True)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prompt_build_failure_is_an_error_response_before_any_stream(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("renderer bug")
+
+    monkeypatch.setattr(server.app.state.service.adapter, "draft_prompt", broken)
+    with httpx.Client(base_url=server.base_url, timeout=30) as client:
+        response = client.post("/v1/responses", json={"input": "x", "stream": stream})
+    assert response.status_code == 500
+    assert response.json()["error"]["type"] == "server_error"

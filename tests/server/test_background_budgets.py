@@ -1,0 +1,132 @@
+"""Background responses under hostile use: how many run, how many bytes of events are kept, DELETE while running.
+
+Before: 500 background responses were accepted in 5 s (no cap); 20 x ``#lorem 100000`` kept
++800 MB of events for 5 minutes (each run had its own 64 MiB bound, nothing bounded them together);
+DELETE of a running background response answered 404 while GET still showed it, and it was stored
+when it ended.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from support.server_harness import RecordingEcho, RunningServer
+
+from trtllm_responses.server.background import BackgroundLimits, BackgroundResponses
+
+
+@pytest.fixture(scope="module")
+def paced(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+    running = serve(RecordingEcho(encoding, tokens_per_second=200))
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def fast(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+    running = serve(RecordingEcho(encoding))
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def http(paced: RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=paced.base_url, timeout=60) as client:
+        yield client
+
+
+def _background(paced: RunningServer) -> BackgroundResponses:
+    background: BackgroundResponses = paced.app.state.background
+    return background
+
+
+def _wait_until(predicate: Any, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_running_background_responses_are_capped(paced: RunningServer, http: httpx.Client) -> None:
+    background = _background(paced)
+    saved = background.limits
+    background.limits = BackgroundLimits(max_running=3)
+    created: list[str] = []
+    try:
+        for _ in range(3):
+            reply = http.post("/v1/responses", json={"input": "#lorem 5000", "background": True})
+            assert reply.status_code == 200
+            created.append(reply.json()["id"])
+        refused = http.post("/v1/responses", json={"input": "#lorem 5000", "background": True})
+        assert refused.status_code == 429, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "too_many_background_responses" and error["param"] == "background"
+        with openai.OpenAI(base_url=paced.base_url + "/v1", api_key="x", max_retries=0) as client:
+            with pytest.raises(openai.RateLimitError):
+                client.responses.create(model="m", input="one more", background=True)
+        # Foreground responses are not affected; once one ends, another may start.
+        assert http.post("/v1/responses", json={"input": "fine"}).json()["status"] == "completed"
+        http.post(f"/v1/responses/{created[0]}/cancel")
+        again = http.post("/v1/responses", json={"input": "#lorem 10", "background": True})
+        assert again.status_code == 200
+        created.append(again.json()["id"])
+    finally:
+        background.limits = saved
+        for response_id in created:
+            http.post(f"/v1/responses/{response_id}/cancel")
+
+
+def test_recorded_events_have_one_budget_for_the_process(fast: RunningServer) -> None:
+    http = httpx.Client(base_url=fast.base_url, timeout=60)
+    background = _background(fast)
+    saved = background.limits
+    budget = 256 << 10
+    background.limits = BackgroundLimits(max_total_bytes=budget)
+    try:
+        ids = []
+        for _ in range(4):
+            response = http.post("/v1/responses", json={"input": "#lorem 3000", "background": True}).json()
+            ids.append(response["id"])
+            _wait_until(
+                lambda rid=response["id"]: background.runs[rid].done if rid in background.runs else True
+            )
+            assert background.recorded_bytes <= budget + (64 << 10), background.recorded_bytes
+        kept = {rid: run.nbytes for rid, run in background.runs.items()}
+        assert background.recorded_bytes == sum(kept.values())
+        # The oldest finished runs were forgotten first; their responses are still retrievable from the store.
+        assert ids[0] not in background.runs and ids[-1] in background.runs
+        for rid in ids:
+            assert http.get(f"/v1/responses/{rid}").json()["status"] == "completed"
+    finally:
+        background.limits = saved
+        http.close()
+
+
+def test_delete_of_a_running_background_response_cancels_and_forgets_it(
+    paced: RunningServer, http: httpx.Client
+) -> None:
+    created = http.post("/v1/responses", json={"input": "#lorem 20000", "background": True}).json()
+    response_id = created["id"]
+    _wait_until(lambda: http.get(f"/v1/responses/{response_id}").json()["status"] == "in_progress")
+    deleted = http.delete(f"/v1/responses/{response_id}")
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json() == {"id": response_id, "object": "response.deleted", "deleted": True}
+    assert response_id in paced.executor.aborted  # type: ignore[attr-defined]
+    time.sleep(0.3)  # had it gone on, it would be stored by now
+    assert http.get(f"/v1/responses/{response_id}").status_code == 404
+    assert http.get(f"/v1/responses/{response_id}", params={"stream": "true"}).status_code == 404
+    assert http.delete(f"/v1/responses/{response_id}").status_code == 404
+    assert response_id not in _background(paced).runs
+
+
+def test_delete_of_a_finished_background_response(paced: RunningServer, http: httpx.Client) -> None:
+    created = http.post("/v1/responses", json={"input": "short", "background": True}).json()
+    _wait_until(lambda: http.get(f"/v1/responses/{created['id']}").json()["status"] == "completed")
+    assert http.delete(f"/v1/responses/{created['id']}").json()["deleted"] is True
+    assert http.get(f"/v1/responses/{created['id']}").status_code == 404
+    assert http.get(f"/v1/responses/{created['id']}", params={"stream": "true"}).status_code == 404

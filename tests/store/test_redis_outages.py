@@ -1,0 +1,78 @@
+"""Redis dying under two real ``serve`` processes: every promise of README's "Stores" still holds.
+
+Before: a replica following another's background response through Redis had its stream cut with
+no terminal event when Redis died; the owner's response, whose final store write failed, was a 404
+forever without a word; ``store: true`` requests generated in full and answered 200 ``failed``
+while Redis was down, where README promises a 503.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import openai
+import pytest
+from support.process_harness import ServeProcess
+from support.redis_harness import RedisServer, redis_binary
+
+pytestmark = pytest.mark.skipif(
+    redis_binary() is None, reason="redis-server is not installed (make test installs it)"
+)
+
+
+def test_store_true_while_redis_is_down_is_a_503_before_generating() -> None:
+    redis = RedisServer().start()
+    server = ServeProcess("--store", redis.url).start()
+    try:
+        with server.sdk() as client:
+            redis.stop()
+            began = time.monotonic()
+            for stream in (False, True):
+                with pytest.raises(openai.InternalServerError) as info:
+                    client.responses.create(model="m", input="#lorem 20000", stream=stream)
+                assert info.value.status_code == 503
+                assert info.value.body["code"] == "service_unavailable"  # type: ignore[index]
+            assert time.monotonic() - began < 15  # not 20,000 tokens generated first
+            redis.start()
+            stats = httpx.get(server.base_url + "/stats", timeout=10).json()
+            assert stats["output_tokens"] == 0, "nothing was generated for the refused requests"
+            assert client.responses.create(model="m", input="fine", store=False).status == "completed"
+            assert client.responses.create(model="m", input="back").status == "completed"
+    finally:
+        server.kill()
+        redis.stop()
+
+
+def test_a_follower_gets_a_terminal_event_and_the_owner_reports_the_failed_write() -> None:
+    redis = RedisServer().start()
+    paced = ("--store", redis.url, "--echo_tokens_per_second", "100")
+    a = ServeProcess(*paced).start()
+    b = ServeProcess(*paced).start()
+    try:
+        with a.sdk() as on_a, b.sdk() as on_b:
+            created = on_a.responses.create(model="m", input="#lorem 2000", background=True)
+            deadline = time.monotonic() + 30
+            while on_b.responses.retrieve(created.id).status == "queued":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            events = []
+            with on_b.responses.stream(response_id=created.id, starting_after=0) as stream:
+                for event in stream:
+                    events.append(event)
+                    if len(events) == 20:
+                        redis.stop()  # Redis dies under the follower
+            assert events[-1].type == "response.failed", [e.type for e in events[-3:]]
+            assert "Redis" in events[-1].response.error.message  # type: ignore[union-attr]
+            seqs = [e.sequence_number for e in events]
+            assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # the terminal event follows on
+            # The owner finishes generating; its store write fails; it says so instead of a 404.
+            deadline = time.monotonic() + 120
+            while (owner := on_a.responses.retrieve(created.id)).status in ("queued", "in_progress"):
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            assert owner.status == "failed" and "store" in owner.error.message  # type: ignore[union-attr]
+    finally:
+        a.kill()
+        b.kill()
+        redis.stop()

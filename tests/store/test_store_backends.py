@@ -1,0 +1,356 @@
+"""One conformance suite for every ResponseStore backend: memory, SQLite and a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from support.store_urls import BACKENDS, backend_url
+
+from trtllm_responses.adapter import EMPTY_HISTORY, HarmonyAdapter
+from trtllm_responses.core.errors import ServiceUnavailableError
+from trtllm_responses.request.protocol import parse_request
+from trtllm_responses.store import (
+    CodecError,
+    ResponseStore,
+    StoredResponse,
+    decode_entry,
+    encode_entry,
+    open_store,
+)
+
+
+@pytest.fixture(params=BACKENDS)
+async def store(request, tmp_path) -> AsyncIterator[ResponseStore]:  # type: ignore[no-untyped-def]
+    backend = open_store(backend_url(request, tmp_path), max_responses=100, max_bytes=1 << 24)
+    yield backend
+    await backend.close()
+
+
+def turn(
+    adapter: HarmonyAdapter, text: str, history=EMPTY_HISTORY, response_id: str = "resp_1"
+) -> StoredResponse:  # type: ignore[no-untyped-def]
+    tools = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
+    prompt = adapter.build_prompt(parse_request({"input": text, "tools": tools}), history)
+    output = [
+        {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "thinking about " + text}]},
+        {
+            "type": "function_call",
+            "call_id": f"call_{response_id}",
+            "name": "lookup",
+            "arguments": '{"q": 1}',
+        },
+    ]
+    item = {
+        "id": "msg_in",
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": text}],
+    }
+    return StoredResponse(
+        id=response_id,
+        response_json=json.dumps({"id": response_id, "output": output}).encode(),
+        input_item_ids=("msg_in",),
+        input_items_json=(json.dumps(item).encode(),),
+        history=adapter.continue_history(prompt, output),
+    )
+
+
+def same(a: StoredResponse, b: StoredResponse) -> None:
+    assert (a.id, a.response_json, a.input_item_ids, a.input_items_json) == (
+        b.id,
+        b.response_json,
+        b.input_item_ids,
+        b.input_items_json,
+    )
+    assert a.history.messages == b.history.messages  # sources, token tuples and flags
+    assert dict(a.history.calls) == dict(b.history.calls)
+
+
+async def test_put_get_delete_round_trip(store: ResponseStore, adapter: HarmonyAdapter) -> None:
+    entry = turn(adapter, "Grüße 你好 " * 20)
+    assert await store.get(entry.id) is None
+    assert await store.put(entry)
+    got = await store.get(entry.id)
+    assert got is not None
+    same(got, entry)
+    assert (await store.stats()).responses == 1
+    assert await store.delete(entry.id) and not await store.delete(entry.id)
+    assert await store.get(entry.id) is None
+
+
+async def test_continuing_from_any_backend_renders_the_same_tokens(
+    store: ResponseStore, adapter: HarmonyAdapter
+) -> None:
+    first = turn(adapter, "first question")
+    await store.put(first)
+    loaded = await store.get(first.id)
+    assert loaded is not None
+    follow = parse_request(
+        {"input": [{"type": "function_call_output", "call_id": "call_resp_1", "output": "42"}], "tools": []}
+    )
+    # The call id is known from the stored history, and the prompt is the one memory would render.
+    assert (
+        adapter.build_prompt(follow, loaded.history).token_ids
+        == adapter.build_prompt(follow, first.history).token_ids
+    )
+
+
+async def test_replacing_an_entry_keeps_one(store: ResponseStore, adapter: HarmonyAdapter) -> None:
+    await store.put(turn(adapter, "a"))
+    await store.put(turn(adapter, "b"))
+    got = await store.get("resp_1")
+    assert got is not None and b'"b"' not in got.response_json  # response_json names no input
+    assert got.history.messages == turn(adapter, "b").history.messages
+    assert (await store.stats()).responses == 1
+
+
+async def test_concurrent_puts_and_gets(store: ResponseStore, adapter: HarmonyAdapter) -> None:
+    entries = [turn(adapter, f"q{i}", response_id=f"resp_{i}") for i in range(30)]
+    await asyncio.gather(*(store.put(e) for e in entries))
+    got = await asyncio.gather(*(store.get(e.id) for e in entries))
+    for a, b in zip(got, entries, strict=True):
+        assert a is not None
+        same(a, b)
+
+
+@pytest.mark.parametrize("url", ["memory", "sqlite"])
+async def test_bounded_backends_evict_the_least_recently_used(
+    url: str, tmp_path, adapter: HarmonyAdapter
+) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(
+        url if url == "memory" else f"sqlite:///{tmp_path / 'lru.db'}", max_responses=2, max_bytes=1 << 30
+    )
+    for name in "ab":
+        await store.put(turn(adapter, name, response_id=name))
+    assert await store.get("a") is not None  # a is now more recent than b
+    await store.put(turn(adapter, "c", response_id="c"))
+    assert (
+        await store.get("b") is None and await store.get("a") is not None and await store.get("c") is not None
+    )
+    stats = await store.stats()
+    assert stats.evictions == 1 and stats.responses == 2
+    await store.close()
+
+
+async def test_sqlite_byte_bound_and_rejection(tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
+    size = len(encode_entry(turn(adapter, "x" * 50, response_id="a")))
+    store = open_store(f"sqlite:///{tmp_path / 'b.db'}", max_responses=100, max_bytes=size * 3)
+    for name in "abcde":
+        await store.put(turn(adapter, "x" * 50, response_id=name))
+        assert (await store.stats()).bytes <= size * 3
+    assert [n for n in "abcde" if await store.get(n)] == ["c", "d", "e"]
+    assert not await store.put(turn(adapter, "y" * 5000, response_id="huge"))
+    assert (await store.stats()).rejected == 1
+    await store.close()
+
+
+async def test_sqlite_survives_reopening(tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    store = open_store(url, max_responses=10, max_bytes=1 << 20)
+    entry = turn(adapter, "remember me")
+    await store.put(entry)
+    await store.close()
+    again = open_store(url, max_responses=10, max_bytes=1 << 20)
+    got = await again.get(entry.id)
+    assert got is not None
+    same(got, entry)
+    assert (await again.stats()).responses == 1
+    await again.close()
+
+
+async def test_redis_ttl_expires_entries(redis_server, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(redis_server.url, max_responses=1, max_bytes=1 << 20, ttl=1)
+    await store.put(turn(adapter, "short-lived"))
+    assert await store.get("resp_1") is not None
+    await asyncio.sleep(2.2)
+    assert await store.get("resp_1") is None
+    await store.close()
+
+
+async def test_redis_down_is_service_unavailable_then_recovers(adapter: HarmonyAdapter) -> None:
+    from support.redis_harness import RedisServer
+
+    server = RedisServer().start()
+    store = open_store(server.url, max_responses=1, max_bytes=1 << 20)
+    try:
+        await store.put(turn(adapter, "before"))
+        server.stop()
+        for call in (store.get("resp_1"), store.put(turn(adapter, "during")), store.delete("resp_1")):
+            with pytest.raises(ServiceUnavailableError):
+                await asyncio.wait_for(call, 10)
+        server.start()  # same port, empty (no persistence)
+        assert await store.get("resp_1") is None
+        assert await store.put(turn(adapter, "after"))
+        assert await store.get("resp_1") is not None
+    finally:
+        await store.close()
+        server.stop()
+
+
+def test_codec_rejects_corrupt_bytes(adapter: HarmonyAdapter) -> None:
+    data = encode_entry(turn(adapter, "hello"))
+    same(decode_entry(data), turn(adapter, "hello"))
+    for bad in (b"", b"nope", data[:20], data[:-2], b"TRS1" + b"\xff" * 12):
+        with pytest.raises(CodecError):
+            decode_entry(bad)
+
+
+def test_codec_keeps_histories_token_level_and_compact(adapter: HarmonyAdapter) -> None:
+    entry = turn(adapter, "word " * 5000)
+    data = encode_entry(entry)
+    tokens = entry.history.num_tokens
+    # 4 bytes a token, plus the messages' JSON (escaped once more in the header) and the response and
+    # items as they are: no re-rendering is needed to continue.
+    text = 2 * sum(len(m.source) for m in entry.history.messages)
+    text += len(entry.response_json) + sum(len(b) for b in entry.input_items_json)
+    assert len(data) < 4 * tokens + text + 2048
+    assert decode_entry(data).history.num_tokens == tokens
+
+
+def test_open_store_rejects_unknown_urls() -> None:
+    for url in ("mysql://x", "sqlite://", "sqlite:///"):
+        with pytest.raises(ValueError):
+            open_store(url, max_responses=1, max_bytes=1)
+
+
+async def test_conversations_in_every_backend(store: ResponseStore) -> None:
+    from trtllm_responses.store import StoredConversation
+
+    conv = StoredConversation("conv_1", 1700000000, b'{"topic":"x"}')
+    assert await store.get_conversation("conv_1") is None
+    assert await store.conversation_items("conv_1") is None
+    assert not await store.append_conversation_items("conv_1", [("a", b"{}")])
+    await store.create_conversation(conv, [("msg_a", b'{"id":"msg_a"}')])
+    assert await store.get_conversation("conv_1") == conv
+    await asyncio.gather(
+        *(store.append_conversation_items("conv_1", [(f"msg_{i}", b'{"i":%d}' % i)]) for i in range(20))
+    )
+    items = await store.conversation_items("conv_1")
+    assert items is not None and len(items) == 21 and items[0] == ("msg_a", b'{"id":"msg_a"}')
+    assert {i for i, _ in items} == {"msg_a"} | {f"msg_{i}" for i in range(20)}  # no append lost
+    assert await store.delete_conversation_item("conv_1", "msg_3") is True
+    assert await store.delete_conversation_item("conv_1", "msg_3") is False
+    assert await store.delete_conversation_item("conv_nope", "msg_3") is None
+    assert len(await store.conversation_items("conv_1") or []) == 20
+    updated = await store.update_conversation("conv_1", b'{"topic":"y"}')
+    assert (
+        updated is not None
+        and updated.metadata_json == b'{"topic":"y"}'
+        and updated.created_at == conv.created_at
+    )
+    assert await store.update_conversation("conv_nope", b"{}") is None
+    assert await store.delete_conversation("conv_1") and not await store.delete_conversation("conv_1")
+    assert await store.conversation_items("conv_1") is None
+
+
+async def test_memory_conversations_are_bounded_in_bytes() -> None:
+    from trtllm_responses.store import ConversationHistoryStore, StoredConversation
+
+    store = ConversationHistoryStore(max_responses=100, max_bytes=20_000)
+    for n in range(10):
+        await store.create_conversation(StoredConversation(f"conv_{n}", 0, b"{}"), [])
+        for i in range(5):
+            await store.append_conversation_items(f"conv_{n}", [(f"msg_{i}", b"x" * 1000)])
+        assert store._conversation_bytes <= 20_000
+    # The most recent conversations are kept whole; the oldest were evicted to make room.
+    assert (
+        await store.conversation_items("conv_9") is not None
+        and len(await store.conversation_items("conv_9") or []) == 5
+    )
+    assert await store.get_conversation("conv_0") is None
+    assert (await store.stats()).evictions > 0
+    assert await store.delete_conversation("conv_9") and store._conversation_bytes < 20_000
+
+
+@pytest.mark.parametrize("url", ["memory", "sqlite"])
+async def test_conversations_are_bounded_least_recently_used_first(url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """No backend with bounds leaks conversations: the count and the bytes hold, the oldest go first."""
+    from trtllm_responses.store import StoredConversation
+
+    path = tmp_path / "conv.db"
+    store = open_store(
+        "memory" if url == "memory" else f"sqlite:///{path}", max_responses=4, max_bytes=30_000
+    )
+    for n in range(8):
+        await store.create_conversation(StoredConversation(f"conv_{n}", 0, b"{}"), [])
+        for i in range(3):
+            await store.append_conversation_items(f"conv_{n}", [(f"msg_{i}", b"x" * 1000)])
+        assert await store.get_conversation("conv_0") is not None, "used each turn: never the least recent"
+    kept = [n for n in range(8) if await store.get_conversation(f"conv_{n}") is not None]
+    assert kept == [0, 5, 6, 7], "at most 4, the least recently used evicted"
+    assert len(await store.conversation_items("conv_7") or []) == 3, "kept conversations are whole"
+    # Bytes: 12 items of 1000 fit in 30 000; growing one conversation evicts others to make room.
+    for i in range(3, 25):
+        assert await store.append_conversation_items("conv_7", [(f"msg_{i}", b"y" * 1000)])
+    assert (
+        await store.get_conversation("conv_0") is None
+        and len(await store.conversation_items("conv_7") or []) == 25
+    )
+    # Deleting items frees their bytes: conversations created afterwards fit again.
+    for i in range(25):
+        assert await store.delete_conversation_item("conv_7", f"msg_{i}")
+    await store.create_conversation(StoredConversation("conv_new", 0, b"{}"), [("msg_a", b"z" * 1000)])
+    assert (
+        await store.get_conversation("conv_7") is not None
+        and await store.get_conversation("conv_new") is not None
+    )
+    await store.close()
+    if url == "sqlite":  # the totals the bounds use match the rows
+        import sqlite3
+
+        db = sqlite3.connect(path)
+        totals = dict(db.execute("SELECT k, v FROM totals").fetchall())
+        rows = db.execute("SELECT COUNT(*), SUM(nbytes) FROM conversations").fetchone()
+        items = db.execute("SELECT SUM(length(item_id) + length(data)) FROM conversation_items").fetchone()[0]
+        metadata = db.execute("SELECT SUM(length(metadata)) FROM conversations").fetchone()[0]
+        assert (totals["conversations"], totals["conversation_bytes"]) == rows
+        assert rows[1] == items + metadata
+        db.close()
+
+
+async def test_sqlite_file_from_before_conversation_bounds_is_brought_up_to_date(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE conversations (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, metadata BLOB NOT NULL);"
+        "CREATE TABLE conversation_items (seq INTEGER PRIMARY KEY AUTOINCREMENT, conversation TEXT NOT NULL,"
+        " item_id TEXT NOT NULL, data BLOB NOT NULL);"
+        "INSERT INTO conversations VALUES ('conv_old', 1, X'7B7D');"
+        "INSERT INTO conversation_items (conversation, item_id, data) VALUES ('conv_old', 'msg_1', X'68656C6C6F');"
+    )
+    old.commit()
+    old.close()
+    store = open_store(f"sqlite:///{path}", max_responses=1, max_bytes=1 << 20)
+    assert await store.conversation_items("conv_old") == [("msg_1", b"hello")]
+    from trtllm_responses.store import StoredConversation
+
+    await store.create_conversation(StoredConversation("conv_new", 2, b"{}"), [])
+    assert await store.get_conversation("conv_old") is None, "bounded from now on: one conversation at most"
+    await store.close()
+
+
+async def test_sqlite_locked_is_service_unavailable_then_recovers(tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    from trtllm_responses.store.sqlite import SQLiteStore
+
+    path = str(tmp_path / "locked.db")
+    store = SQLiteStore(path, timeout=0.5)
+    await store.put(turn(adapter, "before"))
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")  # another process holding the database
+    try:
+        for call in (store.put(turn(adapter, "during")), store.get("resp_1")):
+            with pytest.raises(ServiceUnavailableError):
+                await asyncio.wait_for(call, 10)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert await store.get("resp_1") is not None
+    assert await store.put(turn(adapter, "after"))
+    await store.close()

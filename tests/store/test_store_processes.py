@@ -1,0 +1,143 @@
+"""Stores through real ``serve`` processes: SQLite across a SIGKILL, Redis shared by two, Redis going away."""
+
+from __future__ import annotations
+
+import time
+
+import openai
+import pytest
+from support.process_harness import ServeProcess
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def test_sqlite_keeps_conversations_across_a_sigkill(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    server = ServeProcess("--store", f"sqlite:///{tmp_path / 'responses.db'}").start()
+    try:
+        with server.sdk() as client:
+            first = client.responses.create(model="m", input="Weather in Paris?", tools=[WEATHER])
+            call = next(item for item in first.output if item.type == "function_call")
+            second = client.responses.create(
+                model="m",
+                previous_response_id=first.id,
+                input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}],
+                tools=[WEATHER],
+            )
+        server.kill()  # SIGKILL: nothing is flushed by the server
+        server.start()
+        with server.sdk() as client:
+            assert client.responses.retrieve(first.id).output[-1].type == "function_call"
+            assert client.responses.retrieve(second.id).status == "completed"
+            items = client.responses.input_items.list(second.id)
+            assert [i.type for i in items.data] == ["function_call_output"]
+            # The continued conversation holds everything before the kill (the echo shows the prompt).
+            third = client.responses.create(model="m", previous_response_id=second.id, input="#prompt")
+            prompt = third.output_text
+            assert "Weather in Paris?" in prompt and "sunny" in prompt
+    finally:
+        server.kill()
+
+
+def test_two_processes_share_one_redis(redis_server) -> None:  # type: ignore[no-untyped-def]
+    redis_server.flush()
+    a = ServeProcess("--store", redis_server.url).start()
+    b = ServeProcess("--store", redis_server.url).start()
+    try:
+        with a.sdk() as on_a, b.sdk() as on_b:
+            first = on_a.responses.create(model="m", input="Weather in Oslo?", tools=[WEATHER])
+            call = next(item for item in first.output if item.type == "function_call")
+            assert on_b.responses.retrieve(first.id).id == first.id
+            second = on_b.responses.create(
+                model="m",
+                previous_response_id=first.id,
+                input=[{"type": "function_call_output", "call_id": call.call_id, "output": "snow"}],
+                tools=[WEATHER],
+            )
+            third = on_a.responses.create(model="m", previous_response_id=second.id, input="#prompt")
+            assert "Weather in Oslo?" in third.output_text and "snow" in third.output_text
+            on_b.responses.delete(first.id)
+            with pytest.raises(openai.NotFoundError):
+                on_a.responses.retrieve(first.id)
+    finally:
+        a.kill()
+        b.kill()
+
+
+def test_redis_going_away_is_503_then_recovers() -> None:
+    from support.redis_harness import RedisServer
+
+    redis = RedisServer().start()
+    server = ServeProcess("--store", redis.url).start()
+    try:
+        with server.sdk() as client:
+            first = client.responses.create(model="m", input="hello")
+            redis.stop()
+            started = time.monotonic()
+            for call in (
+                lambda: client.responses.retrieve(first.id),
+                lambda: client.responses.create(model="m", input="again", previous_response_id=first.id),
+                lambda: client.responses.delete(first.id),
+            ):
+                with pytest.raises(openai.InternalServerError) as info:
+                    call()
+                assert info.value.status_code == 503
+                assert info.value.body["code"] == "service_unavailable"  # type: ignore[index]
+            assert time.monotonic() - started < 30, "an unreachable store must fail fast, not hang"
+            # A response that needs no store is still served; one that asked to be stored is a 503 before
+            # anything is generated (tests/store/test_redis_outages.py).
+            assert client.responses.create(model="m", input="#lorem 3", store=False).status == "completed"
+            with pytest.raises(openai.InternalServerError) as info:
+                client.responses.create(model="m", input="#lorem 3")
+            assert info.value.status_code == 503
+            redis.start()  # back, empty (no persistence)
+            again = client.responses.create(model="m", input="hello again")
+            assert client.responses.retrieve(again.id).status == "completed"
+    finally:
+        server.kill()
+        redis.stop()
+
+
+def test_background_responses_across_two_processes(redis_server) -> None:  # type: ignore[no-untyped-def]
+    """Started on A: polled, resumed and cancelled on B (events and cancels go through Redis)."""
+    redis_server.flush()
+    paced = ("--store", redis_server.url, "--echo_tokens_per_second", "100")
+    a = ServeProcess(*paced).start()
+    b = ServeProcess(*paced).start()
+    try:
+        with a.sdk() as on_a, b.sdk() as on_b:
+            # Resume on B a stream that A generates, and read it to its end.
+            short = on_a.responses.create(model="m", input="#lorem 60", background=True)
+            deadline = time.monotonic() + 30
+            while on_b.responses.retrieve(short.id).status == "queued" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert on_b.responses.retrieve(short.id).status in ("in_progress", "completed")
+            with on_b.responses.stream(response_id=short.id, starting_after=3) as stream:
+                events = list(stream)
+                final = stream.get_final_response()
+            assert events[0].sequence_number == 4 and events[-1].type == "response.completed"
+            assert [e.sequence_number for e in events] == list(range(4, 4 + len(events)))
+            assert final.output_text == on_a.responses.retrieve(short.id).output_text
+            assert on_b.responses.retrieve(short.id).status == "completed"
+
+            # Cancel on B what A runs.
+            long = on_a.responses.create(model="m", input="#lorem 5000", background=True)
+            while on_b.responses.retrieve(long.id).status == "queued" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)
+            polled = on_b.responses.retrieve(long.id)
+            assert polled.status == "in_progress" and polled.background
+            cancelled = on_b.responses.cancel(long.id)
+            assert cancelled.status == "cancelled"
+            assert on_a.responses.retrieve(long.id).status == "cancelled"
+            assert on_b.responses.cancel(long.id).status == "cancelled"  # idempotent, from anywhere
+            # B can still replay the cancelled response's whole stream from Redis.
+            replayed = list(on_b.responses.retrieve(long.id, stream=True))
+            assert replayed[0].type == "response.created" and replayed[-1].type == "response.failed"
+            assert replayed[-1].response.status == "cancelled"
+    finally:
+        a.kill()
+        b.kill()

@@ -1,0 +1,68 @@
+"""Codex CLI (``@openai/codex`` from npm) for tests: where it is installed, a CODEX_HOME whose only provider is
+a test server, and one ``codex exec`` run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from support.paths import DATA, ROOT
+
+CATALOG = DATA / "codex" / "gpt-oss-catalog.json"
+
+
+def _codex() -> str | None:
+    candidates = [os.environ.get("CODEX_BIN"), str(ROOT / ".codex-cli" / "node_modules" / ".bin" / "codex")]
+    for candidate in candidates:
+        if candidate and Path(candidate).exists():
+            return candidate
+    return shutil.which("codex")
+
+
+CODEX = _codex()
+
+
+def write_codex_home(home: Path, base_url: str) -> None:
+    """A CODEX_HOME whose only provider is the server at ``base_url`` (gpt-oss from the test catalog).
+
+    Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): which one Codex uses depends on
+    the host (with Debian's ``bubblewrap`` installed it runs ``bwrap ... codex-linux-sandbox``, which is
+    not on that sandbox's PATH, and every command fails), and these tests are about the Responses API
+    round trip, not Codex's sandbox. The commands they run are ``echo`` and an ``apply_patch`` into the
+    test's own temporary directory.
+    """
+    shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
+    (home / "config.toml").write_text(
+        f'''model = "gpt-oss"
+sandbox_mode = "danger-full-access"
+model_provider = "trtllm"
+model_context_window = 131072
+model_catalog_json = "{home / "gpt-oss-catalog.json"}"
+
+[model_providers.trtllm]
+name = "trtllm-responses"
+base_url = "{base_url}/v1"
+wire_api = "responses"
+'''
+    )
+
+
+def codex(home: Path, workdir: Path, *args: str, transcript: bool = False) -> str:
+    """Run ``codex exec`` in ``workdir``; assert it exits 0; return its stdout (with ``transcript``, also the
+    transcript Codex prints on stderr)."""
+    assert CODEX is not None
+    env = {**os.environ, "CODEX_HOME": str(home), "NO_COLOR": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    result = subprocess.run(
+        [CODEX, "exec", "--skip-git-repo-check", *args],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout if not transcript else result.stdout + result.stderr

@@ -1,0 +1,95 @@
+"""``trtllm-responses serve`` as a real subprocess on a free loopback port (restarts, SIGKILL, SIGTERM)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+
+from support.redis_harness import free_port
+
+__all__ = ["ServeProcess", "host_processes", "wait_gone"]
+
+
+class ServeProcess:
+    """One ``serve`` process with the echo executor; ``kill`` is SIGKILL, ``terminate`` is SIGTERM."""
+
+    def __init__(self, *flags: str, port: int | None = None, env: dict[str, str] | None = None) -> None:
+        self.flags = flags
+        self.port = port or free_port()
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"serve-{self.port}-{os.getpid()}.log"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def sdk(self) -> openai.OpenAI:
+        """An ``openai`` client of this server (no retries: a test sees each answer as it is)."""
+        return openai.OpenAI(base_url=self.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)
+
+    def start(self, timeout: float = 60) -> ServeProcess:
+        command = [sys.executable, "-m", "trtllm_responses.cli", "serve", "--engine", "echo"]
+        command += ["--port", str(self.port), "--log_level", "warning", *self.flags]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(self.env or {})}
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"serve exited with {self.process.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(self.base_url + "/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"serve did not start:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def terminate(self, timeout: float = 60) -> int:
+        """SIGTERM; the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=timeout)
+        self.process = None
+        return code
+
+
+def host_processes(marker: str) -> list[int]:
+    """Host pids whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def wait_gone(marker: str, seconds: float = 5.0) -> list[int]:
+    """Wait up to ``seconds`` for the processes ``marker`` names to end; those still there."""
+    deadline = time.monotonic() + seconds
+    while (left := host_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
