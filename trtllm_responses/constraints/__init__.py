@@ -10,9 +10,9 @@ grammar and tool declarations it reads.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..core import resolver
 from .base import Constraint, ResponseFormat, build_constraint, check_grammar, parse_text_format
 
 if TYPE_CHECKING:
@@ -33,11 +33,4 @@ _ON_FIRST_USE = {
 }
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
-
-    def __getattr__(name: str) -> Any:
-        module = _ON_FIRST_USE.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value
-        return value
+    __getattr__ = resolver(__name__, _ON_FIRST_USE)

@@ -7,8 +7,9 @@ and checking ids), ``wire.py`` (JSON for the wire), ``bounded_cache.py`` (a byte
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import resolver
 
 if TYPE_CHECKING:
     from .bounded_cache import ByteBoundedCache
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .wire import exact_bytes, json_string, to_dict, to_json
 
 __all__ = [
+    "resolver",
     "APIError",
     "AuthenticationError",
     "ByteBoundedCache",
@@ -72,11 +74,4 @@ _ON_FIRST_USE = {
 }
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
-
-    def __getattr__(name: str) -> Any:
-        module = _ON_FIRST_USE.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value
-        return value
+    __getattr__ = resolver(__name__, _ON_FIRST_USE)

@@ -11,9 +11,9 @@ request's prompt and constraint from these pieces, is a layer above (``adapter/`
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..core import resolver
 from .encoding import VOCAB_FILENAME, VOCAB_SHA256, HarmonyEncoding, ensure_vocab, load_encoding
 from .headers import FINAL_HEADERS, FREE_CHANNELS, JSON_CONTENT_TYPE, MessageHeader, call_headers
 from .input_messages import (
@@ -115,11 +115,4 @@ _ON_FIRST_USE = {
 }
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
-
-    def __getattr__(name: str) -> Any:
-        module = _ON_FIRST_USE.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value
-        return value
+    __getattr__ = resolver(__name__, _ON_FIRST_USE)

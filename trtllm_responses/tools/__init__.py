@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..core import resolver
 from .base import ApprovedCall, ServerTools, ToolNamespace, ToolOutcome, ToolProvider, truncate_output
 from .settings import DEFAULT_TOOL_TIMEOUT, PythonLimits, ToolSettings, url_allowed
 
@@ -45,11 +45,4 @@ _ON_FIRST_USE = {
 }
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
-
-    def __getattr__(name: str) -> Any:
-        module = _ON_FIRST_USE.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value
-        return value
+    __getattr__ = resolver(__name__, _ON_FIRST_USE)
