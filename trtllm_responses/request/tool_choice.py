@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 
 from ..core import InvalidRequestError
 from .fields import TOOL_CHOICES, check_object
-from .tools import CODE_TOOLS, WEB_SEARCH_TOOLS
+from .tools import builtin_of
 
 __all__ = [
     "WEB_SEARCH_CHOICE_ALIASES",
@@ -103,10 +103,8 @@ class ChooseHosted:
 
     @property
     def builtin(self) -> Literal["browser", "python"] | None:
-        """``browser`` for web search, ``python`` for the code interpreter, else None."""
-        if self.kind in WEB_SEARCH_TOOLS:
-            return "browser"
-        return "python" if self.kind in CODE_TOOLS else None
+        """The gpt-oss tool it forces (``request.tools.builtin_of``)."""
+        return builtin_of(self.kind)
 
 
 ToolChoice = Literal["auto", "none", "required"] | ChooseTool | ChooseAllowed | ChooseMcp | ChooseHosted

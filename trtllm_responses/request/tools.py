@@ -23,6 +23,7 @@ __all__ = [
     "HOSTED_TOOL_TYPES",
     "TOOL_NAME",
     "WEB_SEARCH_TOOLS",
+    "builtin_of",
     "CustomTool",
     "FunctionTool",
     "HostedTool",
@@ -105,10 +106,16 @@ class HostedTool:
 
     @property
     def builtin(self) -> Literal["browser", "python"] | None:
-        """``browser`` for a web search tool, ``python`` for the code interpreter, else None."""
-        if self.kind in WEB_SEARCH_TOOLS:
-            return "browser"
-        return "python" if self.kind in CODE_TOOLS else None
+        """The gpt-oss tool that runs it (:func:`builtin_of`)."""
+        return builtin_of(self.kind)
+
+
+def builtin_of(kind: str) -> Literal["browser", "python"] | None:
+    """The gpt-oss tool a hosted tool type stands for: ``browser`` for web search, ``python`` for the code
+    interpreter, else None (a type nobody here runs)."""
+    if kind in WEB_SEARCH_TOOLS:
+        return "browser"
+    return "python" if kind in CODE_TOOLS else None
 
 
 RequestTool = FunctionTool | CustomTool | NamespaceTool | McpTool | HostedTool
