@@ -2,9 +2,10 @@
 
 Clients that replay the whole conversation every turn (Codex, the Agents SDK: ``store: false``, no
 ``previous_response_id``) send the same items again and again. :class:`ItemRenders` keeps what an
-item rendered to (its Harmony messages' tokens, the calls it declared), keyed by a digest of the
-item's JSON and of what its rendering read from the conversation (a tool output's recipient), so a
-turn converts and tokenizes only the items the process has not seen. Bounded in bytes (an LRU);
+item rendered to (its Harmony messages' tokens, the calls it declared), keyed by the item's JSON
+itself (found again only when equal to the byte: no digest can collide) and what its rendering read
+from the conversation (a tool output's recipient), so a turn converts and tokenizes only the items
+the process has not seen. Bounded in bytes (an LRU);
 admitted only with an accepted prompt, like the developer-message cache.
 
 Only items whose rendering reads nothing but themselves (and, for outputs, their call's recipient)
@@ -16,7 +17,6 @@ over the cached and new messages alike, so a prompt is the same token for token 
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,15 +34,14 @@ from ..request import (
     Message,
     Reasoning,
 )
-from .prompt import CachedItem, RenderedMessage
+from .prompt import CachedItem, ItemKey, RenderedMessage
 
-__all__ = ["DEFAULT_RENDER_CACHE_BYTES", "ConvertedItems", "ItemRenders", "convert_items"]
+__all__ = ["DEFAULT_RENDER_CACHE_BYTES", "ConvertedItems", "ItemKey", "ItemRenders", "convert_items"]
 
 #: ``--render_cache_bytes`` when not set: ~170 Codex sessions of 120k tokens (~1.5 MB of renders each).
 DEFAULT_RENDER_CACHE_BYTES = 256 << 20
 
 _CALLS = (FunctionCall, CustomToolCall)
-_OUTPUTS = (FunctionCallOutput, CustomToolCallOutput)
 
 
 @dataclass(slots=True)
@@ -56,7 +55,7 @@ class ConvertedItems:
 
     converted: ConvertedInput
     layout: list[RenderedMessage | int] = field(default_factory=list)
-    pending: list[tuple[bytes, int, int, tuple[tuple[str, str], ...]]] = field(default_factory=list)
+    pending: list[tuple[ItemKey, int, int, tuple[tuple[str, str], ...]]] = field(default_factory=list)
     hits: int = 0
     #: JSON bytes of the items converted here (not found): what rendering them will cost.
     new_bytes: int = 0
@@ -82,34 +81,39 @@ class ItemRenders:
     def __len__(self) -> int:
         return len(self._cache)
 
-    def get(self, key: bytes) -> CachedItem | None:
+    def get(self, key: ItemKey) -> CachedItem | None:
         return self._cache.get(key)
 
-    def admit(self, entries: Sequence[tuple[bytes, CachedItem]]) -> None:
-        """Keep the renders of an accepted prompt's new items."""
+    def admit(self, entries: Sequence[tuple[ItemKey, CachedItem]]) -> None:
+        """Keep the renders of an accepted prompt's new items (each counts its key: the item's JSON)."""
         for key, entry in entries:
-            self._cache.admit(key, entry, entry.nbytes + sys.getsizeof(key))
+            kind, context, raw = key
+            size = sys.getsizeof(key) + sys.getsizeof(context) + sys.getsizeof(raw)
+            self._cache.admit(key, entry, entry.nbytes + size)
 
 
-def item_key(item: InputItem, context: str, raw: bytes) -> bytes:
-    """The cache key of ``item`` (its JSON ``raw``) rendered where ``context`` holds (a recipient, or "")."""
-    digest = hashlib.blake2b(raw, digest_size=16)
-    digest.update(b"\x00" + type(item).__name__.encode() + b"\x00" + context.encode())
-    return digest.digest()
+#: Item kinds whose render is kept, by type: what their render reads besides the item itself.
+_SELF, _ROLE, _RECIPIENT = 0, 1, 2
+_KEPT: dict[type[InputItem], tuple[str, int]] = {
+    Message: ("message", _ROLE),
+    FunctionCall: ("function_call", _SELF),
+    CustomToolCall: ("custom_tool_call", _SELF),
+    Reasoning: ("reasoning", _SELF),
+    FunctionCallOutput: ("function_call_output", _RECIPIENT),
+    CustomToolCallOutput: ("custom_tool_call_output", _RECIPIENT),
+}
 
 
-def _context(item: InputItem, converted: ConvertedInput, known: Mapping[str, str]) -> str | None:
-    """What rendering ``item`` reads besides itself ("" for nothing), or None if it is not cached."""
-    if isinstance(item, _OUTPUTS):
-        call_id = item.data.get("call_id")
-        if not isinstance(call_id, str):
-            return None  # an output without a call (Codex's goals): converted every time
-        return converted.calls.get(call_id) or known.get(call_id)
-    if isinstance(item, Message):
-        return "" if item.data.get("role") in ("user", "assistant") else None
-    if isinstance(item, (*_CALLS, Reasoning)):
+def _context(item: InputItem, reads: int, converted: ConvertedInput, known: Mapping[str, str]) -> str | None:
+    """What rendering ``item`` reads besides itself ("" for nothing), or None if it is not kept."""
+    if reads == _SELF:
         return ""
-    return None
+    if reads == _ROLE:  # system and developer messages become instructions, not messages
+        return "" if item.data.get("role") in ("user", "assistant") else None
+    call_id = item.data.get("call_id")
+    if not isinstance(call_id, str):
+        return None  # an output without a call (Codex's goals): converted every time
+    return converted.calls.get(call_id) or known.get(call_id)
 
 
 def convert_items(
@@ -125,21 +129,24 @@ def convert_items(
     """
     out = ConvertedItems(ConvertedInput())
     converted = out.converted
+    layout = out.layout
     for i, item in enumerate(items):
-        context = _context(item, converted, known_calls) if cache is not None else None
+        kept = _KEPT.get(type(item)) if cache is not None else None
+        context = _context(item, kept[1], converted, known_calls) if kept is not None else None
         if context is None:
             before = len(converted.messages)
             convert_item(item, f"{param}[{i}]", known_calls, converted)
-            out.layout.extend(range(before, len(converted.messages)))
+            layout.extend(range(before, len(converted.messages)))
             out.new_bytes += len(orjson.dumps(item.data))
             continue
-        assert cache is not None
+        assert cache is not None and kept is not None
         raw = orjson.dumps(item.data)
-        key = item_key(item, context, raw)
+        key = (kept[0], context, raw)  # the item's JSON itself: found again only when equal to the byte
         found = cache.get(key)
         if found is not None:
-            out.layout.extend(found.messages)
-            converted.calls.update(found.calls)
+            layout.extend(found.messages)
+            if found.calls:
+                converted.calls.update(found.calls)
             out.hits += 1
             continue
         before = len(converted.messages)
@@ -148,7 +155,7 @@ def convert_items(
         if isinstance(item, _CALLS):
             call_id = item.data["call_id"]
             calls = ((call_id, converted.calls[call_id]),)
-        out.layout.extend(range(before, len(converted.messages)))
+        layout.extend(range(before, len(converted.messages)))
         out.pending.append((key, before, len(converted.messages) - before, calls))
         out.new_bytes += len(raw)
     if cache is not None:

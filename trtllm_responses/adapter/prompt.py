@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeAlias
 
 from openai_harmony import Message
 
@@ -24,6 +24,7 @@ __all__ = [
     "EMPTY_HISTORY",
     "EMPTY_TOOLS",
     "CachedItem",
+    "ItemKey",
     "ConversationHistory",
     "Prompt",
     "PromptDraft",
@@ -36,8 +37,11 @@ EMPTY_TOOLS = RequestTools()
 _MESSAGE_OVERHEAD = 96
 # A ConversationHistory object (4 slots) and its mapping proxy.
 _HISTORY_OVERHEAD = 160
-# A CachedItem, its tuples and the cache's key and bookkeeping, with headroom for allocator rounding.
+# A CachedItem, its tuples and the cache's bookkeeping, with headroom for allocator rounding.
 _ENTRY_OVERHEAD = 240
+#: An input item's key in the item cache (``item_renders.py``): its kind, what its render read (a tool
+#: output's recipient, else ""), its JSON.
+ItemKey: TypeAlias = tuple[str, str, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,16 +57,18 @@ class RenderedMessage:
     tokens: tuple[int, ...]
     is_analysis: bool
     is_final: bool
+    #: Memory this message holds: its slots object, JSON text and token tuple (the ints are shared).
+    #: Computed once: every history that holds the message adds it up again.
+    nbytes: int = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        size = _MESSAGE_OVERHEAD + sys.getsizeof(self.source) + sys.getsizeof(self.tokens)
+        object.__setattr__(self, "nbytes", size)
 
     @property
     def message(self) -> Message:
         """The harmony Message (rebuilt on demand; nothing on the serving path asks)."""
         return Message.from_dict(json.loads(self.source))
-
-    @property
-    def nbytes(self) -> int:
-        """Memory this message holds: its slots object, JSON text and token tuple (the ints are shared)."""
-        return _MESSAGE_OVERHEAD + sys.getsizeof(self.source) + sys.getsizeof(self.tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +144,7 @@ class Prompt:
     #: Request fields set by configuration_update items of the conversation (``reasoning``, ``text``).
     configuration: Mapping[str, Any] = field(default_factory=dict)
     #: The renders of this prompt's input items the item cache did not hold (admitted with the prompt).
-    item_renders: tuple[tuple[bytes, CachedItem], ...] = ()
+    item_renders: tuple[tuple[ItemKey, CachedItem], ...] = ()
 
     @property
     def messages(self) -> list[Message]:
@@ -170,7 +176,7 @@ class PromptDraft:
     #: the developer message); None: ``to_render`` in order (nothing cached).
     layout: tuple[RenderedMessage | int, ...] | None = None
     #: For each input item missed: (its cache key, its first message's index in ``to_render``, how many, calls).
-    pending: tuple[tuple[bytes, int, int, tuple[tuple[str, str], ...]], ...] = ()
+    pending: tuple[tuple[ItemKey, int, int, tuple[tuple[str, str], ...]], ...] = ()
     #: JSON bytes of the input items not found in the item cache (what rendering will cost).
     new_bytes: int = 0
 
