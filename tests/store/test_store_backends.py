@@ -354,3 +354,110 @@ async def test_sqlite_locked_is_service_unavailable_then_recovers(tmp_path, adap
     assert await store.get("resp_1") is not None
     assert await store.put(turn(adapter, "after"))
     await store.close()
+
+
+async def test_a_conversations_head_and_held_ids_follow_every_write(store: ResponseStore) -> None:
+    """``conversation_head`` (count, last id, items' bytes) and ``conversation_holds`` answer without reading
+    the items, and stay true through create, append, delete of an item (first, last, a repeated id) and
+    update; both are None for an unknown conversation."""
+    from trtllm_responses.store import ConversationHead, StoredConversation
+
+    assert await store.conversation_head("conv_1") is None
+    assert await store.conversation_holds("conv_1", ["msg_a"]) is None
+    await store.create_conversation(StoredConversation("conv_1", 1, b"{}"), [])
+    assert await store.conversation_head("conv_1") == ConversationHead(0, None, 0)
+    assert await store.conversation_holds("conv_1", ["msg_a"]) == set()
+    assert await store.conversation_holds("conv_1", []) == set()
+    await store.create_conversation(StoredConversation("conv_2", 1, b"{}"), [("msg_a", b"12345")])
+    assert await store.conversation_head("conv_2") == ConversationHead(1, "msg_a", 5)
+    assert await store.append_conversation_items("conv_1", [("msg_a", b"abc"), ("msg_b", b"de")])
+    assert await store.append_conversation_items("conv_1", [("msg_c", b"f" * 100), ("msg_a", b"gh")])
+    assert await store.conversation_head("conv_1") == ConversationHead(4, "msg_a", 107)
+    assert await store.conversation_holds("conv_1", ["msg_a", "msg_x", "msg_c", "msg_a"]) == {
+        "msg_a",
+        "msg_c",
+    }
+    # Another conversation's ids are not this one's.
+    assert await store.conversation_holds("conv_2", ["msg_b", "msg_c", "msg_a"]) == {"msg_a"}
+    assert await store.delete_conversation_item("conv_1", "msg_a")  # the first of two msg_a
+    assert await store.conversation_head("conv_1") == ConversationHead(3, "msg_a", 104)
+    assert await store.conversation_holds("conv_1", ["msg_a"]) == {"msg_a"}, "the other msg_a is still there"
+    assert await store.delete_conversation_item("conv_1", "msg_a")  # the last item
+    assert await store.conversation_head("conv_1") == ConversationHead(2, "msg_c", 102)
+    assert await store.conversation_holds("conv_1", ["msg_a", "msg_b"]) == {"msg_b"}
+    assert await store.update_conversation("conv_1", b'{"k":"v"}') is not None
+    assert await store.conversation_head("conv_1") == ConversationHead(2, "msg_c", 102)
+    assert [i for i, _ in await store.conversation_items("conv_1") or []] == ["msg_b", "msg_c"]
+    await asyncio.gather(
+        *(store.append_conversation_items("conv_1", [(f"msg_{i}", b"x" * i)]) for i in range(20))
+    )
+    head = await store.conversation_head("conv_1")
+    items = await store.conversation_items("conv_1") or []
+    assert head == ConversationHead(22, items[-1][0], sum(len(d) for _, d in items)) and len(items) == 22
+    assert await store.delete_conversation("conv_1")
+    assert await store.conversation_head("conv_1") is None
+    assert await store.conversation_holds("conv_1", ["msg_b"]) is None
+    await store.create_conversation(StoredConversation("conv_1", 2, b"{}"), [])
+    assert await store.conversation_head("conv_1") == ConversationHead(0, None, 0), (
+        "nothing left of the old one"
+    )
+    assert await store.conversation_holds("conv_1", ["msg_b", "msg_c"]) == set()
+
+
+async def test_sqlite_file_from_before_heads_gets_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A file whose conversations have no head columns is counted once at start, then kept by triggers."""
+    import sqlite3
+
+    from trtllm_responses.store import ConversationHead
+
+    path = tmp_path / "before_heads.db"
+    store = open_store(f"sqlite:///{path}", max_responses=10, max_bytes=1 << 20)
+    await store.close()
+    old = sqlite3.connect(path)  # back to the schema before heads
+    old.executescript(
+        "DROP TRIGGER conversation_items_ins; DROP TRIGGER conversation_items_del;"
+        "DROP INDEX conversation_items_by_id;"
+        "ALTER TABLE conversations DROP COLUMN item_count; ALTER TABLE conversations DROP COLUMN item_bytes;"
+        "INSERT INTO conversations (id, created_at, metadata, used, nbytes) VALUES ('conv_old', 1, X'7B7D', 1, 0);"
+        "INSERT INTO conversation_items (conversation, item_id, data) VALUES ('conv_old', 'msg_1', X'68656C6C6F'),"
+        " ('conv_old', 'msg_2', X'6869');"
+    )
+    old.commit()
+    old.close()
+    store = open_store(f"sqlite:///{path}", max_responses=10, max_bytes=1 << 20)
+    assert await store.conversation_head("conv_old") == ConversationHead(2, "msg_2", 7)
+    assert await store.conversation_holds("conv_old", ["msg_1", "msg_3"]) == {"msg_1"}
+    assert await store.append_conversation_items("conv_old", [("msg_3", b"abc")])
+    assert await store.conversation_head("conv_old") == ConversationHead(3, "msg_3", 10)
+    await store.close()
+
+
+async def test_redis_conversation_from_before_heads_gets_one_on_first_use(redis_server) -> None:  # type: ignore[no-untyped-def]
+    """Keys written before heads were kept (fields and a list only) are indexed from the list once."""
+    import redis as redis_sync
+
+    from trtllm_responses.store import ConversationHead
+
+    redis_server.flush()
+    raw = redis_sync.Redis.from_url(redis_server.url)
+    raw.set("trtllm:conv:conv_old", b'{"created_at":1,"metadata":{}}')
+    raw.rpush("trtllm:conv:conv_old:items", b"msg_1\0hello", b"msg_2\0hi")
+    raw.close()
+    for first in ("head", "holds", "append"):
+        store = open_store(redis_server.url, max_responses=1, max_bytes=1 << 20)
+        try:
+            if first == "holds":
+                assert await store.conversation_holds("conv_old", ["msg_2", "msg_9"]) == {"msg_2"}
+            if first == "append":
+                assert await store.append_conversation_items("conv_old", [("msg_3", b"abc")])
+            head = await store.conversation_head("conv_old")
+            assert head == (
+                ConversationHead(3, "msg_3", 10) if first == "append" else ConversationHead(2, "msg_2", 7)
+            )
+            assert await store.conversation_holds("conv_old", ["msg_1", "msg_9"]) == {"msg_1"}
+        finally:
+            await store.close()
+        cleanup = redis_sync.Redis.from_url(redis_server.url)  # back to the old keys for the next case
+        cleanup.delete("trtllm:conv:conv_old:ids", "trtllm:conv:conv_old:bytes")
+        cleanup.lrem("trtllm:conv:conv_old:items", 0, b"msg_3\0abc")
+        cleanup.close()

@@ -193,12 +193,20 @@ class ConversationsService:
         return list_page_json(items, after=None, limit=len(items), order="asc", where="the added items")
 
     async def _check_room(self, conversation_id: str, adding: list[ConversationItem]) -> None:
-        held = await self._all_items(conversation_id)
-        if len(held) + len(adding) > MAX_ITEMS_PER_CONVERSATION:
+        """400 for items past the conversation's bound or whose ids it holds (its head and an id lookup:
+        no item is read)."""
+        head = await self.store.conversation_head(conversation_id)
+        if head is None:
+            raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
+        if head.count + len(adding) > MAX_ITEMS_PER_CONVERSATION:
             raise InvalidRequestError(
                 f"A conversation can hold at most {MAX_ITEMS_PER_CONVERSATION} items.", param="items"
             )
-        _refuse_duplicates([item_id for item_id, _ in adding], {item_id for item_id, _ in held}, "items")
+        ids = [item_id for item_id, _ in adding]
+        held = await self.store.conversation_holds(conversation_id, ids)
+        if held is None:
+            raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
+        _refuse_duplicates(ids, held, "items")
 
     async def get_item(self, conversation_id: str, item_id: str) -> bytes:
         """``GET /v1/conversations/{id}/items/{item_id}``."""
@@ -220,37 +228,43 @@ class ConversationsService:
 
     async def history(
         self, conversation_id: str, new_ids: Collection[str] = (), input_bytes: int = 0
-    ) -> tuple[ConversationHistory, tuple[int, str | None], Sequence[tuple[str, bytes]]]:
+    ) -> tuple[ConversationHistory, tuple[int, str | None], Sequence[ConversationItem] | None]:
         """The conversation's items as a Harmony history, to render before a request's input, what
-        was rendered (item count, last item id), and the items as stored (what ``item_reference``s read).
+        was rendered (item count, last item id), and the items as stored if they were read (None when
+        the history was remembered: :meth:`items_reader` reads them if an ``item_reference`` needs them).
 
-        ``new_ids`` (the ids the request's input items carry) must not be in the conversation. A
-        conversation whose items, with ``input_bytes`` of input, are larger than ``max_input_bytes``
-        allows (plus ITEM_OVERHEAD_BYTES an item) is refused before anything is converted or rendered.
-        A conversation whose last turn ran here is not rendered again: its history is remembered
-        (and checked against the stored items). Otherwise its items are converted (large ones in a
-        thread) and rendered (large ones in the render worker), off the event loop.
+        What is read from the store is bounded, whatever the conversation's length: its head (count,
+        last id, bytes) and, when the request's input carries ids (``new_ids``, which must not be in
+        the conversation), which of them it holds. A conversation whose last turn ran here is not read
+        or rendered again: its history is remembered and checked against the head. Otherwise one whose
+        items, with ``input_bytes`` of input, are larger than ``max_input_bytes`` allows (plus
+        ITEM_OVERHEAD_BYTES an item) is refused before anything is read, converted or rendered; its
+        items are read once, converted (large ones in a thread) and rendered (large ones in the render
+        worker), off the event loop.
         """
-        items = await self.store.conversation_items(conversation_id)
-        if items is None:
-            raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation")
+        head = await self.store.conversation_head(conversation_id)
+        if head is None:
+            raise _not_found(conversation_id)
         if new_ids:
-            _refuse_duplicates(list(new_ids), {item_id for item_id, _ in items}, "input")
-        seen = (len(items), items[-1][0] if items else None)
-        if not items:
-            return EMPTY_HISTORY, seen, items
+            held = await self.store.conversation_holds(conversation_id, new_ids)
+            if held is None:
+                raise _not_found(conversation_id)
+            _refuse_duplicates(list(new_ids), held, "input")
+        seen = (head.count, head.last_id)
+        if not head.count:
+            return EMPTY_HISTORY, seen, ()
         cached = self._histories.get(conversation_id)
         if cached is not None and cached[:2] == seen:
-            return cached[2], seen, items
+            return cached[2], seen, None
+        self._refuse_too_large(conversation_id, head.nbytes, head.count, input_bytes)
+        items = await self.store.conversation_items(conversation_id)
+        if items is None:
+            raise _not_found(conversation_id)
+        seen = (len(items), items[-1][0] if items else None)  # what is rendered: it may have grown since
+        if not items:
+            return EMPTY_HISTORY, seen, items
         size = sum(len(data) for _, data in items)
-        limit = self.max_input_bytes
-        if limit is not None and size + input_bytes - ITEM_OVERHEAD_BYTES * len(items) > limit:
-            raise InvalidRequestError(
-                f"Conversation '{conversation_id}' holds {size} bytes of items, more than this model's context "
-                f"window can hold (--max_input_bytes {limit}).",
-                param="conversation",
-                code="context_length_exceeded",
-            )
+        self._refuse_too_large(conversation_id, size, len(items), input_bytes)
 
         def convert() -> Any:
             return items_to_messages(
@@ -265,6 +279,33 @@ class ConversationsService:
         history = EMPTY_HISTORY.extended(rendered, converted.calls)
         self._histories.admit(conversation_id, (*seen, history), history.nbytes)
         return history, seen, items
+
+    def _refuse_too_large(self, conversation_id: str, size: int, count: int, input_bytes: int) -> None:
+        """400 ``context_length_exceeded`` for items of ``size`` bytes no context window can hold."""
+        limit = self.max_input_bytes
+        if limit is not None and size + input_bytes - ITEM_OVERHEAD_BYTES * count > limit:
+            raise InvalidRequestError(
+                f"Conversation '{conversation_id}' holds {size} bytes of items, more than this model's context "
+                f"window can hold (--max_input_bytes {limit}).",
+                param="conversation",
+                code="context_length_exceeded",
+            )
+
+    def items_reader(
+        self, conversation_id: str, items: Sequence[ConversationItem] | None
+    ) -> Callable[[], Awaitable[Sequence[ConversationItem]]]:
+        """What reads the conversation's items for ``item_reference``s: ``items`` if :meth:`history`
+        read them, else the store, only when called."""
+
+        async def read() -> Sequence[ConversationItem]:
+            if items is not None:
+                return items
+            found = await self.store.conversation_items(conversation_id)
+            if found is None:
+                raise _not_found(conversation_id)
+            return found
+
+        return read
 
     async def append(
         self,
@@ -284,6 +325,10 @@ class ConversationsService:
                 conversation_id, (seen[0] + len(items), items[-1][0], history), history.nbytes
             )
         return appended
+
+
+def _not_found(conversation_id: str) -> NotFoundError:
+    return NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation")
 
 
 def _refuse_duplicates(ids: list[str], held: Collection[str], param: str) -> None:

@@ -18,11 +18,12 @@ from ..core import InvalidRequestError
 from ..request import InputItem, ItemReference, parse_items
 from ..store import ResponseStore
 
-__all__ = ["MAX_CHAIN_RESPONSES", "has_references", "resolve_references"]
+__all__ = ["MAX_CHAIN_RESPONSES", "ConversationItems", "has_references", "resolve_references"]
 
 #: How many stored responses of a ``previous_response_id`` chain a reference is looked for in.
 MAX_CHAIN_RESPONSES = 1000
 
+#: Reads a conversation's items (called only when a reference needs them).
 ConversationItems = Callable[[], Awaitable[Sequence[tuple[str, bytes]]]]
 
 

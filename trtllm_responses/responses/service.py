@@ -67,7 +67,7 @@ from .prepared import (
     service_tier,
 )
 from .prompts import PromptTemplates
-from .references import has_references, resolve_references
+from .references import ConversationItems, has_references, resolve_references
 from .run import ResponseRun, RunState
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_input, unseal_items
@@ -182,7 +182,7 @@ class ResponsesService:
         conversation = None
         seen: tuple[int, str | None] = (0, None)
         conversation_history = None
-        stored_items: Sequence[tuple[str, bytes]] | None = None  # the conversation's, read once
+        conversation_items = None  # what reads the conversation's items, if an item_reference needs them
         if request.conversation is not None:
             conversation = conversation_id(request.conversation)
             given = [  # new items' ids (an item_reference's id names an item that is there already)
@@ -193,7 +193,8 @@ class ResponsesService:
             conversation_history, seen, stored_items = await self.conversations.history(
                 conversation, given, size
             )
-        request = await self.resolve_references(request, stored_items)
+            conversation_items = self.conversations.items_reader(conversation, stored_items)
+        request = await self.resolve_references(request, conversation_items)
         request, triggered = compaction_triggered(request)
         prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
         if prompt.configuration:  # configuration_update items: the response says what it used
@@ -278,24 +279,20 @@ class ResponsesService:
         )
 
     async def resolve_references(
-        self, request: ResponsesRequest, conversation_items: Sequence[tuple[str, bytes]] | None = None
+        self, request: ResponsesRequest, conversation_items: ConversationItems | None = None
     ) -> ResponsesRequest:
         """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``).
 
-        ``conversation_items``: its conversation's items, as prepare already read them (None: no conversation).
+        ``conversation_items``: what reads its conversation's items (None: no conversation), called
+        only when a reference is not found among the input's own items.
         """
         if not has_references(request.input):
             return request
-
-        async def read_conversation() -> Sequence[tuple[str, bytes]]:
-            assert conversation_items is not None
-            return conversation_items
-
         resolved = await resolve_references(
             request.input,  # type: ignore[arg-type]
             store=self.store,
             previous_response_id=request.previous_response_id,
-            conversation_items=read_conversation if conversation_items is not None else None,
+            conversation_items=conversation_items,
         )
         return request.model_copy(update={"input": resolved})
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..core import resolver
 from .base import (
+    ConversationHead,
     ConversationItem,
     ConversationPage,
     ResponseStore,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CodecError",
+    "ConversationHead",
     "ConversationHistoryStore",
     "ConversationItem",
     "ConversationPage",

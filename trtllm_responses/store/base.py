@@ -19,6 +19,7 @@ cannot be reached in time: the client gets a 503, never a hang or a 500.
 from __future__ import annotations
 
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,6 +27,7 @@ from ..adapter import ConversationHistory
 from ..core import exact_bytes
 
 __all__ = [
+    "ConversationHead",
     "ConversationItem",
     "ConversationPage",
     "ResponseStore",
@@ -75,6 +77,18 @@ class StoredConversation:
     id: str
     created_at: int
     metadata_json: bytes  # a JSON object of at most 16 string pairs
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationHead:
+    """What a turn needs to know of a conversation without reading its items: how many it holds, the
+    last one's id (together: whether a history rendered earlier is still its history), and the bytes
+    of their JSON (the size refusal before anything is read or rendered). Kept up to date by every
+    write, so reading it costs the same at any length."""
+
+    count: int
+    last_id: str | None
+    nbytes: int  # the sum of the items' JSON lengths (ids not counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +149,13 @@ class ResponseStore(Protocol):
 
     async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
         """Every item, oldest first; None if the conversation is unknown."""
+
+    async def conversation_head(self, conversation_id: str) -> ConversationHead | None:
+        """Its item count, last item id and items' bytes, without reading the items; None if unknown."""
+
+    async def conversation_holds(self, conversation_id: str, item_ids: Collection[str]) -> set[str] | None:
+        """Which of ``item_ids`` are ids of its items (an index lookup, not a read of every item); None if
+        the conversation is unknown."""
 
     async def conversation_page(
         self, conversation_id: str, *, after: str | None, limit: int, order: str

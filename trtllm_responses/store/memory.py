@@ -15,21 +15,57 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 
 from ..request import page_of
-from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
+from .base import (
+    ConversationHead,
+    ConversationItem,
+    ConversationPage,
+    StoredConversation,
+    StoredResponse,
+    StoreStats,
+)
 
 __all__ = ["ConversationHistoryStore"]
 
 logger = logging.getLogger(__name__)
 
-# A conversation's own objects and bookkeeping; each item adds its two strings and a tuple.
+# A conversation's own objects and bookkeeping; each item adds its two strings, a tuple, a list slot and
+# an entry in the id index.
 _CONVERSATION_OVERHEAD = 512
-_ITEM_OVERHEAD = 160
+_ITEM_OVERHEAD = 224
 
 
 def _items_size(items: list[ConversationItem]) -> int:
     return sum(_ITEM_OVERHEAD + len(item_id) + len(data) for item_id, data in items)
+
+
+class _Conversation:
+    """A conversation's fields, its items in order, and what answers a turn without reading them: an
+    index of its ids (how many items carry each) and the running total of its items' JSON bytes."""
+
+    __slots__ = ("data_bytes", "fields", "ids", "items")
+
+    def __init__(self, fields: StoredConversation) -> None:
+        self.fields = fields
+        self.items: list[ConversationItem] = []
+        self.ids: dict[str, int] = {}
+        self.data_bytes = 0
+
+    def extend(self, items: list[ConversationItem]) -> None:
+        self.items.extend(items)
+        for item_id, data in items:
+            self.ids[item_id] = self.ids.get(item_id, 0) + 1
+            self.data_bytes += len(data)
+
+    def remove(self, index: int) -> ConversationItem:
+        item_id, data = item = self.items.pop(index)
+        left = self.ids.pop(item_id) - 1
+        if left:
+            self.ids[item_id] = left
+        self.data_bytes -= len(data)
+        return item
 
 
 class ConversationHistoryStore:
@@ -48,9 +84,7 @@ class ConversationHistoryStore:
         self._lock = threading.Lock()
         # Conversations: least recently used dropped past max_responses of them, or past max_bytes of
         # items (a budget of their own, beside the responses').
-        self._conversations: OrderedDict[str, tuple[StoredConversation, list[ConversationItem]]] = (
-            OrderedDict()
-        )
+        self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
         self._conversation_sizes: dict[str, int] = {}
         self._conversation_bytes = 0
 
@@ -126,7 +160,8 @@ class ConversationHistoryStore:
         """Keep a conversation (least recently used ones go past ``max_responses`` of them or ``max_bytes``)."""
         with self._lock:
             self._drop_conversation(conversation.id)
-            self._conversations[conversation.id] = (conversation, list(items))
+            kept = self._conversations[conversation.id] = _Conversation(conversation)
+            kept.extend(items)
             self._conversation_sizes[conversation.id] = 0
             self._grow(
                 conversation.id, _CONVERSATION_OVERHEAD + len(conversation.metadata_json) + _items_size(items)
@@ -152,7 +187,7 @@ class ConversationHistoryStore:
         self._conversation_bytes -= self._conversation_sizes.pop(conversation_id)
         return True
 
-    def _conversation(self, conversation_id: str) -> tuple[StoredConversation, list[ConversationItem]] | None:
+    def _conversation(self, conversation_id: str) -> _Conversation | None:
         found = self._conversations.get(conversation_id)
         if found is not None:
             self._conversations.move_to_end(conversation_id)
@@ -162,7 +197,7 @@ class ConversationHistoryStore:
         """The conversation, or None."""
         with self._lock:
             found = self._conversation(conversation_id)
-            return found[0] if found else None
+            return found.fields if found else None
 
     async def update_conversation(
         self, conversation_id: str, metadata_json: bytes
@@ -172,9 +207,8 @@ class ConversationHistoryStore:
             found = self._conversation(conversation_id)
             if found is None:
                 return None
-            old = found[0]
-            new = StoredConversation(old.id, old.created_at, metadata_json)
-            self._conversations[conversation_id] = (new, found[1])
+            old = found.fields
+            new = found.fields = StoredConversation(old.id, old.created_at, metadata_json)
             self._grow(conversation_id, len(metadata_json) - len(old.metadata_json))
             return new
 
@@ -187,7 +221,22 @@ class ConversationHistoryStore:
         """Its items, oldest first (a copy)."""
         with self._lock:
             found = self._conversation(conversation_id)
-            return list(found[1]) if found else None
+            return list(found.items) if found else None
+
+    async def conversation_head(self, conversation_id: str) -> ConversationHead | None:
+        """Its length, last id and bytes, as kept by every write (no item is looked at)."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            if found is None:
+                return None
+            last = found.items[-1][0] if found.items else None
+            return ConversationHead(len(found.items), last, found.data_bytes)
+
+    async def conversation_holds(self, conversation_id: str, item_ids: Collection[str]) -> set[str] | None:
+        """The ids among ``item_ids`` that its id index holds."""
+        with self._lock:
+            found = self._conversation(conversation_id)
+            return None if found is None else {i for i in item_ids if i in found.ids}
 
     async def conversation_page(
         self, conversation_id: str, *, after: str | None, limit: int, order: str
@@ -197,7 +246,7 @@ class ConversationHistoryStore:
             found = self._conversation(conversation_id)
             if found is None:
                 return None
-            return page_of(found[1], after=after, limit=limit, order=order)
+            return page_of(found.items, after=after, limit=limit, order=order)
 
     async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
         """Append items (older conversations are evicted to make room; never this one)."""
@@ -205,7 +254,7 @@ class ConversationHistoryStore:
             found = self._conversation(conversation_id)
             if found is None:
                 return False
-            found[1].extend(items)
+            found.extend(items)
             self._grow(conversation_id, _items_size(items))
             return True
 
@@ -215,11 +264,11 @@ class ConversationHistoryStore:
             found = self._conversation(conversation_id)
             if found is None:
                 return None
-            items = found[1]
-            for i, item in enumerate(items):
-                if item[0] == item_id:
-                    del items[i]
-                    size = _items_size([item])
+            if item_id not in found.ids:
+                return False
+            for i, (iid, _) in enumerate(found.items):
+                if iid == item_id:
+                    size = _items_size([found.remove(i)])
                     self._conversation_sizes[conversation_id] -= size
                     self._conversation_bytes -= size
                     return True

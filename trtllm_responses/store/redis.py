@@ -15,12 +15,20 @@ next request once Redis is back.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Collection
 from typing import Any
 
 import orjson
 
 from ..core import ServiceUnavailableError
-from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
+from .base import (
+    ConversationHead,
+    ConversationItem,
+    ConversationPage,
+    StoredConversation,
+    StoredResponse,
+    StoreStats,
+)
 from .codec import decode_stored, encode_entry
 
 __all__ = ["RedisStore", "redis_client"]
@@ -28,7 +36,9 @@ __all__ = ["RedisStore", "redis_client"]
 logger = logging.getLogger(__name__)
 
 PREFIX = "trtllm:resp:"
-CONVERSATION = "trtllm:conv:"  # + id: the conversation's JSON; + id + ":items": a list of item_id \0 JSON
+#: + id: the conversation's JSON; + id + ":items": a list of item_id \0 JSON; + ":ids": a set of its item
+#: ids; + ":bytes": its items' JSON bytes.
+CONVERSATION = "trtllm:conv:"
 
 
 def redis_client(url: str, timeout: float) -> Any:
@@ -118,8 +128,17 @@ class RedisStore:
             logger.debug("closing the Redis client failed", exc_info=True)
 
     # -- conversations -------------------------------------------------------------------------
-    # A conversation is two keys: its fields (JSON) and its items (a list, RPUSH is atomic, so
-    # processes appending at once never lose an item). Both get the store's TTL on every write.
+    # A conversation is four keys: its fields (JSON); its items (a list of item_id \0 JSON: RPUSH is
+    # atomic, so processes appending at once never lose an item); the set of its item ids; and its
+    # items' bytes (a counter). The last two are its head, kept so that a turn reads neither the list
+    # nor more than one item: every write changes the list and its head in one MULTI/EXEC, and gives
+    # all four keys the store's TTL. A conversation written before heads were kept (no counter) gets
+    # its head from its list once, on first use (``_index``).
+
+    @staticmethod
+    def _keys(conversation_id: str) -> tuple[str, str, str, str]:
+        key = CONVERSATION + conversation_id
+        return key, key + ":items", key + ":ids", key + ":bytes"
 
     @staticmethod
     def _encode_item(item: ConversationItem) -> bytes:
@@ -130,23 +149,82 @@ class RedisStore:
         item_id, _, data = raw.partition(b"\0")
         return item_id.decode(), data
 
-    async def _expire(self, *keys: str) -> None:
+    async def _multi(self, build: Callable[[Any], object], *, transaction: bool = True) -> list[Any]:
+        """Run the commands ``build`` queues on a pipeline in one round trip (in MULTI/EXEC if ``transaction``)."""
+        import redis.exceptions
+
+        try:
+            async with self.client.pipeline(transaction=transaction) as pipe:
+                build(pipe)
+                return list(await pipe.execute())
+        except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
+            logger.error("The Redis store failed on a pipeline: %r", exc)
+            raise ServiceUnavailableError("The response store is unavailable; retry later.") from exc
+
+    def _expire_all(self, pipe: Any, keys: tuple[str, ...]) -> None:
         if self.ttl:
             for key in keys:
-                await self._call("expire", key, self.ttl)
+                pipe.expire(key, self.ttl)
+
+    async def _index(self, conversation_id: str) -> None:
+        """Give a conversation written before heads were kept its id set and byte counter, from its list
+        (once: the list is watched, so an append meanwhile makes it start again)."""
+        import redis.exceptions
+
+        keys = self._keys(conversation_id)
+        _, items_key, ids_key, bytes_key = keys
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                while True:
+                    try:
+                        await pipe.watch(items_key, bytes_key)
+                        if await pipe.exists(bytes_key):
+                            return  # another process did it
+                        items = [self._decode_item(r) for r in await pipe.lrange(items_key, 0, -1)]
+                        pipe.multi()
+                        pipe.delete(ids_key)
+                        if items:
+                            pipe.sadd(ids_key, *{item_id for item_id, _ in items})
+                        pipe.set(bytes_key, sum(len(data) for _, data in items))
+                        self._expire_all(pipe, keys[1:])
+                        await pipe.execute()
+                        return
+                    except redis.exceptions.WatchError:
+                        continue
+        except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
+            logger.error("The Redis store failed indexing a conversation: %r", exc)
+            raise ServiceUnavailableError("The response store is unavailable; retry later.") from exc
+
+    async def _known(self, conversation_id: str) -> bool:
+        """Whether the conversation exists (its head brought up to date if it predates heads)."""
+        fields_key, _, _, bytes_key = self._keys(conversation_id)
+        exists, indexed = await self._multi(
+            lambda p: p.exists(fields_key).exists(bytes_key), transaction=False
+        )
+        if exists and not indexed:
+            await self._index(conversation_id)
+        return bool(exists)
 
     async def create_conversation(
         self, conversation: StoredConversation, items: list[ConversationItem]
     ) -> None:
-        """Keep a conversation and its first items."""
-        key = CONVERSATION + conversation.id
+        """Keep a conversation, its first items and its head (one transaction)."""
+        keys = self._keys(conversation.id)
+        fields_key, items_key, ids_key, bytes_key = keys
         fields = orjson.dumps(
             {"created_at": conversation.created_at, "metadata": orjson.loads(conversation.metadata_json)}
         )
-        await self._call("set", key, fields, ex=self.ttl or None)
-        if items:
-            await self._call("rpush", key + ":items", *[self._encode_item(i) for i in items])
-            await self._expire(key + ":items")
+
+        def build(pipe: Any) -> None:
+            pipe.delete(items_key, ids_key)
+            pipe.set(fields_key, fields, ex=self.ttl or None)
+            if items:
+                pipe.rpush(items_key, *[self._encode_item(i) for i in items])
+                pipe.sadd(ids_key, *{item_id for item_id, _ in items})
+            pipe.set(bytes_key, sum(len(data) for _, data in items), ex=self.ttl or None)
+            self._expire_all(pipe, (items_key, ids_key))
+
+        await self._multi(build)
 
     async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
         """The conversation, or None."""
@@ -161,18 +239,26 @@ class RedisStore:
     async def update_conversation(
         self, conversation_id: str, metadata_json: bytes
     ) -> StoredConversation | None:
-        """Replace its metadata."""
+        """Replace its metadata (only if it still exists), renewing the TTL of all its keys."""
         old = await self.get_conversation(conversation_id)
         if old is None:
             return None
-        new = StoredConversation(conversation_id, old.created_at, metadata_json)
-        await self.create_conversation(new, [])
-        return new
+        keys = self._keys(conversation_id)
+        fields = orjson.dumps({"created_at": old.created_at, "metadata": orjson.loads(metadata_json)})
+
+        def build(pipe: Any) -> None:
+            pipe.set(keys[0], fields, ex=self.ttl or None, xx=True)
+            self._expire_all(pipe, keys[1:])
+
+        if not (await self._multi(build))[0]:
+            return None  # deleted meanwhile
+        return StoredConversation(conversation_id, old.created_at, metadata_json)
 
     async def delete_conversation(self, conversation_id: str) -> bool:
-        """Forget a conversation and its items."""
-        key = CONVERSATION + conversation_id
-        return bool(await self._call("delete", key, key + ":items"))
+        """Forget a conversation, its items and its head."""
+        fields_key, *rest = self._keys(conversation_id)
+        deleted = await self._multi(lambda p: p.delete(fields_key).delete(*rest))
+        return bool(deleted[0])
 
     async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
         """Its items, oldest first."""
@@ -180,6 +266,41 @@ class RedisStore:
             return None
         raw = await self._call("lrange", CONVERSATION + conversation_id + ":items", 0, -1)
         return [self._decode_item(r) for r in raw]
+
+    async def conversation_head(self, conversation_id: str) -> ConversationHead | None:
+        """LLEN, the last item (LINDEX -1) and the byte counter: one round trip, one snapshot."""
+        fields_key, items_key, _, bytes_key = self._keys(conversation_id)
+        for _ in range(2):  # a second time only after indexing a conversation from before heads
+            exists, count, last, nbytes = await self._multi(
+                lambda p: p.exists(fields_key).llen(items_key).lindex(items_key, -1).get(bytes_key)
+            )
+            if not exists:
+                return None
+            if nbytes is not None:
+                last_id = self._decode_item(last)[0] if last is not None else None
+                return ConversationHead(int(count), last_id, int(nbytes))
+            await self._index(conversation_id)
+        raise ServiceUnavailableError("The response store is unavailable; retry later.")
+
+    async def conversation_holds(self, conversation_id: str, item_ids: Collection[str]) -> set[str] | None:
+        """SMISMEMBER on its id set (Redis 6.2 or newer), with its existence: one round trip."""
+        fields_key, _, ids_key, bytes_key = self._keys(conversation_id)
+        wanted = list(dict.fromkeys(item_ids))
+
+        def build(pipe: Any) -> None:
+            pipe.exists(fields_key).exists(bytes_key)
+            if wanted:
+                pipe.smismember(ids_key, wanted)
+
+        for _ in range(2):  # a second time only after indexing a conversation from before heads
+            exists, indexed, *found = await self._multi(build, transaction=False)
+            if not exists:
+                return None
+            if indexed:
+                held = found[0] if found else []
+                return {item_id for item_id, there in zip(wanted, held, strict=True) if there}
+            await self._index(conversation_id)
+        raise ServiceUnavailableError("The response store is unavailable; retry later.")
 
     async def conversation_page(
         self, conversation_id: str, *, after: str | None, limit: int, order: str
@@ -212,24 +333,40 @@ class RedisStore:
         return page[:limit], len(page) > limit
 
     async def append_conversation_items(self, conversation_id: str, items: list[ConversationItem]) -> bool:
-        """Append items (one RPUSH)."""
-        key = CONVERSATION + conversation_id
-        if await self.get_conversation(conversation_id) is None:
+        """Append items and grow the head (one transaction)."""
+        if not await self._known(conversation_id):
             return False
         if items:
-            await self._call("rpush", key + ":items", *[self._encode_item(i) for i in items])
-            await self._expire(key, key + ":items")
+            keys = self._keys(conversation_id)
+            _, items_key, ids_key, bytes_key = keys
+
+            def build(pipe: Any) -> None:
+                pipe.rpush(items_key, *[self._encode_item(i) for i in items])
+                pipe.sadd(ids_key, *{item_id for item_id, _ in items})
+                pipe.incrby(bytes_key, sum(len(data) for _, data in items))
+                self._expire_all(pipe, keys)
+
+            await self._multi(build)
         return True
 
     async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool | None:
-        """Remove one item."""
-        items = await self.conversation_items(conversation_id)
-        if items is None:
+        """Remove one item (its list is read to find it), then shrink the head."""
+        if not await self._known(conversation_id):
             return None
-        for item in items:
+        _, items_key, ids_key, bytes_key = self._keys(conversation_id)
+        raw = await self._call("lrange", items_key, 0, -1)
+        items = [self._decode_item(r) for r in raw]
+        for n, item in enumerate(items):
             if item[0] == item_id:
-                removed = await self._call(
-                    "lrem", CONVERSATION + conversation_id + ":items", 1, self._encode_item(item)
-                )
-                return bool(removed)
+                if not await self._call("lrem", items_key, 1, raw[n]):
+                    return False  # removed meanwhile, by whoever shrank the head for it
+                again = any(other[0] == item_id for other in items[n + 1 :])
+
+                def build(pipe: Any, data: bytes = item[1], again: bool = again) -> None:
+                    pipe.decrby(bytes_key, len(data))
+                    if not again:
+                        pipe.srem(ids_key, item_id)
+
+                await self._multi(build)
+                return True
         return False

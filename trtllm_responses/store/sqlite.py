@@ -21,12 +21,19 @@ import asyncio
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from ..core import ServiceUnavailableError
-from .base import ConversationItem, ConversationPage, StoredConversation, StoredResponse, StoreStats
+from .base import (
+    ConversationHead,
+    ConversationItem,
+    ConversationPage,
+    StoredConversation,
+    StoredResponse,
+    StoreStats,
+)
 from .codec import decode_stored, encode_entry
 
 __all__ = ["SQLiteStore"]
@@ -34,6 +41,9 @@ __all__ = ["SQLiteStore"]
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: Ids one ``IN (…)`` asks for (below SQLite's oldest limit of 999 variables).
+_IDS_PER_QUERY = 500
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, data BLOB NOT NULL, nbytes INTEGER NOT NULL,
@@ -48,7 +58,9 @@ CREATE TRIGGER IF NOT EXISTS responses_ins AFTER INSERT ON responses BEGIN
 END;
 CREATE TABLE IF NOT EXISTS conversations (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL,
                                           metadata BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0,
-                                          nbytes INTEGER NOT NULL DEFAULT 0);
+                                          nbytes INTEGER NOT NULL DEFAULT 0,
+                                          item_count INTEGER NOT NULL DEFAULT 0,
+                                          item_bytes INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS conversation_items (seq INTEGER PRIMARY KEY AUTOINCREMENT, conversation TEXT NOT NULL,
                                                item_id TEXT NOT NULL, data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS conversation_items_by_conversation ON conversation_items(conversation, seq);
@@ -57,9 +69,20 @@ CREATE TRIGGER IF NOT EXISTS responses_del AFTER DELETE ON responses BEGIN
   UPDATE totals SET v = v - old.nbytes WHERE k = 'bytes';
 END;
 """
-#: After ``_bound_conversations`` brought a file from before conversations were bounded up to date.
+#: After ``_bound_conversations`` brought a file from before conversations were bounded (or had heads)
+#: up to date. A conversation's head (item count, items' bytes) is kept by triggers in the transaction
+#: that writes its items, whichever process writes them; its ids are indexed.
 _CONVERSATION_SCHEMA = """
 CREATE INDEX IF NOT EXISTS conversations_used ON conversations(used);
+CREATE INDEX IF NOT EXISTS conversation_items_by_id ON conversation_items(conversation, item_id);
+CREATE TRIGGER IF NOT EXISTS conversation_items_ins AFTER INSERT ON conversation_items BEGIN
+  UPDATE conversations SET item_count = item_count + 1, item_bytes = item_bytes + length(new.data)
+  WHERE id = new.conversation;
+END;
+CREATE TRIGGER IF NOT EXISTS conversation_items_del AFTER DELETE ON conversation_items BEGIN
+  UPDATE conversations SET item_count = item_count - 1, item_bytes = item_bytes - length(old.data)
+  WHERE id = old.conversation;
+END;
 CREATE TRIGGER IF NOT EXISTS conversations_ins AFTER INSERT ON conversations BEGIN
   UPDATE totals SET v = v + 1 WHERE k = 'conversations';
   UPDATE totals SET v = v + new.nbytes WHERE k = 'conversation_bytes';
@@ -122,6 +145,14 @@ class SQLiteStore:
                 db.execute(
                     "UPDATE conversations SET nbytes = length(metadata) + (SELECT COALESCE(SUM(length(item_id)"
                     " + length(data)), 0) FROM conversation_items WHERE conversation = conversations.id)"
+                )
+            if "item_count" not in columns:  # before heads: counted once, here
+                db.execute("ALTER TABLE conversations ADD COLUMN item_count INTEGER NOT NULL DEFAULT 0")
+                db.execute("ALTER TABLE conversations ADD COLUMN item_bytes INTEGER NOT NULL DEFAULT 0")
+                db.execute(
+                    "UPDATE conversations SET (item_count, item_bytes) = (SELECT COUNT(*),"
+                    " COALESCE(SUM(length(data)), 0) FROM conversation_items"
+                    " WHERE conversation = conversations.id)"
                 )
             # Totals of a new file start at 0; an older file's are counted once, here.
             db.execute("INSERT OR IGNORE INTO totals SELECT 'conversations', COUNT(*) FROM conversations")
@@ -289,6 +320,38 @@ class SQLiteStore:
             ).fetchall()
             return [(r[0], bytes(r[1])) for r in rows]
 
+    def _conversation_head(self, conversation_id: str) -> ConversationHead | None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if not self._touch_conversation(db, conversation_id):
+                return None
+            count, nbytes = db.execute(
+                "SELECT item_count, item_bytes FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+            last = db.execute(
+                "SELECT item_id FROM conversation_items WHERE conversation = ? ORDER BY seq DESC LIMIT 1",
+                (conversation_id,),
+            ).fetchone()
+            return ConversationHead(int(count), last[0] if last else None, int(nbytes))
+
+    def _conversation_holds(self, conversation_id: str, item_ids: list[str]) -> set[str] | None:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN")  # one snapshot: the conversation and the ids found in it
+            if self._conversation_row(db, conversation_id) is None:
+                return None
+            held: set[str] = set()
+            for start in range(0, len(item_ids), _IDS_PER_QUERY):
+                chunk = item_ids[start : start + _IDS_PER_QUERY]
+                marks = ", ".join("?" * len(chunk))
+                rows = db.execute(
+                    f"SELECT DISTINCT item_id FROM conversation_items WHERE conversation = ? AND item_id IN ({marks})",
+                    (conversation_id, *chunk),
+                )
+                held.update(row[0] for row in rows)
+            return held
+
     def _conversation_page(
         self, conversation_id: str, after: str | None, limit: int, order: str
     ) -> ConversationPage | None:
@@ -335,8 +398,9 @@ class SQLiteStore:
             db.execute("BEGIN IMMEDIATE")
             if self._conversation_row(db, conversation_id) is None:
                 return None
-            freed = db.execute(
-                "DELETE FROM conversation_items WHERE conversation = ? AND item_id = ? "
+            freed = db.execute(  # one item, as in every backend: the first of an id given twice
+                "DELETE FROM conversation_items WHERE seq = (SELECT seq FROM conversation_items"
+                " WHERE conversation = ? AND item_id = ? ORDER BY seq LIMIT 1) "
                 "RETURNING length(item_id) + length(data)",
                 (conversation_id, item_id),
             ).fetchall()
@@ -412,6 +476,14 @@ class SQLiteStore:
     async def conversation_items(self, conversation_id: str) -> list[ConversationItem] | None:
         """Its items, oldest first."""
         return await self._run(self._conversation_items, conversation_id)
+
+    async def conversation_head(self, conversation_id: str) -> ConversationHead | None:
+        """Its length and bytes (kept by triggers) and last id (the last row of its index)."""
+        return await self._run(self._conversation_head, conversation_id)
+
+    async def conversation_holds(self, conversation_id: str, item_ids: Collection[str]) -> set[str] | None:
+        """The ids among ``item_ids`` found through the index on (conversation, item_id)."""
+        return await self._run(self._conversation_holds, conversation_id, list(item_ids))
 
     async def conversation_page(
         self, conversation_id: str, *, after: str | None, limit: int, order: str
