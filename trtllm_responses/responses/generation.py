@@ -48,7 +48,7 @@ class ResponseGenerator:
         executor: Executor,
         adapter: HarmonyAdapter,
         metrics: ServerMetrics,
-        keep: Callable[[ResponseRun, ResponseStream], Awaitable[bytes]],
+        keep: Callable[[ResponseRun], Awaitable[bytes]],
         redact_reasoning: bool = False,
         summarizer: Summarizer | None = None,
     ) -> None:
@@ -134,7 +134,7 @@ class ResponseGenerator:
         try:
             events = await loop.run(functools.partial(self._generate, run), deliver)
             try:
-                final_json = await self._keep(run, processor.stream)
+                final_json = await self._keep(run)
             except Exception:  # the store or the serializer failed: the client still gets a terminal event
                 logger.exception("Could not serialize or store %s", run.id)
                 run.store_failed = True
@@ -181,8 +181,7 @@ class ResponseGenerator:
                     async with Generating(self.executor, generation) as deltas:
                         async for delta in deltas:
                             cached = delta.cached_tokens or cached
-                            if run.interrupted:  # the executor may not have had it when the abort came
-                                self.executor.abort(run.id)
+                            run.started(run.id)  # one step: its first delta is its last
                             if delta.finish_reason is not None:
                                 failed = delta.finish_reason in ("error", "cancelled")
                                 break
@@ -198,7 +197,7 @@ class ResponseGenerator:
                     events = stream.cancel(usage)
                 else:
                     events = stream.fail("The generation was cancelled.", usage)
-            final_json = await self._keep(run, stream)
+            final_json = await self._keep(run)
             run.usage = usage
             if deliver is not None:
                 await deliver(events)
@@ -244,10 +243,8 @@ class ResponseGenerator:
                         started = True
                         if first:
                             processor.first_token_at = time.perf_counter()
-                        # A cancel that came before the executor registered the request missed it: repeat
-                        # it now, once (an event the run raised, not a poll).
-                        if run.interrupted and not main.finished:
-                            self.executor.abort(generation.request_id)
+                        if not main.finished:
+                            run.started(generation.request_id)
                 except StopAsyncIteration:
                     return processor.fail("The executor ended the stream without a finish reason.")
                 except Exception as exc:  # the executor failed: response.failed, never a broken stream

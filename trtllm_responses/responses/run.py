@@ -132,14 +132,20 @@ class ResponseRun:
         """Cancelled or aborted: no further generation or tool call may start."""
         return self._interrupted
 
+    def started(self, request_id: str) -> None:
+        """The executor has ``request_id`` now (its first delta came). An interrupt that came before it
+        registered the request reached nothing: abort it now, once (an event the run raised, not a poll)."""
+        if self._interrupted:
+            self._executor.abort(request_id)
+
     def _interrupt(self) -> None:
         if self.state is RunState.ENDED:
             return
         self._interrupted = True
         if self.tool_loop is not None:
             self.tool_loop.cancel()
-        # A generation the executor has not registered yet ignores this; the drive aborts it again at its
-        # first delta (generation.py), so a cancel right after the create still lands, without polling.
+        # A generation the executor has not registered yet ignores this; the drive reports its first delta
+        # (``started``), which aborts it then, so a cancel right after the create still lands.
         for request_id in (self.generating, self.summarizing):
             if request_id is not None:
                 self._executor.abort(request_id)

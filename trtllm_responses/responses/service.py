@@ -42,7 +42,6 @@ from ..request import (
     parse_request,
 )
 from ..store import ResponseStore, StoredResponse
-from ..stream import ResponseStream
 from ..tools import ServerTools, ToolSettings, prepare_server_tools
 from .cache_diagnostics import prompt_cache_diagnostics
 from .compaction import (
@@ -68,7 +67,7 @@ from .prepared import (
 )
 from .prompts import PromptTemplates
 from .references import ConversationItems, has_references, resolve_references
-from .run import ResponseRun, RunState
+from .run import ResponseRun
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_input, unseal_items
 from .summaries import Summarizer, summary_mode
@@ -78,9 +77,7 @@ __all__ = [
     "Deliver",
     "HistoryLookup",
     "PreparedResponse",
-    "ResponseRun",
     "ResponsesService",
-    "RunState",
     "default_max_input_bytes",
 ]
 
@@ -417,11 +414,12 @@ class ResponsesService:
 
     # -- keep ------------------------------------------------------------------------------
 
-    async def _keep(self, run: ResponseRun, stream: ResponseStream) -> bytes:
+    async def _keep(self, run: ResponseRun) -> bytes:
         """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
         prepared = run.prepared
-        final = stream.final_response
-        if final is None:
+        stream = run.stream
+        final = stream.final_response if stream is not None else None
+        if stream is None or final is None:
             raise ServerError("The response ended without a terminal event.")
         final_json = to_json(final)
         turn = None

@@ -108,11 +108,6 @@ class Steering:
         """Steering held for the response a ``response.create`` continues (taken: it commits them)."""
         return self._held.pop(previous_response_id, []) if isinstance(previous_response_id, str) else []
 
-    def stream_of(self, target: str) -> str | None:
-        """The lane of running response ``target`` (events about its steering echo it)."""
-        steered = self._running.get(target)
-        return steered.stream_id if steered is not None else None
-
     def submit(self, target: str, steer_input: Any) -> tuple[Steer, str | None] | SteerRefused:
         """``response.steer`` for ``target``: the accepted steer and its lane, or why not."""
         steered = self._running.get(target)

@@ -235,11 +235,10 @@ class BackgroundResponses:
         return recorded
 
     def _ended(self, recorded: BackgroundRun, task: asyncio.Task[bytes]) -> None:
-        if task.cancelled() or task.exception() is not None:
+        error = None if task.cancelled() else task.exception()
+        if task.cancelled() or error is not None:
             logger.error(
-                "Background response %s stopped without a terminal event",
-                recorded.id,
-                exc_info=None if task.cancelled() else task.exception(),
+                "Background response %s stopped without a terminal event", recorded.id, exc_info=error
             )
         recorded.finish()
         if self.runs.get(recorded.id) is recorded:
