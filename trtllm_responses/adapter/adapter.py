@@ -46,11 +46,10 @@ from ..harmony import (
     HarmonyEncoding,
     developer_message,
     developer_spec,
-    input_to_messages,
     items_to_messages,
 )
 from ..request import ReasoningParam, ResponsesRequest, choice_data, parse_text, tools_data
-from .item_renders import DEFAULT_RENDER_CACHE_BYTES, ConvertedItems, ItemRenders, convert_items
+from .item_renders import DEFAULT_RENDER_CACHE_BYTES, ItemRenders, convert_items
 from .prompt import (
     EMPTY_HISTORY,
     CachedItem,
@@ -243,11 +242,7 @@ class HarmonyAdapter:
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
         tokenizes nothing here except the small, cached system message.
         """
-        if isinstance(request.input, str):
-            items = ConvertedItems(input_to_messages(request.input, history.calls))
-            items.layout.extend(range(len(items.converted.messages)))
-        else:
-            items = convert_items(request.input, history.calls, self.item_renders)
+        items = convert_items(request.input, history.calls, self.item_renders)
         converted = items.converted
         configuration = configured_fields(request, {**history.calls, **converted.calls})
         if configuration:

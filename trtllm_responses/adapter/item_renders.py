@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from ..core import ByteBoundedCache
-from ..harmony import ConvertedInput, convert_item
+from ..harmony import ConvertedInput, convert_item, input_to_messages
 from ..request import (
     CustomToolCall,
     CustomToolCallOutput,
@@ -117,7 +117,7 @@ def _context(item: InputItem, reads: int, converted: ConvertedInput, known: Mapp
 
 
 def convert_items(
-    items: Sequence[InputItem],
+    items: str | Sequence[InputItem],
     known_calls: Mapping[str, str],
     cache: ItemRenders | None,
     param: str = "input",
@@ -125,8 +125,12 @@ def convert_items(
     """Convert ``items`` into Harmony messages, taking each cached item's render instead of converting it.
 
     Errors are those of converting the items one by one (``harmony.convert_item``): an item found in the
-    cache converted without one before, in the same context.
+    cache converted without one before, in the same context. A string input is one user message.
     """
+    if isinstance(items, str):
+        plain = ConvertedItems(input_to_messages(items, known_calls, param))
+        plain.layout.extend(range(len(plain.converted.messages)))
+        return plain
     out = ConvertedItems(ConvertedInput())
     converted = out.converted
     layout = out.layout
