@@ -208,11 +208,7 @@ def parse_item(item: Any, where: str) -> InputItem:
             return ItemReference(item)
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        if not isinstance(kind, str):
-            raise InvalidRequestError(f"'{where}.type' must be a string.", param=f"{where}.type")
-        raise InvalidRequestError(
-            f"Unknown or unsupported input item type {kind!r} at '{where}.type'.", param=f"{where}.type"
-        )
+        raise _type_error(kind, where)
     return cls(item)
 
 
@@ -229,7 +225,11 @@ def parse_items(items: Sequence[Any], param: str = "input") -> tuple[InputItem, 
 
 def not_convertible(item: InputItem, where: str) -> InvalidRequestError:
     """The error for an item no Harmony message stands for (a reference, a trigger, a sealed compaction)."""
-    kind = item.data.get("type")
+    return _type_error(item.data.get("type"), where)
+
+
+def _type_error(kind: Any, where: str) -> InvalidRequestError:
+    """The 400 for an item whose ``type`` (``kind``) is not a string, or not one this server takes."""
     if not isinstance(kind, str):
         return InvalidRequestError(f"'{where}.type' must be a string.", param=f"{where}.type")
     return InvalidRequestError(
