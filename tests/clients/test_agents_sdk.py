@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import openai
 import pytest
 from pydantic import BaseModel
+from support.trip_models import Trip
 
 agents = pytest.importorskip("agents")
-
-
-class Stop(BaseModel):
-    city: str
-    mode: Literal["train", "bus"]
-    nights: int | None
-
-
-class Trip(BaseModel):
-    name: str
-    stops: list[Stop]
 
 
 class Address(BaseModel):

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from support.custom_tools import APPLY_PATCH, TICKET
 from support.server_harness import stream_events
 from support.stream_grammar import check_stream
+from support.trip_models import Trip
 
 WEATHER = {
     "type": "function",
@@ -41,17 +42,6 @@ AGENTS = {
         }
     ],
 }
-
-
-class Stop(BaseModel):
-    city: str
-    mode: Literal["train", "bus"]
-    nights: int | None
-
-
-class Trip(BaseModel):
-    name: str
-    stops: list[Stop]
 
 
 def _prompt(http: httpx.Client, body: dict[str, Any]) -> str:
