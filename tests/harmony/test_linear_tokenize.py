@@ -117,7 +117,25 @@ def test_the_ascii_check_finds_exactly_the_runs_long_run_finds() -> None:
     """``has_long_run`` classifies ASCII text a byte at a time (fast); it must agree with LONG_RUN itself,
     runs of MAX_RUN - 1, MAX_RUN and MAX_RUN + 1 of every class included."""
     rng = random.Random(27)
-    pieces = [" ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "0", "7", "a", "Z", "_", "-", "=", "\x00", "\x7f"]
+    pieces = [
+        " ",
+        "\t",
+        "\n",
+        "\x0b",
+        "\x0c",
+        "\r",
+        "\x1c",
+        "\x1f",
+        "0",
+        "7",
+        "a",
+        "Z",
+        "_",
+        "-",
+        "=",
+        "\x00",
+        "\x7f",
+    ]
     texts = []
     for _ in range(400):
         parts = []
@@ -126,7 +144,12 @@ def test_the_ascii_check_finds_exactly_the_runs_long_run_finds() -> None:
             parts.append(char * rng.choice([1, 3, MAX_RUN - 1, MAX_RUN, MAX_RUN + 1]))
             parts.append("".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))))
         texts.append("".join(parts))
-    texts += ["x" * (MAX_RUN - 1) + "\x1c" + "y", "a" * 200 + "\x1e" * 100, " " * 128 + "\t" * 128, "9" * 1000]
+    texts += [
+        "x" * (MAX_RUN - 1) + "\x1c" + "y",
+        "a" * 200 + "\x1e" * 100,
+        " " * 128 + "\t" * 128,
+        "9" * 1000,
+    ]
     found = 0
     for text in texts:
         expected = len(text) >= MAX_RUN and LONG_RUN.search(text) is not None

@@ -36,7 +36,8 @@ _CERTAIN_BOUNDARY = regex.compile(r"(?<=[\p{L}\p{N}])(?=[^\p{White_Space}\p{L}\p
 # ``bytes.__contains__``: ~50x faster than LONG_RUN on a tool's output, with the same answer. In ASCII,
 # \p{White_Space} is exactly \t \n \v \f \r and the space, and \p{N} exactly 0-9.
 _ASCII_CLASS = bytes(
-    ord(" ") if chr(i) in "\t\n\v\f\r " else ord("0") if "0" <= chr(i) <= "9" else ord("x") for i in range(128)
+    ord(" ") if chr(i) in "\t\n\v\f\r " else ord("0") if "0" <= chr(i) <= "9" else ord("x")
+    for i in range(128)
 ) + bytes(128)
 _ASCII_WORD_RUN = b"x" * MAX_RUN
 _ASCII_SPACE_RUN = b" " * MAX_RUN
