@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     )
     from .files import sha256_file, write_atomically
     from .ids import check_id, new_id
-    from .wire import exact_bytes, json_string, to_dict, to_json
+    from .wire import build_sdk_models, exact_bytes, json_string, to_dict, to_json
 
 __all__ = [
     "resolver",
@@ -40,6 +40,7 @@ __all__ = [
     "ServiceUnavailableError",
     "TooManyRequestsError",
     "VocabError",
+    "build_sdk_models",
     "check_id",
     "exact_bytes",
     "json_string",
@@ -67,6 +68,7 @@ _ON_FIRST_USE = {
     "write_atomically": ".files",
     "check_id": ".ids",
     "new_id": ".ids",
+    "build_sdk_models": ".wire",
     "exact_bytes": ".wire",
     "json_string": ".wire",
     "to_dict": ".wire",

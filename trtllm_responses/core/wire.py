@@ -13,6 +13,8 @@ deltas keep the direct serializer.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from typing import Any
 
 import orjson
@@ -26,7 +28,10 @@ from openai.types.responses import (
 )
 from pydantic import BaseModel
 
-__all__ = ["exact_bytes", "json_string", "to_dict", "to_json"]
+__all__ = ["build_sdk_models", "exact_bytes", "json_string", "to_dict", "to_json"]
+
+#: The SDK's type modules whose models the server validates and writes.
+SDK_TYPE_MODULES = ("openai.types.responses", "openai.types.chat", "openai.types.conversations")
 
 _TIMESTAMPS = ("created_at", "completed_at")
 # Responses, and the events that carry one: serialized through to_dict to fix their timestamps.
@@ -88,3 +93,20 @@ def json_string(text: str) -> bytes:
             _json_strings.clear()
         encoded = _json_strings[text] = exact_bytes(orjson.dumps(text))
     return encoded
+
+
+def build_sdk_models(modules: tuple[str, ...] = SDK_TYPE_MODULES) -> int:
+    """Build now the validators and serializers the SDK defers to each model's first use.
+
+    openai-python declares its models with ``defer_build``: the first response, event or item of each
+    kind paid 1-50 ms of schema building inside a request (a final answer's events, first seen at an
+    agent's 10th turn, cost that turn as much as its render). ~0.2 s once, at start; returns how many
+    models were built.
+    """
+    built = 0
+    for name in modules:
+        for value in vars(importlib.import_module(name)).values():
+            if inspect.isclass(value) and issubclass(value, BaseModel) and not value.__pydantic_complete__:
+                value.model_rebuild()
+                built += 1
+    return built

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ..adapter import HarmonyAdapter
+from ..core import build_sdk_models
 from ..executors import Executor
 from ..harmony import RenderPool
 from ..ops import CollectorSchedule, ServerMetrics
@@ -80,6 +81,7 @@ def create_app(
         logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)
         if config.start_render_worker:
             await service.render_pool.start()
+        build_sdk_models()  # not in the first request of each kind (core/wire.py)
         # Everything alive now (modules, schemas, vocab tables, the model's Python side) lives as long
         # as the process: take it out of the cyclic GC's full collections, which otherwise walk it
         # all and stall the event loop for tens of milliseconds under load. Refcounting still frees.
