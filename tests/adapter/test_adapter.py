@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from openai_harmony import (
     Author,
-    Conversation,
     DeveloperContent,
     Message,
     ReasoningEffort,
@@ -15,7 +14,7 @@ from openai_harmony import (
     SystemContent,
     ToolDescription,
 )
-from support.harmony_helpers import FIXED_DATE
+from support.harmony_helpers import FIXED_DATE, golden_conversation
 
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.core.errors import InvalidRequestError
@@ -80,9 +79,7 @@ def tool_output(name: str, output: str) -> Message:
 
 
 def golden(encoding: HarmonyEncoding, messages: list[Message]) -> list[int]:
-    return encoding.harmony.render_conversation_for_completion(
-        Conversation.from_messages(messages), Role.ASSISTANT
-    )
+    return golden_conversation(encoding, messages)
 
 
 def render(adapter: HarmonyAdapter, body: dict[str, Any]) -> list[int]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from openai_harmony import Conversation, Message, Role
-from support.harmony_helpers import harmony
+from openai_harmony import Message, Role
+from support.harmony_helpers import golden_conversation, harmony
 
 from trtllm_responses.adapter import EMPTY_HISTORY, HarmonyAdapter
 from trtllm_responses.harmony import HarmonyEncoding, completion_to_output_items, parse_completion
@@ -108,9 +108,7 @@ def test_stateless_replay_equals_stored_continuation(
         assert stateless.token_ids == stored.token_ids
 
         # And both equal openai-harmony's own render of the conversation with finished turns' analysis removed.
-        golden = encoding.harmony.render_conversation_for_completion(
-            Conversation.from_messages(without_finished_analysis(stored.messages)), Role.ASSISTANT
-        )
+        golden = golden_conversation(encoding, without_finished_analysis(stored.messages))
         assert stored.token_ids == golden
 
         items = [
@@ -234,9 +232,7 @@ def test_long_stored_conversation_equals_a_full_render_every_turn(
             new_input = [{"role": "user", "content": f"Turn {turn}: " + "lorem ipsum dolor " * 400}]
         body = {"input": new_input, "tools": TOOLS if turn % 3 == 1 else []}
         prompt = adapter.build_prompt(parse_request(body), history)
-        golden = encoding.harmony.render_conversation_for_completion(
-            Conversation.from_messages(without_finished_analysis(prompt.messages)), Role.ASSISTANT
-        )
+        golden = golden_conversation(encoding, without_finished_analysis(prompt.messages))
         assert prompt.token_ids == golden, f"turn {turn}"
         items = [
             i.model_dump(mode="json", exclude_none=True)

@@ -26,7 +26,7 @@ def test_render_prints_the_harmony_prompt() -> None:
     assert out.startswith("<|start|>system<|message|>") and "Current date: 2026-11-21" in out
     assert "Reasoning: low" in out and "type get_weather = (_: {" in out
     assert (
-        "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>" in out
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" in out
     )
     assert out.rstrip("\n").endswith('{"temperature_c": 21}<|end|><|start|>assistant')
 

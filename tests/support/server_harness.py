@@ -31,10 +31,14 @@ class RecordingEcho(EchoExecutor):
         super().__init__(*args, **kwargs)
         self.requests: list[GenerationRequest] = []
         self.aborted: list[str] = []
+        #: Each generation's output token ids, by its request id (what the model wrote).
+        self.outputs: dict[str, list[int]] = {}
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         self.requests.append(request)
+        written = self.outputs[request.request_id] = []
         async for delta in super().generate(request):
+            written += delta.token_ids
             yield delta
 
     def abort(self, request_id: str) -> None:

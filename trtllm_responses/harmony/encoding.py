@@ -211,7 +211,14 @@ class HarmonyEncoding:
         return self.harmony.encode(text, allowed_special=set(), disallowed_special=())
 
     def render(self, message: openai_harmony.Message) -> list[int]:
-        """harmony's render of one message, in linear time whatever its text.
+        """harmony's render of one message, in linear time whatever its text, a call as gpt-oss writes it.
+
+        A call (an assistant message with a recipient and a channel) is rendered with the recipient after
+        the channel, ``<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>``,
+        where harmony puts it before (``assistant to=functions.f<|channel|>commentary``): both are Harmony
+        and the reader reads both, but the first is what gpt-oss writes, so a turn that replays the
+        model's call continues the very tokens the engine holds in its KV cache (README, "Long agent
+        loops": prompts that extend each other).
 
         harmony tokenizes a message's content itself, so a long run in it would
         cost quadratic time there. Long runs are swapped for short placeholders
@@ -228,9 +235,17 @@ class HarmonyEncoding:
             return f"\ue000{nonce}.{len(runs) - 1}\ue001"
 
         data["content"] = _map_strings(data.get("content"), lambda s: _swap_long_runs(s, swap))
-        if not runs:
+        call = _is_call(message)
+        if call:  # the recipient after the channel, as gpt-oss writes a call (the docstring)
+            data["channel"] = f"{message.channel} to={message.recipient}"
+            data["recipient"] = None
+        if not runs and not call:
             return self.harmony.render(message)
         tokens = self.harmony.render(openai_harmony.Message.from_dict(data))
+        if call:
+            tokens[-1] = self.call  # harmony ends a message without a recipient with <|end|>
+        if not runs:
+            return tokens
         body_start = tokens.index(self.message) + 1
         body = self.decode(tokens[body_start:-1])
         restored = regex.sub(f"\ue000{nonce}\\.(\\d+)\ue001", lambda m: runs[int(m.group(1))], body)
@@ -239,6 +254,16 @@ class HarmonyEncoding:
     def decode(self, tokens: Sequence[int]) -> str:
         """Decode tokens to text, control tokens as their literal text; invalid UTF-8 as U+FFFD."""
         return b"".join([self.token_bytes[t] for t in tokens]).decode("utf-8", "replace")
+
+
+def _is_call(message: openai_harmony.Message) -> bool:
+    recipient = message.recipient
+    return (
+        message.author.role == openai_harmony.Role.ASSISTANT
+        and recipient is not None
+        and recipient != "all"
+        and bool(message.channel)
+    )
 
 
 def _swap_long_runs(text: str, swap: Callable[[regex.Match[str]], str]) -> str:
