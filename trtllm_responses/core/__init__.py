@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from .files import sha256_file, write_atomically
     from .ids import check_id, new_id
+    from .loop_steps import LOOP_STEP_SECONDS, LoopSteps
     from .wire import build_sdk_models, exact_bytes, json_string, to_dict, to_json
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "ByteBoundedCache",
     "HarmonyFormatError",
     "InvalidRequestError",
+    "LOOP_STEP_SECONDS",
+    "LoopSteps",
     "NotFoundError",
     "ServerError",
     "ServiceUnavailableError",
@@ -66,6 +69,8 @@ _ON_FIRST_USE = {
     "VocabError": ".errors",
     "sha256_file": ".files",
     "write_atomically": ".files",
+    "LOOP_STEP_SECONDS": ".loop_steps",
+    "LoopSteps": ".loop_steps",
     "check_id": ".ids",
     "new_id": ".ids",
     "build_sdk_models": ".wire",

@@ -148,6 +148,7 @@ class HarmonyEncoding:
     _ints: list[int] = field(init=False, repr=False)  # one shared int object per token id
     _special_by_text: dict[str, int] = field(init=False, repr=False)
     _special_pattern: regex.Pattern[str] = field(init=False, repr=False)
+    _action_stops: tuple[int, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_ints", list(range(len(self.token_bytes))))
@@ -156,6 +157,10 @@ class HarmonyEncoding:
         # Longest first, so that no control token is read as a prefix of a longer one.
         alternatives = "|".join(regex.escape(t) for t in sorted(specials, key=len, reverse=True))
         object.__setattr__(self, "_special_pattern", regex.compile(alternatives))
+        # Asked for by every request: harmony builds the set anew at each call.
+        object.__setattr__(
+            self, "_action_stops", tuple(sorted(self.harmony.stop_tokens_for_assistant_actions()))
+        )
 
         def one(text: str) -> int:
             ids = self.harmony.encode(text, allowed_special="all")
@@ -177,7 +182,7 @@ class HarmonyEncoding:
     @property
     def assistant_action_stops(self) -> tuple[int, ...]:
         """Stop token ids for sampling: ``<|return|>`` and ``<|call|>``."""
-        return tuple(sorted(self.harmony.stop_tokens_for_assistant_actions()))
+        return self._action_stops
 
     @property
     def message_terminators(self) -> frozenset[int]:

@@ -22,6 +22,7 @@ import orjson
 from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from ..core import (
     InvalidRequestError,
+    LoopSteps,
     NotFoundError,
     ServerError,
     ServiceUnavailableError,
@@ -170,6 +171,7 @@ class ResponsesService:
         there, a 404 over HTTP.
         """
         received = received_at if received_at is not None else time.perf_counter()
+        steps = LoopSteps()  # its work on the event loop, in steps of a few ms (core/loop_steps.py)
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
         self.check_input_size(size)
         request = await self.prompts.apply(parse_request(body))
@@ -193,13 +195,12 @@ class ResponsesService:
             conversation_items = self.conversations.items_reader(conversation, stored_items)
         request = await self.resolve_references(request, conversation_items)
         request, triggered = compaction_triggered(request)
-        prompt, tools = await self.render(request, lookup=lookup, size=size, history=conversation_history)
+        prompt, tools = await self.render(
+            request, lookup=lookup, size=size, history=conversation_history, steps=steps
+        )
         if prompt.configuration:  # configuration_update items: the response says what it used
             request = request.model_copy(update=prompt.configuration)
-        if size > self.inline_render_bytes:
-            await asyncio.sleep(
-                0
-            )  # as in _build_prompt: the rest of a large body's preparation is a step of its own
+        await steps.boundary()
         compaction = None
         threshold = compact_threshold(request)
         if compact and (triggered or (threshold is not None and len(prompt.token_ids) > threshold)):
@@ -329,6 +330,7 @@ class ResponsesService:
         tools: ServerTools | None = None,
         prepare_tools: bool = True,
         history: ConversationHistory | None = None,
+        steps: LoopSteps | None = None,
     ) -> tuple[Prompt, ServerTools | None]:
         """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
         and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``)."""
@@ -345,7 +347,8 @@ class ResponsesService:
             opened = unseal_input(request.input, self.sealer)
             if opened is not request.input:
                 request = request.model_copy(update={"input": opened})
-        return await self._build_prompt(request, history, size, namespaces, builtin), tools
+        prompt = await self._build_prompt(request, history, size, namespaces, builtin, steps or LoopSteps())
+        return prompt, tools
 
     async def count_input_tokens(self, body: bytes) -> bytes:
         """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send.
@@ -364,6 +367,7 @@ class ResponsesService:
         size: int,
         namespaces: Sequence[Mapping[str, Any]] = (),
         builtin: Mapping[str, str] | None = None,
+        steps: LoopSteps | None = None,
     ) -> Prompt:
         """The prompt; a large request's new messages are rendered in the worker process, off the event loop.
 
@@ -374,9 +378,11 @@ class ResponsesService:
         draft = adapter.draft_prompt(request, history, namespaces, builtin)
         if min(size, draft.render_bytes) <= self.inline_render_bytes or not draft.to_render:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
+        steps = steps or LoopSteps()
         renders = await self.render_pool.render(draft.to_render)
+        steps.restart()  # waiting for the worker let the loop run
         rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders, strict=True)]
-        await asyncio.sleep(0)  # a large body: let other streams run between its steps (each a few ms)
+        await steps.boundary()
         return adapter.finish_prompt(draft, rendered)
 
     # -- run -----------------------------------------------------------------------------------
