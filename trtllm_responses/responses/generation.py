@@ -157,6 +157,9 @@ class ResponseGenerator:
         finally:
             self.runs.pop(run.id, None)
             self.metrics.active -= 1
+            # run → loop → processor → run is a cycle: cut it, so that refcounting frees the response's
+            # prompt (a 100k-token list) when the last holder lets go, not the next full collection.
+            run.tool_loop = None
 
     async def _prefill(self, run: ResponseRun, deliver: Deliver | None) -> bytes:
         """A response prepared without output (``generate: false``): its prompt goes through the engine

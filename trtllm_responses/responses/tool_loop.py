@@ -148,6 +148,9 @@ class ToolLoop:
             logger.exception("The tool loop failed")
             return self._processor.fail("The server had an error while running a tool.")
         finally:
+            # The stream held this loop's _resolve: a cycle (loop → processor → stream → loop) that left
+            # every finished response's prompt to the cyclic GC. Nothing is held once the loop ends.
+            self._stream.hold_calls(frozenset())
             for provider in self._tools.providers.values():
                 try:
                     await provider.aclose()
