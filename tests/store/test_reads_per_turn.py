@@ -22,7 +22,7 @@ from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.responses.service import ResponsesService
-from trtllm_responses.store import ResponseStore, StoredResponse, open_store
+from trtllm_responses.store import ResponseStore, StoredResponse, encode_entry, open_store
 
 TURNS = 50
 
@@ -34,12 +34,14 @@ class CountingStore:
         self.inner = inner
         self.calls: Counter[str] = Counter()
         self.entries = 0  # stored responses read
+        self.entry_bytes = 0  # their encoded size (their histories, mostly)
         self.items = 0  # conversation items (or their ids) read
 
     def reset(self) -> dict[str, Any]:
         """What was counted since the last reset (and start again)."""
         counted = {"calls": dict(self.calls), "entries": self.entries, "items": self.items}
-        self.calls, self.entries, self.items = Counter(), 0, 0
+        counted["entry_bytes"] = self.entry_bytes
+        self.calls, self.entries, self.items, self.entry_bytes = Counter(), 0, 0, 0
         return counted
 
     def __getattr__(self, name: str) -> Any:
@@ -50,6 +52,7 @@ class CountingStore:
             result = await method(*args, **kwargs)
             if isinstance(result, StoredResponse):
                 self.entries += 1
+                self.entry_bytes += len(encode_entry(result))
             elif isinstance(result, (list, set, frozenset, dict)):
                 self.items += len(result)  # items, or the ids found among those asked for
             elif isinstance(result, tuple) and result and isinstance(result[0], list):
@@ -89,100 +92,72 @@ def assert_bounded(per_turn: list[dict[str, Any]]) -> None:
         assert counted["entries"] <= 1 and counted["items"] <= 2, (n, counted)
 
 
-async def test_a_previous_response_id_chain_reads_one_entry_a_turn(
-    counting: CountingStore, encoding: HarmonyEncoding, adapter: HarmonyAdapter
-) -> None:
-    service = service_on(counting, encoding, adapter)
-    previous = None
+async def chain(service: ResponsesService, counting: CountingStore, turns: int, previous: str | None = None):  # type: ignore[no-untyped-def]
+    """``turns`` turns of a ``previous_response_id`` chain (continuing ``previous``): the last id, and what
+    each turn read."""
     per_turn = []
-    for i in range(TURNS):
-        body: dict[str, Any] = {"input": f"turn {i}: go on"}
+    for i in range(turns):
+        body: dict[str, Any] = {"input": f"turn {i}: go on " + "and on " * 50}
         if previous is not None:
             body["previous_response_id"] = previous
         counting.reset()
         previous = (await turn(service, body))["id"]
         per_turn.append(counting.reset())
-    assert_bounded(per_turn)
-    assert per_turn[-1]["entries"] == 1 and per_turn[-1]["calls"].get("get") == 1
+    return previous, per_turn
 
 
-async def test_a_conversation_reads_a_bounded_amount_a_turn(
+async def test_a_previous_response_id_chain_reads_none_of_its_history_a_turn(
     counting: CountingStore, encoding: HarmonyEncoding, adapter: HarmonyAdapter
 ) -> None:
+    """The process that stored a turn remembers its history: the next asks the store only whether the
+    response is still there (``touch``), however long the chain."""
     service = service_on(counting, encoding, adapter)
-    conversation = orjson.loads(await service.conversations.create(b"{}"))["id"]
-    per_turn = []
-    for i in range(TURNS):
-        counting.reset()
-        # Input items with ids of their own: each turn also asks whether the conversation holds them.
-        message = {"type": "message", "role": "user", "content": f"turn {i}: go on", "id": f"msg_turn{i}"}
-        await turn(service, {"input": [message], "conversation": conversation})
-        per_turn.append(counting.reset())
+    _, per_turn = await chain(service, counting, TURNS)
     assert_bounded(per_turn)
-    assert "conversation_items" not in per_turn[-1]["calls"], "the process held the history: no item is read"
-    # The conversation holds every turn's items, in order, whatever was read.
-    items = await counting.inner.conversation_items(conversation)
-    assert items is not None and len(items) == 3 * TURNS  # each turn: its input, reasoning and answer
-    assert [item_id for item_id, _ in items[::3]] == [f"msg_turn{i}" for i in range(TURNS)]
+    assert per_turn[-1]["entries"] == 0 and per_turn[-1]["entry_bytes"] == 0
+    assert per_turn[-1]["calls"].get("touch") == 1 and "get" not in per_turn[-1]["calls"]
 
 
-async def test_a_conversation_new_to_this_process_reads_its_items_once(
+async def test_a_chain_new_to_this_process_is_read_once(
     counting: CountingStore, encoding: HarmonyEncoding, adapter: HarmonyAdapter
 ) -> None:
-    """Another process (here: a new service over the same store) renders it once, then reads no item."""
-    first = service_on(counting, encoding, adapter)
-    conversation = orjson.loads(await first.conversations.create(b"{}"))["id"]
-    for i in range(10):
-        await turn(first, {"input": f"turn {i}", "conversation": conversation})
-    second = service_on(counting, encoding, adapter)
-    counting.reset()
-    await turn(second, {"input": "and now?", "conversation": conversation})
-    cold = counting.reset()
-    assert cold["calls"].get("conversation_items") == 1 and cold["items"] >= 20
-    await turn(second, {"input": "and then?", "conversation": conversation})
-    assert "conversation_items" not in counting.reset()["calls"]
+    """Another process (a new service over the same store) reads the entry it continues once, then no more."""
+    last, _ = await chain(service_on(counting, encoding, adapter), counting, 20)
+    other = service_on(counting, encoding, adapter)
+    _, per_turn = await chain(other, counting, 3, last)
+    assert per_turn[0]["entries"] == 1 and per_turn[0]["entry_bytes"] > 20_000  # the whole history, once
+    assert [t["entries"] for t in per_turn[1:]] == [0, 0]
 
 
-async def test_a_reference_or_a_repeated_id_in_a_remembered_conversation_still_works(
+async def test_a_remembered_response_deleted_from_the_store_is_not_continued(
     counting: CountingStore, encoding: HarmonyEncoding, adapter: HarmonyAdapter
 ) -> None:
-    """Items are read when an ``item_reference`` needs them (and only then); a repeated id is still a 400."""
-    from trtllm_responses.core.errors import InvalidRequestError
+    from trtllm_responses.core.errors import NotFoundError
 
     service = service_on(counting, encoding, adapter)
-    quoted = {"type": "message", "role": "user", "content": "Quoted from the conversation", "id": "msg_q"}
-    conversation = orjson.loads(await service.conversations.create(orjson.dumps({"items": [quoted]})))["id"]
-    for i in range(3):
-        await turn(service, {"input": f"turn {i}", "conversation": conversation})
-    counting.reset()
-    final = await turn(
-        service, {"input": [{"type": "item_reference", "id": "msg_q"}], "conversation": conversation}
-    )
-    assert final["output"][-1]["content"][0]["text"] == "Quoted from the conversation"
-    assert counting.reset()["calls"].get("conversation_items") == 1
-    with pytest.raises(InvalidRequestError) as refused:
-        await service.prepare(orjson.dumps({"input": [quoted], "conversation": conversation}))
-    assert refused.value.code == "duplicate_item_id" and refused.value.param == "input[0].id"
-    assert "conversation_items" not in counting.reset()["calls"]
+    last, _ = await chain(service, counting, 3)
+    assert await counting.delete(last)  # e.g. by another process
+    with pytest.raises(NotFoundError):
+        await service.prepare(orjson.dumps({"input": "go on", "previous_response_id": last}))
 
 
-async def test_a_conversation_too_large_for_the_window_is_refused_before_its_items_are_read(
+async def test_remembered_histories_stay_within_their_budget(
     counting: CountingStore, encoding: HarmonyEncoding, adapter: HarmonyAdapter
 ) -> None:
-    """The size refusal reads the head's byte total, not the items (before: every item was read first)."""
-    from trtllm_responses.core.errors import InvalidRequestError
+    def service(budget: int) -> ResponsesService:
+        return ResponsesService(
+            executor=EchoExecutor(encoding),
+            store=counting,  # type: ignore[arg-type]
+            adapter=adapter,
+            model_name="m",
+            chain_history_cache_bytes=budget,
+        )
 
-    service = ResponsesService(
-        executor=EchoExecutor(encoding),
-        store=counting,  # type: ignore[arg-type]
-        adapter=adapter,
-        model_name="m",
-        max_input_bytes=64 << 10,
-    )
-    items = [{"type": "message", "role": "user", "content": "word " * 2000} for _ in range(20)]
-    conversation = orjson.loads(await service.conversations.create(orjson.dumps({"items": items})))["id"]
-    counting.reset()
-    with pytest.raises(InvalidRequestError) as refused:
-        await service.prepare(orjson.dumps({"input": "and now?", "conversation": conversation}))
-    assert refused.value.code == "context_length_exceeded" and refused.value.param == "conversation"
-    assert counting.reset()["items"] == 0
+    last, _ = await chain(service(1 << 30), counting, 30)
+    newest = (await counting.get(last)).history.nbytes  # type: ignore[union-attr]
+    budget = 4 * newest + 1  # one history may take a quarter of the budget: the newest fits
+    small = service(budget)
+    _, per_turn = await chain(small, counting, 30)
+    held = small.chain_histories
+    assert 0 < held.bytes <= budget and len(held) < 30  # crossed: the oldest histories were let go
+    assert per_turn[-1]["entries"] == 0  # the newest is still remembered

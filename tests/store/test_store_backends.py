@@ -135,6 +135,38 @@ async def test_bounded_backends_evict_the_least_recently_used(
     await store.close()
 
 
+async def test_touch_says_whether_an_entry_is_there(store: ResponseStore, adapter: HarmonyAdapter) -> None:
+    assert not await store.touch("resp_1")
+    await store.put(turn(adapter, "hello"))
+    assert await store.touch("resp_1")
+    await store.delete("resp_1")
+    assert not await store.touch("resp_1")
+
+
+@pytest.mark.parametrize("url", ["memory", "sqlite"])
+async def test_touch_marks_an_entry_used_as_get_does(url: str, tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(
+        url if url == "memory" else f"sqlite:///{tmp_path / 'touch.db'}", max_responses=2, max_bytes=1 << 30
+    )
+    for name in "ab":
+        await store.put(turn(adapter, name, response_id=name))
+    assert await store.touch("a")  # a is now more recent than b
+    await store.put(turn(adapter, "c", response_id="c"))
+    assert not await store.touch("b") and await store.touch("a") and await store.touch("c")
+    await store.close()
+
+
+async def test_redis_touch_renews_the_ttl(redis_server, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(redis_server.url, max_responses=1, max_bytes=1 << 20, ttl=2)
+    await store.put(turn(adapter, "kept alive"))
+    for _ in range(3):
+        await asyncio.sleep(1.0)
+        assert await store.touch("resp_1")  # 3 s after put: alive only because each touch renewed it
+    await asyncio.sleep(2.5)
+    assert not await store.touch("resp_1")
+    await store.close()
+
+
 async def test_sqlite_byte_bound_and_rejection(tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
     size = len(encode_entry(turn(adapter, "x" * 50, response_id="a")))
     store = open_store(f"sqlite:///{tmp_path / 'b.db'}", max_responses=100, max_bytes=size * 3)

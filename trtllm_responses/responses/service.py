@@ -21,6 +21,7 @@ import orjson
 
 from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from ..core import (
+    ByteBoundedCache,
     InvalidRequestError,
     LoopSteps,
     NotFoundError,
@@ -87,6 +88,9 @@ logger = logging.getLogger(__name__)
 
 #: Requests up to this size render on the event loop (≈1 ms of tokenizing); larger ones in the worker.
 INLINE_RENDER_BYTES = 16 << 10
+#: Bytes of stored responses' histories remembered in this process, so that continuing one
+#: (``previous_response_id``) reads none of its history from the store (README, "Long agent loops").
+CHAIN_HISTORY_CACHE_BYTES = 128 << 20
 
 
 class ResponsesService:
@@ -109,6 +113,7 @@ class ResponsesService:
         tool_settings: ToolSettings | None = None,
         prompts: PromptTemplates | None = None,
         sampling_defaults: SamplingDefaults | None = None,
+        chain_history_cache_bytes: int = CHAIN_HISTORY_CACHE_BYTES,
     ) -> None:
         self.prompts = prompts or PromptTemplates(None)
         self.tool_settings = tool_settings or ToolSettings()
@@ -137,6 +142,11 @@ class ResponsesService:
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
         self.conversations = ConversationsService(store, adapter, self._render_history, self.max_input_bytes)
+        # The histories of responses this process stored or read, by id: a stored response never changes,
+        # so continuing one only asks the store whether it is still there (``touch``), whatever its length.
+        self.chain_histories: ByteBoundedCache[ConversationHistory] = ByteBoundedCache(
+            chain_history_cache_bytes
+        )
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
@@ -308,6 +318,9 @@ class ResponsesService:
             local = lookup(response_id)
             if local is not None:
                 return local
+        remembered = self.chain_histories.get(response_id)
+        if remembered is not None and await self.store.touch(response_id):
+            return remembered
         previous = await self.store.get(response_id)
         if previous is None:
             if lookup is not None:
@@ -319,6 +332,7 @@ class ResponsesService:
             raise NotFoundError(
                 f"Previous response with id '{response_id}' not found.", param="previous_response_id"
             )
+        self.chain_histories.admit(response_id, previous.history, previous.history.nbytes)
         return previous.history
 
     async def render(
@@ -451,10 +465,12 @@ class ResponsesService:
                 history=history,
             )
             try:
-                await self.store.put(entry)
+                kept = await self.store.put(entry)
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
                 raise  # drive ends the response failed instead: a response asked to be stored never silently is not
+            if kept:
+                self.chain_histories.admit(final.id, history, history.nbytes)
         return final_json
 
     def history_after(

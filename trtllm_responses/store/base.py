@@ -114,6 +114,9 @@ class ResponseStore(Protocol):
     async def get(self, response_id: str) -> StoredResponse | None:
         """The entry, or None if unknown or evicted (a hit counts as a use)."""
 
+    async def touch(self, response_id: str) -> bool:
+        """Whether the entry is there, marked used as ``get`` marks it (its TTL renewed); reads none of it."""
+
     async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry; False if it cannot be kept (larger than the whole store)."""
 

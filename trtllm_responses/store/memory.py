@@ -99,6 +99,14 @@ class ConversationHistoryStore:
                 self._entries.move_to_end(response_id)
             return entry
 
+    async def touch(self, response_id: str) -> bool:
+        """Whether the entry is there, marked most recently used."""
+        with self._lock:
+            if response_id not in self._entries:
+                return False
+            self._entries.move_to_end(response_id)
+            return True
+
     async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry, evicting least recently used ones to stay within both bounds."""
         size = entry.nbytes

@@ -91,6 +91,11 @@ class RedisStore:
         data = await (self._call("getex", key, ex=self.ttl) if self.ttl else self._call("get", key))
         return decode_stored(data, response_id)
 
+    async def touch(self, response_id: str) -> bool:
+        """Whether the entry is there (its TTL renewed); its data is not read."""
+        key = PREFIX + response_id
+        return bool(await (self._call("expire", key, self.ttl) if self.ttl else self._call("exists", key)))
+
     async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry for ``ttl`` seconds (0: until Redis evicts it)."""
         data = encode_entry(entry)

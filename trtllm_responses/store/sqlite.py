@@ -173,6 +173,15 @@ class SQLiteStore:
             db.execute("UPDATE responses SET used = ? WHERE id = ?", (self._tick(db), response_id))
             return bytes(row[0])
 
+    def _touch(self, response_id: str) -> bool:
+        db = self._connect()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            updated = db.execute(
+                "UPDATE responses SET used = ? WHERE id = ?", (self._tick(db), response_id)
+            ).rowcount
+            return updated == 1
+
     def _put(self, response_id: str, data: bytes) -> bool:
         db = self._connect()
         with db:
@@ -430,6 +439,10 @@ class SQLiteStore:
         """The entry, marked most recently used; None if unknown or evicted."""
         data = await self._run(self._get, response_id)
         return decode_stored(data, response_id)
+
+    async def touch(self, response_id: str) -> bool:
+        """Whether the entry is there, marked most recently used; its data is not read."""
+        return bool(await self._run(self._touch, response_id))
 
     async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry, evicting least recently used ones to stay within both bounds."""
