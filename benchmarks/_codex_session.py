@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["WAYS", "Session", "request_body"]
+__all__ = ["WAYS", "Session", "is_answer_turn", "request_body"]
 
 WAYS = ("replay", "previous_response_id", "websocket")
 ANSWER_TOKENS = 48
