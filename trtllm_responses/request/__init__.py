@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         Reasoning,
         WebSearchCall,
         not_convertible,
+        parse_item,
         parse_items,
     )
     from .pagination import list_page_json, page_json, page_of
@@ -126,6 +127,7 @@ __all__ = [
     "not_convertible",
     "page_json",
     "page_of",
+    "parse_item",
     "parse_items",
     "parse_request",
     "parse_text",
@@ -155,6 +157,7 @@ _ON_FIRST_USE = {
     "Reasoning": ".items",
     "WebSearchCall": ".items",
     "not_convertible": ".items",
+    "parse_item": ".items",
     "parse_items": ".items",
     "JsonObjectFormat": ".text_format",
     "JsonSchemaFormat": ".text_format",

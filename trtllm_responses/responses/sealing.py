@@ -24,7 +24,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..core import InvalidRequestError
-from ..request import Compaction, InputItem, Reasoning, parse_items
+from ..request import Compaction, InputItem, Reasoning, parse_item
 
 __all__ = [
     "ENV_ENCRYPTION_KEY",
@@ -279,4 +279,10 @@ def unseal_input(items: str | tuple[InputItem, ...], sealer: ContentSealer) -> s
         for item in items
     ):
         return items
-    return parse_items(unseal_items([item.data for item in items], sealer))
+    data = [item.data for item in items]
+    opened = unseal_items(data, sealer)
+    # Only the items opened here are typed again (a replay's other 100+ items keep theirs).
+    return tuple(
+        item if o is d else parse_item(o, f"input[{i}]")
+        for i, (item, o, d) in enumerate(zip(items, opened, data, strict=True))
+    )
