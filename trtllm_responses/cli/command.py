@@ -8,6 +8,7 @@ trtllm-responses parse COMPLETION.txt [--ids]     the Responses output items of 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -23,7 +24,9 @@ from .serve_options import add_serve_arguments, positive_int, server_config
 if TYPE_CHECKING:
     from ..executors import Executor
     from ..harmony import HarmonyEncoding
+    from ..server import ServerConfig
     from ..tools import ToolSettings
+    from .frontends import FrontendGroup, FrontendRole
 
 __all__ = ["build_parser", "main"]
 
@@ -147,7 +150,7 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Start the server."""
+    """Start the server: alone, or as one frontend of a group (``--num_serve_frontends``, ``frontends.py``)."""
     import uvicorn
 
     from ..adapter import HarmonyAdapter
@@ -156,6 +159,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     engine = args.engine or ("trtllm" if args.model else "echo")
     config = server_config(args)
+    group, sock, config, role = _frontend_group(config)
     executor, encoding = _build_executor(args, engine)
     _check_builtin_tools(config.tools)
     store = open_store(
@@ -164,18 +168,46 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_bytes=config.max_store_bytes,
         ttl=config.store_ttl,
     )
-    app = create_app(
+    app: Any = create_app(
         config, executor, store, HarmonyAdapter(encoding, render_cache_bytes=config.render_cache_bytes)
     )
     shutdown = app.state.shutdown
+    failed = []  # set by the launcher's watch: a frontend of the group exited
+
+    if group is not None:
+        from .frontends import StartGroupWithApp, serve_argv
+
+        def start_group() -> None:
+            group.start(serve_argv([*sys.argv[1:], "--port", str(config.port)]))
+
+            def lost(pid: int, code: int) -> None:
+                failed.append((pid, code))
+                os.kill(os.getpid(), signal.SIGTERM)  # the group lives and dies together
+
+            group.watch(lost)
+
+        app = StartGroupWithApp(app, start_group)
+    elif role.is_attached:
+        from .frontends import watch_launcher
+
+        watch_launcher(lambda: os.kill(os.getpid(), signal.SIGTERM))
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
             shutdown.begin()
+            if group is not None:
+                group.terminate()  # every frontend drains as this one does
             if sig == signal.SIGTERM and sig in self._captured_signals:
                 # A graceful SIGTERM shutdown is a normal exit (0): uvicorn must not re-raise it.
                 self._captured_signals.remove(sig)
+
+        async def startup(self, sockets: list[Any] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and role.is_attached:
+                from .frontends import signal_ready
+
+                signal_ready()
 
     uvicorn_settings = uvicorn_config(
         app,
@@ -190,8 +222,54 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # then a terminal event): uvicorn waits a little longer before cancelling anything.
         timeout_graceful_shutdown=int(config.shutdown_timeout) + 10,
     )
-    Server(uvicorn_settings).run()
+    server = Server(uvicorn_settings)
+    try:
+        server.run(sockets=[sock] if sock is not None else None)
+    finally:
+        if group is not None:
+            import shutil
+
+            group.stop(grace=config.shutdown_timeout + 15)
+            shutil.rmtree(group.group_dir, ignore_errors=True)  # the metrics files of the group's processes
+    if failed or (group is not None and not server.started):
+        return 1
     return 0
+
+
+def _frontend_group(config: ServerConfig) -> tuple[FrontendGroup | None, Any, ServerConfig, FrontendRole]:
+    """Where this process stands in ``--num_serve_frontends``: the group it launches (None: it launches
+    none), the port's shared socket, its configuration with the group's port and metrics folder, its role."""
+    from .frontends import FrontendGroup, FrontendRole, frontend_role, reuse_port_socket
+    from .launch import LaunchError
+
+    role = frontend_role(os.environ, config.num_serve_frontends)
+    if role.count == 1:
+        return None, None, config, role
+    if config.store == "memory":
+        raise LaunchError(
+            f"--num_serve_frontends {role.count} needs a store every frontend reaches: a response kept in one "
+            "frontend's memory could not be continued, retrieved or deleted through another. Add "
+            "--store sqlite:///PATH (one host) or --store redis://HOST:PORT/DB (one host or many)."
+        )
+    if role.is_launcher:
+        import tempfile
+
+        from ..responses import load_key
+
+        role = FrontendRole(0, role.count, tempfile.mkdtemp(prefix="trtllm-responses-frontends-"))
+        # One key for the group, made (if it must be) before any frontend reads it.
+        load_key(config.encryption_key_file)
+    assert role.group_dir is not None
+    from ..ops import use_group_folder
+
+    metrics_dir = os.path.join(role.group_dir, "metrics")
+    use_group_folder(metrics_dir)
+    sock = reuse_port_socket(config.host, config.port)
+    config = dataclasses.replace(
+        config, port=sock.getsockname()[1], metrics_dir=metrics_dir, frontend_index=role.index
+    )
+    group = FrontendGroup(role.count, role.group_dir) if role.is_launcher else None
+    return group, sock, config, role
 
 
 def _check_builtin_tools(tools: ToolSettings) -> None:

@@ -23,6 +23,15 @@ __all__ = ["HTTP_LIMIT_FLAGS", "SAMPLING_FLAGS", "add_serve_arguments", "positiv
 SAMPLING_FLAGS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty")
 
 
+def _frontend_count(text: str) -> int:
+    from ..server import MAX_SERVE_FRONTENDS
+
+    count = positive_int(text)
+    if count > MAX_SERVE_FRONTENDS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SERVE_FRONTENDS} frontends, got {count}")
+    return count
+
+
 def server_config(args: argparse.Namespace) -> ServerConfig:
     """The server configuration ``serve``'s flags describe."""
     from ..responses import SamplingDefaults
@@ -49,6 +58,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         websocket_max_seconds=args.websocket_max_seconds,
         max_input_bytes=args.max_input_bytes,
         render_workers=args.render_workers,
+        num_serve_frontends=args.num_serve_frontends,
         render_cache_bytes=args.render_cache_bytes,
         prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
@@ -265,7 +275,7 @@ def _tool_server(text: str) -> tuple[str, str]:
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     """Every flag of ``trtllm-responses serve``, each checked as it is parsed, each default its field's."""
-    from ..server import ServerConfig
+    from ..server import MAX_SERVE_FRONTENDS, ServerConfig
     from ..tools import PythonLimits, ToolSettings
     from .launch import DEFAULT_FREE_GPU_MEMORY_FRACTION
 
@@ -324,6 +334,14 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=d.max_input_bytes,
         help=f"refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
         f"0: 16 bytes per token of the context window (default: {d.max_input_bytes})",
+    )
+    serve.add_argument(
+        "--num_serve_frontends",
+        type=_frontend_count,
+        default=d.num_serve_frontends,
+        help=f"serving frontend processes sharing the port (SO_REUSEPORT) and the engine, at most "
+        f"{MAX_SERVE_FRONTENDS}; more than 1 needs --store sqlite:///PATH or redis://... "
+        f"(default: {d.num_serve_frontends})",
     )
     serve.add_argument(
         "--render_workers",

@@ -14,12 +14,13 @@ from ..core import resolver
 if TYPE_CHECKING:
     from .access import AccessRecord
     from .gc_schedule import CollectorSchedule
-    from .metrics import ServerMetrics
+    from .metrics import ServerMetrics, use_group_folder
 
 __all__ = [
     "AccessRecord",
     "CollectorSchedule",
     "ServerMetrics",
+    "use_group_folder",
 ]
 
 #: Resolved on first use: importing the package loads none of them (metrics pulls prometheus-client).
@@ -27,6 +28,7 @@ _ON_FIRST_USE = {
     "AccessRecord": ".access",
     "CollectorSchedule": ".gc_schedule",
     "ServerMetrics": ".metrics",
+    "use_group_folder": ".metrics",
 }
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time

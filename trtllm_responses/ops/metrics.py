@@ -6,6 +6,11 @@
 
 Windows are bounded (the last ``window`` samples), so memory stays flat.
 
+In a group of frontends (``serve --num_serve_frontends K``) every process writes its collectors to the
+group's folder (prometheus_client's multiprocess mode, ``PROMETHEUS_MULTIPROC_DIR`` set before it is
+imported) and any of them exposes the whole group's: counters and histograms summed, live gauges summed
+over the live processes, the store's gauges as last read.
+
 The same records feed Prometheus collectors (``registry``, one per server, never
 the global one): requests by route and status, tokens, time to first token and
 inter-token latency (one observation per response: its mean gap), server-added
@@ -16,13 +21,21 @@ latency, store errors and executor aborts. Gauges that are read, not counted
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import deque
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
-__all__ = ["ServerMetrics"]
+__all__ = ["ServerMetrics", "use_group_folder"]
 
 _LATENCY_BUCKETS = (
     0.0005,
@@ -44,6 +57,21 @@ _LATENCY_BUCKETS = (
 _ITL_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
+def use_group_folder(path: str) -> None:
+    """Make the collectors this process creates from now on write to ``path``, the group's folder.
+
+    prometheus_client chooses multiprocess mode when it is imported, by ``PROMETHEUS_MULTIPROC_DIR``:
+    the frontends a launcher starts have it in their environment from the start; the launcher, which
+    imported prometheus_client while parsing its flags (before any collector was made), sets it and
+    chooses again (``values.get_value_class``, what the import runs).
+    """
+    os.makedirs(path, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    from prometheus_client import values
+
+    values.ValueClass = values.get_value_class()
+
+
 def _summary(samples: deque[float]) -> dict[str, Any]:
     if not samples:
         return {"count": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
@@ -58,9 +86,18 @@ def _summary(samples: deque[float]) -> dict[str, Any]:
 
 
 class ServerMetrics:
-    """Counters and latency windows of one server process."""
+    """Counters and latency windows of one server process (``multiprocess_dir``: its group's folder)."""
 
-    def __init__(self, window: int = 4096) -> None:
+    def __init__(self, window: int = 4096, multiprocess_dir: str | None = None) -> None:
+        self.multiprocess_dir = multiprocess_dir
+        if multiprocess_dir is not None:
+            from prometheus_client import values
+
+            if values.ValueClass is values.MutexValue:
+                raise RuntimeError(
+                    "PROMETHEUS_MULTIPROC_DIR must be set before prometheus_client is imported "
+                    "(serve --num_serve_frontends sets it first thing)"
+                )
         self.added_latency: deque[float] = deque(maxlen=window)
         self.loop_lag: deque[float] = deque(maxlen=window)
         self.max_loop_lag = 0.0
@@ -112,16 +149,31 @@ class ServerMetrics:
         self.summary_tokens_total = Counter(
             "trtllm_summary_tokens", "Tokens of reasoning summaries' side generations", ["kind"], registry=r
         )
+        # Kept up to date as responses start and end (summed over a group's live frontends).
         self.active_streams = Gauge(
-            "trtllm_active_responses", "Responses being generated (foreground and background)", registry=r
+            "trtllm_active_responses",
+            "Responses being generated (foreground and background)",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.active_background = Gauge(
-            "trtllm_active_background_responses", "Background responses being generated", registry=r
+            "trtllm_active_background_responses",
+            "Background responses being generated",
+            registry=r,
+            multiprocess_mode="livesum",
         )
-        self.store_responses = Gauge("trtllm_store_responses", "Responses in the store", registry=r)
-        self.store_bytes = Gauge("trtllm_store_bytes", "Bytes the store holds", registry=r)
+        # Read from the (shared) store when scraped: a group shows the last reading.
+        self.store_responses = Gauge(
+            "trtllm_store_responses", "Responses in the store", registry=r, multiprocess_mode="mostrecent"
+        )
+        self.store_bytes = Gauge(
+            "trtllm_store_bytes", "Bytes the store holds", registry=r, multiprocess_mode="mostrecent"
+        )
         self.store_evictions = Gauge(
-            "trtllm_store_evictions", "Entries the store evicted (or expired)", registry=r
+            "trtllm_store_evictions",
+            "Entries the store evicted (or expired)",
+            registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.active = 0  # responses being generated now
         self.gc_collections = [0, 0, 0]
@@ -141,6 +193,26 @@ class ServerMetrics:
     def idle(self) -> bool:
         """Whether no response is being generated."""
         return self.active == 0
+
+    def response_started(self) -> None:
+        """A response's generation started (``active``, and the live gauge)."""
+        self.active += 1
+        self.active_streams.inc()
+
+    def response_ended(self) -> None:
+        """A response's generation ended."""
+        self.active -= 1
+        self.active_streams.dec()
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The Prometheus text of this server, or of its whole group of frontends; and its content type."""
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        group = CollectorRegistry()
+        MultiProcessCollector(group, path=self.multiprocess_dir)
+        return generate_latest(group), CONTENT_TYPE_LATEST
 
     def record_response(
         self,

@@ -130,7 +130,7 @@ class ResponseGenerator:
             self.runs.pop(run.id, None)
             raise
         self.metrics.record_handoff(time.perf_counter() - prepared.received_at)
-        self.metrics.active += 1
+        self.metrics.response_started()
         try:
             events = await loop.run(functools.partial(self._generate, run), deliver)
             try:
@@ -156,7 +156,7 @@ class ResponseGenerator:
             return final_json
         finally:
             self.runs.pop(run.id, None)
-            self.metrics.active -= 1
+            self.metrics.response_ended()
             # run → loop → processor → run is a cycle: cut it, so that refcounting frees the response's
             # prompt (a 100k-token list) when the last holder lets go, not the next full collection.
             run.tool_loop = None

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..core import resolver
 from .app import create_app
-from .config import ServerConfig
+from .config import MAX_SERVE_FRONTENDS, ServerConfig
 from .http_limits import HTTPLimits
 
 if TYPE_CHECKING:
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HTTPLimits",
+    "MAX_SERVE_FRONTENDS",
     "ServerConfig",
     "create_app",
     "uvicorn_config",

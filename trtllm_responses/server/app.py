@@ -50,7 +50,7 @@ def create_app(
     ``sealer`` encrypts reasoning and compaction content; by default its key comes from
     ``config.encryption_key_file``, the environment or the cache folder (``sealing.load_key``).
     """
-    metrics = ServerMetrics()
+    metrics = ServerMetrics(multiprocess_dir=config.metrics_dir)
     service = ResponsesService(
         executor=executor,
         store=store,

@@ -225,6 +225,7 @@ class BackgroundResponses:
         self._reap()
         recorded = BackgroundRun(run, self.limits, account=self._account)
         self.runs[recorded.id] = recorded
+        self.service.metrics.active_background.inc()
         run.subscribe(recorded.record)
         recorded.task = self.service.start_background(run)
         recorded.task.add_done_callback(lambda task: self._ended(recorded, task))
@@ -241,6 +242,7 @@ class BackgroundResponses:
                 "Background response %s stopped without a terminal event", recorded.id, exc_info=error
             )
         recorded.finish()
+        self.service.metrics.active_background.dec()
         if self.runs.get(recorded.id) is recorded:
             self._finished[recorded.id] = recorded
 

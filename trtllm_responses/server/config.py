@@ -10,7 +10,11 @@ from ..tools import ToolSettings
 from .background import BackgroundLimits
 from .http_limits import HTTPLimits
 
-__all__ = ["ServerConfig"]
+__all__ = ["MAX_SERVE_FRONTENDS", "ServerConfig"]
+
+
+#: The most frontends one ``serve`` starts (``--num_serve_frontends``).
+MAX_SERVE_FRONTENDS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,13 @@ class ServerConfig:
     start_render_worker: bool = True
     #: Render worker processes (``--render_workers``); 0: one a core, at most 4.
     render_workers: int = 0
+    #: Serving frontend processes on one port (``--num_serve_frontends``), at most MAX_SERVE_FRONTENDS.
+    num_serve_frontends: int = 1
+    #: This process's place in its group of frontends (0: the launcher, or a server alone); in ``/health``.
+    frontend_index: int = 0
+    #: Prometheus' multiprocess folder of this server's group of frontends (``--num_serve_frontends``), set
+    #: by ``serve``; None: a server alone.
+    metrics_dir: str | None = None
     #: Bytes of rendered input items kept for replayed histories (``--render_cache_bytes``); 0: none.
     render_cache_bytes: int = DEFAULT_RENDER_CACHE_BYTES
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).

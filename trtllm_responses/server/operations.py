@@ -16,7 +16,6 @@ import hmac
 import logging
 import re
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import Scope
 
 from ..core import AuthenticationError, ServiceUnavailableError
@@ -79,11 +78,9 @@ def unauthorized(scope: Scope) -> AuthenticationError:
     )
 
 
-async def metrics_text(service: ResponsesService, background: BackgroundResponses) -> tuple[bytes, str]:
+async def metrics_text(service: ResponsesService) -> tuple[bytes, str]:
     """The Prometheus exposition of this server (gauges read now), and its content type."""
     metrics = service.metrics
-    metrics.active_streams.set(len(service.runs))
-    metrics.active_background.set(background.active)
     try:
         stats = await service.store.stats()
     except ServiceUnavailableError:
@@ -92,7 +89,7 @@ async def metrics_text(service: ResponsesService, background: BackgroundResponse
         metrics.store_responses.set(stats.responses)
         metrics.store_bytes.set(stats.bytes)
         metrics.store_evictions.set(stats.evictions)
-    return generate_latest(metrics.registry), CONTENT_TYPE_LATEST
+    return metrics.exposition()
 
 
 class GracefulShutdown:

@@ -46,6 +46,7 @@ def build_router(
     """Routes of the Responses API, bound to one service."""
     router = APIRouter()
     started = int(time.time())
+    frontend = config.frontend_index  # which of a group's frontends answers (``--num_serve_frontends``)
 
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(response_id: str, request: Request) -> Response:
@@ -121,11 +122,11 @@ def build_router(
 
     @router.get("/metrics")
     async def prometheus_metrics() -> Response:
-        body, content_type = await metrics_text(service, background)
+        body, content_type = await metrics_text(service)
         return Response(body, media_type=content_type)
 
     @router.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok", "executor": service.executor.name}
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "executor": service.executor.name, "frontend": frontend}
 
     return router

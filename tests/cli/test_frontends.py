@@ -1,0 +1,225 @@
+"""``serve --num_serve_frontends 2``: two processes on one port, the store shared, every feature through
+either (README, "Many frontends"). Each test starts its own group (and Redis where it needs one) on
+free loopback ports and stops them.
+
+Which frontend answers a connection is the kernel's choice (``SO_REUSEPORT``); a test that needs a given
+one opens connections until ``/health`` on that connection names it, then sends its request on it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support.process_harness import ServeProcess
+from support.redis_harness import RedisServer, redis_binary
+
+from trtllm_responses.server import MAX_SERVE_FRONTENDS
+
+
+def on_frontend(server: ServeProcess, index: int, tries: int = 200) -> httpx.Client:
+    """A client whose one connection is served by frontend ``index``."""
+    for _ in range(tries):
+        client = httpx.Client(base_url=server.base_url, timeout=30, limits=httpx.Limits(max_connections=1))
+        if client.get("/health").json()["frontend"] == index:
+            return client
+        client.close()
+    raise AssertionError(f"no connection reached frontend {index} in {tries} tries")
+
+
+def children_of(pid: int) -> list[int]:
+    """Processes whose parent is ``pid``, that run ``serve`` (the attached frontends)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"trtllm_responses.cli" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def sqlite_group(tmp_path: Path) -> Iterator[ServeProcess]:
+    server = ServeProcess("--num_serve_frontends", "2", "--store", f"sqlite:///{tmp_path / 'group.db'}")
+    server.start()
+    yield server
+    if server.process is not None:
+        server.terminate()
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    if redis_binary() is None:
+        pytest.fail("redis-server is not installed: run `make test` (it installs it)")
+    running = RedisServer().start()
+    yield running
+    running.stop()
+
+
+def test_two_frontends_answer_on_one_port(sqlite_group: ServeProcess) -> None:
+    seen = set()
+    for _ in range(60):
+        with httpx.Client(base_url=sqlite_group.base_url, timeout=10) as client:
+            seen.add(client.get("/health").json()["frontend"])
+        if seen == {0, 1}:
+            break
+    assert seen == {0, 1}
+    assert sqlite_group.process is not None
+    assert len(children_of(sqlite_group.process.pid)) == 1
+
+
+def test_a_memory_store_is_refused_with_the_command_that_works(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "trtllm_responses.cli", "serve", "--num_serve_frontends", "2"]
+    result = subprocess.run(command + ["--port", "0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "--store sqlite:///PATH" in result.stderr and "--store redis://" in result.stderr
+
+
+def test_the_frontend_count_is_bounded() -> None:
+    command = [sys.executable, "-m", "trtllm_responses.cli", "serve", "--num_serve_frontends"]
+    result = subprocess.run(
+        command + [str(MAX_SERVE_FRONTENDS + 1)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2 and f"at most {MAX_SERVE_FRONTENDS} frontends" in result.stderr
+
+
+def test_metrics_count_the_whole_group(sqlite_group: ServeProcess) -> None:
+    served = []
+    for index in (0, 1, 0, 1, 1, 0):
+        with closing(on_frontend(sqlite_group, index)) as client:
+            answer = client.post("/v1/responses", json={"model": "m", "input": "hi"})
+            assert answer.status_code == 200
+            served.append(index)
+    for index in (0, 1):
+        with closing(on_frontend(sqlite_group, index)) as client:
+            text = client.get("/metrics").text
+        completed = [line for line in text.splitlines() if line.startswith("trtllm_responses_total{")]
+        assert completed == ['trtllm_responses_total{status="completed"} 6.0'], text
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_a_chain_of_50_continuations_each_on_a_new_connection(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = f"sqlite:///{tmp_path / 'chain.db'}" if store == "sqlite" else request.getfixturevalue("redis").url
+    server = ServeProcess("--num_serve_frontends", "2", "--store", url).start()
+    try:
+        previous = None
+        frontends = []
+        for turn in range(50):
+            with httpx.Client(base_url=server.base_url, timeout=30) as client:
+                frontends.append(client.get("/health").json()["frontend"])
+                body: dict[str, Any] = {"model": "m", "input": f"turn {turn}", "store": True}
+                if previous is not None:
+                    body["previous_response_id"] = previous
+                answer = client.post("/v1/responses", json=body)
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["status"] == "completed"
+                previous = answer.json()["id"]
+        assert set(frontends) == {0, 1}
+        with httpx.Client(base_url=server.base_url, timeout=30) as client:
+            items = client.get(f"/v1/responses/{previous}/input_items", params={"limit": 100}).json()
+        assert items["data"][0]["content"][0]["text"] == "turn 49"
+    finally:
+        server.terminate()
+
+
+def test_a_conversation_driven_from_both(sqlite_group: ServeProcess) -> None:
+    with closing(on_frontend(sqlite_group, 0)) as client:
+        conversation = client.post("/v1/conversations", json={}).json()["id"]
+    for turn, index in enumerate((0, 1, 0, 1)):
+        with closing(on_frontend(sqlite_group, index)) as client:
+            body = {"model": "m", "input": f"turn {turn}", "conversation": conversation}
+            answer = client.post("/v1/responses", json=body)
+            assert answer.status_code == 200 and answer.json()["status"] == "completed", answer.text
+    with closing(on_frontend(sqlite_group, 1)) as client:
+        items = client.get(f"/v1/conversations/{conversation}/items", params={"order": "asc"}).json()["data"]
+    users = [i["content"][0]["text"] for i in items if i.get("role") == "user"]
+    assert users == ["turn 0", "turn 1", "turn 2", "turn 3"]
+
+
+def test_background_runs_are_followed_and_cancelled_through_the_other_frontend(redis: RedisServer) -> None:
+    server = ServeProcess(
+        "--num_serve_frontends", "2", "--store", redis.url, "--echo_tokens_per_second", "40"
+    ).start()
+    try:
+        with closing(on_frontend(server, 0)) as owner:
+            body = {"model": "m", "input": "#lorem 60", "background": True, "store": True}
+            followed = owner.post("/v1/responses", json=body).json()["id"]
+            body = {
+                **body,
+                "input": "#lorem 2000",
+            }  # 50 s at 40 tokens a second: still running when cancelled
+            cancelled = owner.post("/v1/responses", json=body).json()["id"]
+        with closing(on_frontend(server, 1)) as other:
+            answer = other.post(f"/v1/responses/{cancelled}/cancel")
+            assert answer.status_code == 200 and answer.json()["status"] == "cancelled", answer.text
+            assert other.get(f"/v1/responses/{followed}").json()["status"] in ("queued", "in_progress")
+            events = []
+            with other.stream("GET", f"/v1/responses/{followed}", params={"stream": "true"}) as stream:
+                for line in stream.iter_lines():
+                    if line.startswith("data: "):
+                        events.append(json.loads(line[6:])["type"])
+            assert events[-1] == "response.completed" and "response.output_text.delta" in events
+    finally:
+        server.terminate()
+
+
+def test_sigterm_drains_every_frontend(tmp_path: Path) -> None:
+    server = ServeProcess(
+        "--num_serve_frontends",
+        "2",
+        "--store",
+        f"sqlite:///{tmp_path / 'drain.db'}",
+        "--echo_tokens_per_second",
+        "20",
+    ).start()
+    ends: dict[int, str] = {}
+
+    def stream(index: int, client: httpx.Client) -> None:
+        body = {"model": "m", "input": "#lorem 40", "stream": True}
+        with client.stream("POST", "/v1/responses", json=body) as answer:
+            for line in answer.iter_lines():
+                if line.startswith("data: "):
+                    ends[index] = json.loads(line[6:])["type"]
+        client.close()
+
+    clients = {index: on_frontend(server, index) for index in (0, 1)}
+    threads = [threading.Thread(target=stream, args=item) for item in clients.items()]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.8)  # both streaming
+    assert server.process is not None
+    launcher = server.process.pid
+    children = children_of(launcher)
+    assert server.terminate(timeout=60) == 0
+    for thread in threads:
+        thread.join(timeout=30)
+    assert ends == {0: "response.completed", 1: "response.completed"}  # drained, not cut
+    assert all(not Path(f"/proc/{pid}").exists() for pid in children)
+
+
+def test_a_frontend_that_dies_stops_the_group(sqlite_group: ServeProcess) -> None:
+    assert sqlite_group.process is not None
+    launcher = sqlite_group.process
+    (child,) = children_of(launcher.pid)
+    import os
+
+    os.kill(child, signal.SIGKILL)
+    assert launcher.wait(timeout=60) != 0  # the group lives and dies together
+    sqlite_group.process = None
