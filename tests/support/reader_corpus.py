@@ -17,7 +17,14 @@ token to the engine), the note says so. Sources:
 - llama.cpp#27720 (a junk ``<|channel|>??<|end|>`` in about 4% of gpt-oss-20b turns at temperature 1);
 - the deviations issue 17 of this project lists as seen from gpt-oss in bug reports (repeated
   ``<|start|>``/roles, stray text between messages, ``final__HANDOFF__``, hallucinated namespaces
-  ``repo_browser``/``container``, glued names, prose after arguments).
+  ``repo_browser``/``container``, glued names, prose after arguments);
+- issue 31's: openai/harmony#80 (gpt-oss-120b's refusal token stream, no header),
+  aldehir/gpt-oss-tool-calling-notebook's recorded gpt-oss-20b turns under llama.cpp (2,939 turns in
+  ``experiments/``: headerless text before a header, ``commentary ...?``, analysis closed by
+  ``<|return|>``), ollama's ``harmony/harmonyparser_test.go`` (a word after the recipient, no channel, a
+  junk ``thinking`` channel, ``get-weather`` as a tool name), sglang's ``test/srt/test_harmony_parser.py``
+  (text before the first header, channels in capitals), vLLM#22337 (gpt-oss-120b writing its call as
+  the answer's text) and the shapes issue 31's "Why" lists.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ class Case:
     items: list[tuple[str, ...]]
     tools: list[dict[str, Any]] = field(default_factory=list)
     text: dict[str, Any] | None = None
+    max_output_tokens: int | None = None
 
 
 def summarize(item: dict[str, Any]) -> tuple[str, ...]:
@@ -124,7 +132,7 @@ CORPUS: list[Case] = [
         "<|start|>assistant<|channel|>final<|message|>I'm sorry, but I can't help with that.<|return|>",
         "completed",
         [
-            ("message", "I must refuse"),
+            ("reasoning", "I must refuse"),  # text with no header, a message after it: reasoning (issue 31)
             ("reasoning", "We must refuse"),
             ("message", "I'm sorry, but I can't help with that."),
         ],
@@ -136,7 +144,7 @@ CORPUS: list[Case] = [
         '<|message|>{"location": "Tokyo"}<|call|>',
         "completed",
         [
-            ("message", "... Let's use the tool."),
+            ("reasoning", "... Let's use the tool."),
             ("function_call", "get_weather", '{"location": "Tokyo"}', "completed"),
         ],
         tools=[WEATHER],
@@ -425,8 +433,8 @@ CORPUS: list[Case] = [
     ),
     Case(
         "nothing_readable",
-        "issue 17, Build 1 (nothing usable: fails saying what the model wrote)",
-        "<|channel|>??<|end|>",
+        "issue 17, Build 1 (nothing usable: fails saying what the model wrote; the model ends it, issue 31)",
+        "<|channel|>??<|end|><|return|>",
         "failed",
         [],
     ),

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 
 from ..core import resolver
 from .encoding import VOCAB_FILENAME, VOCAB_SHA256, HarmonyEncoding, ensure_vocab, load_encoding
-from .headers import FINAL_HEADERS, FREE_CHANNELS, JSON_CONTENT_TYPE, MessageHeader, call_headers
+from .headers import (
+    FINAL_HEADERS,
+    FREE_CHANNELS,
+    JSON_CONTENT_TYPE,
+    MessageHeader,
+    call_headers,
+    trailing_recipient,
+)
 from .input_messages import (
     BROWSER_PAGE,
     BROWSER_PAGES,
@@ -28,14 +35,23 @@ from .input_messages import (
     items_to_messages,
     list_tools_key,
 )
-from .items import ItemKind, ItemTarget, build_output_item, classify, completion_to_output_items, new_item_ids
+from .items import (
+    ItemKind,
+    ItemTarget,
+    build_output_item,
+    classify,
+    completion_to_output_items,
+    new_item_ids,
+)
 from .parser import (
+    ANSWER_HEADER,
     ContentDelta,
     HarmonyStreamParser,
     MessageEnded,
     MessageStarted,
     ParsedMessage,
     parse_completion,
+    returned_reasoning,
     unreadable_message,
 )
 from .tools import (
@@ -55,6 +71,7 @@ if TYPE_CHECKING:
     from .schema import check_strict, minimal_instance
 
 __all__ = [
+    "ANSWER_HEADER",
     "ConvertedInput",
     "convert_item",
     "BROWSER_PAGE",
@@ -98,8 +115,10 @@ __all__ = [
     "minimal_instance",
     "new_item_ids",
     "parse_completion",
+    "returned_reasoning",
     "select_tools",
     "server_call_options",
+    "trailing_recipient",
     "unreadable_message",
 ]
 
