@@ -455,7 +455,7 @@ def _stream(http: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_unreadable_output_fails_quoting_what_the_model_wrote_truncated(http: httpx.Client) -> None:
-    from trtllm_responses.harmony.parser import QUOTED_CHARS
+    from trtllm_responses.harmony.completion import QUOTED_CHARS
 
     junk = "<|channel|>" + "?" * 3000 + "<|end|><|return|>"  # the model ended it (a cut is incomplete)
     response = check_stream(_stream(http, {"input": "#harmony\n" + junk}))

@@ -186,3 +186,16 @@ def _decodes(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def test_what_follows_a_call_is_dropped_and_logged(
+    server: RunningServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Point 4: the response ends at the model's call; the log says the rest was dropped."""
+    case = next(c for c in ISSUE_31["4 no answer built on an invented result"])
+    with caplog.at_level("INFO", logger="trtllm_responses.stream.tokens"):
+        with httpx.Client(base_url=server.base_url, timeout=60) as client:
+            response = client.post("/v1/responses", json=_responses_body(case)).json()
+    assert [item["type"] for item in response["output"]] == ["function_call"]
+    assert "It is 20" not in str(response)
+    assert any("went on after its call" in r.getMessage() for r in caplog.records)

@@ -1,7 +1,7 @@
 """Harmony, the gpt-oss chat format: what it is, below everything that uses it.
 
 The offline encoding (``encoding.py``, ``linear.py``), the one header grammar (``headers.py``), the
-recovering reader (``parser.py``, ``json_cut.py``), JSON Schemas as gpt-oss reads them
+recovering reader (``parser.py``, ``completion.py``, ``json_cut.py``), JSON Schemas as gpt-oss reads them
 (``schema.py``), the tools a request declares and the calls they allow (``tools.py``), the
 developer message (``developer.py``), Responses items ⇄ Harmony messages (``items.py``,
 ``input_messages.py``) and rendering off the event loop (``render_pool.py``). It imports only
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core import resolver
+from .completion import ANSWER_HEADER, ParsedMessage, parse_completion, returned_reasoning, unreadable_message
 from .encoding import VOCAB_FILENAME, VOCAB_SHA256, HarmonyEncoding, ensure_vocab, load_encoding
 from .headers import (
     FINAL_HEADERS,
@@ -44,17 +45,7 @@ from .items import (
     completion_to_output_items,
     new_item_ids,
 )
-from .parser import (
-    ANSWER_HEADER,
-    ContentDelta,
-    HarmonyStreamParser,
-    MessageEnded,
-    MessageStarted,
-    ParsedMessage,
-    parse_completion,
-    returned_reasoning,
-    unreadable_message,
-)
+from .parser import ContentDelta, HarmonyStreamParser, MessageEnded, MessageStarted
 from .tools import (
     CODE_TOOLS,
     WEB_SEARCH_TOOLS,

@@ -52,7 +52,8 @@ from openai.types.responses.response_output_item import McpApprovalRequest, McpC
 from openai.types.responses.response_reasoning_item import Content as ReasoningContent
 
 from ..core import new_id
-from .parser import MessageHeader, ParsedMessage
+from .completion import ParsedMessage
+from .headers import MessageHeader
 from .tools import RequestTools, recipient_candidates
 
 __all__ = [

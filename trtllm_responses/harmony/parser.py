@@ -4,7 +4,8 @@ It reads what the model generates after ``<|start|>assistant`` and reports three
 message starts (its header), body text arrives, a message ends (with its terminator). Clean Harmony
 reads as openai-harmony reads it (tests check both agree); every other token sequence has one
 reading (README, "What the model may write", the table) and nothing reported is taken back. What it
-dropped is kept in :attr:`dropped` (its first :data:`MAX_DROPPED_BYTES`). Not harmony's own
+dropped is kept in :attr:`dropped` (its first :data:`MAX_DROPPED_BYTES`); whole completions, and the
+error message of one of which nothing could be read, are ``completion.py``'s. Not harmony's own
 ``StreamableParser``, which crosses into Rust and decodes per token: this one decodes once per
 ``feed``, so the tokens of one engine step cost one delta.
 
@@ -26,17 +27,12 @@ from .encoding import HarmonyEncoding
 from .headers import MessageHeader, plainly_text, read_header, read_headless
 
 __all__ = [
-    "ANSWER_HEADER",
     "ContentDelta",
     "HarmonyStreamParser",
     "MessageEnded",
     "MessageHeader",
     "MessageStarted",
     "ParseEvent",
-    "ParsedMessage",
-    "parse_completion",
-    "returned_reasoning",
-    "unreadable_message",
 ]
 
 # A header is a role, a channel, a recipient and a content type: a few dozen tokens.
@@ -448,60 +444,3 @@ class HarmonyStreamParser:
             self._header_tokens.clear()
         self._state = _BETWEEN
         return events
-
-
-#: The header of the answer a reasoning message closed by ``<|return|>`` also is (:func:`returned_reasoning`).
-ANSWER_HEADER = MessageHeader("assistant", channel="final")
-
-
-def returned_reasoning(header: MessageHeader) -> bool:
-    """Whether a message with ``header`` closed by ``<|return|>`` repeats as the answer.
-
-    A body closed by ``<|return|>`` is the answer whatever its header says. A junk channel's body was
-    held and is read as the answer (the parser); a clean ``analysis`` body was streamed as reasoning,
-    which is not taken back: the answer, a final message with the same text, follows it.
-    """
-    return header.channel == "analysis" and header.recipient is None
-
-
-#: How much of what the model wrote an error message quotes.
-QUOTED_CHARS = 400
-
-
-def unreadable_message(dropped: bytes) -> str:
-    """The error message of a response of which nothing could be read: what the model wrote, truncated."""
-    text = dropped.decode("utf-8", "replace")
-    quoted = text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS] + "…"
-    return f"The model's output could not be read as Harmony; it wrote: {quoted!r}"
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedMessage:
-    """A whole message read from a completion."""
-
-    header: MessageHeader
-    text: str
-    terminator: int | None
-    num_tokens: int = 0  # its tokens: ``<|start|>`` (if any), header, body and terminator
-
-
-def parse_completion(
-    encoding: HarmonyEncoding, tokens: Sequence[int], role: str | None = "assistant"
-) -> list[ParsedMessage]:
-    """Parse a whole completion into messages (a message cut off at the end is included)."""
-    parser = HarmonyStreamParser(encoding, role)
-    messages: list[ParsedMessage] = []
-    header: MessageHeader | None = None
-    chunks: list[str] = []
-    for event in [*parser.feed(tokens), *parser.finish()]:
-        if isinstance(event, MessageStarted):
-            header, chunks = event.header, []
-        elif isinstance(event, ContentDelta):
-            chunks.append(event.text)
-        else:
-            assert header is not None
-            text = "".join(chunks)
-            messages.append(ParsedMessage(header, text, event.terminator, event.num_tokens))
-            if event.terminator == encoding.return_ and returned_reasoning(header):
-                messages.append(ParsedMessage(ANSWER_HEADER, text, event.terminator))
-    return messages
