@@ -37,7 +37,7 @@ __all__ = [
 
 # A header is a role, a channel, a recipient and a content type: a few dozen tokens.
 MAX_HEADER_TOKENS = 512
-#: The completion's first header with no control token and this many tokens is text: the final answer.
+#: The completion's first header with no control token and this many tokens is text, held until its end.
 TEXT_HEADER_TOKENS = 16
 #: How much of what was dropped is kept for the error message of an unreadable completion.
 MAX_DROPPED_BYTES = 2048

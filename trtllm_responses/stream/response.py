@@ -316,14 +316,13 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
                 item.target.name,
                 "".join(item.cutter.dropped),
             )
+        self.last_text = text[-200:] if kind is ItemKind.MESSAGE or kind is ItemKind.REASONING else ""
         if kind is ItemKind.UNDECLARED_FUNCTION:  # no item: held for the tool loop, or dropped
             if kind in self._hold and status == "completed":
                 self._held = item
             else:
                 logger.info("Dropped a call to the undeclared function %s: %.200r", item.target.name, text)
             return events
-        if kind is ItemKind.MESSAGE or kind is ItemKind.REASONING:
-            self.last_text = text[-200:]
         where = {"item_id": item.id, "output_index": item.output_index}
         if kind is ItemKind.MESSAGE:
             events.append(self._emit(ResponseTextDoneEvent, content_index=0, text=text, logprobs=[], **where))
