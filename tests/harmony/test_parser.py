@@ -91,11 +91,20 @@ def test_multibyte_characters_split_across_tokens_are_held_back(encoding: Harmon
     assert parser.feed([encoding.return_]) == [MessageEnded(encoding.return_, len(head) + len(body) + 1)]
 
 
-def test_dangling_partial_character_is_flushed_as_replacement(encoding: HarmonyEncoding) -> None:
+def test_a_character_cut_off_is_dropped_not_replaced(encoding: HarmonyEncoding) -> None:
+    """A budget cut inside a multi-byte character: the text ends at the last whole one (issue 31, Why 6)."""
     tokens = harmony(encoding, "<|channel|>final<|message|>ok") + byte_tokens(encoding, "😀".encode()[:2])
     parser = HarmonyStreamParser(encoding)
-    events = parser.feed(tokens) + parser.finish()
-    assert events[1:] == [ContentDelta("ok"), ContentDelta("\ufffd"), MessageEnded(None, len(tokens))]
+    events = parser.feed(tokens) + parser.finish(False)
+    assert events[1:] == [ContentDelta("ok"), MessageEnded(None, len(tokens))]
+    # A broken byte the model wrote mid-body is still U+FFFD: it wrote it.
+    broken = (
+        harmony(encoding, "<|channel|>final<|message|>a")
+        + byte_tokens(encoding, b"\xff")
+        + harmony(encoding, "b<|return|>")
+    )
+    events = HarmonyStreamParser(encoding).feed(broken)
+    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "a\ufffdb"
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,12 @@ from trtllm_responses.harmony import HarmonyEncoding, parse_completion
 from trtllm_responses.harmony.headers import FINAL_HEADERS, FREE_CHANNELS, MessageHeader, read_header
 from trtllm_responses.harmony.items import ItemKind, classify
 from trtllm_responses.harmony.json_cut import JsonCut
-from trtllm_responses.harmony.parser import MAX_HEADER_TOKENS, HarmonyStreamParser, MessageStarted
+from trtllm_responses.harmony.parser import (
+    MAX_HEADER_TOKENS,
+    ContentDelta,
+    HarmonyStreamParser,
+    MessageStarted,
+)
 from trtllm_responses.request.protocol import parse_request
 from trtllm_responses.responses.tool_loop import MAX_RECOVERIES
 
@@ -29,24 +34,86 @@ READINGS: list[tuple[str, str, list[tuple[str | None, str | None, str, bool]]]] 
     ("clean", "<|channel|>final<|message|>Hi<|return|>", [("final", None, "Hi", True)]),
     ("junk channel, no body: nothing", "<|channel|>??<|end|>", []),
     (
-        "junk channel with a body: analysis",
-        "<|channel|>??<|message|>x<|end|>",
-        [("analysis", None, "x", True)],
+        "junk channel with a body, a message after it: analysis",
+        "<|channel|>??<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>y<|return|>",
+        [("analysis", None, "x", True), ("final", None, "y", True)],
     ),
-    ("empty channel: analysis", "<|channel|><|message|>x<|end|>", [("analysis", None, "x", True)]),
+    (
+        "junk channel with a body ending the completion: the answer",
+        "<|channel|>??<|message|>x<|end|>",
+        [("final", None, "x", True)],
+    ),
+    (
+        "empty channel closed by <|return|>: the answer",
+        "<|channel|><|message|>x<|return|>",
+        [("final", None, "x", True)],
+    ),
+    (
+        "empty channel, a message after it: analysis",
+        "<|channel|><|message|>x<|end|><|channel|>final<|message|>y<|return|>",
+        [("analysis", None, "x", True), ("final", None, "y", True)],
+    ),
+    ("a prefix of final is final", "<|channel|>fina<|message|>x<|end|>", [("final", None, "x", True)]),
+    ("channels in any case", "<|channel|>FINAL<|message|>x<|end|>", [("final", None, "x", True)]),
+    ("a space after <|channel|>", "<|channel|> final<|message|>x<|end|>", [("final", None, "x", True)]),
+    (
+        "analysis closed by <|return|>: reasoning, then the answer repeating it",
+        "<|channel|>analysis<|message|>Next Austin<|return|>",
+        [("analysis", None, "Next Austin", True), ("final", None, "Next Austin", True)],
+    ),
     (
         "channel glued to a word",
         "<|channel|>finalize<|message|>x<|return|>",
         [("final", None, "x", True)],
     ),
     ("text before any header: the answer", "Sorry, no.<|return|>", [("final", None, "Sorry, no.", True)]),
+    (
+        "text before any header, then nothing: the answer",
+        "Sorry, no.<|end|>",
+        [("final", None, "Sorry, no.", True)],
+    ),
+    (
+        "text before any header, then a message: reasoning",
+        "The user asks. We must refuse.<|end|><|start|>assistant<|channel|>final<|message|>No.<|return|>",
+        [("analysis", None, "The user asks. We must refuse.", True), ("final", None, "No.", True)],
+    ),
+    (
+        "text before a header's <|channel|>: reasoning",
+        "Some text <|channel|>final<|message|>No.<|return|>",
+        [("analysis", None, "Some text", True), ("final", None, "No.", True)],
+    ),
     ("text before any header, cut off", "Sorry, no", [("final", None, "Sorry, no", False)]),
+    (
+        "<|message|> alone, then a header: nothing",
+        "<|message|><|channel|>final<|message|>x<|return|>",
+        [("final", None, "x", True)],
+    ),
+    (
+        "a stray word is only a candidate recipient",
+        "<|channel|>commentary 2?<|message|>x<|end|>",
+        [("commentary", "2?", "x", True)],
+    ),
+    (
+        "a channel name is never a recipient",
+        "<|channel|>analysis analysis<|message|>x<|end|>",
+        [("analysis", None, "x", True)],
+    ),
     (
         "no <|message|>: channel then text",
         "<|channel|>final__X__<|return|>",
         [("final", None, "__X__", True)],
     ),
     ("no <|message|>, nothing after the channel", "<|channel|>final<|end|>", []),
+    (
+        "no <|message|>: junk after a non-final channel is hidden",
+        "<|channel|>commentary 2?<|end|>",
+        [("analysis", None, "2?", True)],
+    ),
+    (
+        "no <|message|>: a content type is not text",
+        "<|channel|>final <|constrain|>write: notes<|return|>",
+        [("final", None, "notes", True)],
+    ),
     (
         "no <|message|>: arguments glued to the content type",
         '<|channel|>commentary to=functions.f json{"a":1}<|call|>',
@@ -143,22 +210,38 @@ def test_reading(encoding: HarmonyEncoding, rule: str, completion: str, expected
     assert _read(encoding, completion) == expected
     tokens = harmony(encoding, completion)
     parser = HarmonyStreamParser(encoding)
-    events = parser.feed(tokens) + parser.finish(False)  # cut off: the same messages, nothing more
+    events = parser.feed(tokens) + parser.finish()
     # Token by token: the same messages (nothing reported is taken back).
     one = HarmonyStreamParser(encoding)
-    stepped = [e for t in tokens for e in one.feed([t])] + one.finish(False)
+    stepped = [e for t in tokens for e in one.feed([t])] + one.finish()
     started = [e.header for e in events if isinstance(e, MessageStarted)]
     assert [e.header for e in stepped if isinstance(e, MessageStarted)] == started
-    assert [(h.channel, h.recipient) for h in started] == [(c, r) for c, r, _, _ in expected]
+    # parse_completion adds the answer a reasoning message closed by <|return|> repeats.
+    shown = [(c, r) for c, r, _, _ in expected]
+    repeated = completion.endswith("analysis<|message|>Next Austin<|return|>")
+    assert [(h.channel, h.recipient) for h in started] == (shown[:-1] if repeated else shown)
 
 
-def test_long_unmarked_first_header_streams_as_the_answer(encoding: HarmonyEncoding) -> None:
-    """The first message's text with no header is the answer as soon as it is plainly text, not at its end."""
-    text = "This is plainly an answer the model wrote without any header at all, word after word."
+@pytest.mark.parametrize(
+    ("after", "channel"),
+    [
+        ("<|return|>", "final"),
+        ("<|end|>", "final"),  # then the completion ends
+        ("<|end|><|start|>assistant<|channel|>final<|message|>No.<|return|>", "analysis"),
+        ("<|channel|>final<|message|>No.<|return|>", "analysis"),  # a forgotten <|end|>
+    ],
+)
+def test_headerless_text_is_held_until_its_end_says_what_it_is(
+    encoding: HarmonyEncoding, after: str, channel: str
+) -> None:
+    """Text with no header is the answer only when it ends the completion, reasoning when a message follows
+    (openai/harmony#80: gpt-oss-120b's refusals); it is held until then, nothing streamed is taken back."""
+    text = "The user asks for something disallowed, so according to policy we must refuse it."
     parser = HarmonyStreamParser(encoding)
-    events = parser.feed(harmony(encoding, text))
-    assert isinstance(events[0], MessageStarted) and events[0].header.channel == "final"
-    assert "".join(getattr(e, "text", "") for e in events[1:]) == text
+    assert parser.feed(harmony(encoding, text)) == []  # held: no header says what it is
+    events = parser.feed(harmony(encoding, after)) + parser.finish()
+    assert isinstance(events[0], MessageStarted) and events[0].header.channel == channel
+    assert events[1] == ContentDelta(text)
 
 
 def test_endless_header_is_skipped_not_fatal(encoding: HarmonyEncoding) -> None:
@@ -372,9 +455,9 @@ def _stream(http: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_unreadable_output_fails_quoting_what_the_model_wrote_truncated(http: httpx.Client) -> None:
-    from trtllm_responses.harmony.parser import QUOTED_CHARS
+    from trtllm_responses.harmony.completion import QUOTED_CHARS
 
-    junk = "<|channel|>" + "?" * 3000 + "<|end|>"
+    junk = "<|channel|>" + "?" * 3000 + "<|end|><|return|>"  # the model ended it (a cut is incomplete)
     response = check_stream(_stream(http, {"input": "#harmony\n" + junk}))
     assert response["status"] == "failed" and response["output"] == []
     message = response["error"]["message"]

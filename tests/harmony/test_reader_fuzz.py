@@ -2,13 +2,20 @@
 
 Completions are random splices of real Harmony (the corpus's completions and fragments of it),
 with control tokens at random places, truncations, long runs and random engine steps (1-8
-tokens per step). Each drives :class:`TokenStreamProcessor` (parser + ResponseStream) directly:
+tokens per step); and mutations of the corpus's real completions, token by token as an engine
+would get them wrong: deletions, swaps, duplications and truncations (issue 31, Build 7). Each
+drives :class:`TokenStreamProcessor` (parser + ResponseStream) directly, calls to tools nobody
+runs held as the tool loop holds them:
 
 - no exception escapes; exactly one terminal event, last; sequence numbers 0, 1, 2…;
 - every event validates as the SDK's ``ResponseStreamEvent`` and passes the event grammar
   (``stream_grammar.check_stream``, for a sample: it also checks the spec's schemas);
 - the items are the same whatever the engine steps (one step with every token = "non-streaming");
-- the same seed gives the same events (ids and timestamps aside).
+- the same seed gives the same events (ids and timestamps aside);
+- no call is invented: a function or custom tool call names a declared tool, any other call item a
+  recipient the model wrote with ``to=`` (answered as unavailable, never ``completed``);
+- a cut completion (finish ``length``) is never ``failed``;
+- no U+FFFD the model did not write (a character cut off is dropped, not replaced).
 
 A sample also goes through a real server (echo ``#harmony``), streamed and not. Default
 :data:`CASES` cases (a few seconds); more with ``TRTLLM_RESPONSES_READER_FUZZ_CASES=100000``,
@@ -17,6 +24,7 @@ another seed with ``TRTLLM_RESPONSES_READER_FUZZ_SEED``.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import random
@@ -38,10 +46,12 @@ from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.request.protocol import parse_request
 from trtllm_responses.responses.prepared import initial_response
 from trtllm_responses.stream import ResponseStream, TokenStreamProcessor
+from trtllm_responses.tools import UNAVAILABLE_KINDS
 
 CASES = int(os.environ.get("TRTLLM_RESPONSES_READER_FUZZ_CASES", "2000"))
 SEED = int(os.environ.get("TRTLLM_RESPONSES_READER_FUZZ_SEED", "17"))
 SERVER_CASES = max(20, CASES // 50)
+MUTATION_CASES = max(100, CASES // 4)
 GRAMMAR_EVERY = 50  # every Nth case also passes the full event grammar (spec schemas: slower)
 
 CONTROL = [
@@ -105,6 +115,7 @@ def _event_classes() -> dict[str, Any]:
 
 _EVENTS = _event_classes()
 _IDS = re.compile(r"\b(?:msg|rs|fc|call|mcp|ws|ci|ctc|mcpr|resp)_[0-9a-f]+\b")
+_CONTROL = re.compile(r"<\|[a-z_0-9]+\|>")
 _TIMES = re.compile(r'"(created_at|completed_at)":\s*[0-9.]+')
 
 
@@ -125,6 +136,33 @@ def completion(rng: random.Random) -> str:
         else:  # a long run
             parts.append(rng.choice(["x", " word", "<|channel|>", "\n"]) * rng.randint(50, 700))
     return "".join(parts)
+
+
+#: How a real completion is mutated, token by token (issue 31, Build 7).
+MUTATIONS = ("delete", "swap", "duplicate", "truncate")
+
+
+def mutate(rng: random.Random, tokens: list[int]) -> tuple[list[int], list[str]]:
+    """One to three mutations of a real completion's tokens; ``truncate`` ends it (a cut: ``length``)."""
+    out = list(tokens)
+    kinds: list[str] = []
+    for _ in range(rng.randint(1, 3)):
+        if not out:
+            break
+        kind = rng.choice(MUTATIONS)
+        i = rng.randrange(len(out))
+        n = rng.randint(1, 4)
+        if kind == "delete":
+            del out[i : i + n]
+        elif kind == "swap":
+            j = rng.randrange(len(out))
+            out[i], out[j] = out[j], out[i]
+        elif kind == "duplicate":
+            out[i:i] = out[i : i + n]
+        else:
+            out = out[:i]
+        kinds.append(kind)
+    return out, kinds
 
 
 def steps(rng: random.Random, tokens: list[int]) -> list[list[int]]:
@@ -152,6 +190,7 @@ def drive(
 ) -> list[dict[str, Any]]:
     request, declared = _request(adapter, tools)
     stream = ResponseStream(initial_response("resp_fuzz", request, "m"), tools=declared)
+    stream.hold_calls(UNAVAILABLE_KINDS)  # as the tool loop holds them (nothing runs here)
     processor = TokenStreamProcessor(stream, encoding, 10)
     events = processor.start()
     for i, chunk in enumerate(chunks):
@@ -179,6 +218,37 @@ def _check(events: list[dict[str, Any]], full: bool) -> dict[str, Any]:
     if full:
         check_stream(events)
     return terminal[0]["response"]
+
+
+def _model_text(encoding: HarmonyEncoding, tokens: list[int]) -> str:
+    """What the model wrote, decoded as it streamed (a character cut off at the end is not there yet)."""
+    return codecs.getincrementaldecoder("utf-8")("replace").decode(
+        b"".join(encoding.token_bytes[t] for t in tokens), False
+    )
+
+
+def check_meaning(response: dict[str, Any], written: str, finish: str, tools: list[Any]) -> None:
+    """Issue 31's invariants: no call invented, a cut never failed, no U+FFFD the model did not write."""
+    declared = {t["name"] for t in tools}
+    # What the model wrote, as a body reads it (a control token inside a body is dropped, never text).
+    read = _CONTROL.sub("", written)
+    if finish == "length":
+        assert response["status"] != "failed", "a cut completion failed"
+    for item in response["output"]:
+        kind = item["type"]
+        if kind in ("function_call", "custom_tool_call"):
+            assert item["name"] in declared, f"a call to {item['name']}, which was not declared"
+        elif kind in ("mcp_call", "web_search_call", "code_interpreter_call"):
+            label = {"web_search_call": "browser", "code_interpreter_call": "python"}.get(
+                kind, item.get("server_label")
+            )
+            assert f"to={label}" in written or f"to={label}" in read, (
+                f"a {kind} to {label} not written with to="
+            )
+            assert item["status"] != "completed", f"a {kind} nobody ran is completed"
+        texts = [c.get("text", "") for c in item.get("content") or []] + [item.get("arguments") or ""]
+        if any("\ufffd" in t for t in texts):
+            assert "\ufffd" in written, "a U+FFFD the model did not write"
 
 
 def _items(response: dict[str, Any]) -> list[Any]:
@@ -211,6 +281,7 @@ def test_fuzz_the_reader_and_the_stream_state_machine(
         try:
             events = drive(encoding, adapter, tokens, chunks, finish, tools)
             response = _check(events, full=case % GRAMMAR_EVERY == 0)
+            check_meaning(response, _model_text(encoding, tokens), finish, TOOLS[tools])
             whole = drive(encoding, adapter, tokens, [tokens] if tokens else [], finish, tools)
             assert _items(whole[-1]["response"]) == _items(response), "engine steps changed the items"
             if case % GRAMMAR_EVERY == 0:
@@ -220,17 +291,50 @@ def test_fuzz_the_reader_and_the_stream_state_machine(
             raise AssertionError(f"case {case} (seed {SEED}), finish {finish}: {text!r}") from exc
 
 
+def test_fuzz_mutations_of_real_completions(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> None:
+    """Real completions (the corpus's), mutated as an engine gets tokens wrong, keep issue 31's invariants."""
+    rng = random.Random(SEED + 2)
+    seeds = [encoding.encode(case.completion) for case in CORPUS]
+    seen: dict[str, int] = {}
+    for case in range(MUTATION_CASES):
+        tokens, kinds = mutate(rng, rng.choice(seeds))
+        for kind in kinds:
+            seen[kind] = seen.get(kind, 0) + 1
+        finish = "length" if "truncate" in kinds else rng.choice(["stop", "stop", "length"])
+        tools = rng.randrange(len(TOOLS))
+        chunks = steps(rng, tokens)
+        try:
+            events = drive(encoding, adapter, tokens, chunks, finish, tools)
+            response = _check(events, full=case % GRAMMAR_EVERY == 0)
+            check_meaning(response, _model_text(encoding, tokens), finish, TOOLS[tools])
+            whole = drive(encoding, adapter, tokens, [tokens] if tokens else [], finish, tools)
+            assert _items(whole[-1]["response"]) == _items(response), "engine steps changed the items"
+        except Exception as exc:
+            text = b"".join(encoding.token_bytes[t] for t in tokens).decode("utf-8", "replace")
+            raise AssertionError(f"mutation {case} {kinds} (seed {SEED}), finish {finish}: {text!r}") from exc
+    assert set(seen) == set(MUTATIONS), seen
+
+
 def test_fuzz_through_a_server(http: httpx.Client, encoding: HarmonyEncoding) -> None:
     rng = random.Random(SEED + 1)
+    seeds = [encoding.encode(case.completion) for case in CORPUS]
     for case in range(SERVER_CASES):
-        text = completion(rng)
-        body = {"input": "#harmony\n" + text, "tools": rng.choice(TOOLS)}
+        if case % 2:  # a splice
+            text = completion(rng)
+        else:  # a mutated real completion, as its text (a character a mutation broke: U+FFFD, written)
+            tokens, _ = mutate(rng, rng.choice(seeds))
+            text = b"".join(encoding.token_bytes[t] for t in tokens).decode("utf-8", "replace")
+        tools = rng.choice(TOOLS)
+        body = {"input": "#harmony\n" + text, "tools": tools}
         try:
             streamed = check_stream(stream_events(http, body))
             plain = http.post("/v1/responses", json=body)
             assert plain.status_code == 200, plain.text
             assert _items(plain.json()) == _items(streamed)
             assert streamed["status"] == plain.json()["status"]
+            # The echo ends a completion with no stop token "length": a cut.
+            stopped = any(s in text for s in ("<|return|>", "<|call|>"))
+            check_meaning(streamed, text, "stop" if stopped else "length", tools)
         except Exception as exc:
             raise AssertionError(f"server case {case}: {text!r}") from exc
 

@@ -130,7 +130,11 @@ def test_cut_between_messages_is_still_incomplete(http: httpx.Client) -> None:
 def test_output_with_nothing_readable_fails_saying_what_the_model_wrote(
     http: httpx.Client, harmony: str
 ) -> None:
-    events = stream_events(http, {"input": "#harmony\n" + harmony})
+    # The echo runs out after <|end|> (finish "length"): a cut, never a failure (issue 31, point 5).
+    cut = check_stream(stream_events(http, {"input": "#harmony\n" + harmony}))
+    assert cut["status"] == "incomplete" and cut["output"] == []
+    # The model ends it (<|return|>, a stop token): nothing readable fails, saying what it wrote.
+    events = stream_events(http, {"input": "#harmony\n" + harmony + "<|return|>"})
     response = check_stream(events)
     assert events[-1]["type"] == "response.failed" and response["output"] == []
     assert (

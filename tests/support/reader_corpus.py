@@ -17,7 +17,14 @@ token to the engine), the note says so. Sources:
 - llama.cpp#27720 (a junk ``<|channel|>??<|end|>`` in about 4% of gpt-oss-20b turns at temperature 1);
 - the deviations issue 17 of this project lists as seen from gpt-oss in bug reports (repeated
   ``<|start|>``/roles, stray text between messages, ``final__HANDOFF__``, hallucinated namespaces
-  ``repo_browser``/``container``, glued names, prose after arguments).
+  ``repo_browser``/``container``, glued names, prose after arguments);
+- issue 31's (:data:`ISSUE_31`): openai/harmony#80 (gpt-oss-120b's refusal token stream, no header),
+  aldehir/gpt-oss-tool-calling-notebook's recorded gpt-oss-20b turns under llama.cpp (2,939 turns in
+  ``experiments/``: headerless text before a header, ``commentary ...?``, analysis closed by
+  ``<|return|>``), ollama's ``harmony/harmonyparser_test.go`` (a word after the recipient, no channel, a
+  junk ``thinking`` channel, ``get-weather`` as a tool name), sglang's ``test/srt/test_harmony_parser.py``
+  (text before the first header, channels in capitals), vLLM#22337 (gpt-oss-120b writing its call as
+  the answer's text) and the shapes issue 31's "Why" lists.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ class Case:
     items: list[tuple[str, ...]]
     tools: list[dict[str, Any]] = field(default_factory=list)
     text: dict[str, Any] | None = None
+    max_output_tokens: int | None = None
 
 
 def summarize(item: dict[str, Any]) -> tuple[str, ...]:
@@ -124,7 +132,7 @@ CORPUS: list[Case] = [
         "<|start|>assistant<|channel|>final<|message|>I'm sorry, but I can't help with that.<|return|>",
         "completed",
         [
-            ("message", "I must refuse"),
+            ("reasoning", "I must refuse"),  # text with no header, a message after it: reasoning (issue 31)
             ("reasoning", "We must refuse"),
             ("message", "I'm sorry, but I can't help with that."),
         ],
@@ -136,7 +144,7 @@ CORPUS: list[Case] = [
         '<|message|>{"location": "Tokyo"}<|call|>',
         "completed",
         [
-            ("message", "... Let's use the tool."),
+            ("reasoning", "... Let's use the tool."),
             ("function_call", "get_weather", '{"location": "Tokyo"}', "completed"),
         ],
         tools=[WEATHER],
@@ -425,9 +433,306 @@ CORPUS: list[Case] = [
     ),
     Case(
         "nothing_readable",
-        "issue 17, Build 1 (nothing usable: fails saying what the model wrote)",
-        "<|channel|>??<|end|>",
+        "issue 17, Build 1 (nothing usable: fails saying what the model wrote; the model ends it, issue 31)",
+        "<|channel|>??<|end|><|return|>",
         "failed",
         [],
     ),
 ]
+
+
+AL = "https://github.com/aldehir/gpt-oss-tool-calling-notebook/blob/main/experiments/provider=llama.cpp/"
+OLLAMA = "https://github.com/ollama/ollama/blob/main/harmony/harmonyparser_test.go "
+SGLANG = "https://github.com/sgl-project/sglang/blob/main/test/srt/test_harmony_parser.py "
+HARMONY_80 = (
+    "...\n\nThe user is requesting instructions to break a food truck (i.e., sabotage, illegal activity). "
+    "This is disallowed content: instructions facilitating wrongdoing. Must refuse. According to policy, "
+    "we must refuse."
+)
+UNDECLARED = "returned: Error: Tool 'functions."
+
+#: Issue 31's shapes, by the point of its "Why" they show (each replayed on the echo and the fake
+#: TensorRT-LLM, streamed and not, and through Chat Completions: ``test_reader_meaning.py``).
+ISSUE_31: dict[str, list[Case]] = {
+    "1 a stray word is not a call": [
+        Case(
+            "sglang_text_before_the_first_header",
+            SGLANG
+            + "test_parse_with_interspersed_text (its text after <|return|> cannot replay: a stop token)",
+            "Some text <|channel|>analysis<|message|>reasoning<|end|> more text "
+            "<|start|>assistant<|channel|>final<|message|>answer<|return|>",
+            "completed",
+            [("reasoning", "Some text"), ("reasoning", "reasoning"), ("message", "answer")],
+            tools=[WEATHER],
+        ),
+        Case(
+            "stray_word_in_a_commentary_header",
+            "issue 31, Why 1 (<|channel|>commentary 2?<|message|>)",
+            "<|channel|>commentary 2?<|message|>Checking the weather.<|end|><|start|>assistant<|channel|>final"
+            "<|message|>Sunny.<|return|>",
+            "completed",
+            [("message", "Checking the weather."), ("message", "Sunny.")],
+            tools=[WEATHER],
+        ),
+        Case(
+            "space_after_the_channel_marker",
+            "issue 31, Why 1 (<|channel|> final<|message|>Hi)",
+            "<|channel|> final<|message|>Hi<|return|>",
+            "completed",
+            [("message", "Hi")],
+            tools=[WEATHER],
+        ),
+        Case(
+            "channel_written_twice",
+            "issue 31, Why 1 (analysis.analysis: a channel word where the recipient goes)",
+            "<|channel|>analysis analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final"
+            "<|message|>Hi<|return|>",
+            "completed",
+            [("reasoning", "Think."), ("message", "Hi")],
+        ),
+        Case(
+            "stray_tool_name_on_final",
+            "issue 31, Build 1 (never a call on final)",
+            "<|channel|>final get_weather<|message|>Sunny in Paris.<|return|>",
+            "completed",
+            [("message", "Sunny in Paris.")],
+            tools=[WEATHER],
+        ),
+        Case(
+            "stray_word_naming_a_declared_tool",
+            "openai/harmony's lone recipient (issue 17): still a call when it names a declared tool",
+            '<|channel|>commentary get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>',
+            "completed",
+            [("function_call", "get_weather", '{"city":"Paris"}', "completed")],
+            tools=[WEATHER],
+        ),
+        Case(
+            "ollama_word_after_the_recipient",
+            OLLAMA + "TestHeaderParsing (extra token after the recipient is ignored)",
+            '<|start|>assistant to=functions.get_weather abc<|channel|>commentary json<|message|>{"city":"Oslo"}'
+            "<|call|>",
+            "completed",
+            [("function_call", "get_weather", '{"city":"Oslo"}', "completed")],
+            tools=[WEATHER],
+        ),
+    ],
+    "2 an answer is not hidden": [
+        Case(
+            "empty_channel_closed_by_return",
+            "issue 31, Why 2 (an empty channel before a body closed by <|return|>)",
+            "<|channel|><|message|>Paris.<|return|>",
+            "completed",
+            [("message", "Paris.")],
+        ),
+        Case(
+            "prefix_of_final",
+            "issue 31, Why 2 (fina)",
+            "<|channel|>analysis<|message|>Short.<|end|><|start|>assistant<|channel|>fina<|message|>Paris.<|return|>",
+            "completed",
+            [("reasoning", "Short."), ("message", "Paris.")],
+        ),
+        Case(
+            "channels_in_capitals",
+            SGLANG + "test_extract_channel_type (ANALYSIS); issue 31, Why 2 (Final, FINAL)",
+            "<|channel|>ANALYSIS<|message|>Think.<|end|><|start|>assistant<|channel|>Final<|message|>Paris.<|end|>"
+            "<|start|>assistant<|channel|>FINAL<|message|>Lyon.<|return|>",
+            "completed",
+            [("reasoning", "Think."), ("message", "Paris."), ("message", "Lyon.")],
+        ),
+        Case(
+            "ollama_junk_channel_thinking",
+            OLLAMA + "TestHarmonyParserStreaming (implicit start with channel: <|channel|>thinking)",
+            "<|channel|>thinking<|message|>Processing request<|end|><|start|>assistant<|channel|>final"
+            "<|message|>Done.<|return|>",
+            "completed",
+            [("reasoning", "Processing request"), ("message", "Done.")],
+        ),
+        Case(
+            "ollama_no_channel",
+            OLLAMA + "TestHarmonyParserNonStreaming (<|start|>assistant<|message|>Hi!<|end|>)",
+            "<|start|>assistant<|message|>Hi!<|end|>",
+            "completed",
+            [("message", "Hi!")],
+        ),
+        Case(
+            "aldehir_analysis_closed_by_return",
+            AL + "n=25/cities=5/cot=true/trial-22.md turn 4 (gpt-oss-20b's turn: analysis, then <|return|>)",
+            "<|channel|>analysis<|message|>Next Austin<|return|>",
+            "completed",
+            [("reasoning", "Next Austin"), ("message", "Next Austin")],
+            tools=[WEATHER],
+        ),
+    ],
+    "3 reasoning is not shown": [
+        Case(
+            "harmony80_refusal_without_header",
+            "https://github.com/openai/harmony/issues/80 (gpt-oss-120b's tokens; the issue's list ends at "
+            "'…help with', completed with ' that.<|return|>')",
+            HARMONY_80
+            + "<|end|><|start|>assistant<|channel|>analysis<|message|>We must refuse.<|end|><|start|>"
+            "assistant<|channel|>final<|message|>I’m sorry, but I can’t help with that.<|return|>",
+            "completed",
+            [
+                ("reasoning", HARMONY_80),
+                ("reasoning", "We must refuse."),
+                ("message", "I’m sorry, but I can’t help with that."),
+            ],
+        ),
+        Case(
+            "aldehir_junk_before_reasoning",
+            AL + "n=25/cities=15/cot=false/trial-22.md turn 15 (its reasoning shortened)",
+            '…?<|end|><|start|>assistant<|channel|>analysis<|message|>The user asked: "Get the weather for the '
+            'following cities". Call for each missing city.<|end|><|start|>assistant<|channel|>commentary '
+            'to=functions.get_weather <|constrain|>json<|message|>{"city":"Austin"}<|call|>',
+            "completed",
+            [
+                ("reasoning", "…?"),
+                ("reasoning", 'The user asked: "Get the weather for the following cities". Call for each …'),
+                ("function_call", "get_weather", '{"city":"Austin"}', "completed"),
+            ],
+            tools=[WEATHER],
+        ),
+        Case(
+            "aldehir_headerless_reasoning_then_call",
+            AL + "n=25/cities=10/cot=false/trial-1.md turn 16 (its reasoning shortened)",
+            "………… …..…… ………?…… … ?…?……… …………\n\nThe conversation shows repeated calls to get_weather "
+            "incorrectly. We should call the function for each city once, then produce a table. Let's do it."
+            "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+            '{"city":"new york city"}<|call|>',
+            "completed",
+            [
+                ("reasoning", "………… …..…… ………?…… … ?…?……… …………\n\nThe conversation shows…"),
+                ("function_call", "get_weather", '{"city":"new york city"}', "completed"),
+            ],
+            tools=[WEATHER],
+        ),
+    ],
+    "4 no answer built on an invented result": [
+        Case(
+            "ollama_call_then_imagined_reply",
+            OLLAMA
+            + "TestHarmonyParserHeaderEvent (a call, then the tool's reply; its <|call|> made <|end|> and "
+            "a final built on the reply added, as issue 31's Why 4 saw)",
+            '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"location":"Tokyo"}'
+            '<|end|><|start|>functions.get_weather to=assistant<|message|>{"sunny": true, "temperature": 20}'
+            "<|end|><|start|>assistant<|channel|>final<|message|>It is 20°C and sunny in Tokyo.<|return|>",
+            "completed",
+            [("function_call", "get_weather", '{"location":"Tokyo"}', "completed")],
+            tools=[WEATHER],
+        ),
+    ],
+    "5 a cut is not a failure": [
+        Case(
+            "cut_inside_a_header",
+            "issue 31, Why 5 (a completion the engine ended mid-header)",
+            "<|channel|>commentary to=functions.get_wea",
+            "incomplete",
+            [],
+            tools=[WEATHER],
+        ),
+        Case(
+            "cut_inside_the_first_header",
+            "issue 31, Why 5 (the budget runs out inside the first header)",
+            "<|channel|>analysis<|message|>Think.<|end|>",
+            "incomplete",
+            [],
+            max_output_tokens=2,
+        ),
+    ],
+    "6 junk is not shown, an undeclared function is a function": [
+        Case(
+            "headless_junk_is_hidden",
+            "issue 31, Why 6 (2? shown as text)",
+            "<|channel|>commentary 2?<|end|><|start|>assistant<|channel|>final<|message|>Hi<|return|>",
+            "completed",
+            [("reasoning", "2?"), ("message", "Hi")],
+        ),
+        Case(
+            "aldehir_commentary_question_marks",
+            AL + "n=25/cities=15/cot=false/trial-7.md turn 13 (<|channel|>commentary ...?<|end|>; shortened)",
+            "<|channel|>commentary ...?<|end|><|start|>assistant<|channel|>analysis<|message|>Call for each city."
+            "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+            '{"city":"New York City"}<|call|>',
+            "completed",
+            [
+                ("reasoning", "...?"),
+                ("reasoning", "Call for each city."),
+                ("function_call", "get_weather", '{"city":"New York City"}', "completed"),
+            ],
+            tools=[WEATHER],
+        ),
+        Case(
+            "question_marks_before_any_header",
+            "issue 31, Why 6 (?commentary? shown as text)",
+            "?commentary?<|end|><|start|>assistant<|channel|>final<|message|>Hi<|return|>",
+            "completed",
+            [("reasoning", "?commentary?"), ("message", "Hi")],
+        ),
+        Case(
+            "constrain_junk_without_message_token",
+            "issue 31, Why 6 (<|constrain|>write: … in a message)",
+            "<|channel|>commentary<|constrain|>write: notes<|end|><|start|>assistant<|channel|>final<|message|>"
+            "Done.<|return|>",
+            "completed",
+            [("reasoning", "notes"), ("message", "Done.")],
+        ),
+        Case(
+            "recipient_glued_to_reasoning",
+            "issue 31, Why 6 (a call's JSON shown as a commentary message when <|channel|> came mid-reasoning)",
+            "<|channel|>analysis<|message|>Need the weather. to=functions.get_weather<|channel|>commentary "
+            '<|constrain|>json<|message|>{"city":"Paris"}<|call|>',
+            "completed",
+            [
+                ("reasoning", "Need the weather. to=functions.get_weather"),
+                ("function_call", "get_weather", '{"city":"Paris"}', "completed"),
+            ],
+            tools=[WEATHER],
+        ),
+        Case(
+            "undeclared_function_without_mcp",
+            "issue 31, Why 6 (an undeclared function as an mcp_call labelled functions)",
+            '<|channel|>commentary to=functions.lookup <|constrain|>json<|message|>{"city":"Paris"}<|call|>',
+            "completed",
+            [
+                ("reasoning", "Got lookup output."),
+                ("message", "lookup " + UNDECLARED + "lookup' is not available. You have no tools…"),
+            ],
+        ),
+        Case(
+            "near_miss_function_name",
+            OLLAMA + "TestFunctionConvertToValidChars (get-weather / get_weather); issue 31, Why 6",
+            '<|channel|>commentary to=functions.get-weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>',
+            "completed",
+            [
+                ("reasoning", "Got get-weather output."),
+                (
+                    "message",
+                    "get-weather " + UNDECLARED + "get-weather' is not available; did you mean "
+                    "functions.get_weather? The tools you can call: functions.get_weather.",
+                ),
+            ],
+            tools=[WEATHER],
+        ),
+        Case(
+            "vllm22337_call_written_as_the_answer",
+            "https://github.com/vllm-project/vllm/issues/22337 (gpt-oss-120b; its reasoning shortened): no call "
+            "is invented from text",
+            "<|channel|>analysis<|message|>The user asks current weather in Berlin.<|end|><|start|>assistant"
+            '<|channel|>final<|message|>[{ "name": "get_weather", "parameters": { "city": "Berlin" } }]<|return|>',
+            "completed",
+            [
+                ("reasoning", "The user asks current weather in Berlin."),
+                ("message", '[{ "name": "get_weather", "parameters": { "city": "Berlin" } }]'),
+            ],
+            tools=[WEATHER],
+        ),
+        Case(
+            "nonsense_is_unreadable",
+            "issue 31, Why 6 (<|message|><|channel|><|start|>garbage<|end|><|return|>)",
+            "<|message|><|channel|><|start|>garbage<|end|><|return|>",
+            "failed",
+            [],
+        ),
+    ],
+}
+CORPUS += [case for cases in ISSUE_31.values() for case in cases]

@@ -1,7 +1,7 @@
 """Harmony, the gpt-oss chat format: what it is, below everything that uses it.
 
 The offline encoding (``encoding.py``, ``linear.py``), the one header grammar (``headers.py``), the
-recovering reader (``parser.py``, ``json_cut.py``), JSON Schemas as gpt-oss reads them
+recovering reader (``parser.py``, ``completion.py``, ``json_cut.py``), JSON Schemas as gpt-oss reads them
 (``schema.py``), the tools a request declares and the calls they allow (``tools.py``), the
 developer message (``developer.py``), Responses items ⇄ Harmony messages (``items.py``,
 ``input_messages.py``) and rendering off the event loop (``render_pool.py``). It imports only
@@ -14,8 +14,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core import resolver
+from .completion import ANSWER_HEADER, ParsedMessage, parse_completion, returned_reasoning, unreadable_message
 from .encoding import VOCAB_FILENAME, VOCAB_SHA256, HarmonyEncoding, ensure_vocab, load_encoding
-from .headers import FINAL_HEADERS, FREE_CHANNELS, JSON_CONTENT_TYPE, MessageHeader, call_headers
+from .headers import (
+    FINAL_HEADERS,
+    FREE_CHANNELS,
+    JSON_CONTENT_TYPE,
+    MessageHeader,
+    call_headers,
+    trailing_recipient,
+)
 from .input_messages import (
     BROWSER_PAGE,
     BROWSER_PAGES,
@@ -28,22 +36,23 @@ from .input_messages import (
     items_to_messages,
     list_tools_key,
 )
-from .items import ItemKind, ItemTarget, build_output_item, classify, completion_to_output_items, new_item_ids
-from .parser import (
-    ContentDelta,
-    HarmonyStreamParser,
-    MessageEnded,
-    MessageStarted,
-    ParsedMessage,
-    parse_completion,
-    unreadable_message,
+from .items import (
+    ItemKind,
+    ItemTarget,
+    build_output_item,
+    callable_header,
+    classify,
+    completion_to_output_items,
+    new_item_ids,
 )
+from .parser import ContentDelta, HarmonyStreamParser, MessageEnded, MessageStarted
 from .tools import (
     CODE_TOOLS,
     WEB_SEARCH_TOOLS,
     CallOption,
     RequestTools,
     call_options,
+    recipient_candidates,
     select_tools,
     server_call_options,
 )
@@ -55,6 +64,7 @@ if TYPE_CHECKING:
     from .schema import check_strict, minimal_instance
 
 __all__ = [
+    "ANSWER_HEADER",
     "ConvertedInput",
     "convert_item",
     "BROWSER_PAGE",
@@ -85,6 +95,7 @@ __all__ = [
     "build_output_item",
     "call_headers",
     "call_options",
+    "callable_header",
     "check_strict",
     "classify",
     "completion_to_output_items",
@@ -98,8 +109,11 @@ __all__ = [
     "minimal_instance",
     "new_item_ids",
     "parse_completion",
+    "recipient_candidates",
+    "returned_reasoning",
     "select_tools",
     "server_call_options",
+    "trailing_recipient",
     "unreadable_message",
 ]
 

@@ -11,14 +11,18 @@ model message becomes:
     to=functions.NAME, NAME a custom tool → custom_tool_call (ctc_, call_…), body = raw input
     to=browser.*                      → web_search_call  (ws_)
     to=python                         → code_interpreter_call (ci_)
+    to=functions.NAME or a bare NAME, nothing declared by that name
+                                      → no item: an undeclared function, answered to the model
     any other recipient               → mcp_call         (mcp_), or mcp_approval_request (mcpr_)
                                         when the server's tool loop says the call needs approval
 
 A recipient is first resolved against the request's declared tools (``RequestTools.resolve``:
 a bare name, ``functions.functions.x``, a glued ``json`` or stray control token are the declared
-tool they clean to). A call to a tool nobody runs (an undeclared function, a namespace no server
-serves, ``browser``/``python`` not run here) becomes an ``mcp_call``, ``web_search_call`` or
-``code_interpreter_call`` the tool loop answers to the model with an error (``tools/unavailable.py``).
+tool they clean to). A stray word where the recipient goes (``guessed``) is a call only when it names a
+tool the response has and the channel is not final (:func:`callable_header`). A call to a tool nobody runs
+(a namespace no server serves, ``browser``/``python`` not run here) becomes an ``mcp_call``,
+``web_search_call`` or ``code_interpreter_call``, and an undeclared function no item at all, which the
+tool loop answers to the model with an error (``tools/unavailable.py``).
 
 The way back, items sent as input to Harmony messages, is ``input_messages.py``: output
 items sent back convert to the same messages the server stores, so a stateless replay
@@ -28,8 +32,8 @@ renders the same tokens as a stored continuation.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -48,7 +52,8 @@ from openai.types.responses.response_output_item import McpApprovalRequest, McpC
 from openai.types.responses.response_reasoning_item import Content as ReasoningContent
 
 from ..core import new_id
-from .parser import MessageHeader, ParsedMessage
+from .completion import ParsedMessage
+from .headers import MessageHeader
 from .tools import RequestTools, recipient_candidates
 
 __all__ = [
@@ -56,6 +61,7 @@ __all__ = [
     "ItemKind",
     "ItemTarget",
     "build_output_item",
+    "callable_header",
     "classify",
     "completion_to_output_items",
     "new_item_ids",
@@ -74,6 +80,9 @@ class ItemKind(enum.Enum):
     CODE_INTERPRETER_CALL = "code_interpreter_call"
     MCP_CALL = "mcp_call"
     MCP_APPROVAL_REQUEST = "mcp_approval_request"
+    #: A call to a function the request did not declare: no item (a client acts on every function_call),
+    #: the tool loop answers it to the model as that function's output (``tools/unavailable.py``).
+    UNDECLARED_FUNCTION = "undeclared_function"
 
 
 _PREFIX = {
@@ -85,6 +94,7 @@ _PREFIX = {
     ItemKind.CODE_INTERPRETER_CALL: "ci",
     ItemKind.MCP_CALL: "mcp",
     ItemKind.MCP_APPROVAL_REQUEST: "mcpr",
+    ItemKind.UNDECLARED_FUNCTION: "fc",
 }
 
 
@@ -98,6 +108,27 @@ class ItemTarget:
         None  # the recipient's namespace (not functions): MCP server label, "browser", "python", a namespace tool's
     )
     phase: str | None = None  # messages: "final_answer" or "commentary"
+
+
+def callable_header(
+    header: MessageHeader, tools: RequestTools | None, runs: Callable[[str], bool] | None = None
+) -> MessageHeader:
+    """``header``, its guessed recipient kept only if it can be one (README, "What the model may write").
+
+    A stray word where the recipient goes (``<|channel|>commentary 2?``, ``Some text <|channel|>…``) is
+    a call only when it names a declared tool (``tools``, after issue 17's cleanups) or one the server
+    runs (``runs``), and never on the final channel; else the header has no recipient.
+    """
+    if not header.guessed:
+        return header
+    name = header.recipient
+    if (
+        name is not None
+        and header.channel != "final"
+        and ((tools is not None and tools.resolve(name) is not None) or (runs is not None and runs(name)))
+    ):
+        return replace(header, guessed=False)
+    return replace(header, recipient=None, guessed=False)
 
 
 def classify(header: MessageHeader, tools: RequestTools | None = None) -> ItemTarget:
@@ -120,6 +151,11 @@ def classify(header: MessageHeader, tools: RequestTools | None = None) -> ItemTa
             return ItemTarget(ItemKind.WEB_SEARCH_CALL, name=name or "search", namespace="browser")
         if recipient == "python":
             return ItemTarget(ItemKind.CODE_INTERPRETER_CALL, namespace="python")
+        if tools is not None and ((namespace == FUNCTIONS_NAMESPACE and name) or not name):
+            # ``functions.nope``, or a bare name (Harmony's way to call a function): nothing declared by it
+            return ItemTarget(
+                ItemKind.UNDECLARED_FUNCTION, name=name or namespace, namespace=FUNCTIONS_NAMESPACE
+            )
         return ItemTarget(ItemKind.MCP_CALL, name=name or namespace, namespace=namespace)
     if header.channel == "analysis":
         return ItemTarget(ItemKind.REASONING)
@@ -242,10 +278,15 @@ def new_item_ids(kind: ItemKind) -> tuple[str, str | None]:
 def completion_to_output_items(
     messages: Sequence[ParsedMessage], tools: RequestTools | None = None
 ) -> list[ResponseOutputItem]:
-    """Output items for whole parsed assistant messages (a message without terminator is incomplete)."""
+    """Output items for whole parsed assistant messages (a message without terminator is incomplete).
+
+    A call to an undeclared function has no item (:class:`ItemKind`).
+    """
     items: list[ResponseOutputItem] = []
     for message in messages:
-        target = classify(message.header, tools)
+        target = classify(callable_header(message.header, tools), tools)
+        if target.kind is ItemKind.UNDECLARED_FUNCTION:
+            continue
         item_id, call_id = new_item_ids(target.kind)
         status = "completed" if message.terminator is not None else "incomplete"
         items.append(build_output_item(target, item_id, message.text, status, call_id))

@@ -4,20 +4,27 @@ It reads what the model generates after ``<|start|>assistant`` and reports three
 message starts (its header), body text arrives, a message ends (with its terminator). Clean Harmony
 reads as openai-harmony reads it (tests check both agree); every other token sequence has one
 reading (README, "What the model may write", the table) and nothing reported is taken back. What it
-dropped is kept in :attr:`dropped` (its first :data:`MAX_DROPPED_BYTES`). Not harmony's own
+dropped is kept in :attr:`dropped` (its first :data:`MAX_DROPPED_BYTES`); whole completions, and the
+error message of one of which nothing could be read, are ``completion.py``'s. Not harmony's own
 ``StreamableParser``, which crosses into Rust and decodes per token: this one decodes once per
 ``feed``, so the tokens of one engine step cost one delta.
+
+Two kinds of message are held back until their end says what they are, because no header says it:
+text the model wrote before any header, and a body under a junk or empty channel. Each is the answer
+when it ends the completion (``<|return|>``, a stop, ``<|end|>`` with nothing after it) and reasoning
+when more messages follow; a cut leaves each its default reading (headerless text the answer, a junk
+channel's body reasoning). Clean Harmony is never held: its first token is a control token.
 """
 
 from __future__ import annotations
 
 import codecs
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Union
 
 from .encoding import HarmonyEncoding
-from .headers import MessageHeader, read_header, read_headless
+from .headers import MessageHeader, plainly_text, read_header, read_headless
 
 __all__ = [
     "ContentDelta",
@@ -26,14 +33,11 @@ __all__ = [
     "MessageHeader",
     "MessageStarted",
     "ParseEvent",
-    "ParsedMessage",
-    "parse_completion",
-    "unreadable_message",
 ]
 
 # A header is a role, a channel, a recipient and a content type: a few dozen tokens.
 MAX_HEADER_TOKENS = 512
-#: The completion's first header with no control token and this many tokens is text: the final answer.
+#: The completion's first header with no control token and this many tokens is text, held until its end.
 TEXT_HEADER_TOKENS = 16
 #: How much of what was dropped is kept for the error message of an unreadable completion.
 MAX_DROPPED_BYTES = 2048
@@ -43,7 +47,11 @@ MAX_DROPPED_BYTES = 2048
 # construct several times slower). Treat them as immutable.
 @dataclass(slots=True)
 class MessageStarted:
+    """A message's header was read; ``after_body``: a ``<|channel|>`` inside a body began it (a forgotten
+    ``<|end|><|start|>assistant``, the header possibly recipient first, its ``to=`` glued to that body)."""
+
     header: MessageHeader
+    after_body: bool = False
 
 
 @dataclass(slots=True)
@@ -64,7 +72,15 @@ class MessageEnded:
 
 ParseEvent = Union[MessageStarted, ContentDelta, MessageEnded]
 
-_BETWEEN, _HEADER, _CONTENT, _SKIP = range(4)
+# _HOLD: a held body (headerless text, a junk channel's body); _HELD_END: one closed by <|end|>, waiting
+# to see whether a message follows; _BARE: a body whose header was nothing (``<|message|>`` alone).
+_BETWEEN, _HEADER, _CONTENT, _SKIP, _HOLD, _HELD_END, _BARE = range(7)
+
+
+def _whole_text(data: bytes) -> str:
+    """UTF-8 text of ``data`` cut at its last whole character (a character cut off is not one)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    return decoder.decode(data, False)
 
 
 class HarmonyStreamParser:
@@ -81,7 +97,10 @@ class HarmonyStreamParser:
         "_enc",
         "_first",
         "_header_specials",
+        "_after_body",
         "_header_tokens",
+        "_held",
+        "_held_header",
         "_message_start",
         "_partial",
         "_role",
@@ -106,6 +125,9 @@ class HarmonyStreamParser:
         self._tokens_seen = 0
         self._message_start = 0
         self._partial = False  # the incremental decoder holds part of a character
+        self._after_body = False  # the header being read began inside a body (<|channel|>)
+        self._held = bytearray()  # the held body (_HOLD, _HELD_END)
+        self._held_header: MessageHeader | None = None  # its header (None: text with no header)
         #: What the reader dropped (its first MAX_DROPPED_BYTES), for an error message.
         self.dropped = bytearray()
 
@@ -153,6 +175,7 @@ class HarmonyStreamParser:
                 elif token == enc.start or token == enc.channel:
                     self._end(events, body, enc.end)  # a forgotten <|end|>
                     self._begin(token)
+                    self._after_body = token == enc.channel
                 else:
                     self._drop(token_bytes[token])  # <|message|>, <|constrain|>, reserved: never text
             elif state == _HEADER:
@@ -164,11 +187,23 @@ class HarmonyStreamParser:
                     self._begin(token)
                 else:
                     self._drop(token_bytes[token])
+            elif state == _HOLD or state == _HELD_END:
+                self._held_token(token, events)
+            elif state == _BARE:
+                if token not in specials:  # its first text: a body with no header at all, the answer
+                    self._open(MessageHeader("assistant"), "", events)
+                    body += token_bytes[token]
+                elif token == enc.start or token == enc.channel:
+                    self._begin(token)  # ``<|message|><|channel|>``: nothing was written
+                elif token in self._terminators:
+                    self._state = _BETWEEN
+                else:
+                    self._drop(token_bytes[token])
             elif token == enc.start or token == enc.channel:
                 self._begin(token)
-            elif token == enc.message:  # a body with no header at all: the assistant's answer
+            elif token == enc.message:  # a body with no header at all: opened at its first text
                 self._begin(token)
-                self._open(MessageHeader("assistant"), "", events)
+                self._state = _BARE
             elif token not in specials:
                 self._drop(token_bytes[token])  # text between messages
         if body:
@@ -183,6 +218,7 @@ class HarmonyStreamParser:
         self._message_start = self._tokens_seen - 1
         self._header_tokens.clear()
         self._first = False
+        self._after_body = False
         if token == self._enc.start:
             self._role = None
             self._header_specials = False
@@ -191,22 +227,43 @@ class HarmonyStreamParser:
             self._header_tokens.append(token)
             self._header_specials = True
 
+    @property
+    def _unmarked(self) -> bool:
+        """The header being read is the completion's first and has no control token yet."""
+        return self._first and not self._header_specials
+
     def _header_token(self, token: int, events: list[ParseEvent]) -> None:
         enc = self._enc
         if token == enc.message:
+            if self._unmarked and not self._header_tokens:
+                self._state = _BARE  # ``<|message|>`` first: a body with no header, opened at its text
+                self._first = False
+                return
             header = read_header(self._header_text(), self._role)
             if header.role != "assistant":
                 self._skip()  # a message the model wrote as a tool, user…: not its output
+            elif not header.placed and (header.recipient is None or header.guessed):
+                self._hold(header)  # a junk channel: its end says what it is
             else:
                 self._open(header, "", events)
-        elif token == enc.start:  # <|start|> again: the header so far was nothing
-            if self._header_text().strip() not in ("", "assistant"):
-                self._drop(self._header_bytes())
-            self._begin(token)
+        elif token == enc.start or token == enc.channel:
+            if self._unmarked and plainly_text(self._header_text()):
+                # Text, then a header: a message the model wrote without one, and more follows: reasoning.
+                self._held[:] = self._header_bytes()
+                self._held_header = None
+                self._release(events, "analysis", enc.end)
+                self._begin(token)
+                self._after_body = token == enc.channel
+            elif token == enc.start:  # <|start|> again: the header so far was nothing
+                if self._header_text().strip() not in ("", "assistant"):
+                    self._drop(self._header_bytes())
+                self._begin(token)
+            else:
+                self._header_tokens.append(token)
+                self._header_specials = True
         elif token in self._terminators:
             self._headless(events, token)
-            self._state = _BETWEEN
-        elif token == enc.channel or token == enc.constrain:
+        elif token == enc.constrain:
             self._header_tokens.append(token)
             self._header_specials = True
         elif token in self._specials:
@@ -214,19 +271,70 @@ class HarmonyStreamParser:
         else:
             self._header_tokens.append(token)
             count = len(self._header_tokens)
-            if (
-                self._first and not self._header_specials and count >= TEXT_HEADER_TOKENS
-            ) or count > MAX_HEADER_TOKENS:
+            if self._unmarked and count >= TEXT_HEADER_TOKENS:
+                self._held[:] = self._header_bytes()  # plainly text: held until its end says what it is
+                self._held_header = None
+                self._header_tokens.clear()
+                self._state = _HOLD
+                self._first = False
+            elif count > MAX_HEADER_TOKENS:
                 self._overflow(events)
 
-    def _reading(self) -> tuple[MessageHeader, str] | None:
+    def _hold(self, header: MessageHeader | None) -> None:
+        self._held.clear()
+        self._held_header = header
+        self._header_tokens.clear()
+        self._role = None
+        self._first = False
+        self._state = _HOLD
+
+    def _held_token(self, token: int, events: list[ParseEvent]) -> None:
+        """A token after a held body started (``_HOLD``) or after it was closed by ``<|end|>`` (``_HELD_END``)."""
+        enc = self._enc
+        if token not in self._specials:
+            if self._state == _HOLD:
+                self._held += self._bytes[token]
+            else:
+                self._drop(self._bytes[token])  # text between messages
+        elif token == enc.start or token == enc.channel or token == enc.message:
+            after_body = self._state == _HOLD and token == enc.channel
+            self._release(events, "analysis", enc.end)  # more follows: it was reasoning
+            self._begin(token)
+            if token == enc.message:
+                self._state = _BARE
+            self._after_body = after_body
+        elif token == enc.end:
+            self._state = _HELD_END  # whole: what follows says what it was
+        elif token in self._terminators:  # <|return|>, <|call|>, <|endoftext|>: the model ended with it
+            self._release(events, "final", enc.end if self._state == _HELD_END else token)
+        elif self._state == _HOLD:
+            self._drop(self._bytes[token])  # <|constrain|>, reserved: never text
+
+    def _release(self, events: list[ParseEvent], channel: str, terminator: int | None) -> None:
+        """The held body, read as ``channel`` now that its end said which: opened, whole, ended."""
+        header = self._held_header
+        header = (
+            MessageHeader("assistant", channel=channel)
+            if header is None
+            else replace(header, channel=channel, placed=True)
+        )
+        text = _whole_text(bytes(self._held))
+        if self._held_header is None:
+            text = text.strip()  # text written with no header: the spaces around it are not its
+        self._held.clear()
+        self._held_header = None
+        self._open(header, text, events)
+        self._end(events, bytearray(), terminator)
+        self._state = _BETWEEN
+
+    def _reading(self, answer: bool) -> tuple[MessageHeader, str] | None:
         """The header so far read as one with no ``<|message|>``: an assistant's header and its body, or None."""
-        reading = read_headless(self._header_text(), self._role, self._first and not self._header_specials)
+        reading = read_headless(self._header_text(), self._role, self._unmarked, answer)
         return reading if reading is not None and reading[0].role == "assistant" else None
 
     def _overflow(self, events: list[ParseEvent]) -> None:
-        """A header too long to be one: the text it is (the answer, a body whose <|message|> was left out)."""
-        reading = self._reading()
+        """A header too long to be one: the text it is (a body whose <|message|> was left out), or nothing."""
+        reading = self._reading(False)
         if reading is None:
             self._skip()
             return
@@ -235,7 +343,16 @@ class HarmonyStreamParser:
 
     def _headless(self, events: list[ParseEvent], token: int | None) -> None:
         """The header ended without ``<|message|>``: its reading, whole, or nothing."""
-        reading = self._reading()
+        self._state = _BETWEEN
+        if self._unmarked and self._header_tokens:
+            if token == self._enc.end:  # headerless text closed by <|end|>: what follows decides
+                self._held[:] = self._header_bytes()
+                self._held_header = None
+                self._header_tokens.clear()
+                self._first = False
+                self._state = _HELD_END
+                return
+        reading = self._reading(token != self._enc.end)
         if reading is None:
             self._drop(self._header_bytes())
             self._header_tokens.clear()
@@ -243,13 +360,15 @@ class HarmonyStreamParser:
         header, text = reading
         self._open(header, text, events)
         self._end(events, bytearray(), token)
+        self._state = _BETWEEN
 
     def _open(self, header: MessageHeader, text: str, events: list[ParseEvent]) -> None:
         self._header_tokens.clear()
         self._role = None
         self._first = False
         self._state = _CONTENT
-        events.append(MessageStarted(header))
+        events.append(MessageStarted(header, self._after_body))
+        self._after_body = False
         if text:
             events.append(ContentDelta(text))
 
@@ -265,12 +384,13 @@ class HarmonyStreamParser:
             if text:
                 events.append(ContentDelta(text))
         events.append(MessageEnded(terminator, self._tokens_seen - self._message_start))
+        self._state = _BETWEEN
 
     def _header_bytes(self) -> bytes:
         return b"".join([self._bytes[t] for t in self._header_tokens])
 
     def _header_text(self) -> str:
-        return self._header_bytes().decode("utf-8", "replace")
+        return _whole_text(self._header_bytes())
 
     def _drop(self, data: bytes) -> None:
         room = MAX_DROPPED_BYTES - len(self.dropped)
@@ -278,13 +398,17 @@ class HarmonyStreamParser:
             self.dropped += data[:room]
 
     def _decode(self, data: bytearray, final: bool = False) -> str:
-        """UTF-8 text of body bytes; a character split across calls waits for its last byte."""
+        """UTF-8 text of body bytes; a character split across calls waits for its last byte.
+
+        ``final``: the body ends here; a character it cut off is dropped (the model never finished it:
+        no U+FFFD for it), one the model wrote broken mid-body is U+FFFD.
+        """
         if not self._partial:
             try:
                 return data.decode()  # the common case: whole characters, no state
             except UnicodeDecodeError:
                 pass
-        text = self._decoder.decode(bytes(data), final)
+        text = self._decoder.decode(bytes(data), False)
         if final:
             self._decoder.reset()
             self._partial = False
@@ -296,62 +420,27 @@ class HarmonyStreamParser:
         """The output ended (no more tokens). Closes an open body, flushing held-back bytes.
 
         ``stopped``: the engine stopped on a stop token it kept to itself (the header being read
-        then ended as a terminator would end it); False: the output was cut off.
+        then ended as a terminator would end it; a held body ended the completion: the answer);
+        False: the output was cut off (a held body keeps its default reading).
         """
         events: list[ParseEvent] = []
         state = self._state
         self._state = _BETWEEN
         if state == _CONTENT:
             self._end(events, bytearray(), None)
+        elif state == _HOLD or state == _HELD_END:
+            default = "final" if self._held_header is None else "analysis"
+            terminator = self._enc.end if state == _HELD_END else None
+            self._release(events, "final" if stopped else default, terminator)
         elif state == _HEADER and self._header_tokens:
             if stopped:
                 self._headless(events, None)
-            elif self._first and not self._header_specials:  # unmarked text, cut off: the answer so far
-                self._overflow(events)
-                if self._state == _CONTENT:
-                    self._end(events, bytearray(), None)
-                self._state = _BETWEEN
+            elif self._unmarked:  # unmarked text, cut off: the answer so far
+                self._held[:] = self._header_bytes()
+                self._held_header = None
+                self._release(events, "final", None)
             else:
                 self._drop(self._header_bytes())
             self._header_tokens.clear()
+        self._state = _BETWEEN
         return events
-
-
-#: How much of what the model wrote an error message quotes.
-QUOTED_CHARS = 400
-
-
-def unreadable_message(dropped: bytes) -> str:
-    """The error message of a response of which nothing could be read: what the model wrote, truncated."""
-    text = dropped.decode("utf-8", "replace")
-    quoted = text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS] + "…"
-    return f"The model's output could not be read as Harmony; it wrote: {quoted!r}"
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedMessage:
-    """A whole message read from a completion."""
-
-    header: MessageHeader
-    text: str
-    terminator: int | None
-    num_tokens: int = 0  # its tokens: ``<|start|>`` (if any), header, body and terminator
-
-
-def parse_completion(
-    encoding: HarmonyEncoding, tokens: Sequence[int], role: str | None = "assistant"
-) -> list[ParsedMessage]:
-    """Parse a whole completion into messages (a message cut off at the end is included)."""
-    parser = HarmonyStreamParser(encoding, role)
-    messages: list[ParsedMessage] = []
-    header: MessageHeader | None = None
-    chunks: list[str] = []
-    for event in [*parser.feed(tokens), *parser.finish()]:
-        if isinstance(event, MessageStarted):
-            header, chunks = event.header, []
-        elif isinstance(event, ContentDelta):
-            chunks.append(event.text)
-        else:
-            assert header is not None
-            messages.append(ParsedMessage(header, "".join(chunks), event.terminator, event.num_tokens))
-    return messages

@@ -19,9 +19,9 @@ import anyio
 from openai.types.responses import ResponseStreamEvent
 
 from ..adapter import HarmonyAdapter, Prompt, RenderedMessage
-from ..core import to_dict
+from ..core import new_id, to_dict
 from ..executors import GenerationRequest
-from ..harmony import ItemKind, ItemTarget, items_to_messages
+from ..harmony import ItemKind, ItemTarget, items_to_messages, recipient_candidates
 from ..stream import TokenStreamProcessor
 from ..tools import UNAVAILABLE_KINDS, ServerTools, ToolOutcome, ToolProvider, UnavailableTool
 
@@ -96,7 +96,10 @@ class ToolLoop:
         self._recoveries = 0
         self._client_tools = client_tools  # recipients of the declared client tools (for the error)
         self._unavailable: UnavailableTool | None = None
-        self._stream.hold_calls(tools.held_kinds | UNAVAILABLE_KINDS, self._resolve)
+        #: Calls to undeclared functions answered in this turn, as input items: rendered for the model's
+        #: next turn, never output (``tools/unavailable.py``).
+        self._unshown: list[dict[str, str]] = []
+        self._stream.hold_calls(tools.held_kinds | UNAVAILABLE_KINDS, self._resolve, self._runs)
         for provider in tools.providers.values():
             provider.resume(calls)
             rewriter = provider.text_rewriter()
@@ -109,20 +112,39 @@ class ToolLoop:
         if self._running is not None:
             self._running.cancel()
 
+    def _runs(self, recipient: str) -> bool:
+        """Whether ``recipient`` (a stray word where the recipient goes) names a tool the server runs here."""
+        providers = self._tools.providers
+        for candidate in recipient_candidates(recipient):
+            namespace, _, name = candidate.partition(".")
+            provider = providers.get(namespace)
+            if provider is not None:
+                if provider.item_kind is not ItemKind.MCP_CALL or name in _listed(provider):
+                    return True
+            elif not name and self._listed_by_one(namespace) is not None:
+                return True
+        return False
+
+    def _listed_by_one(self, name: str) -> ToolProvider | None:
+        """The one MCP server that lists a tool named ``name`` (None: none or several)."""
+        owners = [
+            p
+            for p in self._tools.providers.values()
+            if p.item_kind is ItemKind.MCP_CALL and name in _listed(p)
+        ]
+        return owners[0] if len(owners) == 1 else None
+
     def _resolve(self, target: ItemTarget) -> ItemTarget:
         """A call that needs the client's approval becomes an ``mcp_approval_request`` (ends the response).
 
-        A bare name no server serves that names exactly one listed MCP tool is a call to it.
+        A bare name no server serves (or an undeclared function) that names exactly one listed MCP tool is
+        a call to it.
         """
         provider = self._tools.provider_for(target)
-        if provider is None and target.kind is ItemKind.MCP_CALL and target.name == target.namespace:
-            owners = [
-                p
-                for p in self._tools.providers.values()
-                if p.item_kind is ItemKind.MCP_CALL and target.name in _listed(p)
-            ]
-            if len(owners) == 1:
-                provider = owners[0]
+        bare = target.kind is ItemKind.MCP_CALL and target.name == target.namespace
+        if provider is None and (bare or target.kind is ItemKind.UNDECLARED_FUNCTION):
+            provider = self._listed_by_one(target.name or "")
+            if provider is not None:
                 target = ItemTarget(ItemKind.MCP_CALL, name=target.name, namespace=provider.namespace)
         if provider is not None and target.name is not None and provider.needs_approval(target.name):
             return ItemTarget(ItemKind.MCP_APPROVAL_REQUEST, name=target.name, namespace=target.namespace)
@@ -249,8 +271,21 @@ class ToolLoop:
         self._executed += 1
         if self._unavailable is None:
             self._unavailable = UnavailableTool(self._available())
-        outcome = self._unavailable.refuse(target)
         logger.info("The model called %s, which nobody runs: answered with an error", target)
+        if target.kind is ItemKind.UNDECLARED_FUNCTION:  # no item: the model reads the function's output
+            _, arguments = self._stream.drop_held()
+            call_id = new_id("call")
+            name = target.name or ""
+            self._unshown += [
+                {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments},
+                {
+                    "type": "function_call_output",
+                    "call_id": call_id,
+                    "output": self._unavailable.answer(target),
+                },
+            ]
+            return events, False
+        outcome = self._unavailable.refuse(target)
         shown, internal = dict(outcome.fields), {**outcome.fields, **outcome.internal}
         events = events + self._stream.tool_finished(
             "failed", internal=internal if internal != shown else None, ran=False, **shown
@@ -300,8 +335,9 @@ class ToolLoop:
     def _next_generation(self) -> GenerationRequest | None:
         """The next turn's generation: the prompt plus the finished items rendered back (None: no budget left)."""
         output = self._stream.model_output
-        items = [to_dict(item) for item in output[self._turn_start :]]
+        items = [to_dict(item) for item in output[self._turn_start :]] + self._unshown
         self._turn_start = len(output)
+        self._unshown = []
         if self._calls is None:
             self._calls = dict(self._history_calls)
         converted = items_to_messages(items, self._calls, param="output")

@@ -11,7 +11,13 @@ __all__ = ["JSON_CALLS", "OpenItem", "StreamStateError", "TextRewriter"]
 
 #: Calls whose body is JSON arguments (custom tools and python take raw text).
 JSON_CALLS = frozenset(
-    {ItemKind.FUNCTION_CALL, ItemKind.MCP_CALL, ItemKind.MCP_APPROVAL_REQUEST, ItemKind.WEB_SEARCH_CALL}
+    {
+        ItemKind.FUNCTION_CALL,
+        ItemKind.MCP_CALL,
+        ItemKind.MCP_APPROVAL_REQUEST,
+        ItemKind.WEB_SEARCH_CALL,
+        ItemKind.UNDECLARED_FUNCTION,
+    }
 )
 
 

@@ -51,6 +51,7 @@ from ..harmony import (
     MessageHeader,
     RequestTools,
     build_output_item,
+    callable_header,
     classify,
     new_item_ids,
 )
@@ -104,7 +105,10 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
         self._output: list[ResponseOutputItem] = []
         self._hold: frozenset[ItemKind] = frozenset()
         self._resolve: Callable[[ItemTarget], ItemTarget] | None = None
+        self._runs: Callable[[str], bool] | None = None
         self._held: OpenItem | None = None
+        #: The end of the last message's or reasoning item's text (a recipient glued to it: the processor).
+        self.last_text = ""
         self._internal: dict[int, ResponseOutputItem] = {}  # output_index → the item as the model read it
         self._rewriter: Callable[[], TextRewriter] | None = None
 
@@ -125,6 +129,21 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
     def final_response(self) -> Response | None:
         """The response the terminal event carried, once there was one."""
         return self._terminal
+
+    @property
+    def open_kind(self) -> ItemKind | None:
+        """The kind of the item being streamed (None between Harmony messages)."""
+        return self._item.target.kind if self._item is not None else None
+
+    @property
+    def open_text(self) -> str:
+        """The text of the item being streamed so far (message boundaries only: it joins the chunks)."""
+        return "".join(self._item.chunks) if self._item is not None else ""
+
+    @property
+    def called(self) -> bool:
+        """Whether the last item done is a call for the client to run (a function or custom tool call)."""
+        return bool(self._output) and self._output[-1].type in ("function_call", "custom_tool_call")
 
     @property
     def answered(self) -> bool:
@@ -197,11 +216,13 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
             raise HarmonyFormatError(f"the model wrote a message as {header.role!r}")
         if self._held is not None:
             raise HarmonyFormatError("the model kept writing after a tool call instead of stopping")
-        target = classify(header, self._tools)
+        target = classify(callable_header(header, self._tools, self._runs), self._tools)
         if self._resolve is not None and target.kind in self._hold:
             target = self._resolve(target)
         item_id, call_id = new_item_ids(target.kind)
         item = self._item = OpenItem(target, item_id, call_id, len(self._output))
+        if target.kind is ItemKind.UNDECLARED_FUNCTION:
+            return []  # no item: the tool loop answers it to the model (tools/unavailable.py)
         redacted = self._redact_reasoning and target.kind is ItemKind.REASONING
         if redacted:
             item.delta_type = None
@@ -295,6 +316,13 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
                 item.target.name,
                 "".join(item.cutter.dropped),
             )
+        self.last_text = text[-200:] if kind is ItemKind.MESSAGE or kind is ItemKind.REASONING else ""
+        if kind is ItemKind.UNDECLARED_FUNCTION:  # no item: held for the tool loop, or dropped
+            if kind in self._hold and status == "completed":
+                self._held = item
+            else:
+                logger.info("Dropped a call to the undeclared function %s: %.200r", item.target.name, text)
+            return events
         where = {"item_id": item.id, "output_index": item.output_index}
         if kind is ItemKind.MESSAGE:
             events.append(self._emit(ResponseTextDoneEvent, content_index=0, text=text, logprobs=[], **where))
@@ -375,6 +403,8 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
         events = self.message_ended("incomplete") if self._item is not None else []
         if self.summary_due is not None:  # its summary did not finish: the item keeps what it had
             events += self.summary_ended(cut=True)
+        if self._held is not None and self._held.target.kind is ItemKind.UNDECLARED_FUNCTION:
+            self._held = None  # never shown: nothing to close
         if self._held is not None:  # a tool call that never ran
             item, self._held = self._held, None
             done = build_output_item(item.target, item.id, "".join(item.chunks), "incomplete", item.call_id)

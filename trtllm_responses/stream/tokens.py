@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from openai.types.responses import (
@@ -12,7 +14,17 @@ from openai.types.responses import (
 
 from ..core import HarmonyFormatError
 from ..executors import TokenDelta
-from ..harmony import ContentDelta, HarmonyEncoding, HarmonyStreamParser, MessageStarted, unreadable_message
+from ..harmony import (
+    ANSWER_HEADER,
+    ContentDelta,
+    HarmonyEncoding,
+    HarmonyStreamParser,
+    ItemKind,
+    MessageEnded,
+    MessageStarted,
+    trailing_recipient,
+    unreadable_message,
+)
 from .events import (
     make_usage,
 )
@@ -20,6 +32,8 @@ from .item import StreamStateError
 from .response import ResponseStream
 
 __all__ = ["RunControl", "TokenStreamProcessor"]
+
+logger = logging.getLogger(__name__)
 
 
 class RunControl(Protocol):
@@ -37,6 +51,7 @@ class RunControl(Protocol):
 
 
 _HELD = "\x00held"  # _apply's answer: a server-run call is held (the generation's rest is not read)
+_CALLED = "\x00called"  # _apply's answer: the model called a client tool; the response ends at the call
 
 
 class TokenStreamProcessor:
@@ -49,9 +64,14 @@ class TokenStreamProcessor:
 
     At message boundaries it also ends a generation early where reading on would be wrong:
     after a server-run call the model did not stop at (the tool loop runs it; what the model
-    wrote after it, without the call's output, is dropped). A generation cut off
+    wrote after it, without the call's output, is dropped), and after a client call (the
+    response ends at the call: what follows was written without its output, an imagined tool
+    reply and what the model built on it; dropped and logged). A generation cut off
     (``length``) between messages right after a final answer or a client call ends
-    ``completed``: that message was whole (closed by ``<|end|>``) and nothing was begun.
+    ``completed``: that message was whole (closed by ``<|end|>``) and nothing was begun. A cut is
+    never ``failed``: a response of which nothing could be read fails only when the model ended it.
+    A reasoning message closed by ``<|return|>`` is also the answer: a final message repeating it
+    follows (what was streamed as reasoning is not taken back).
     """
 
     def __init__(
@@ -67,6 +87,8 @@ class TokenStreamProcessor:
         self._stop_requested = control.stop_reason if control is not None else None
         self._parser_encoding = encoding
         self._parser = HarmonyStreamParser(encoding)
+        self._return = encoding.return_
+        self._end_token = encoding.end
         self._prompt_tokens = prompt_tokens
         self._output_tokens = 0
         self._reasoning_tokens = 0
@@ -174,17 +196,31 @@ class TokenStreamProcessor:
         rest (and ``then``) wait in ``_deferred`` until :meth:`resume`.
         """
         stream = self.stream
-        for i, event in enumerate(parsed):
+        i = 0
+        while i < len(parsed):
+            event = parsed[i]
+            i += 1
             kind = type(event)
             if kind is ContentDelta:
                 events += stream.content_delta(event.text)
             elif kind is MessageStarted:
-                events += stream.message_started(event.header)
-                self._in_reasoning = event.header.channel == "analysis" and not event.header.recipient
+                header = event.header
+                if event.after_body and header.recipient is None:
+                    # ``…text to=functions.f<|channel|>commentary``: the recipient was glued to the body
+                    recipient = trailing_recipient(stream.last_text)
+                    if recipient is not None:
+                        header = replace(header, recipient=recipient)
+                events += stream.message_started(header)
+                self._in_reasoning = stream.open_kind is ItemKind.REASONING
                 self._read_something = True
                 self._answered = False
             else:
                 status = "completed" if event.terminator is not None else cut_status
+                returned = self._in_reasoning and (
+                    event.terminator == self._return
+                    or (event.terminator is None and cut_status == "completed")
+                )
+                answer = stream.open_text if returned else ""
                 events += stream.message_ended(status)
                 if self._in_reasoning:
                     self._reasoning_tokens += event.num_tokens
@@ -192,12 +228,30 @@ class TokenStreamProcessor:
                 if stream.held is not None:
                     return _HELD
                 self._answered = status == "completed" and stream.answered
+                if self._answered and stream.called:
+                    if i < len(parsed) or event.terminator == self._end_token:
+                        logger.info(
+                            "The model went on after its call (closed by <|end|>): the response ends at the "
+                            "call, the rest of its generation is dropped (%d parsed transitions in this step)",
+                            len(parsed) - i,
+                        )
+                    return _CALLED
+                if returned:
+                    # A body closed by <|return|> is the answer: the reasoning streamed stays, the answer
+                    # repeats it (harmony/parser.py, ``returned_reasoning``).
+                    parsed = [
+                        *parsed[:i],
+                        MessageStarted(ANSWER_HEADER),
+                        ContentDelta(answer),
+                        MessageEnded(event.terminator, 0),
+                        *parsed[i:],
+                    ]
                 if stop is not None:
                     reason = stop()
                     if reason is not None:
                         return reason
                 if stream.summary_due is not None:
-                    self._deferred = (parsed[i + 1 :], cut_status, stop, then)
+                    self._deferred = (parsed[i:], cut_status, stop, then)
                     return None
         if then is not None:
             then(events)
@@ -247,11 +301,12 @@ class TokenStreamProcessor:
             self.done = True
             if self.stream.held is not None:
                 return  # a server-run tool call: the tool loop goes on (awaiting_tool)
-            if not self._read_something and self._parser.dropped:
+            if not self._read_something and self._parser.dropped and stopped:
+                # The model ended a completion of which nothing could be read (a cut is incomplete).
                 events += self.fail(unreadable_message(bytes(self._parser.dropped)))
                 return
             # Cut off between messages right after a whole answer or client call: nothing was lost.
-            whole = stopped or (self._answered and not parsed)
+            whole = stopped or self._answered
             events += self.stream.complete(self.usage()) if whole else self.stream.incomplete(self.usage())
 
         self._ended(self._apply(parsed, events, "completed" if stopped else "incomplete", then=end), events)
@@ -265,7 +320,9 @@ class TokenStreamProcessor:
         if reason is None:
             return False
         self.done = True
-        if reason is not _HELD:
+        if reason is _CALLED:
+            events += self.stream.complete(self.usage())
+        elif reason is not _HELD:
             events += self.stream.incomplete(self.usage(), reason)
         return True
 

@@ -56,6 +56,7 @@ class ToolItemTransitions:
     _held: OpenItem | None
     _hold: frozenset[ItemKind]
     _resolve: Callable[[ItemTarget], ItemTarget] | None
+    _runs: Callable[[str], bool] | None
     _internal: dict[int, ResponseOutputItem]
     _seal_tool_read: Callable[[str, dict[str, Any]], str | None] | None
 
@@ -82,11 +83,27 @@ class ToolItemTransitions:
         return None if item is None else (item.target, item.id, "".join(item.chunks))
 
     def hold_calls(
-        self, kinds: frozenset[ItemKind], resolve: Callable[[ItemTarget], ItemTarget] | None = None
+        self,
+        kinds: frozenset[ItemKind],
+        resolve: Callable[[ItemTarget], ItemTarget] | None = None,
+        runs: Callable[[str], bool] | None = None,
     ) -> None:
-        """Hold calls of ``kinds`` open when their message ends; ``resolve`` may re-target a call at its start."""
+        """Hold calls of ``kinds`` open when their message ends; ``resolve`` may re-target a call at its start.
+
+        ``runs`` tells whether a recipient names a tool the server runs in this response (a stray word
+        where the recipient goes is a call only to a declared tool or one of those).
+        """
         self._hold = kinds
         self._resolve = resolve
+        self._runs = runs
+
+    def drop_held(self) -> tuple[ItemTarget, str]:
+        """Take the held call that has no item (an undeclared function): its target and arguments."""
+        item = self._require_held()
+        if item.target.kind is not ItemKind.UNDECLARED_FUNCTION:
+            raise StreamStateError("the held call has an item: close it with tool_finished")
+        self._held = None
+        return item.target, "".join(item.chunks)
 
     def tool_item(self, target: ItemTarget, arguments: str, **fields: Any) -> list[ResponseStreamEvent]:
         """Open and hold a call the model did not write in this response (an approved call)."""
