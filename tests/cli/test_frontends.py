@@ -223,3 +223,44 @@ def test_a_frontend_that_dies_stops_the_group(sqlite_group: ServeProcess) -> Non
     os.kill(child, signal.SIGKILL)
     assert launcher.wait(timeout=60) != 0  # the group lives and dies together
     sqlite_group.process = None
+
+
+def test_stats_are_the_whole_group_and_reset_for_it(sqlite_group: ServeProcess) -> None:
+    for index in (0, 1, 1, 0, 1):
+        with closing(on_frontend(sqlite_group, index)) as client:
+            assert client.post("/v1/responses", json={"model": "m", "input": "hi"}).status_code == 200
+    for index in (0, 1):
+        with closing(on_frontend(sqlite_group, index)) as client:
+            stats = client.get("/stats").json()
+        assert stats["responses"] == 5 and stats["server_added_latency"]["count"] == 5, stats
+        assert stats["frontends"] == 2 and stats["frontends_missing"] == []
+    with closing(on_frontend(sqlite_group, 1)) as client:
+        assert client.get("/stats", params={"reset": "1"}).status_code == 200
+    with closing(on_frontend(sqlite_group, 0)) as client:
+        assert client.get("/stats").json()["server_added_latency"]["count"] == 0  # both were reset
+
+
+def test_encrypted_reasoning_made_by_one_frontend_is_opened_by_the_other(tmp_path: Path) -> None:
+    """No key given: the launcher makes the group's one key (in this test's own cache folder) before any
+    frontend reads it."""
+    cache = tmp_path / "cache"
+    server = ServeProcess(
+        "--num_serve_frontends",
+        "2",
+        "--store",
+        f"sqlite:///{tmp_path / 'key.db'}",
+        env={"TRTLLM_RESPONSES_CACHE": str(cache)},
+    ).start()
+    try:
+        body = {"model": "m", "input": "hi", "store": False, "include": ["reasoning.encrypted_content"]}
+        with closing(on_frontend(server, 0)) as client:
+            output = client.post("/v1/responses", json=body).json()["output"]
+        sealed = [item for item in output if item["type"] == "reasoning"]
+        assert sealed and sealed[0]["encrypted_content"]
+        assert (cache / "encryption.key").exists()
+        turn = [{"role": "user", "content": "hi"}, *output, {"role": "user", "content": "more"}]
+        with closing(on_frontend(server, 1)) as client:
+            answer = client.post("/v1/responses", json={**body, "input": turn})
+        assert answer.status_code == 200 and answer.json()["status"] == "completed", answer.text
+    finally:
+        server.terminate()

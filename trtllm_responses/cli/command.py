@@ -224,7 +224,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     server = Server(uvicorn_settings)
     try:
-        server.run(sockets=[sock] if sock is not None else None)
+        server.run(sockets=_sockets(sock, config))
     finally:
         if group is not None:
             import shutil
@@ -234,6 +234,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if failed or (group is not None and not server.started):
         return 1
     return 0
+
+
+def _sockets(sock: Any, config: ServerConfig) -> list[Any] | None:
+    """What a frontend of a group listens on: the shared port, and its own Unix socket in the group's folder
+    (where the others gather ``/stats``); None for a server alone (uvicorn binds host:port)."""
+    if sock is None:
+        return None
+    import socket
+
+    from ..server import frontend_socket_path
+
+    assert config.group_dir is not None
+    path = frontend_socket_path(config.group_dir, config.frontend_index)
+    local = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    local.bind(path)
+    local.listen(64)
+    return [sock, local]
 
 
 def _frontend_group(config: ServerConfig) -> tuple[FrontendGroup | None, Any, ServerConfig, FrontendRole]:
@@ -261,12 +278,12 @@ def _frontend_group(config: ServerConfig) -> tuple[FrontendGroup | None, Any, Se
         load_key(config.encryption_key_file)
     assert role.group_dir is not None
     from ..ops import use_group_folder
+    from ..server import group_metrics_dir
 
-    metrics_dir = os.path.join(role.group_dir, "metrics")
-    use_group_folder(metrics_dir)
+    use_group_folder(group_metrics_dir(role.group_dir))
     sock = reuse_port_socket(config.host, config.port)
     config = dataclasses.replace(
-        config, port=sock.getsockname()[1], metrics_dir=metrics_dir, frontend_index=role.index
+        config, port=sock.getsockname()[1], group_dir=role.group_dir, frontend_index=role.index
     )
     group = FrontendGroup(role.count, role.group_dir) if role.is_launcher else None
     return group, sock, config, role

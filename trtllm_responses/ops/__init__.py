@@ -14,12 +14,13 @@ from ..core import resolver
 if TYPE_CHECKING:
     from .access import AccessRecord
     from .gc_schedule import CollectorSchedule
-    from .metrics import ServerMetrics, use_group_folder
+    from .metrics import ServerMetrics, merge_snapshots, use_group_folder
 
 __all__ = [
     "AccessRecord",
     "CollectorSchedule",
     "ServerMetrics",
+    "merge_snapshots",
     "use_group_folder",
 ]
 
@@ -28,6 +29,7 @@ _ON_FIRST_USE = {
     "AccessRecord": ".access",
     "CollectorSchedule": ".gc_schedule",
     "ServerMetrics": ".metrics",
+    "merge_snapshots": ".metrics",
     "use_group_folder": ".metrics",
 }
 

@@ -35,7 +35,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-__all__ = ["ServerMetrics", "use_group_folder"]
+__all__ = ["ServerMetrics", "merge_snapshots", "use_group_folder"]
 
 _LATENCY_BUCKETS = (
     0.0005,
@@ -272,8 +272,18 @@ class ServerMetrics:
         self.max_loop_lag = 0.0
         self.gc_max = [0.0, 0.0, 0.0]
 
-    def snapshot(self) -> dict[str, Any]:
-        """A JSON-able view."""
+    def snapshot(self, *, samples: bool = False) -> dict[str, Any]:
+        """A JSON-able view; with ``samples``, the latency windows themselves too (seconds), for
+        :func:`merge_snapshots`."""
+        view = self._view()
+        if samples:
+            view["samples"] = {
+                "server_added_latency": list(self.added_latency),
+                "event_loop_lag": list(self.loop_lag),
+            }
+        return view
+
+    def _view(self) -> dict[str, Any]:
         return {
             "responses": self.responses,
             "output_tokens": self.output_tokens,
@@ -296,3 +306,39 @@ class ServerMetrics:
                 for g in range(3)
             },
         }
+
+
+def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+    """One view of several processes' snapshots (each taken with ``samples``): counts summed, each latency
+    summary computed over all their samples, maxima the largest."""
+    added: deque[float] = deque(x for s in snapshots for x in s["samples"]["server_added_latency"])
+    lag: deque[float] = deque(x for s in snapshots for x in s["samples"]["event_loop_lag"])
+    total = lambda *path: sum(_at(s, path) for s in snapshots)  # noqa: E731
+    return {
+        "responses": total("responses"),
+        "output_tokens": total("output_tokens"),
+        "server_added_latency": _summary(added),
+        "event_loop_lag": {
+            **_summary(lag),
+            "max_since_reset_ms": max(s["event_loop_lag"]["max_since_reset_ms"] for s in snapshots),
+        },
+        "active_responses": total("active_responses"),
+        "reasoning_summaries": {
+            key: total("reasoning_summaries", key) for key in ("count", "prompt_tokens", "output_tokens")
+        },
+        "gc": {
+            f"generation_{g}": {
+                "collections": total("gc", f"generation_{g}", "collections"),
+                "max_since_reset_ms": max(
+                    s["gc"][f"generation_{g}"]["max_since_reset_ms"] for s in snapshots
+                ),
+            }
+            for g in range(3)
+        },
+    }
+
+
+def _at(snapshot: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        snapshot = snapshot[key]
+    return snapshot

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ..core import resolver
 from .app import create_app
 from .config import MAX_SERVE_FRONTENDS, ServerConfig
+from .group import frontend_socket_path, group_metrics_dir
 from .http_limits import HTTPLimits
 
 if TYPE_CHECKING:
@@ -16,6 +17,8 @@ __all__ = [
     "HTTPLimits",
     "MAX_SERVE_FRONTENDS",
     "ServerConfig",
+    "frontend_socket_path",
+    "group_metrics_dir",
     "create_app",
     "uvicorn_config",
 ]

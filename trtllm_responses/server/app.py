@@ -27,6 +27,7 @@ from .config import ServerConfig
 from .conversation_routes import build_conversation_router
 from .create import ResponsesApp
 from .errors import install_error_handlers
+from .group import group_metrics_dir
 from .loop_routes import build_loop_router
 from .openapi import install_openapi
 from .operations import GracefulShutdown
@@ -50,7 +51,9 @@ def create_app(
     ``sealer`` encrypts reasoning and compaction content; by default its key comes from
     ``config.encryption_key_file``, the environment or the cache folder (``sealing.load_key``).
     """
-    metrics = ServerMetrics(multiprocess_dir=config.metrics_dir)
+    metrics = ServerMetrics(
+        multiprocess_dir=group_metrics_dir(config.group_dir) if config.group_dir else None
+    )
     service = ResponsesService(
         executor=executor,
         store=store,

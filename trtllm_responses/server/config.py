@@ -53,9 +53,9 @@ class ServerConfig:
     num_serve_frontends: int = 1
     #: This process's place in its group of frontends (0: the launcher, or a server alone); in ``/health``.
     frontend_index: int = 0
-    #: Prometheus' multiprocess folder of this server's group of frontends (``--num_serve_frontends``), set
-    #: by ``serve``; None: a server alone.
-    metrics_dir: str | None = None
+    #: The folder of this server's group of frontends (``--num_serve_frontends``), set by ``serve``: its
+    #: Prometheus multiprocess files (``metrics/``), each frontend's Unix socket; None: a server alone.
+    group_dir: str | None = None
     #: Bytes of rendered input items kept for replayed histories (``--render_cache_bytes``); 0: none.
     render_cache_bytes: int = DEFAULT_RENDER_CACHE_BYTES
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).

@@ -9,9 +9,11 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ..core import InvalidRequestError, NotFoundError, check_id
+from ..ops import merge_snapshots
 from ..responses import ResponsesService
 from .background import BackgroundResponses
 from .config import ServerConfig
+from .group import gather_stats
 from .operations import authorized, metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
@@ -100,15 +102,34 @@ def build_router(
 
     @router.get("/stats")
     async def stats(request: Request) -> dict[str, object]:
+        reset = False
         if "reset" in request.query_params:
             # Reading is open (as /metrics); clearing the windows others read needs the key.
             if config.api_key is not None and not authorized(request.scope, config.api_key):
                 raise unauthorized(request.scope)
-            if request.query_params["reset"] == "1":
+            reset = request.query_params["reset"] == "1"
+        own = request.query_params.get("scope") == "frontend"  # one frontend's own, for the group's view
+        group: dict[str, object] = {}
+        if config.group_dir is not None and not own:
+            others, missing = await gather_stats(
+                config.group_dir,
+                config.num_serve_frontends,
+                config.frontend_index,
+                reset,
+                request.headers.get("authorization"),
+            )
+            if reset:
                 service.metrics.reset()
+            snapshot = merge_snapshots([service.metrics.snapshot(samples=True), *others])
+            group = {"frontends": config.num_serve_frontends - len(missing), "frontends_missing": missing}
+        else:
+            if reset:
+                service.metrics.reset()
+            snapshot = service.metrics.snapshot(samples=own)
         store = await service.store.stats()
         return {
-            **service.metrics.snapshot(),
+            **snapshot,
+            **group,
             "store": {
                 "responses": store.responses,
                 "bytes": store.bytes,

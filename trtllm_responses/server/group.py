@@ -1,0 +1,97 @@
+"""One view of a group of frontends (``serve --num_serve_frontends K``; README, "Many frontends").
+
+Each frontend of a group serves on the shared port and on a Unix socket of its own in the group's folder.
+What a client must see whole is gathered there: ``GET /stats`` on any frontend asks every other for its
+own (``?scope=frontend``, with its raw latency windows) and merges them; Prometheus counters need no
+asking (``ops/metrics.py``: the group's multiprocess files). The sockets live in a folder only the
+server's user can open (``tempfile.mkdtemp``, mode 0700).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+import orjson
+
+__all__ = ["frontend_socket_path", "gather_stats", "group_metrics_dir"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds one frontend's ``/stats`` may take before the merged view leaves it out (and says so).
+PEER_TIMEOUT = 2.0
+#: Bytes of one frontend's ``/stats`` answer read at most (its windows: 2 x 4,096 samples).
+PEER_MAX_BYTES = 4 << 20
+
+
+def group_metrics_dir(group_dir: str) -> str:
+    """The group's Prometheus multiprocess folder."""
+    return os.path.join(group_dir, "metrics")
+
+
+def frontend_socket_path(group_dir: str, index: int) -> str:
+    """Where frontend ``index`` of the group listens beside the shared port."""
+    return os.path.join(group_dir, f"frontend-{index}.sock")
+
+
+async def _get(path: str, target: str, headers: dict[str, str]) -> dict[str, Any]:
+    """``GET target`` on the Unix socket ``path``: the JSON answer (HTTP/1.1, one request a connection)."""
+    reader, writer = await asyncio.open_unix_connection(path, limit=PEER_MAX_BYTES)
+    try:
+        head = f"GET {target} HTTP/1.1\r\nHost: frontend\r\nConnection: close\r\n"
+        head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        writer.write((head + "\r\n").encode("latin-1"))
+        await writer.drain()
+        data = await reader.read(PEER_MAX_BYTES + 1)
+        while len(data) <= PEER_MAX_BYTES and not reader.at_eof():
+            more = await reader.read(PEER_MAX_BYTES + 1 - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        writer.close()
+    status_line, _, rest = data.partition(b"\r\n")
+    if b" 200 " not in status_line + b" ":
+        raise OSError(f"frontend answered {status_line[:80]!r}")
+    header_block, _, body = rest.partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" in header_block.lower():
+        body = _unchunk(body)
+    return orjson.loads(body)  # type: ignore[no-any-return]
+
+
+def _unchunk(body: bytes) -> bytes:
+    out = bytearray()
+    while body:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out += body[:size]
+        body = body[size + 2 :]
+    return bytes(out)
+
+
+async def gather_stats(
+    group_dir: str, count: int, own: int, reset: bool, authorization: str | None
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """Every other frontend's own ``/stats`` (reset too, when asked), and the frontends that did not answer."""
+    target = "/stats?scope=frontend" + ("&reset=1" if reset else "")
+    headers = {"Authorization": authorization} if authorization else {}
+    others = [i for i in range(count) if i != own]
+    answers = await asyncio.gather(
+        *(
+            asyncio.wait_for(_get(frontend_socket_path(group_dir, i), target, headers), PEER_TIMEOUT)
+            for i in others
+        ),
+        return_exceptions=True,
+    )
+    found, missing = [], []
+    for index, answer in zip(others, answers, strict=True):
+        if isinstance(answer, BaseException):
+            logger.warning("Frontend %d did not answer /stats: %s", index, answer)
+            missing.append(index)
+        else:
+            found.append(answer)
+    return found, missing
