@@ -264,3 +264,10 @@ def test_encrypted_reasoning_made_by_one_frontend_is_opened_by_the_other(tmp_pat
         assert answer.status_code == 200 and answer.json()["status"] == "completed", answer.text
     finally:
         server.terminate()
+
+
+def test_frontends_of_tensorrt_llm_are_refused_until_they_attach_to_one_engine(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "trtllm_responses.cli", "serve", "--engine", "trtllm", "model"]
+    command += ["--num_serve_frontends", "2", "--store", f"sqlite:///{tmp_path / 'x.db'}", "--port", "0"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "with --engine echo only" in result.stderr, result.stderr

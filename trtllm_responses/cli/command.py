@@ -159,6 +159,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     engine = args.engine or ("trtllm" if args.model else "echo")
     config = server_config(args)
+    if engine == "trtllm" and config.num_serve_frontends > 1:
+        from .launch import LaunchError
+
+        # Each frontend would load the model itself; TensorRT-LLM's attach (one engine, K frontends) is
+        # not wired yet (README, "Many frontends").
+        raise LaunchError(
+            "--num_serve_frontends > 1 runs with --engine echo only, for now: with TensorRT-LLM every "
+            "frontend would load its own copy of the model. Run one frontend per engine, several "
+            "replicas behind a router (README, 'Stores': several replicas)."
+        )
     group, sock, config, role = _frontend_group(config)
     executor, encoding = _build_executor(args, engine)
     _check_builtin_tools(config.tools)
