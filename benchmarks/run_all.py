@@ -71,6 +71,7 @@ def main() -> int:
     results["summaries"] = run(
         "summaries.py", "--requests", "20", "--runs", "2", "--duration", "5"
     )  # reported
+    results["frontends"] = run("frontends.py", "--duration", "8")  # reported: K = 1, 2 at 64-1,024 streams
     p, h, lat, st = results["pipeline"], results["http"], results["latency"], results["store"]
     hostile = results["hostile"]
     longest = max(results["prompt"]["histories"], key=lambda x: x["history_tokens"])
