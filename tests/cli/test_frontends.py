@@ -153,9 +153,14 @@ def test_a_conversation_driven_from_both(sqlite_group: ServeProcess) -> None:
     assert users == ["turn 0", "turn 1", "turn 2", "turn 3"]
 
 
-def test_background_runs_are_followed_and_cancelled_through_the_other_frontend(redis: RedisServer) -> None:
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_background_runs_are_followed_and_cancelled_through_the_other_frontend(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Redis: through the relay of several replicas; SQLite: the frontend running it answers the other."""
+    url = f"sqlite:///{tmp_path / 'bg.db'}" if store == "sqlite" else request.getfixturevalue("redis").url
     server = ServeProcess(
-        "--num_serve_frontends", "2", "--store", redis.url, "--echo_tokens_per_second", "40"
+        "--num_serve_frontends", "2", "--store", url, "--echo_tokens_per_second", "40"
     ).start()
     try:
         with closing(on_frontend(server, 0)) as owner:

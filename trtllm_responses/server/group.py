@@ -3,7 +3,10 @@
 Each frontend of a group serves on the shared port and on a Unix socket of its own in the group's folder.
 What a client must see whole is gathered there: ``GET /stats`` on any frontend asks every other for its
 own (``?scope=frontend``, with its raw latency windows) and merges them; Prometheus counters need no
-asking (``ops/metrics.py``: the group's multiprocess files). The sockets live in a folder only the
+asking (``ops/metrics.py``: the group's multiprocess files). A background response runs in the frontend
+that received its create: on a store with no relay (SQLite), a request for it that another frontend
+cannot answer (404) is handed to the others (:func:`forward`), and the one running it answers, streams
+included. The sockets live in a folder only the
 server's user can open (``tempfile.mkdtemp``, mode 0700).
 """
 
@@ -12,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-__all__ = ["frontend_socket_path", "gather_stats", "group_metrics_dir"]
+__all__ = ["FORWARDED", "PeerAnswer", "forward", "frontend_socket_path", "gather_stats", "group_metrics_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,3 +100,82 @@ async def gather_stats(
         else:
             found.append(answer)
     return found, missing
+
+
+#: The header a frontend puts on a request it hands to another (never handed on again).
+FORWARDED = "trtllm-group-forwarded"
+
+
+@dataclass
+class PeerAnswer:
+    """Another frontend's answer to a forwarded request: its status, content type and body, streamed."""
+
+    status: int
+    content_type: str
+    body: AsyncIterator[bytes]
+
+
+async def forward(
+    group_dir: str,
+    count: int,
+    own: int,
+    method: str,
+    target: str,
+    headers: dict[str, str],
+    body: bytes = b"",
+) -> PeerAnswer | None:
+    """Ask the group's other frontends, one after the other, for what this one does not have (a background
+    response another runs); the first answer that is not a 404, or None (nobody has it)."""
+    for index in range(count):
+        if index == own:
+            continue
+        try:
+            answer = await asyncio.wait_for(
+                _request(frontend_socket_path(group_dir, index), method, target, headers, body), PEER_TIMEOUT
+            )
+        except (OSError, asyncio.TimeoutError, ValueError) as exc:
+            logger.warning("Frontend %d did not answer %s %s: %s", index, method, target, exc)
+            continue
+        if answer is not None:
+            return answer
+    return None
+
+
+async def _request(
+    path: str, method: str, target: str, headers: dict[str, str], body: bytes
+) -> PeerAnswer | None:
+    reader, writer = await asyncio.open_unix_connection(path, limit=PEER_MAX_BYTES)
+    head = f"{method} {target} HTTP/1.1\r\nHost: frontend\r\nConnection: close\r\n{FORWARDED}: 1\r\n"
+    head += f"Content-Length: {len(body)}\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    writer.write((head + "\r\n").encode("latin-1") + body)
+    await writer.drain()
+    status_line = await reader.readline()
+    status = int(status_line.split()[1])
+    fields: dict[str, str] = {}
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        fields[name.strip().lower()] = value.strip()
+    if status == 404:
+        writer.close()
+        return None
+    chunked = fields.get("transfer-encoding", "").lower() == "chunked"
+    return PeerAnswer(status, fields.get("content-type", "application/json"), _body(reader, writer, chunked))
+
+
+async def _body(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chunked: bool
+) -> AsyncIterator[bytes]:
+    try:
+        if not chunked:
+            while data := await reader.read(1 << 16):
+                yield data
+            return
+        while True:
+            size = int((await reader.readline()).split(b";")[0], 16)
+            if size == 0:
+                return
+            yield await reader.readexactly(size)
+            await reader.readexactly(2)  # the chunk's CRLF
+    finally:
+        writer.close()

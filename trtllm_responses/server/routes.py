@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from ..core import InvalidRequestError, NotFoundError, check_id
 from ..ops import merge_snapshots
 from ..responses import ResponsesService
 from .background import BackgroundResponses
 from .config import ServerConfig
-from .group import gather_stats
+from .group import FORWARDED, forward, gather_stats
 from .operations import authorized, metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
@@ -50,6 +51,31 @@ def build_router(
     started = int(time.time())
     frontend = config.frontend_index  # which of a group's frontends answers (``--num_serve_frontends``)
 
+    # A group of frontends on a store without a relay (SQLite): a background response runs in one of them;
+    # what this frontend cannot find is asked of the others (``group.py``).
+    peers = config.group_dir is not None and background.relay is None
+
+    async def or_from_peers(request: Request, answer: Awaitable[Response]) -> Response:
+        try:
+            return await answer
+        except NotFoundError:
+            if not peers or FORWARDED in request.headers:
+                raise
+            assert config.group_dir is not None
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            auth = request.headers.get("authorization")
+            found = await forward(
+                config.group_dir,
+                config.num_serve_frontends,
+                config.frontend_index,
+                request.method,
+                target,
+                {"Authorization": auth} if auth else {},
+            )
+            if found is None:
+                raise
+            return StreamingResponse(found.body, status_code=found.status, media_type=found.content_type)
+
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(response_id: str, request: Request) -> Response:
         check_id(response_id, "response_id", "resp")
@@ -58,18 +84,22 @@ def build_router(
             raise InvalidRequestError("'stream' must be true or false.", param="stream")
         if stream == "true":
             starting_after = _int_param(request, "starting_after", -1, -1, 1 << 62)
-            frames = await background.stream(response_id, None if starting_after < 0 else starting_after)
-            return FramesResponse(frames)
+
+            async def frames() -> Response:
+                found = await background.stream(response_id, None if starting_after < 0 else starting_after)
+                return FramesResponse(found)
+
+            return await or_from_peers(request, frames())
         if "starting_after" in request.query_params:
             raise InvalidRequestError(
                 "'starting_after' only applies with stream=true.", param="starting_after"
             )
-        return JSONBytesResponse(await background.retrieve(response_id))
+        return await or_from_peers(request, _json(background.retrieve(response_id)))
 
     @router.post("/v1/responses/{response_id}/cancel")
-    async def cancel_response(response_id: str) -> Response:
+    async def cancel_response(response_id: str, request: Request) -> Response:
         check_id(response_id, "response_id", "resp")
-        return JSONBytesResponse(await background.cancel(response_id))
+        return await or_from_peers(request, _json(background.cancel(response_id)))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(response_id: str) -> Response:
@@ -151,3 +181,7 @@ def build_router(
         return {"status": "ok", "executor": service.executor.name, "frontend": frontend}
 
     return router
+
+
+async def _json(answer: Awaitable[bytes]) -> Response:
+    return JSONBytesResponse(await answer)
