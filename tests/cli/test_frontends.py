@@ -27,10 +27,11 @@ from support.redis_harness import RedisServer, redis_binary
 from trtllm_responses.server import MAX_SERVE_FRONTENDS
 
 
-def on_frontend(server: ServeProcess, index: int, tries: int = 200) -> httpx.Client:
-    """A client whose one connection is served by frontend ``index``."""
+def on_frontend(server: ServeProcess | str, index: int, tries: int = 200) -> httpx.Client:
+    """A client whose one connection is served by frontend ``index`` (of a server, or at a base URL)."""
+    base_url = server if isinstance(server, str) else server.base_url
     for _ in range(tries):
-        client = httpx.Client(base_url=server.base_url, timeout=30, limits=httpx.Limits(max_connections=1))
+        client = httpx.Client(base_url=base_url, timeout=30, limits=httpx.Limits(max_connections=1))
         if client.get("/health").json()["frontend"] == index:
             return client
         client.close()
@@ -271,8 +272,54 @@ def test_encrypted_reasoning_made_by_one_frontend_is_opened_by_the_other(tmp_pat
         server.terminate()
 
 
-def test_frontends_of_tensorrt_llm_are_refused_until_they_attach_to_one_engine(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "trtllm_responses.cli", "serve", "--engine", "trtllm", "model"]
-    command += ["--num_serve_frontends", "2", "--store", f"sqlite:///{tmp_path / 'x.db'}", "--port", "0"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2 and "with --engine echo only" in result.stderr, result.stderr
+def test_frontends_of_tensorrt_llm_attach_to_the_launchers_engine(tmp_path: Path) -> None:
+    """``--engine trtllm`` on the fake: the launcher makes the one LLM with ``num_serve_frontends=2``, the
+    attached frontend attaches to it (TensorRT-LLM's ``TLLM_EXECUTOR_ATTACH_INFO``, ``executor/proxy.py`` of
+    the fake), and a session whose turns land on both finds its prefix in the one engine's KV cache."""
+    from support.checkpoints import make_checkpoint
+    from support.trtllm_harness import Served
+
+    ckpt = make_checkpoint(tmp_path)
+    store = f"sqlite:///{tmp_path / 'trt.db'}"
+    served = Served(
+        [str(ckpt), "--engine", "trtllm", "--num_serve_frontends", "2", "--store", store],
+        tmp_path / "fake.log",
+    )
+    try:
+        inits, attaches = served.records("init"), served.records("attach")
+        assert len(inits) == 2 and [a["frontend_id"] for a in attaches] == [1]
+        assert all(i["args"]["num_serve_frontends"] == 2 for i in inits)
+        previous, cached = None, []
+        for turn, index in enumerate((0, 1, 0, 1)):
+            with closing(on_frontend(served.url, index)) as client:
+                body: dict[str, Any] = {"input": f"turn {turn}: " + "go on " * 80, "store": True}
+                if previous:
+                    body["previous_response_id"] = previous
+                answer = client.post("/v1/responses", json=body).json()
+            assert answer["status"] == "completed", answer
+            previous = answer["id"]
+            cached.append(answer["usage"]["input_tokens_details"]["cached_tokens"])
+        assert cached[0] == 0 and all(c > 0 for c in cached[1:]), cached  # one engine's cache, both frontends
+    finally:
+        out = served.stop()
+    assert "Traceback" not in out, out
+
+
+def test_frontends_are_refused_on_a_tensorrt_llm_without_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import BaseModel
+    from support.trtllm_harness import fake_trtllm_importable
+
+    from trtllm_responses.executors.trtllm import check_frontends
+
+    with fake_trtllm_importable():
+        import tensorrt_llm.llmapi.llm_args as llm_args
+
+        class Release121(BaseModel):  # TorchLlmArgs of 1.1-1.2.1: no num_serve_frontends
+            model: str
+
+        monkeypatch.setattr(llm_args, "TorchLlmArgs", Release121)
+        check_frontends(1, "pytorch")  # one frontend: nothing to check
+        with pytest.raises(ValueError, match="PR #16523"):
+            check_frontends(2, "pytorch")
+    with pytest.raises(ValueError, match="PyTorch backend"):
+        check_frontends(2, "tensorrt")

@@ -137,16 +137,26 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         import_tensorrt_llm()
     except TrtllmUnavailableError as exc:
         raise LaunchError(str(exc)) from exc
-    from ..executors.trtllm import TrtllmExecutor, check_llm_arguments
+    from ..executors.trtllm import TrtllmExecutor, check_frontends, check_llm_arguments
+    from .frontends import ENV_FRONTEND
 
     try:
         check_llm_arguments(plan.llm_kwargs, plan.backend)
+        check_frontends(args.num_serve_frontends, plan.backend)
     except ValueError as exc:
         raise LaunchError(str(exc)) from exc
     encoding = load_encoding(plan.bundle_dir)
     for key, source in sorted(plan.sources.items()):
         logger.info("LLM argument %s from %s", key, source)
-    return TrtllmExecutor(plan.llm_kwargs, end_id=encoding.return_, backend=plan.backend), encoding
+    executor = TrtllmExecutor(
+        plan.llm_kwargs,
+        end_id=encoding.return_,
+        backend=plan.backend,
+        frontends=args.num_serve_frontends,
+        attached=ENV_FRONTEND
+        in os.environ,  # an attached frontend of a group: attaches to the launcher's engine
+    )
+    return executor, encoding
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -159,16 +169,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     engine = args.engine or ("trtllm" if args.model else "echo")
     config = server_config(args)
-    if engine == "trtllm" and config.num_serve_frontends > 1:
-        from .launch import LaunchError
-
-        # Each frontend would load the model itself; TensorRT-LLM's attach (one engine, K frontends) is
-        # not wired yet (README, "Many frontends").
-        raise LaunchError(
-            "--num_serve_frontends > 1 runs with --engine echo only, for now: with TensorRT-LLM every "
-            "frontend would load its own copy of the model. Run one frontend per engine, several "
-            "replicas behind a router (README, 'Stores': several replicas)."
-        )
     group, sock, config, role = _frontend_group(config)
     executor, encoding = _build_executor(args, engine)
     _check_builtin_tools(config.tools)
@@ -188,7 +188,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from .frontends import StartGroupWithApp, serve_argv
 
         def start_group() -> None:
-            group.start(serve_argv([*sys.argv[1:], "--port", str(config.port)]))
+            # TensorRT-LLM: each attached frontend attaches to this process's engine (attach_env); the
+            # echo: each runs its own.
+            group.start(serve_argv([*sys.argv[1:], "--port", str(config.port)]), executor.attach_env)
 
             def lost(pid: int, code: int) -> None:
                 failed.append((pid, code))

@@ -140,8 +140,14 @@ class FrontendGroup:
         self.children: list[subprocess.Popen[bytes]] = []
         self._stopping = threading.Event()
 
-    def start(self, argv: list[str], timeout: float = READY_TIMEOUT) -> None:
-        """Run ``argv`` (``serve``'s command line) as frontends 1..K-1; return once all serve.
+    def start(
+        self,
+        argv: list[str],
+        attach_env: Callable[[int], dict[str, str]] = lambda index: {},
+        timeout: float = READY_TIMEOUT,
+    ) -> None:
+        """Run ``argv`` (``serve``'s command line) as frontends 1..K-1, each with ``attach_env(index)`` in its
+        environment (what it needs to reach the launcher's engine); return once all serve.
 
         GroupStartError (the children already started are stopped) if one exits first or the deadline
         passes: ``num_serve_frontends=K`` never silently serves with fewer.
@@ -150,8 +156,11 @@ class FrontendGroup:
         try:
             for index in range(1, self.count):
                 read_fd, write_fd = os.pipe()
+                attach = attach_env(index)
+                base = self._env if not attach else _without_mpi_identity(self._env)
                 env = {
-                    **self._env,
+                    **base,
+                    **attach,
                     ENV_FRONTEND: f"{index}/{self.count}",
                     ENV_GROUP_DIR: self.group_dir,
                     ENV_READY_FD: str(write_fd),
@@ -233,6 +242,15 @@ class FrontendGroup:
                 logger.warning("Frontend pid %d did not stop in time; killed", child.pid)
                 child.kill()
                 child.wait()
+
+
+#: Variables that give a process an MPI (or Slurm) rank: an attached frontend inheriting them would try to
+#: join the launcher's job (TensorRT-LLM's ``split_mpi_env`` strips them for the same reason).
+_MPI_IDENTITY = ("OMPI_", "PMI_", "PMIX_", "SLURM_", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
+
+
+def _without_mpi_identity(env: Mapping[str, str]) -> dict[str, str]:
+    return {name: value for name, value in env.items() if not name.startswith(_MPI_IDENTITY)}
 
 
 def serve_argv(argv: list[str] | None = None) -> list[str]:

@@ -109,6 +109,11 @@ class Executor(abc.ABC):
     #: ``None``: any prompt the context window holds. Longer prompts are refused before generation.
     max_prompt_tokens: int | None = None
 
+    def attach_env(self, frontend: int) -> dict[str, str]:
+        """What attached frontend ``frontend`` of a group (``serve --num_serve_frontends``) needs in its
+        environment to reach this executor's engine; {}: every frontend runs an executor of its own."""
+        return {}
+
     def prompt_refusal(self, prompt_tokens: int) -> str | None:
         """Why a prompt of ``prompt_tokens`` cannot be generated from (``None``: it can, with room to answer)."""
         if prompt_tokens >= self.max_seq_len:

@@ -14,7 +14,11 @@ import asyncio
 import datetime
 import importlib
 import inspect
+import json
 import logging
+import os
+import secrets
+import tempfile
 from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,8 @@ from ..constraints import Constraint, structural_tag
 from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
 
 __all__ = [
+    "MULTI_FRONTEND_SINCE",
+    "check_frontends",
     "MIN_TRTLLM_VERSION",
     "TrtllmExecutor",
     "TrtllmUnavailableError",
@@ -147,6 +153,31 @@ def check_llm_arguments(llm_kwargs: dict[str, Any], backend: str) -> None:
         )
 
 
+#: Where TensorRT-LLM's multi-frontend serving comes from (the LLM argument ``num_serve_frontends``).
+MULTI_FRONTEND_SINCE = (
+    "TensorRT-LLM's multi-frontend serving (LLM(num_serve_frontends=K), NVIDIA/TensorRT-LLM PR #16523, merged "
+    "2026-07-17 on main after 1.2.1; not in the 1.1 to 1.2.1 releases)"
+)
+
+
+def check_frontends(frontends: int, backend: str) -> None:
+    """Refuse ``--num_serve_frontends`` > 1 where the installed TensorRT-LLM cannot attach frontends to one
+    engine (ValueError naming what is needed), before any model is loaded."""
+    if frontends <= 1:
+        return
+    if backend == "tensorrt":
+        raise ValueError(
+            f"--num_serve_frontends {frontends} needs the PyTorch backend: {MULTI_FRONTEND_SINCE}"
+        )
+    llm_args = importlib.import_module("tensorrt_llm.llmapi.llm_args")
+    if "num_serve_frontends" not in llm_args.TorchLlmArgs.model_fields:
+        version = getattr(importlib.import_module("tensorrt_llm"), "__version__", "?")
+        raise ValueError(
+            f"--num_serve_frontends {frontends} needs {MULTI_FRONTEND_SINCE}; the installed TensorRT-LLM is "
+            f"{version}. Run one frontend an engine, replicas behind a router (README, 'Many frontends')."
+        )
+
+
 class TrtllmExecutor(Executor):
     """Serves generations from one ``tensorrt_llm.LLM``.
 
@@ -158,8 +189,23 @@ class TrtllmExecutor(Executor):
 
     name = "trtllm"
 
-    def __init__(self, llm_kwargs: dict[str, Any], *, end_id: int, backend: str = "pytorch") -> None:
+    def __init__(
+        self,
+        llm_kwargs: dict[str, Any],
+        *,
+        end_id: int,
+        backend: str = "pytorch",
+        frontends: int = 1,
+        attached: bool = False,
+    ) -> None:
         self._kwargs = dict(llm_kwargs)
+        #: ``serve --num_serve_frontends``: K frontends on one engine; ``attached``: this one is not the launcher.
+        self._frontends = frontends
+        self._attached = attached
+        if (
+            frontends > 1
+        ):  # the same arguments in every frontend, as trtllm-serve's children re-exec its command
+            self._kwargs["num_serve_frontends"] = frontends
         self._backend = backend
         self._end_id = end_id
         self._llm: Any = None
@@ -192,8 +238,15 @@ class TrtllmExecutor(Executor):
         return kwargs
 
     async def start(self) -> None:
-        """Import TensorRT-LLM and load the model (in a worker thread: it takes minutes)."""
+        """Import TensorRT-LLM and load the model (in a worker thread: it takes minutes), or, in an attached
+        frontend, attach to the launcher's engine (TensorRT-LLM does it where TLLM_EXECUTOR_ATTACH_INFO is set)."""
         self._trtllm = import_tensorrt_llm()
+        if self._frontends > 1 and not self._attached:
+            # What trtllm-serve pre-generates before the executor is made (executor/utils.py,
+            # get_multi_frontend_ipc_info): the group's ipc folder and HMAC key.
+            if not os.environ.get("TLLM_MULTI_FRONTEND_IPC_DIR"):
+                os.environ["TLLM_MULTI_FRONTEND_IPC_DIR"] = tempfile.mkdtemp(prefix="trtllm-frontends-ipc-")
+                os.environ["TLLM_MULTI_FRONTEND_HMAC"] = secrets.token_hex(32)
         llm_class = self._llm_class()
         kwargs = self._constructor_kwargs()
         logger.info(
@@ -219,6 +272,24 @@ class TrtllmExecutor(Executor):
             if self.max_prompt_tokens is None
             else f"at most {self.max_prompt_tokens} tokens (max_num_tokens; chunked prefill is off)",
         )
+
+    def attach_env(self, frontend: int) -> dict[str, str]:
+        """TensorRT-LLM's attach contract for frontend ``frontend`` (``serve/_frontend_processes.py``,
+        ``_spawn_attached_frontends``): the launcher executor's attach information, the frontend's id, no MPI."""
+        if self._frontends <= 1 or self._attached or self._llm is None:
+            return {}
+        executor = getattr(self._llm, "_executor", None)
+        info = executor.multi_frontend_attach_info() if executor is not None else None
+        if info is None:
+            raise ExecutorError(
+                "TensorRT-LLM made no multi-frontend executor (num_serve_frontends needs the default, classic "
+                "IPC executor path: no orchestrator_type)"
+            )
+        return {
+            "TLLM_EXECUTOR_ATTACH_INFO": json.dumps(info),
+            "TLLM_EXECUTOR_FRONTEND_ID": str(frontend),
+            "TLLM_DISABLE_MPI": "1",
+        }
 
     def sampling_params(self, settings: SamplingSettings, constraint: Constraint | None = None) -> Any:
         """TensorRT-LLM SamplingParams for our settings: no detokenization, Harmony stop tokens.

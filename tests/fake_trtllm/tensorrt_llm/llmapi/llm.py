@@ -27,6 +27,7 @@ from collections import OrderedDict
 from typing import Any, Optional
 
 from .._fake_model import FAIL, TIMEOUT, GuidedPlan, choose_plan, noise_rate, tag_completions
+from ..executor.proxy import ATTACH_ENV, GenerationExecutorProxy, RemoteKvBlocks
 from ..executor.result import GenerationResult
 from ..executor.utils import RequestError
 from ..sampling_params import SamplingParams, describe
@@ -93,7 +94,17 @@ class LLM:
 
         self._encoding = load_encoding()
         self._planner = EchoExecutor(self._encoding)
-        self._kv = _KvBlocks(self.args)
+        # GenerationExecutor.create: where TLLM_EXECUTOR_ATTACH_INFO is set this LLM attaches to the launcher's
+        # engine (and the variable, which carries keys, is deleted); else it owns one (executor/proxy.py).
+        attach = os.environ.pop(ATTACH_ENV, None)
+        self._executor: Optional[GenerationExecutorProxy] = None
+        if attach is not None:
+            frontend_id = int(os.environ.get("TLLM_EXECUTOR_FRONTEND_ID", "0"))
+            self._kv: Any = RemoteKvBlocks(json.loads(attach), frontend_id)
+            self._log({"event": "attach", "frontend_id": frontend_id})
+        else:
+            self._kv = _KvBlocks(self.args)
+            self._executor = GenerationExecutorProxy(self._kv, self.args.num_serve_frontends)
         self._grammars: Any = None
         self.received: list[SamplingParams] = []  # every request's SamplingParams (tests read them)
         self.prompts: list[list[int]] = []  # and its prompt
@@ -215,6 +226,8 @@ class LLM:
 
     def shutdown(self) -> None:
         self.shutdown_called = True
+        if self._executor is not None:
+            self._executor.shutdown()
         self._log({"event": "shutdown"})
 
 

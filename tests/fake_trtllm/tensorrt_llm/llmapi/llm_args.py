@@ -109,6 +109,9 @@ class TorchLlmArgs(_Strict):
     enable_iter_perf_stats: bool = False
     return_perf_metrics: bool = False
     orchestrator_type: Optional[Literal["rpc", "ray"]] = None
+    # Multi-frontend serving (main after 1.2.1, PR #16523): "num_serve_frontends: K (llm-args knob /
+    # --num_serve_frontends, default 1 = off, max 64)" (executor/proxy.py here).
+    num_serve_frontends: int = Field(default=1, ge=1, le=64)
     env_overrides: Optional[dict[str, str]] = None
 
     @property
