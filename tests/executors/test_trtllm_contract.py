@@ -255,3 +255,42 @@ def test_guided_json_holds_no_control_token(real_server) -> None:  # type: ignor
     assert answer["status"] == "completed"
     text = answer["output"][-1]["content"][0]["text"]
     assert "<|" not in text and set(_json.loads(text)) == {"city"}
+
+
+def test_two_frontends_attach_to_one_engine_and_answer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`serve --num_serve_frontends 2 --engine trtllm` on the real TensorRT-LLM: where it has multi-frontend
+    serving (PR #16523), the attached frontend attaches to the launcher's engine (one model in GPU memory)
+    and both answer; elsewhere serve refuses at start, naming what is needed."""
+    import subprocess
+    import sys
+
+    import httpx
+    import tensorrt_llm.llmapi.llm_args as llm_args
+    from support.process_harness import ServeProcess
+
+    if "num_serve_frontends" not in llm_args.TorchLlmArgs.model_fields:
+        command = [sys.executable, "-m", "trtllm_responses.cli", "serve", MODEL or "", "--engine", "trtllm"]
+        command += ["--num_serve_frontends", "2", "--store", f"sqlite:///{tmp_path / 'c.db'}", "--port", "0"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 2 and "PR #16523" in result.stderr
+        return
+    server = ServeProcess(MODEL or "", "--engine", "trtllm", "--num_serve_frontends", "2",
+                          "--store", f"sqlite:///{tmp_path / 'c.db'}")  # fmt: skip
+    server.flags = tuple(
+        f for f in server.flags
+    )  # ServeProcess adds --engine echo first; trtllm is last, wins
+    server.start(timeout=1800)
+    try:
+        seen = set()
+        for _ in range(60):
+            with httpx.Client(base_url=server.base_url, timeout=120) as client:
+                seen.add(client.get("/health").json()["frontend"])
+                answer = client.post(
+                    "/v1/responses", json={"model": "m", "input": "Say hi.", "max_output_tokens": 64}
+                )
+                assert answer.status_code == 200 and answer.json()["status"] in ("completed", "incomplete")
+            if seen == {0, 1}:
+                break
+        assert seen == {0, 1}
+    finally:
+        server.terminate(timeout=300)
