@@ -40,10 +40,11 @@ def free_port() -> int:
 
 
 def start_server(
-    extra: list[str] | None = None, command: list[str] | None = None
+    extra: list[str] | None = None, command: list[str] | None = None, cpus: str | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``trtllm-responses serve`` (echo, unpaced) on a free port, or ``command`` with the port as its
-    third word (``[python, script, PORT, ...]``); returns the process and its base URL."""
+    third word (``[python, script, PORT, ...]``); pinned to ``cpus`` (taskset's list) if given, else to
+    SERVER_CPU; returns the process and its base URL."""
     port = free_port()
     if command is not None:
         command = [*command[:2], str(port), *command[2:]]
@@ -60,7 +61,7 @@ def start_server(
         ]
         command += extra or []
     if pinning_available():
-        command = ["taskset", "-c", str(SERVER_CPU), *command]
+        command = ["taskset", "-c", cpus or str(SERVER_CPU), *command]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

@@ -24,13 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _server import free_port, pin_this_process, report  # noqa: E402
+from _server import pin_this_process, report, start_server  # noqa: E402
 
 from trtllm_responses.cli.bench import BenchConfig, run_bench  # noqa: E402
 
@@ -61,21 +60,8 @@ def _ppid(entry: Path) -> int:
 
 
 def start_group(count: int, cpus: str, folder: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    command = ["taskset", "-c", cpus, sys.executable, "-m", "trtllm_responses.cli", "serve"]
-    command += ["--port", str(port), "--log_level", "warning", "--num_serve_frontends", str(count)]
-    command += ["--store", f"sqlite:///{folder}/store-{port}.db", "--max_connections_per_client", "0"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1):
-                return process, url
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("the group did not start")
+    flags = ["--num_serve_frontends", str(count), "--max_connections_per_client", "0"]
+    return start_server([*flags, "--store", f"sqlite:///{folder}/store-{count}-{cpus}.db"], cpus=cpus)
 
 
 def measure(count: int, cpus: str, concurrency: int, duration: float, folder: str) -> dict[str, Any]:
