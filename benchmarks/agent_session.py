@@ -209,6 +209,8 @@ class Plan:
     turns: int
     answer_every: int
     gap: float  # seconds
+    frontends: int = 1  # serve --num_serve_frontends (on a SQLite store beside the key when > 1)
+    server_cpus: str | None = None  # taskset's CPU list for the server (default: _server.SERVER_CPU)
 
 
 async def measure_way(way: str, base_url: str, pid: int, sessions: int, plan: Plan) -> list[dict[str, Any]]:
@@ -263,8 +265,12 @@ def encryption_key_file(folder: str) -> str:
 
 
 def timed_run(way: str, sessions: int, plan: Plan, key_file: str) -> list[dict[str, Any]]:
-    """``measure_way`` on a fresh plain server (``serve --engine echo``)."""
-    process, url = start_server(["--encryption_key_file", key_file])
+    """``measure_way`` on a fresh plain server (``serve --engine echo``), or group of ``plan.frontends``."""
+    flags = ["--encryption_key_file", key_file]
+    if plan.frontends > 1:
+        store = os.path.join(os.path.dirname(key_file), f"store-{time.monotonic_ns()}.db")
+        flags += ["--num_serve_frontends", str(plan.frontends), "--store", f"sqlite:///{store}"]
+    process, url = start_server(flags, cpus=plan.server_cpus)
     try:
         return asyncio.run(measure_way(way, url, process.pid, sessions, plan))
     finally:
@@ -501,6 +507,10 @@ def main() -> int:
     parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated subset of " + ", ".join(WAYS))
     parser.add_argument("--no-reuse", action="store_true", help="skip the prefix-reuse pass")
     parser.add_argument(
+        "--frontends", type=int, default=1, help="serve --num_serve_frontends (a SQLite store when > 1)"
+    )
+    parser.add_argument("--server-cpus", help="taskset's CPU list for the server (default: CPU 0)")
+    parser.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -513,7 +523,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown ways: {', '.join(sorted(unknown))}")
     counts = [int(n) for n in args.sessions.split(",") if n]
-    plan = Plan(args.turns, args.answer_every, args.gap_ms / 1000)
+    plan = Plan(args.turns, args.answer_every, args.gap_ms / 1000, args.frontends, args.server_cpus)
     pinned = pin_this_process()
     result: dict[str, Any] = {
         "pinned": pinned,
@@ -523,6 +533,8 @@ def main() -> int:
         "answer_every": args.answer_every,
         "gap_ms": args.gap_ms,
         "repeat": args.repeat,
+        "frontends": args.frontends,
+        "server_cpus": args.server_cpus,
         "sessions": counts,
         "runs": {},
         "prefix_reuse": {},
