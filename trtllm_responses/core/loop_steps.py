@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 __all__ = ["LOOP_STEP_SECONDS", "LoopSteps"]
 
@@ -22,20 +23,23 @@ LOOP_STEP_SECONDS = 0.005
 class LoopSteps:
     """One piece of work's steps on the event loop: ``await steps.boundary()`` between its phases."""
 
-    __slots__ = ("_since", "_step", "yields")
+    __slots__ = ("_clock", "_since", "_step", "yields")
 
-    def __init__(self, step: float = LOOP_STEP_SECONDS) -> None:
+    def __init__(
+        self, step: float = LOOP_STEP_SECONDS, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self._step = step
-        self._since = time.perf_counter()
+        self._clock = clock
+        self._since = clock()
         self.yields = 0
 
     async def boundary(self) -> None:
         """A point where the work may pause: yield to the loop if this step has run ``step`` seconds."""
-        if time.perf_counter() - self._since >= self._step:
+        if self._clock() - self._since >= self._step:
             await asyncio.sleep(0)
             self.yields += 1
             self.restart()
 
     def restart(self) -> None:
         """A new step starts now (the work has just waited on something else, and so yielded)."""
-        self._since = time.perf_counter()
+        self._since = self._clock()
