@@ -120,10 +120,10 @@ def translate_messages(raw: bytes | dict[str, Any], *, counting: bool = False) -
         raise InvalidRequestError("'messages' must hold at least one message.", param="messages")
     last = request.messages[-1]
     if isinstance(last, dict) and last.get("role") == "assistant":
+        where = f"messages[{len(request.messages) - 1}].role"
         raise InvalidRequestError(
-            "The last message is an assistant message: prefilling gpt-oss's answer is not supported; end "
-            "with a user message.",
-            param=f"messages[{len(request.messages) - 1}].role",
+            f"'{where}' is assistant: prefilling gpt-oss's answer is not supported; end with a user message.",
+            param=where,
         )
     items, origins = anthropic_items(request.messages)
     body: dict[str, Any] = {"input": items, "store": False, "model": request.model}
