@@ -12,17 +12,22 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
-import anthropic
 import httpx
 import pytest
-from anthropic.types import Message, ModelInfo
-from anthropic.types.shared import ErrorResponse
-from support.messages_grammar import check_messages_stream, parse_messages_sse
-from support.server_harness import RecordingEcho
 
-from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
-from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.request.anthropic import MAX_STOP_SEQUENCE_CHARS, MAX_STOP_SEQUENCES, translate_messages
+anthropic = pytest.importorskip("anthropic")  # the clients extra (not in TensorRT-LLM's container)
+from anthropic.types import Message, ModelInfo  # noqa: E402
+from anthropic.types.shared import ErrorResponse  # noqa: E402
+from support.messages_grammar import check_messages_stream, parse_messages_sse  # noqa: E402
+from support.server_harness import RecordingEcho  # noqa: E402
+
+from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta  # noqa: E402
+from trtllm_responses.executors.echo import EchoExecutor  # noqa: E402
+from trtllm_responses.request.anthropic import (  # noqa: E402
+    MAX_STOP_SEQUENCE_CHARS,
+    MAX_STOP_SEQUENCES,
+    translate_messages,
+)
 
 MODEL = "claude-sonnet-4-6"  # what Claude Code asks for; any name is the served model by default
 WEATHER = {
@@ -550,7 +555,9 @@ def test_models_in_anthropic_shape_and_the_alias_table(serve) -> None:  # type: 
     with serve(model_aliases=("claude-*", "sonnet")) as running:
         with anthropic.Anthropic(base_url=running.base_url, api_key="x", max_retries=0) as client:
             listed = client.models.list()
-            assert [m.id for m in listed.data][1:] == ["sonnet"]  # the served model, then the alias naming one
+            assert [m.id for m in listed.data][1:] == [
+                "sonnet"
+            ]  # the served model, then the alias naming one
             for info in listed.data:
                 ModelInfo.model_validate(info.model_dump())
             assert client.models.retrieve("sonnet").id == "sonnet"

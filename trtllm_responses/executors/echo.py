@@ -331,7 +331,9 @@ class EchoExecutor(Executor):
             )
         role = header.split(" ", 1)[0].split("<|", 1)[0]
         if role.startswith("functions."):
-            scripted = self._script_step(prompt)  # a client's tool loop scripted by ``#steps`` (Claude Code's)
+            scripted = self._script_step(
+                prompt
+            )  # a client's tool loop scripted by ``#steps`` (Claude Code's)
             if scripted is not None:
                 return scripted
             return self._tool_answer(role[len("functions.") :], body, body_tokens, constraint)
