@@ -9,6 +9,7 @@ model": a plain answer echoes the user, ``#lorem N``, the first declared functio
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -573,3 +574,60 @@ def test_models_in_anthropic_shape_and_the_alias_table(serve) -> None:  # type: 
             base_url=running.base_url, timeout=30
         ) as raw:  # without anthropic-version: OpenAI's list
             assert raw.get("/v1/models").json()["data"][0]["object"] == "model"
+
+
+def _mutations(rng: random.Random, value: Any, depth: int = 0) -> Any:
+    """``value`` with one random change somewhere: a wrong type, a missing or extra key, a huge or odd value."""
+    odd: list[Any] = [None, 0, -1, 1.5, "", "x" * 300, [], {}, True, [None], {"type": "zzz"}, 2**70]
+    if isinstance(value, dict) and value and depth < 6:
+        key = rng.choice(sorted(value))
+        out = dict(value)
+        roll = rng.random()
+        if roll < 0.2:
+            del out[key]
+        elif roll < 0.3:
+            out["zz_" + key] = rng.choice(odd)
+        elif roll < 0.6:
+            out[key] = rng.choice(odd)
+        else:
+            out[key] = _mutations(rng, value[key], depth + 1)
+        return out
+    if isinstance(value, list) and value and depth < 6:
+        out_list = list(value)
+        i = rng.randrange(len(out_list))
+        out_list[i] = _mutations(rng, out_list[i], depth + 1) if rng.random() < 0.7 else rng.choice(odd)
+        return out_list
+    return rng.choice(odd)
+
+
+def test_mutated_bodies_are_answered_never_a_500(raw: httpx.Client) -> None:
+    """A seeded fuzzer: 300 mutations of a full Messages body (tools, thinking, a tool round trip) are each
+    a 200 or an Anthropic-shaped 4xx, never a 500."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "ok"}]}
+    body = {
+        "model": MODEL,
+        "max_tokens": 2048,
+        "system": [{"type": "text", "text": "Be brief."}],
+        "tools": [WEATHER],
+        "tool_choice": {"type": "auto", "disable_parallel_tool_use": False},
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "stop_sequences": ["END"],
+        "metadata": {"user_id": "u"},
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "#lorem 3"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Sure."}, call]},
+            {"role": "user", "content": [result, {"type": "text", "text": "#lorem 3"}]},
+        ],
+    }
+    rng = random.Random(33)
+    statuses: dict[int, int] = {}
+    for _ in range(300):
+        mutated = _mutations(rng, body)
+        for path in ("/v1/messages", "/v1/messages/count_tokens"):
+            response = raw.post(path, json=mutated)
+            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+            assert response.status_code in (200, 400, 404), (mutated, response.text)
+            if response.status_code != 200:
+                ErrorResponse.model_validate(response.json())
+    assert statuses.get(400, 0) > 50 and statuses.get(200, 0) > 50, statuses
