@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 from ..core import resolver
 
 if TYPE_CHECKING:
-    from .anthropic import MessagesOptions, MessagesTranslation, in_messages_terms, translate_messages
+    from .anthropic import (
+        MessagesOptions,
+        MessagesRequest,
+        MessagesTranslation,
+        in_messages_terms,
+        translate_messages,
+    )
     from .chat import ChatOptions, ChatRequest, in_chat_terms, translate_chat
     from .input_items import normalize_input_items
     from .items import (
@@ -110,6 +116,7 @@ __all__ = [
     "McpTool",
     "Message",
     "MessagesOptions",
+    "MessagesRequest",
     "MessagesTranslation",
     "NamespaceTool",
     "PlainText",
@@ -192,6 +199,7 @@ _ON_FIRST_USE = {
     "in_chat_terms": ".chat",
     "translate_chat": ".chat",
     "MessagesOptions": ".anthropic",
+    "MessagesRequest": ".anthropic",
     "MessagesTranslation": ".anthropic",
     "in_messages_terms": ".anthropic",
     "translate_messages": ".anthropic",
