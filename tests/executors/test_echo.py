@@ -284,3 +284,15 @@ def test_steps_script_a_client_function_tool_loop(
         ("analysis", None, "Answering."),
         ("final", None, "Done."),
     ]
+
+
+def test_unclosed_reminders_cost_one_pass(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    """Text that opens ``<system-reminder>`` and never closes it is read as it is, in linear time."""
+    import time
+
+    text = "<system-reminder>" * 1_000 + " tail"
+    start = time.perf_counter()
+    said = messages(encoding, run(echo, prompt_for(adapter, {"input": text})))
+    assert said[-1] == ("final", None, text) and time.perf_counter() - start < 5

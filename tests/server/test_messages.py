@@ -437,6 +437,7 @@ def test_a_failure_after_the_stream_started_is_an_error_event(encoding, serve) -
 
 BAD = [
     ({"messages": user("x")}, "max_tokens"),
+    ({"model": "m" * 257, "max_tokens": 9, "messages": user("x")}, "model"),
     ({"max_tokens": 0, "messages": user("x")}, "max_tokens"),
     ({"max_tokens": 9, "messages": []}, "messages"),
     ({"max_tokens": 9, "messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
@@ -501,7 +502,7 @@ def test_bad_requests_are_400s_naming_the_field(raw: httpx.Client, body: dict[st
 
 def test_budgets_at_their_limits_are_taken(client: anthropic.Anthropic) -> None:
     message = client.messages.create(
-        model=MODEL,
+        model="c" * 256,
         max_tokens=1025,
         messages=user("Hi"),
         stop_sequences=["s" * MAX_STOP_SEQUENCE_CHARS] + ["q"] * (MAX_STOP_SEQUENCES - 1),

@@ -48,7 +48,7 @@ _STEPS = "#steps\n"
 #: Claude Code puts ``<system-reminder>`` blocks (attribution, context) before the user's own words: the
 #: rules read a message with them removed.
 _REMINDER_OPEN = "<system-reminder>"
-_REMINDERS = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+_REMINDER_CLOSE = "</system-reminder>"
 #: What a message's text must start with for a rule other than echoing to read it (``#harmony``,
 #: ``#prompt``, ``#lorem``, ``#steps``, ``call ...``); a longer message is decoded only if its
 #: first _HEAD_TOKENS tokens do.
@@ -63,10 +63,13 @@ _FILLER_WORDS = (
 
 
 def _without_reminders(text: str) -> str:
-    """``text`` without the ``<system-reminder>`` blocks it begins with (Claude Code's), else as it is."""
-    if not text.startswith(_REMINDER_OPEN):
-        return text
-    return _REMINDERS.sub("", text).strip()
+    """``text`` without the ``<system-reminder>`` blocks it begins with (Claude Code's); one pass over it."""
+    while text.startswith(_REMINDER_OPEN):
+        end = text.find(_REMINDER_CLOSE, len(_REMINDER_OPEN))
+        if end < 0:
+            break
+        text = text[end + len(_REMINDER_CLOSE) :].lstrip()
+    return text
 
 
 def _value_for(type_text: str, user_text: str) -> Any:
