@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -632,3 +633,18 @@ def test_mutated_bodies_are_answered_never_a_500(raw: httpx.Client) -> None:
             if response.status_code != 200:
                 ErrorResponse.model_validate(response.json())
     assert statuses.get(400, 0) > 50 and statuses.get(200, 0) > 50, statuses
+
+
+def test_a_client_that_goes_away_aborts_the_generation(encoding, serve) -> None:  # type: ignore[no-untyped-def]
+    executor = RecordingEcho(encoding, tokens_per_second=200)
+    with serve(executor) as running:
+        with httpx.Client(base_url=running.base_url, timeout=30) as raw:
+            body = {"model": MODEL, "max_tokens": 9000, "messages": user("#lorem 5000"), "stream": True}
+            with raw.stream("POST", "/v1/messages", json=body) as response:
+                for line in response.iter_lines():
+                    if '"text_delta"' in line:
+                        break
+        deadline = time.monotonic() + 10
+        while not executor.aborted and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert executor.aborted

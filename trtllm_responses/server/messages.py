@@ -140,6 +140,8 @@ class MessageRun:
 
         try:
             await self.run.drive(deliver)
+        except OSError:  # the client went away under a write
+            raise
         except Exception:  # our bug: the stream still ends with an error event
             logger.exception("Message %s failed", self.id)
             writer.error = ServerError("The server had an error while processing the model's output.")
