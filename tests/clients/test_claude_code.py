@@ -16,8 +16,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from support.claude_code_harness import CLAUDE, claude, claude_command, claude_env
+from support.process_harness import ServeProcess
 from support.server_harness import RecordingEcho, steps
 
 pytestmark = pytest.mark.skipif(
@@ -58,6 +60,31 @@ def test_a_session_reads_a_file_and_edits_it(server, tmp_path: Path, encoding) -
     # The second and third requests replayed the thinking blocks (signatures verified) and Read's output.
     assert "<|channel|>analysis<|message|>Calling Read.<|end|>" in prompts[1]
     assert "hello world" in prompts[1].split("<|start|>functions.Read")[1]
+
+
+def test_a_session_against_serve_engine_echo(tmp_path: Path) -> None:
+    """The same session against ``trtllm-responses serve --engine echo`` as a process of its own."""
+    server = ServeProcess("--api_key", "cc-test-key").start()
+    try:
+        work = tmp_path / "work"
+        work.mkdir()
+        notes = work / "notes.txt"
+        notes.write_text("hello world\n")
+        script = steps(
+            f"call Read {json.dumps({'file_path': str(notes)})}",
+            f"call Edit {json.dumps({'file_path': str(notes), 'old_string': 'world', 'new_string': 'there'})}",
+            "Done.",
+        )
+        result = run(server, tmp_path, script, "--model", "gpt-oss", "--allowedTools", "Read", "Edit")
+        assert result["is_error"] is False and result["result"] == "Done."
+        assert notes.read_text() == "hello there\n"
+        metrics = httpx.get(server.base_url + "/metrics", timeout=10).text
+        served = [
+            line for line in metrics.splitlines() if 'route="/v1/messages"' in line and 'status="200"' in line
+        ]
+        assert served and served[0].endswith(" 3.0"), served  # read, edit, answer
+    finally:
+        server.kill()
 
 
 def test_any_model_name_is_the_served_model(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
