@@ -55,8 +55,15 @@ def test_a_session_reads_a_file_and_edits_it(server, tmp_path: Path, encoding) -
     assert result["is_error"] is False and result["subtype"] == "success"
     assert result["result"] == "Edited notes.txt."
     assert notes.read_text() == "goodbye world\n"
-    prompts = [encoding.decode(p) for p in list(server.executor.prompts.values())[before:]]
+    tokens = list(server.executor.prompts.values())[before:]
+    prompts = [encoding.decode(p) for p in tokens]
     assert len(prompts) == 3  # read, edit, answer: one request each
+    # Each turn's prompt extends the one before (the engine's KV cache reuses it): nothing of the first
+    # instructions changes between requests (Claude Code's billing header is left out).
+    shared = [
+        next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x)) for x, y in zip(tokens, tokens[1:])
+    ]
+    assert shared == [len(t) for t in tokens[:-1]], shared
     # The second and third requests replayed the thinking blocks (signatures verified) and Read's output.
     assert "<|channel|>analysis<|message|>Calling Read.<|end|>" in prompts[1]
     assert "hello world" in prompts[1].split("<|start|>functions.Read")[1]

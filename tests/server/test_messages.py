@@ -142,6 +142,21 @@ def test_usage_and_count_tokens_agree(client: anthropic.Anthropic, raw: httpx.Cl
     assert usage["output_tokens"] == message.usage.output_tokens
 
 
+def test_claude_codes_billing_header_is_not_part_of_the_prompt(server, client, encoding) -> None:  # type: ignore[no-untyped-def]
+    """Its suffix changes with every request: left in, no two prompts would share a cached prefix."""
+    prompts = []
+    for suffix in ("28c", "72f"):
+        header = {
+            "type": "text",
+            "text": f"x-anthropic-billing-header: cc_version=2.1.332.{suffix}; cc_entrypoint=sdk-cli;",
+        }
+        system = [header, {"type": "text", "text": "You are a Claude agent."}]
+        client.messages.create(model=MODEL, max_tokens=50, system=system, messages=user("Hi"))  # type: ignore[arg-type]
+        prompts.append(last_prompt(server.executor, encoding))
+    assert prompts[0] == prompts[1] and "You are a Claude agent." in prompts[0]
+    assert "billing" not in prompts[0]
+
+
 def test_system_string_blocks_and_mid_conversation_system_messages(
     server, client: anthropic.Anthropic, encoding
 ) -> None:  # type: ignore[no-untyped-def]

@@ -21,7 +21,12 @@ import orjson
 from ..core import InvalidRequestError
 from .chat_messages import object_at, string_at
 
-__all__ = ["IMAGE_OMITTED", "anthropic_items", "system_text"]
+__all__ = ["BILLING_HEADER", "IMAGE_OMITTED", "anthropic_items", "system_text"]
+
+#: Claude Code's first system block, ``x-anthropic-billing-header: cc_version=2.1.332.28c; …``: a header for
+#: Anthropic's billing, not a prompt, whose suffix changes with every request. Left in, it would make each
+#: prompt differ from its first instructions on, and no request would reuse another's KV cache.
+BILLING_HEADER = "x-anthropic-billing-header:"
 
 #: What an image or document inside a tool result reads as (gpt-oss reads text only; a 400 would break
 #: every later turn of a client that replays its history, as on ``/v1/responses``).
@@ -30,7 +35,8 @@ _NOT_TEXT = frozenset({"image", "document", "search_result", "container_upload"}
 
 
 def system_text(system: Any) -> str:
-    """The text of ``system``: a string, or text blocks (joined by blank lines)."""
+    """The text of ``system``: a string, or text blocks (joined by blank lines; a :data:`BILLING_HEADER`
+    block is left out)."""
     if isinstance(system, str):
         return system
     if not isinstance(system, list):
@@ -43,7 +49,9 @@ def system_text(system: Any) -> str:
             raise InvalidRequestError(
                 f"'{at}.type' must be 'text'; got {block.get('type')!r}.", param=f"{at}.type"
             )
-        texts.append(string_at(block, "text", at))
+        text = string_at(block, "text", at)
+        if not text.startswith(BILLING_HEADER):
+            texts.append(text)
     return "\n\n".join(texts)
 
 
