@@ -60,10 +60,8 @@ def test_a_session_reads_a_file_and_edits_it(server, tmp_path: Path, encoding) -
     assert len(prompts) == 3  # read, edit, answer: one request each
     # Each turn's prompt extends the one before (the engine's KV cache reuses it): nothing of the first
     # instructions changes between requests (Claude Code's billing header is left out).
-    shared = [
-        next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x)) for x, y in zip(tokens, tokens[1:])
-    ]
-    assert shared == [len(t) for t in tokens[:-1]], shared
+    for earlier, later in zip(tokens, tokens[1:], strict=False):
+        assert later[: len(earlier)] == earlier
     # The second and third requests replayed the thinking blocks (signatures verified) and Read's output.
     assert "<|channel|>analysis<|message|>Calling Read.<|end|>" in prompts[1]
     assert "hello world" in prompts[1].split("<|start|>functions.Read")[1]

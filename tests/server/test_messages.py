@@ -119,6 +119,8 @@ def test_stream_through_the_sdk_and_every_event_validated(
     assert [b.type for b in final.content] == ["thinking", "text"]
     assert final.content[0].thinking == "Writing 20 tokens."  # type: ignore[union-attr]
     assert final.content[0].signature.startswith("v1.")  # type: ignore[union-attr]
+    details = final.usage.output_tokens_details
+    assert details is not None and 0 < details.thinking_tokens < final.usage.output_tokens
     said = stream(raw, {"messages": user("#lorem 20"), "thinking": THINKING})
     assert said["error"] is None
     blocks = said["message"]["content"]
@@ -140,6 +142,10 @@ def test_usage_and_count_tokens_agree(client: anthropic.Anthropic, raw: httpx.Cl
     usage = said["message"]["usage"]
     assert usage["input_tokens"] + usage["cache_read_input_tokens"] == counted.input_tokens
     assert usage["output_tokens"] == message.usage.output_tokens
+    assert (
+        usage["output_tokens_details"]["thinking_tokens"]
+        == message.usage.output_tokens_details.thinking_tokens
+    )  # type: ignore[union-attr]
 
 
 def test_claude_codes_billing_header_is_not_part_of_the_prompt(server, client, encoding) -> None:  # type: ignore[no-untyped-def]

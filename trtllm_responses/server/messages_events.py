@@ -64,7 +64,8 @@ def frame(name: str, data: dict[str, Any]) -> bytes:
 
 
 def anthropic_usage(usage: ResponseUsage | None, prompt_tokens: int) -> dict[str, Any]:
-    """Messages ``usage``: input tokens the engine computed, those it read from its KV cache, output tokens."""
+    """Messages ``usage``: input tokens the engine computed, those it read from its KV cache, output tokens
+    (``output_tokens_details.thinking_tokens``: those of the analysis channel)."""
     if usage is None:
         return {
             "input_tokens": prompt_tokens,
@@ -78,6 +79,7 @@ def anthropic_usage(usage: ResponseUsage | None, prompt_tokens: int) -> dict[str
         "output_tokens": usage.output_tokens,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": cached,
+        "output_tokens_details": {"thinking_tokens": usage.output_tokens_details.reasoning_tokens},
     }
 
 
