@@ -457,7 +457,23 @@ def test_a_failure_after_the_stream_started_is_an_error_event(encoding, serve) -
 
 # -- errors, keys, models -----------------------------------------------------------------------
 
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+DEEP_CALL = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": _nested(300)}
 BAD = [
+    (
+        {
+            "max_tokens": 9,
+            "messages": user("x") + [{"role": "assistant", "content": [DEEP_CALL]}] + user("y"),
+        },
+        "messages[1].content[0].input.a",
+    ),
     ({"messages": user("x")}, "max_tokens"),
     ({"model": "m" * 257, "max_tokens": 9, "messages": user("x")}, "model"),
     ({"max_tokens": 0, "messages": user("x")}, "max_tokens"),
@@ -519,7 +535,8 @@ BAD = [
 @pytest.mark.parametrize(("body", "param"), BAD, ids=[p for _, p in BAD])
 def test_bad_requests_are_400s_naming_the_field(raw: httpx.Client, body: dict[str, Any], param: str) -> None:
     error = error_of(raw.post("/v1/messages", json={"model": MODEL, **body}), 400)
-    assert error["type"] == "invalid_request_error" and f"'{param}'" in error["message"], error
+    named = f"'{param}" if param.endswith(".a") else f"'{param}'"  # the deep one: its path goes on
+    assert error["type"] == "invalid_request_error" and named in error["message"], error
 
 
 def test_budgets_at_their_limits_are_taken(client: anthropic.Anthropic) -> None:

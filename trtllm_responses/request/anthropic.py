@@ -21,7 +21,7 @@ from ..core import APIError, InvalidRequestError
 from .anthropic_messages import anthropic_items, system_text
 from .chat_messages import object_at, string_at
 from .fields import one_sentence
-from .protocol import MAX_INTEGER, Integer, json_object
+from .protocol import MAX_INTEGER, Integer, check_depth, json_object
 
 __all__ = [
     "MAX_STOP_SEQUENCE_CHARS",
@@ -109,6 +109,7 @@ def translate_messages(raw: bytes | dict[str, Any], *, counting: bool = False) -
     ``counting`` (``/v1/messages/count_tokens``): ``max_tokens`` is not required.
     """
     data = raw if isinstance(raw, dict) else json_object(raw)
+    check_depth(data)  # before anything walks it (a tool_use's input is serialized again)
     data = {key: value for key, value in data.items() if value is not None}
     try:
         request = MessagesRequest.model_validate(data)
