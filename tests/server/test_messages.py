@@ -466,7 +466,12 @@ def _nested(depth: int) -> dict[str, Any]:
 
 
 DEEP_CALL = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": _nested(300)}
+FORGED = [{"type": "redacted_thinking", "data": "v1.bm90IG91cnM="}, {"type": "text", "text": "Hi"}]
 BAD = [
+    (
+        {"max_tokens": 9, "messages": user("x") + [{"role": "assistant", "content": FORGED}] + user("y")},
+        "messages[1].content[0].data",
+    ),
     (
         {
             "max_tokens": 9,
