@@ -16,8 +16,12 @@ PORT ?= 8000
 CODEX_VERSION ?= 0.169.0
 CODEX_DIR := .codex-cli
 CODEX_STAMP := $(CODEX_DIR)/.installed-$(CODEX_VERSION)
+# Claude Code from npm, for tests/clients/test_claude_code.py (skipped when npm is not available).
+CLAUDE_CODE_VERSION ?= 2.1.332
+CLAUDE_CODE_DIR := .claude-code
+CLAUDE_CODE_STAMP := $(CLAUDE_CODE_DIR)/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: run test lint bench install clean compliance codex-cli redis-server bubblewrap litellm-client
+.PHONY: run test lint bench install clean compliance codex-cli claude-code redis-server bubblewrap litellm-client
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (README, "Stores").
@@ -40,6 +44,13 @@ $(CODEX_STAMP):
 	else echo "npm not found: the Codex CLI tests will be skipped"; fi
 
 codex-cli: $(CODEX_STAMP)
+
+$(CLAUDE_CODE_STAMP):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --silent --no-audit --no-fund --prefix $(CLAUDE_CODE_DIR) @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) && touch $(CLAUDE_CODE_STAMP); \
+	else echo "npm not found: the Claude Code tests will be skipped"; fi
+
+claude-code: $(CLAUDE_CODE_STAMP)
 
 # LiteLLM, for tests/clients/test_chat_clients.py, in a virtualenv of its own: its releases that accept openai 3
 # (which openai-agents needs) require a certifi newer than some package indexes hold (README, "Chat Completions").
@@ -65,7 +76,7 @@ bubblewrap:
 	@command -v bwrap >/dev/null || [ -x /usr/bin/bwrap ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends bubblewrap; }
 
-test: $(STAMP) codex-cli redis-server bubblewrap litellm-client
+test: $(STAMP) codex-cli claude-code redis-server bubblewrap litellm-client
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -84,4 +95,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(CODEX_DIR) $(LITELLM_VENV)
+	rm -rf $(VENV) build *.egg-info $(CODEX_DIR) $(CLAUDE_CODE_DIR) $(LITELLM_VENV)

@@ -1,16 +1,17 @@
-"""HTTP benchmark: Chat Completions streams beside Responses streams, on one server, interleaved.
+"""HTTP benchmark: Chat Completions and Anthropic Messages streams beside Responses streams, on one server, interleaved.
 
 One ``trtllm-responses serve`` process (echo executor, unpaced); the load generator
 (``trtllm-responses bench``) runs N concurrent streams of ``#lorem N`` against
-``/v1/responses`` and ``/v1/chat/completions`` in alternation (``--runs`` of each, so
-the machine's load drifts over both alike) and reports, per API, the medians of the
-server's CPU time per streamed token and the streamed tokens/s, and the chat/Responses
-ratio of CPU per token (the target: within 10%).
+``/v1/responses``, ``/v1/chat/completions`` and ``/v1/messages`` (thinking shown) in
+alternation (``--runs`` of each, so the machine's load drifts over all alike) and reports, per
+API, the medians of the server's CPU time per streamed token and the streamed tokens/s, and the
+chat/Responses and Messages/Responses ratios of CPU per token (the target: within 10%).
 
 Beside it, the same comparison in-process, where a shared machine's noise is smaller: the
 echo executor's completion through the parser and the stream state machine, each step's
-events written as Responses SSE frames (``server/sse.py``) or as chat chunks
-(``server/chat_chunks.py``), alternately, ``--repeat`` times (median microseconds per token).
+events written as Responses SSE frames (``server/sse.py``), as chat chunks
+(``server/chat_chunks.py``) or as Messages events (``server/messages_events.py``), alternately,
+``--repeat`` times (median microseconds per token).
 
     python benchmarks/chat_stream.py [--concurrency 64] [--lorem 2000] [--duration 10] [--runs 3] [--json]
 """
@@ -35,11 +36,13 @@ from trtllm_responses.cli.bench import BenchConfig, run_bench  # noqa: E402
 from trtllm_responses.executors.base import TokenDelta  # noqa: E402
 from trtllm_responses.request.protocol import parse_request  # noqa: E402
 from trtllm_responses.server.chat_chunks import ChatChoice, ChunkFrames  # noqa: E402
+from trtllm_responses.server.messages_events import MessageWriter  # noqa: E402
 from trtllm_responses.server.sse import encode_events  # noqa: E402
 from trtllm_responses.stream import ResponseStream, TokenStreamProcessor  # noqa: E402
 
-#: Chat's server CPU per token may exceed the Responses path's by at most this much.
+#: Chat's (and Messages') server CPU per token may exceed the Responses path's by at most this much.
 TARGET_RATIO = 1.10
+APIS = ("responses", "chat", "messages")
 
 
 def in_process(tokens_n: int, repeat: int) -> dict[str, float]:
@@ -55,7 +58,8 @@ def in_process(tokens_n: int, repeat: int) -> dict[str, float]:
         response = initial_response("resp_bench", parse_request({"input": "bench"}), "bench")
         processor = TokenStreamProcessor(ResponseStream(response), encoding, len(prompt.token_ids))
         choice = ChatChoice(0, frames)
-        write = encode_events if api == "responses" else choice.feed
+        message = MessageWriter("msg_bench", "bench", len(prompt.token_ids), stream=True, thinking="shown")
+        write = {"responses": encode_events, "chat": choice.feed, "messages": message.feed}[api]
         start = time.process_time()  # CPU time: a shared machine's preemptions do not count
         written = len(write(processor.start()))
         for step in steps:
@@ -63,11 +67,11 @@ def in_process(tokens_n: int, repeat: int) -> dict[str, float]:
         assert written > 0
         return (time.process_time() - start) / len(tokens) * 1e6
 
-    times: dict[str, list[float]] = {"responses": [], "chat": []}
+    times: dict[str, list[float]] = {api: [] for api in APIS}
     gc.disable()
     try:
         for _ in range(repeat):
-            for api in ("responses", "chat"):
+            for api in APIS:
                 times[api].append(run(api))
     finally:
         gc.enable()
@@ -87,10 +91,10 @@ def main() -> None:
     pinned = pin_this_process()
     writers = in_process(args.lorem, args.repeat)
     server, url = start_server()
-    runs: dict[str, list[dict[str, Any]]] = {"responses": [], "chat": []}
+    runs: dict[str, list[dict[str, Any]]] = {api: [] for api in APIS}
     try:
         for _ in range(args.runs):
-            for api in ("responses", "chat"):
+            for api in APIS:
                 config = BenchConfig(
                     base_url=url,
                     concurrency=args.concurrency,
@@ -115,7 +119,7 @@ def main() -> None:
         "runs": args.runs,
         "pinned": pinned,
     }
-    for api in ("responses", "chat"):
+    for api in APIS:
         result[api] = {
             "errors": sum(s["errors"] for s in runs[api]),
             "output_tokens_per_s": median(api, "output_tokens_per_s"),
@@ -127,11 +131,14 @@ def main() -> None:
             "itl_ms_p99": median(api, "itl_ms", "p99"),
         }
     ratio = result["chat"]["server_us_per_token"] / result["responses"]["server_us_per_token"]
+    messages = result["messages"]["server_us_per_token"] / result["responses"]["server_us_per_token"]
     result["chat_over_responses_cpu_per_token"] = round(ratio, 3)
+    result["messages_over_responses_cpu_per_token"] = round(messages, 3)
     result["target"] = f"<= {TARGET_RATIO}"
-    result["met"] = ratio <= TARGET_RATIO
+    result["met"] = ratio <= TARGET_RATIO and messages <= TARGET_RATIO
     result["in_process_us_per_token"] = writers
     result["in_process_chat_over_responses"] = round(writers["chat"] / writers["responses"], 3)
+    result["in_process_messages_over_responses"] = round(writers["messages"] / writers["responses"], 3)
     report(result, args.json)
 
 

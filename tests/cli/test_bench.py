@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from trtllm_responses.cli.bench import BenchConfig, percentile, run_bench
 
 
@@ -98,3 +100,25 @@ def test_bench_cli_json(echo_server) -> None:  # type: ignore[no-untyped-def]
     import json
 
     assert json.loads(result.stdout)["summary"]["requests"] == 3
+
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_other_apis_count_what_responses_counts(echo_server, api: str, stream: bool) -> None:  # type: ignore[no-untyped-def]
+    """``--api chat`` and ``--api messages`` load their own endpoints and count the same output tokens."""
+    summaries = {}
+    for wire in ("responses", api):
+        config = BenchConfig(
+            base_url=echo_server.base_url,
+            concurrency=2,
+            duration=None,
+            requests=4,
+            warmup=0,
+            lorem=30,
+            stream=stream,
+            progress=False,
+            api=wire,
+        )
+        summaries[wire] = run_bench(config).summary
+    assert summaries[api]["errors"] == 0 and summaries[api]["requests"] == 4
+    assert summaries[api]["output_tokens"] == summaries["responses"]["output_tokens"] > 0

@@ -239,3 +239,60 @@ def test_echoed_text_reuses_the_prompt_tokens(
     text = "=" * 100_000 + " 中文"
     deltas = run(echo, prompt_for(adapter, {"input": text}), max_tokens=200_000)
     assert messages(encoding, deltas)[-1] == ("final", None, text)
+
+
+def test_system_reminders_before_the_user_words_are_not_read(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    """Claude Code puts ``<system-reminder>`` blocks before the user's words: the rules read the rest."""
+    reminder = "<system-reminder>\nEnd commits with a trailer.\n</system-reminder>\n\n"
+    assert messages(encoding, run(echo, prompt_for(adapter, {"input": reminder + "#lorem 3"}))) == [
+        ("analysis", None, "Writing 3 tokens."),
+        ("final", None, " lorem ipsum dolor"),
+    ]
+    assert messages(encoding, run(echo, prompt_for(adapter, {"input": reminder + "Hello there"})))[-1] == (
+        "final",
+        None,
+        "Hello there",
+    )
+
+
+def test_steps_script_a_client_function_tool_loop(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    """After a ``functions.NAME`` output, a ``#steps`` user message (reminders before it or not) gives its next step."""
+    script = '<system-reminder>x</system-reminder>\n#steps\ncall read {"path": "a"}\n---\ncall edit {"path": "a"}\n---\nDone.'
+    tool = {"type": "function", "name": "read", "parameters": {"type": "object", "properties": {}}}
+    first = {"input": script, "tools": [tool]}
+    assert messages(encoding, run(echo, prompt_for(adapter, first)))[-1] == (
+        "commentary",
+        "functions.read",
+        '{"path": "a"}',
+    )
+    call = {"type": "function_call", "call_id": "c1", "name": "read", "arguments": '{"path": "a"}'}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "text of a"}
+    second = {"input": [{"role": "user", "content": script}, call, output], "tools": [tool]}
+    assert messages(encoding, run(echo, prompt_for(adapter, second)))[-1] == (
+        "commentary",
+        "functions.edit",
+        '{"path": "a"}',
+    )
+    call2 = {"type": "function_call", "call_id": "c2", "name": "edit", "arguments": '{"path": "a"}'}
+    output2 = {"type": "function_call_output", "call_id": "c2", "output": "ok"}
+    third = {"input": [{"role": "user", "content": script}, call, output, call2, output2], "tools": [tool]}
+    assert messages(encoding, run(echo, prompt_for(adapter, third))) == [
+        ("analysis", None, "Answering."),
+        ("final", None, "Done."),
+    ]
+
+
+def test_unclosed_reminders_cost_one_pass(
+    echo: EchoExecutor, adapter: HarmonyAdapter, encoding: HarmonyEncoding
+) -> None:
+    """Text that opens ``<system-reminder>`` and never closes it is read as it is, in linear time."""
+    import time
+
+    text = "<system-reminder>" * 1_000 + " tail"
+    start = time.perf_counter()
+    said = messages(encoding, run(echo, prompt_for(adapter, {"input": text})))
+    assert said[-1] == ("final", None, text) and time.perf_counter() - start < 5

@@ -35,13 +35,14 @@ from support.contract import SPEC_PATH, validate_response
 from support.server_harness import RunningServer, parse_sse
 from support.stream_grammar import check_stream
 
-from trtllm_responses.server.openapi import ERROR_SCHEMA
+from trtllm_responses.server.openapi import ANTHROPIC_ERROR_SCHEMA, ERROR_SCHEMA
 
 EXAMPLES = int(os.environ.get("TRTLLM_RESPONSES_FUZZ_EXAMPLES", "40"))
 SEED = int(os.environ.get("TRTLLM_RESPONSES_FUZZ_SEED", "8"))
 MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 
 _envelope = jsonschema.Draft202012Validator(ERROR_SCHEMA)
+_anthropic_envelope = jsonschema.Draft202012Validator(ANTHROPIC_ERROR_SCHEMA)
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +66,17 @@ def _check_answer(case: Any, response: Any) -> None:
     status = response.status_code
     assert status < 500, _describe(case, response)
     content_type = (response.headers.get("content-type") or [""])[0]  # schemathesis: name -> values
+    messages = case.path.startswith("/v1/messages")
     if status >= 400:
         assert content_type == "application/json", _describe(case, response)
-        errors = list(_envelope.iter_errors(response.json()))
+        envelope = _anthropic_envelope if messages else _envelope
+        errors = list(envelope.iter_errors(response.json()))
         assert not errors, f"{errors[0].message}: {_describe(case, response)}"
+        return
+    if messages and content_type.startswith("text/event-stream"):
+        from support.messages_grammar import check_messages_stream, parse_messages_sse
+
+        check_messages_stream(parse_messages_sse(response.text.split("\n")))
         return
     if case.method == "POST" and case.path.endswith("/responses") and status == 200:
         try:
@@ -113,10 +121,11 @@ def _fuzz(operation: Any, mode: GenerationMode, base_url: str, own_checks: list[
 def _own_cases() -> list[tuple[str, GenerationMode]]:
     from trtllm_responses.server.openapi import _ROUTES
 
-    labels = sorted({f"{method.upper()} {path}" for path, method in _ROUTES} | {"POST /v1/responses"})
+    bodies = {"POST /v1/responses", "POST /v1/messages", "POST /v1/messages/count_tokens"}
+    labels = sorted({f"{method.upper()} {path}" for path, method in _ROUTES} | bodies)
     # Negative data needs something that can be invalid: a body or a constrained query parameter
     # (a path id or a free-form string is valid whatever it holds).
-    negatable = {"POST /v1/responses", "GET /v1/responses/{response_id}/input_items"}
+    negatable = bodies | {"GET /v1/responses/{response_id}/input_items"}
     return [(label, mode) for label in labels for mode in MODES if mode.is_positive or label in negatable]
 
 

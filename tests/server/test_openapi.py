@@ -49,6 +49,8 @@ def test_every_route_is_documented(echo_server, document: dict[str, Any]) -> Non
     }
     served.add(("/v1/responses", "post"))  # served by create.ResponsesApp, outside FastAPI
     served.add(("/v1/chat/completions", "post"))  # likewise
+    served.add(("/v1/messages", "post"))  # likewise (server/messages.py)
+    served.add(("/v1/messages/count_tokens", "post"))
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
     assert documented == served
 

@@ -55,7 +55,9 @@ class BenchConfig:
     timeout: float = 600.0
     store: bool = False
     extra_body: dict[str, Any] = field(default_factory=dict)
-    api: str = "responses"  # or "chat": POST /v1/chat/completions (bench_wire.py)
+    api: str = (
+        "responses"  # or "chat" (POST /v1/chat/completions), "messages" (POST /v1/messages): bench_wire.py
+    )
 
 
 @dataclass

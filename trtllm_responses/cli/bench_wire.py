@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CHAT", "RESPONSES", "WIRES", "Wire"]
+__all__ = ["CHAT", "MESSAGES", "RESPONSES", "WIRES", "Wire"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,14 @@ class Wire:
             if max_tokens:
                 body["max_completion_tokens"] = max_tokens
             return body
+        if self is MESSAGES:  # thinking shown, as Responses streams reasoning text
+            return {
+                "model": model,
+                "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": max_tokens or 1 << 20,
+                "thinking": {"type": "adaptive"},
+                "stream": stream,
+            }
         body = {"model": model, "input": prompt, "stream": stream, "store": store}
         if max_tokens:
             body["max_output_tokens"] = max_tokens
@@ -50,6 +58,11 @@ class Wire:
                 return 0, f"error chunk: {error.get('message')}"
             usage = json.loads(frame[len(CHAT.terminals[0]) : frame.index(b"\n\n") - 1])
             return usage.get("completion_tokens", 0), None
+        if self is MESSAGES:
+            data = json.loads(frame.split(b"\ndata: ", 1)[1].split(b"\n\n", 1)[0])
+            if data["type"] == "error":
+                return 0, f"error event: {data['error'].get('message')}"
+            return data["usage"].get("output_tokens", 0), None
         response = json.loads(frame.split(b"\ndata: ", 1)[1].split(b"\n\n", 1)[0])["response"]
         tokens = (response.get("usage") or {}).get("output_tokens", 0)
         if response.get("status") in ("completed", "incomplete"):
@@ -76,4 +89,13 @@ CHAT = Wire(
     (b'"delta":{"content"', b'"delta":{"reasoning_content"', b'"delta":{"tool_calls"'),
     (b'"choices":[],"usage":', b'data: {"error"'),
 )
-WIRES = {"responses": RESPONSES, "chat": CHAT}
+MESSAGES = Wire(
+    "/messages",
+    (
+        b'"delta":{"type":"text_delta"',
+        b'"delta":{"type":"thinking_delta"',
+        b'"delta":{"type":"input_json_delta"',
+    ),
+    (b"event: message_delta\n", b"event: error\n"),
+)
+WIRES = {"responses": RESPONSES, "chat": CHAT, "messages": MESSAGES}

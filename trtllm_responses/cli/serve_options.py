@@ -45,6 +45,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         host=args.host,
         port=args.port,
         served_model_name=name,
+        model_aliases=tuple(args.model_alias) if args.model_alias else ServerConfig().model_aliases,
         max_stored_responses=args.max_stored_responses,
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
@@ -291,6 +292,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--served_model_name",
         help=f"model name in responses and /v1/models (default: MODEL's folder name, else {d.served_model_name})",
+    )
+    serve.add_argument(
+        "--model_alias",
+        action="append",
+        metavar="PATTERN",
+        help="a model name (glob pattern) /v1/messages serves as the served model; repeatable (default: '*', any "
+        "name, so Claude Code's claude-… names work); names matching none are a 404 (README, 'Anthropic Messages')",
     )
     serve.add_argument(
         "--max_stored_responses",

@@ -45,10 +45,14 @@ _FREEFORM_DECL = re.compile(
 _NAMESPACE = re.compile(r"^namespace ([A-Za-z0-9_\-]+) \{$(.*?)^\} // namespace \1$", re.M | re.S)
 _CALL_PYTHON = re.compile(r"call python\s(.*)", re.DOTALL)
 _STEPS = "#steps\n"
+#: Claude Code puts ``<system-reminder>`` blocks (attribution, context) before the user's own words: the
+#: rules read a message with them removed.
+_REMINDER_OPEN = "<system-reminder>"
+_REMINDER_CLOSE = "</system-reminder>"
 #: What a message's text must start with for a rule other than echoing to read it (``#harmony``,
 #: ``#prompt``, ``#lorem``, ``#steps``, ``call ...``); a longer message is decoded only if its
 #: first _HEAD_TOKENS tokens do.
-_RULE_PREFIXES = ("#", "call")
+_RULE_PREFIXES = ("#", "call", _REMINDER_OPEN)
 _HEAD_TOKENS = 16
 _FUNCTION_DECL = re.compile(r"^type ([A-Za-z0-9_\-]+) = \((.*)$")
 _PROPERTY = re.compile(r"^([A-Za-z0-9_$\-]+)(\??): (.*?),?(?:\s*//.*)?$")
@@ -56,6 +60,16 @@ _FILLER_WORDS = (
     " lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et"
     " dolore magna aliqua"
 )
+
+
+def _without_reminders(text: str) -> str:
+    """``text`` without the ``<system-reminder>`` blocks it begins with (Claude Code's); one pass over it."""
+    while text.startswith(_REMINDER_OPEN):
+        end = text.find(_REMINDER_CLOSE, len(_REMINDER_OPEN))
+        if end < 0:
+            break
+        text = text[end + len(_REMINDER_CLOSE) :].lstrip()
+    return text
 
 
 def _value_for(type_text: str, user_text: str) -> Any:
@@ -194,7 +208,7 @@ class EchoExecutor(Executor):
             body_end = prompt.index(enc.end, body_start)
         except ValueError:
             return None
-        body = enc.decode(prompt[body_start:body_end])
+        body = _without_reminders(enc.decode(prompt[body_start:body_end]))
         if not body.startswith(_STEPS):
             return None
         steps = re.split(r"\n---\n", body[len(_STEPS) :])
@@ -294,6 +308,9 @@ class EchoExecutor(Executor):
         head = self._enc.decode(body_tokens[:_HEAD_TOKENS])
         if len(body_tokens) <= _HEAD_TOKENS or head.startswith(_RULE_PREFIXES):
             body = self._enc.decode(body_tokens)
+            if body.startswith(_REMINDER_OPEN):
+                body = _without_reminders(body)
+                body_tokens = self._enc.encode_plain(body)
             return self._plan(prompt, max_tokens, constraint, header, body, body_tokens)
         if constraint is None and not self._declared_functions(prompt):
             role = header.split(" ", 1)[0].split("<|", 1)[0]
@@ -317,6 +334,11 @@ class EchoExecutor(Executor):
             )
         role = header.split(" ", 1)[0].split("<|", 1)[0]
         if role.startswith("functions."):
+            scripted = self._script_step(
+                prompt
+            )  # a client's tool loop scripted by ``#steps`` (Claude Code's)
+            if scripted is not None:
+                return scripted
             return self._tool_answer(role[len("functions.") :], body, body_tokens, constraint)
         if role not in _CONVERSATION_ROLES:  # a server-run tool's output
             scripted = self._script_step(prompt)

@@ -5,7 +5,8 @@ with other shapes), ``tools.py``, ``tool_choice.py``, ``text_format.py`` and ``i
 values ``tools``, ``tool_choice``, ``text`` and ``input`` are parsed into, once), ``input_items.py``
 (input items as ``input_items`` lists them),
 ``pagination.py`` (cursor pages of ``list`` objects), ``chat.py`` and ``chat_messages.py`` (a Chat
-Completions request read as a Responses request). Imports only ``core/``.
+Completions request read as a Responses request), ``anthropic.py`` and ``anthropic_messages.py`` (an
+Anthropic Messages request read as one). Imports only ``core/``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from typing import TYPE_CHECKING
 from ..core import resolver
 
 if TYPE_CHECKING:
+    from .anthropic import (
+        MessagesOptions,
+        MessagesRequest,
+        MessagesTranslation,
+        in_messages_terms,
+        translate_messages,
+    )
     from .chat import ChatOptions, ChatRequest, in_chat_terms, translate_chat
     from .input_items import normalize_input_items
     from .items import (
@@ -107,6 +115,9 @@ __all__ = [
     "McpListTools",
     "McpTool",
     "Message",
+    "MessagesOptions",
+    "MessagesRequest",
+    "MessagesTranslation",
     "NamespaceTool",
     "PlainText",
     "Reasoning",
@@ -121,6 +132,7 @@ __all__ = [
     "check_depth",
     "choice_data",
     "in_chat_terms",
+    "in_messages_terms",
     "json_object",
     "list_page_json",
     "normalize_input_items",
@@ -134,6 +146,7 @@ __all__ = [
     "parse_text_update",
     "tools_data",
     "translate_chat",
+    "translate_messages",
 ]
 
 #: Resolved on first use: a render worker (``harmony/render_pool.py``) reads a request's fields and
@@ -185,6 +198,11 @@ _ON_FIRST_USE = {
     "ChatRequest": ".chat",
     "in_chat_terms": ".chat",
     "translate_chat": ".chat",
+    "MessagesOptions": ".anthropic",
+    "MessagesRequest": ".anthropic",
+    "MessagesTranslation": ".anthropic",
+    "in_messages_terms": ".anthropic",
+    "translate_messages": ".anthropic",
     "normalize_input_items": ".input_items",
     "list_page_json": ".pagination",
     "page_json": ".pagination",

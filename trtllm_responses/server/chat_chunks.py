@@ -92,11 +92,13 @@ class ChunkFrames:
 class StopMatcher:
     """Finds the first stop string in text that arrives in pieces, holding back what may begin one."""
 
-    __slots__ = ("_held", "_stops")
+    __slots__ = ("_held", "_stops", "matched")
 
     def __init__(self, stops: Sequence[str]) -> None:
         self._stops = tuple(stops)
         self._held = ""
+        #: The stop string found (None until one is).
+        self.matched: str | None = None
 
     def feed(self, text: str) -> tuple[str, bool]:
         """The text that may be sent now, and whether a stop string was found (nothing after it is sent)."""
@@ -106,6 +108,7 @@ class StopMatcher:
             at = text.find(stop)
             if at >= 0 and (cut < 0 or at < cut):
                 cut = at
+                self.matched = stop
         if cut >= 0:
             self._held = ""
             return text[:cut], True

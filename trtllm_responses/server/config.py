@@ -58,6 +58,9 @@ class ServerConfig:
     group_dir: str | None = None
     #: Bytes of rendered input items kept for replayed histories (``--render_cache_bytes``); 0: none.
     render_cache_bytes: int = DEFAULT_RENDER_CACHE_BYTES
+    #: Model names ``/v1/messages`` answers to, as glob patterns: each means the served model (Claude Code
+    #: asks for ``claude-…`` names); ``*``, the default, takes any name. Another is a 404 ``not_found_error``.
+    model_aliases: tuple[str, ...] = ("*",)
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)
     tools: ToolSettings = field(default_factory=ToolSettings)

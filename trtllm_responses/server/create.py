@@ -24,6 +24,7 @@ from .background import BackgroundResponses
 from .chat import CHAT_PATH, create_chat_completion
 from .config import ServerConfig
 from .errors import answer, error_response
+from .messages import MESSAGES_PATH, anthropic_error_response, serve_messages, wants_anthropic
 from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
 from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
 from .websocket import serve_websocket
@@ -97,8 +98,8 @@ async def create_response(
 
 
 class ResponsesApp:
-    """The ASGI app: ``POST /v1/responses`` and ``POST /v1/chat/completions`` here, everything else
-    (and the lifespan) to FastAPI."""
+    """The ASGI app: ``POST /v1/responses``, ``POST /v1/chat/completions`` and ``/v1/messages`` here,
+    everything else (and the lifespan) to FastAPI."""
 
     def __init__(
         self,
@@ -136,7 +137,12 @@ class ResponsesApp:
         send_with_id = record.wrap(send)
         try:
             if self.api_key is not None and path.startswith("/v1/") and not authorized(scope, self.api_key):
-                await error_response(unauthorized(scope))(scope, receive, send_with_id)
+                render = anthropic_error_response if wants_anthropic(scope) else error_response
+                await render(unauthorized(scope))(scope, receive, send_with_id)
+            elif path.startswith(MESSAGES_PATH):
+                record.status = await serve_messages(
+                    self.service, scope, receive, send, record, _read_body, self.config.model_aliases
+                )
             elif path == PATH or path == CHAT_PATH:
                 if method != "POST":
                     error = InvalidRequestError(

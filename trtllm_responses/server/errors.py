@@ -43,11 +43,13 @@ async def answer(
     send: Send,
     record: AccessRecord,
     path: str,
+    render: Callable[[APIError], Response] = error_response,
 ) -> int:
-    """Serve one request of a route outside FastAPI (``POST /v1/responses``, ``/v1/chat/completions``).
+    """Serve one request of a route outside FastAPI (``POST /v1/responses``, ``/v1/chat/completions``,
+    ``/v1/messages``).
 
-    ``handler`` builds the response; an APIError it raises becomes the error body, anything else a
-    logged 500, and a client gone before it was answered (``ConnectionResetError``) is recorded as
+    ``handler`` builds the response; an APIError it raises becomes the error body (``render``: OpenAI's
+    envelope unless the route says, e.g. Anthropic's), anything else a logged 500, and a client gone before it was answered (``ConnectionResetError``) is recorded as
     499 with nothing sent. The response carries the request id; ``record`` gets its status, which is
     returned.
     """
@@ -58,10 +60,10 @@ async def answer(
         record.status = CLIENT_CLOSED
         return CLIENT_CLOSED
     except APIError as exc:
-        response = error_response(exc)
+        response = render(exc)
     except Exception:
         logger.exception("Unhandled error on POST %s", path)
-        response = error_response(ServerError("The server had an error while processing your request."))
+        response = render(ServerError("The server had an error while processing your request."))
     response.raw_headers.append(record.header())
     record.status = response.status_code
     await response(scope, receive, send)

@@ -19,9 +19,9 @@ from openai.types.responses import Response, ResponseItemList, ResponseStreamEve
 from pydantic import BaseModel, RootModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from ..request import ChatRequest, ResponsesRequest
+from ..request import ChatRequest, MessagesRequest, ResponsesRequest
 
-__all__ = ["ERROR_SCHEMA", "build_openapi", "install_openapi"]
+__all__ = ["ANTHROPIC_ERROR_SCHEMA", "ERROR_SCHEMA", "build_openapi", "install_openapi"]
 
 _REF = "#/components/schemas/{model}"
 
@@ -48,6 +48,23 @@ ERROR_SCHEMA: dict[str, Any] = {
                 "code": {"type": ["string", "null"]},
             },
         }
+    },
+}
+
+#: Anthropic's error envelope, what every answer under ``/v1/messages`` that is not a 200 carries.
+ANTHROPIC_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "AnthropicErrorResponse",
+    "required": ["type", "error"],
+    "additionalProperties": False,
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "additionalProperties": False,
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        },
     },
 }
 
@@ -123,6 +140,73 @@ def _create_operation() -> dict[str, Any]:
             "413": _error("413"),
             "429": _error("429"),
         },
+    }
+
+
+#: The ``anthropic`` SDK's ``Message``, as far as stated here (the server does not depend on that package).
+_MESSAGE = {
+    "type": "object",
+    "required": ["id", "type", "role", "content", "model", "stop_reason", "stop_sequence", "usage"],
+    "properties": {
+        "id": {"type": "string"},
+        "type": {"const": "message"},
+        "role": {"const": "assistant"},
+        "content": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"enum": ["text", "thinking", "redacted_thinking", "tool_use"]}},
+            },
+        },
+        "model": {"type": "string"},
+        "stop_reason": {"enum": ["end_turn", "tool_use", "max_tokens", "stop_sequence"]},
+        "stop_sequence": {"type": ["string", "null"]},
+        "usage": {"type": "object", "required": ["input_tokens", "output_tokens"]},
+    },
+}
+_MESSAGES_ERRORS = {
+    "400": "The request is invalid: the message names the Anthropic field.",
+    "404": "No model alias matches `model` (or the route does not exist; message batches are not served).",
+    "413": "The request body is larger than the server accepts.",
+    "500": "The generation failed (without streaming; streamed, it is an `error` event).",
+}
+
+
+def _messages_operation(counting: bool) -> dict[str, Any]:
+    """``POST /v1/messages`` or ``/v1/messages/count_tokens`` (README, "Anthropic Messages")."""
+    errors = {
+        status: _json(_ref("AnthropicErrorResponse"), text)
+        for status, text in _MESSAGES_ERRORS.items()
+        if status != "500" or not counting
+    }
+    if counting:
+        ok = _json(
+            {
+                "type": "object",
+                "required": ["input_tokens"],
+                "properties": {"input_tokens": {"type": "integer"}},
+            },
+            "The length of the prompt the same body renders.",
+        )
+    else:
+        ok = _json(_MESSAGE, "The message (`stream: false`), or its Messages events (`stream: true`).")
+        ok["content"]["text/event-stream"] = {
+            "schema": {
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+                "description": "message_start, ping, content blocks, message_delta, message_stop; or an error event.",
+            }
+        }
+    return {
+        "summary": "Count a message's input tokens" if counting else "Create an Anthropic message",
+        "operationId": "count_message_tokens" if counting else "create_message",
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _ref("MessagesRequest")}},
+        },
+        "responses": {"200": ok} | errors,
     }
 
 
@@ -323,6 +407,7 @@ def build_openapi(api: FastAPI) -> dict[str, Any]:
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
         (ResponsesRequest, "validation"),
         (ChatRequest, "validation"),
+        (MessagesRequest, "validation"),
         (ChatCompletion, "serialization"),
         (ChatCompletionChunk, "serialization"),
         (Response, "serialization"),
@@ -334,7 +419,11 @@ def build_openapi(api: FastAPI) -> dict[str, Any]:
     components = document.setdefault("components", {})
     defs = schemas["$defs"]
     defs["ResponseStreamEvent"] = defs.pop(_StreamEvent.__name__)  # referenced only by our _create_operation
-    components["schemas"] = {**defs, "ErrorResponse": ERROR_SCHEMA}
+    components["schemas"] = {
+        **defs,
+        "ErrorResponse": ERROR_SCHEMA,
+        "AnthropicErrorResponse": ANTHROPIC_ERROR_SCHEMA,
+    }
     paths: dict[str, dict[str, Any]] = document.setdefault("paths", {})
     for path, operations in paths.items():
         for method, operation in operations.items():
@@ -359,6 +448,8 @@ def build_openapi(api: FastAPI) -> dict[str, Any]:
                 }
     paths.setdefault("/v1/responses", {})["post"] = _create_operation()
     paths.setdefault("/v1/chat/completions", {})["post"] = _chat_operation()
+    paths.setdefault("/v1/messages", {})["post"] = _messages_operation(counting=False)
+    paths.setdefault("/v1/messages/count_tokens", {})["post"] = _messages_operation(counting=True)
     return document
 
 

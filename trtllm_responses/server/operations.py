@@ -1,6 +1,6 @@
 """What an operator needs: API-key checks, route labels for metrics, ``/metrics``, graceful shutdown.
 
-- ``--api_key``: ``Authorization: Bearer KEY`` is required on ``/v1/*`` (``/health``
+- ``--api_key``: ``Authorization: Bearer KEY`` (or Anthropic's ``x-api-key: KEY``) is required on ``/v1/*`` (``/health``
   and ``/metrics`` stay open for probes and scrapers); keys are compared in constant
   time and never logged or echoed.
 - :class:`GracefulShutdown`: on SIGTERM, running responses (streams and background
@@ -40,6 +40,8 @@ _ROUTES = [
 _KNOWN = {
     "/v1/responses",
     "/v1/chat/completions",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
     "/v1/conversations",
     "/v1/models",
     "/health",
@@ -60,17 +62,21 @@ def route_label(path: str) -> str:
 
 
 def authorized(scope: Scope, api_key: str) -> bool:
-    """Whether the request carries ``Authorization: Bearer <api_key>`` (constant-time comparison)."""
+    """Whether the request carries ``Authorization: Bearer <api_key>`` or ``x-api-key: <api_key>`` (Anthropic's
+    header), compared in constant time."""
     for name, value in scope["headers"]:
         if name == b"authorization":
             scheme, _, token = value.partition(b" ")
-            return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), api_key.encode())
+            if scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), api_key.encode()):
+                return True
+        elif name == b"x-api-key" and hmac.compare_digest(value.strip(), api_key.encode()):
+            return True
     return False
 
 
 def unauthorized(scope: Scope) -> AuthenticationError:
     """The 401 for a request without a valid key (the key itself is never echoed)."""
-    has_header = any(name == b"authorization" for name, _ in scope["headers"])
+    has_header = any(name in (b"authorization", b"x-api-key") for name, _ in scope["headers"])
     if has_header:
         return AuthenticationError("Incorrect API key provided.")
     return AuthenticationError(

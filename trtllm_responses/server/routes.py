@@ -15,6 +15,7 @@ from ..responses import ResponsesService
 from .background import BackgroundResponses
 from .config import ServerConfig
 from .group import FORWARDED, forward, gather_stats
+from .messages import anthropic_error_response, anthropic_models
 from .operations import authorized, metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
@@ -118,12 +119,27 @@ def build_router(
         "owned_by": "trtllm-responses",
     }
 
+    anthropic = anthropic_models(config.served_model_name, config.model_aliases, started)
+
     @router.get("/v1/models")
-    async def list_models() -> dict[str, object]:
+    async def list_models(request: Request) -> dict[str, object]:
+        if "anthropic-version" in request.headers:  # Anthropic's SDK and Claude Code: its list shape
+            return {
+                "data": anthropic,
+                "has_more": False,
+                "first_id": anthropic[0]["id"],
+                "last_id": anthropic[-1]["id"],
+            }
         return {"object": "list", "data": [model]}
 
     @router.get("/v1/models/{model_id}")
-    async def retrieve_model(model_id: str) -> dict[str, object]:
+    async def retrieve_model(model_id: str, request: Request) -> Any:
+        if "anthropic-version" in request.headers:
+            found = next((m for m in anthropic if m["id"] == model_id), None)
+            if found is None:
+                error = NotFoundError(f"model: {model_id}", param="model", code="model_not_found")
+                return anthropic_error_response(error)
+            return found
         if model_id != config.served_model_name:
             raise NotFoundError(
                 f"The model '{model_id}' does not exist.", param="model", code="model_not_found"
