@@ -214,9 +214,8 @@ class ResponsesService:
             previous = await self.chain_of(request.previous_response_id, lookup)
             conversation_history = previous.history
         response_id = new_id("resp")
-        continuable = (
-            request.store or lookup is not None
-        )  # by previous_response_id: stored, or on a WebSocket
+        # Whether a later turn can continue it by previous_response_id: stored, or on a WebSocket.
+        continuable = request.store or lookup is not None
         session = session_key(
             request,
             header=affinity,
