@@ -21,7 +21,7 @@ CLAUDE_CODE_VERSION ?= 2.1.332
 CLAUDE_CODE_DIR := .claude-code
 CLAUDE_CODE_STAMP := $(CLAUDE_CODE_DIR)/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: run test lint bench install clean compliance codex-cli claude-code redis-server bubblewrap litellm-client
+.PHONY: run test lint bench install clean compliance codex-cli claude-code redis-server bubblewrap nginx litellm-client
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (README, "Stores").
@@ -76,7 +76,14 @@ bubblewrap:
 	@command -v bwrap >/dev/null || [ -x /usr/bin/bwrap ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends bubblewrap; }
 
-test: $(STAMP) codex-cli claude-code redis-server bubblewrap litellm-client
+# The session-affinity test (tests/server/test_nginx_affinity.py) runs a real nginx in front of two replicas:
+# Debian's nginx-light (its upstream hash module routes by session). Tests start it themselves on a loopback
+# port with a configuration and temp folder of their own; the package's own service is not used.
+nginx:
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends nginx-light; }
+
+test: $(STAMP) codex-cli claude-code redis-server bubblewrap nginx litellm-client
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

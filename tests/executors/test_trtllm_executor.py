@@ -261,17 +261,19 @@ def test_service_tier_is_the_request_priority(
 async def test_priority_left_out_where_tensorrt_llm_has_none(
     fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Older TensorRT-LLM (generate_async without ``priority``): the request runs at the one priority there is."""
+    """Older TensorRT-LLM (generate_async without ``priority``): the request runs at the one priority there is.
+
+    The signature is read once the LLM is made (``start``), so the older one is installed before it."""
     executor = executor_for(encoding)
-    await executor.start()
     seen: list[dict[str, Any]] = []
-    original = executor._llm.generate_async
+    original = fake_trtllm.LLM.generate_async
 
-    def older(inputs: Any, sampling_params: Any = None, streaming: bool = False) -> Any:
+    def older(self: Any, inputs: Any, sampling_params: Any = None, streaming: bool = False) -> Any:
         seen.append({"streaming": streaming})
-        return original(inputs, sampling_params=sampling_params, streaming=streaming)
+        return original(self, inputs, sampling_params=sampling_params, streaming=streaming)
 
-    monkeypatch.setattr(executor._llm, "generate_async", older)
+    monkeypatch.setattr(fake_trtllm.LLM, "generate_async", older)
+    await executor.start()
     base = request(adapter, "hello")
     prioritized = GenerationRequest(base.request_id, base.prompt_token_ids, base.sampling, priority=0.75)
     out = await collect(executor, prioritized)
@@ -297,3 +299,59 @@ async def test_prompt_cache_ttl_is_a_kv_cache_retention_config(
     (prompt_range,) = config.token_range_retention_configs
     assert (prompt_range.token_start, prompt_range.token_end) == (0, len(base.prompt_token_ids))
     assert prompt_range.priority == 80 and prompt_range.duration_ms == datetime.timedelta(hours=12)
+
+
+async def test_session_key_is_conversation_params(
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+) -> None:
+    """A session key → generate_async(conversation_params=ConversationParams(conversation_id=key)), the
+    argument of TensorRT-LLM's main branch (tensorrt_llm/llmapi/llm.py); none without a key."""
+    executor = executor_for(encoding)
+    await executor.start()
+    assert executor.takes_sessions
+    base = request(adapter, "hello")
+    keyed = GenerationRequest(base.request_id, base.prompt_token_ids, base.sampling, session_key="sess-1")
+    assert (await collect(executor, keyed))[-1].finish_reason == "stop"
+    await collect(executor, base)
+    assert executor._llm.conversation_ids == ["sess-1", None]
+
+
+async def test_session_key_left_out_where_tensorrt_llm_has_no_conversation_params(
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TensorRT-LLM 1.2.1's generate_async (the last release on PyPI) has priority and retention but no
+    conversation_params: the key is not passed, and the request runs."""
+    executor = executor_for(encoding)
+    seen: list[set[str]] = []
+    original = fake_trtllm.LLM.generate_async
+
+    def release_1_2(
+        self: Any,
+        inputs: Any,
+        sampling_params: Any = None,
+        streaming: bool = False,
+        kv_cache_retention_config: Any = None,
+        priority: float = 0.5,
+    ) -> Any:
+        seen.append({"priority"} if priority != 0.5 else set())
+        return original(self, inputs, sampling_params=sampling_params, streaming=streaming, priority=priority)
+
+    monkeypatch.setattr(fake_trtllm.LLM, "generate_async", release_1_2)
+    await executor.start()
+    assert not executor.takes_sessions
+    base = request(adapter, "hello")
+    keyed = GenerationRequest(
+        base.request_id, base.prompt_token_ids, base.sampling, priority=0.75, session_key="sess-1"
+    )
+    assert (await collect(executor, keyed))[-1].finish_reason == "stop"
+    assert seen == [{"priority"}] and executor._llm.conversation_ids == [None]
+
+
+def test_fake_conversation_params_are_tensorrt_llms(fake_trtllm: Any) -> None:
+    """ConversationParams as tensorrt_llm/conversation_params.py has it: the id stripped, a blank one refused."""
+    from tensorrt_llm.llmapi import ConversationParams  # the fake, on sys.path through the fixture
+
+    assert ConversationParams(conversation_id="  abc ").conversation_id == "abc"
+    for blank in ("", "   "):
+        with pytest.raises(ValueError, match="non-empty"):
+            ConversationParams(conversation_id=blank)

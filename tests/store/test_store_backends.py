@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 
@@ -96,6 +97,18 @@ async def test_continuing_from_any_backend_renders_the_same_tokens(
         adapter.build_prompt(follow, loaded.history).token_ids
         == adapter.build_prompt(follow, first.history).token_ids
     )
+
+
+async def test_an_entry_keeps_its_session_key(store: ResponseStore, adapter: HarmonyAdapter) -> None:
+    """The key a continuing response inherits (responses/sessions.py) is stored with the entry, on every backend;
+    an entry without one (written before keys were kept) reads back without one."""
+    keyed = dataclasses.replace(turn(adapter, "hi", response_id="keyed"), session_key="agent-7")
+    plain = turn(adapter, "hi", response_id="plain")
+    assert await store.put(keyed) and await store.put(plain)
+    got_keyed, got_plain = await store.get("keyed"), await store.get("plain")
+    assert got_keyed is not None and got_keyed.session_key == "agent-7"
+    assert got_plain is not None and got_plain.session_key is None
+    assert b'"session"' not in encode_entry(plain)  # the old layout, byte for byte
 
 
 async def test_replacing_an_entry_keeps_one(store: ResponseStore, adapter: HarmonyAdapter) -> None:

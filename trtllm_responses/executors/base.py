@@ -70,6 +70,9 @@ class GenerationRequest:
     cache_retention_seconds: int | None = (
         None  # keep the prompt's KV cache at least this long (prompt_cache_options.ttl)
     )
+    #: The session this generation belongs to (``request/affinity.py``): turns of one session extend one
+    #: KV-cache prefix, so an engine that places requests (attention-DP ranks) keeps them together.
+    session_key: str | None = None
 
 
 @dataclass(slots=True)

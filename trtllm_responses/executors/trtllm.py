@@ -267,6 +267,12 @@ class TrtllmExecutor(Executor):
                 self._backend,
             )
         logger.info(
+            "Session keys %s",
+            "go to TensorRT-LLM as conversation_params"
+            if self.takes_sessions
+            else "are not passed to TensorRT-LLM (its generate_async has no conversation_params)",
+        )
+        logger.info(
             "TensorRT-LLM takes prompts of %s",
             "any length the context window holds (chunked prefill)"
             if self.max_prompt_tokens is None
@@ -325,20 +331,40 @@ class TrtllmExecutor(Executor):
         ``priority`` (``service_tier``): TensorRT-LLM's ``LLM.generate_async(..., priority: float = 0.5)``,
         "the scheduling priority for the request, in the range [0, 1]" (``tensorrt_llm/llmapi/llm.py``);
         versions without it serve every request at the same priority.
+
+        ``conversation_params`` (the session key): ``LLM.generate_async(...,
+        conversation_params: Optional[ConversationParams] = None, ...)``, "Conversation parameters",
+        ``ConversationParams(conversation_id=...)`` (``tensorrt_llm/conversation_params.py``), which
+        attention-DP conversation affinity (``attention_dp_config.kv_cache_routing_conversation_affinity``)
+        reads to keep a conversation's turns on one rank. The releases on PyPI (1.1, 1.2.x) have no such
+        argument: nothing is passed there, and placement is the proxy's alone (README, "Session affinity").
         """
-        if request.priority is None and request.cache_retention_seconds is None:
+        if (
+            request.priority is None
+            and request.cache_retention_seconds is None
+            and request.session_key is None
+        ):
             return {}
+        parameters = self._parameters()
+        options: dict[str, Any] = {}
+        if request.priority is not None and "priority" in parameters:
+            options["priority"] = request.priority
+        if request.cache_retention_seconds is not None and "kv_cache_retention_config" in parameters:
+            options["kv_cache_retention_config"] = self._retention(request)
+        if request.session_key is not None and "conversation_params" in parameters:
+            options["conversation_params"] = _conversation_params(request.session_key)
+        return options
+
+    def _parameters(self) -> frozenset[str]:
+        """The keywords this TensorRT-LLM's ``generate_async`` takes, read once."""
         if self._generate_parameters is None:
             self._generate_parameters = frozenset(inspect.signature(self._llm.generate_async).parameters)
-        options: dict[str, Any] = {}
-        if request.priority is not None and "priority" in self._generate_parameters:
-            options["priority"] = request.priority
-        if (
-            request.cache_retention_seconds is not None
-            and "kv_cache_retention_config" in self._generate_parameters
-        ):
-            options["kv_cache_retention_config"] = self._retention(request)
-        return options
+        return self._generate_parameters
+
+    @property
+    def takes_sessions(self) -> bool:
+        """Whether this TensorRT-LLM's ``generate_async`` takes ``conversation_params`` (known once started)."""
+        return self._llm is not None and "conversation_params" in self._parameters()
 
     def _retention(self, request: GenerationRequest) -> Any:
         """``prompt_cache_options.ttl``: the prompt's KV-cache blocks kept at a raised retention priority for the ttl.
@@ -411,6 +437,16 @@ class TrtllmExecutor(Executor):
         if self._llm is not None:
             llm, self._llm = self._llm, None
             await asyncio.to_thread(llm.shutdown)
+
+
+def _conversation_params(session_key: str) -> Any:
+    """``ConversationParams(conversation_id=session_key)``, from ``tensorrt_llm.llmapi`` (which re-exports it)
+    or its own module ``tensorrt_llm.conversation_params``."""
+    llmapi = importlib.import_module("tensorrt_llm.llmapi")
+    params = getattr(llmapi, "ConversationParams", None)
+    if params is None:
+        params = importlib.import_module("tensorrt_llm.conversation_params").ConversationParams
+    return params(conversation_id=session_key)
 
 
 async def _engine_steps(result: Any) -> AsyncGenerator[Any, None]:

@@ -5,8 +5,9 @@ one, else a fresh ``req_…``; echoed on every response, errors and streams incl
 
 One line per request on the ``trtllm_responses.access`` logger at info, written when the
 response has been sent: method, path, status, request id, and for ``POST /v1/responses``
-the response id, input/output/cached tokens, duration and first-token latency. Nothing a
-client sent (headers, keys, bodies) is logged beyond the path.
+the response id, its session key (checked: ``request/affinity.py``), input/output/cached tokens,
+duration and first-token latency. Nothing else a client sent (headers, keys, bodies) is logged
+beyond the path.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class AccessRecord:
     started: float
     status: int = 0
     response_id: str | None = None
+    session_id: str | None = None  # the response's session key, returned as x-session-id
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int | None = None
@@ -81,6 +83,8 @@ class AccessRecord:
         parts = [f"{self.method} {self.path} {self.status}", f"request_id={self.request_id}"]
         if self.response_id is not None:
             parts.append(f"response_id={self.response_id}")
+        if self.session_id is not None:
+            parts.append(f"session_id={self.session_id}")
         if self.input_tokens is not None:
             parts.append(
                 f"input_tokens={self.input_tokens} output_tokens={self.output_tokens} "

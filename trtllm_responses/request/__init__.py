@@ -4,9 +4,10 @@
 with other shapes), ``tools.py``, ``tool_choice.py``, ``text_format.py`` and ``items.py`` (the typed
 values ``tools``, ``tool_choice``, ``text`` and ``input`` are parsed into, once), ``input_items.py``
 (input items as ``input_items`` lists them),
-``pagination.py`` (cursor pages of ``list`` objects), ``chat.py`` and ``chat_messages.py`` (a Chat
-Completions request read as a Responses request), ``anthropic.py`` and ``anthropic_messages.py`` (an
-Anthropic Messages request read as one). Imports only ``core/``.
+``pagination.py`` (cursor pages of ``list`` objects), ``affinity.py`` (session keys: the headers that
+name a session, their bounds), ``chat.py`` and ``chat_messages.py`` (a Chat Completions request read as
+a Responses request), ``anthropic.py`` and ``anthropic_messages.py`` (an Anthropic Messages request read
+as one). Imports only ``core/``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ from typing import TYPE_CHECKING
 from ..core import resolver
 
 if TYPE_CHECKING:
+    from .affinity import (
+        AFFINITY_HEADERS,
+        MAX_SESSION_KEY,
+        SESSION_HEADER,
+        key_of_cache_key,
+        session_key_from_headers,
+    )
     from .anthropic import (
         MessagesOptions,
         MessagesRequest,
@@ -86,6 +94,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AFFINITY_HEADERS",
     "CODE_TOOLS",
     "ChatOptions",
     "ChatRequest",
@@ -113,6 +122,7 @@ __all__ = [
     "McpApprovalResponse",
     "McpCall",
     "McpListTools",
+    "MAX_SESSION_KEY",
     "McpTool",
     "Message",
     "MessagesOptions",
@@ -125,6 +135,7 @@ __all__ = [
     "ReasoningParam",
     "RequestTool",
     "ResponsesRequest",
+    "SESSION_HEADER",
     "TextConfig",
     "ToolChoice",
     "WEB_SEARCH_TOOLS",
@@ -134,6 +145,7 @@ __all__ = [
     "in_chat_terms",
     "in_messages_terms",
     "json_object",
+    "key_of_cache_key",
     "list_page_json",
     "normalize_input_items",
     "not_convertible",
@@ -144,6 +156,7 @@ __all__ = [
     "parse_request",
     "parse_text",
     "parse_text_update",
+    "session_key_from_headers",
     "tools_data",
     "translate_chat",
     "translate_messages",
@@ -152,6 +165,11 @@ __all__ = [
 #: Resolved on first use: a render worker (``harmony/render_pool.py``) reads a request's fields and
 #: protocol types, never the Chat Completions side, input items or pages.
 _ON_FIRST_USE = {
+    "AFFINITY_HEADERS": ".affinity",
+    "MAX_SESSION_KEY": ".affinity",
+    "SESSION_HEADER": ".affinity",
+    "key_of_cache_key": ".affinity",
+    "session_key_from_headers": ".affinity",
     "CodeInterpreterCall": ".items",
     "Compaction": ".items",
     "CompactionTrigger": ".items",

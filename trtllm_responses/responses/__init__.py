@@ -2,7 +2,8 @@
 
 ``service.py`` (``ResponsesService``) prepares a request into a frozen ``PreparedResponse``
 (``prepared.py``) and makes its one handle, a ``ResponseRun`` (``run.py``), which ``generation.py``
-drives (the executor, ``tool_loop.py``, ``summaries.py``, ``logprobs.py``); ``steering.py`` decides
+drives (the executor, ``tool_loop.py``, ``summaries.py``, ``logprobs.py``); ``sessions.py`` decides which
+session a response belongs to (its key, inherited along a chain); ``steering.py`` decides
 what WebSocket steering does to runs. README, "Layout": the run's life. Transports (``server/``) are
 the only layer above it.
 """
@@ -16,9 +17,11 @@ from .run import ResponseRun, RunState
 from .sampling import SamplingDefaults
 from .sealing import ContentSealer, load_key
 from .service import ResponsesService
+from .sessions import Chain
 from .steering import Held, Steer, Steered, Steering, SteerRefused, Successor, as_items
 
 __all__ = [
+    "Chain",
     "ContentSealer",
     "ConversationsService",
     "Held",

@@ -175,12 +175,14 @@ async def compact_conversation(
     sampling_defaults: SamplingDefaults,
     sealer: ContentSealer | None,
     model_name: str,
+    session_key: str | None = None,
 ) -> Compaction:
     """Summarize the conversation ``request`` describes (its input, ``previous_response_id``).
 
     The service hands in what the summarization runs with (it imports this module, so this
     module never imports it): ``render`` builds a request's prompt as create would (its
     conversation so far, its new messages); the rest are the service's own collaborators.
+    ``session_key``: the session of the response being compacted for (its prompt extends the session's).
     """
     if sealer is None:
         raise InvalidRequestError("Compaction needs an encryption key; this server has none.")
@@ -206,6 +208,7 @@ async def compact_conversation(
             max_tokens=min(room, MAX_SUMMARY_TOKENS),
             stop_token_ids=adapter.stop_token_ids,
         ),
+        session_key=session_key,
     )
     tokens: list[int] = []
     async with Generating(executor, generation) as deltas:

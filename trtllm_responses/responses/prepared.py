@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 
 from openai.types.responses import Response, ResponseStreamEvent
 
-from ..adapter import ConversationHistory, Prompt
+from ..adapter import Prompt
 from ..core import InvalidRequestError
 from ..executors import GenerationRequest, SamplingSettings
 from ..request import (
@@ -29,6 +29,7 @@ from ..request import (
 from ..tools import DEFAULT_TOOL_TIMEOUT, ServerTools
 from .compaction import Compaction
 from .sampling import SamplingDefaults, echo_fields, sampling_settings
+from .sessions import Chain
 
 __all__ = [
     "ENCRYPTED_REASONING",
@@ -81,10 +82,12 @@ class PreparedResponse:
 
     tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # seconds a server-run tool call may take
+    #: The session it belongs to (``sessions.py``): the ``x-session-id`` it is answered with, stored with it.
+    session_key: str | None = None
 
 
-#: Finds the history of a ``previous_response_id`` somewhere other than the store (a WebSocket's own).
-HistoryLookup: TypeAlias = Callable[[str], ConversationHistory | None]
+#: Finds a ``previous_response_id`` somewhere other than the store (a WebSocket's own responses).
+HistoryLookup: TypeAlias = Callable[[str], Chain | None]
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 

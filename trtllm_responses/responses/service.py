@@ -72,6 +72,7 @@ from .references import ConversationItems, has_references, resolve_references
 from .run import ResponseRun
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_input, unseal_items
+from .sessions import Chain, session_key
 from .summaries import Summarizer, summary_mode
 from .truncation import truncate_prompt
 
@@ -142,11 +143,10 @@ class ResponsesService:
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
         self.conversations = ConversationsService(store, adapter, self._render_history, self.max_input_bytes)
-        # The histories of responses this process stored or read, by id: a stored response never changes,
-        # so continuing one only asks the store whether it is still there (``touch``), whatever its length.
-        self.chain_histories: ByteBoundedCache[ConversationHistory] = ByteBoundedCache(
-            chain_history_cache_bytes
-        )
+        # The histories (and session keys) of responses this process stored or read, by id: a stored
+        # response never changes, so continuing one only asks the store whether it is still there
+        # (``touch``), whatever its length.
+        self.chain_histories: ByteBoundedCache[Chain] = ByteBoundedCache(chain_history_cache_bytes)
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
@@ -168,8 +168,12 @@ class ResponsesService:
         lookup: HistoryLookup | None = None,
         compact: bool = True,
         generate: bool = True,
+        affinity: str | None = None,
     ) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong.
+
+        ``affinity``: the session key the client's headers give (``request/affinity.py``), if any; the
+        response's own key is decided here (``sessions.py``).
 
         ``generate`` False (WebSocket ``generate: false``): the response prefills its prompt, no output.
 
@@ -205,6 +209,20 @@ class ResponsesService:
             conversation_items = self.conversations.items_reader(conversation, stored_items)
         request = await self.resolve_references(request, conversation_items)
         request, triggered = compaction_triggered(request)
+        previous = None
+        if request.previous_response_id is not None:
+            previous = await self.chain_of(request.previous_response_id, lookup)
+            conversation_history = previous.history
+        response_id = new_id("resp")
+        # Whether a later turn can continue it by previous_response_id: stored, or on a WebSocket.
+        continuable = request.store or lookup is not None
+        session = session_key(
+            request,
+            header=affinity,
+            conversation=conversation,
+            previous=previous,
+            own_id=response_id if continuable else None,
+        )
         prompt, tools = await self.render(
             request, lookup=lookup, size=size, history=conversation_history, steps=steps
         )
@@ -214,7 +232,7 @@ class ResponsesService:
         compaction = None
         threshold = compact_threshold(request)
         if compact and (triggered or (threshold is not None and len(prompt.token_ids) > threshold)):
-            compaction = await self._compact(request, lookup=lookup, size=size)
+            compaction = await self._compact(request, lookup=lookup, size=size, session_key=session)
             window = request.model_copy(
                 update={
                     "input": parse_items(window_for_turn(compaction, request)),
@@ -236,7 +254,6 @@ class ResponsesService:
         room = self.executor.max_seq_len - len(prompt.token_ids)
         self.adapter.admit(prompt)
         max_tokens = min(request.max_output_tokens or room, room)
-        response_id = new_id("resp")
         generation = GenerationRequest(
             request_id=response_id,
             prompt_token_ids=prompt.token_ids,
@@ -250,6 +267,7 @@ class ResponsesService:
             constraint=prompt.constraint,
             priority=service_tier(request)[1],
             cache_retention_seconds=cache_retention_seconds(request),
+            session_key=session,
         )
         response = initial_response(
             response_id, request, self.model_name, conversation, truncated, sampling=generation.sampling
@@ -284,6 +302,7 @@ class ResponsesService:
             tools=tools,
             tool_timeout=self.tool_settings.tool_timeout,
             generate=generate,
+            session_key=session,
         )
 
     async def resolve_references(
@@ -313,6 +332,14 @@ class ResponsesService:
 
     async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
         """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
+        return (await self.chain_of(response_id, lookup)).history
+
+    async def chain_of(self, response_id: str, lookup: HistoryLookup | None = None) -> Chain:
+        """The conversation and session key a ``previous_response_id`` names; NotFoundError if none does.
+
+        Its session key was stored with it, so the root of a chain is known without walking the chain,
+        even when another process or replica stored it.
+        """
         check_id(response_id, "previous_response_id", "resp")
         if lookup is not None:
             local = lookup(response_id)
@@ -332,8 +359,9 @@ class ResponsesService:
             raise NotFoundError(
                 f"Previous response with id '{response_id}' not found.", param="previous_response_id"
             )
-        self.chain_histories.admit(response_id, previous.history, previous.history.nbytes)
-        return previous.history
+        chain = Chain(previous.history, previous.session_key)
+        self.chain_histories.admit(response_id, chain, previous.history.nbytes)
+        return chain
 
     async def render(
         self,
@@ -348,10 +376,10 @@ class ResponsesService:
     ) -> tuple[Prompt, ServerTools | None]:
         """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
         and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``)."""
-        if history is None:  # else: the conversation's (``conversation=``)
+        if history is None:  # else: the conversation's (``conversation=``), or the previous response's
             history = EMPTY_HISTORY
-        if request.previous_response_id is not None:
-            history = await self.history_of(request.previous_response_id, lookup)
+            if request.previous_response_id is not None:
+                history = await self.history_of(request.previous_response_id, lookup)
         if prepare_tools:
             tools = await prepare_server_tools(request, history.calls, self.tool_settings)
         namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
@@ -463,6 +491,7 @@ class ResponsesService:
                 input_item_ids=prepared.input_item_ids,
                 input_items_json=prepared.input_items_json,
                 history=history,
+                session_key=prepared.session_key,
             )
             try:
                 kept = await self.store.put(entry)
@@ -470,7 +499,7 @@ class ResponsesService:
                 self.metrics.record_store_error()
                 raise  # drive ends the response failed instead: a response asked to be stored never silently is not
             if kept:
-                self.chain_histories.admit(final.id, history, history.nbytes)
+                self.chain_histories.admit(final.id, Chain(history, prepared.session_key), history.nbytes)
         return final_json
 
     def history_after(
@@ -501,7 +530,12 @@ class ResponsesService:
         return orjson.dumps(compacted_response_json(compaction))
 
     async def _compact(
-        self, request: ResponsesRequest, *, lookup: HistoryLookup | None = None, size: int = 0
+        self,
+        request: ResponsesRequest,
+        *,
+        lookup: HistoryLookup | None = None,
+        size: int = 0,
+        session_key: str | None = None,
     ) -> Compaction:
         """Summarize ``request``'s conversation (``compaction.py``), rendering as create would.
 
@@ -520,6 +554,7 @@ class ResponsesService:
             sampling_defaults=self.sampling_defaults,
             sealer=self.sealer,
             model_name=self.model_name,
+            session_key=session_key,
         )
 
     async def retrieve(self, response_id: str) -> bytes:

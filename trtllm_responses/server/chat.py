@@ -29,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..core import APIError, ServerError, new_id
 from ..ops import AccessRecord
-from ..request import ChatOptions, in_chat_terms, translate_chat
+from ..request import ChatOptions, in_chat_terms, session_key_from_headers, translate_chat
 from ..responses import PreparedResponse, ResponseRun, ResponsesService
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
 from .errors import answer
@@ -219,15 +219,17 @@ async def create_chat_completion(
 
     async def handle() -> Response:
         nonlocal run
+        affinity = session_key_from_headers(scope["headers"])
         body = await read_body(receive, service)
         received = time.perf_counter()
         translation = translate_chat(body)
         try:
-            prepared = await service.prepare(translation.body, received)
+            prepared = await service.prepare(translation.body, received, affinity=affinity)
         except APIError as exc:
             raise in_chat_terms(exc, translation) from None
         run = ChatCompletionRun(service, prepared, translation.options)
         record.response_id = run.id
+        record.session_id = prepared.session_key
         if translation.options.stream:
             return WriterResponse(run.stream)
         return JSONBytesResponse(await run.completion_json())

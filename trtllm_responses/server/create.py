@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..core import InvalidRequestError, to_json
 from ..ops import AccessRecord
+from ..request import session_key_from_headers
 from ..responses import ResponseRun, ResponsesService
 from .background import BackgroundResponses
 from .chat import CHAT_PATH, create_chat_completion
@@ -74,9 +75,11 @@ async def create_response(
 
     async def handle() -> Response:
         nonlocal run
+        affinity = session_key_from_headers(scope["headers"])
         body = await _read_body(receive, service)
-        prepared = await service.prepare(body, time.perf_counter())
+        prepared = await service.prepare(body, time.perf_counter(), affinity=affinity)
         record.response_id = prepared.response.id
+        record.session_id = prepared.session_key
         run = service.run(prepared)
         if prepared.request.background:
             events = await background.begin(run)

@@ -21,10 +21,13 @@ from starlette.types import Receive, Scope, Send
 
 from ..core import APIError, InvalidRequestError, NotFoundError, ServerError
 from ..ops import AccessRecord
+from ..request import SESSION_HEADER
 from .operations import CLIENT_CLOSED
 from .responses import JSONBytesResponse
 
 __all__ = ["answer", "error_response", "install_error_handlers"]
+
+_SESSION_HEADER = SESSION_HEADER.encode()
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +52,10 @@ async def answer(
     ``/v1/messages``).
 
     ``handler`` builds the response; an APIError it raises becomes the error body (``render``: OpenAI's
-    envelope unless the route says, e.g. Anthropic's), anything else a logged 500, and a client gone before it was answered (``ConnectionResetError``) is recorded as
-    499 with nothing sent. The response carries the request id; ``record`` gets its status, which is
-    returned.
+    envelope unless the route says, e.g. Anthropic's), anything else a logged 500, and a client gone
+    before it was answered (``ConnectionResetError``) is recorded as 499 with nothing sent. The response
+    carries the request id, and the session key when it was decided (``x-session-id``, README "Session
+    affinity"); ``record`` gets its status, which is returned.
     """
     response: Response
     try:
@@ -65,6 +69,8 @@ async def answer(
         logger.exception("Unhandled error on POST %s", path)
         response = render(ServerError("The server had an error while processing your request."))
     response.raw_headers.append(record.header())
+    if record.session_id is not None and response.status_code < 400:
+        response.raw_headers.append((_SESSION_HEADER, record.session_id.encode("ascii")))
     record.status = response.status_code
     await response(scope, receive, send)
     return response.status_code

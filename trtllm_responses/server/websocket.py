@@ -22,10 +22,19 @@ import orjson
 from openai.types.responses import ResponseStreamEvent
 from starlette.types import Receive, Scope, Send
 
-from ..adapter import ConversationHistory
 from ..core import APIError, InvalidRequestError, ServerError, ServiceUnavailableError, to_dict
-from ..request import check_depth
-from ..responses import Held, ResponsesService, Steer, Steered, Steering, SteerRefused, Successor, as_items
+from ..request import check_depth, session_key_from_headers
+from ..responses import (
+    Chain,
+    Held,
+    ResponsesService,
+    Steer,
+    Steered,
+    Steering,
+    SteerRefused,
+    Successor,
+    as_items,
+)
 from .config import ServerConfig
 from .sse import event_json
 from .websocket_drain import DRAIN, SERVICE_RESTART
@@ -60,17 +69,25 @@ _Next = tuple[dict[str, Any], Sequence[Steer]]
 class ResponsesSocket:
     """One WebSocket connection: its lanes, its connection-local conversations, its steering queues."""
 
-    def __init__(self, service: ResponsesService, config: ServerConfig, receive: Receive, send: Send) -> None:
+    def __init__(
+        self,
+        service: ResponsesService,
+        config: ServerConfig,
+        receive: Receive,
+        send: Send,
+        affinity: str | None = None,
+    ) -> None:
         self.service = service
         self.config = config
+        self.affinity = affinity  # the session key of the handshake's headers, for every response on it
         self._receive = receive
         self._send = send
         self._send_lock = asyncio.Lock()
         self._lanes: dict[str | None, asyncio.Queue[str | bytes]] = {}
         self._queued_bytes = 0  # of the messages waiting on the lanes (kept as received, not parsed)
         self._workers: list[asyncio.Task[None]] = []
-        # lane -> (response id, its conversation); the last response of each lane.
-        self._local: dict[str | None, tuple[str, ConversationHistory]] = {}
+        # lane -> (response id, its conversation and session); the last response of each lane.
+        self._local: dict[str | None, tuple[str, Chain]] = {}
         self._steering = Steering()
         self._sequence = 0  # for connection-level events (steering), apart from response streams
         # Draining (server shutdown): requests being handled now, and set once none is.
@@ -304,10 +321,10 @@ class ResponsesSocket:
                 {"type": "websocket.close", "code": SERVICE_RESTART, "reason": "server restarting"}
             )
 
-    def _lookup(self, response_id: str) -> ConversationHistory | None:
-        for local_id, history in self._local.values():
+    def _lookup(self, response_id: str) -> Chain | None:
+        for local_id, chain in self._local.values():
             if local_id == response_id:
-                return history
+                return chain
         return None
 
     def _evict(self, response_id: str | None) -> None:
@@ -340,7 +357,7 @@ class ResponsesSocket:
                 steers = [*steers, *queued]
                 body["input"] = [item for s in queued for item in s.items] + as_items(body.get("input", []))
             prepared = await self.service.prepare(
-                body, received, lookup=self._lookup, generate=generate is not False
+                body, received, lookup=self._lookup, generate=generate is not False, affinity=self.affinity
             )
         except APIError as exc:
             self._evict(previous if isinstance(previous, str) else None)
@@ -376,7 +393,11 @@ class ResponsesSocket:
             output = (
                 [to_dict(item) for item in stream.model_output] if stream is not None else final["output"]
             )
-            self._local[stream_id] = (final["id"], self.service.history_after(running.run.prepared, output))
+            prepared = running.run.prepared
+            self._local[stream_id] = (
+                final["id"],
+                Chain(self.service.history_after(prepared, output), prepared.session_key),
+            )
         outcome = self._steering.after(final, running)
         if isinstance(outcome, Successor):
             return outcome.body, outcome.steers
@@ -447,5 +468,14 @@ def _restarting() -> ServiceUnavailableError:
 async def serve_websocket(
     service: ResponsesService, config: ServerConfig, scope: Scope, receive: Receive, send: Send
 ) -> None:
-    """Serve one WebSocket connection on ``/v1/responses``."""
-    await ResponsesSocket(service, config, receive, send).run()
+    """Serve one WebSocket connection on ``/v1/responses``.
+
+    A session key in the handshake's headers (``request/affinity.py``) is every response's on it; one that
+    is not a key refuses the connection (closed before it is accepted: HTTP 403).
+    """
+    try:
+        affinity = session_key_from_headers(scope.get("headers") or ())
+    except APIError:
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    await ResponsesSocket(service, config, receive, send, affinity).run()

@@ -5,7 +5,9 @@ A :class:`StoredResponse` keeps what later requests need:
 - the final response, serialized once (``GET /v1/responses/{id}`` returns these bytes);
 - its input items, serialized, for ``GET /v1/responses/{id}/input_items``;
 - the conversation history (Harmony messages with their rendered tokens, and the
-  call ids seen) that ``previous_response_id`` continues.
+  call ids seen) that ``previous_response_id`` continues;
+- its session key (``request/affinity.py``), which a response continuing it inherits, so the root
+  of a ``previous_response_id`` chain is known without walking the chain, on any replica.
 
 Everything in an entry is immutable (bytes, tuples, a frozen history), so a
 reader can never see an entry change, and concurrent continuations of one
@@ -41,7 +43,7 @@ ConversationItem = tuple[str, bytes]
 #: A page of conversation items (in the order asked) and whether more follow.
 ConversationPage = tuple[list[ConversationItem], bool]
 
-# The entry object (5 slots), and the store's bookkeeping for it (an ordered-dict
+# The entry object (6 slots), and the store's bookkeeping for it (an ordered-dict
 # node and a size entry), with headroom for allocator rounding.
 _ENTRY_OVERHEAD = 512
 
@@ -55,6 +57,7 @@ class StoredResponse:
     input_item_ids: tuple[str, ...]
     input_items_json: tuple[bytes, ...]
     history: ConversationHistory
+    session_key: str | None = None  # None: stored before session keys were kept
 
     def __post_init__(self) -> None:
         # Exact-size copies: what is stored must not keep a serializer's spare buffer alive.
@@ -65,6 +68,7 @@ class StoredResponse:
     def nbytes(self) -> int:
         """Bytes this entry may hold alive, an upper bound: its own objects, its whole history, store bookkeeping."""
         size = _ENTRY_OVERHEAD + sys.getsizeof(self.response_json) + self.history.nbytes
+        size += sys.getsizeof(self.session_key) if self.session_key is not None else 0
         size += sys.getsizeof(self.input_item_ids) + sum(sys.getsizeof(i) for i in self.input_item_ids)
         size += sys.getsizeof(self.input_items_json) + sum(sys.getsizeof(b) for b in self.input_items_json)
         return size

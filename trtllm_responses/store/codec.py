@@ -11,7 +11,8 @@ Layout (all lengths little-endian uint32)::
     b"TRS1" | len(header) | header JSON | len(response) | response JSON | item JSON ... | tokens
 
 Header: ``{"id", "items": [[id, nbytes], ...], "calls": {call_id: name},
-"messages": [[source, flags, ntokens], ...]}`` (flags: 1 analysis, 2 final).
+"messages": [[source, flags, ntokens], ...]}`` (flags: 1 analysis, 2 final), and ``"session"``, the
+session key, when the entry has one (an entry written before keys were kept has none).
 """
 
 from __future__ import annotations
@@ -48,14 +49,15 @@ def encode_entry(entry: StoredResponse) -> bytes:
         messages.append([m.source, (1 if m.is_analysis else 0) | (2 if m.is_final else 0), len(m.tokens)])
     if not _LITTLE:
         tokens.byteswap()
-    header = orjson.dumps(
-        {
-            "id": entry.id,
-            "items": [[i, len(b)] for i, b in zip(entry.input_item_ids, entry.input_items_json, strict=True)],
-            "calls": dict(entry.history.calls),
-            "messages": messages,
-        }
-    )
+    fields = {
+        "id": entry.id,
+        "items": [[i, len(b)] for i, b in zip(entry.input_item_ids, entry.input_items_json, strict=True)],
+        "calls": dict(entry.history.calls),
+        "messages": messages,
+    }
+    if entry.session_key is not None:
+        fields["session"] = entry.session_key
+    header = orjson.dumps(fields)
     return b"".join(
         [
             MAGIC,
@@ -106,7 +108,10 @@ def decode_entry(data: bytes) -> StoredResponse:
             if messages or header["calls"]
             else EMPTY_HISTORY
         )
-        return StoredResponse(header["id"], response_json, tuple(item_ids), tuple(items), history)
+        session = header.get("session")
+        if session is not None and not isinstance(session, str):
+            raise CodecError("the session key is not a string")
+        return StoredResponse(header["id"], response_json, tuple(item_ids), tuple(items), history, session)
     except CodecError:
         raise
     except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as exc:

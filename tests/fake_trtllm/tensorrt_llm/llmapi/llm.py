@@ -16,6 +16,14 @@ As there:
   ``tokens_per_block`` that finished requests stored (prompt and output), least recently used
   dropped past the cache's capacity (``kv_cache_config.max_tokens``, else 64 Ki tokens here), leaves
   first; an aborted request's blocks are stored when the engine lets it go; the last prompt token is always computed, so at most ``prompt_len - 1`` tokens are reused.
+- ``generate_async(..., conversation_params: Optional[ConversationParams] = None, ...)`` as on
+  TensorRT-LLM's main branch after 1.2.1 (``LLM.generate_async``, "conversation_params
+  (tensorrt_llm.conversation_params.ConversationParams, optional): Conversation parameters"), handed on
+  with the request (attention DP's conversation-affinity router reads its ``conversation_id``,
+  ``attention_dp_config.kv_cache_routing_conversation_affinity`` in ``llmapi/llm_args.py``). The fake
+  keeps each call's id in ``llm.conversation_ids`` and, a guard of its own (none copied), refuses with a
+  TypeError anything that is not a ``ConversationParams``. A test that needs a release without the
+  argument (1.1, 1.2.x, the ones on PyPI) replaces ``generate_async`` with one of that signature.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from collections import OrderedDict
 from typing import Any, Optional
 
 from .._fake_model import FAIL, TIMEOUT, GuidedPlan, choose_plan, noise_rate, tag_completions
+from ..conversation_params import ConversationParams
 from ..executor.proxy import ATTACH_ENV, GenerationExecutorProxy, RemoteKvBlocks
 from ..executor.result import GenerationResult
 from ..executor.utils import RequestError
@@ -110,6 +119,7 @@ class LLM:
         self.prompts: list[list[int]] = []  # and its prompt
         self.priorities: list[float] = []  # each generate_async call's priority
         self.retention_configs: list[Any] = []  # and its kv_cache_retention_config
+        self.conversation_ids: list[Optional[str]] = []  # and its conversation_params.conversation_id
         self.shutdown_called = False
 
     @staticmethod
@@ -182,6 +192,7 @@ class LLM:
         sampling_params: Optional[SamplingParams] = None,
         streaming: bool = False,
         kv_cache_retention_config: Any = None,
+        conversation_params: Optional[ConversationParams] = None,
         priority: float = DEFAULT_REQUEST_PRIORITY,
         **kwargs: Any,
     ) -> GenerationResult:
@@ -199,18 +210,25 @@ class LLM:
         # The range generate_async's docstring states (above); out of it, the fake refuses loudly.
         if not 0.0 <= priority <= 1.0:
             raise ValueError(f"priority must be in [0, 1], got {priority}")
+        if conversation_params is not None and not isinstance(conversation_params, ConversationParams):
+            raise TypeError(
+                f"conversation_params must be a ConversationParams, got {type(conversation_params)}"
+            )
         self._check_arguments(len(inputs), 0, params)
         self._next_id += 1
         self.received.append(params)
         self.prompts.append(list(inputs))
         self.priorities.append(priority)
         self.retention_configs.append(kv_cache_retention_config)
+        conversation_id = conversation_params.conversation_id if conversation_params is not None else None
+        self.conversation_ids.append(conversation_id)
         self._log(
             {
                 "event": "generate",
                 "request_id": self._next_id,
                 "sampling": describe(params),
                 "priority": priority,
+                "conversation_id": conversation_id,
             }
         )
         error = None
