@@ -323,3 +323,34 @@ def test_frontends_are_refused_on_a_tensorrt_llm_without_them(monkeypatch: pytes
             check_frontends(2, "pytorch")
     with pytest.raises(ValueError, match="PyTorch backend"):
         check_frontends(2, "tensorrt")
+
+
+def test_a_websocket_continues_what_another_frontend_stored(sqlite_group: ServeProcess) -> None:
+    """A socket stays on the frontend that accepted it; the response it continues may have been stored by
+    the other (the store is shared). Which frontend a socket reached is read off that frontend's own count."""
+    from websockets.sync.client import connect
+
+    def responses_of(index: int) -> int:
+        with closing(on_frontend(sqlite_group, index)) as client:
+            return int(client.get("/stats", params={"scope": "frontend"}).json()["responses"])
+
+    with closing(on_frontend(sqlite_group, 0)) as client:
+        first = client.post(
+            "/v1/responses", json={"model": "m", "input": "remember 42", "store": True}
+        ).json()
+    url = sqlite_group.base_url.replace("http://", "ws://") + "/v1/responses"
+    body = {"type": "response.create", "model": "m", "input": "what was it?", "store": True}
+    for _ in range(40):  # until a socket lands on frontend 1 (the kernel picks: SO_REUSEPORT)
+        before = responses_of(1)
+        with connect(url) as socket:
+            socket.send(json.dumps({**body, "previous_response_id": first["id"]}))
+            while (event := json.loads(socket.recv()))["type"] not in ("response.completed", "error"):
+                pass
+        assert event["type"] == "response.completed", event
+        if responses_of(1) > before:
+            break
+    else:
+        raise AssertionError("no socket reached frontend 1")
+    with closing(on_frontend(sqlite_group, 0)) as client:
+        items = client.get(f"/v1/responses/{event['response']['id']}/input_items").json()["data"]
+    assert items[0]["content"][0]["text"] == "what was it?"

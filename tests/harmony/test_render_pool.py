@@ -32,10 +32,11 @@ def test_a_caller_that_leaves_does_not_cost_a_restart() -> None:
         pool = RenderPool(workers=1)
         await pool.start()
         pids = pool.pids
-        big = [_message("lorem ipsum " * 50_000)]  # a render long enough to leave during
+        # A render long enough to leave during (~0.5 s on a worker that has loaded the encoding).
+        big = [_message("lorem ipsum " * 400_000)]
         for _ in range(5):
             task = asyncio.ensure_future(pool.render(big))
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.02)
             task.cancel()  # the client hung up mid-render
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -96,3 +97,34 @@ def test_websocket_clients_hanging_up_during_rendering(server: RunningServer) ->
         reply = client.post("/v1/responses", json={"input": "x " * 20_000})  # rendered in a worker
         assert reply.status_code == 200 and reply.json()["status"] == "completed"
     assert pool.restarts == 0 and pool.pids == before
+
+
+def test_start_returns_once_every_worker_has_loaded_the_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """start() waits for each worker's ready frame (sent after it loaded the encoding), so a server that says
+    it serves is not loading vocabularies beside its first requests; a worker that dies first is an error."""
+    import sys
+
+    from trtllm_responses.core import ServerError
+
+    async def started() -> list[list[int]]:
+        pool = RenderPool(2)
+        await pool.start()
+        try:
+            assert all(pid is not None for pid in pool.pids)
+            # No worker is still loading: each answers at once, in step with the ready frame read.
+            return await pool.render([_message("ready")])
+        finally:
+            await pool.aclose()
+
+    assert asyncio.run(started())[0]
+
+    async def dies_first() -> None:
+        pool = RenderPool(1)
+        try:
+            await pool.start()
+        finally:
+            await pool.aclose()
+
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    with pytest.raises(ServerError, match="failed to start"):
+        asyncio.run(dies_first())

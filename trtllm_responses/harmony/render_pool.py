@@ -25,6 +25,8 @@ from ..core import ServerError
 __all__ = ["RenderPool", "default_render_workers"]
 
 _LENGTH = struct.Struct("<I")
+#: A worker's first frame: it has loaded the encoding and takes requests.
+_READY = _LENGTH.pack(0)
 
 
 def default_render_workers() -> int:
@@ -51,6 +53,17 @@ class _Worker:
                 limit=1 << 20,
             )
             self.started += 1
+            # The worker says it is ready (an empty frame) once it has loaded the encoding: a second or
+            # two of CPU that must be over before the server says it serves, not spent beside requests.
+            assert process.stdout is not None
+            try:
+                ready = await process.stdout.readexactly(_LENGTH.size)
+            except asyncio.IncompleteReadError as exc:
+                await self.aclose()
+                raise ServerError("The renderer process failed to start; please retry.") from exc
+            if ready != _READY:
+                await self.aclose()
+                raise ServerError("The renderer process answered out of step; please retry.")
         return process
 
     async def exchange(self, payload: bytes, count: int) -> list[list[int]]:
@@ -112,7 +125,8 @@ class RenderPool:
         return self._idle
 
     async def start(self) -> None:
-        """Start the workers now (each takes a second or two to load the encoding) rather than at first use."""
+        """Start the workers now and wait until each has loaded the encoding (a second or two of CPU each),
+        rather than at first use: a server that says it serves does not spend its first seconds on them."""
         await asyncio.gather(*(w.running() for w in self._workers))
 
     async def render(self, messages: Sequence[Message]) -> list[list[int]]:
@@ -151,6 +165,8 @@ def _serve() -> None:
 
     encoding = load_encoding()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdout.write(_READY)
+    stdout.flush()
     while header := stdin.read(_LENGTH.size):
         (size,) = _LENGTH.unpack(header)
         for source in json.loads(stdin.read(size)):
