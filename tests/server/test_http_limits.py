@@ -246,7 +246,7 @@ def test_a_pipelined_request_waits_for_a_long_stream(encoding, serve) -> None:  
         assert raw.startswith(b"HTTP/1.1 200 OK"), raw[:200]
         assert b"response.completed" in raw
         assert raw.count(b"HTTP/1.1 200 OK") == 2
-        assert raw.endswith(b'{"status":"ok","executor":"echo"}')
+        assert raw.endswith(b'{"status":"ok","executor":"echo","frontend":0}')
     finally:
         running.stop()
 

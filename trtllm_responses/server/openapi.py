@@ -249,8 +249,13 @@ def _chat_operation() -> dict[str, Any]:
 _STATS = {"type": "object", "additionalProperties": True, "description": "Server metrics and store usage."}
 _HEALTH = {
     "type": "object",
-    "required": ["status", "executor"],
-    "properties": {"status": {"const": "ok"}, "executor": {"type": "string"}},
+    "required": ["status", "executor", "frontend"],
+    "properties": {
+        "status": {"const": "ok"},
+        "executor": {"type": "string"},
+        # Which of a group's frontends answered (--num_serve_frontends; 0: the launcher, or a server alone).
+        "frontend": {"type": "integer", "minimum": 0},
+    },
 }
 _DELETED = {
     "type": "object",
