@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,41 +41,21 @@ def frontend_socket_path(group_dir: str, index: int) -> str:
     return os.path.join(group_dir, f"frontend-{index}.sock")
 
 
-async def _get(path: str, target: str, headers: dict[str, str]) -> dict[str, Any]:
-    """``GET target`` on the Unix socket ``path``: the JSON answer (HTTP/1.1, one request a connection)."""
-    reader, writer = await asyncio.open_unix_connection(path, limit=PEER_MAX_BYTES)
+async def _json(path: str, target: str, headers: dict[str, str]) -> dict[str, Any]:
+    """``GET target`` on frontend socket ``path``: its JSON answer (OSError unless a 200, of at most
+    PEER_MAX_BYTES)."""
+    answer = await _request(path, "GET", target, headers, b"")
+    if answer is None or answer.status != 200:
+        raise OSError(f"frontend answered {answer.status if answer else 404}")
+    body = b""
     try:
-        head = f"GET {target} HTTP/1.1\r\nHost: frontend\r\nConnection: close\r\n"
-        head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        writer.write((head + "\r\n").encode("latin-1"))
-        await writer.drain()
-        data = await reader.read(PEER_MAX_BYTES + 1)
-        while len(data) <= PEER_MAX_BYTES and not reader.at_eof():
-            more = await reader.read(PEER_MAX_BYTES + 1 - len(data))
-            if not more:
-                break
-            data += more
+        async for chunk in answer.body:
+            body += chunk
+            if len(body) > PEER_MAX_BYTES:
+                raise OSError(f"frontend answered more than {PEER_MAX_BYTES} bytes")
     finally:
-        writer.close()
-    status_line, _, rest = data.partition(b"\r\n")
-    if b" 200 " not in status_line + b" ":
-        raise OSError(f"frontend answered {status_line[:80]!r}")
-    header_block, _, body = rest.partition(b"\r\n\r\n")
-    if b"transfer-encoding: chunked" in header_block.lower():
-        body = _unchunk(body)
+        await answer.body.aclose()  # closes the connection whether or not it was read to its end
     return orjson.loads(body)  # type: ignore[no-any-return]
-
-
-def _unchunk(body: bytes) -> bytes:
-    out = bytearray()
-    while body:
-        size_line, _, body = body.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out += body[:size]
-        body = body[size + 2 :]
-    return bytes(out)
 
 
 async def gather_stats(
@@ -87,7 +67,7 @@ async def gather_stats(
     others = [i for i in range(count) if i != own]
     answers = await asyncio.gather(
         *(
-            asyncio.wait_for(_get(frontend_socket_path(group_dir, i), target, headers), PEER_TIMEOUT)
+            asyncio.wait_for(_json(frontend_socket_path(group_dir, i), target, headers), PEER_TIMEOUT)
             for i in others
         ),
         return_exceptions=True,
@@ -112,7 +92,7 @@ class PeerAnswer:
 
     status: int
     content_type: str
-    body: AsyncIterator[bytes]
+    body: AsyncGenerator[bytes, None]
 
 
 async def forward(
@@ -165,7 +145,7 @@ async def _request(
 
 async def _body(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chunked: bool
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     try:
         if not chunked:
             while data := await reader.read(1 << 16):
