@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 from openai.types.responses import (
+    Response,
     ResponseCompletedEvent,
     ResponseFailedEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
@@ -28,7 +29,7 @@ from openai.types.responses import (
 
 from ..core import APIError, ServerError, json_string
 
-__all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage"]
+__all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage", "generation_failure"]
 
 DONE = b"data: [DONE]\n\n"
 
@@ -87,6 +88,15 @@ class ChunkFrames:
     def error(error: APIError) -> bytes:
         """An error once the stream has started (the ``openai`` SDK raises it as an APIError)."""
         return b"data: " + orjson.dumps(error.to_dict()) + b"\n\n"
+
+
+def generation_failure(response: Response) -> ServerError:
+    """What a ``response.failed`` says went wrong, as the error another API's stream ends with."""
+    error = response.error
+    return ServerError(
+        error.message if error is not None else "The generation failed.",
+        code=error.code if error is not None else "server_error",
+    )
 
 
 class StopMatcher:
@@ -216,12 +226,8 @@ class ChatChoice:
         if kind is ResponseFailedEvent:
             if self.stopped:
                 return self._finish("stop", event.response.usage)
-            error = event.response.error
             self.usage = event.response.usage
-            self.error = ServerError(
-                error.message if error is not None else "The generation failed.",
-                code=error.code if error is not None else "server_error",
-            )
+            self.error = generation_failure(event.response)
             return self._flush()
         return b""
 

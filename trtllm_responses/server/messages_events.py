@@ -31,7 +31,7 @@ from openai.types.responses import (
 )
 
 from ..core import APIError, ServerError, json_string
-from .chat_chunks import StopMatcher
+from .chat_chunks import StopMatcher, generation_failure
 
 __all__ = ["ERROR_TYPES", "MessageWriter", "anthropic_error", "anthropic_usage", "frame"]
 
@@ -226,12 +226,8 @@ class MessageWriter:
         if kind is ResponseFailedEvent:
             if self.stopped is not None:
                 return self._finish("stop_sequence", event.response.usage)
-            error = event.response.error
             self.usage = event.response.usage
-            self.error = ServerError(
-                error.message if error is not None else "The generation failed.",
-                code=error.code if error is not None else "server_error",
-            )
+            self.error = generation_failure(event.response)
             return self._close()
         return b""
 
