@@ -268,6 +268,26 @@ TOOLS: list[Any] = [
 ]
 
 
+def _read_as_one(
+    encoding: HarmonyEncoding,
+    adapter: HarmonyAdapter,
+    tokens: list[int],
+    chunks: list[list[int]],
+    finish: str,
+    tools: int,
+    *,
+    full: bool,
+) -> list[dict[str, Any]]:
+    """Drive ``tokens`` in ``chunks``: the stream is valid (its grammar checked ``full``y when asked), keeps
+    issue 31's invariants, and reads as the whole completion in one step reads. Its events."""
+    events = drive(encoding, adapter, tokens, chunks, finish, tools)
+    response = _check(events, full=full)
+    check_meaning(response, _model_text(encoding, tokens), finish, TOOLS[tools])
+    whole = drive(encoding, adapter, tokens, [tokens] if tokens else [], finish, tools)
+    assert _items(whole[-1]["response"]) == _items(response), "engine steps changed the items"
+    return events
+
+
 def test_fuzz_the_reader_and_the_stream_state_machine(
     encoding: HarmonyEncoding, adapter: HarmonyAdapter
 ) -> None:
@@ -279,11 +299,9 @@ def test_fuzz_the_reader_and_the_stream_state_machine(
         tools = rng.randrange(len(TOOLS))
         chunks = steps(rng, tokens)
         try:
-            events = drive(encoding, adapter, tokens, chunks, finish, tools)
-            response = _check(events, full=case % GRAMMAR_EVERY == 0)
-            check_meaning(response, _model_text(encoding, tokens), finish, TOOLS[tools])
-            whole = drive(encoding, adapter, tokens, [tokens] if tokens else [], finish, tools)
-            assert _items(whole[-1]["response"]) == _items(response), "engine steps changed the items"
+            events = _read_as_one(
+                encoding, adapter, tokens, chunks, finish, tools, full=case % GRAMMAR_EVERY == 0
+            )
             if case % GRAMMAR_EVERY == 0:
                 again = drive(encoding, adapter, tokens, chunks, finish, tools)
                 assert _normal(again) == _normal(events), "the same seed gave other events"
@@ -304,11 +322,7 @@ def test_fuzz_mutations_of_real_completions(encoding: HarmonyEncoding, adapter: 
         tools = rng.randrange(len(TOOLS))
         chunks = steps(rng, tokens)
         try:
-            events = drive(encoding, adapter, tokens, chunks, finish, tools)
-            response = _check(events, full=case % GRAMMAR_EVERY == 0)
-            check_meaning(response, _model_text(encoding, tokens), finish, TOOLS[tools])
-            whole = drive(encoding, adapter, tokens, [tokens] if tokens else [], finish, tools)
-            assert _items(whole[-1]["response"]) == _items(response), "engine steps changed the items"
+            _read_as_one(encoding, adapter, tokens, chunks, finish, tools, full=case % GRAMMAR_EVERY == 0)
         except Exception as exc:
             text = b"".join(encoding.token_bytes[t] for t in tokens).decode("utf-8", "replace")
             raise AssertionError(f"mutation {case} {kinds} (seed {SEED}), finish {finish}: {text!r}") from exc
