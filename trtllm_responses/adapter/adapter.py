@@ -317,7 +317,7 @@ class HarmonyAdapter:
         tokens = list(draft.system.tokens)
         if developer is not None:
             tokens += developer.tokens
-        tokens += self.conversation_tokens(full_history.messages)
+        self.conversation_tokens(full_history.messages, tokens)  # into the prompt: one copy of 100k tokens
         tokens += self._assistant_start
         return Prompt(
             token_ids=tokens,
@@ -344,14 +344,16 @@ class HarmonyAdapter:
             self._developers.admit(prompt.developer_key, developer, developer.nbytes + key_bytes)
 
     @staticmethod
-    def conversation_tokens(messages: Sequence[RenderedMessage]) -> list[int]:
-        """Concatenate message tokens, dropping analysis before the last final (Harmony's rule)."""
+    def conversation_tokens(messages: Sequence[RenderedMessage], out: list[int] | None = None) -> list[int]:
+        """Concatenate message tokens, dropping analysis before the last final (Harmony's rule); onto
+        ``out`` when given."""
         last_final = -1
         for i in range(len(messages) - 1, -1, -1):
             if messages[i].is_final:
                 last_final = i
                 break
-        out: list[int] = []
+        if out is None:
+            out = []
         for i, m in enumerate(messages):
             if m.is_analysis and i < last_final:
                 continue
