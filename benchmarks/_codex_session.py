@@ -215,6 +215,18 @@ class Session:
         self.history += items
         self.new = items
 
+    def first_turn_like(self, turn: int) -> None:
+        """Start this (fresh) session with what turn ``turn`` of a session brings new: a tool output of that
+        turn's size (as a user message: there is no call to answer yet) and the steering message. Its cost
+        against turn ``turn``'s is what the history adds (the benchmark's "turn 1, turn 40's new input")."""
+        self.history = [
+            user_message(command_output(self.index, turn)),
+            user_message(steering(self.index, turn, 0)),
+        ]
+        self.new = list(self.history)
+        self.previous_id = None
+        self.last_output = []
+
     def end_turn(self, response_id: str, output: list[dict[str, Any]]) -> None:
         """Keep the model's output items exactly as the server returned them."""
         self.previous_id = response_id
