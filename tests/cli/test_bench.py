@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import AsyncGenerator
 
 import pytest
 
 from trtllm_responses.cli.bench import BenchConfig, percentile, run_bench
+from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
+from trtllm_responses.executors.echo import EchoExecutor
 
 
 def test_percentile() -> None:
@@ -122,3 +125,45 @@ def test_other_apis_count_what_responses_counts(echo_server, api: str, stream: b
         summaries[wire] = run_bench(config).summary
     assert summaries[api]["errors"] == 0 and summaries[api]["requests"] == 4
     assert summaries[api]["output_tokens"] == summaries["responses"]["output_tokens"] > 0
+
+
+class _FailingEcho(EchoExecutor):
+    """The echo executor, failing every generation after its first token."""
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
+        async for delta in super().generate(request):
+            yield delta
+            raise ExecutorError("the GPU fell over")
+
+
+@pytest.mark.parametrize("api", ["responses", "chat", "messages"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_every_request_failed_exits_non_zero(serve, encoding, api: str, stream: bool) -> None:  # type: ignore[no-untyped-def]
+    """A run whose requests all failed is not a result: ``bench`` says so and exits 1, whatever the API and
+    however the failure came (a ``status: "failed"`` response with HTTP 200, a 500, an error event)."""
+    with serve(_FailingEcho(encoding)) as running:
+        summary = run_bench(
+            BenchConfig(
+                base_url=running.base_url,
+                concurrency=1,
+                duration=None,
+                requests=2,
+                warmup=0,
+                progress=False,
+                stream=stream,
+                api=api,
+            )
+        ).summary
+        assert summary["errors"] == summary["requests"] == 2, summary
+        assert "the GPU fell over" in summary["error_samples"][0]
+        args = ["--requests", "1", "--warmup", "0", "--no-progress", "--api", api]
+        result = subprocess.run(
+            [sys.executable, "-m", "trtllm_responses.cli", "bench", "--base-url", running.base_url, *args]
+            + ([] if stream else ["--no-stream"]),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "requests (errors)           1 (1)" in result.stdout
