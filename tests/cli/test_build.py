@@ -258,7 +258,11 @@ def test_build_commands(tmp_path: Path, entry: list[str]) -> None:
     # --gpu not given: the default (Blackwell's MoE kernels) is said, with what a Hopper user must pass.
     assert "--gpu not given, building for blackwell" in first.stderr and "pass --gpu hopper" in first.stderr
     hopper = subprocess.run(
-        [*args[:-4], "--name", "hopper-tiny", "--gpu", "hopper"], capture_output=True, text=True, cwd=root, timeout=60
+        [*args[:-4], "--name", "hopper-tiny", "--gpu", "hopper"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=60,
     )
     assert hopper.returncode == 0 and "--gpu not given" not in hopper.stderr, hopper.stderr
     assert json.loads((tmp_path / "engines" / "hopper-tiny" / "manifest.json").read_text())["gpu"] == "hopper"

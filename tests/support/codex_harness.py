@@ -27,11 +27,11 @@ CODEX = _codex()
 def write_codex_home(home: Path, base_url: str) -> None:
     """A CODEX_HOME whose only provider is the server at ``base_url`` (gpt-oss from the test catalog).
 
-    Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): which one Codex uses depends on
-    the host (with Debian's ``bubblewrap`` installed it runs ``bwrap ... codex-linux-sandbox``, which is
-    not on that sandbox's PATH, and every command fails), and these tests are about the Responses API
-    round trip, not Codex's sandbox. The commands they run are ``echo`` and an ``apply_patch`` into the
-    test's own temporary directory.
+    Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): these tests are about the
+    Responses API round trip, not Codex's sandbox, and a home in pytest's temporary directory could not
+    run it anyway (Codex creates no ``codex-linux-sandbox`` helper under ``$TMPDIR``, so every sandboxed
+    command fails: ``tests/clients/test_codex_sandbox.py``). The commands they run are ``echo`` and an
+    ``apply_patch`` into the test's own temporary directory.
     """
     shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
     (home / "config.toml").write_text(
