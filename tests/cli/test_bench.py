@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import pytest
 
@@ -60,17 +61,16 @@ def test_non_streaming_and_continuations(echo_server) -> None:  # type: ignore[n
     assert summary["errors"] == 0 and summary["requests"] == 4 and summary["output_tokens"] > 0
 
 
-def test_errors_are_counted_not_hidden(echo_server) -> None:  # type: ignore[no-untyped-def]
+def two_requests(base_url: str, **fields: Any) -> dict[str, Any]:
+    """The summary of two requests, one at a time, no warm-up (``fields``: more of BenchConfig)."""
     config = BenchConfig(
-        base_url=echo_server.base_url,
-        concurrency=1,
-        duration=None,
-        requests=2,
-        warmup=0,
-        progress=False,
-        extra_body={"previous_response_id": "resp_missing"},
+        base_url=base_url, concurrency=1, duration=None, requests=2, warmup=0, progress=False, **fields
     )
-    summary = run_bench(config).summary
+    return run_bench(config).summary
+
+
+def test_errors_are_counted_not_hidden(echo_server) -> None:  # type: ignore[no-untyped-def]
+    summary = two_requests(echo_server.base_url, extra_body={"previous_response_id": "resp_missing"})
     assert summary["errors"] == 2 and "404" in summary["error_samples"][0]
 
 
@@ -142,18 +142,7 @@ def test_every_request_failed_exits_non_zero(serve, encoding, api: str, stream: 
     """A run whose requests all failed is not a result: ``bench`` says so and exits 1, whatever the API and
     however the failure came (a ``status: "failed"`` response with HTTP 200, a 500, an error event)."""
     with serve(_FailingEcho(encoding)) as running:
-        summary = run_bench(
-            BenchConfig(
-                base_url=running.base_url,
-                concurrency=1,
-                duration=None,
-                requests=2,
-                warmup=0,
-                progress=False,
-                stream=stream,
-                api=api,
-            )
-        ).summary
+        summary = two_requests(running.base_url, stream=stream, api=api)
         assert summary["errors"] == summary["requests"] == 2, summary
         assert "the GPU fell over" in summary["error_samples"][0]
         args = ["--requests", "1", "--warmup", "0", "--no-progress", "--api", api]

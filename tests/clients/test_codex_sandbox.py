@@ -12,53 +12,39 @@ works with Codex's ``workspace-write`` sandbox on.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from support.codex_harness import CODEX, write_codex_home
+from support.codex_harness import CODEX, codex, write_codex_home
+from support.server_harness import RunningServer
 
 pytestmark = pytest.mark.skipif(CODEX is None, reason="Codex CLI is not installed (make codex-cli)")
 
 PATCH = "call apply_patch *** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch\n"
 
 
-def _exec(home: Path, temp: Path, workdir: Path, prompt: str) -> subprocess.CompletedProcess[str]:
-    assert CODEX is not None
-    env = {**os.environ, "CODEX_HOME": str(home), "TMPDIR": str(temp), "NO_COLOR": "1"}
-    env.pop("OPENAI_API_KEY", None)
-    return subprocess.run(
-        [CODEX, "exec", "--skip-git-repo-check", "-s", "workspace-write", prompt],
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-
-
 @pytest.mark.parametrize("inside_temp", [False, True], ids=["home-outside-temp", "home-under-temp"])
 def test_sandboxed_commands_need_codex_home_outside_the_temp_dir(
-    echo_server, tmp_path: Path, inside_temp: bool
-) -> None:  # type: ignore[no-untyped-def]
+    echo_server: RunningServer, tmp_path: Path, inside_temp: bool
+) -> None:
     temp = tmp_path / "tmp"
     home = (temp if inside_temp else tmp_path) / "codex-home"
     workdir = tmp_path / "work"
     for folder in (temp, home, workdir):
         folder.mkdir(parents=True, exist_ok=True)
     write_codex_home(home, echo_server.base_url)
-    command = _exec(home, temp, workdir, 'call exec_command {"cmd":"echo round-trip-ok"}')
-    patch = _exec(home, temp, workdir, PATCH)
-    assert command.returncode == patch.returncode == 0, command.stderr[-2000:]  # exit 0 either way
+    # codex() asserts exit 0: Codex exits 0 either way.
+    env = {"TMPDIR": str(temp)}
+    command = 'call exec_command {"cmd":"echo round-trip-ok"}'
+    said = codex(home, workdir, "-s", "workspace-write", command, transcript=True, env=env)
+    codex(home, workdir, "-s", "workspace-write", PATCH, env=env)
     if inside_temp:
-        assert "could not create PATH aliases" in command.stderr
-        assert "Refusing to create helper binaries under temporary dir" in command.stderr
-        assert "execvp codex-linux-sandbox: No such file or directory" in command.stdout + command.stderr
+        assert "could not create PATH aliases" in said
+        assert "Refusing to create helper binaries under temporary dir" in said
+        assert "execvp codex-linux-sandbox: No such file or directory" in said
         assert not (workdir / "hello.txt").exists(), "the patch was not written"
     else:
-        assert "could not create PATH aliases" not in command.stderr
-        assert "exec_command returned: " in command.stdout and "round-trip-ok" in command.stdout
-        assert "Process exited with code 0" in command.stdout
+        assert "could not create PATH aliases" not in said
+        assert "exec_command returned: " in said and "round-trip-ok" in said
+        assert "Process exited with code 0" in said
         assert (workdir / "hello.txt").read_text() == "hello\n"

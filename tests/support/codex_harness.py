@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from support.paths import DATA, ROOT
@@ -49,11 +50,13 @@ wire_api = "responses"
     )
 
 
-def codex(home: Path, workdir: Path, *args: str, transcript: bool = False) -> str:
-    """Run ``codex exec`` in ``workdir``; assert it exits 0; return its stdout (with ``transcript``, also the
-    transcript Codex prints on stderr)."""
+def codex(
+    home: Path, workdir: Path, *args: str, transcript: bool = False, env: Mapping[str, str] | None = None
+) -> str:
+    """Run ``codex exec`` in ``workdir`` (``env``: variables set for it beside ``CODEX_HOME``); assert it exits 0;
+    return its stdout (with ``transcript``, also the transcript Codex prints on stderr)."""
     assert CODEX is not None
-    env = {**os.environ, "CODEX_HOME": str(home), "NO_COLOR": "1"}
+    env = {**os.environ, **(env or {}), "CODEX_HOME": str(home), "NO_COLOR": "1"}
     env.pop("OPENAI_API_KEY", None)
     result = subprocess.run(
         [CODEX, "exec", "--skip-git-repo-check", *args],
