@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import AsyncGenerator
+from typing import Any
 
 import pytest
 
 from trtllm_responses.cli.bench import BenchConfig, percentile, run_bench
+from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
+from trtllm_responses.executors.echo import EchoExecutor
 
 
 def test_percentile() -> None:
@@ -57,17 +61,16 @@ def test_non_streaming_and_continuations(echo_server) -> None:  # type: ignore[n
     assert summary["errors"] == 0 and summary["requests"] == 4 and summary["output_tokens"] > 0
 
 
-def test_errors_are_counted_not_hidden(echo_server) -> None:  # type: ignore[no-untyped-def]
+def two_requests(base_url: str, **fields: Any) -> dict[str, Any]:
+    """The summary of two requests, one at a time, no warm-up (``fields``: more of BenchConfig)."""
     config = BenchConfig(
-        base_url=echo_server.base_url,
-        concurrency=1,
-        duration=None,
-        requests=2,
-        warmup=0,
-        progress=False,
-        extra_body={"previous_response_id": "resp_missing"},
+        base_url=base_url, concurrency=1, duration=None, requests=2, warmup=0, progress=False, **fields
     )
-    summary = run_bench(config).summary
+    return run_bench(config).summary
+
+
+def test_errors_are_counted_not_hidden(echo_server) -> None:  # type: ignore[no-untyped-def]
+    summary = two_requests(echo_server.base_url, extra_body={"previous_response_id": "resp_missing"})
     assert summary["errors"] == 2 and "404" in summary["error_samples"][0]
 
 
@@ -122,3 +125,34 @@ def test_other_apis_count_what_responses_counts(echo_server, api: str, stream: b
         summaries[wire] = run_bench(config).summary
     assert summaries[api]["errors"] == 0 and summaries[api]["requests"] == 4
     assert summaries[api]["output_tokens"] == summaries["responses"]["output_tokens"] > 0
+
+
+class _FailingEcho(EchoExecutor):
+    """The echo executor, failing every generation after its first token."""
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
+        async for delta in super().generate(request):
+            yield delta
+            raise ExecutorError("the GPU fell over")
+
+
+@pytest.mark.parametrize("api", ["responses", "chat", "messages"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_every_request_failed_exits_non_zero(serve, encoding, api: str, stream: bool) -> None:  # type: ignore[no-untyped-def]
+    """A run whose requests all failed is not a result: ``bench`` says so and exits 1, whatever the API and
+    however the failure came (a ``status: "failed"`` response with HTTP 200, a 500, an error event)."""
+    with serve(_FailingEcho(encoding)) as running:
+        summary = two_requests(running.base_url, stream=stream, api=api)
+        assert summary["errors"] == summary["requests"] == 2, summary
+        assert "the GPU fell over" in summary["error_samples"][0]
+        args = ["--requests", "1", "--warmup", "0", "--no-progress", "--api", api]
+        result = subprocess.run(
+            [sys.executable, "-m", "trtllm_responses.cli", "bench", "--base-url", running.base_url, *args]
+            + ([] if stream else ["--no-stream"]),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "requests (errors)           1 (1)" in result.stdout

@@ -223,6 +223,20 @@ def test_backend_tensorrt_without_tensorrt_llm_is_a_clear_error(tmp_path: Path) 
         )
 
 
+def test_build_help_states_the_gpu_default_and_what_hopper_needs() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "trtllm_responses.cli", "build", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    ).stdout
+    options = shown[shown.index("options:") :]
+    gpu = " ".join(options[options.index("--gpu {hopper,blackwell}") :].split("--backend")[0].split())
+    assert "(default: blackwell;" in gpu and "on Hopper pass --gpu hopper" in gpu
+
+
 @pytest.mark.parametrize("entry", [["-m", "trtllm_responses.cli", "build"], ["scripts/build_engine.py"]])
 def test_build_commands(tmp_path: Path, entry: list[str]) -> None:
     ckpt = make_checkpoint(tmp_path)
@@ -241,6 +255,17 @@ def test_build_commands(tmp_path: Path, entry: list[str]) -> None:
     first = subprocess.run(args, capture_output=True, text=True, cwd=root, timeout=60, check=False)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == str(tmp_path / "engines" / "tiny") and "[4/4]" in first.stderr
+    # --gpu not given: the default (Blackwell's MoE kernels) is said, with what a Hopper user must pass.
+    assert "--gpu not given, building for blackwell" in first.stderr and "pass --gpu hopper" in first.stderr
+    hopper = subprocess.run(
+        [*args[:-4], "--name", "hopper-tiny", "--gpu", "hopper"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=60,
+    )
+    assert hopper.returncode == 0 and "--gpu not given" not in hopper.stderr, hopper.stderr
+    assert json.loads((tmp_path / "engines" / "hopper-tiny" / "manifest.json").read_text())["gpu"] == "hopper"
     again = subprocess.run(args, capture_output=True, text=True, cwd=root, timeout=60, check=False)
     assert again.returncode == 0 and "up to date" in again.stderr
     (ckpt / "model-00001-of-00002.safetensors").unlink()

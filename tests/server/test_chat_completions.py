@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from support.chat_grammar import check_chat_stream, parse_chat_sse
 from support.server_harness import RecordingEcho, ServerFactory
 
+from trtllm_responses.adapter.adapter import VERBOSITY
 from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
 
@@ -92,7 +93,9 @@ def test_create_answers_with_reasoning_and_usage(client: openai.OpenAI) -> None:
     assert (usage.prompt_tokens, usage.completion_tokens) == (same.input_tokens, same.output_tokens)
     assert usage.completion_tokens_details is not None and usage.prompt_tokens_details is not None
     assert usage.completion_tokens_details.reasoning_tokens == same.output_tokens_details.reasoning_tokens > 0
-    assert usage.prompt_tokens_details.cached_tokens == 0
+    assert usage.prompt_tokens_details.cached_tokens == same.input_tokens_details.cached_tokens == 0
+    # cache_write_tokens as Responses counts them (the prompt tokens the engine computed).
+    assert usage.prompt_tokens_details.cache_write_tokens == same.input_tokens_details.cache_write_tokens > 0
 
 
 def test_stream_chunks_follow_the_sdk_types(client: openai.OpenAI, raw: httpx.Client) -> None:
@@ -139,6 +142,82 @@ def test_system_and_developer_messages_join_the_instructions(client: openai.Open
 def test_reasoning_effort(client: openai.OpenAI) -> None:
     prompt = client.chat.completions.create(model="m", messages=user("#prompt"), reasoning_effort="high")
     assert "Reasoning: high" in (prompt.choices[0].message.content or "")
+
+
+# -- parity with /v1/responses (the shared fields: request/shared_fields.py) ---------------------------
+
+
+def test_shared_fields_mean_what_they_mean_on_responses(client: openai.OpenAI, server) -> None:  # type: ignore[no-untyped-def]
+    # reasoning_effort "max" is gpt-oss's high, as on /v1/responses.
+    prompt = client.chat.completions.create(model="m", messages=user("#prompt"), reasoning_effort="max")
+    assert "Reasoning: high" in (prompt.choices[0].message.content or "")
+    # verbosity is text.verbosity: the same sentence in the instructions.
+    for verbosity in ("low", "high"):
+        chat = client.chat.completions.create(model="m", messages=user("#prompt"), verbosity=verbosity)  # type: ignore[arg-type]
+        responses = client.responses.create(model="m", input="#prompt", text={"verbosity": verbosity})
+        assert VERBOSITY[verbosity] in (chat.choices[0].message.content or "")
+        assert VERBOSITY[verbosity] in responses.output_text
+    # service_tier: the tier served (echoed) and the engine's priority, as on /v1/responses.
+    for tier, served, priority in (
+        ("flex", "flex", 0.25),
+        ("fast", "priority", 0.75),
+        (None, "default", None),
+    ):
+        asked: dict[str, Any] = {"service_tier": tier} if tier else {}
+        chat = client.chat.completions.create(model="m", messages=user("x"), **asked)
+        assert chat.service_tier == served and server.executor.requests[-1].priority == priority
+        assert client.responses.create(model="m", input="x", **asked).service_tier == served
+    # prompt_cache_retention "24h": the prompt's KV blocks kept a day, as on /v1/responses.
+    client.chat.completions.create(model="m", messages=user("x"), prompt_cache_retention="24h")
+    assert server.executor.requests[-1].cache_retention_seconds == 24 * 3600
+    client.chat.completions.create(model="m", messages=user("x"), prompt_cache_retention="in_memory")
+    assert server.executor.requests[-1].cache_retention_seconds is None
+
+
+def test_chunks_carry_service_tier_usage_null_and_obfuscation(
+    client: openai.OpenAI, raw: httpx.Client
+) -> None:
+    body = {
+        "model": "m",
+        "messages": user("#lorem 6"),
+        "stream": True,
+        "service_tier": "priority",
+        "stream_options": {"include_usage": True, "include_obfuscation": True},
+    }
+    with raw.stream("POST", "/v1/chat/completions", json=body) as response:
+        frames = [line for line in response.iter_lines() if line]
+    payloads = parse_chat_sse(frames)
+    said = check_chat_stream(payloads)
+    assert len(said["choices"][0]["content"].split()) == 6 and said["usage"]["completion_tokens"] > 0
+    chunks = payloads[:-1]
+    assert all(c["service_tier"] == "priority" for c in chunks)
+    assert all(c["usage"] is None for c in chunks[:-1]) and chunks[-1]["usage"] is not None
+    # Every chunk is padded: an obfuscation field of letters and digits makes each frame a multiple of 16 bytes.
+    assert all(c["obfuscation"] and c["obfuscation"].isalnum() for c in chunks)
+    assert all(len(f.encode()) % 16 == 14 for f in frames[:-1])  # + "\n\n" on the wire: a multiple of 16
+    assert len({c["obfuscation"] for c in chunks}) > 1
+    # Not asked for: no obfuscation; without include_usage no usage field; the SDK reads both.
+    plain = list(client.chat.completions.create(model="m", messages=user("#lorem 3"), stream=True))
+    assert all(c.obfuscation is None and "usage" not in c.model_fields_set for c in plain)
+    assert all(c.service_tier == "default" for c in plain)
+    usage = list(
+        client.chat.completions.create(
+            model="m", messages=user("#lorem 3"), stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert [c.usage is None for c in usage] == [True] * (len(usage) - 1) + [False]
+
+
+def test_streamed_content_ends_as_not_streamed(client: openai.OpenAI) -> None:
+    """A tool-call-only answer: content null streamed as not; an answer cut in its reasoning: content ""."""
+    for asked in ({"messages": user("Paris"), "tools": [WEATHER]}, {"messages": user("Hi"), "max_tokens": 2}):
+        whole = client.chat.completions.create(model="m", **asked).choices[0].message  # type: ignore[call-overload]
+        with client.chat.completions.stream(model="m", **asked) as stream:  # type: ignore[arg-type]
+            for _ in stream:
+                pass
+            streamed = stream.current_completion_snapshot.choices[0].message  # what the SDK accumulated
+        assert streamed.content == whole.content
+        assert whole.content == (None if "tools" in asked else "")
 
 
 # -- tools ---------------------------------------------------------------------------------------------
@@ -313,11 +392,13 @@ def test_stop_strings_cut_the_text_and_stop_the_generation(
     )
     assert " dolor" in full
     aborted = len(server.executor.aborted)  # the module's server: count this request's aborts only
+    aborts_before = aborts_total(raw)
     completion = client.chat.completions.create(model="m", messages=user("#lorem 40"), stop=["xyz", " dolor"])
     assert completion.choices[0].message.content == full[: full.index(" dolor")]
     assert completion.choices[0].finish_reason == "stop"
     assert completion.usage is not None and completion.usage.completion_tokens < 30  # not all 40 generated
     assert len(server.executor.aborted) > aborted  # the rest was not generated
+    assert aborts_total(raw) == aborts_before + 1  # and the metric counts that abort
     said = stream_chat(
         raw, {"messages": user("#lorem 40"), "stop": " dolor", "stream_options": {"include_usage": True}}
     )
@@ -326,6 +407,16 @@ def test_stop_strings_cut_the_text_and_stop_the_generation(
     # A stop string that never comes leaves the text whole (held-back text is flushed at the end).
     whole = client.chat.completions.create(model="m", messages=user("Hello lor"), stop="lorem")
     assert whole.choices[0].message.content == "Hello lor"
+
+
+def aborts_total(raw: httpx.Client) -> float:
+    """``trtllm_executor_aborts_total`` as ``/metrics`` says it now."""
+    (line,) = [
+        line
+        for line in raw.get("/metrics").text.splitlines()
+        if line.startswith("trtllm_executor_aborts_total ")
+    ]
+    return float(line.split()[1])
 
 
 def test_n_choices(client: openai.OpenAI, raw: httpx.Client, server) -> None:  # type: ignore[no-untyped-def]
@@ -398,6 +489,13 @@ def test_logprobs(client: openai.OpenAI, raw: httpx.Client) -> None:
         ),
         ({"messages": user("x"), "tool_choice": "sometimes"}, "tool_choice", None),
         ({"messages": user("x"), "max_completion_tokens": 0}, "max_completion_tokens", None),
+        # Past a signed 64-bit integer: a 400 as on /v1/responses (it was a 500: orjson cannot write it back).
+        ({"messages": user("x"), "seed": 2**64}, "seed", None),
+        ({"messages": user("x"), "max_tokens": 2**64}, "max_tokens", None),
+        ({"messages": user("x"), "max_completion_tokens": 2**64}, "max_completion_tokens", None),
+        ({"messages": user("x"), "service_tier": "turbo"}, "service_tier", "invalid_value"),
+        ({"messages": user("x"), "verbosity": "loud"}, "verbosity", None),
+        ({"messages": user("x"), "prompt_cache_retention": "1y"}, "prompt_cache_retention", None),
         ({"messages": user("x"), "n": 17}, "n", None),
         ({"messages": user("x"), "stop": ["a", "b", "c", "d", "e"]}, "stop", None),
         ({"messages": user("x"), "stop": ["a", "b" * 257]}, "stop[1]", None),
@@ -439,7 +537,9 @@ def test_body_over_max_input_bytes(serve) -> None:  # type: ignore[no-untyped-de
     try:
         with httpx.Client(base_url=running.base_url, timeout=30) as raw:
             response = raw.post("/v1/chat/completions", json={"model": "m", "messages": user("x" * 5000)})
-        assert response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"
+        error = response.json()["error"]
+        assert response.status_code == 400 and error["code"] == "context_length_exceeded"
+        assert error["param"] == "messages"  # the chat field (not the Responses field it is translated to)
     finally:
         running.stop()
 

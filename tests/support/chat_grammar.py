@@ -4,7 +4,11 @@ Every ``data:`` line but the last is a ``chat.completion.chunk`` that validates 
 ``openai`` SDK's ``ChatCompletionChunk`` (or, once, an ``{"error": …}`` chunk); the last is
 ``[DONE]``. Each choice starts with ``{"role": "assistant"}``, ends with exactly one chunk
 carrying a ``finish_reason``, and its tool calls start with index, id, type and name before any
-argument fragment. All chunks share one id, ``created`` and model.
+argument fragment. All chunks share one id, ``created``, model and ``service_tier``. With
+``include_usage`` every chunk but the usage one says ``"usage": null`` (the SDK's docstring), so either
+every choice chunk carries ``usage: null`` or none does. A choice's ``content`` starts ``null`` and
+becomes a string with its first text: what the SDK's accumulation ends with is what the
+non-streamed ``message.content`` is (``null`` for a tool-call-only answer).
 """
 
 from __future__ import annotations
@@ -40,8 +44,13 @@ def check_chat_stream(payloads: list[Any]) -> dict[str, Any]:
         chunks = chunks[:-1]
     choices: dict[int, dict[str, Any]] = {}
     usage = None
-    ids = {(c["id"], c["created"], c["model"]) for c in chunks}
-    assert len(ids) == 1, "every chunk has the same id, created and model"
+    ids = {(c["id"], c["created"], c["model"], c.get("service_tier")) for c in chunks}
+    assert len(ids) == 1, "every chunk has the same id, created, model and service_tier"
+    with_usage = [c for c in chunks if c["choices"] and "usage" in c]
+    assert not with_usage or len(with_usage) == len([c for c in chunks if c["choices"]]), (
+        "usage: null on every chunk or none"
+    )
+    assert all(c["usage"] is None for c in with_usage)
     for chunk in chunks:
         ChatCompletionChunk.model_validate(chunk)
         assert chunk["object"] == "chat.completion.chunk"
@@ -57,7 +66,7 @@ def check_chat_stream(payloads: list[Any]) -> dict[str, Any]:
             if state is None:
                 assert delta.get("role") == "assistant", "a choice's first chunk says role: assistant"
                 state = choices[index] = {
-                    "content": "",
+                    "content": delta.get("content"),
                     "reasoning": "",
                     "tool_calls": [],
                     "finish_reason": None,
@@ -70,7 +79,8 @@ def check_chat_stream(payloads: list[Any]) -> dict[str, Any]:
                 state["finish_reason"] = choice["finish_reason"]
                 continue
             if "content" in delta:
-                state["content"] += delta["content"]
+                assert isinstance(delta["content"], str), "content is null only in the first chunk"
+                state["content"] = (state["content"] or "") + delta["content"]
             if "reasoning_content" in delta:
                 assert delta["reasoning"] == delta["reasoning_content"]
                 state["reasoning"] += delta["reasoning_content"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from support.paths import DATA, ROOT
@@ -27,11 +28,11 @@ CODEX = _codex()
 def write_codex_home(home: Path, base_url: str) -> None:
     """A CODEX_HOME whose only provider is the server at ``base_url`` (gpt-oss from the test catalog).
 
-    Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): which one Codex uses depends on
-    the host (with Debian's ``bubblewrap`` installed it runs ``bwrap ... codex-linux-sandbox``, which is
-    not on that sandbox's PATH, and every command fails), and these tests are about the Responses API
-    round trip, not Codex's sandbox. The commands they run are ``echo`` and an ``apply_patch`` into the
-    test's own temporary directory.
+    Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): these tests are about the
+    Responses API round trip, not Codex's sandbox, and a home in pytest's temporary directory could not
+    run it anyway (Codex creates no ``codex-linux-sandbox`` helper under ``$TMPDIR``, so every sandboxed
+    command fails: ``tests/clients/test_codex_sandbox.py``). The commands they run are ``echo`` and an
+    ``apply_patch`` into the test's own temporary directory.
     """
     shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
     (home / "config.toml").write_text(
@@ -49,11 +50,13 @@ wire_api = "responses"
     )
 
 
-def codex(home: Path, workdir: Path, *args: str, transcript: bool = False) -> str:
-    """Run ``codex exec`` in ``workdir``; assert it exits 0; return its stdout (with ``transcript``, also the
-    transcript Codex prints on stderr)."""
+def codex(
+    home: Path, workdir: Path, *args: str, transcript: bool = False, env: Mapping[str, str] | None = None
+) -> str:
+    """Run ``codex exec`` in ``workdir`` (``env``: variables set for it beside ``CODEX_HOME``); assert it exits 0;
+    return its stdout (with ``transcript``, also the transcript Codex prints on stderr)."""
     assert CODEX is not None
-    env = {**os.environ, "CODEX_HOME": str(home), "NO_COLOR": "1"}
+    env = {**os.environ, **(env or {}), "CODEX_HOME": str(home), "NO_COLOR": "1"}
     env.pop("OPENAI_API_KEY", None)
     result = subprocess.run(
         [CODEX, "exec", "--skip-git-repo-check", *args],

@@ -2,7 +2,8 @@
 
 ``/search?q=...&format=json`` answers two results (``/tides`` and ``/neap``); ``/tides`` and
 ``/neap`` are small HTML pages; ``/to-private`` redirects to 127.0.0.2 (a private address the
-server must refuse unless allowed). Start it with :func:`serve_search_site`.
+server must refuse unless allowed); ``/_hits`` answers the paths asked so far (itself left out), so a test
+can see that nothing reached the site. Start it with :func:`serve_search_site`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ class _SearchSite(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         parts = urlsplit(self.path)
         base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        hits: list[str] = self.server.hits  # type: ignore[attr-defined]
+        if parts.path == "/_hits":
+            self._send(200, "application/json", json.dumps(hits))
+            return
+        hits.append(parts.path)
         if parts.path == "/search":
             query = parse_qs(parts.query)
             assert query.get("format") == ["json"]
@@ -75,6 +81,7 @@ class _SearchSite(BaseHTTPRequestHandler):
 def serve_search_site() -> Iterator[str]:
     """Serve the site on 127.0.0.1 (a free port) for the block; yields its base URL."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _SearchSite)
+    httpd.hits = []  # type: ignore[attr-defined]
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:

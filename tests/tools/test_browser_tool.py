@@ -16,12 +16,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import openai
 import pytest
 from support.search_site import TIDES, WEB_TOOL
 from support.server_harness import RunningServer, ServerFactory, steps, stream_events
 from support.stream_grammar import check_stream
 
 from trtllm_responses.tools.browser import CitationRewriter, browser_description, html_to_text
+from trtllm_responses.tools.browser.provider import OFFLINE
 from trtllm_responses.tools.settings import ToolSettings
 
 
@@ -221,6 +223,63 @@ def test_the_page_stack_lives_for_the_response_chain(http: httpx.Client, site: s
     assert [a["title"] for a in content["annotations"]] == ["Tides explained", "Neap tides"]
 
 
+def test_external_web_access_false_uses_only_pages_already_fetched(
+    http: httpx.Client, server: RunningServer, site: str
+) -> None:
+    """OpenAI: "When false, the web search tool runs in offline/cache-only mode and will not fetch new external
+    content" (the SDK's ``WebSearchTool.external_web_access``). Here the cache is the conversation's page stack."""
+    first, _ = streamed(
+        http,
+        {
+            "input": steps('call browser.search {"query": "tides"}', 'call browser.open {"id": 0}', "ok"),
+            "tools": [WEB_TOOL],
+        },
+    )
+    before = httpx.get(f"{site}/_hits").json()
+    assert before.count("/search") >= 1 and "/tides" in before
+    offline = {"type": "web_search", "external_web_access": False}
+    script = steps(
+        'call browser.search {"query": "tides"}',
+        f"call browser.open {json.dumps({'id': f'{site}/tides'})}",
+        f"call browser.open {json.dumps({'id': f'{site}/neap'})}",
+        'call browser.find {"pattern": "moon"}',
+        "done",
+    )
+    second, _ = streamed(http, {"input": script, "previous_response_id": first["id"], "tools": [offline]})
+    calls = [i for i in second["output"] if i["type"] == "web_search_call"]
+    assert [(c["action"]["type"], c["status"]) for c in calls] == [
+        ("search", "failed"),  # no live search
+        ("open_page", "completed"),  # a page the conversation already fetched: shown again from the stack
+        ("open_page", "failed"),  # a page it never fetched
+        ("find_in_page", "completed"),
+    ]
+    assert second["tools"][0]["external_web_access"] is False
+    assert httpx.get(f"{site}/_hits").json() == before, "nothing reached the search backend or the web"
+    # The model is told in its instructions, and reads why each refused call failed.
+    follow = http.post(
+        "/v1/responses", json={"input": "#prompt", "previous_response_id": second["id"], "tools": [offline]}
+    ).json()
+    prompt = follow["output"][-1]["content"][0]["text"]
+    assert "sources=searxng\n// " + OFFLINE in prompt
+    assert prompt.count("Error: " + OFFLINE) == 1 and f"Error fetching URL `{site}/neap`: {OFFLINE}" in prompt
+    # Through the SDK (strict): the tool echoes as the SDK types it; live access by default, as OpenAI's.
+    with openai.OpenAI(
+        base_url=server.base_url + "/v1", api_key="x", max_retries=0, _strict_response_validation=True
+    ) as client:
+        answer = client.responses.create(
+            model="m",
+            input=steps('call browser.search {"query": "tides"}', "done"),
+            tools=[{"type": "web_search", "external_web_access": False}],
+        )
+        assert answer.output[1].type == "web_search_call" and answer.output[1].status == "failed"
+        live = client.responses.create(
+            model="m",
+            input=steps('call browser.search {"query": "tides"}', "done"),
+            tools=[{"type": "web_search"}],
+        )
+        assert live.output[1].status == "completed"
+
+
 # -- the browser through an MCP server ---------------------------------------------------------------
 
 
@@ -256,9 +315,13 @@ def test_browser_through_an_mcp_server(serve: ServerFactory) -> None:
                 "/v1/responses",
                 json={"input": "#prompt", "previous_response_id": response["id"], "tools": [WEB_TOOL]},
             ).json()
+            # external_web_access: false: the MCP server (whose pages this server cannot see) is not asked.
+            offline = [{"type": "web_search", "external_web_access": False}]
+            refused = check_stream(stream_events(client, {"input": script, "tools": offline}))
     finally:
         running.stop()
         mcp.stop()
+    assert [i["status"] for i in refused["output"] if i["type"] == "web_search_call"] == ["failed", "failed"]
     calls = [i for i in response["output"] if i["type"] == "web_search_call"]
     assert [(c["status"], c["action"]["type"]) for c in calls] == [
         ("completed", "search"),

@@ -48,7 +48,7 @@ from ..harmony import (
     developer_spec,
     items_to_messages,
 )
-from ..request import ReasoningParam, ResponsesRequest, choice_data, parse_text, tools_data
+from ..request import EFFORT_LEVELS, ReasoningParam, ResponsesRequest, choice_data, parse_text, tools_data
 from .item_renders import DEFAULT_RENDER_CACHE_BYTES, ItemRenders, convert_items
 from .prompt import (
     EMPTY_HISTORY,
@@ -69,15 +69,8 @@ __all__ = [
     "RenderedMessage",
 ]
 
-_EFFORTS = {
-    "none": ReasoningEffort.LOW,
-    "minimal": ReasoningEffort.LOW,
-    "low": ReasoningEffort.LOW,
-    "medium": ReasoningEffort.MEDIUM,
-    "high": ReasoningEffort.HIGH,
-    "xhigh": ReasoningEffort.HIGH,
-    "max": ReasoningEffort.HIGH,
-}
+#: The request's effort → gpt-oss's level (the table both routes share: ``request/shared_fields.py``).
+_EFFORTS = {effort: ReasoningEffort[level.upper()] for effort, level in EFFORT_LEVELS.items()}
 #: ``text.verbosity`` as gpt-oss understands it: a sentence after the developer instructions (none for medium).
 VERBOSITY = {
     "low": "Be concise: answer in as few words as the question allows.",

@@ -206,11 +206,12 @@ class _ResponseReader(asyncio.Protocol):
             self._fail(f"HTTP {self.status}: {body[:200]!r}")
             return
         try:
-            record.output_tokens = self.wire.plain(body)
+            record.output_tokens, error = self.wire.plain(body)
         except ValueError as exc:
             self._fail(f"unreadable body: {exc}")
             return
-        record.ok = True
+        record.ok = error is None
+        record.error = error
         assert self.done is not None
         self.done.set_result(record)
 

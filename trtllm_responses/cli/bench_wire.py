@@ -69,10 +69,15 @@ class Wire:
             return tokens, None
         return tokens, f"status {response.get('status')}: {(response.get('error') or {}).get('message')}"
 
-    def plain(self, body: bytes) -> int:
-        """Output tokens of a non-streaming answer."""
-        usage = json.loads(body).get("usage") or {}
-        return usage.get("completion_tokens" if self is CHAT else "output_tokens", 0)
+    def plain(self, body: bytes) -> tuple[int, str | None]:
+        """Output tokens and error (None: it succeeded) of a non-streaming answer with HTTP 200 (a Responses
+        answer says its failure in ``status``: a ``failed`` response is an error, not a result)."""
+        answer = json.loads(body)
+        usage = answer.get("usage") or {}
+        tokens = usage.get("completion_tokens" if self is CHAT else "output_tokens", 0)
+        if self is RESPONSES and answer.get("status") not in ("completed", "incomplete"):
+            return tokens, f"status {answer.get('status')}: {(answer.get('error') or {}).get('message')}"
+        return tokens, None
 
 
 RESPONSES = Wire(

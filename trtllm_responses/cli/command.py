@@ -317,9 +317,25 @@ def _check_builtin_tools(tools: ToolSettings) -> None:
         logger.info("--browser_backend %s: web_search calls are run by the server.", tools.browser_backend)
 
 
+class _Given(argparse.Action):
+    """Stores the value and remembers that the flag was given (``args.<dest>_given``)."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     """Build a serving bundle from a checkpoint."""
     from .build import build_bundle
+
+    if not getattr(args, "gpu_given", False):  # the default picks Blackwell's MoE kernels: say so
+        print(
+            f"trtllm-responses build: --gpu not given, building for {args.gpu} (its MoE backend); "
+            "on Hopper (H100/H200) pass --gpu hopper.",
+            file=sys.stderr,
+            flush=True,
+        )
 
     result = build_bundle(
         args.checkpoint,
@@ -369,7 +385,13 @@ def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--profile", choices=["latency", "throughput"], default=d["profile"], help="(default: %(default)s)"
     )
     build.add_argument(
-        "--gpu", choices=["hopper", "blackwell"], default=d["gpu"], help="(default: %(default)s)"
+        "--gpu",
+        choices=["hopper", "blackwell"],
+        default=d["gpu"],
+        action=_Given,
+        help="the GPU generation the bundle is for: it picks the MoE kernels (hopper: H100/H200, TRITON; "
+        "blackwell: B200/GB200, TRTLLM). (default: %(default)s; on Hopper pass --gpu hopper: a Blackwell "
+        "bundle's MoE backend does not run there)",
     )
     build.add_argument(
         "--backend", choices=["pytorch", "tensorrt"], default=d["backend"], help="(default: %(default)s)"

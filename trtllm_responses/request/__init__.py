@@ -57,12 +57,18 @@ if TYPE_CHECKING:
     )
     from .pagination import list_page_json, page_json, page_of
     from .protocol import (
-        ReasoningEffort,
         ReasoningParam,
         ResponsesRequest,
         check_depth,
         json_object,
         parse_request,
+    )
+    from .shared_fields import (
+        EFFORT_LEVELS,
+        SERVICE_TIERS,
+        ReasoningEffort,
+        cache_retention_seconds,
+        service_tier,
     )
     from .text_format import (
         JsonObjectFormat,
@@ -96,6 +102,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AFFINITY_HEADERS",
     "CODE_TOOLS",
+    "EFFORT_LEVELS",
     "ChatOptions",
     "ChatRequest",
     "ChooseAllowed",
@@ -135,11 +142,13 @@ __all__ = [
     "ReasoningParam",
     "RequestTool",
     "ResponsesRequest",
+    "SERVICE_TIERS",
     "SESSION_HEADER",
     "TextConfig",
     "ToolChoice",
     "WEB_SEARCH_TOOLS",
     "WebSearchCall",
+    "cache_retention_seconds",
     "check_depth",
     "choice_data",
     "in_chat_terms",
@@ -156,6 +165,7 @@ __all__ = [
     "parse_request",
     "parse_text",
     "parse_text_update",
+    "service_tier",
     "session_key_from_headers",
     "tools_data",
     "translate_chat",
@@ -225,7 +235,11 @@ _ON_FIRST_USE = {
     "list_page_json": ".pagination",
     "page_json": ".pagination",
     "page_of": ".pagination",
-    "ReasoningEffort": ".protocol",
+    "ReasoningEffort": ".shared_fields",
+    "EFFORT_LEVELS": ".shared_fields",
+    "SERVICE_TIERS": ".shared_fields",
+    "cache_retention_seconds": ".shared_fields",
+    "service_tier": ".shared_fields",
     "ReasoningParam": ".protocol",
     "ResponsesRequest": ".protocol",
     "check_depth": ".protocol",

@@ -21,7 +21,8 @@ from ..core import APIError, InvalidRequestError
 from .anthropic_messages import anthropic_items, system_text
 from .chat_messages import object_at, string_at
 from .fields import one_sentence
-from .protocol import MAX_INTEGER, Integer, check_depth, json_object
+from .protocol import check_depth, json_object
+from .shared_fields import MAX_INTEGER, Integer
 
 __all__ = [
     "MAX_STOP_SEQUENCE_CHARS",

@@ -12,14 +12,27 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core import APIError, InvalidRequestError
 from .chat_messages import messages_to_items, object_at, string_at
 from .fields import one_sentence
-from .protocol import Integer, json_object
+from .protocol import json_object
+from .shared_fields import (
+    CacheRetention,
+    Integer,
+    Penalty,
+    ReasoningEffort,
+    Seed,
+    ShortId,
+    Temperature,
+    TokenLimit,
+    TopLogprobs,
+    TopP,
+    Verbosity,
+)
 
 __all__ = [
     "MAX_CHOICES",
@@ -61,23 +74,27 @@ class ChatRequest(BaseModel):
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     response_format: dict[str, Any] | None = None
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
-    max_completion_tokens: Integer | None = Field(default=None, ge=1)
-    max_tokens: Integer | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: Integer | None = None
-    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
-    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    # The fields /v1/responses shares, typed and mapped as it does (shared_fields.py).
+    reasoning_effort: ReasoningEffort | None = None
+    verbosity: Verbosity | None = None
+    service_tier: str | None = None  # checked by the service, as on /v1/responses
+    prompt_cache_retention: CacheRetention | None = None
+    max_completion_tokens: TokenLimit | None = None
+    max_tokens: TokenLimit | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    seed: Seed | None = None
+    frequency_penalty: Penalty | None = None
+    presence_penalty: Penalty | None = None
     stop: str | list[str] | None = None
     n: Integer = Field(default=1, ge=1, le=MAX_CHOICES)
     logprobs: bool = False
-    top_logprobs: Integer | None = Field(default=None, ge=0, le=20)
+    top_logprobs: TopLogprobs | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
-    safety_identifier: str | None = Field(default=None, max_length=64)
-    prompt_cache_key: str | None = Field(default=None, max_length=64)
+    safety_identifier: ShortId | None = None
+    prompt_cache_key: ShortId | None = None
     functions: Any = None
     function_call: Any = None
 
@@ -90,6 +107,7 @@ class ChatOptions:
     stop: tuple[str, ...] = ()
     stream: bool = False
     include_usage: bool = False
+    include_obfuscation: bool = False  # an ``obfuscation`` field on each delta chunk
     logprobs: bool = False
     seed: int | None = None
     max_tokens_field: str = "max_completion_tokens"  # the field the limit came in (for errors)
@@ -132,6 +150,8 @@ def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
         body["parallel_tool_calls"] = request.parallel_tool_calls
     if request.response_format is not None:
         body["text"] = {"format": _response_format(request.response_format)}
+    if request.verbosity is not None:
+        body.setdefault("text", {})["verbosity"] = request.verbosity
     if request.reasoning_effort is not None:
         body["reasoning"] = {"effort": request.reasoning_effort}
     max_tokens = request.max_completion_tokens or request.max_tokens
@@ -146,6 +166,8 @@ def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
         "user",
         "safety_identifier",
         "prompt_cache_key",
+        "service_tier",
+        "prompt_cache_retention",
     ):
         value = getattr(request, name)
         if value is not None:
@@ -163,6 +185,7 @@ def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
         stop=_stop(request.stop),
         stream=request.stream,
         include_usage=bool(request.stream_options and request.stream_options.include_usage),
+        include_obfuscation=bool(request.stream_options and request.stream_options.include_obfuscation),
         logprobs=request.logprobs,
         seed=request.seed,
         max_tokens_field="max_completion_tokens" if request.max_completion_tokens else "max_tokens",
@@ -259,6 +282,7 @@ _TOOL_FIELD = re.compile(r"^tools\[(\d+)\]\.(name|description|parameters|strict)
 _RENAMED = (
     ("text.format.", "response_format.json_schema."),
     ("text.format", "response_format"),
+    ("text.verbosity", "verbosity"),
     ("text", "response_format"),
     ("reasoning.effort", "reasoning_effort"),
     ("reasoning", "reasoning_effort"),

@@ -19,7 +19,6 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -32,6 +31,19 @@ from pydantic_core import PydanticCustomError
 from ..core import InvalidRequestError
 from .fields import one_sentence
 from .items import InputItem, parse_items
+from .shared_fields import (
+    MAX_INTEGER,
+    CacheRetention,
+    Integer,
+    Penalty,
+    ReasoningEffort,
+    Seed,
+    ShortId,
+    Temperature,
+    TokenLimit,
+    TopLogprobs,
+    TopP,
+)
 from .text_format import TextConfig, parse_text
 from .tool_choice import ToolChoice, parse_tool_choice
 from .tools import RequestTool, parse_tools
@@ -45,26 +57,12 @@ __all__ = [
     "parse_request",
 ]
 
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
-
 #: Deepest nesting of objects and arrays taken in a request body (tool schemas included).
 MAX_JSON_DEPTH = 64
 #: OpenAI's metadata limits.
 MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 512
-#: Largest integer a field takes: what a signed 64-bit slot (orjson, the stores, the engine) holds.
-MAX_INTEGER = (1 << 63) - 1
-
-
-def _integral(value: Any) -> Any:
-    """``16.0`` is the integer 16, as JSON has one number type (``16.5`` stays a float, and is refused)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-Integer = Annotated[int, BeforeValidator(_integral)]
 _OBJECT: dict[str, Any] = {"additionalProperties": True, "type": "object"}
 #: ``tools``, ``tool_choice`` and ``text`` arrive parsed (``parse_request``); the body's schema is what a client sends.
 Tools = Annotated[
@@ -127,15 +125,15 @@ class ResponsesRequest(BaseModel):
     tool_choice: Choice = "auto"
     parallel_tool_calls: bool = True
     reasoning: ReasoningParam | None = None
-    max_output_tokens: Integer | None = Field(default=None, ge=1, le=MAX_INTEGER)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: Integer | None = Field(default=None, ge=-MAX_INTEGER - 1, le=MAX_INTEGER)
+    max_output_tokens: TokenLimit | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    seed: Seed | None = None
     # Sampling extensions (vLLM and trtllm-serve accept them too); see responses/sampling.py.
     top_k: Integer | None = Field(default=None, ge=0, le=MAX_INTEGER)
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
-    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: Penalty | None = None
+    presence_penalty: Penalty | None = None
     stream: bool = False
     store: bool = True
     previous_response_id: str | None = None
@@ -143,10 +141,10 @@ class ResponsesRequest(BaseModel):
     text: Text = None
     truncation: Literal["auto", "disabled"] | None = None
     user: str | None = None
-    safety_identifier: str | None = Field(default=None, max_length=64)
-    prompt_cache_key: str | None = Field(default=None, max_length=64)
+    safety_identifier: ShortId | None = None
+    prompt_cache_key: ShortId | None = None
     background: bool = False
-    top_logprobs: Integer | None = Field(default=None, ge=0, le=20)
+    top_logprobs: TopLogprobs | None = None
     max_tool_calls: Integer | None = Field(default=None, ge=1, le=MAX_INTEGER)
     service_tier: str | None = None
     include: list[str] | None = None
@@ -155,7 +153,7 @@ class ResponsesRequest(BaseModel):
     context_management: list[dict[str, Any]] | None = None
     prompt: dict[str, Any] | None = None
     prompt_cache_options: PromptCacheOptions | None = None
-    prompt_cache_retention: Literal["in_memory", "in-memory", "24h"] | None = None
+    prompt_cache_retention: CacheRetention | None = None
 
 
 _OBJECT_FIELDS = {"tools": parse_tools, "tool_choice": parse_tool_choice, "text": parse_text}

@@ -26,6 +26,8 @@ from ..request import (
     TextConfig,
     choice_data,
 )
+from ..request import cache_retention_seconds as retention_seconds
+from ..request import service_tier as tier_of
 from ..tools import DEFAULT_TOOL_TIMEOUT, ServerTools
 from .compaction import Compaction
 from .sampling import SamplingDefaults, echo_fields, sampling_settings
@@ -92,45 +94,15 @@ HistoryLookup: TypeAlias = Callable[[str], Chain | None]
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
-#: ``service_tier`` → (the tier the response says it used, the engine's scheduling priority in [0, 1]).
-#: TensorRT-LLM's ``generate_async(priority=...)`` takes [0, 1], 0.5 by default
-#: (``tensorrt_llm/llmapi/llm.py``); this server has no separate capacity for ``scale``, so it is ``default``.
-SERVICE_TIERS: dict[str | None, tuple[str, float | None]] = {
-    None: ("default", None),
-    "auto": ("default", None),
-    "default": ("default", None),
-    "scale": ("default", None),
-    "flex": ("flex", 0.25),
-    "priority": ("priority", 0.75),
-    "fast": ("priority", 0.75),
-    "ultrafast": ("priority", 1.0),
-}
-
-
-#: ``prompt_cache_options.ttl`` and ``prompt_cache_retention`` in seconds (``in_memory``: the engine's own LRU).
-CACHE_TTL_SECONDS = {"30m": 30 * 60, "12h": 12 * 3600, "24h": 24 * 3600}
-
-
 def cache_retention_seconds(request: ResponsesRequest) -> int | None:
-    """How long the engine should keep the prompt's KV cache (None: as it would anyway); the longer of
-    ``prompt_cache_options.ttl`` and ``prompt_cache_retention``, when either is given."""
-    asked: list[str] = [request.prompt_cache_options.ttl] if request.prompt_cache_options is not None else []
-    if request.prompt_cache_retention == "24h":
-        asked.append("24h")
-    return max((CACHE_TTL_SECONDS[ttl] for ttl in asked), default=None)
+    """How long the engine should keep the prompt's KV cache (None: as it would anyway)."""
+    ttl = request.prompt_cache_options.ttl if request.prompt_cache_options is not None else None
+    return retention_seconds(ttl, request.prompt_cache_retention)
 
 
 def service_tier(request: ResponsesRequest) -> tuple[str, float | None]:
-    """The tier a response is served in and its scheduling priority; InvalidRequestError for an unknown tier."""
-    tier = SERVICE_TIERS.get(request.service_tier)
-    if tier is None:
-        names = ", ".join(repr(name) for name in SERVICE_TIERS if name)
-        raise InvalidRequestError(
-            f"Invalid 'service_tier': {request.service_tier!r}. Expected one of {names}.",
-            param="service_tier",
-            code="invalid_value",
-        )
-    return tier
+    """The tier a response is served in and its scheduling priority (``request/shared_fields.py``)."""
+    return tier_of(request.service_tier)
 
 
 def initial_response(

@@ -49,7 +49,15 @@ class RunState(enum.Enum):
 class ResponseRun:
     """One response in progress: its prepared request (immutable) and its live state."""
 
-    def __init__(self, prepared: PreparedResponse, drive: Drive, executor: Executor) -> None:
+    def __init__(
+        self,
+        prepared: PreparedResponse,
+        drive: Drive,
+        executor: Executor,
+        on_abort: Callable[[], None] | None = None,
+    ) -> None:
+        """``on_abort`` is called each time the run aborts a request in the executor (a cancel, a stop string,
+        the server's abort: ``trtllm_executor_aborts_total``)."""
         self.prepared = prepared
         #: The response's id (also its first executor request's).
         self.id = prepared.generation.request_id
@@ -65,6 +73,8 @@ class ResponseRun:
         self.store_failed = False
         self._drive = drive
         self._executor = executor
+        self._on_abort = on_abort
+        self._aborted: set[str] = set()
         self._cancelled = False  # a client cancelled it: it ends "cancelled"
         self._interrupted = False  # cancelled or aborted: no further generation or tool call starts
         self._stop_reason: str | None = None
@@ -136,7 +146,7 @@ class ResponseRun:
         """The executor has ``request_id`` now (its first delta came). An interrupt that came before it
         registered the request reached nothing: abort it now, once (an event the run raised, not a poll)."""
         if self._interrupted:
-            self._executor.abort(request_id)
+            self._abort_in_executor(request_id)
 
     def _interrupt(self) -> None:
         if self.state is RunState.ENDED:
@@ -148,7 +158,13 @@ class ResponseRun:
         # (``started``), which aborts it then, so a cancel right after the create still lands.
         for request_id in (self.generating, self.summarizing):
             if request_id is not None:
-                self._executor.abort(request_id)
+                self._abort_in_executor(request_id)
+
+    def _abort_in_executor(self, request_id: str) -> None:
+        self._executor.abort(request_id)
+        if self._on_abort is not None and request_id not in self._aborted:  # counted once per request
+            self._aborted.add(request_id)
+            self._on_abort()
 
     # -- observing --------------------------------------------------------------------------------
 

@@ -434,7 +434,7 @@ class ResponsesService:
 
         After ``abort_all`` (the server's shutdown timeout) a new run is aborted from the start.
         """
-        run = ResponseRun(prepared, self.generator.drive, self.executor)
+        run = ResponseRun(prepared, self.generator.drive, self.executor, on_abort=self.metrics.record_abort)
         if self._aborting:
             run.abort()
         return run
@@ -445,8 +445,7 @@ class ResponsesService:
         self._aborting = True
         runs = list(self.generator.runs.values())
         for run in runs:
-            run.abort()
-            self.metrics.record_abort()
+            run.abort()  # counted in trtllm_executor_aborts_total by the run, for each generation it aborts
         return len(runs)
 
     def find(self, response_id: str) -> ResponseRun | None:

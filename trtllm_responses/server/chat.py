@@ -65,10 +65,23 @@ class ChatCompletionRun:
         self.id = f"chatcmpl-{os.urandom(16).hex()}"
         self.created = int(time.time())
         self.model = prepared.response.model
+        #: The tier it is served in (``service_tier``: as ``/v1/responses`` answers it).
+        self.service_tier = prepared.response.service_tier or "default"
         prepared_choices = [prepared] + [self._another(prepared, i) for i in range(1, options.n)]
         #: One run per choice.
         self.runs = [service.run(p) for p in prepared_choices]
-        self.frames = ChunkFrames(self.id, self.created, self.model) if options.stream else None
+        self.frames = (
+            ChunkFrames(
+                self.id,
+                self.created,
+                self.model,
+                service_tier=self.service_tier,
+                include_usage=options.include_usage,
+                obfuscated=options.include_obfuscation,
+            )
+            if options.stream
+            else None
+        )
         #: The first choice's failure (the others are then stopped, and fail as cancelled).
         self.error: ServerError | None = None
         self.choices = [
@@ -125,7 +138,7 @@ class ChatCompletionRun:
                 "created": self.created,
                 "model": self.model,
                 "system_fingerprint": None,
-                "service_tier": "default",
+                "service_tier": self.service_tier,
                 "choices": [c.choice_json() for c in self.choices],
                 "usage": self.usage,
             }
@@ -141,7 +154,7 @@ class ChatCompletionRun:
         """
         frames = self.frames
         assert frames is not None
-        opening = b"".join(frames.role(c.index) for c in self.choices)
+        opening = frames.obfuscate(b"".join(frames.role(c.index) for c in self.choices))
         await send({"type": "http.response.body", "body": opening, "more_body": True})
         if len(self.choices) == 1:
             await self._drive_one(self.runs[0], self.choices[0], send)
@@ -159,17 +172,22 @@ class ChatCompletionRun:
             tail = frames.error(self.error) + DONE
         else:
             usage = self.usage if self.options.include_usage else None
-            tail = (frames.usage(usage) if usage is not None else b"") + DONE
+            tail = frames.obfuscate(frames.usage(usage) if usage is not None else b"") + DONE
         await send({"type": "http.response.body", "body": tail, "more_body": True})
 
     async def _drive_one(self, run: ResponseRun, choice: ChatChoice, send: Send) -> None:
         several = len(self.choices) > 1
+        frames = self.frames
+        assert frames is not None
+        obfuscated = frames.obfuscated
 
         def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
             # Returns send's own awaitable: no extra coroutine frame per engine step.
             data = choice.feed(events)
             if not data or (several and self.error is not None):
                 return _NOTHING
+            if obfuscated:
+                data = frames.obfuscate(data)
             return send({"type": "http.response.body", "body": data, "more_body": True})
 
         try:
@@ -220,7 +238,12 @@ async def create_chat_completion(
     async def handle() -> Response:
         nonlocal run
         affinity = session_key_from_headers(scope["headers"])
-        body = await read_body(receive, service)
+        try:
+            body = await read_body(receive, service)
+        except APIError as exc:  # over --max_input_bytes: what is too large is the messages
+            if exc.param == "input":
+                exc.message, exc.param = exc.message.replace("'input'", "'messages'"), "messages"
+            raise
         received = time.perf_counter()
         translation = translate_chat(body)
         try:

@@ -28,6 +28,7 @@ from openai.types.responses import (
 )
 
 from ..core import APIError, ServerError, json_string
+from .sse import OBFUSCATION_BLOCK, obfuscation_noise
 
 __all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage", "generation_failure"]
 
@@ -37,32 +38,56 @@ _OPEN = b'},"logprobs":null,"finish_reason":null}]}\n\n'
 
 
 def chat_usage(usages: Sequence[ResponseUsage]) -> dict[str, Any]:
-    """The chat ``usage`` of one or more choices: the prompt counted once, completions summed."""
+    """The chat ``usage`` of one or more choices: the prompt counted once, completions summed; the prompt's
+    details as ``/v1/responses`` counts them (``cache_write_tokens``: prompt tokens the engine computed)."""
     first = usages[0]
     completion = sum(u.output_tokens for u in usages)
     reasoning = sum(u.output_tokens_details.reasoning_tokens for u in usages)
+    details = first.input_tokens_details
     return {
         "prompt_tokens": first.input_tokens,
         "completion_tokens": completion,
         "total_tokens": first.input_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": first.input_tokens_details.cached_tokens},
+        "prompt_tokens_details": {
+            "cached_tokens": details.cached_tokens,
+            "cache_write_tokens": details.cache_write_tokens,
+        },
         "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
 
 
 class ChunkFrames:
-    """The SSE frames of one chat completion's chunks (same id, created and model in each)."""
+    """The SSE frames of one chat completion's chunks (same id, created, model and service tier in each).
 
-    def __init__(self, completion_id: str, created: int, model: str) -> None:
-        self.head = (
+    ``include_usage``: every chunk but the usage one carries ``"usage": null`` (the SDK's
+    ``ChatCompletionChunk.usage``: "null except for the last chunk"). ``obfuscated``
+    (``stream_options.include_obfuscation``): :meth:`obfuscate` pads each chunk with an ``obfuscation`` field.
+    """
+
+    def __init__(
+        self,
+        completion_id: str,
+        created: int,
+        model: str,
+        *,
+        service_tier: str = "default",
+        include_usage: bool = False,
+        obfuscated: bool = False,
+    ) -> None:
+        fixed = (
             b'data: {"id":'
             + orjson.dumps(completion_id)
             + b',"object":"chat.completion.chunk","created":'
             + str(created).encode()
             + b',"model":'
             + orjson.dumps(model)
-            + b',"system_fingerprint":null,"choices":['
+            + b',"service_tier":'
+            + orjson.dumps(service_tier)
+            + b',"system_fingerprint":null'
         )
+        self.head = fixed + (b',"usage":null' if include_usage else b"") + b',"choices":['
+        self._usage_head = fixed + b',"choices":['
+        self.obfuscated = obfuscated
         self._choices: dict[int, bytes] = {}
 
     def open(self, index: int) -> bytes:
@@ -73,8 +98,9 @@ class ChunkFrames:
         return opened
 
     def role(self, index: int) -> bytes:
-        """The first chunk of a choice: ``{"role": "assistant", "content": ""}``."""
-        return self.open(index) + b'"role":"assistant","content":""' + _OPEN
+        """The first chunk of a choice: ``{"role": "assistant", "content": null}`` (``content`` becomes a string
+        with the first text, or at the end if the choice wrote none and called no tool: as not streamed)."""
+        return self.open(index) + b'"role":"assistant","content":null' + _OPEN
 
     def finish(self, index: int, reason: str) -> bytes:
         """The last chunk of a choice: an empty delta and its ``finish_reason``."""
@@ -82,12 +108,31 @@ class ChunkFrames:
 
     def usage(self, usage: dict[str, Any]) -> bytes:
         """The ``include_usage`` chunk: no choices, the usage of the whole request."""
-        return self.head + b'],"usage":' + orjson.dumps(usage) + b"}\n\n"
+        return self._usage_head + b'],"usage":' + orjson.dumps(usage) + b"}\n\n"
+
+    def obfuscate(self, data: bytes) -> bytes:
+        """``data`` (whole chunk frames) with an ``obfuscation`` field in each chunk when asked, padding the
+        frame to a multiple of OBFUSCATION_BLOCK bytes (an error chunk is left as it is)."""
+        if not self.obfuscated or not data:
+            return data
+        frames = data.split(b"\n\n")[:-1]  # a frame's JSON holds no raw newline
+        return b"".join([frame + b"\n\n" if frame.startswith(_ERROR) else _padded(frame) for frame in frames])
 
     @staticmethod
     def error(error: APIError) -> bytes:
         """An error once the stream has started (the ``openai`` SDK raises it as an APIError)."""
         return b"data: " + orjson.dumps(error.to_dict()) + b"\n\n"
+
+
+_ERROR = b'data: {"error"'
+_FIELD = len(b',"obfuscation":""\n\n')
+
+
+def _padded(frame: bytes) -> bytes:
+    """A chunk frame (without its blank line) with an ``obfuscation`` field making it a multiple of
+    OBFUSCATION_BLOCK bytes long (at least one character of noise)."""
+    pad = -(len(frame) + _FIELD) % OBFUSCATION_BLOCK or OBFUSCATION_BLOCK
+    return frame[:-1] + b',"obfuscation":"' + obfuscation_noise(pad) + b'"}\n\n'
 
 
 def generation_failure(response: Response) -> ServerError:
@@ -189,6 +234,7 @@ class ChatChoice:
         self._arguments: list[list[str]] = []
         self.token_logprobs: list[dict[str, Any]] = []
         self.stopped = False  # a stop string ended the text
+        self.wrote_text = False  # a content chunk was written (streaming)
         self.finish_reason: str | None = None
         self.usage: ResponseUsage | None = None
         self.error: ServerError | None = None  # the generation failed
@@ -198,6 +244,7 @@ class ChatChoice:
         if self._plain and len(events) == 1:
             event = events[0]
             if type(event) is ResponseTextDeltaEvent:  # the common step: one token of text
+                self.wrote_text = True
                 return self._content_head + json_string(event.delta) + _OPEN
         out = b""
         for event in events:
@@ -252,6 +299,7 @@ class ChatChoice:
             if logprobs:
                 self.token_logprobs += logprobs
             return b""
+        self.wrote_text = True
         if logprobs is None:
             return self._content_head + json_string(text) + _OPEN
         return (
@@ -312,6 +360,8 @@ class ChatChoice:
         self.usage = usage
         if self._frames is None:
             return out
+        if not self.wrote_text and not self.tool_calls:  # content "" as not streamed (null: tool calls only)
+            out += self._content_head + b'""' + _OPEN
         return out + self._frames.finish(self.index, reason)
 
     def choice_json(self) -> dict[str, Any]:

@@ -31,6 +31,7 @@ __all__ = [
     "encode_events",
     "event_json",
     "obfuscate",
+    "obfuscation_noise",
     "obfuscation_wanted",
 ]
 
@@ -113,8 +114,12 @@ def obfuscate(event: ResponseStreamEvent, frame: bytes) -> bytes:
     if not isinstance(delta, str) or not event.type.endswith(".delta"):
         return frame
     pad = -len(delta) % OBFUSCATION_BLOCK or OBFUSCATION_BLOCK
-    noise = "".join(secrets.choice(_OBFUSCATION_ALPHABET) for _ in range(pad))
-    return frame[:-3] + b',"obfuscation":"' + noise.encode() + b'"}\n\n'
+    return frame[:-3] + b',"obfuscation":"' + obfuscation_noise(pad) + b'"}\n\n'
+
+
+def obfuscation_noise(length: int) -> bytes:
+    """``length`` random letters and digits (an ``obfuscation`` field's value)."""
+    return "".join(secrets.choice(_OBFUSCATION_ALPHABET) for _ in range(length)).encode()
 
 
 def obfuscation_wanted(stream_options: dict[str, Any] | None) -> bool:

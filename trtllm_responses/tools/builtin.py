@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 
 from ..adapter import builtin_types_shown
 from ..core import InvalidRequestError
-from ..request import CODE_TOOLS, WEB_SEARCH_TOOLS, RequestTool, ToolChoice
+from ..request import CODE_TOOLS, WEB_SEARCH_TOOLS, HostedTool, RequestTool, ToolChoice
 from .base import ServerTools, ToolProvider
 from .python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, MCPPython
 from .settings import ToolSettings
 
-__all__ = ["WEB_SEARCH_TOOLS", "builtin_shown", "prepare_builtin_tools"]
+__all__ = ["WEB_SEARCH_TOOLS", "builtin_shown", "external_web_access", "prepare_builtin_tools"]
 
 
 def builtin_shown(
@@ -38,8 +38,19 @@ def builtin_shown(
     if settings.browser_backend != "off" and kinds & WEB_SEARCH_TOOLS:
         from .browser import browser_description
 
-        shown["browser"] = browser_description(settings.browser_backend)
+        shown["browser"] = browser_description(settings.browser_backend, external_web_access(tools))
     return shown
+
+
+def external_web_access(tools: Sequence[RequestTool]) -> bool:
+    """Whether the browser may reach the live web: not when a ``web_search`` tool says
+    ``external_web_access: false`` (OpenAI's "offline/cache-only mode"; omitted means true)."""
+    return not any(
+        isinstance(tool, HostedTool)
+        and tool.kind in WEB_SEARCH_TOOLS
+        and tool.data.get("external_web_access") is False
+        for tool in tools
+    )
 
 
 def _python_provider(settings: ToolSettings) -> ToolProvider:
@@ -49,9 +60,15 @@ def _python_provider(settings: ToolSettings) -> ToolProvider:
 
 
 def prepare_builtin_tools(
-    shown: Mapping[str, str], settings: ToolSettings, tools: ServerTools | None, calls: Mapping[str, str]
+    shown: Mapping[str, str],
+    settings: ToolSettings,
+    tools: ServerTools | None,
+    calls: Mapping[str, str],
+    *,
+    web_access: bool = True,
 ) -> ServerTools | None:
-    """``tools`` (or new ServerTools) with a provider for each built-in tool shown; None when there is none."""
+    """``tools`` (or new ServerTools) with a provider for each built-in tool shown; None when there is none.
+    ``web_access``: :func:`external_web_access` of the request's tools."""
     if not shown:
         return tools
     tools = tools if tools is not None else ServerTools()
@@ -67,5 +84,5 @@ def prepare_builtin_tools(
     if "browser" in shown:
         from .browser import BrowserProvider
 
-        tools.providers["browser"] = BrowserProvider(settings, calls)
+        tools.providers["browser"] = BrowserProvider(settings, calls, external_web_access=web_access)
     return tools

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from ..core import InvalidRequestError
 from ..request import InputItem, McpApprovalResponse, McpTool, ResponsesRequest
 from .base import ServerTools
-from .builtin import builtin_shown, prepare_builtin_tools
+from .builtin import builtin_shown, external_web_access, prepare_builtin_tools
 from .mcp_request import prepare_mcp_tools
 from .settings import ToolSettings
 
@@ -37,7 +37,9 @@ async def prepare_server_tools(
         )
     # gpt-oss's python and browser: shown and run only when the operator turned their backends on.
     shown = builtin_shown(request.tools, request.tool_choice, settings)
-    return prepare_builtin_tools(shown, settings, tools, history_calls)
+    return prepare_builtin_tools(
+        shown, settings, tools, history_calls, web_access=external_web_access(request.tools)
+    )
 
 
 def _approves_a_call(input_items: str | tuple[InputItem, ...]) -> bool:

@@ -35,8 +35,17 @@ __all__ = ["BrowserProvider", "browser_description"]
 _LINK = re.compile(r"【\d+†(?P<content>[^†】]+)(?:†[^†】]+)?】")
 
 
-def browser_description(backend: str) -> str:
-    """The browser tool's instruction text, as the reference tool writes it (``sources=`` names the backend)."""
+#: What the model reads when live web access is off (``external_web_access: false``), in its instructions and
+#: as the error of a call that would reach the web.
+OFFLINE = (
+    "Live web access is off for this conversation: `search` and opening a page not shown before are "
+    "unavailable; `open` and `find` work on the pages already shown."
+)
+
+
+def browser_description(backend: str, external_web_access: bool = True) -> str:
+    """The browser tool's instruction text, as the reference tool writes it (``sources=`` names the backend);
+    without live web access, followed by :data:`OFFLINE`."""
     source = backend.split(":", 1)[0]
     return (
         "Tool for browsing.\n"
@@ -45,7 +54,7 @@ def browser_description(backend: str) -> str:
         "`【{cursor}†L{line_start}(-L{line_end})?】`, for example: `【6†L9-L11】` or `【8†L3】`.\n"
         "Do not quote more than 10 words directly from the tool output.\n"
         f"sources={source}"
-    )
+    ) + ("" if external_web_access else "\n" + OFFLINE)
 
 
 def _action(kind: str, **fields: Any) -> dict[str, Any]:
@@ -53,13 +62,26 @@ def _action(kind: str, **fields: Any) -> dict[str, Any]:
 
 
 class BrowserProvider(ToolProvider):
-    """``browser.search`` / ``.open`` / ``.find`` for one response, over its page stack."""
+    """``browser.search`` / ``.open`` / ``.find`` for one response, over its page stack.
+
+    ``external_web_access=False`` (the request's ``web_search`` tool said so): nothing reaches the web or
+    the search backend. ``search`` is refused, ``open`` shows again a page already on the stack (the
+    conversation's cache) and refuses any other; ``find`` and scrolling work as ever. Through an MCP
+    backend (whose pages this server cannot see) only ``find`` is sent.
+    """
 
     namespace = "browser"
     item_kind = ItemKind.WEB_SEARCH_CALL
 
-    def __init__(self, settings: ToolSettings, calls: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: ToolSettings,
+        calls: Mapping[str, str] | None = None,
+        *,
+        external_web_access: bool = True,
+    ) -> None:
         self._settings = settings
+        self.external_web_access = external_web_access
         self._allow = parse_allow_private(settings.fetch_allow_private)
         self.pages: list[Page] = _stored_pages(calls or {})
         self._mcp: MCPProvider | None = None
@@ -118,6 +140,8 @@ class BrowserProvider(ToolProvider):
         if not isinstance(args, dict):
             return self._error(name, {}, "Invalid function arguments: a JSON object is expected.")
         if self._mcp is not None:
+            if not self.external_web_access and name != "find":
+                return self._error(name, args, OFFLINE)
             return await self._via_mcp(name, args)
         try:
             if name == "search":
@@ -155,6 +179,8 @@ class BrowserProvider(ToolProvider):
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             raise BrowserError("`query` must be a non-empty string.")
+        if not self.external_web_access:
+            raise BrowserError(OFFLINE)
         assert self._backend is not None
         results = await self._backend.search(query, MAX_RESULTS)
         chunks = []
@@ -236,6 +262,11 @@ class BrowserProvider(ToolProvider):
         return self.pages[cursor]
 
     async def _fetch(self, url: str) -> Page:
+        if not self.external_web_access:  # only what the conversation has already fetched
+            for page in reversed(self.pages):
+                if page.url == url and not page.listing:
+                    return page
+            raise BrowserError(f"Error fetching URL `{url}`: {OFFLINE}")
         try:
             fetched = await guarded_get(
                 url, self._allow, timeout=self._settings.tool_timeout, max_bytes=PAGE_MAX_BYTES
