@@ -18,6 +18,7 @@ from .sampling import SamplingDefaults
 from .sealing import ContentSealer, load_key
 from .service import ResponsesService
 from .sessions import Chain
+from .subagents import SubagentLimits
 from .steering import Held, Steer, Steered, Steering, SteerRefused, Successor, as_items
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "SteerRefused",
     "Steered",
     "Steering",
+    "SubagentLimits",
     "Successor",
     "as_items",
     "PromptTemplates",
