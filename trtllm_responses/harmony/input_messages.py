@@ -205,7 +205,9 @@ def _other_agent(agent: Any, where: str) -> bool:
     """Whether an item's ``agent`` names an agent other than the root (the beta multi-agent surface)."""
     name = agent.get("agent_name") if isinstance(agent, Mapping) else None
     if not isinstance(name, str):
-        raise InvalidRequestError(f"'{where}.agent.agent_name' must be a string.", param=f"{where}.agent.agent_name")
+        raise InvalidRequestError(
+            f"'{where}.agent.agent_name' must be a string.", param=f"{where}.agent.agent_name"
+        )
     return name != ROOT_AGENT
 
 

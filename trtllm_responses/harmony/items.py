@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
+from openai.types.beta.beta_response_output_item import MultiAgentCall
 from openai.types.responses import (
     ResponseCodeInterpreterToolCall,
     ResponseCustomToolCall,
@@ -49,7 +50,6 @@ from openai.types.responses import (
     ResponseOutputText,
     ResponseReasoningItem,
 )
-from openai.types.beta.beta_response_output_item import MultiAgentCall
 from openai.types.responses.response_function_web_search import ActionFind, ActionOpenPage, ActionSearch
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall
 from openai.types.responses.response_reasoning_item import Content as ReasoningContent

@@ -18,8 +18,8 @@ from .sampling import SamplingDefaults
 from .sealing import ContentSealer, load_key
 from .service import ResponsesService
 from .sessions import Chain
-from .subagents import SubagentLimits
 from .steering import Held, Steer, Steered, Steering, SteerRefused, Successor, as_items
+from .subagents import SubagentLimits
 
 __all__ = [
     "Chain",

@@ -36,8 +36,8 @@ from ..executors import Executor, GenerationRequest
 from ..harmony import RenderPool
 from ..ops import ServerMetrics
 from ..request import (
-    ItemReference,
     MULTI_AGENT_NAMESPACE,
+    ItemReference,
     ResponsesRequest,
     list_page_json,
     normalize_input_items,

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import anyio
 import orjson
 from openai.types.beta import BetaResponseOutputItem
 from pydantic import TypeAdapter
@@ -41,7 +42,15 @@ logger = logging.getLogger(__name__)
 _ITEM = TypeAdapter(BetaResponseOutputItem)
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: Fields of the root's request a sub-agent's turns are made with (its tools, model and reasoning).
-_INHERITED = ("model", "tools", "reasoning", "max_output_tokens", "temperature", "top_p", "parallel_tool_calls")
+_INHERITED = (
+    "model",
+    "tools",
+    "reasoning",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "parallel_tool_calls",
+)
 #: The client tool outputs ``response.inject`` takes.
 _OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
 #: Output item types that stop a sub-agent's turn for the client (answered by ``response.inject``).
@@ -134,7 +143,9 @@ class Team:
         self.limits = pool.limits
         self._max_running = config.max_concurrent_subagents
         self._template = {k: template[k] for k in _INHERITED if template.get(k) is not None}
-        self._instructions = template.get("instructions") if isinstance(template.get("instructions"), str) else None
+        self._instructions = (
+            template.get("instructions") if isinstance(template.get("instructions"), str) else None
+        )
         self._agents: dict[str, _Agent] = {}
         self._spawned = 0
         self._unreported: list[AgentItem] = []  # for the root's next call, or its end
@@ -182,7 +193,9 @@ class Team:
     ) -> dict[str, Any]:
         task = _text(arguments, "task")
         if self._spawned >= self.limits.per_response:
-            raise ValueError(f"This response has spawned its maximum of {self.limits.per_response} sub-agents.")
+            raise ValueError(
+                f"This response has spawned its maximum of {self.limits.per_response} sub-agents."
+            )
         name = arguments.get("name")
         if name is None:
             name = f"agent_{self._spawned + 1}"
@@ -233,11 +246,14 @@ class Team:
         timeout = min(float(timeout), self.limits.wait_seconds)
         timed_out = False
         try:
-            async with asyncio.timeout(timeout):
+            with anyio.fail_after(timeout):
                 for child in waited:
                     await child.idle.wait()
         except TimeoutError:
             timed_out = True
+        for child in waited:
+            if child.status == "waiting":  # reported once: the next wait waits for it to resume and finish
+                child.idle.clear()
         return {"agents": [child.summary() for child in waited], "timed_out": timed_out}
 
     def _child(self, parent: str, name: Any) -> _Agent:
@@ -296,12 +312,14 @@ class Team:
             f"You are {child.name}, a sub-agent of {child.parent}. Do the task you are given and answer with "
             "its result: your final answer is what it reads."
         )
-        body["instructions"] = f"{self._instructions}\n\n{instructions}" if self._instructions else instructions
+        body["instructions"] = (
+            f"{self._instructions}\n\n{instructions}" if self._instructions else instructions
+        )
         if child.last_id is not None:
             body["previous_response_id"] = child.last_id
         final: dict[str, Any] | None = None
         try:
-            async with asyncio.timeout(self.limits.task_seconds):
+            with anyio.fail_after(self.limits.task_seconds):
                 final, response_id, chain = await self._host.run_subagent_turn(
                     body, self._chains.get, self.coordinator(child.name, child.depth)
                 )
@@ -333,7 +351,9 @@ class Team:
         usage = final.get("usage")
         if usage and self.count_usage is not None:  # the whole tree's tokens are the response's
             details = usage.get("output_tokens_details") or {}
-            self.count_usage(usage["input_tokens"], usage["output_tokens"], details.get("reasoning_tokens", 0))
+            self.count_usage(
+                usage["input_tokens"], usage["output_tokens"], details.get("reasoning_tokens", 0)
+            )
         output = final.get("output") or []
         texts = [
             part.get("text", "")
@@ -365,7 +385,9 @@ class Team:
 
     def _report(self, child: _Agent) -> None:
         """The agent_message carrying ``child``'s result to its parent (with its status)."""
-        text = child.output if child.status in ("completed", "waiting") else f"[{child.status}] {child.output}"
+        text = (
+            child.output if child.status in ("completed", "waiting") else f"[{child.status}] {child.output}"
+        )
         self._unreported.append(self._message(child.name, child.parent, text))
 
     def _message(self, author: str, recipient: str, text: str) -> AgentItem:
@@ -459,4 +481,3 @@ def _text(arguments: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"'{key}' must be a non-empty string.")
     return value
-

@@ -433,7 +433,9 @@ class ResponsesSocket:
         ``response.inject.failed`` with the input back; input that cannot be committed, an error event."""
         target = data.get("response_id")
         if not isinstance(target, str):
-            await self._send_error(InvalidRequestError("'response_id' must be a string.", param="response_id"))
+            await self._send_error(
+                InvalidRequestError("'response_id' must be a string.", param="response_id")
+            )
             return
         raw = data.get("input")
         running = self._steering.find(target)

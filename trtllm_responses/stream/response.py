@@ -55,6 +55,7 @@ from ..harmony import (
     classify,
     new_item_ids,
 )
+from .agent_items import AgentItem, AgentItemTransitions
 from .events import (
     ADDED_EVENTS,
     construct,
@@ -62,7 +63,6 @@ from .events import (
     event_type_name,
     with_fields,
 )
-from .agent_items import AgentItem, AgentItemTransitions
 from .item import OpenItem, StreamStateError, TextRewriter
 from .summary import ParkedReasoning, SummaryTransitions
 from .tool_items import ToolItemTransitions

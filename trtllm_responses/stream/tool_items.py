@@ -66,7 +66,9 @@ class ToolItemTransitions:
 
         def _check_open(self) -> None: ...
 
-        def _multi_agent_finished(self, item: OpenItem, arguments: str, output: str) -> list[ResponseStreamEvent]: ...
+        def _multi_agent_finished(
+            self, item: OpenItem, arguments: str, output: str
+        ) -> list[ResponseStreamEvent]: ...
 
     @property
     def model_output(self) -> list[ResponseOutputItem]:
@@ -160,8 +162,9 @@ class ToolItemTransitions:
         events = []
         # A call that never started (``ran=False``: nobody runs it) of a kind with no failed event (web
         # search, code interpreter) gets no status event: their "completed" event would say it ran.
-        if completed is not None and (ran or status == "completed" or failed is not completed):
-            events.append(self._emit(completed if status == "completed" else failed, **where))
+        ended = completed if status == "completed" else failed
+        if ended is not None and (ran or status == "completed" or failed is not completed):
+            events.append(self._emit(ended, **where))
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         if internal is not None and self._seal_tool_read is not None:
             hidden = [key for key, value in internal.items() if key not in fields or fields[key] != value]

@@ -53,8 +53,9 @@ ACTIONS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     "wait_agent": (
-        "Wait until the named sub-agents finish their tasks (or need input), or timeout_seconds pass. "
-        "Returns each one's status and final answer.",
+        "Wait until the named sub-agents finish their tasks or need the user's input (a wait that reported "
+        "that waits for them to resume and finish), or timeout_seconds pass. Returns each one's status and "
+        "final answer.",
         {
             "type": "object",
             "properties": {"agents": _NAMES, "timeout_seconds": {"type": "number"}},
