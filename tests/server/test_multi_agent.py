@@ -57,7 +57,7 @@ def beta_client(server: RunningServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
 
 
-def create(server: RunningServer, script: str, **body: Any) -> BetaResponse:
+def create(server: RunningServer, script: Any, **body: Any) -> BetaResponse:
     """A non-streamed beta create, the response re-validated from its raw JSON by the SDK's model."""
     body = {"multi_agent": ON, **body}
     raw = beta_client(server).beta.responses.with_raw_response.create(
@@ -403,3 +403,63 @@ def test_websocket_without_the_beta_header_ignores_multi_agent(fast: RunningServ
             if event.type == "response.completed":
                 break
         assert not [i for i in event.response.output if i.type == "multi_agent_call"]
+
+
+def test_a_message_sent_while_it_runs_is_its_next_turn(slow: RunningServer) -> None:
+    script = steps(
+        spawn("#lorem 60", "kid"),
+        call("send_message", agent="kid", message="Then this"),
+        call("wait_agent", timeout_seconds=2),
+        call("wait_agent", timeout_seconds=2),
+        "Done.",
+    )
+    items = outputs(create(slow, script))
+    assert call_output(items, "send_message") == {"agent": "kid", "status": "running", "delivered": "queued"}
+    finished = [call_output(items, "wait_agent", n)["agents"][0] for n in (0, 1)]
+    assert {"agent": "kid", "status": "completed", "output": "Then this"} in finished
+    wait_for_idle(slow)
+
+
+def test_sub_agents_running_in_the_process_are_bounded(
+    serve: ServerFactory, encoding: HarmonyEncoding
+) -> None:
+    limits = SubagentLimits(server_running=1, wait_seconds=1.0)
+    with serve(RecordingEcho(encoding, tokens_per_second=200), subagents=limits) as running:
+        script = steps(
+            spawn("#lorem 1000", "a"), spawn("Second", "b"), call("interrupt_agent", agent="a"), "Done."
+        )
+        items = outputs(
+            create(running, script, multi_agent={"enabled": True, "max_concurrent_subagents": 10})
+        )
+        second = [
+            i for i in items if i["type"] == "multi_agent_call_output" and i["action"] == "spawn_agent"
+        ][1]
+        assert (
+            second["output"][0]["text"]
+            == "Error: The server runs its maximum of 1 sub-agents; try again later."
+        )
+        wait_for_idle(running)
+
+
+def test_output_items_replay_and_continue(fast: RunningServer) -> None:
+    """The beta items round-trip as input (a stateless replay), and a stored response continues: the model
+    reads its own multi-agent calls and their outputs, never a sub-agent's items."""
+    first = create(fast, steps(spawn("Child says hi", "kid"), call("wait_agent"), "Done."), store=True)
+    replayed = [item.model_dump(mode="json", exclude_none=True) for item in first.output]
+    shown = create(fast, [*replayed, {"role": "user", "content": "#prompt"}])
+    continued = create(fast, "#prompt", previous_response_id=first.id)
+    for response, said in ((shown, 2), (continued, 3)):
+        prompt = outputs(response)[-1]["content"][0]["text"]
+        assert "to=multi_agent.spawn_agent" in prompt
+        assert "<|start|>multi_agent.wait_agent to=assistant" in prompt
+        assert "Child says hi" in prompt  # in the wait's output (the model's view of the sub-agent)
+        # The spawn's arguments, the wait's output (and the stored turn's script): neither kid's answer nor
+        # the agent_messages.
+        assert prompt.count("Child says hi") == said
+    bad = [*replayed[:1], {**replayed[1], "agent": {"agent_name": 5}}]
+    with httpx.Client(base_url=fast.base_url) as http:
+        answer = http.post(
+            "/v1/responses", json={"model": "gpt-oss", "input": bad, "multi_agent": ON}, headers=BETA
+        )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] == "input[1].agent.agent_name"

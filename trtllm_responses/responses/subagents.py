@@ -304,7 +304,14 @@ class Team:
         if child.status == "running":  # cancelled before it ran
             child.status, child.output = "interrupted", "Interrupted before it started."
             self._report(child)
-        child.idle.set()
+        if child.inbox and child.status in ("completed", "incomplete") and not self.closed:
+            try:  # messages sent while it ran: its next turn reads them
+                self._start(child, [])
+            except ValueError as exc:
+                child.status, child.output = "failed", f"Could not read its messages: {exc}"
+                self._report(child)
+        if child.running is None:
+            child.idle.set()
 
     async def _turn(self, child: _Agent, new_input: list[dict[str, Any]]) -> None:
         body: dict[str, Any] = {**self._template, "input": new_input, "store": False}
@@ -448,6 +455,10 @@ class Team:
                 child.status, child.output = "interrupted", "The response ended before it finished."
                 self._report(child)
                 child.running.cancel()
+            elif child.status == "waiting":
+                child.status = "interrupted"
+                child.output = "The response ended while it waited for the client's tool output."
+                self._report(child)
         items, self._unreported = self._unreported, []
         return items
 
