@@ -205,7 +205,7 @@ class ResponsesService:
         config = parse_multi_agent(request.multi_agent) if multi_agent_beta else None
         if config is not None:
             template = orjson.loads(body) if isinstance(body, bytes) else body
-            team = Team(self, self.subagents, config, template)
+            team = Team(self, self.subagents, config, template, self.tool_settings.tool_timeout)
             coordinator = team.coordinator()
         if request.store:
             await self.store.ping()  # 503 now, not a generated response that cannot be kept

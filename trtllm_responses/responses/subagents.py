@@ -32,7 +32,6 @@ from ..core import APIError, InvalidRequestError, new_id
 from ..request import ROOT_AGENT, MultiAgentConfig
 from ..stream import AgentItem
 from ..tools import Coordinator
-from .prepared import HistoryLookup
 from .sessions import Chain
 
 __all__ = ["SubagentHost", "SubagentLimits", "SubagentPool", "Team"]
@@ -40,6 +39,8 @@ __all__ = ["SubagentHost", "SubagentLimits", "SubagentPool", "Team"]
 logger = logging.getLogger(__name__)
 
 _ITEM = TypeAdapter(BetaResponseOutputItem)
+#: Finds a sub-agent's last response by id (``prepared.HistoryLookup``'s shape).
+Lookup = Callable[[str], Chain | None]
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: Fields of the root's request a sub-agent's turns are made with (its tools, model and reasoning).
 _INHERITED = (
@@ -96,7 +97,7 @@ class SubagentHost(Protocol):
     """Runs one turn of a sub-agent: the service's (``ResponsesService.run_subagent_turn``)."""
 
     async def run_subagent_turn(
-        self, body: dict[str, Any], lookup: HistoryLookup, coordinator: Coordinator | None
+        self, body: dict[str, Any], lookup: Lookup, coordinator: Coordinator | None
     ) -> tuple[dict[str, Any], str | None, Chain | None]:
         """Prepare and drive the response ``body`` asks for; its final JSON, id and continuation (None:
         it cannot be continued). Raises APIError when it cannot be prepared."""
@@ -137,8 +138,11 @@ class Team:
         pool: SubagentPool,
         config: MultiAgentConfig,
         template: Mapping[str, Any],
+        tool_timeout: float = float("inf"),
     ) -> None:
         self._host = host
+        #: A wait ends before the tool loop's timeout would fail the call (``--tool_timeout``).
+        self._max_wait = min(pool.limits.wait_seconds, tool_timeout * 0.9)
         self._pool = pool
         self.limits = pool.limits
         self._max_running = config.max_concurrent_subagents
@@ -243,7 +247,7 @@ class Team:
         timeout = arguments.get("timeout_seconds", self.limits.wait_seconds)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
             raise ValueError("'timeout_seconds' must be a number of at least 0.")
-        timeout = min(float(timeout), self.limits.wait_seconds)
+        timeout = min(float(timeout), self._max_wait)
         timed_out = False
         try:
             with anyio.fail_after(timeout):
