@@ -38,6 +38,17 @@ __all__ = ["AgentItem", "AgentItemTransitions"]
 AgentItem = tuple[Any, str | None]
 
 
+#: The added and done events of an item: this response's own, and another agent's (with its ``agent`` type).
+_PLAIN: tuple[tuple[type[Any], Any], ...] = (
+    (ResponseOutputItemAddedEvent, None),
+    (ResponseOutputItemDoneEvent, None),
+)
+_STAMPED: tuple[tuple[type[Any], Any], ...] = (
+    (BetaResponseOutputItemAddedEvent, AddedAgent),
+    (BetaResponseOutputItemDoneEvent, DoneAgent),
+)
+
+
 class AgentItemTransitions:
     """ResponseStream's transitions for whole items added at a boundary (see the module docstring).
 
@@ -64,26 +75,11 @@ class AgentItemTransitions:
         for item, agent in items:
             index = len(self._output)
             self._output.append(item)
-            if agent is None:
-                events.append(self._emit(ResponseOutputItemAddedEvent, output_index=index, item=item))
-                events.append(self._emit(ResponseOutputItemDoneEvent, output_index=index, item=item))
-                continue
-            events.append(
-                self._emit(
-                    BetaResponseOutputItemAddedEvent,
-                    output_index=index,
-                    item=item,
-                    agent=AddedAgent(agent_name=agent),
-                )
-            )
-            events.append(
-                self._emit(
-                    BetaResponseOutputItemDoneEvent,
-                    output_index=index,
-                    item=item,
-                    agent=DoneAgent(agent_name=agent),
-                )
-            )
+            for event_type, agent_type in _PLAIN if agent is None else _STAMPED:
+                fields: dict[str, Any] = {"output_index": index, "item": item}
+                if agent_type is not None:
+                    fields["agent"] = agent_type(agent_name=agent)
+                events.append(self._emit(event_type, **fields))
         return events
 
     def _multi_agent_finished(self, item: OpenItem, arguments: str, output: str) -> list[ResponseStreamEvent]:
