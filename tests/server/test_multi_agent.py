@@ -53,16 +53,30 @@ def slow(serve: ServerFactory, encoding: HarmonyEncoding) -> Iterator[RunningSer
         yield running
 
 
+_OPEN: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """Each test's SDK clients are closed when it ends (their sockets with them)."""
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 def beta_client(server: RunningServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+    _OPEN.append(client)
+    return client
 
 
 def create(server: RunningServer, script: Any, **body: Any) -> BetaResponse:
     """A non-streamed beta create, the response re-validated from its raw JSON by the SDK's model."""
     body = {"multi_agent": ON, **body}
-    raw = beta_client(server).beta.responses.with_raw_response.create(
-        model="gpt-oss", input=script, betas=["responses_multi_agent=v1"], **body
-    )
+    with beta_client(server) as client:
+        raw = client.beta.responses.with_raw_response.create(
+            model="gpt-oss", input=script, betas=["responses_multi_agent=v1"], **body
+        )
     return BetaResponse.model_validate(json.loads(raw.text))
 
 
@@ -114,7 +128,8 @@ def test_spawn_wait_and_answer_non_streaming(fast: RunningServer) -> None:
     )
     assert items[-1]["content"][0]["text"] == "All done."
     # Stored as streamed: the beta retrieve validates the same items.
-    stored = beta_client(fast).beta.responses.retrieve(response.id, betas=["responses_multi_agent=v1"])
+    with beta_client(fast) as client:
+        stored = client.beta.responses.retrieve(response.id, betas=["responses_multi_agent=v1"])
     assert outputs(BetaResponse.model_validate(stored.model_dump(mode="json"))) == items
     # The sub-agent's tokens are the response's (its turn's usage is added).
     recording = fast.executor
