@@ -478,3 +478,24 @@ def test_output_items_replay_and_continue(fast: RunningServer) -> None:
         )
     assert answer.status_code == 400
     assert answer.json()["error"]["param"] == "input[1].agent.agent_name"
+
+
+def test_over_http_a_sub_agent_on_a_client_tool_waits_until_interrupted(fast: RunningServer) -> None:
+    script = steps(
+        spawn('call get_weather {"city": "Paris"}', "kid"),
+        call("wait_agent"),
+        call("interrupt_agent", agent="kid"),
+        "Done.",
+    )
+    items = outputs(create(fast, script, tools=[WEATHER]))
+    (waiting,) = call_output(items, "wait_agent")["agents"]
+    assert (waiting["status"], waiting["waiting_for"]) == ("waiting", ["get_weather"])
+    (kid_call,) = [i for i in items if i["type"] == "function_call"]
+    assert (kid_call["name"], kid_call["agent"]) == ("get_weather", {"agent_name": "kid"})
+    assert call_output(items, "interrupt_agent") == {
+        "agent": "kid",
+        "status": "interrupted",
+        "output": "Interrupted while it waited for the client.",
+    }
+    reports = [i["content"][0]["text"] for i in items if i["type"] == "agent_message" and i["author"] == "kid"]
+    assert reports[-1] == "[interrupted] Interrupted while it waited for the client."

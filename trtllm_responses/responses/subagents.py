@@ -182,6 +182,10 @@ class Team:
             if child.running is not None:
                 child.running.cancel()
                 await asyncio.wait({child.running})
+            elif child.status == "waiting":  # on the client: its calls are no longer answered
+                child.pending_calls, child.answered = {}, []
+                child.status, child.output = "interrupted", "Interrupted while it waited for the client."
+                self._report(child)
             result = child.summary()
         elif action == "list_agents":
             result = {"agents": [a.summary() | {"task": a.task} for a in self._children(agent)]}
@@ -233,7 +237,7 @@ class Team:
         self._check_room()
         child.task = task
         items.append(self._message(sender, child.name, task))
-        self._start(child, [{"role": "user", "content": task}], fresh=child.status != "waiting")
+        self._start(child, [{"role": "user", "content": task}])  # it supersedes calls left unanswered
         return {"agent": child.name, "status": child.status}
 
     async def _wait(self, agent: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -286,16 +290,17 @@ class Team:
 
     # -- a sub-agent's turns ---------------------------------------------------------------------
 
-    def _start(self, child: _Agent, new_input: list[dict[str, Any]], fresh: bool = False) -> None:
-        """Start a turn of ``child`` with ``new_input`` (its queued messages first) as a task of the team's."""
+    def _start(self, child: _Agent, new_input: list[dict[str, Any]]) -> None:
+        """Start a turn of ``child`` with ``new_input`` (its queued messages first) as a task of the team's.
+
+        Client calls it waited on and did not get every output for are dropped: the turn goes on without."""
         if not self._pool.acquire():  # _check_room saw room; the event loop did not run since
             raise ValueError(f"The server runs its maximum of {self.limits.server_running} sub-agents.")
         new_input = [{"role": "user", "content": m} for m in child.inbox] + new_input
         child.inbox = []
         child.status = "running"
         child.output = ""
-        if fresh:
-            child.pending_calls = {}
+        child.pending_calls, child.answered = {}, []
         child.idle.clear()
         task = child.running = asyncio.ensure_future(self._turn(child, new_input))
         task.add_done_callback(lambda _: self._turn_done(child, task))
