@@ -497,5 +497,7 @@ def test_over_http_a_sub_agent_on_a_client_tool_waits_until_interrupted(fast: Ru
         "status": "interrupted",
         "output": "Interrupted while it waited for the client.",
     }
-    reports = [i["content"][0]["text"] for i in items if i["type"] == "agent_message" and i["author"] == "kid"]
+    reports = [
+        i["content"][0]["text"] for i in items if i["type"] == "agent_message" and i["author"] == "kid"
+    ]
     assert reports[-1] == "[interrupted] Interrupted while it waited for the client."
