@@ -501,3 +501,23 @@ def test_over_http_a_sub_agent_on_a_client_tool_waits_until_interrupted(fast: Ru
         i["content"][0]["text"] for i in items if i["type"] == "agent_message" and i["author"] == "kid"
     ]
     assert reports[-1] == "[interrupted] Interrupted while it waited for the client."
+
+
+def test_the_sdk_streams_it(fast: RunningServer) -> None:
+    """``client.beta.responses.create(stream=True)``: every event it yields re-validates as the SDK's model."""
+    client = beta_client(fast)
+    stream = client.beta.responses.create(
+        model="gpt-oss",
+        input=steps(spawn("Via the SDK", "kid"), call("wait_agent"), "Done."),
+        betas=["responses_multi_agent=v1"],
+        multi_agent=ON,
+        stream=True,
+    )
+    events = [EVENT.validate_python(event.model_dump(mode="json", exclude_unset=True)) for event in stream]
+    assert events[-1].type == "response.completed"
+    stamped = [e for e in events if e.type == "response.output_item.done" and e.agent is not None]
+    assert [(e.item.type, e.agent.agent_name) for e in stamped] == [
+        ("reasoning", "kid"),
+        ("message", "kid"),
+        ("agent_message", "kid"),
+    ]
