@@ -19,7 +19,7 @@ from .sealing import ContentSealer, load_key
 from .service import ResponsesService
 from .sessions import Chain
 from .steering import Held, Steer, Steered, Steering, SteerRefused, Successor, as_items
-from .subagents import SubagentLimits
+from .subagent_limits import SubagentLimits
 
 __all__ = [
     "Chain",

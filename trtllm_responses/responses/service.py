@@ -75,7 +75,8 @@ from .run import ResponseRun
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_input, unseal_items
 from .sessions import Chain, session_key
-from .subagents import SubagentLimits, SubagentPool, Team
+from .subagent_limits import SubagentLimits, SubagentPool
+from .subagents import Team
 from .summaries import Summarizer, summary_mode
 from .truncation import truncate_prompt
 

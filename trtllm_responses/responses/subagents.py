@@ -21,7 +21,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import orjson
@@ -33,14 +33,13 @@ from ..request import ROOT_AGENT, MultiAgentConfig
 from ..stream import AgentItem
 from ..tools import Coordinator
 from .sessions import Chain
+from .subagent_limits import SubagentHost, SubagentPool
 
-__all__ = ["SubagentHost", "SubagentLimits", "SubagentPool", "Team"]
+__all__ = ["Team"]
 
 logger = logging.getLogger(__name__)
 
 _ITEM = TypeAdapter(BetaResponseOutputItem)
-#: Finds a sub-agent's last response by id (``prepared.HistoryLookup``'s shape).
-Lookup = Callable[[str], Chain | None]
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: Fields of the root's request a sub-agent's turns are made with (its tools, model and reasoning).
 _INHERITED = (
@@ -56,52 +55,6 @@ _INHERITED = (
 _OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
 #: Output item types that stop a sub-agent's turn for the client (answered by ``response.inject``).
 _CLIENT_CALLS = ("function_call", "custom_tool_call")
-
-
-@dataclass(frozen=True, slots=True)
-class SubagentLimits:
-    """The server's budgets for sub-agents (README, "Multi-agent responses (beta)")."""
-
-    #: Sub-agents running at once in the process, every response's together.
-    server_running: int = 32
-    #: Sub-agents one response may spawn in all (its whole tree).
-    per_response: int = 16
-    #: Levels of sub-agents below the root: 1 means sub-agents cannot spawn their own.
-    max_depth: int = 1
-    #: Seconds one task (turn) of a sub-agent may run before it is stopped and reported failed.
-    task_seconds: float = 300.0
-    #: The longest ``wait_agent`` (a longer ``timeout_seconds`` is cut to it); below ``--tool_timeout``.
-    wait_seconds: float = 30.0
-
-
-class SubagentPool:
-    """The process's count of running sub-agents, bounded by ``SubagentLimits.server_running``."""
-
-    def __init__(self, limits: SubagentLimits | None = None) -> None:
-        self.limits = limits or SubagentLimits()
-        self.running = 0
-
-    def acquire(self) -> bool:
-        """Count one more running sub-agent; False when the process runs its maximum already."""
-        if self.running >= self.limits.server_running:
-            return False
-        self.running += 1
-        return True
-
-    def release(self) -> None:
-        """One running sub-agent ended."""
-        self.running -= 1
-
-
-class SubagentHost(Protocol):
-    """Runs one turn of a sub-agent: the service's (``ResponsesService.run_subagent_turn``)."""
-
-    async def run_subagent_turn(
-        self, body: dict[str, Any], lookup: Lookup, coordinator: Coordinator | None
-    ) -> tuple[dict[str, Any], str | None, Chain | None]:
-        """Prepare and drive the response ``body`` asks for; its final JSON, id and continuation (None:
-        it cannot be continued). Raises APIError when it cannot be prepared."""
-        ...
 
 
 @dataclass(eq=False)
