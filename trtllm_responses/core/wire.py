@@ -18,6 +18,7 @@ import inspect
 from typing import Any
 
 import orjson
+from openai.types.beta import BetaResponseOutputItemAddedEvent, BetaResponseOutputItemDoneEvent
 from openai.types.responses import (
     Response,
     ResponseCompletedEvent,
@@ -25,6 +26,8 @@ from openai.types.responses import (
     ResponseFailedEvent,
     ResponseIncompleteEvent,
     ResponseInProgressEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
 )
 from pydantic import BaseModel
 
@@ -47,6 +50,40 @@ _CARRY_RESPONSE = frozenset(
 )
 
 
+#: Events carrying one whole item, which may be one of the SDK's beta items (``multi_agent_call``, an item
+#: with ``agent``): a declared union the item is not in. Such an item is written by its own type.
+_CARRY_ITEM = frozenset(
+    {
+        ResponseOutputItemAddedEvent,
+        ResponseOutputItemDoneEvent,
+        BetaResponseOutputItemAddedEvent,
+        BetaResponseOutputItemDoneEvent,
+    }
+)
+_BETA = "openai.types.beta."
+
+
+def _beta(item: Any) -> bool:
+    """Whether ``item`` is one of the SDK's beta models (the multi-agent surface's)."""
+    return type(item).__module__.startswith(_BETA)
+
+
+def _plain(model: BaseModel, exclude: set[str] | None = None) -> dict[str, Any]:
+    return model.__pydantic_serializer__.to_python(  # type: ignore[no-any-return]
+        model, mode="json", exclude_unset=True, by_alias=True, exclude=exclude
+    )
+
+
+def _response_dict(response: Response) -> dict[str, Any]:
+    """A response's dict; beta output items written each by its own type (read from Python, so the SDK's
+    deferred build of that type happens, which pydantic's ``serialize_as_any`` skips before pydantic 2.13)."""
+    if not any(_beta(item) for item in response.output):
+        return _plain(response)
+    data = _plain(response, {"output"})
+    data["output"] = [_plain(item) for item in response.output]
+    return data
+
+
 def _integral_timestamps(response: dict[str, Any]) -> None:
     for key in _TIMESTAMPS:
         value = response.get(key)
@@ -56,17 +93,28 @@ def _integral_timestamps(response: dict[str, Any]) -> None:
 
 def to_dict(model: BaseModel) -> dict[str, Any]:
     """The JSON-compatible dict of an SDK model, exactly as :func:`to_json` writes it."""
-    data = model.__pydantic_serializer__.to_python(model, mode="json", exclude_unset=True, by_alias=True)
     if isinstance(model, Response):
+        data = _response_dict(model)
         _integral_timestamps(data)
-    elif isinstance(data.get("response"), dict):
+        return data
+    if type(model) in _CARRY_RESPONSE:
+        data = _plain(model, {"response"})
+        data["response"] = _response_dict(model.response)  # type: ignore[attr-defined]
+        _integral_timestamps(data["response"])
+        return data
+    if type(model) in _CARRY_ITEM and _beta(model.item):  # type: ignore[attr-defined]
+        data = _plain(model, {"item"})
+        data["item"] = _plain(model.item)  # type: ignore[attr-defined]
+        return data
+    data = _plain(model)
+    if isinstance(data.get("response"), dict):
         _integral_timestamps(data["response"])
     return data
 
 
 def to_json(model: BaseModel) -> bytes:
     """Compact JSON bytes of an SDK model (events, responses, items)."""
-    if type(model) in _CARRY_RESPONSE:
+    if type(model) in _CARRY_RESPONSE or (type(model) in _CARRY_ITEM and _beta(model.item)):  # type: ignore[attr-defined]
         return orjson.dumps(to_dict(model))
     return model.__pydantic_serializer__.to_json(model, exclude_unset=True, by_alias=True)
 

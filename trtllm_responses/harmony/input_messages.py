@@ -26,6 +26,9 @@ from openai_harmony import Author, Message, Role, TextContent
 
 from ..core import InvalidRequestError
 from ..request import (
+    MULTI_AGENT_NAMESPACE,
+    ROOT_AGENT,
+    AgentMessage,
     CodeInterpreterCall,
     ConfigurationUpdate,
     CustomToolCall,
@@ -37,6 +40,8 @@ from ..request import (
     McpApprovalResponse,
     McpCall,
     McpListTools,
+    MultiAgentCall,
+    MultiAgentCallOutput,
     Reasoning,
     ReasoningEffort,
     WebSearchCall,
@@ -190,7 +195,20 @@ def convert_item(item: InputItem, where: str, known_calls: Mapping[str, str], ou
     converter = _INPUT_CONVERTERS.get(type(item))
     if converter is None:
         raise not_convertible(item, where)
+    agent = item.data.get("agent")
+    if agent is not None and _other_agent(agent, where):
+        return  # a sub-agent's item (beta multi-agent): its own conversation's, not this one's
     converter(item.data, where, known_calls, out)
+
+
+def _other_agent(agent: Any, where: str) -> bool:
+    """Whether an item's ``agent`` names an agent other than the root (the beta multi-agent surface)."""
+    name = agent.get("agent_name") if isinstance(agent, Mapping) else None
+    if not isinstance(name, str):
+        raise InvalidRequestError(
+            f"'{where}.agent.agent_name' must be a string.", param=f"{where}.agent.agent_name"
+        )
+    return name != ROOT_AGENT
 
 
 def items_to_messages(items: Sequence[Any], known_calls: Mapping[str, str], param: str) -> ConvertedInput:
@@ -466,6 +484,35 @@ def _convert_configuration_update(
         out.calls[CONFIG_TEXT] = orjson.dumps(parse_text_update(text, where).data).decode()
 
 
+def _convert_multi_agent_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    """The root's call to a multi-agent action: commentary to ``multi_agent.ACTION``, JSON body."""
+    action = _require_str(item, "action", where)
+    call_id = _require_str(item, "call_id", where)
+    recipient = f"{MULTI_AGENT_NAMESPACE}.{action}"
+    out.calls[call_id] = recipient
+    out.messages.append(mcp_call_message(recipient, _require_str(item, "arguments", where)))
+
+
+def _convert_multi_agent_call_output(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    """What a multi-agent action returned, read by the model from ``multi_agent.ACTION``."""
+    action = _require_str(item, "action", where)
+    _require_str(item, "call_id", where)
+    texts = _text_of_parts(item.get("output"), f"{where}.output", tool_output=True)
+    out.messages.append(tool_output_message(f"{MULTI_AGENT_NAMESPACE}.{action}", "".join(texts)))
+
+
+def _convert_agent_message(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    """A message between agents: the client's view of the routing (the model read it through its calls)."""
+    _require_str(item, "author", where)
+    _require_str(item, "recipient", where)
+
+
 _Converter = Callable[[Mapping[str, Any], str, Mapping[str, str], ConvertedInput], None]
 _INPUT_CONVERTERS: dict[type[InputItem], _Converter] = {
     ConfigurationUpdate: _convert_configuration_update,
@@ -481,4 +528,7 @@ _INPUT_CONVERTERS: dict[type[InputItem], _Converter] = {
     McpListTools: _convert_mcp_list_tools,
     McpApprovalRequest: _convert_mcp_approval_request,
     McpApprovalResponse: _convert_mcp_approval_response,
+    MultiAgentCall: _convert_multi_agent_call,
+    MultiAgentCallOutput: _convert_multi_agent_call_output,
+    AgentMessage: _convert_agent_message,
 }

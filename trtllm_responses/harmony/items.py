@@ -14,7 +14,9 @@ model message becomes:
     to=functions.NAME or a bare NAME, nothing declared by that name
                                       → no item: an undeclared function, answered to the model
     any other recipient               → mcp_call         (mcp_), or mcp_approval_request (mcpr_)
-                                        when the server's tool loop says the call needs approval
+                                        when the server's tool loop says the call needs approval,
+                                        or multi_agent_call (mac_) when its provider says so
+                                        (the beta multi-agent surface, ``tools/multi_agent.py``)
 
 A recipient is first resolved against the request's declared tools (``RequestTools.resolve``:
 a bare name, ``functions.functions.x``, a glued ``json`` or stray control token are the declared
@@ -37,6 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
+from openai.types.beta.beta_response_output_item import MultiAgentCall
 from openai.types.responses import (
     ResponseCodeInterpreterToolCall,
     ResponseCustomToolCall,
@@ -83,6 +86,8 @@ class ItemKind(enum.Enum):
     #: A call to a function the request did not declare: no item (a client acts on every function_call),
     #: the tool loop answers it to the model as that function's output (``tools/unavailable.py``).
     UNDECLARED_FUNCTION = "undeclared_function"
+    #: A call to the beta multi-agent namespace (``multi_agent.ACTION``): a ``multi_agent_call`` item.
+    MULTI_AGENT_CALL = "multi_agent_call"
 
 
 _PREFIX = {
@@ -95,6 +100,7 @@ _PREFIX = {
     ItemKind.MCP_CALL: "mcp",
     ItemKind.MCP_APPROVAL_REQUEST: "mcpr",
     ItemKind.UNDECLARED_FUNCTION: "fc",
+    ItemKind.MULTI_AGENT_CALL: "mac",
 }
 
 
@@ -249,6 +255,15 @@ def build_output_item(
             status=status,  # type: ignore[arg-type]
         )
     assert target.name is not None and target.namespace is not None
+    if kind is ItemKind.MULTI_AGENT_CALL:  # a beta item: no status field
+        assert call_id is not None
+        return MultiAgentCall(  # type: ignore[return-value]
+            id=item_id,
+            type="multi_agent_call",
+            action=target.name,  # type: ignore[arg-type]
+            arguments=text,
+            call_id=call_id,
+        )
     if kind is ItemKind.MCP_APPROVAL_REQUEST:
         return McpApprovalRequest(
             id=item_id,
@@ -267,11 +282,11 @@ def build_output_item(
     )
 
 
-_CALL_KINDS = frozenset({ItemKind.FUNCTION_CALL, ItemKind.CUSTOM_TOOL_CALL})
+_CALL_KINDS = frozenset({ItemKind.FUNCTION_CALL, ItemKind.CUSTOM_TOOL_CALL, ItemKind.MULTI_AGENT_CALL})
 
 
 def new_item_ids(kind: ItemKind) -> tuple[str, str | None]:
-    """A fresh item id, and a call id for function and custom tool calls."""
+    """A fresh item id, and a call id for function, custom tool and multi-agent calls."""
     return new_id(_PREFIX[kind]), (new_id("call") if kind in _CALL_KINDS else None)
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .chat import ChatOptions, ChatRequest, in_chat_terms, translate_chat
     from .input_items import normalize_input_items
     from .items import (
+        AgentMessage,
         CodeInterpreterCall,
         Compaction,
         CompactionTrigger,
@@ -49,11 +50,21 @@ if TYPE_CHECKING:
         McpCall,
         McpListTools,
         Message,
+        MultiAgentCall,
+        MultiAgentCallOutput,
         Reasoning,
         WebSearchCall,
         not_convertible,
         parse_item,
         parse_items,
+    )
+    from .multi_agent import (
+        MULTI_AGENT_BETA,
+        MULTI_AGENT_NAMESPACE,
+        ROOT_AGENT,
+        MultiAgentConfig,
+        multi_agent_beta,
+        parse_multi_agent,
     )
     from .pagination import list_page_json, page_json, page_of
     from .protocol import (
@@ -101,6 +112,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AFFINITY_HEADERS",
+    "AgentMessage",
     "CODE_TOOLS",
     "EFFORT_LEVELS",
     "ChatOptions",
@@ -135,6 +147,11 @@ __all__ = [
     "MessagesOptions",
     "MessagesRequest",
     "MessagesTranslation",
+    "MULTI_AGENT_BETA",
+    "MULTI_AGENT_NAMESPACE",
+    "MultiAgentCall",
+    "MultiAgentCallOutput",
+    "MultiAgentConfig",
     "NamespaceTool",
     "PlainText",
     "Reasoning",
@@ -142,6 +159,7 @@ __all__ = [
     "ReasoningParam",
     "RequestTool",
     "ResponsesRequest",
+    "ROOT_AGENT",
     "SERVICE_TIERS",
     "SESSION_HEADER",
     "TextConfig",
@@ -155,6 +173,8 @@ __all__ = [
     "in_messages_terms",
     "json_object",
     "key_of_cache_key",
+    "multi_agent_beta",
+    "parse_multi_agent",
     "list_page_json",
     "normalize_input_items",
     "not_convertible",
@@ -180,6 +200,15 @@ _ON_FIRST_USE = {
     "SESSION_HEADER": ".affinity",
     "key_of_cache_key": ".affinity",
     "session_key_from_headers": ".affinity",
+    "AgentMessage": ".items",
+    "MultiAgentCall": ".items",
+    "MultiAgentCallOutput": ".items",
+    "MULTI_AGENT_BETA": ".multi_agent",
+    "MULTI_AGENT_NAMESPACE": ".multi_agent",
+    "ROOT_AGENT": ".multi_agent",
+    "MultiAgentConfig": ".multi_agent",
+    "multi_agent_beta": ".multi_agent",
+    "parse_multi_agent": ".multi_agent",
     "CodeInterpreterCall": ".items",
     "Compaction": ".items",
     "CompactionTrigger": ".items",

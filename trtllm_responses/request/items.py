@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from ..core import InvalidRequestError
 
 __all__ = [
+    "AgentMessage",
     "CodeInterpreterCall",
     "Compaction",
     "CompactionTrigger",
@@ -32,6 +33,8 @@ __all__ = [
     "McpCall",
     "McpListTools",
     "Message",
+    "MultiAgentCall",
+    "MultiAgentCallOutput",
     "Reasoning",
     "WebSearchCall",
     "not_convertible",
@@ -170,6 +173,27 @@ class Compaction(InputItem):
     TYPE = "compaction"
 
 
+class AgentMessage(InputItem):
+    """An ``agent_message`` (the beta multi-agent surface): a message routed between agents."""
+
+    __slots__ = ()
+    TYPE = "agent_message"
+
+
+class MultiAgentCall(InputItem):
+    """A ``multi_agent_call`` (the beta multi-agent surface): an agent's call to a multi-agent action."""
+
+    __slots__ = ()
+    TYPE = "multi_agent_call"
+
+
+class MultiAgentCallOutput(InputItem):
+    """A ``multi_agent_call_output``: what a multi-agent action returned."""
+
+    __slots__ = ()
+    TYPE = "multi_agent_call_output"
+
+
 _KINDS: dict[str, type[InputItem]] = {
     cls.TYPE: cls
     for cls in (
@@ -189,6 +213,9 @@ _KINDS: dict[str, type[InputItem]] = {
         ItemReference,
         CompactionTrigger,
         Compaction,
+        AgentMessage,
+        MultiAgentCall,
+        MultiAgentCallOutput,
     )
 }
 

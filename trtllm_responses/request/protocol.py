@@ -154,6 +154,8 @@ class ResponsesRequest(BaseModel):
     prompt: dict[str, Any] | None = None
     prompt_cache_options: PromptCacheOptions | None = None
     prompt_cache_retention: CacheRetention | None = None
+    #: The beta multi-agent surface's config, as sent: read (``multi_agent.py``) only under its beta header.
+    multi_agent: Any = None
 
 
 _OBJECT_FIELDS = {"tools": parse_tools, "tool_choice": parse_tool_choice, "text": parse_text}

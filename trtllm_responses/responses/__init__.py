@@ -19,6 +19,7 @@ from .sealing import ContentSealer, load_key
 from .service import ResponsesService
 from .sessions import Chain
 from .steering import Held, Steer, Steered, Steering, SteerRefused, Successor, as_items
+from .subagent_limits import SubagentLimits
 
 __all__ = [
     "Chain",
@@ -32,6 +33,7 @@ __all__ = [
     "SteerRefused",
     "Steered",
     "Steering",
+    "SubagentLimits",
     "Successor",
     "as_items",
     "PromptTemplates",

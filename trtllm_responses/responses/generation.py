@@ -92,6 +92,9 @@ class ResponseGenerator:
             else LogprobStreamProcessor(stream, self.adapter.encoding, prompt_tokens, top_logprobs, run)
         )
         run.stream = processor.stream
+        if prepared.team is not None:  # sub-agents still running at the end are reported before it
+            processor.stream.close_with(prepared.team.close)
+            prepared.team.count_usage = processor.count_extra
         self.runs[run.id] = run
         try:
             opening = processor.start()
@@ -157,6 +160,8 @@ class ResponseGenerator:
         finally:
             self.runs.pop(run.id, None)
             self.metrics.response_ended()
+            if prepared.team is not None:  # however it ended (its client gone too): no sub-agent outlives it
+                prepared.team.shutdown()
             # run → loop → processor → run is a cycle: cut it, so that refcounting frees the response's
             # prompt (a 100k-token list) when the last holder lets go, not the next full collection.
             run.tool_loop = None

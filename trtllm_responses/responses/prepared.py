@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from openai.types.responses import Response, ResponseStreamEvent
 
@@ -32,6 +32,9 @@ from ..tools import DEFAULT_TOOL_TIMEOUT, ServerTools
 from .compaction import Compaction
 from .sampling import SamplingDefaults, echo_fields, sampling_settings
 from .sessions import Chain
+
+if TYPE_CHECKING:
+    from .subagents import Team
 
 __all__ = [
     "ENCRYPTED_REASONING",
@@ -86,6 +89,8 @@ class PreparedResponse:
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # seconds a server-run tool call may take
     #: The session it belongs to (``sessions.py``): the ``x-session-id`` it is answered with, stored with it.
     session_key: str | None = None
+    #: Its sub-agents (the beta multi-agent surface, ``subagents.Team``), when it asked for them.
+    team: Team | None = None
 
 
 #: Finds a ``previous_response_id`` somewhere other than the store (a WebSocket's own responses).

@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from openai.types.responses import ResponseStreamEvent, ResponseUsage
 
+from ..core import InvalidRequestError
 from ..executors import Executor
 from ..stream import ResponseStream
 from .prepared import Deliver, PreparedResponse
@@ -114,6 +115,18 @@ class ResponseRun:
             await deliver(events)
 
     # -- control ----------------------------------------------------------------------------------
+
+    def inject(self, items: Any) -> None:
+        """Commit client tool outputs to the sub-agents of this response waiting on them (WebSocket
+        ``response.inject``), all or none. Raises InvalidRequestError naming what cannot be committed."""
+        team = self.prepared.team
+        if team is None:
+            raise InvalidRequestError(
+                "This response has no sub-agents (it was not created with multi_agent enabled and the "
+                "openai-beta: responses_multi_agent=v1 header).",
+                param="response_id",
+            )
+        team.inject(items)
 
     def cancel(self) -> None:
         """A client cancelled it: stop its generation or tool call now; it ends ``cancelled``."""

@@ -36,15 +36,17 @@ from ..executors import Executor, GenerationRequest
 from ..harmony import RenderPool
 from ..ops import ServerMetrics
 from ..request import (
+    MULTI_AGENT_NAMESPACE,
     ItemReference,
     ResponsesRequest,
     list_page_json,
     normalize_input_items,
     parse_items,
+    parse_multi_agent,
     parse_request,
 )
 from ..store import ResponseStore, StoredResponse
-from ..tools import ServerTools, ToolSettings, prepare_server_tools
+from ..tools import Coordinator, MultiAgentProvider, ServerTools, ToolSettings, prepare_server_tools
 from .cache_diagnostics import prompt_cache_diagnostics
 from .compaction import (
     Compaction,
@@ -73,6 +75,8 @@ from .run import ResponseRun
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer, is_tool_read, unseal_input, unseal_items
 from .sessions import Chain, session_key
+from .subagent_limits import SubagentLimits, SubagentPool
+from .subagents import Team
 from .summaries import Summarizer, summary_mode
 from .truncation import truncate_prompt
 
@@ -115,6 +119,7 @@ class ResponsesService:
         prompts: PromptTemplates | None = None,
         sampling_defaults: SamplingDefaults | None = None,
         chain_history_cache_bytes: int = CHAIN_HISTORY_CACHE_BYTES,
+        subagent_limits: SubagentLimits | None = None,
     ) -> None:
         self.prompts = prompts or PromptTemplates(None)
         self.tool_settings = tool_settings or ToolSettings()
@@ -147,6 +152,8 @@ class ResponsesService:
         # response never changes, so continuing one only asks the store whether it is still there
         # (``touch``), whatever its length.
         self.chain_histories: ByteBoundedCache[Chain] = ByteBoundedCache(chain_history_cache_bytes)
+        #: The process's running sub-agents (the beta multi-agent surface, ``subagents.py``), and their budgets.
+        self.subagents = SubagentPool(subagent_limits)
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
@@ -169,6 +176,8 @@ class ResponsesService:
         compact: bool = True,
         generate: bool = True,
         affinity: str | None = None,
+        multi_agent_beta: bool = False,
+        coordinator: Coordinator | None = None,
     ) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong.
 
@@ -176,6 +185,10 @@ class ResponsesService:
         response's own key is decided here (``sessions.py``).
 
         ``generate`` False (WebSocket ``generate: false``): the response prefills its prompt, no output.
+
+        ``multi_agent_beta`` (the request came with ``openai-beta: responses_multi_agent=v1``): its
+        ``multi_agent`` is read, and when enabled the response gets a team of sub-agents (``subagents.py``).
+        ``coordinator``: a sub-agent's turn is shown the multi-agent actions of its own seat in its team.
 
         With ``compact`` (the default), a ``context_management`` threshold the prompt
         exceeds compacts the conversation first (a summarization generation).
@@ -189,6 +202,12 @@ class ResponsesService:
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
         self.check_input_size(size)
         request = await self.prompts.apply(parse_request(body))
+        team = None
+        config = parse_multi_agent(request.multi_agent) if multi_agent_beta else None
+        if config is not None:
+            template = orjson.loads(body) if isinstance(body, bytes) else body
+            team = Team(self, self.subagents, config, template, self.tool_settings.tool_timeout)
+            coordinator = team.coordinator()
         if request.store:
             await self.store.ping()  # 503 now, not a generated response that cannot be kept
         summaries = summary_mode(request)
@@ -224,7 +243,12 @@ class ResponsesService:
             own_id=response_id if continuable else None,
         )
         prompt, tools = await self.render(
-            request, lookup=lookup, size=size, history=conversation_history, steps=steps
+            request,
+            lookup=lookup,
+            size=size,
+            history=conversation_history,
+            steps=steps,
+            coordinator=coordinator,
         )
         if prompt.configuration:  # configuration_update items: the response says what it used
             request = request.model_copy(update=prompt.configuration)
@@ -303,6 +327,7 @@ class ResponsesService:
             tool_timeout=self.tool_settings.tool_timeout,
             generate=generate,
             session_key=session,
+            team=team,
         )
 
     async def resolve_references(
@@ -373,15 +398,20 @@ class ResponsesService:
         prepare_tools: bool = True,
         history: ConversationHistory | None = None,
         steps: LoopSteps | None = None,
+        coordinator: Coordinator | None = None,
     ) -> tuple[Prompt, ServerTools | None]:
         """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
-        and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``)."""
+        and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``);
+        with ``coordinator``, the multi-agent actions among them."""
         if history is None:  # else: the conversation's (``conversation=``), or the previous response's
             history = EMPTY_HISTORY
             if request.previous_response_id is not None:
                 history = await self.history_of(request.previous_response_id, lookup)
         if prepare_tools:
             tools = await prepare_server_tools(request, history.calls, self.tool_settings)
+        if coordinator is not None:
+            tools = tools or ServerTools()
+            tools.providers[MULTI_AGENT_NAMESPACE] = MultiAgentProvider(coordinator)
         namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
         # The built-in tools shown ({} hides every declared one: their backends are off).
         builtin = tools.builtin if tools is not None else {}
@@ -438,6 +468,22 @@ class ResponsesService:
         if self._aborting:
             run.abort()
         return run
+
+    async def run_subagent_turn(
+        self, body: dict[str, Any], lookup: HistoryLookup, coordinator: Coordinator | None
+    ) -> tuple[dict[str, Any], str | None, Chain | None]:
+        """One turn of a sub-agent (``subagents.SubagentHost``): prepared and driven here, not stored.
+
+        Returns its final response, its id and its continuation (None: it failed). Raises APIError.
+        """
+        prepared = await self.prepare(body, lookup=lookup, coordinator=coordinator)
+        run = self.run(prepared)
+        final = orjson.loads(await run.drive())
+        stream = run.stream
+        if final.get("status") == "failed" or stream is None:
+            return final, None, None
+        history = self.history_after(prepared, [to_dict(item) for item in stream.model_output])
+        return final, run.id, Chain(history, prepared.session_key)
 
     def abort_all(self) -> int:
         """End every run now and every run made from now on (shutdown): each ends ``failed`` with a

@@ -104,6 +104,14 @@ class Steering:
         del self._running[steered.response_id]
         _remember(self._finished, steered.response_id, None)
 
+    def find(self, response_id: str) -> Steered | None:
+        """The response running on this connection with that id (``response.inject``'s target), if any."""
+        return self._running.get(response_id)
+
+    def finished(self, response_id: str) -> bool:
+        """Whether a response of this connection with that id has ended (among the last ones kept)."""
+        return response_id in self._finished
+
     def held_for(self, previous_response_id: Any) -> list[Steer]:
         """Steering held for the response a ``response.create`` continues (taken: it commits them)."""
         return self._held.pop(previous_response_id, []) if isinstance(previous_response_id, str) else []

@@ -141,6 +141,8 @@ class ToolLoop:
         a call to it.
         """
         provider = self._tools.provider_for(target)
+        if provider is not None:
+            target = provider.target(target)
         bare = target.kind is ItemKind.MCP_CALL and target.name == target.namespace
         if provider is None and (bare or target.kind is ItemKind.UNDECLARED_FUNCTION):
             provider = self._listed_by_one(target.name or "")
@@ -252,6 +254,8 @@ class ToolLoop:
         events = events + stream.tool_finished(
             status, internal=internal if internal != shown else None, **shown
         )
+        if outcome.items:  # what else the call produced (a multi-agent call's messages, sub-agents' items)
+            events += stream.add_items(outcome.items)
         return events, stop
 
     def _refuse(

@@ -68,6 +68,7 @@ def create_app(
         tool_settings=config.tools,
         render_pool=RenderPool(config.render_workers or None),
         sampling_defaults=config.sampling,
+        subagent_limits=config.subagents,
     )
     limits = BackgroundLimits(grace=config.background_grace)
     relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..adapter import DEFAULT_RENDER_CACHE_BYTES
-from ..responses import SamplingDefaults
+from ..responses import SamplingDefaults, SubagentLimits
 from ..tools import ToolSettings
 from .background import BackgroundLimits
 from .http_limits import HTTPLimits
@@ -64,6 +64,8 @@ class ServerConfig:
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)
     tools: ToolSettings = field(default_factory=ToolSettings)
+    #: Budgets of the beta multi-agent surface's sub-agents (README, "Multi-agent responses (beta)").
+    subagents: SubagentLimits = field(default_factory=SubagentLimits)
     #: What a request that does not say is sampled with (``--temperature``, ``--top_p`` …).
     sampling: SamplingDefaults = field(
         default_factory=SamplingDefaults

@@ -19,7 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..core import InvalidRequestError, to_json
 from ..ops import AccessRecord
-from ..request import session_key_from_headers
+from ..request import multi_agent_beta, session_key_from_headers
 from ..responses import ResponseRun, ResponsesService
 from .background import BackgroundResponses
 from .chat import CHAT_PATH, create_chat_completion
@@ -77,7 +77,9 @@ async def create_response(
         nonlocal run
         affinity = session_key_from_headers(scope["headers"])
         body = await _read_body(receive, service)
-        prepared = await service.prepare(body, time.perf_counter(), affinity=affinity)
+        prepared = await service.prepare(
+            body, time.perf_counter(), affinity=affinity, multi_agent_beta=multi_agent_beta(scope["headers"])
+        )
         record.response_id = prepared.response.id
         record.session_id = prepared.session_key
         run = service.run(prepared)

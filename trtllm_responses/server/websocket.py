@@ -23,7 +23,7 @@ from openai.types.responses import ResponseStreamEvent
 from starlette.types import Receive, Scope, Send
 
 from ..core import APIError, InvalidRequestError, ServerError, ServiceUnavailableError, to_dict
-from ..request import check_depth, session_key_from_headers
+from ..request import check_depth, multi_agent_beta, session_key_from_headers
 from ..responses import (
     Chain,
     Held,
@@ -76,8 +76,11 @@ class ResponsesSocket:
         receive: Receive,
         send: Send,
         affinity: str | None = None,
+        multi_agent: bool = False,
     ) -> None:
         self.service = service
+        #: The handshake carried ``openai-beta: responses_multi_agent=v1``: ``multi_agent`` is read.
+        self.multi_agent = multi_agent
         self.config = config
         self.affinity = affinity  # the session key of the handshake's headers, for every response on it
         self._receive = receive
@@ -252,10 +255,12 @@ class ResponsesSocket:
             lane.put_nowait(raw)
         elif kind == "response.steer":
             await self._on_steer(data)
+        elif kind == "response.inject":
+            await self._on_inject(data)
         else:
             await self._send_error(
                 InvalidRequestError(
-                    f"Unknown message type {kind!r}; send response.create or response.steer.",
+                    f"Unknown message type {kind!r}; send response.create, response.steer or response.inject.",
                     param="type",
                     code="unknown_event_type",
                 )
@@ -357,7 +362,12 @@ class ResponsesSocket:
                 steers = [*steers, *queued]
                 body["input"] = [item for s in queued for item in s.items] + as_items(body.get("input", []))
             prepared = await self.service.prepare(
-                body, received, lookup=self._lookup, generate=generate is not False, affinity=self.affinity
+                body,
+                received,
+                lookup=self._lookup,
+                generate=generate is not False,
+                affinity=self.affinity,
+                multi_agent_beta=self.multi_agent,
             )
         except APIError as exc:
             self._evict(previous if isinstance(previous, str) else None)
@@ -414,6 +424,42 @@ class ResponsesSocket:
         for refused in outcome:
             await self._steer_refused(refused)
         return None
+
+    # -- injecting (the beta multi-agent surface) --------------------------------------------
+
+    async def _on_inject(self, data: dict[str, Any]) -> None:
+        """``response.inject``: client tool outputs for the sub-agents of a response running here waiting on
+        them, committed all or none (``response.inject.created``); a response not running here is
+        ``response.inject.failed`` with the input back; input that cannot be committed, an error event."""
+        target = data.get("response_id")
+        if not isinstance(target, str):
+            await self._send_error(
+                InvalidRequestError("'response_id' must be a string.", param="response_id")
+            )
+            return
+        raw = data.get("input")
+        running = self._steering.find(target)
+        if running is None:
+            finished = self._steering.finished(target)
+            event = self._connection_event(
+                "response.inject.failed",
+                response_id=target,
+                input=raw if isinstance(raw, list) else [],
+                error={
+                    "code": "response_already_completed" if finished else "response_not_found",
+                    "message": f"Response {target!r} "
+                    + ("has already ended." if finished else "is not running on this connection."),
+                },
+            )
+            await self._send_event(event)
+            return
+        try:
+            running.run.inject(raw)
+        except APIError as exc:
+            await self._send_error(exc, running.stream_id)
+            return
+        event = self._connection_event("response.inject.created", response_id=target)
+        await self._send_event(event, running.stream_id)
 
     # -- steering ---------------------------------------------------------------------------
 
@@ -478,4 +524,5 @@ async def serve_websocket(
     except APIError:
         await send({"type": "websocket.close", "code": 1008})
         return
-    await ResponsesSocket(service, config, receive, send, affinity).run()
+    beta = multi_agent_beta(scope.get("headers") or ())
+    await ResponsesSocket(service, config, receive, send, affinity, multi_agent=beta).run()

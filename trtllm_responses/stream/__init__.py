@@ -34,12 +34,14 @@ Modules: README, "Layout" (``stream/``).
 
 from __future__ import annotations
 
+from .agent_items import AgentItem
 from .events import make_usage
 from .item import StreamStateError, TextRewriter
 from .response import ResponseStream
 from .tokens import RunControl, TokenStreamProcessor
 
 __all__ = [
+    "AgentItem",
     "ResponseStream",
     "RunControl",
     "StreamStateError",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from openai.types.responses import (
@@ -55,6 +55,7 @@ from ..harmony import (
     classify,
     new_item_ids,
 )
+from .agent_items import AgentItem, AgentItemTransitions
 from .events import (
     ADDED_EVENTS,
     construct,
@@ -71,7 +72,7 @@ __all__ = ["ResponseStream"]
 logger = logging.getLogger(__name__)
 
 
-class ResponseStream(ToolItemTransitions, SummaryTransitions):
+class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitions):
     """The event state machine of one response. ``response`` is its initial (in_progress) snapshot.
 
     ``tools`` are the request's tools, which decide what a call becomes (a namespaced
@@ -111,6 +112,7 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
         self.last_text = ""
         self._internal: dict[int, ResponseOutputItem] = {}  # output_index → the item as the model read it
         self._rewriter: Callable[[], TextRewriter] | None = None
+        self._closing: Callable[[], Sequence[AgentItem]] | None = None  # agent_items.py
 
     # -- state --------------------------------------------------------------------------------
 
@@ -411,6 +413,8 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions):
             done = with_fields(done, item.fields)
             self._output.append(done)
             events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
+        if self._closing is not None:
+            events += self._closing_events()
         update: dict[str, Any] = {
             "status": status,
             "output": list(self._output),

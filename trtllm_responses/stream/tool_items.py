@@ -66,6 +66,10 @@ class ToolItemTransitions:
 
         def _check_open(self) -> None: ...
 
+        def _multi_agent_finished(
+            self, item: OpenItem, arguments: str, output: str
+        ) -> list[ResponseStreamEvent]: ...
+
     @property
     def model_output(self) -> list[ResponseOutputItem]:
         """The items done so far as the model read them: tool items with the fields no client asked for.
@@ -129,8 +133,10 @@ class ToolItemTransitions:
     def tool_started(self) -> list[ResponseStreamEvent]:
         """The held call starts running."""
         item = self._require_held()
-        started = TOOL_EVENTS[item.target.kind][0]
-        return [self._emit(started, item_id=item.id, output_index=item.output_index)]
+        kind_events = TOOL_EVENTS.get(item.target.kind)
+        if kind_events is None:  # a multi_agent_call: the beta surface has no status events for it
+            return []
+        return [self._emit(kind_events[0], item_id=item.id, output_index=item.output_index)]
 
     def tool_finished(
         self, status: str, internal: dict[str, Any] | None = None, ran: bool = True, **fields: Any
@@ -144,7 +150,9 @@ class ToolItemTransitions:
         """
         item = self._require_held()
         self._held = None
-        _, completed, failed = TOOL_EVENTS[item.target.kind]
+        if item.target.kind is ItemKind.MULTI_AGENT_CALL:
+            return self._multi_agent_finished(item, "".join(item.chunks), str(fields.get("output", "")))
+        _, completed, failed = TOOL_EVENTS.get(item.target.kind, (None, None, None))
         base = build_output_item(item.target, item.id, "".join(item.chunks), status, item.call_id)
         done = with_fields(base, {**item.fields, **fields})
         if internal is not None:
@@ -154,8 +162,9 @@ class ToolItemTransitions:
         events = []
         # A call that never started (``ran=False``: nobody runs it) of a kind with no failed event (web
         # search, code interpreter) gets no status event: their "completed" event would say it ran.
-        if ran or status == "completed" or failed is not completed:
-            events.append(self._emit(completed if status == "completed" else failed, **where))
+        ended = completed if status == "completed" else failed
+        if ended is not None and (ran or status == "completed" or failed is not completed):
+            events.append(self._emit(ended, **where))
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))
         if internal is not None and self._seal_tool_read is not None:
             hidden = [key for key, value in internal.items() if key not in fields or fields[key] != value]

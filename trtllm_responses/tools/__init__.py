@@ -10,13 +10,16 @@ from .settings import DEFAULT_TOOL_TIMEOUT, PythonLimits, ToolSettings, url_allo
 
 if TYPE_CHECKING:
     from .fetch import parse_allow_private
+    from .multi_agent import Coordinator, MultiAgentProvider
     from .prepare import prepare_server_tools
     from .sandbox import SandboxUnavailable, setup_sandbox
     from .unavailable import UNAVAILABLE_KINDS, UnavailableTool
 
 __all__ = [
     "ApprovedCall",
+    "Coordinator",
     "DEFAULT_TOOL_TIMEOUT",
+    "MultiAgentProvider",
     "PythonLimits",
     "SandboxUnavailable",
     "ServerTools",
@@ -37,6 +40,8 @@ __all__ = [
 #: sandbox and the guarded fetch are for the server and its flags.
 _ON_FIRST_USE = {
     "parse_allow_private": ".fetch",
+    "Coordinator": ".multi_agent",
+    "MultiAgentProvider": ".multi_agent",
     "prepare_server_tools": ".prepare",
     "SandboxUnavailable": ".sandbox",
     "setup_sandbox": ".sandbox",

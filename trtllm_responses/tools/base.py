@@ -23,7 +23,7 @@ from typing import Any
 from openai.types.responses import ResponseOutputItem
 
 from ..harmony import ItemKind, ItemTarget
-from ..stream import TextRewriter
+from ..stream import AgentItem, TextRewriter
 
 __all__ = [
     "ApprovedCall",
@@ -63,6 +63,9 @@ class ToolOutcome:
     optional: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: Fields the model reads that no client sees (kept on the stored item only, e.g. a browser page).
     internal: Mapping[str, Any] = field(default_factory=dict)
+    #: Whole items the call produced besides its own, added after it (``stream/agent_items.py``): a
+    #: multi-agent call's ``agent_message`` items and its sub-agents' items, each with its agent's name.
+    items: Sequence[AgentItem] = ()
 
 
 class ToolProvider(abc.ABC):
@@ -72,6 +75,10 @@ class ToolProvider(abc.ABC):
     namespace: str
     #: The item kind its calls become.
     item_kind: ItemKind = ItemKind.MCP_CALL
+
+    def target(self, target: ItemTarget) -> ItemTarget:
+        """The item a call to this provider becomes (its ``item_kind``'s; an MCP call's by default)."""
+        return target
 
     def describe(self) -> ToolNamespace | None:
         """The namespace shown to the model (None: nothing to show, e.g. the listing failed)."""
