@@ -33,6 +33,8 @@ __all__ = [
     "McpListTools",
     "Message",
     "Reasoning",
+    "ToolSearchCall",
+    "ToolSearchOutput",
     "WebSearchCall",
     "not_convertible",
     "parse_item",
@@ -142,6 +144,20 @@ class McpApprovalResponse(InputItem):
         return self.data.get("approve") is True
 
 
+class ToolSearchCall(InputItem):
+    """A ``tool_search_call``: the model searched for deferred tools (its ``arguments``, an object)."""
+
+    __slots__ = ()
+    TYPE = "tool_search_call"
+
+
+class ToolSearchOutput(InputItem):
+    """A ``tool_search_output``: the tools a search loaded (``tools``: namespaces, functions, custom tools)."""
+
+    __slots__ = ()
+    TYPE = "tool_search_output"
+
+
 class ConfigurationUpdate(InputItem):
     """A ``configuration_update``: settings for this response and the ones after it."""
 
@@ -185,6 +201,8 @@ _KINDS: dict[str, type[InputItem]] = {
         McpListTools,
         McpApprovalRequest,
         McpApprovalResponse,
+        ToolSearchCall,
+        ToolSearchOutput,
         ConfigurationUpdate,
         ItemReference,
         CompactionTrigger,

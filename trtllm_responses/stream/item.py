@@ -17,6 +17,7 @@ JSON_CALLS = frozenset(
         ItemKind.MCP_APPROVAL_REQUEST,
         ItemKind.WEB_SEARCH_CALL,
         ItemKind.UNDECLARED_FUNCTION,
+        ItemKind.TOOL_SEARCH_CALL,
     }
 )
 
