@@ -136,7 +136,10 @@ def test_tool_search_reaches_an_mcp_tool(search_home: Path, tmp_path: Path) -> N
 
 
 def test_tool_search_over_websocket(
-    echo_server, search_home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+    echo_server,
+    search_home: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
 ) -> None:
     """The same session over the Responses WebSocket mode (the provider's ``supports_websockets``)."""
     home = tmp_path / "home"

@@ -326,8 +326,8 @@ def select_tools(
             descriptions[tool.name] = tool.description
             for j, m in enumerate(tool.tools):
                 shown = _shown(m, f"{where}.tools[{j}]", tool.name, check_grammar)
-                later = searching and (deferred(tool) or deferred(m))
-                (hidden_tools if later else declared).append(shown)
+                waits = searching and (deferred(tool) or deferred(m))
+                (hidden_tools if waits else declared).append(shown)
         elif isinstance(tool, ToolSearchTool):
             if tool.execution == "client":
                 declared.append(_search_tool(tool))
