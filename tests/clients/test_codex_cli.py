@@ -2,8 +2,8 @@
 
 Each run is a real ``codex exec`` subprocess talking to a test server on loopback: a plain answer,
 an ``exec_command`` round trip, a ``multi_agent_v1`` namespace call, an ``apply_patch`` freeform edit
-(the catalog entry offers it as freeform) and ``--output-schema``; each must exit 0 with the expected
-result. Skipped when no Codex binary is installed (``make test`` installs one under ``.codex-cli/``).
+(the catalog entry offers it as freeform), ``--output-schema``, and an MCP tool reached through Codex's
+``tool_search`` (over HTTP and over the WebSocket mode); each must exit 0 with the expected result. Skipped when no Codex binary is installed (``make test`` installs one under ``.codex-cli/``).
 """
 
 from __future__ import annotations
