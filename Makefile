@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed-$(subst ==,-,$(TORCH_SPEC))-$(subst ==,-,$(XGRAMMAR_
 HOST ?= 127.0.0.1
 PORT ?= 8000
 # Codex CLI from npm, for tests/clients/test_codex_cli.py (skipped when npm is not available).
-CODEX_VERSION ?= 0.169.0
+CODEX_VERSION ?= 0.171.0
 CODEX_DIR := .codex-cli
 CODEX_STAMP := $(CODEX_DIR)/.installed-$(CODEX_VERSION)
 # Claude Code from npm, for tests/clients/test_claude_code.py (skipped when npm is not available).

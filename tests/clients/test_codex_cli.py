@@ -2,13 +2,14 @@
 
 Each run is a real ``codex exec`` subprocess talking to a test server on loopback: a plain answer,
 an ``exec_command`` round trip, a ``multi_agent_v1`` namespace call, an ``apply_patch`` freeform edit
-(the catalog entry offers it as freeform) and ``--output-schema``; each must exit 0 with the expected
-result. Skipped when no Codex binary is installed (``make test`` installs one under ``.codex-cli/``).
+(the catalog entry offers it as freeform), ``--output-schema``, and an MCP tool reached through Codex's
+``tool_search`` (over HTTP and over the WebSocket mode); each must exit 0 with the expected result. Skipped when no Codex binary is installed (``make test`` installs one under ``.codex-cli/``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,41 @@ wire_api = "responses"
         out = codex(home, tmp_path, "#lorem 5", transcript=True)
         assert "Summary: Writing 5 tokens." in out, out[-2000:]
         assert "lorem ipsum dolor sit amet" in out
+
+
+# -- Codex's tool_search: MCP tools it defers, reached through a search (issue 32) -------------------
+
+
+@pytest.fixture(scope="module")
+def search_home(echo_server, tmp_path_factory: pytest.TempPathFactory) -> Path:  # type: ignore[no-untyped-def]
+    home = tmp_path_factory.mktemp("codex-search-home")
+    write_codex_home(home, echo_server.base_url, search=True)
+    return home
+
+
+def test_tool_search_reaches_an_mcp_tool(search_home: Path, tmp_path: Path) -> None:
+    """With ``tool_search`` on, Codex defers its MCP tools (they are not in ``tools``) and sends a client-run
+    ``tool_search``. The echo's ``#search harbour`` calls it; Codex searches its deferred tools and answers with
+    a ``tool_search_output`` holding the MCP server's namespace; the echo calls the tool found; Codex runs it on
+    the MCP server and the model reads its result."""
+    out = codex(search_home, tmp_path, "#search harbour", transcript=True)
+    assert "Calling tool_search." in out and "mcp: notes/harbour_note (completed)" in out, out[-3000:]
+    assert "mcp__notes.harbour_note returned:" in out and "tides at dawn" in out
+
+
+def test_tool_search_over_websocket(
+    echo_server,
+    search_home: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
+) -> None:
+    """The same session over the Responses WebSocket mode (the provider's ``supports_websockets``)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    write_codex_home(home, echo_server.base_url, search=True, websocket=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    with caplog.at_level(logging.DEBUG, logger="trtllm_responses.server.websocket"):
+        out = codex(home, work, "#search harbour", transcript=True)
+    assert "mcp__notes.harbour_note returned:" in out and "tides at dawn" in out, out[-3000:]
+    assert any("WebSocket connection opened" in r.getMessage() for r in caplog.records)

@@ -254,3 +254,68 @@ def test_the_summarizer_reads_a_bounded_part_of_a_long_analysis(encoding, adapte
     assert len(text) < MAX_SUMMARIZED_CHARS + 2000
     assert request.sampling.max_tokens == SUMMARY_TOKENS["auto"]
     assert text.endswith("<|start|>assistant<|channel|>final<|message|>")
+
+
+# -- stream_options.reasoning_summary_delivery (Codex: openai/codex PRs #29692, #31306) ----------------
+
+
+def _summary_of(events: list[dict[str, Any]]) -> tuple[str, str | None]:
+    """The reasoning item's summary text and its part's status (``completed`` when the SDK's event omits it;
+    None: no summary part)."""
+    final = check_stream(events)
+    parts = [e for e in events if e["type"] == "response.reasoning_summary_part.done"]
+    text = "".join(p["text"] for p in final["output"][0]["summary"])
+    return text, parts[0].get("status", "completed") if parts else None
+
+
+@pytest.mark.parametrize("delivery", ["sequential_cutoff", "concurrent_cutoff"])
+def test_a_cutoff_delivery_ends_the_summary_when_the_answer_is_ready(
+    server: RunningServer, delivery: str
+) -> None:
+    """A ``*_cutoff`` delivery: the summary stops (its part ``incomplete``, its text what it had) as soon as the
+    answer's first item is ready, so the answer never waits for it; the default waits for the whole summary."""
+    whole = "Summary: Writing 5 tokens."
+    full = _stream(server, input="#lorem 5", reasoning={"summary": "auto"})
+    assert _summary_of(full) == (whole, "completed")
+    events = _stream(
+        server,
+        input="#lorem 5",
+        reasoning={"summary": "auto"},
+        extra_body={"stream_options": {"reasoning_summary_delivery": delivery}},
+    )
+    text, status = _summary_of(events)
+    assert whole.startswith(text) and text != whole  # cut: a strict prefix (possibly empty)
+    assert status in ("incomplete", None)  # None: cut before its first token (no part at all)
+    # The reasoning item closed before the answer opened (items never interleave); the answer is whole.
+    opened = [e["output_index"] for e in events if e["type"] == "response.output_item.added"]
+    closed = [e["output_index"] for e in events if e["type"] == "response.output_item.done"]
+    assert opened == closed == [0, 1]
+    order = [e["type"] for e in events if e["type"].startswith("response.output_item")]
+    assert order == ["response.output_item.added", "response.output_item.done"] * 2
+    assert check_stream(events)["output"][1]["content"][0]["text"] == " lorem ipsum dolor sit amet"
+
+
+@pytest.mark.parametrize("delivery", ["sequential", "concurrent", "a-mode-from-the-future"])
+def test_other_deliveries_wait_for_the_whole_summary(server: RunningServer, delivery: str) -> None:
+    """``sequential``/``concurrent`` and a value this server does not know are the default delivery (ignored,
+    never a 400 that would break a newer client)."""
+    events = _stream(
+        server,
+        input="#lorem 5",
+        reasoning={"summary": "auto"},
+        extra_body={"stream_options": {"reasoning_summary_delivery": delivery}},
+    )
+    assert _summary_of(events) == ("Summary: Writing 5 tokens.", "completed")
+
+
+def test_a_delivery_that_is_not_a_string_is_a_400(server: RunningServer) -> None:
+    with _client(server) as client, pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model="gpt-oss",
+            input="hi",
+            stream=True,
+            extra_body={"stream_options": {"reasoning_summary_delivery": 1}},
+        )
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert error["param"] == "stream_options.reasoning_summary_delivery" and error["code"] == "invalid_type"

@@ -163,6 +163,34 @@ def test_item_reference_from_the_conversation(client: openai.OpenAI, typed: bool
     assert response.output_text == "Quoted from the conversation"
 
 
+def test_item_reference_to_any_stored_item(client: openai.OpenAI) -> None:
+    """As on OpenAI, a reference finds any item the store holds, outside the request's chain and conversation
+    (the store's item index): another chain's input and output items, with no previous_response_id at all."""
+    elsewhere = client.responses.create(model="m", input="Said in another chain")
+    asked = client.responses.input_items.list(elsewhere.id).data[0]
+    answer = elsewhere.output[-1]
+    other = client.responses.create(model="m", input="an unrelated chain")
+    response = client.responses.create(
+        model="m",
+        previous_response_id=other.id,
+        input=[{"type": "item_reference", "id": asked.id}, {"type": "item_reference", "id": answer.id}],
+    )
+    listed = client.responses.input_items.list(response.id, order="asc").data
+    assert [(i.type, i.id) for i in listed] == [("message", asked.id), ("message", answer.id)]
+    alone = client.responses.create(
+        model="m",
+        input=[{"id": asked.id}, {"role": "user", "content": "#prompt"}],  # type: ignore[list-item]
+        store=False,
+    )
+    assert "<|start|>user<|message|>Said in another chain<|end|>" in alone.output_text
+    # Deleted (with the response that stored it as its own input), it is gone: the reference is a 400 naming it.
+    client.responses.delete(elsewhere.id)
+    client.responses.delete(response.id)
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model="m", input=[{"type": "item_reference", "id": asked.id}])
+    assert err.value.body["code"] == "item_not_found" and err.value.body["param"] == "input[0].id"  # type: ignore[index]
+
+
 def test_unknown_item_reference_is_a_400_naming_it(client: openai.OpenAI) -> None:
     first = client.responses.create(model="m", input="hello")
     with pytest.raises(openai.BadRequestError) as err:
@@ -469,7 +497,8 @@ def test_prompt_cache_options_echoed_and_diagnostics_when_asked(client: openai.O
 async def test_item_reference_looks_no_further_than_max_chain_responses(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The chain walk is bounded (references.MAX_CHAIN_RESPONSES): an item further back is not found."""
+    """The chain walk is bounded (references.MAX_CHAIN_RESPONSES): an item further back is not found there (nor
+    in this store's item index, which holds none of them, as for responses stored before the index)."""
     import orjson
 
     from trtllm_responses.adapter.adapter import EMPTY_HISTORY
@@ -479,6 +508,9 @@ async def test_item_reference_looks_no_further_than_max_chain_responses(
     from trtllm_responses.store import StoredResponse
 
     class Chain:
+        async def item_responses(self, item_ids: object) -> dict[str, str]:
+            return {}
+
         async def get(self, response_id: str) -> StoredResponse | None:
             n = int(response_id.removeprefix("resp_"))
             previous = f"resp_{n - 1}" if n > 0 else None

@@ -213,3 +213,31 @@ def test_websocket_connections_count_against_their_client(capped: RunningServer)
     while _health_from(capped, "127.0.0.1") != 200:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def test_the_handshake_says_the_largest_message_taken_and_codex_fields_are_accepted(
+    server: RunningServer,
+) -> None:
+    """Codex 0.171 reads ``x-codex-websocket-max-message-bytes`` from the handshake response (beside
+    ``openai-model``): it is ``--max_input_bytes``, which a message one byte over crosses (an error event). A
+    client sending the header, and ``request_country`` in ``response.create``, get an ordinary response."""
+    headers = {
+        "x-codex-websocket-max-message-bytes": "1048576",
+        "openai-beta": "responses_websockets=2026-02-06",
+    }
+    with ws_connect(ws_url(server), compression=None, additional_headers=headers) as ws:
+        assert ws.response is not None
+        advertised = int(ws.response.headers["x-codex-websocket-max-message-bytes"])
+        assert advertised == LIMIT
+        ws.send(
+            json.dumps(
+                {"type": "response.create", "input": "Bonjour", "request_country": "FR", "store": False}
+            )
+        )
+        done = finish(ws)
+        assert done["type"] == "response.completed"
+        assert done["response"]["output"][-1]["content"][0]["text"] == "Bonjour"
+        frame = {"type": "response.create", "input": "", "store": False}
+        frame["input"] = "x" * (advertised - len(json.dumps(frame)) + 1)  # one byte over what was advertised
+        ws.send(json.dumps(frame))
+        assert recv(ws)["error"]["code"] == "context_length_exceeded"

@@ -11,6 +11,7 @@ import pytest
 from trtllm_responses.adapter import EMPTY_HISTORY, HarmonyAdapter
 from trtllm_responses.request.protocol import parse_request
 from trtllm_responses.store import ConversationHistoryStore, StoredResponse
+from trtllm_responses.store.memory import accounted_bytes
 
 
 def now(coroutine):  # type: ignore[no-untyped-def]
@@ -43,7 +44,7 @@ def test_least_recently_used_is_evicted_first() -> None:
 
 
 def test_byte_bound_evicts_until_it_fits() -> None:
-    size = entry("a", 1000).nbytes
+    size = accounted_bytes(entry("a", 1000))  # its nbytes and its item (msg_1) in the index
     store = ConversationHistoryStore(max_responses=100, max_bytes=size * 3)
     for name in "abcde":
         now(store.put(entry(name, 1000)))
@@ -53,7 +54,7 @@ def test_byte_bound_evicts_until_it_fits() -> None:
 
 
 def test_an_entry_larger_than_the_store_is_refused_and_counted() -> None:
-    store = ConversationHistoryStore(max_bytes=entry("small", 10).nbytes + 100)
+    store = ConversationHistoryStore(max_bytes=accounted_bytes(entry("small", 10)) + 100)
     now(store.put(entry("small", 10)))
     assert now(store.put(entry("huge", 10_000))) is False
     assert now(store.get("huge")) is None and now(store.get("small")) is not None
@@ -64,7 +65,7 @@ def test_replacing_and_deleting_keep_the_byte_count_exact() -> None:
     store = ConversationHistoryStore()
     now(store.put(entry("a", 100)))
     now(store.put(entry("a", 300)))
-    assert now(store.stats()).bytes == entry("a", 300).nbytes and len(store) == 1
+    assert now(store.stats()).bytes == accounted_bytes(entry("a", 300)) and len(store) == 1
     assert now(store.delete("a")) and not now(store.delete("a"))
     assert now(store.stats()).bytes == 0 and now(store.stats()).responses == 0
 
@@ -117,7 +118,7 @@ def test_concurrent_use_keeps_the_invariants() -> None:
     assert not errors
     stats = now(store.stats())
     assert stats.responses <= 50 and stats.bytes <= stats.max_bytes
-    assert stats.bytes == sum(now(store.get(k)).nbytes for k in list(store._entries))  # type: ignore[union-attr]
+    assert stats.bytes == sum(accounted_bytes(now(store.get(k))) for k in list(store._entries))  # type: ignore[arg-type]
 
 
 def test_accounted_bytes_bound_the_real_memory(encoding, adapter) -> None:  # type: ignore[no-untyped-def]

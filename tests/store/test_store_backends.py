@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,6 +22,7 @@ from trtllm_responses.store import (
     encode_entry,
     open_store,
 )
+from trtllm_responses.store.sqlite import _INDEX_ROW
 
 
 @pytest.fixture(params=BACKENDS)
@@ -181,7 +183,8 @@ async def test_redis_touch_renews_the_ttl(redis_server, adapter: HarmonyAdapter)
 
 
 async def test_sqlite_byte_bound_and_rejection(tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
-    size = len(encode_entry(turn(adapter, "x" * 50, response_id="a")))
+    # An entry's bytes: its encoding and its item index row (msg_in).
+    size = len(encode_entry(turn(adapter, "x" * 50, response_id="a"))) + _INDEX_ROW + len("msg_in") + len("a")
     store = open_store(f"sqlite:///{tmp_path / 'b.db'}", max_responses=100, max_bytes=size * 3)
     for name in "abcde":
         await store.put(turn(adapter, "x" * 50, response_id=name))
@@ -506,3 +509,108 @@ async def test_redis_conversation_from_before_heads_gets_one_on_first_use(redis_
         cleanup.delete("trtllm:conv:conv_old:ids", "trtllm:conv:conv_old:bytes")
         cleanup.lrem("trtllm:conv:conv_old:items", 0, b"msg_3\0abc")
         cleanup.close()
+
+
+# -- the item index: any stored item found by id (issue 32) ---------------------------------------
+
+
+def holding(adapter: HarmonyAdapter, response_id: str, *ids: str) -> StoredResponse:
+    """A stored response whose input is one message (``ids[0]``) and whose output items have ``ids[1:]``."""
+    entry = turn(adapter, response_id, response_id=response_id)
+    output = [{"type": "message", "id": i, "role": "assistant", "content": []} for i in ids[1:]]
+    item = {"id": ids[0], "type": "message", "role": "user", "content": "hi"}
+    return dataclasses.replace(
+        entry,
+        response_json=json.dumps({"id": response_id, "output": output}).encode(),
+        input_item_ids=(ids[0],),
+        input_items_json=(json.dumps(item).encode(),),
+    )
+
+
+async def test_the_item_index_names_the_response_holding_each_item(
+    store: ResponseStore, adapter: HarmonyAdapter
+) -> None:
+    """Input and output items of every stored response are indexed; the response stored last holding an id is
+    the one named; a deleted response takes its items out of the index (not another's)."""
+    assert await store.item_responses(["msg_a"]) == {}
+    await store.put(holding(adapter, "resp_a", "msg_a", "out_a1", "out_a2"))
+    await store.put(holding(adapter, "resp_b", "msg_b", "out_b"))
+    assert await store.item_responses(["out_a2", "msg_b", "msg_a", "nope", "out_a2"]) == {
+        "out_a2": "resp_a",
+        "msg_b": "resp_b",
+        "msg_a": "resp_a",
+    }
+    await store.put(holding(adapter, "resp_c", "msg_a", "out_c"))  # a later response with a client's id again
+    assert await store.item_responses(["msg_a", "out_a1"]) == {"msg_a": "resp_c", "out_a1": "resp_a"}
+    assert await store.delete("resp_a")
+    assert await store.item_responses(["msg_a", "out_a1", "out_a2", "out_b"]) == {
+        "msg_a": "resp_c",
+        "out_b": "resp_b",
+    }
+    await store.put(holding(adapter, "resp_b", "msg_b2"))  # replaced: the old version's items leave
+    assert await store.item_responses(["msg_b", "out_b", "msg_b2"]) == {"msg_b2": "resp_b"}
+    assert (await store.stats()).responses == 2  # the index is not counted as responses
+
+
+@pytest.mark.parametrize("url", ["memory", "sqlite"])
+async def test_evicted_responses_leave_the_item_index(url: str, tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(
+        url if url == "memory" else f"sqlite:///{tmp_path / 'idx.db'}", max_responses=2, max_bytes=1 << 30
+    )
+    for name in "abc":
+        await store.put(holding(adapter, name, f"in_{name}", f"out_{name}"))
+    assert await store.item_responses(["in_a", "out_a", "in_b", "out_c"]) == {"in_b": "b", "out_c": "c"}
+    await store.close()
+
+
+async def test_the_item_index_counts_in_the_byte_bound(adapter: HarmonyAdapter) -> None:
+    """Memory: an entry is accounted with its index entries, so the index is bounded by --max_store_bytes."""
+    from trtllm_responses.store.memory import _INDEX_ENTRY
+
+    entry = holding(adapter, "resp_a", *(f"msg_{i:04d}" for i in range(200)))
+    store = open_store("memory", max_responses=10, max_bytes=1 << 30)
+    await store.put(entry)
+    index = sum(_INDEX_ENTRY + sys.getsizeof(f"msg_{i:04d}") for i in range(200))
+    assert (await store.stats()).bytes == entry.nbytes + index
+    tight = open_store("memory", max_responses=10, max_bytes=entry.nbytes + index - 1)
+    assert not await tight.put(entry)  # fits without its index, not with it
+    assert await tight.item_responses(["msg_0000"]) == {}
+
+
+async def test_redis_items_of_expired_responses_leave_the_index(
+    redis_server, adapter: HarmonyAdapter
+) -> None:  # type: ignore[no-untyped-def]
+    """Redis cannot expire a hash field: a lookup that finds the response gone drops its fields, and never
+    names it."""
+    redis_server.flush()
+    store = open_store(redis_server.url, max_responses=1, max_bytes=1 << 20, ttl=1)
+    await store.put(holding(adapter, "resp_old", "msg_old", "out_old"))
+    await store.put(holding(adapter, "resp_kept", "msg_kept"))
+    await asyncio.sleep(0.6)
+    assert await store.touch("resp_kept")  # renewed: outlives resp_old
+    await asyncio.sleep(0.8)
+    assert await store.item_responses(["msg_old", "out_old", "msg_kept"]) == {"msg_kept": "resp_kept"}
+    fields = sorted(await store.client.hkeys("trtllm:items"))
+    assert fields == [b"\0resp_kept", b"msg_kept"]  # resp_old's fields are gone
+    await store.close()
+
+
+async def test_redis_puts_sweep_an_index_grown_past_its_threshold(
+    redis_server, adapter: HarmonyAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Past INDEX_SWEEP_FIELDS fields, every INDEX_SWEEP_EVERY-th put checks INDEX_SWEEP_BATCH fields and drops
+    those of responses gone (evicted here: their keys deleted behind the store's back), without a lookup."""
+    from trtllm_responses.store import redis as redis_store
+
+    monkeypatch.setattr(redis_store, "INDEX_SWEEP_FIELDS", 8)
+    monkeypatch.setattr(redis_store, "INDEX_SWEEP_EVERY", 2)
+    monkeypatch.setattr(redis_store, "INDEX_SWEEP_BATCH", 100)
+    redis_server.flush()
+    store = open_store(redis_server.url, max_responses=1, max_bytes=1 << 20)
+    for n in range(3):  # 3 fields each: its two items and its own list
+        await store.put(holding(adapter, f"resp_{n}", f"in_{n}", f"out_{n}"))
+        await store.client.delete(f"trtllm:resp:resp_{n}")  # evicted by Redis: its fields stay until swept
+    assert await store.client.hlen("trtllm:items") == 9  # 3 puts; the 3rd crossed 8 fields, 1st put over it
+    await store.put(holding(adapter, "resp_live", "in_live"))  # the 2nd put over it: a sweep
+    assert sorted(await store.client.hkeys("trtllm:items")) == [b"\0resp_live", b"in_live"]
+    await store.close()

@@ -3,15 +3,19 @@ a test server, and one ``codex exec`` run."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from support.paths import DATA, ROOT
 
 CATALOG = DATA / "codex" / "gpt-oss-catalog.json"
+#: The stdio MCP server Codex starts for the tool-search tests.
+MCP_STDIO_SERVER = Path(__file__).with_name("mcp_stdio_server.py")
 
 
 def _codex() -> str | None:
@@ -25,8 +29,13 @@ def _codex() -> str | None:
 CODEX = _codex()
 
 
-def write_codex_home(home: Path, base_url: str) -> None:
+def write_codex_home(home: Path, base_url: str, *, search: bool = False, websocket: bool = False) -> None:
     """A CODEX_HOME whose only provider is the server at ``base_url`` (gpt-oss from the test catalog).
+
+    ``search``: Codex's ``tool_search`` feature on, the catalog entry saying gpt-oss supports it
+    (``supports_search_tool``), and the stdio MCP server :data:`MCP_STDIO_SERVER` configured as ``notes``
+    (``required``: Codex waits for it before the first turn, else a slow start leaves it out of the
+    search). ``websocket``: the provider speaks the Responses WebSocket mode (``supports_websockets``).
 
     Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): these tests are about the
     Responses API round trip, not Codex's sandbox, and a home in pytest's temporary directory could not
@@ -34,9 +43,12 @@ def write_codex_home(home: Path, base_url: str) -> None:
     command fails: ``tests/clients/test_codex_sandbox.py``). The commands they run are ``echo`` and an
     ``apply_patch`` into the test's own temporary directory.
     """
-    shutil.copy(CATALOG, home / "gpt-oss-catalog.json")
-    (home / "config.toml").write_text(
-        f'''model = "gpt-oss"
+    catalog = json.loads(CATALOG.read_text())
+    if search:
+        for model in catalog["models"]:
+            model["supports_search_tool"] = True
+    (home / "gpt-oss-catalog.json").write_text(json.dumps(catalog))
+    config = f'''model = "gpt-oss"
 sandbox_mode = "danger-full-access"
 model_provider = "trtllm"
 model_context_window = 131072
@@ -47,7 +59,19 @@ name = "trtllm-responses"
 base_url = "{base_url}/v1"
 wire_api = "responses"
 '''
-    )
+    if websocket:
+        config += "supports_websockets = true\n"
+    if search:
+        config += f'''
+[features]
+tool_search = true
+
+[mcp_servers.notes]
+command = "{sys.executable}"
+args = ["{MCP_STDIO_SERVER}"]
+required = true
+'''
+    (home / "config.toml").write_text(config)
 
 
 def codex(

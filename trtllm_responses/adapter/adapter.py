@@ -47,6 +47,7 @@ from ..harmony import (
     developer_message,
     developer_spec,
     items_to_messages,
+    loaded_tools,
 )
 from ..request import EFFORT_LEVELS, ReasoningParam, ResponsesRequest, choice_data, parse_text, tools_data
 from .item_renders import DEFAULT_RENDER_CACHE_BYTES, ItemRenders, convert_items
@@ -237,10 +238,11 @@ class HarmonyAdapter:
         """
         items = convert_items(request.input, history.calls, self.item_renders)
         converted = items.converted
-        configuration = configured_fields(request, {**history.calls, **converted.calls})
+        calls = {**history.calls, **converted.calls}
+        configuration = configured_fields(request, calls)
         if configuration:
             request = request.model_copy(update=configuration)
-        chosen = choose_tools(request, namespaces, builtin, self._hidden_logged)
+        chosen = choose_tools(request, namespaces, builtin, self._hidden_logged, loaded_tools(calls))
         tools, namespaces = chosen.tools, chosen.namespaces
         response_format = parse_text_format(request.text)
         effort = (

@@ -27,6 +27,7 @@ from ..harmony import (
     WEB_SEARCH_TOOLS,
     CallOption,
     RequestTools,
+    Tool,
     call_options,
     select_tools,
     server_call_options,
@@ -61,11 +62,13 @@ def choose_tools(
     namespaces: Sequence[Mapping[str, Any]],
     builtin: Mapping[str, str] | None,
     logged: set[str] | None = None,
+    loaded: Sequence[Tool] = (),
 ) -> ChosenTools:
     """Apply the request's ``tool_choice``; InvalidRequestError naming the field when it cannot be honoured.
 
     ``builtin``: the built-in tools the server runs (``{"browser"|"python": text}``; None: none).
     ``logged``: hosted tool types already logged as not shown (the adapter's set).
+    ``loaded``: tools the conversation's tool searches loaded (callable, not shown).
     """
     choice = request.tool_choice
     # Built-in tools (browser, python) are shown when the choice leaves them and the server runs them.
@@ -81,6 +84,7 @@ def choose_tools(
         logged,
         server_tools=bool(namespaces or browser or python),
         check_grammar=check_grammar,
+        loaded=loaded,
     )
     if isinstance(choice, ChooseMcp):
         tools = RequestTools((), tools.namespace_descriptions, False, tools.hidden)

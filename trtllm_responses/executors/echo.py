@@ -44,6 +44,9 @@ _FREEFORM_DECL = re.compile(
 )
 _NAMESPACE = re.compile(r"^namespace ([A-Za-z0-9_\-]+) \{$(.*?)^\} // namespace \1$", re.M | re.S)
 _CALL_PYTHON = re.compile(r"call python\s(.*)", re.DOTALL)
+_SEARCH = re.compile(r"#search (.+)", re.DOTALL)
+#: The recipient a client-run tool search is called as, and answered from (``harmony/tools.py``).
+_TOOL_SEARCH = "functions.tool_search"
 _STEPS = "#steps\n"
 #: Claude Code puts ``<system-reminder>`` blocks (attribution, context) before the user's own words: the
 #: rules read a message with them removed.
@@ -162,6 +165,23 @@ class EchoExecutor(Executor):
             recipient = "python" if name == "python" else f"functions.{name}"
             header = f"<|start|>assistant<|channel|>commentary to={recipient}{content_type}<|message|>"
         return tokens + self._segment(header, arguments, "<|call|>")
+
+    def _call_found(self, body: str) -> list[int] | None:
+        """A call to the first tool a tool search loaded (its ``loaded_tools`` JSON, ``input_messages.py``), with
+        its required parameters (strings: the tool's name); None when it loaded none."""
+        try:
+            loaded = json.loads(body).get("loaded_tools") or []
+        except (ValueError, AttributeError):
+            return None
+        if not loaded or not isinstance(loaded[0], dict) or not isinstance(loaded[0].get("call"), str):
+            return None
+        recipient: str = loaded[0]["call"]
+        name = recipient.removeprefix("functions.")
+        short = name.rpartition(".")[2]
+        if "parameters" not in loaded[0]:  # a custom (freeform) tool
+            return self._call(name, short, custom=True)
+        arguments = minimal_instance(loaded[0]["parameters"] or {"type": "object"}, short)
+        return self._call(name, json.dumps(arguments, ensure_ascii=False, separators=(",", ":")))
 
     def _custom_tools(self, prompt: Sequence[int]) -> set[str]:
         """Recipients-as-named (``NAME`` in functions, ``NS.NAME`` elsewhere) of declared freeform tools."""
@@ -339,6 +359,10 @@ class EchoExecutor(Executor):
             )  # a client's tool loop scripted by ``#steps`` (Claude Code's)
             if scripted is not None:
                 return scripted
+            if role == _TOOL_SEARCH:
+                found = self._call_found(body)
+                if found is not None:
+                    return found
             return self._tool_answer(role[len("functions.") :], body, body_tokens, constraint)
         if role not in _CONVERSATION_ROLES:  # a server-run tool's output
             scripted = self._script_step(prompt)
@@ -352,6 +376,10 @@ class EchoExecutor(Executor):
             return self._enc.encode(body[len("#harmony\n") :])
         if body == "#prompt":
             return self._answer("Showing the prompt.", self._enc.decode(prompt))
+        search = _SEARCH.fullmatch(body)
+        if search:
+            query = json.dumps({"query": search.group(1).strip()}, ensure_ascii=False, separators=(",", ":"))
+            return self._call("tool_search", query)
         lorem = _LOREM.fullmatch(body)
         if lorem:
             n = int(lorem.group(1))

@@ -44,6 +44,8 @@ from ..request import (
     MultiAgentCallOutput,
     Reasoning,
     ReasoningEffort,
+    ToolSearchCall,
+    ToolSearchOutput,
     WebSearchCall,
     not_convertible,
     parse_items,
@@ -52,6 +54,7 @@ from ..request import (
 from ..request import Message as MessageItem
 from .headers import JSON_CONTENT_TYPE
 from .items import FUNCTIONS_NAMESPACE
+from .tools import LOADED_TOOL, TOOL_SEARCH
 
 __all__ = [
     "BROWSER_PAGE",
@@ -70,6 +73,7 @@ __all__ = [
     "mcp_call_message",
     "mcp_output_text",
     "tool_output_message",
+    "tool_search_found",
 ]
 
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
@@ -513,6 +517,78 @@ def _convert_agent_message(
     _require_str(item, "recipient", where)
 
 
+_SEARCH_RECIPIENT = f"{FUNCTIONS_NAMESPACE}.{TOOL_SEARCH}"
+_LOADABLE = ("function", "custom")
+
+
+def _convert_tool_search_call(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    """The model's call to ``functions.tool_search`` with its arguments (an object; a string as written)."""
+    call_id = item.get("call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise InvalidRequestError(f"'{where}.call_id' must be a string.", param=f"{where}.call_id")
+    if "arguments" not in item:
+        raise InvalidRequestError(f"'{where}.arguments' is required.", param=f"{where}.arguments")
+    arguments = item["arguments"]
+    text = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+    if call_id:
+        out.calls[call_id] = _SEARCH_RECIPIENT
+    out.messages.append(function_call_message(TOOL_SEARCH, text))
+
+
+def _loadable(tool: Any, where: str) -> bool:
+    """Whether ``tool`` (at ``where``) is a function or custom tool with a name; other kinds are not callable."""
+    if not isinstance(tool, Mapping):
+        raise InvalidRequestError(f"'{where}' must be an object.", param=where)
+    if tool.get("type") not in _LOADABLE:
+        return False
+    if not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise InvalidRequestError(f"'{where}.name' must be a non-empty string.", param=f"{where}.name")
+    return True
+
+
+def tool_search_found(tools: Any, where: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """(recipient, tool) of each function and custom tool a ``tool_search_output``'s ``tools`` loads, namespaces
+    opened (``NS.NAME``; ``functions.NAME`` for one outside a namespace); other tool kinds are skipped."""
+    if not isinstance(tools, list):
+        raise InvalidRequestError(f"'{where}' must be a list of tools.", param=where)
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    for j, tool in enumerate(tools):
+        at = f"{where}[{j}]"
+        if isinstance(tool, Mapping) and tool.get("type") == "namespace":
+            name = _require_str(tool, "name", at)
+            members = tool.get("tools")
+            if not isinstance(members, list):
+                raise InvalidRequestError(f"'{at}.tools' must be a list.", param=f"{at}.tools")
+            found.extend(
+                (f"{name}.{m['name']}", m) for k, m in enumerate(members) if _loadable(m, f"{at}.tools[{k}]")
+            )
+        elif _loadable(tool, at):
+            found.append((f"{FUNCTIONS_NAMESPACE}.{tool['name']}", tool))
+    return found
+
+
+def _convert_tool_search_output(
+    item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
+) -> None:
+    """What a tool search found, read by the model as JSON from ``functions.tool_search`` (README, "Tool search");
+    each tool it loaded is kept in the conversation's ``calls`` (:data:`LOADED_TOOL`), callable from now on."""
+    loaded = []
+    for recipient, tool in tool_search_found(item.get("tools"), f"{where}.tools"):
+        entry: dict[str, Any] = {"call": recipient, "description": tool.get("description") or ""}
+        if tool.get("type") == "custom":
+            entry["input"] = "freeform text"
+        else:
+            entry["parameters"] = tool.get("parameters") or {"type": "object"}
+        loaded.append(entry)
+        kept = {k: tool[k] for k in ("type", "description", "parameters") if k in tool}
+        out.calls[LOADED_TOOL + recipient] = orjson.dumps(kept).decode()
+    out.messages.append(
+        tool_output_message(_SEARCH_RECIPIENT, orjson.dumps({"loaded_tools": loaded}).decode())
+    )
+
+
 _Converter = Callable[[Mapping[str, Any], str, Mapping[str, str], ConvertedInput], None]
 _INPUT_CONVERTERS: dict[type[InputItem], _Converter] = {
     ConfigurationUpdate: _convert_configuration_update,
@@ -531,4 +607,6 @@ _INPUT_CONVERTERS: dict[type[InputItem], _Converter] = {
     MultiAgentCall: _convert_multi_agent_call,
     MultiAgentCallOutput: _convert_multi_agent_call_output,
     AgentMessage: _convert_agent_message,
+    ToolSearchCall: _convert_tool_search_call,
+    ToolSearchOutput: _convert_tool_search_output,
 }

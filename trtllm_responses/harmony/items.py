@@ -49,6 +49,7 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
     ResponseReasoningItem,
+    ResponseToolSearchCall,
 )
 from openai.types.responses.response_function_web_search import ActionFind, ActionOpenPage, ActionSearch
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall
@@ -83,6 +84,8 @@ class ItemKind(enum.Enum):
     CODE_INTERPRETER_CALL = "code_interpreter_call"
     MCP_CALL = "mcp_call"
     MCP_APPROVAL_REQUEST = "mcp_approval_request"
+    #: A call to the client-run ``tool_search`` (``functions.tool_search``): a ``tool_search_call`` item.
+    TOOL_SEARCH_CALL = "tool_search_call"
     #: A call to a function the request did not declare: no item (a client acts on every function_call),
     #: the tool loop answers it to the model as that function's output (``tools/unavailable.py``).
     UNDECLARED_FUNCTION = "undeclared_function"
@@ -99,6 +102,7 @@ _PREFIX = {
     ItemKind.CODE_INTERPRETER_CALL: "ci",
     ItemKind.MCP_CALL: "mcp",
     ItemKind.MCP_APPROVAL_REQUEST: "mcpr",
+    ItemKind.TOOL_SEARCH_CALL: "tsc",
     ItemKind.UNDECLARED_FUNCTION: "fc",
     ItemKind.MULTI_AGENT_CALL: "mac",
 }
@@ -145,6 +149,8 @@ def classify(header: MessageHeader, tools: RequestTools | None = None) -> ItemTa
     recipient = header.recipient
     if recipient:
         tool = tools.resolve(recipient) if tools is not None else None
+        if tool is not None and tool.search:
+            return ItemTarget(ItemKind.TOOL_SEARCH_CALL, name=tool.name)
         if tool is not None:
             namespace = None if tool.namespace == FUNCTIONS_NAMESPACE else tool.namespace
             kind = ItemKind.CUSTOM_TOOL_CALL if tool.custom else ItemKind.FUNCTION_CALL
@@ -254,6 +260,16 @@ def build_output_item(
             outputs=None,
             status=status,  # type: ignore[arg-type]
         )
+    if kind is ItemKind.TOOL_SEARCH_CALL:
+        assert call_id is not None
+        return ResponseToolSearchCall(
+            id=item_id,
+            type="tool_search_call",
+            call_id=call_id,
+            arguments=_search_arguments(text),
+            execution="client",
+            status=status,  # type: ignore[arg-type]
+        )
     assert target.name is not None and target.namespace is not None
     if kind is ItemKind.MULTI_AGENT_CALL:  # a beta item: no status field
         assert call_id is not None
@@ -282,7 +298,18 @@ def build_output_item(
     )
 
 
-_CALL_KINDS = frozenset({ItemKind.FUNCTION_CALL, ItemKind.CUSTOM_TOOL_CALL, ItemKind.MULTI_AGENT_CALL})
+_CALL_KINDS = frozenset({ItemKind.FUNCTION_CALL, ItemKind.CUSTOM_TOOL_CALL, ItemKind.MULTI_AGENT_CALL, ItemKind.TOOL_SEARCH_CALL})
+
+
+def _search_arguments(text: str) -> Any:
+    """A tool search's ``arguments`` (an object in the SDK): its JSON, ``{}`` while none has streamed, else
+    the text as written (a model that wrote no JSON)."""
+    if not text.strip():
+        return {}
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
 
 
 def new_item_ids(kind: ItemKind) -> tuple[str, str | None]:

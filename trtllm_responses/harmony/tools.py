@@ -10,6 +10,7 @@ the request's ``tools``/``tool_choice`` under "Endpoints".
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from ..request import (
     NamespaceTool,
     RequestTool,
     ToolChoice,
+    ToolSearchTool,
+    deferred,
 )
 from .headers import JSON_CONTENT_TYPE, clean_recipient
 
@@ -38,12 +41,15 @@ __all__ = [
     "CODE_TOOLS",
     "FUNCTIONS",
     "HOSTED_TOOL_TYPES",
+    "LOADED_TOOL",
+    "TOOL_SEARCH",
     "WEB_SEARCH_TOOLS",
     "CallOption",
     "GrammarCheck",
     "RequestTools",
     "Tool",
     "call_options",
+    "loaded_tools",
     "recipient_candidates",
     "select_tools",
     "server_call_options",
@@ -52,6 +58,25 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FUNCTIONS = "functions"
+#: The function a client-run ``tool_search`` tool is shown as (``functions.tool_search``).
+TOOL_SEARCH = "tool_search"
+#: What a ``tool_search`` tool without ``parameters`` takes (Codex's own shape: ``codex-rs`` ``tool_search``).
+TOOL_SEARCH_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "Search query for deferred tools."},
+        "limit": {"type": "number", "description": "Maximum number of tools to return."},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+TOOL_SEARCH_DESCRIPTION = (
+    "Searches the tools that were not shown to you upfront and loads the ones that match, so that you can "
+    "call them next."
+)
+#: A conversation's ``calls`` key (``harmony/input_messages.py``) for a tool a ``tool_search_output`` loaded:
+#: ``LOADED_TOOL + "NS.NAME"`` → the tool's JSON, so later turns (stored or replayed) can call it.
+LOADED_TOOL = "tool_search:"
 
 #: Refuses a custom tool's grammar (syntax, definition, param) with an InvalidRequestError.
 GrammarCheck = Callable[[str, str, str], None]
@@ -117,6 +142,7 @@ class Tool:
     strict: bool = False  # functions: strict schema
     syntax: str | None = None  # custom tools with a grammar: "lark" or "regex"
     definition: str | None = None  # ... and the grammar
+    search: bool = False  # the client-run tool_search: a call to it is a tool_search_call
 
     @property
     def recipient(self) -> str:
@@ -132,16 +158,22 @@ class RequestTools:
     namespace_descriptions: Mapping[str, str] = field(default_factory=dict)
     required: bool = False  # the response must end in a call to one of ``tools``
     hidden: tuple[str, ...] = ()  # hosted tool types declared but not shown
+    #: Callable but not in the developer message: deferred tools (a client-run tool search finds them) and
+    #: tools a ``tool_search_output`` loaded (the model read them there).
+    loaded: tuple[Tool, ...] = ()
 
     def by_recipient(self, recipient: str) -> Tool | None:
-        """The shown tool a call to ``recipient`` goes to."""
+        """The shown (or loaded) tool a call to ``recipient`` goes to."""
         for tool in self.tools:
+            if tool.recipient == recipient:
+                return tool
+        for tool in self.loaded:
             if tool.recipient == recipient:
                 return tool
         return None
 
     def resolve(self, recipient: str) -> Tool | None:
-        """The shown tool the model meant by ``recipient``, as written or cleaned (None: not a shown tool).
+        """The shown (or loaded) tool the model meant by ``recipient``, as written or cleaned (None: neither).
 
         Cleaned: a stray control-token text cut (``exec<|channel|>commentary``), a repeated namespace
         collapsed (``functions.functions.x``), a glued content type dropped (``shelljson``). A bare name
@@ -153,7 +185,7 @@ class RequestTools:
             if tool is not None:
                 return tool
             if "." not in candidate:
-                named = [t for t in self.tools if t.name == candidate]
+                named = [t for t in (*self.tools, *self.loaded) if t.name == candidate]
                 if len(named) == 1:
                     return named[0]
         return None
@@ -223,6 +255,39 @@ def _shown(tool: FunctionTool | CustomTool, where: str, namespace: str, check_gr
     )
 
 
+def loaded_tools(calls: Mapping[str, str]) -> tuple[Tool, ...]:
+    """The tools ``tool_search_output`` items of a conversation loaded (its ``calls``' :data:`LOADED_TOOL` keys)."""
+    out: list[Tool] = []
+    for key, value in calls.items():
+        if not key.startswith(LOADED_TOOL):
+            continue
+        namespace, _, name = key[len(LOADED_TOOL) :].rpartition(".")
+        data = json.loads(value)
+        parameters = data.get("parameters")
+        out.append(
+            Tool(
+                namespace=namespace or FUNCTIONS,
+                name=name,
+                custom=data.get("type") == "custom",
+                description=data.get("description") or "",
+                parameters=parameters if isinstance(parameters, dict) else None,
+            )
+        )
+    return tuple(out)
+
+
+def _search_tool(tool: ToolSearchTool) -> Tool:
+    """A client-run ``tool_search`` as the model is shown it: ``functions.tool_search``."""
+    return Tool(
+        namespace=FUNCTIONS,
+        name=TOOL_SEARCH,
+        custom=False,
+        description=tool.description or TOOL_SEARCH_DESCRIPTION,
+        parameters=tool.parameters if tool.parameters is not None else TOOL_SEARCH_PARAMETERS,
+        search=True,
+    )
+
+
 def select_tools(
     tools: Sequence[RequestTool],
     choice: ToolChoice,
@@ -230,6 +295,7 @@ def select_tools(
     server_tools: bool = False,
     *,
     check_grammar: GrammarCheck,
+    loaded: Sequence[Tool] = (),
 ) -> RequestTools:
     """The request's tools as shown after ``tool_choice``; raise InvalidRequestError naming the field.
 
@@ -239,19 +305,37 @@ def select_tools(
     A hosted tool type not shown to the model is logged once per ``logged`` set (the adapter's).
     ``server_tools``: the server runs tools of this request (MCP, python, browser), so a
     required call may go to one of them (the adapter checks that one exists).
+    ``loaded``: tools ``tool_search_output`` items loaded (:func:`loaded_tools`), callable, not shown.
+
+    A client-run ``tool_search`` (``execution: "client"``) is shown as ``functions.tool_search``, and
+    deferred tools (``defer_loading: true``) are then callable but not shown: the model finds them with a
+    search. With a hosted ``tool_search`` (which this server does not run) deferred tools are shown as any
+    other, since nothing else would ever load them (README, "Tool search").
     """
     declared: list[Tool] = []
+    hidden_tools: list[Tool] = list(loaded)
     descriptions: dict[str, str] = {}
     hidden: list[str] = []
+    searching = any(isinstance(t, ToolSearchTool) and t.execution == "client" for t in tools)
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
         if isinstance(tool, (FunctionTool, CustomTool)):
-            declared.append(_shown(tool, where, FUNCTIONS, check_grammar))
+            shown = _shown(tool, where, FUNCTIONS, check_grammar)
+            (hidden_tools if searching and deferred(tool) else declared).append(shown)
         elif isinstance(tool, NamespaceTool):
             descriptions[tool.name] = tool.description
-            declared.extend(
-                _shown(m, f"{where}.tools[{j}]", tool.name, check_grammar) for j, m in enumerate(tool.tools)
-            )
+            for j, m in enumerate(tool.tools):
+                shown = _shown(m, f"{where}.tools[{j}]", tool.name, check_grammar)
+                waits = searching and (deferred(tool) or deferred(m))
+                (hidden_tools if waits else declared).append(shown)
+        elif isinstance(tool, ToolSearchTool):
+            if tool.execution == "client":
+                declared.append(_search_tool(tool))
+            else:
+                hidden.append("tool_search")
+                if logged is not None and "tool_search" not in logged:
+                    logged.add("tool_search")
+                    logger.info("A hosted tool_search is not run by this server: deferred tools are shown")
         elif isinstance(tool, HostedTool):
             hidden.append(tool.kind)
             if logged is not None and tool.kind not in logged:
@@ -265,17 +349,18 @@ def select_tools(
         if shown.recipient in seen:
             raise InvalidRequestError(f"Tool {shown.recipient!r} is declared twice.", param="tools")
         seen.add(shown.recipient)
+    later = tuple(hidden_tools)
     if choice == "none":
         return RequestTools((), descriptions, False, tuple(hidden))
     if choice == "auto":
-        return RequestTools(tuple(declared), descriptions, False, tuple(hidden))
+        return RequestTools(tuple(declared), descriptions, False, tuple(hidden), later)
     if choice == "required":
         if not declared and not server_tools:
             raise InvalidRequestError(
                 "tool_choice is 'required' but no function, custom or namespace tool is declared.",
                 param="tool_choice",
             )
-        return RequestTools(tuple(declared), descriptions, True, tuple(hidden))
+        return RequestTools(tuple(declared), descriptions, True, tuple(hidden), later)
     if isinstance(choice, ChooseTool):
         chosen = [t for t in declared if choice.name in (t.name, t.recipient) and t.custom == choice.custom]
         if not chosen:
@@ -292,9 +377,9 @@ def select_tools(
                 "tool_choice requires a call to one of its allowed tools, but none of them is in tools.",
                 param="tool_choice.tools",
             )
-        return RequestTools(tuple(chosen), descriptions, choice.required, tuple(hidden))
+        return RequestTools(tuple(chosen), descriptions, choice.required, tuple(hidden), later)
     # A server-run tool named as the choice (mcp, code_interpreter, web_search): the adapter forces it.
-    return RequestTools(tuple(declared), descriptions, False, tuple(hidden))
+    return RequestTools(tuple(declared), descriptions, False, tuple(hidden), later)
 
 
 def call_options(tools: Iterable[Tool]) -> tuple[CallOption, ...]:

@@ -36,6 +36,8 @@ __all__ = [
     "MultiAgentCall",
     "MultiAgentCallOutput",
     "Reasoning",
+    "ToolSearchCall",
+    "ToolSearchOutput",
     "WebSearchCall",
     "not_convertible",
     "parse_item",
@@ -145,6 +147,20 @@ class McpApprovalResponse(InputItem):
         return self.data.get("approve") is True
 
 
+class ToolSearchCall(InputItem):
+    """A ``tool_search_call``: the model searched for deferred tools (its ``arguments``, an object)."""
+
+    __slots__ = ()
+    TYPE = "tool_search_call"
+
+
+class ToolSearchOutput(InputItem):
+    """A ``tool_search_output``: the tools a search loaded (``tools``: namespaces, functions, custom tools)."""
+
+    __slots__ = ()
+    TYPE = "tool_search_output"
+
+
 class ConfigurationUpdate(InputItem):
     """A ``configuration_update``: settings for this response and the ones after it."""
 
@@ -209,6 +225,8 @@ _KINDS: dict[str, type[InputItem]] = {
         McpListTools,
         McpApprovalRequest,
         McpApprovalResponse,
+        ToolSearchCall,
+        ToolSearchOutput,
         ConfigurationUpdate,
         ItemReference,
         CompactionTrigger,

@@ -2,7 +2,7 @@
 
 Each tool is checked against the SDK model its ``type`` names (``fields.check_object``: the errors
 name the field), then becomes a :class:`FunctionTool`, :class:`CustomTool`, :class:`NamespaceTool`,
-:class:`McpTool` or :class:`HostedTool`. Every value keeps ``data``, the checked tool in the SDK's
+:class:`McpTool`, :class:`ToolSearchTool` or :class:`HostedTool`. Every value keeps ``data``, the checked tool in the SDK's
 shape, which is what the response echoes. What the layers above check of a tool (a strict schema,
 a grammar that must compile, an MCP server's URL) they check on these values; README, "Tools,
 structured outputs and constraints".
@@ -30,6 +30,8 @@ __all__ = [
     "McpTool",
     "NamespaceTool",
     "RequestTool",
+    "ToolSearchTool",
+    "deferred",
     "parse_tools",
     "tools_data",
 ]
@@ -45,7 +47,7 @@ CODE_TOOLS = frozenset({"code_interpreter"})
 HOSTED_TOOL_TYPES = (
     WEB_SEARCH_TOOLS
     | CODE_TOOLS
-    | frozenset({"file_search", "image_generation", "computer_use", "computer_use_preview", "tool_search"})
+    | frozenset({"file_search", "image_generation", "computer_use", "computer_use_preview"})
 )
 
 
@@ -79,6 +81,25 @@ class NamespaceTool:
     description: str
     tools: tuple[FunctionTool | CustomTool, ...]
     data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ToolSearchTool:
+    """The ``tool_search`` tool (the SDK's ``ToolSearchTool``): finds deferred tools (``defer_loading``).
+
+    ``execution`` ``client``: the client runs the search (Codex); the model calls it as a function and the
+    client answers with a ``tool_search_output``. ``server`` or absent: OpenAI's hosted search.
+    """
+
+    execution: Literal["client", "server"] | None
+    description: str | None
+    parameters: dict[str, Any] | None
+    data: dict[str, Any]
+
+
+def deferred(tool: FunctionTool | CustomTool | NamespaceTool) -> bool:
+    """Whether a tool is deferred (``defer_loading: true``): shown only once a tool search loads it."""
+    return tool.data.get("defer_loading") is True
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -118,7 +139,7 @@ def builtin_of(kind: str) -> Literal["browser", "python"] | None:
     return "python" if kind in CODE_TOOLS else None
 
 
-RequestTool = FunctionTool | CustomTool | NamespaceTool | McpTool | HostedTool
+RequestTool = FunctionTool | CustomTool | NamespaceTool | McpTool | ToolSearchTool | HostedTool
 
 
 def _string(tool: Mapping[str, Any], key: str, where: str, required: bool = False) -> str | None:
@@ -199,6 +220,11 @@ def _tool(data: dict[str, Any], where: str) -> RequestTool:
         return NamespaceTool(name, description, tools, data)
     if kind == "mcp":
         return McpTool(data)
+    if kind == "tool_search":
+        parameters = data.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise InvalidRequestError(f"'{where}.parameters' must be an object.", param=f"{where}.parameters")
+        return ToolSearchTool(data.get("execution"), _string(data, "description", where), parameters, data)
     if kind in HOSTED_TOOL_TYPES:
         return HostedTool(kind, data)
     raise InvalidRequestError(

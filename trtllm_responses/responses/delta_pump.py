@@ -23,8 +23,12 @@ class MainDeltas:
     during a summary. Responses without summaries never start it.
     """
 
-    def __init__(self, deltas: AsyncGenerator[TokenDelta, None]) -> None:
+    def __init__(self, deltas: AsyncGenerator[TokenDelta, None], ready_token: int | None = None) -> None:
         self.deltas = deltas
+        #: A token that says the next output item is ready (``<|message|>``: its header is whole); None: not watched.
+        self._ready_token = ready_token
+        #: The pump has queued ``ready_token`` or the finish: what a summary delivered with a cutoff stops at.
+        self.next_ready = False
         self._queue: asyncio.Queue[TokenDelta | BaseException] = asyncio.Queue()
         self._pump: asyncio.Task[None] | None = None
         self._pumping = False
@@ -54,6 +58,7 @@ class MainDeltas:
     def pump(self) -> None:
         """Pull the engine's deltas in a task of their own (until :meth:`stop_pumping`)."""
         self._pumping = True
+        self.next_ready = self.finished
         self.direct = False
         if self._pump is None or self._pump.done():
             self._pump = asyncio.ensure_future(self._run())
@@ -73,6 +78,9 @@ class MainDeltas:
                 return
             if delta.finish_reason is not None:
                 self.finished = True
+                self.next_ready = True
+            elif self._ready_token is not None and self._ready_token in delta.token_ids:
+                self.next_ready = True
             self._queue.put_nowait(delta)
 
     async def close(self) -> None:

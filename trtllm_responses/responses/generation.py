@@ -231,7 +231,10 @@ class ResponseGenerator:
         """
         if run.interrupted:  # cancelled or aborted before this generation started: never submitted
             return processor.interrupted("The generation was cancelled.")
-        main = MainDeltas(self.executor.generate(generation))
+        cutoff = run.prepared.summary_cutoff
+        main = MainDeltas(
+            self.executor.generate(generation), self.adapter.encoding.message if cutoff else None
+        )
         run.generating = generation.request_id
         first = processor.first_token_at is None  # for the access log; a local flag costs nothing per token
         started = False  # the executor has this generation: an abort from now on reaches it
@@ -269,7 +272,7 @@ class ResponseGenerator:
                     main.pump()
                     pull = main.next
                     try:
-                        events = await self._summarize(run, processor, deliver)
+                        events = await self._summarize(run, processor, deliver, main if cutoff else None)
                     finally:
                         main.stop_pumping()
                     try:
@@ -293,12 +296,18 @@ class ResponseGenerator:
             await main.close()
 
     async def _summarize(
-        self, run: ResponseRun, processor: TokenStreamProcessor, deliver: Deliver | None
+        self,
+        run: ResponseRun,
+        processor: TokenStreamProcessor,
+        deliver: Deliver | None,
+        cutoff: MainDeltas | None = None,
     ) -> list[ResponseStreamEvent]:
         """Stream the summary of the parked reasoning item; return the events that close it (undelivered).
 
         A side generation on the same executor (``summaries.py``); its failure leaves the
         item with what the summary had (nothing: ``summary: []``), never fails the response.
+        With ``cutoff`` (a ``*_cutoff`` delivery) it stops, ``incomplete``, once the main generation's
+        next item is ready.
         """
         stream = processor.stream
         parked = stream.summary_due
@@ -325,6 +334,9 @@ class ResponseGenerator:
                             await deliver(events)
                             delivering = False
                     if deltas.finished or reader.ended or run.interrupted:
+                        break
+                    if cutoff is not None and cutoff.next_ready:  # the answer is ready: it waits no longer
+                        cut = True
                         break
         except Exception:  # the summary is optional: the response goes on without (the rest of) it
             if delivering:  # the client is gone: not the summary's failure

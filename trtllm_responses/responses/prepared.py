@@ -82,6 +82,8 @@ class PreparedResponse:
     generate: bool = True
     #: The reasoning summary the request asked for (``auto``, ``concise``, ``detailed``), or None.
     summary_mode: str | None = None
+    #: A running summary is cut off once the next output item is ready (``stream_options.reasoning_summary_delivery``).
+    summary_cutoff: bool = False
     #: The conversation was compacted before this response (``context_management``).
     compaction: Compaction | None = None
 

@@ -2,9 +2,11 @@
 
 An ``{"type": "item_reference", "id": ...}`` (the SDK's ``ItemReference``; ``type`` may be left out)
 stands for an item the server already holds, inserted where the reference is. It is looked up, in
-order, among the items earlier in the same input, the request's conversation's items, and the input
+order, among the items earlier in the same input, the request's conversation's items, the input
 and output items of the stored responses of its ``previous_response_id`` chain (newest first, at most
-:data:`MAX_CHAIN_RESPONSES` of them). An id found nowhere is a 400 naming it and the reference's place.
+:data:`MAX_CHAIN_RESPONSES` of them), and then, as OpenAI does, any stored response's: the store's item
+index names the response holding each id still missing (``ResponseStore.item_responses``), which is
+read. An id found nowhere is a 400 naming it and the reference's place.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import orjson
 
 from ..core import InvalidRequestError
 from ..request import InputItem, ItemReference, parse_items
-from ..store import ResponseStore
+from ..store import ResponseStore, StoredResponse
 
 __all__ = ["MAX_CHAIN_RESPONSES", "ConversationItems", "has_references", "resolve_references"]
 
@@ -25,6 +27,33 @@ MAX_CHAIN_RESPONSES = 1000
 
 #: Reads a conversation's items (called only when a reference needs them).
 ConversationItems = Callable[[], Awaitable[Sequence[tuple[str, bytes]]]]
+
+
+def _entry_items(entry: StoredResponse) -> dict[str, Any]:
+    """A stored response's output and input items, by id."""
+    items = {
+        item["id"]: item for item in orjson.loads(entry.response_json).get("output") or () if "id" in item
+    }
+    for item_id, data in zip(entry.input_item_ids, entry.input_items_json, strict=True):
+        items.setdefault(item_id, data)
+    return items
+
+
+async def _from_index(store: ResponseStore, missing: list[str], found: dict[str, Any]) -> None:
+    """Add to ``found`` the items of ``missing`` that stored responses outside the chain hold (the store's
+    item index names them; each response holding one is read once)."""
+    holders: dict[str, list[str]] = {}
+    for item_id, response_id in (await store.item_responses(missing)).items():
+        holders.setdefault(response_id, []).append(item_id)
+    for response_id, ids in holders.items():
+        entry = await store.get(response_id)
+        if entry is None:  # gone since the index was read
+            continue
+        items = _entry_items(entry)
+        for item_id in ids:
+            item = items.get(item_id)
+            if item is not None:
+                found[item_id] = orjson.loads(item) if isinstance(item, bytes) else item
 
 
 def has_references(input: str | Sequence[InputItem]) -> bool:
@@ -72,6 +101,8 @@ async def resolve_references(
             if item_id in wanted and item_id not in found:
                 found[item_id] = orjson.loads(data)
         response_id = response.get("previous_response_id")
+    if len(found) < len(wanted):
+        await _from_index(store, [i for i in wanted if i not in found], found)
     out: list[Any] = []
     for i, item in enumerate(input):
         if not isinstance(item, ItemReference):

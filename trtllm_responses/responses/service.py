@@ -77,7 +77,7 @@ from .sealing import ContentSealer, is_tool_read, unseal_input, unseal_items
 from .sessions import Chain, session_key
 from .subagent_limits import SubagentLimits, SubagentPool
 from .subagents import Team
-from .summaries import Summarizer, summary_mode
+from .summaries import Summarizer, summary_cutoff, summary_mode
 from .truncation import truncate_prompt
 
 __all__ = [
@@ -211,6 +211,7 @@ class ResponsesService:
         if request.store:
             await self.store.ping()  # 503 now, not a generated response that cannot be kept
         summaries = summary_mode(request)
+        cutoff = summary_cutoff(request)
         conversation = None
         seen: tuple[int, str | None] = (0, None)
         conversation_history = None
@@ -321,6 +322,7 @@ class ResponsesService:
             seal_tool_read=sealer.seal_tool_read if sealer is not None and encrypted else None,
             compaction=compaction,
             summary_mode=summaries,
+            summary_cutoff=cutoff,
             conversation_id=conversation,
             conversation_seen=seen if conversation else (0, None),
             tools=tools,

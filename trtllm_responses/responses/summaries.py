@@ -33,6 +33,7 @@ __all__ = [
     "SUMMARY_TOKENS",
     "Summarizer",
     "SummaryReader",
+    "summary_cutoff",
     "summary_mode",
 ]
 
@@ -73,6 +74,35 @@ def summary_mode(request: ResponsesRequest) -> str | None:
             )
         return str(value)
     return None
+
+
+#: ``stream_options.reasoning_summary_delivery`` values (Codex, openai/codex PRs #29692 and #31306) and whether
+#: each cuts a running summary off once the next output item is ready: ``*_cutoff`` do (the summary never
+#: delays the answer; what it had is its ``.done`` text, its part ``incomplete``), the others wait for it.
+#: ``concurrent_cutoff`` is delivered as ``sequential_cutoff`` (items are never interleaved here: README,
+#: "Fields and headers of newer clients"). A string not listed is ignored (the default delivery).
+SUMMARY_DELIVERIES = {
+    "sequential": False,
+    "concurrent": False,
+    "sequential_cutoff": True,
+    "concurrent_cutoff": True,
+}
+
+
+def summary_cutoff(request: ResponsesRequest) -> bool:
+    """Whether the request's summaries are cut off when the next item is ready (``stream_options``); a
+    ``reasoning_summary_delivery`` that is not a string is a 400."""
+    options = request.stream_options
+    delivery = options.get("reasoning_summary_delivery") if options else None
+    if delivery is None:
+        return False
+    if not isinstance(delivery, str):
+        raise InvalidRequestError(
+            "Invalid type for 'stream_options.reasoning_summary_delivery': expected a string.",
+            param="stream_options.reasoning_summary_delivery",
+            code="invalid_type",
+        )
+    return SUMMARY_DELIVERIES.get(delivery, False)
 
 
 def _bounded(text: str) -> str:

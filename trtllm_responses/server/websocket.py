@@ -50,6 +50,10 @@ MAX_QUEUED = 64
 MAX_STREAM_ID = 128
 #: Bytes of ``response.create`` messages waiting on one connection's lanes, in ``--max_input_bytes``.
 MAX_QUEUED_INPUTS = 4
+#: The handshake response header that tells Codex the largest ``response.create`` message this server takes
+#: (``--max_input_bytes``; a larger one is answered with an error event). Codex reads it from the handshake
+#: response, beside ``openai-model`` and ``x-reasoning-included`` (README, "Fields and headers of newer clients").
+MAX_MESSAGE_HEADER = b"x-codex-websocket-max-message-bytes"
 # Over WebSocket a response always streams and never runs in the background. ``stream: true`` is
 # redundant and accepted (the Agents SDK sends it); ``stream: false`` and ``background: true`` are errors.
 _NOT_IN_CREATE = {
@@ -134,7 +138,8 @@ class ResponsesSocket:
         message = await self._receive()
         if message["type"] != "websocket.connect":
             return
-        await self._send({"type": "websocket.accept"})
+        limit_header = (MAX_MESSAGE_HEADER, str(self.service.max_input_bytes).encode())
+        await self._send({"type": "websocket.accept", "headers": [limit_header]})
         logger.debug("WebSocket connection opened")
         limit = self.config.websocket_max_seconds
         try:

@@ -22,6 +22,7 @@ from .base import (
     StoredConversation,
     StoredResponse,
     StoreStats,
+    item_ids,
 )
 from .codec import CodecError, decode_entry, encode_entry
 from .memory import ConversationHistoryStore
@@ -44,6 +45,7 @@ __all__ = [
     "StoredResponse",
     "decode_entry",
     "encode_entry",
+    "item_ids",
     "open_store",
 ]
 

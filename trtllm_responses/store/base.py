@@ -9,6 +9,10 @@ A :class:`StoredResponse` keeps what later requests need:
 - its session key (``request/affinity.py``), which a response continuing it inherits, so the root
   of a ``previous_response_id`` chain is known without walking the chain, on any replica.
 
+Every backend also indexes the ids of each stored response's input and output items (``item_responses``),
+so an ``item_reference`` finds any item the store holds, whichever chain it was in; the index lives and
+dies with the responses (README, "Stores").
+
 Everything in an entry is immutable (bytes, tuples, a frozen history), so a
 reader can never see an entry change, and concurrent continuations of one
 response each extend it into a history of their own.
@@ -25,6 +29,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
+import orjson
+
 from ..adapter import ConversationHistory
 from ..core import exact_bytes
 
@@ -36,6 +42,7 @@ __all__ = [
     "StoreStats",
     "StoredConversation",
     "StoredResponse",
+    "item_ids",
 ]
 
 #: One conversation item: its id and its JSON.
@@ -72,6 +79,18 @@ class StoredResponse:
         size += sys.getsizeof(self.input_item_ids) + sum(sys.getsizeof(i) for i in self.input_item_ids)
         size += sys.getsizeof(self.input_items_json) + sum(sys.getsizeof(b) for b in self.input_items_json)
         return size
+
+
+def item_ids(entry: StoredResponse) -> tuple[str, ...]:
+    """The ids of an entry's input items and output items (what the item index maps to it), each once."""
+    try:
+        response = orjson.loads(entry.response_json)
+    except orjson.JSONDecodeError:  # not a response (a test's filler bytes): its input items only
+        response = None
+    output = (response.get("output") if isinstance(response, dict) else None) or ()
+    ids = [*entry.input_item_ids]
+    ids += [item["id"] for item in output if isinstance(item, dict) and isinstance(item.get("id"), str)]
+    return tuple(dict.fromkeys(ids))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +145,11 @@ class ResponseStore(Protocol):
 
     async def delete(self, response_id: str) -> bool:
         """Forget an entry; False if it was not there."""
+
+    async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:
+        """For each of ``item_ids`` that an input or output item of a stored response has, that response's id
+        (the one stored last, when several have it). Reads no entry; a response deleted, evicted or expired
+        is no longer named (the index goes with it)."""
 
     async def stats(self) -> StoreStats:
         """Counters for logs and benchmarks."""

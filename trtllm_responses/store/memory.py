@@ -8,11 +8,16 @@ counts its whole history, even the part it shares with its predecessors, so
 the accounted total is an upper bound of the memory really held: the bound
 holds even when a predecessor is evicted and its successor keeps the shared
 part alive.
+
+The item index (item id → the response holding it) is kept beside the entries and counted in
+their bytes (:data:`_INDEX_ENTRY` and the id, per item): evicting or deleting an entry drops its
+items from the index, so it is bounded by the same two limits.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Collection
@@ -25,9 +30,10 @@ from .base import (
     StoredConversation,
     StoredResponse,
     StoreStats,
+    item_ids,
 )
 
-__all__ = ["ConversationHistoryStore"]
+__all__ = ["ConversationHistoryStore", "accounted_bytes"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +41,15 @@ logger = logging.getLogger(__name__)
 # an entry in the id index.
 _CONVERSATION_OVERHEAD = 512
 _ITEM_OVERHEAD = 224
+#: One item of the item index: its dict slot and the entry's tuple slot (the id string is counted apart).
+_INDEX_ENTRY = 128
+
+
+def accounted_bytes(entry: StoredResponse, ids: tuple[str, ...] | None = None) -> int:
+    """What an entry counts against ``max_bytes``: its own ``nbytes`` and its item index entries (``ids``,
+    its :func:`item_ids` when not given)."""
+    ids = item_ids(entry) if ids is None else ids
+    return entry.nbytes + sum(_INDEX_ENTRY + sys.getsizeof(i) for i in ids)
 
 
 def _items_size(items: list[ConversationItem]) -> int:
@@ -78,6 +93,9 @@ class ConversationHistoryStore:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, StoredResponse] = OrderedDict()
         self._sizes: dict[str, int] = {}
+        # The item index: item id → the response holding it (the last stored), and each response's item ids.
+        self._items: dict[str, str] = {}
+        self._item_ids: dict[str, tuple[str, ...]] = {}
         self._bytes = 0
         self._evictions = 0
         self._rejected = 0
@@ -108,8 +126,9 @@ class ConversationHistoryStore:
             return True
 
     async def put(self, entry: StoredResponse) -> bool:
-        """Keep an entry, evicting least recently used ones to stay within both bounds."""
-        size = entry.nbytes
+        """Keep an entry and index its items, evicting least recently used ones to stay within both bounds."""
+        ids = item_ids(entry)
+        size = accounted_bytes(entry, ids)
         if size > self.max_bytes:
             with self._lock:
                 self._rejected += 1
@@ -125,22 +144,40 @@ class ConversationHistoryStore:
             if old is not None:
                 self._bytes -= old
                 del self._entries[entry.id]
+                self._unindex(entry.id)
             self._entries[entry.id] = entry
             self._sizes[entry.id] = size
             self._bytes += size
+            self._item_ids[entry.id] = ids
+            for item_id in ids:
+                self._items[item_id] = entry.id
             while len(self._entries) > self.max_responses or self._bytes > self.max_bytes:
                 evicted, _ = self._entries.popitem(last=False)
                 self._bytes -= self._sizes.pop(evicted)
+                self._unindex(evicted)
                 self._evictions += 1
         return True
 
+    def _unindex(self, response_id: str) -> None:
+        """Drop a response's items from the item index (those another response took since stay its)."""
+        for item_id in self._item_ids.pop(response_id, ()):
+            if self._items.get(item_id) == response_id:
+                del self._items[item_id]
+
     async def delete(self, response_id: str) -> bool:
-        """Forget an entry."""
+        """Forget an entry (and its items in the index)."""
         with self._lock:
             if self._entries.pop(response_id, None) is None:
                 return False
             self._bytes -= self._sizes.pop(response_id)
+            self._unindex(response_id)
             return True
+
+    async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:
+        """The stored responses holding ``item_ids``, from the index (no entry is read or marked used)."""
+        with self._lock:
+            index = self._items
+            return {i: index[i] for i in item_ids if i in index}
 
     async def ping(self) -> None:
         """In this process: always reachable."""

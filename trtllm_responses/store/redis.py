@@ -10,6 +10,14 @@ counts its keys.
 Every command has a socket timeout; an unreachable or slow Redis becomes
 ServiceUnavailableError (a 503), and the connection pool reconnects on the
 next request once Redis is back.
+
+The item index is one hash, ``trtllm:items`` (item id → the response holding it, and per response a field
+listing its item ids), written by a script in ``put``'s transaction; ``delete`` and a replacing ``put``
+take the response's items out in theirs. Redis 7.0 cannot expire a hash field, so the fields of a response
+that expired or was evicted are dropped when a lookup finds it gone, and by a sweep: once the hash holds
+more than :data:`INDEX_SWEEP_FIELDS` fields, every :data:`INDEX_SWEEP_EVERY`-th ``put`` checks
+:data:`INDEX_SWEEP_BATCH` more of them (a cursor over the hash). A lookup never names a response that is
+gone.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from .base import (
     StoredConversation,
     StoredResponse,
     StoreStats,
+    item_ids,
 )
 from .codec import decode_stored, encode_entry
 
@@ -39,6 +48,44 @@ PREFIX = "trtllm:resp:"
 #: + id: the conversation's JSON; + id + ":items": a list of item_id \0 JSON; + ":ids": a set of its item
 #: ids; + ":bytes": its items' JSON bytes.
 CONVERSATION = "trtllm:conv:"
+#: The item index: a hash of item id → response id.
+ITEMS = "trtllm:items"
+#: The index's size past which puts sweep it, how often they do, and how many fields a sweep checks.
+INDEX_SWEEP_FIELDS = 100_000
+INDEX_SWEEP_EVERY = 100
+INDEX_SWEEP_BATCH = 1_000
+
+
+#: A response's own field in the index (``\0`` + its id): its item ids, ``\0``-separated, so that replacing or
+#: deleting it takes out exactly its items.
+_OWN = b"\0"
+#: Take a response (ARGV[1]) out of the index: the items still naming it, and its own field.
+_UNINDEX_BODY = """
+local own = '\\0' .. ARGV[1]
+local old = redis.call('HGET', KEYS[1], own)
+if old then
+  for id in string.gmatch(old, '[^%z]+') do
+    if redis.call('HGET', KEYS[1], id) == ARGV[1] then redis.call('HDEL', KEYS[1], id) end
+  end
+  redis.call('HDEL', KEYS[1], own)
+end
+"""
+_UNINDEX = _UNINDEX_BODY + "return 0"
+#: Index a response (ARGV[1]) with its item ids (ARGV[2:]), its earlier version's items out first; the index's size.
+_INDEX = (
+    _UNINDEX_BODY
+    + """
+if #ARGV > 1 then
+  local ids = {}
+  for i = 2, #ARGV do
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[1])
+    ids[#ids + 1] = ARGV[i]
+  end
+  redis.call('HSET', KEYS[1], own, table.concat(ids, '\\0'))
+end
+return redis.call('HLEN', KEYS[1])
+"""
+)
 
 
 def redis_client(url: str, timeout: float) -> Any:
@@ -71,6 +118,8 @@ class RedisStore:
         self.timeout = timeout
         self.client = client if client is not None else redis_client(url, timeout)
         self._rejected = 0
+        self._puts = 0  # puts that found the index over INDEX_SWEEP_FIELDS since it was last swept
+        self._sweep_cursor = 0
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         import redis.exceptions
@@ -105,19 +154,64 @@ class RedisStore:
                 "Response %s (%d bytes) is larger than --max_store_bytes; not stored", entry.id, len(data)
             )
             return False
-        await self._call("set", PREFIX + entry.id, data, ex=self.ttl or None)
+        ids = item_ids(entry)
+        key = PREFIX + entry.id
+
+        def build(pipe: Any) -> None:
+            pipe.set(key, data, ex=self.ttl or None)
+            pipe.eval(_INDEX, 1, ITEMS, entry.id, *ids)
+
+        fields = (await self._multi(build))[-1]
+        if int(fields) > INDEX_SWEEP_FIELDS:
+            self._puts += 1
+            if self._puts >= INDEX_SWEEP_EVERY:
+                self._puts = 0
+                await self._sweep()
         return True
 
+    async def _sweep(self) -> None:
+        """Check the next :data:`INDEX_SWEEP_BATCH` fields of the item index; drop those of responses gone."""
+        cursor, fields = await self._call("hscan", ITEMS, self._sweep_cursor, count=INDEX_SWEEP_BATCH)
+        self._sweep_cursor = int(cursor)
+        named = {
+            (k[len(_OWN) :] if k.startswith(_OWN) else v).decode() for k, v in fields.items()
+        }  # a response's own field names it by its key, an item's by its value
+        await self._gone(named)
+
+    async def _gone(self, responses: Collection[str]) -> set[str]:
+        """Those of ``responses`` that are gone (expired, evicted), their items taken out of the index."""
+        names = list(dict.fromkeys(responses))
+        if not names:
+            return set()
+        there = await self._multi(lambda p: [p.exists(PREFIX + r) for r in names], transaction=False)
+        gone = {r for r, n in zip(names, there, strict=True) if not n}
+        if gone:
+            await self._multi(lambda p: [p.eval(_UNINDEX, 1, ITEMS, r) for r in gone], transaction=False)
+        return gone
+
     async def delete(self, response_id: str) -> bool:
-        """Forget an entry."""
-        return bool(await self._call("delete", PREFIX + response_id))
+        """Forget an entry and take its items out of the index (one transaction)."""
+        deleted = await self._multi(
+            lambda p: p.eval(_UNINDEX, 1, ITEMS, response_id).delete(PREFIX + response_id)
+        )
+        return bool(deleted[-1])
+
+    async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:
+        """HMGET on the index, then EXISTS on the responses named (those gone leave the index)."""
+        wanted = [i for i in dict.fromkeys(item_ids) if not i.startswith("\0")]
+        if not wanted:
+            return {}
+        values = await self._call("hmget", ITEMS, wanted)
+        found = {i: v.decode() for i, v in zip(wanted, values, strict=True) if v is not None}
+        gone = await self._gone(found.values())
+        return {i: r for i, r in found.items() if r not in gone}
 
     async def stats(self) -> StoreStats:
-        """Keys in this database, Redis's memory, and its evictions."""
-        keys = await self._call("dbsize")
+        """Keys in this database (the item index's hash not counted), Redis's memory, and its evictions."""
+        keys, index = await self._multi(lambda p: p.dbsize().exists(ITEMS), transaction=False)
         info = await self._call("info")
         return StoreStats(
-            responses=int(keys),
+            responses=int(keys) - int(index),
             bytes=int(info.get("used_memory", 0)),
             max_responses=0,
             max_bytes=int(info.get("maxmemory", 0)),

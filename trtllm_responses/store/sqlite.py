@@ -10,6 +10,10 @@
   ``max_bytes`` of their fields and items; the one being written is never evicted).
 - Totals are kept by triggers in the same transactions, so several processes
   may share one file and the bounds still hold.
+- The item index is a table (item id → response) written in ``put``'s transaction and emptied of a
+  response's items by a trigger when the response row goes (deleted, replaced or evicted); its rows'
+  bytes count in their response's ``nbytes``. Responses stored by a release without the index are not
+  in it (their items are found through their chain, as before).
 - Blocking I/O never runs on the event loop: one dedicated thread owns the
   connection, and every call waits for it at most ``timeout`` seconds
   (then ServiceUnavailableError: a 503, never a hang).
@@ -33,6 +37,7 @@ from .base import (
     StoredConversation,
     StoredResponse,
     StoreStats,
+    item_ids,
 )
 from .codec import decode_stored, encode_entry
 
@@ -44,6 +49,8 @@ T = TypeVar("T")
 
 #: Ids one ``IN (…)`` asks for (below SQLite's oldest limit of 999 variables).
 _IDS_PER_QUERY = 500
+#: An item index row's bytes beyond its two ids (row header, its primary-key and by-response index entries).
+_INDEX_ROW = 64
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, data BLOB NOT NULL, nbytes INTEGER NOT NULL,
@@ -67,6 +74,11 @@ CREATE INDEX IF NOT EXISTS conversation_items_by_conversation ON conversation_it
 CREATE TRIGGER IF NOT EXISTS responses_del AFTER DELETE ON responses BEGIN
   UPDATE totals SET v = v - 1 WHERE k = 'responses';
   UPDATE totals SET v = v - old.nbytes WHERE k = 'bytes';
+END;
+CREATE TABLE IF NOT EXISTS items (item_id TEXT PRIMARY KEY, response TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS items_by_response ON items(response);
+CREATE TRIGGER IF NOT EXISTS responses_del_items AFTER DELETE ON responses BEGIN
+  DELETE FROM items WHERE response = old.id;
 END;
 """
 #: After ``_bound_conversations`` brought a file from before conversations were bounded (or had heads)
@@ -182,17 +194,22 @@ class SQLiteStore:
             ).rowcount
             return updated == 1
 
-    def _put(self, response_id: str, data: bytes) -> bool:
+    def _put(self, response_id: str, data: bytes, ids: tuple[str, ...]) -> bool:
         db = self._connect()
+        nbytes = len(data) + sum(_INDEX_ROW + len(i) + len(response_id) for i in ids)
         with db:
             db.execute("BEGIN IMMEDIATE")
-            if len(data) > self.max_bytes:
+            if nbytes > self.max_bytes:
                 db.execute("UPDATE totals SET v = v + 1 WHERE k = 'rejected'")
                 return False
             db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
             db.execute(
                 "INSERT INTO responses (id, data, nbytes, used) VALUES (?, ?, ?, ?)",
-                (response_id, data, len(data), self._tick(db)),
+                (response_id, data, nbytes, self._tick(db)),
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO items (item_id, response) VALUES (?, ?)",
+                [(i, response_id) for i in ids],
             )
             evicted = 0
             while True:
@@ -211,6 +228,15 @@ class SQLiteStore:
     def _totals(db: sqlite3.Connection) -> tuple[int, int]:
         values = dict(db.execute("SELECT k, v FROM totals WHERE k IN ('responses', 'bytes')").fetchall())
         return int(values["responses"]), int(values["bytes"])
+
+    def _item_responses(self, ids: list[str]) -> dict[str, str]:
+        db = self._connect()
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            marks = ", ".join("?" * len(chunk))
+            found.update(db.execute(f"SELECT item_id, response FROM items WHERE item_id IN ({marks})", chunk))
+        return found
 
     def _delete(self, response_id: str) -> bool:
         db = self._connect()
@@ -446,11 +472,15 @@ class SQLiteStore:
 
     async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry, evicting least recently used ones to stay within both bounds."""
-        return await self._run(self._put, entry.id, encode_entry(entry))
+        return await self._run(self._put, entry.id, encode_entry(entry), item_ids(entry))
 
     async def delete(self, response_id: str) -> bool:
-        """Forget an entry."""
+        """Forget an entry (a trigger drops its items from the index)."""
         return await self._run(self._delete, response_id)
+
+    async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:
+        """The stored responses holding ``item_ids``: the index's primary key, no entry read."""
+        return await self._run(self._item_responses, list(dict.fromkeys(item_ids)))
 
     async def ping(self) -> None:
         """In this process: always reachable."""

@@ -18,6 +18,7 @@ JSON_CALLS = frozenset(
         ItemKind.WEB_SEARCH_CALL,
         ItemKind.UNDECLARED_FUNCTION,
         ItemKind.MULTI_AGENT_CALL,
+        ItemKind.TOOL_SEARCH_CALL,
     }
 )
 

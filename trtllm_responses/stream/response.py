@@ -71,6 +71,9 @@ __all__ = ["ResponseStream"]
 
 logger = logging.getLogger(__name__)
 
+#: Output items that are calls for the client to run: a turn may end with one.
+CLIENT_CALLS = frozenset({"function_call", "custom_tool_call", "tool_search_call"})
+
 
 class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitions):
     """The event state machine of one response. ``response`` is its initial (in_progress) snapshot.
@@ -144,8 +147,8 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
 
     @property
     def called(self) -> bool:
-        """Whether the last item done is a call for the client to run (a function or custom tool call)."""
-        return bool(self._output) and self._output[-1].type in ("function_call", "custom_tool_call")
+        """Whether the last item done is a call for the client to run (a function, custom tool or tool search call)."""
+        return bool(self._output) and self._output[-1].type in CLIENT_CALLS
 
     @property
     def answered(self) -> bool:
@@ -155,7 +158,7 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
         last = self._output[-1]
         if last.type == "message":
             return last.phase != "commentary"
-        return last.type in ("function_call", "custom_tool_call")
+        return last.type in CLIENT_CALLS
 
     @property
     def output(self) -> list[ResponseOutputItem]:
