@@ -169,8 +169,13 @@ class ResponsesService:
         compact: bool = True,
         generate: bool = True,
         affinity: str | None = None,
+        sent_bytes: int | None = None,
     ) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong.
+
+        ``sent_bytes``: the size of the body the client sent, when ``body`` is a translation of it
+        (Chat Completions, Messages): ``--max_input_bytes`` applies to what the client sent, not to
+        the translated form (which is larger: ids, types and defaults of each item).
 
         ``affinity``: the session key the client's headers give (``request/affinity.py``), if any; the
         response's own key is decided here (``sessions.py``).
@@ -187,7 +192,7 @@ class ResponsesService:
         received = received_at if received_at is not None else time.perf_counter()
         steps = LoopSteps()  # its work on the event loop, in steps of a few ms (core/loop_steps.py)
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
-        self.check_input_size(size)
+        self.check_input_size(size if sent_bytes is None else sent_bytes)
         request = await self.prompts.apply(parse_request(body))
         if request.store:
             await self.store.ping()  # 503 now, not a generated response that cannot be kept

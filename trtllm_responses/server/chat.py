@@ -224,7 +224,9 @@ async def create_chat_completion(
         received = time.perf_counter()
         translation = translate_chat(body)
         try:
-            prepared = await service.prepare(translation.body, received, affinity=affinity)
+            prepared = await service.prepare(
+                translation.body, received, affinity=affinity, sent_bytes=len(body)
+            )
         except APIError as exc:
             raise in_chat_terms(exc, translation) from None
         run = ChatCompletionRun(service, prepared, translation.options)
