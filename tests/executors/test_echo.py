@@ -299,7 +299,6 @@ def test_unclosed_reminders_cost_one_pass(
     assert said[-1] == ("final", None, text) and time.perf_counter() - start < 5
 
 
-
 def test_a_schema_asking_for_1e8_items_is_answered_at_once(http: Any) -> None:
     # Before: minItems 1e8 hung the echo server two minutes building its answer.
     schema = {"type": "object", "properties": {"x": {"type": "array", "minItems": 1e8}}, "required": ["x"]}

@@ -550,6 +550,8 @@ def test_max_input_bytes_applies_to_the_body_the_client_sent(serve) -> None:  # 
             assert response.status_code == 200, response.text
             over = orjson.dumps({"model": "m", "messages": messages, "max_tokens": 5, "user": "x" * limit})
             response = raw.post("/v1/chat/completions", content=over, headers=headers)
-            assert response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"
+            assert (
+                response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"
+            )
     finally:
         running.stop()

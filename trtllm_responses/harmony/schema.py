@@ -16,7 +16,14 @@ from typing import Any
 
 from ..core import InvalidRequestError
 
-__all__ = ["MAX_REF_DEPTH", "MINIMAL_INSTANCE_ROOM", "check_strict", "for_rendering", "minimal_instance", "resolve_refs"]
+__all__ = [
+    "MAX_REF_DEPTH",
+    "MINIMAL_INSTANCE_ROOM",
+    "check_strict",
+    "for_rendering",
+    "minimal_instance",
+    "resolve_refs",
+]
 
 #: How many ``$ref`` levels are inlined along one path before a reference renders as ``any``.
 MAX_REF_DEPTH = 8
