@@ -76,3 +76,60 @@ def test_a_follower_gets_a_terminal_event_and_the_owner_reports_the_failed_write
         a.kill()
         b.kill()
         redis.stop()
+
+
+def _wait_status(client: openai.OpenAI, response_id: str, done: set[str], timeout: float) -> str:
+    """Poll until the response's status is in ``done`` (a 404 counts as "missing"); the status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status = client.responses.retrieve(response_id).status or ""
+        except openai.NotFoundError:
+            status = "missing"
+        except openai.InternalServerError:  # 503 while Redis is down
+            status = "unavailable"
+        if status in done or time.monotonic() > deadline:
+            return status
+        time.sleep(0.1)
+
+
+def test_redis_back_every_replica_serves_the_run_its_owner_copies_again() -> None:
+    # Before: the owner's copy of the run to Redis stopped at its first error, so when Redis came back
+    # (empty) another replica answered 404 for the rest of the run and, its store write failed, after it.
+    redis = RedisServer().start()
+    paced = ("--store", redis.url, "--echo_tokens_per_second", "100")
+    a = ServeProcess(*paced).start()
+    b = ServeProcess(*paced).start()
+    try:
+        with a.sdk() as on_a, b.sdk() as on_b:
+            # 1. Redis is down for a while and back while the run goes on: B sees it running, then done.
+            created = on_a.responses.create(model="m", input="#lorem 800", background=True)
+            assert _wait_status(on_b, created.id, {"in_progress"}, 30) == "in_progress"
+            redis.stop()
+            time.sleep(1.5)
+            redis.start()
+            assert _wait_status(on_b, created.id, {"in_progress", "completed"}, 5) in (
+                "in_progress",
+                "completed",
+            )
+            assert _wait_status(on_b, created.id, {"completed"}, 60) == "completed"
+            events = list(on_b.responses.retrieve(created.id, stream=True, starting_after=-1))  # type: ignore[call-overload]
+            assert events[0].sequence_number == 0 and events[-1].type == "response.completed"
+            assert [e.sequence_number for e in events] == list(range(len(events)))
+            # 2. Redis is down when the run ends (its store write fails): once Redis is back, B serves
+            # the failed response the owner reports, within a few seconds.
+            created = on_a.responses.create(model="m", input="#lorem 300", background=True)
+            assert _wait_status(on_b, created.id, {"in_progress"}, 30) == "in_progress"
+            redis.stop()
+            owner = _wait_status(on_a, created.id, {"failed", "completed"}, 60)
+            assert owner == "failed"
+            redis.start()
+            began = time.monotonic()
+            assert _wait_status(on_b, created.id, {"failed"}, 10) == "failed"
+            assert time.monotonic() - began < 5
+            failed = on_b.responses.retrieve(created.id)
+            assert "store" in failed.error.message  # type: ignore[union-attr]
+    finally:
+        a.kill()
+        b.kill()
+        redis.stop()
