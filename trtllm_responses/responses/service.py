@@ -64,6 +64,7 @@ from .prepared import (
     cache_retention_seconds,
     default_max_input_bytes,
     initial_response,
+    logprob_token_limit,
     logprobs_wanted,
     service_tier,
 )
@@ -170,12 +171,14 @@ class ResponsesService:
         generate: bool = True,
         affinity: str | None = None,
         sent_bytes: int | None = None,
+        choices: int = 1,
     ) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong.
 
         ``sent_bytes``: the size of the body the client sent, when ``body`` is a translation of it
         (Chat Completions, Messages): ``--max_input_bytes`` applies to what the client sent, not to
-        the translated form (which is larger: ids, types and defaults of each item).
+        the translated form (which is larger: ids, types and defaults of each item). ``choices``: the
+        generations that will be made of it (chat's ``n``), for the logprobs budget.
 
         ``affinity``: the session key the client's headers give (``request/affinity.py``), if any; the
         response's own key is decided here (``sessions.py``).
@@ -194,6 +197,7 @@ class ResponsesService:
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
         self.check_input_size(size if sent_bytes is None else sent_bytes)
         request = await self.prompts.apply(parse_request(body))
+        logprob_tokens = logprob_token_limit(request, choices)  # 400 now if logprobs would overflow it
         if request.store:
             await self.store.ping()  # 503 now, not a generated response that cannot be kept
         summaries = summary_mode(request)
@@ -258,7 +262,7 @@ class ResponsesService:
             raise InvalidRequestError(refusal, param="input", code="context_length_exceeded")
         room = self.executor.max_seq_len - len(prompt.token_ids)
         self.adapter.admit(prompt)
-        max_tokens = min(request.max_output_tokens or room, room)
+        max_tokens = min(request.max_output_tokens or room, room, logprob_tokens or room)
         generation = GenerationRequest(
             request_id=response_id,
             prompt_token_ids=prompt.token_ids,

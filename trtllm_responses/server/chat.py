@@ -225,7 +225,11 @@ async def create_chat_completion(
         translation = translate_chat(body)
         try:
             prepared = await service.prepare(
-                translation.body, received, affinity=affinity, sent_bytes=len(body)
+                translation.body,
+                received,
+                affinity=affinity,
+                sent_bytes=len(body),
+                choices=translation.options.n,
             )
         except APIError as exc:
             raise in_chat_terms(exc, translation) from None
