@@ -22,7 +22,7 @@ from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Render
 from ..core import ByteBoundedCache, InvalidRequestError, NotFoundError, check_id, new_id
 from ..harmony import input_to_messages, items_to_messages
 from ..request import check_depth, json_object, list_page_json, normalize_input_items, page_json, parse_items
-from ..store import ConversationItem, ResponseStore, StoredConversation
+from ..store import ConversationHead, ConversationItem, ResponseStore, StoredConversation
 
 __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]
 
