@@ -130,3 +130,44 @@ def test_delete_of_a_finished_background_response(paced: RunningServer, http: ht
     assert http.delete(f"/v1/responses/{created['id']}").json()["deleted"] is True
     assert http.get(f"/v1/responses/{created['id']}").status_code == 404
     assert http.get(f"/v1/responses/{created['id']}", params={"stream": "true"}).status_code == 404
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) << 10
+    raise AssertionError("no VmRSS")
+
+
+#: What RSS may hold beyond the recorded-events budget once runs are done (README "Hostile input and
+#: limits"): the stored responses and remembered histories (their own budgets) and the allocator's slack.
+RSS_OVERHEAD = 24 << 20
+
+
+def test_recorded_events_hold_in_rss_what_the_budget_counts(fast: RunningServer) -> None:
+    # Before: the budget counted each frame's bytes only, and freed memory stayed with the process:
+    # 20 finished runs of 100k tokens held +781-795 MB of RSS under the 512 MiB budget.
+    http = httpx.Client(base_url=fast.base_url, timeout=120)
+    background = _background(fast)
+    saved = background.limits
+    budget = 24 << 20
+    background.limits = BackgroundLimits(max_total_bytes=budget)
+    try:
+        time.sleep(6)  # a reaper pass: what earlier tests freed goes back first
+        before = _rss()
+        ids = [
+            http.post("/v1/responses", json={"input": "#lorem 20000", "background": True}).json()["id"]
+            for _ in range(8)
+        ]  # ~5.6 MB of events each, 45 MB in all: twice the budget
+        _wait_until(lambda: all(background.runs[r].done for r in ids if r in background.runs), timeout=120)
+        assert background.recorded_bytes <= budget
+        kept = [background.runs[r] for r in ids if r in background.runs]
+        assert 2 <= len(kept) < len(ids)
+        held = sum(len(r.frames[i]) for r in kept for i in range(len(r.frames)))
+        assert held <= background.recorded_bytes  # what is counted covers the frames' bytes
+        time.sleep(6)  # the reaper gives forgotten runs' memory back
+        assert _rss() - before <= budget + RSS_OVERHEAD, (_rss() - before) >> 20
+    finally:
+        background.limits = saved
+        http.close()

@@ -33,6 +33,7 @@ import orjson
 from openai.types.responses import ResponseStreamEvent
 
 from ..core import InvalidRequestError, TooManyRequestsError, to_json
+from ..ops.heap import trim_heap
 from ..responses import ResponseRun, ResponsesService
 from .packed_frames import PackedFrames
 from .relay import RedisRelay
@@ -226,6 +227,7 @@ class BackgroundResponses:
         self.relay = relay
         self._publishers: set[asyncio.Task[None]] = set()
         self.recorded_bytes = 0  # frames of every kept run
+        self._trim_due = False  # runs were forgotten or packed: their memory can go back to the system
 
     def _account(self, run: BackgroundRun, grown: int) -> None:
         """Keep every run's frames within ``max_total_bytes``: finished runs go first (oldest-ended
@@ -246,6 +248,7 @@ class BackgroundResponses:
             self.recorded_bytes -= run.drop_oldest()
 
     def _forget(self, run: BackgroundRun) -> None:
+        self._trim_due = True
         if self.runs.get(run.id) is run:
             del self.runs[run.id]
             self.recorded_bytes -= run.nbytes
@@ -290,6 +293,7 @@ class BackgroundResponses:
                 "Background response %s stopped without a terminal event", recorded.id, exc_info=error
             )
         recorded.finish()
+        self._trim_due = True  # its frames were packed: the small objects they were are freed
         self.service.metrics.active_background.dec()
         if self.runs.get(recorded.id) is recorded:
             self._finished[recorded.id] = recorded
@@ -410,10 +414,14 @@ class BackgroundResponses:
             self._forget(run)
 
     async def reap_forever(self, interval: float = 5.0) -> None:
-        """Run until cancelled: drop expired runs even when no new background response starts."""
+        """Run until cancelled: drop expired runs even when no new background response starts, and give
+        the memory of forgotten runs back to the system (``ops/heap.py``), at most once an interval."""
         while True:
             await asyncio.sleep(interval)
             self._reap()
+            if self._trim_due:
+                self._trim_due = False
+                await asyncio.to_thread(trim_heap)
 
     def abort_all(self, reason: str = "The server is shutting down.") -> None:
         """Abort every running background generation in the executor (each ends with a terminal event)."""
