@@ -33,7 +33,7 @@ import orjson
 from openai.types.responses import ResponseStreamEvent
 
 from ..core import InvalidRequestError, TooManyRequestsError, to_json
-from ..ops.heap import trim_heap
+from ..ops import trim_heap
 from ..responses import ResponseRun, ResponsesService
 from .packed_frames import PackedFrames
 from .relay import RedisRelay
