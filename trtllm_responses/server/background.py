@@ -169,7 +169,8 @@ class BackgroundRun:
         self.ended_at = time.monotonic()
         # Its frames no longer change: one buffer (packed_frames.py), counted as what it holds, and what
         # it holds besides them (its final response), counted like them.
-        self.frames = PackedFrames(self.frames)
+        if isinstance(self.frames, deque):
+            self.frames = PackedFrames(self.frames)
         final = self.final
         held = self.frames.nbytes + (FINAL_HELD_FACTOR * len(final) if final is not None else 0)
         grown, self.nbytes = held - self.nbytes, held
