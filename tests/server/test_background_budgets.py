@@ -8,6 +8,7 @@ when it ended.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -81,13 +82,22 @@ def test_running_background_responses_are_capped(paced: RunningServer, http: htt
             http.post(f"/v1/responses/{response_id}/cancel")
 
 
-def test_recorded_events_have_one_budget_for_the_process(fast: RunningServer) -> None:
-    http = httpx.Client(base_url=fast.base_url, timeout=60)
-    background = _background(fast)
+@contextlib.contextmanager
+def _within(server: RunningServer, budget: int) -> Iterator[tuple[httpx.Client, BackgroundResponses]]:
+    """A client of ``server`` while its background responses' events are kept within ``budget`` bytes."""
+    background = _background(server)
     saved = background.limits
-    budget = 256 << 10
     background.limits = BackgroundLimits(max_total_bytes=budget)
     try:
+        with httpx.Client(base_url=server.base_url, timeout=120) as http:
+            yield http, background
+    finally:
+        background.limits = saved
+
+
+def test_recorded_events_have_one_budget_for_the_process(fast: RunningServer) -> None:
+    budget = 256 << 10
+    with _within(fast, budget) as (http, background):
         ids = []
         for _ in range(4):
             response = http.post("/v1/responses", json={"input": "#lorem 3000", "background": True}).json()
@@ -102,9 +112,6 @@ def test_recorded_events_have_one_budget_for_the_process(fast: RunningServer) ->
         assert ids[0] not in background.runs and ids[-1] in background.runs
         for rid in ids:
             assert http.get(f"/v1/responses/{rid}").json()["status"] == "completed"
-    finally:
-        background.limits = saved
-        http.close()
 
 
 def test_delete_of_a_running_background_response_cancels_and_forgets_it(
@@ -145,16 +152,17 @@ def _rss() -> int:
 RSS_OVERHEAD = 24 << 20
 
 
-def test_recorded_events_hold_in_rss_what_the_budget_counts(fast: RunningServer) -> None:
+def test_recorded_events_hold_in_rss_what_the_budget_counts(
+    fast: RunningServer, paced: RunningServer
+) -> None:
     # Before: the budget counted each frame's bytes only, and freed memory stayed with the process:
     # 20 finished runs of 100k tokens held +781-795 MB of RSS under the 512 MiB budget.
-    http = httpx.Client(base_url=fast.base_url, timeout=120)
-    background = _background(fast)
-    saved = background.limits
     budget = 24 << 20
-    background.limits = BackgroundLimits(max_total_bytes=budget)
-    try:
-        time.sleep(6)  # a reaper pass: what earlier tests freed goes back first
+    with _within(fast, budget) as (http, background):
+        # Nothing else of this process generates while RSS is measured (earlier tests' runs have ended),
+        # and a reaper pass gave back what they freed.
+        _wait_until(lambda: not _background(paced).active and not background.active, timeout=120)
+        time.sleep(6)
         before = _rss()
         ids = [
             http.post("/v1/responses", json={"input": "#lorem 20000", "background": True}).json()["id"]
@@ -168,6 +176,3 @@ def test_recorded_events_hold_in_rss_what_the_budget_counts(fast: RunningServer)
         assert held <= background.recorded_bytes  # what is counted covers the frames' bytes
         time.sleep(6)  # the reaper gives forgotten runs' memory back
         assert _rss() - before <= budget + RSS_OVERHEAD, (_rss() - before) >> 20
-    finally:
-        background.limits = saved
-        http.close()
