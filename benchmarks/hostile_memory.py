@@ -11,7 +11,7 @@ RSS growth is ``hostile_input.py``'s own column (``rss_before_mib`` / ``rss_afte
 - **summaries**: one response of 1,000 reasoning items with ``reasoning.summary`` (1,000 side
   generations before: now 16).
 - **schema**: the echo's answer to ``minItems: 1e8`` (2 minutes before).
-- **ws generate: false**: 16 lanes each remembering a ~1 MB conversation on one socket.
+- **ws generate: false**: 16 lanes each remembering a ~270 KB conversation on one socket.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def huge_min_items(url: str) -> str:
 
 def ws_generate_false(url: str) -> str:
     ws_url = url.replace("http://", "ws://") + "/v1/responses"
-    text = " ".join(f"w{i}" for i in range(150_000))  # ~1 MB
+    text = " ".join(f"w{i}" for i in range(40_000))  # ~270 KB, within the context window
     ended = []
     with ws_connect(ws_url, max_size=None, open_timeout=30) as ws:
         for lane in range(16):
@@ -160,7 +160,7 @@ def ws_generate_false(url: str) -> str:
                     ended.append(event["type"])
                     break
         time.sleep(1.0)
-    return f"16 lanes: {ended.count('response.completed')} completed"
+    return f"16 lanes: {', '.join(f'{ended.count(t)} {t}' for t in sorted(set(ended)))}"
 
 
 MEMORY_ATTACKS: dict[str, Callable[[str], str]] = {
@@ -168,5 +168,5 @@ MEMORY_ATTACKS: dict[str, Callable[[str], str]] = {
     "logprobs: chat n16 x top20 x 6000 tokens": logprobs,
     "summaries: 1000 reasoning items": summaries,
     "schema: minItems 1e8": huge_min_items,
-    "ws: 16 lanes of generate:false ~1 MB": ws_generate_false,
+    "ws: 16 lanes of generate:false ~270 KB": ws_generate_false,
 }

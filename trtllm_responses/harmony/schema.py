@@ -305,17 +305,19 @@ def minimal_instance(
     text: str,
     root: Mapping[str, Any] | None = None,
     depth: int = 0,
-    room: _Room | None = None,
+    room: _Room | int | None = None,
 ) -> Any:
     """The smallest value ``schema`` accepts: required properties only, strings from ``text``.
 
     string = ``text`` cut to ``maxLength`` (padded to ``minLength``), number = its
     minimum or 0, boolean = true, enum/const = its first value, array = ``minItems``
-    copies of its item, nullable = its non-null type. Built within :data:`MINIMAL_INSTANCE_ROOM`
-    values and characters: past it, arrays and strings are shorter than the schema asks.
+    copies of its item, nullable = its non-null type. Built within ``room`` (at most
+    :data:`MINIMAL_INSTANCE_ROOM`) values and characters: past it, arrays and strings are shorter than
+    the schema asks.
     """
     root = root if root is not None else (schema if isinstance(schema, Mapping) else {})
-    room = room if room is not None else _Room(MINIMAL_INSTANCE_ROOM)
+    if not isinstance(room, _Room):
+        room = _Room(MINIMAL_INSTANCE_ROOM if room is None else min(room, MINIMAL_INSTANCE_ROOM))
     room.take(1)
     node = resolve_refs(schema, root)
     if not isinstance(node, Mapping) or depth > 32:
