@@ -18,6 +18,9 @@ queued 1 MB creates, a 1 MB ``stream_id``, 2,048 idle sockets from one address),
 background (20 x ``#lorem 100000``, 500 creates at once), conversations (a 300 MiB
 ``Content-Length``, a turn in a 10,000-item conversation) and tool output (a 900 KB MCP
 result, streamed and in the background).
+Issue 30, points 3, 4 and 8 (``hostile_memory.py``): non-streamed clients hanging up (abort latency),
+chat logprobs n 16 x top 20, 1,000 reasoning summaries, a ``minItems: 1e8`` schema, 16 WebSocket lanes
+of ``generate: false``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _server import get_json, pin_this_process, report, start_server, stop  # noqa: E402
+from hostile_memory import MEMORY_ATTACKS  # noqa: E402
 from hostile_surfaces import SURFACE_ATTACKS, start_mcp  # noqa: E402
 
 from trtllm_responses.cli.bench import BenchConfig, _proc_rss_mib, run_bench  # noqa: E402
@@ -180,6 +184,7 @@ ATTACKS: dict[str, Callable[[str], str]] = {
     "200 slowloris connections": _slowloris,
     "50 MB unterminated header": _huge_header,
     **SURFACE_ATTACKS,
+    **MEMORY_ATTACKS,  # issue 30's points 3, 4 and 8: hostile_memory.py
 }
 
 

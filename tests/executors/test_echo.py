@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -296,3 +297,22 @@ def test_unclosed_reminders_cost_one_pass(
     start = time.perf_counter()
     said = messages(encoding, run(echo, prompt_for(adapter, {"input": text})))
     assert said[-1] == ("final", None, text) and time.perf_counter() - start < 5
+
+
+def test_a_schema_asking_for_1e8_items_is_answered_at_once(http: Any) -> None:
+    # Before: minItems 1e8 hung the echo server two minutes building its answer.
+    schema = {"type": "object", "properties": {"x": {"type": "array", "minItems": 1e8}}, "required": ["x"]}
+    body = {
+        "model": "gpt-oss-120b",
+        "input": "Hello",
+        "max_output_tokens": 300,
+        "text": {"format": {"type": "json_schema", "name": "big", "schema": schema, "strict": False}},
+    }
+    started = time.perf_counter()
+    answer = http.post("/v1/responses", json=body)
+    assert time.perf_counter() - started < 5.0
+    assert answer.status_code == 200, answer.text
+    response = answer.json()
+    assert response["status"] == "incomplete", response["status"]
+    assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert response["output"][-1]["content"][0]["text"].startswith('{"x":["Hello","Hello",')

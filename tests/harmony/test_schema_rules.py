@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import pytest
 
 from trtllm_responses.core.errors import InvalidRequestError
-from trtllm_responses.harmony.schema import check_strict, minimal_instance
+from trtllm_responses.harmony.schema import MINIMAL_INSTANCE_ROOM, check_strict, minimal_instance
 
 
 def obj(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -100,3 +102,26 @@ def test_a_strict_schema_with_defs_anyof_and_nullables_passes() -> None:
 )
 def test_minimal_instance(schema: dict[str, Any], expected: Any) -> None:
     assert minimal_instance(schema, "Hello") == expected
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "minItems": 1e8, "items": {"type": "integer"}},
+        {"type": "array", "minItems": 10**8, "items": {"type": "string", "minLength": 10**8}},
+        {"type": "array", "minItems": 1000, "items": {"type": "array", "minItems": 1000, "items": {}}},
+        {"type": "string", "minLength": 10**12},
+    ],
+)
+def test_minimal_instance_is_built_within_its_room(schema: dict[str, Any]) -> None:
+    # Before: minItems 1e8 built 10^8 values (the echo server hung two minutes on one request).
+    started = time.perf_counter()
+    instance = minimal_instance(schema, "Hello")
+    assert time.perf_counter() - started < 1.0
+    assert len(json.dumps(instance)) <= 4 * MINIMAL_INSTANCE_ROOM
+    assert instance  # cut, not emptied
+
+
+def test_minimal_instance_within_its_room_is_what_the_schema_asks() -> None:
+    schema = {"type": "array", "minItems": 3, "items": {"type": "string", "minLength": 8}}
+    assert minimal_instance(schema, "Hello") == ["Helloxxx"] * 3

@@ -14,6 +14,7 @@ from support.stream_grammar import check_stream
 
 from trtllm_responses.executors.base import GenerationRequest, TokenDelta
 from trtllm_responses.responses.summaries import SUMMARY_TOKENS
+from trtllm_responses.stream.summary import MAX_SUMMARIES
 
 #: The events of a reasoning item with a summary, in OpenAI's order (the SDK's event types).
 REASONING_WITH_SUMMARY = [
@@ -319,3 +320,25 @@ def test_a_delivery_that_is_not_a_string_is_a_400(server: RunningServer) -> None
     error = caught.value.body
     assert isinstance(error, dict)
     assert error["param"] == "stream_options.reasoning_summary_delivery" and error["code"] == "invalid_type"
+
+
+def test_summaries_per_response_are_capped(server: RunningServer) -> None:
+    # Before: every reasoning item was summarized (1,000 in one response, 139k summarizer prompt tokens
+    # outside its usage). Past MAX_SUMMARIES, reasoning items keep summary: [] and run no side generation.
+    count = MAX_SUMMARIES + 4
+    text = "".join(
+        f"<|channel|>analysis<|message|>Thought {i}.<|end|><|start|>assistant" for i in range(count)
+    )
+    events = _stream(
+        server,
+        input="#harmony\n" + text + "<|channel|>final<|message|>Done.<|return|>",
+        reasoning={"summary": "auto"},
+    )
+    final = check_stream(events)
+    reasoning = [item for item in final["output"] if item["type"] == "reasoning"]
+    assert len(reasoning) == count
+    assert all(len(item["summary"]) == 1 for item in reasoning[:MAX_SUMMARIES])
+    assert all(item["summary"] == [] for item in reasoning[MAX_SUMMARIES:])
+    executor: RecordingEcho = server.executor  # type: ignore[assignment]
+    summaries = [r for r in executor.requests if ".summary" in r.request_id]
+    assert len(summaries) == MAX_SUMMARIES

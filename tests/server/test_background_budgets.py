@@ -8,6 +8,7 @@ when it ended.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -81,13 +82,22 @@ def test_running_background_responses_are_capped(paced: RunningServer, http: htt
             http.post(f"/v1/responses/{response_id}/cancel")
 
 
-def test_recorded_events_have_one_budget_for_the_process(fast: RunningServer) -> None:
-    http = httpx.Client(base_url=fast.base_url, timeout=60)
-    background = _background(fast)
+@contextlib.contextmanager
+def _within(server: RunningServer, budget: int) -> Iterator[tuple[httpx.Client, BackgroundResponses]]:
+    """A client of ``server`` while its background responses' events are kept within ``budget`` bytes."""
+    background = _background(server)
     saved = background.limits
-    budget = 256 << 10
     background.limits = BackgroundLimits(max_total_bytes=budget)
     try:
+        with httpx.Client(base_url=server.base_url, timeout=120) as http:
+            yield http, background
+    finally:
+        background.limits = saved
+
+
+def test_recorded_events_have_one_budget_for_the_process(fast: RunningServer) -> None:
+    budget = 256 << 10
+    with _within(fast, budget) as (http, background):
         ids = []
         for _ in range(4):
             response = http.post("/v1/responses", json={"input": "#lorem 3000", "background": True}).json()
@@ -102,9 +112,6 @@ def test_recorded_events_have_one_budget_for_the_process(fast: RunningServer) ->
         assert ids[0] not in background.runs and ids[-1] in background.runs
         for rid in ids:
             assert http.get(f"/v1/responses/{rid}").json()["status"] == "completed"
-    finally:
-        background.limits = saved
-        http.close()
 
 
 def test_delete_of_a_running_background_response_cancels_and_forgets_it(
@@ -130,3 +137,42 @@ def test_delete_of_a_finished_background_response(paced: RunningServer, http: ht
     assert http.delete(f"/v1/responses/{created['id']}").json()["deleted"] is True
     assert http.get(f"/v1/responses/{created['id']}").status_code == 404
     assert http.get(f"/v1/responses/{created['id']}", params={"stream": "true"}).status_code == 404
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) << 10
+    raise AssertionError("no VmRSS")
+
+
+#: What RSS may hold beyond the recorded-events budget once runs are done (README "Hostile input and
+#: limits"): the stored responses and remembered histories (their own budgets) and the allocator's slack.
+RSS_OVERHEAD = 24 << 20
+
+
+def test_recorded_events_hold_in_rss_what_the_budget_counts(
+    fast: RunningServer, paced: RunningServer
+) -> None:
+    # Before: the budget counted each frame's bytes only, and freed memory stayed with the process:
+    # 20 finished runs of 100k tokens held +781-795 MB of RSS under the 512 MiB budget.
+    budget = 24 << 20
+    with _within(fast, budget) as (http, background):
+        # Nothing else of this process generates while RSS is measured (earlier tests' runs have ended),
+        # and a reaper pass gave back what they freed.
+        _wait_until(lambda: not _background(paced).active and not background.active, timeout=120)
+        time.sleep(6)
+        before = _rss()
+        ids = [
+            http.post("/v1/responses", json={"input": "#lorem 20000", "background": True}).json()["id"]
+            for _ in range(8)
+        ]  # ~5.6 MB of events each, 45 MB in all: twice the budget
+        _wait_until(lambda: all(background.runs[r].done for r in ids if r in background.runs), timeout=120)
+        assert background.recorded_bytes <= budget
+        kept = [background.runs[r] for r in ids if r in background.runs]
+        assert 2 <= len(kept) < len(ids)
+        held = sum(len(r.frames[i]) for r in kept for i in range(len(r.frames)))
+        assert held <= background.recorded_bytes  # what is counted covers the frames' bytes
+        time.sleep(6)  # the reaper gives forgotten runs' memory back
+        assert _rss() - before <= budget + RSS_OVERHEAD, (_rss() - before) >> 20

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
@@ -631,5 +632,26 @@ def test_api_key_access_log_and_metrics(serve: ServerFactory, caplog: pytest.Log
             metrics = raw.get("/metrics").text
         assert 'trtllm_requests_total{method="POST",route="/v1/chat/completions",status="200"} 1.0' in metrics
         assert 'route="/v1/chat/completions",status="401"' in metrics
+    finally:
+        running.stop()
+
+
+def test_max_input_bytes_applies_to_the_body_the_client_sent(serve) -> None:  # type: ignore[no-untyped-def]
+    # Before: a body under the limit was refused because its translated form (items with types) is larger.
+    limit = 20_000
+    messages = [{"role": "user", "content": "hi"}] * 600
+    body = orjson.dumps({"model": "m", "messages": messages, "max_tokens": 5})
+    assert len(body) < limit
+    running = serve(max_input_bytes=limit)
+    try:
+        with httpx.Client(base_url=running.base_url, timeout=30) as raw:
+            headers = {"content-type": "application/json"}
+            response = raw.post("/v1/chat/completions", content=body, headers=headers)
+            assert response.status_code == 200, response.text
+            over = orjson.dumps({"model": "m", "messages": messages, "max_tokens": 5, "user": "x" * limit})
+            response = raw.post("/v1/chat/completions", content=over, headers=headers)
+            assert (
+                response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"
+            )
     finally:
         running.stop()

@@ -21,13 +21,13 @@ from typing import Any
 
 import httpx
 import pytest
-from support.server_harness import RunningServer
+from support.server_harness import TERMINAL, RunningServer
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.server.http_limits import HTTPLimits
-from trtllm_responses.server.websocket import MAX_QUEUED_INPUTS, MAX_STREAM_ID
+from trtllm_responses.server.websocket import MAX_LANES, MAX_QUEUED_INPUTS, MAX_STREAM_ID
 
 LIMIT = 64 << 10  # --max_input_bytes of these servers
 
@@ -241,3 +241,39 @@ def test_the_handshake_says_the_largest_message_taken_and_codex_fields_are_accep
         frame["input"] = "x" * (advertised - len(json.dumps(frame)) + 1)  # one byte over what was advertised
         ws.send(json.dumps(frame))
         assert recv(ws)["error"]["code"] == "context_length_exceeded"
+
+
+def _terminal(ws: Any) -> dict[str, Any]:
+    """The next terminal or error event on ``ws``."""
+    while True:
+        data = json.loads(ws.recv())
+        if data["type"] == "error" or data["type"] in TERMINAL:
+            return data  # type: ignore[no-any-return]
+
+
+def test_remembered_conversations_stay_within_the_connection_budget(encoding, serve) -> None:  # type: ignore[no-untyped-def]
+    # Before: each lane's last response (generate: false ones too) kept its rendered history, ~32 MB a
+    # connection outside any budget. Now at most MAX_REMEMBERED_INPUTS x --max_input_bytes: the least
+    # recently answered lanes are forgotten first, never the lane just answered.
+    with serve(EchoExecutor(encoding), max_input_bytes=LIMIT) as running:
+        url = running.base_url.replace("http://", "ws://") + "/v1/responses"
+        ids: list[str] = []
+        with ws_connect(url, max_size=None) as ws:
+            for lane in range(MAX_LANES):
+                text = f"lane {lane} " + " ".join(f"w{lane}x{i}" for i in range(LIMIT // 16))
+                message = {"type": "response.create", "model": "m", "input": text, "store": False}
+                ws.send(json.dumps({**message, "generate": False, "stream_id": f"l{lane}"}))
+                ended = _terminal(ws)
+                assert ended["type"] == "response.completed", ended
+                ids.append(ended["response"]["id"])
+
+            def turn(lane: int) -> dict[str, Any]:
+                body = {"type": "response.create", "model": "m", "input": "more", "store": False}
+                ws.send(json.dumps({**body, "previous_response_id": ids[lane], "stream_id": f"l{lane}"}))
+                return _terminal(ws)
+
+            # The last lanes answered are remembered; the first ones were forgotten to stay in budget.
+            assert turn(MAX_LANES - 1)["type"] == "response.completed"
+            forgotten = turn(0)
+            assert forgotten["type"] == "error"
+            assert forgotten["error"]["code"] == "previous_response_not_found"

@@ -8,7 +8,9 @@ while Redis was down, where README promises a 503.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 
 import httpx
 import openai
@@ -44,35 +46,90 @@ def test_store_true_while_redis_is_down_is_a_503_before_generating() -> None:
         redis.stop()
 
 
-def test_a_follower_gets_a_terminal_event_and_the_owner_reports_the_failed_write() -> None:
+@contextlib.contextmanager
+def _two_replicas() -> Iterator[tuple[RedisServer, openai.OpenAI, openai.OpenAI]]:
+    """A redis-server and two paced ``serve`` processes sharing it (A and B), killed afterwards."""
     redis = RedisServer().start()
     paced = ("--store", redis.url, "--echo_tokens_per_second", "100")
     a = ServeProcess(*paced).start()
     b = ServeProcess(*paced).start()
     try:
         with a.sdk() as on_a, b.sdk() as on_b:
-            created = on_a.responses.create(model="m", input="#lorem 2000", background=True)
-            deadline = time.monotonic() + 30
-            while on_b.responses.retrieve(created.id).status == "queued":
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            events = []
-            with on_b.responses.stream(response_id=created.id, starting_after=0) as stream:
-                for event in stream:
-                    events.append(event)
-                    if len(events) == 20:
-                        redis.stop()  # Redis dies under the follower
-            assert events[-1].type == "response.failed", [e.type for e in events[-3:]]
-            assert "Redis" in events[-1].response.error.message  # type: ignore[union-attr]
-            seqs = [e.sequence_number for e in events]
-            assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # the terminal event follows on
-            # The owner finishes generating; its store write fails; it says so instead of a 404.
-            deadline = time.monotonic() + 120
-            while (owner := on_a.responses.retrieve(created.id)).status in ("queued", "in_progress"):
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
-            assert owner.status == "failed" and "store" in owner.error.message  # type: ignore[union-attr]
+            yield redis, on_a, on_b
     finally:
         a.kill()
         b.kill()
         redis.stop()
+
+
+def test_a_follower_gets_a_terminal_event_and_the_owner_reports_the_failed_write() -> None:
+    with _two_replicas() as (redis, on_a, on_b):
+        created = on_a.responses.create(model="m", input="#lorem 2000", background=True)
+        deadline = time.monotonic() + 30
+        while on_b.responses.retrieve(created.id).status == "queued":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        events = []
+        with on_b.responses.stream(response_id=created.id, starting_after=0) as stream:
+            for event in stream:
+                events.append(event)
+                if len(events) == 20:
+                    redis.stop()  # Redis dies under the follower
+        assert events[-1].type == "response.failed", [e.type for e in events[-3:]]
+        assert "Redis" in events[-1].response.error.message  # type: ignore[union-attr]
+        seqs = [e.sequence_number for e in events]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # the terminal event follows on
+        # The owner finishes generating; its store write fails; it says so instead of a 404.
+        deadline = time.monotonic() + 120
+        while (owner := on_a.responses.retrieve(created.id)).status in ("queued", "in_progress"):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert owner.status == "failed" and "store" in owner.error.message  # type: ignore[union-attr]
+
+
+def _wait_status(client: openai.OpenAI, response_id: str, done: set[str], timeout: float) -> str:
+    """Poll until the response's status is in ``done`` (a 404 counts as "missing"); the status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status = client.responses.retrieve(response_id).status or ""
+        except openai.NotFoundError:
+            status = "missing"
+        except openai.InternalServerError:  # 503 while Redis is down
+            status = "unavailable"
+        if status in done or time.monotonic() > deadline:
+            return status
+        time.sleep(0.1)
+
+
+def test_redis_back_every_replica_serves_the_run_its_owner_copies_again() -> None:
+    # Before: the owner's copy of the run to Redis stopped at its first error, so when Redis came back
+    # (empty) another replica answered 404 for the rest of the run and, its store write failed, after it.
+    with _two_replicas() as (redis, on_a, on_b):
+        # 1. Redis is down for a while and back while the run goes on: B sees it running, then done.
+        created = on_a.responses.create(model="m", input="#lorem 800", background=True)
+        assert _wait_status(on_b, created.id, {"in_progress"}, 30) == "in_progress"
+        redis.stop()
+        time.sleep(1.5)
+        redis.start()
+        assert _wait_status(on_b, created.id, {"in_progress", "completed"}, 5) in (
+            "in_progress",
+            "completed",
+        )
+        assert _wait_status(on_b, created.id, {"completed"}, 60) == "completed"
+        events = list(on_b.responses.retrieve(created.id, stream=True, starting_after=-1))  # type: ignore[call-overload]
+        assert events[0].sequence_number == 0 and events[-1].type == "response.completed"
+        assert [e.sequence_number for e in events] == list(range(len(events)))
+        # 2. Redis is down when the run ends (its store write fails): once Redis is back, B serves
+        # the failed response the owner reports, within a few seconds.
+        created = on_a.responses.create(model="m", input="#lorem 300", background=True)
+        assert _wait_status(on_b, created.id, {"in_progress"}, 30) == "in_progress"
+        redis.stop()
+        owner = _wait_status(on_a, created.id, {"failed", "completed"}, 60)
+        assert owner == "failed"
+        redis.start()
+        began = time.monotonic()
+        assert _wait_status(on_b, created.id, {"failed"}, 10) == "failed"
+        assert time.monotonic() - began < 5
+        failed = on_b.responses.retrieve(created.id)
+        assert "store" in failed.error.message  # type: ignore[union-attr]

@@ -47,6 +47,14 @@ REFUSED = [
     "2002:c000:00c0::1",  # 6to4 of 192.0.0.192
     "2001::1",  # Teredo
     "ff02::1",
+    "::8.8.8.8",  # IPv4-compatible (deprecated): Python 3.11 calls it global
+    "::127.0.0.1",
+    "::a9fe:a9fe",  # ::169.254.169.254
+    "::ffff:0:127.0.0.1",  # IPv4-translated (SIIT)
+    "::ffff:0:8.8.8.8",
+    "fec0::1",  # site-local (deprecated)
+    "feff:ffff::1",
+    "4000::1",  # outside 2000::/3: not allocated
 ]
 ALLOWED = [
     "8.8.8.8",

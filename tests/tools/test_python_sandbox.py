@@ -9,6 +9,7 @@ cannot be set up (``make test`` installs bubblewrap).
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -369,3 +370,25 @@ def test_python_and_tool_timeouts_both_kill_and_clean(secrets_dir: Path) -> None
         assert not leftovers
     finally:
         process.kill()
+
+
+def test_concurrent_calls_share_one_memory_budget(client: openai.OpenAI) -> None:
+    # Before: memory was bounded per call only (3 concurrent calls held +2.3 GB). At most
+    # concurrent_calls run at once (the others wait for a slot), so all together hold at most
+    # concurrent_calls x the per-call budget.
+    slots = PythonLimits().concurrent_calls
+    code = """
+    import time
+    began = time.time()
+    time.sleep(1.5)
+    print('ran', began, time.time())
+    """
+    with concurrent.futures.ThreadPoolExecutor(slots + 2) as pool:
+        results = list(pool.map(lambda _: run(client, code), range(slots + 2)))
+    spans = []
+    for logs, status in results:
+        assert status == "completed" and "ran" in logs, logs
+        began, ended = (float(x) for x in logs.split("ran")[1].split())
+        spans.append((began, ended))
+    most = max(sum(1 for b, e in spans if b <= at < e) for at, _ in spans)
+    assert most == slots, spans  # never more at once; and as many as allowed

@@ -74,6 +74,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
                 timeout=args.python_timeout,
                 cpu_seconds=max(1, math.ceil(args.python_timeout)),
                 memory_bytes=args.python_memory_mb << 20,
+                concurrent_calls=args.python_concurrent_calls,
                 output_bytes=args.tool_output_max_bytes,
             ),
             browser_backend=args.browser_backend,
@@ -458,6 +459,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=python.memory_bytes >> 20,
         help=f"memory of one local python call: all its processes (its cgroup) and each one's address space "
         f"(default: {python.memory_bytes >> 20})",
+    )
+    builtin.add_argument(
+        "--python_concurrent_calls",
+        type=positive_int,
+        default=python.concurrent_calls,
+        help=f"local python calls running at once (more wait for a slot): every call's memory together is at "
+        f"most this x --python_memory_mb (default: {python.concurrent_calls})",
     )
     builtin.add_argument(
         "--browser_backend",

@@ -399,7 +399,9 @@ class EchoExecutor(Executor):
         if called is not None:
             return called
         if constraint is not None and constraint.final == "json":
-            instance = minimal_instance(constraint.schema or {"type": "object"}, body)
+            # A token holds a few characters at most: no more is built than overflows max_tokens (cut there).
+            room = None if max_tokens is None else 8 * max_tokens + 64
+            instance = minimal_instance(constraint.schema or {"type": "object"}, body, room=room)
             return self._answer(
                 "Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":"))
             )

@@ -298,7 +298,9 @@ def build_output_item(
     )
 
 
-_CALL_KINDS = frozenset({ItemKind.FUNCTION_CALL, ItemKind.CUSTOM_TOOL_CALL, ItemKind.MULTI_AGENT_CALL, ItemKind.TOOL_SEARCH_CALL})
+_CALL_KINDS = frozenset(
+    {ItemKind.FUNCTION_CALL, ItemKind.CUSTOM_TOOL_CALL, ItemKind.MULTI_AGENT_CALL, ItemKind.TOOL_SEARCH_CALL}
+)
 
 
 def _search_arguments(text: str) -> Any:

@@ -16,7 +16,14 @@ from typing import Any
 
 from ..core import InvalidRequestError
 
-__all__ = ["MAX_REF_DEPTH", "check_strict", "for_rendering", "minimal_instance", "resolve_refs"]
+__all__ = [
+    "MAX_REF_DEPTH",
+    "MINIMAL_INSTANCE_ROOM",
+    "check_strict",
+    "for_rendering",
+    "minimal_instance",
+    "resolve_refs",
+]
 
 #: How many ``$ref`` levels are inlined along one path before a reference renders as ``any``.
 MAX_REF_DEPTH = 8
@@ -264,14 +271,54 @@ def resolve_refs(node: Any, root: Mapping[str, Any]) -> Any:
     return node
 
 
-def minimal_instance(schema: Any, text: str, root: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
+#: What :func:`minimal_instance` may build: values (one each) plus string characters. A schema asking for
+#: more (``minItems: 1e8``, ``minLength`` of a gigabyte, nested arrays multiplying) gets its arrays and
+#: strings cut where the room runs out, so the echo executor answers at once; its answer is then cut by
+#: ``max_output_tokens`` as a real model's would be.
+MINIMAL_INSTANCE_ROOM = 65_536
+
+
+class _Room:
+    """What is left of :data:`MINIMAL_INSTANCE_ROOM` while one instance is built."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def take(self, wanted: int) -> int:
+        """Take up to ``wanted`` units; return how many were granted."""
+        granted = max(0, min(wanted, self.left))
+        self.left -= granted
+        return granted
+
+
+def _count(value: Any) -> int:
+    """A schema's integer keyword (``minItems``, ``minLength``), 0 when absent or not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value) if value < MINIMAL_INSTANCE_ROOM else MINIMAL_INSTANCE_ROOM
+
+
+def minimal_instance(
+    schema: Any,
+    text: str,
+    root: Mapping[str, Any] | None = None,
+    depth: int = 0,
+    room: _Room | int | None = None,
+) -> Any:
     """The smallest value ``schema`` accepts: required properties only, strings from ``text``.
 
     string = ``text`` cut to ``maxLength`` (padded to ``minLength``), number = its
     minimum or 0, boolean = true, enum/const = its first value, array = ``minItems``
-    copies of its item, nullable = its non-null type.
+    copies of its item, nullable = its non-null type. Built within ``room`` (at most
+    :data:`MINIMAL_INSTANCE_ROOM`) values and characters: past it, arrays and strings are shorter than
+    the schema asks.
     """
     root = root if root is not None else (schema if isinstance(schema, Mapping) else {})
+    if not isinstance(room, _Room):
+        room = _Room(MINIMAL_INSTANCE_ROOM if room is None else min(room, MINIMAL_INSTANCE_ROOM))
+    room.take(1)
     node = resolve_refs(schema, root)
     if not isinstance(node, Mapping) or depth > 32:
         return None
@@ -283,14 +330,14 @@ def minimal_instance(schema: Any, text: str, root: Mapping[str, Any] | None = No
         variants = node.get(key)
         if isinstance(variants, list) and variants:
             non_null = [v for v in variants if not (isinstance(v, Mapping) and v.get("type") == "null")]
-            return minimal_instance((non_null or variants)[0], text, root, depth + 1)
+            return minimal_instance((non_null or variants)[0], text, root, depth + 1, room)
     all_of = node.get("allOf")
     if isinstance(all_of, list) and all_of:
         merged: dict[str, Any] = {}
         for part in all_of:
             merged.update(resolve_refs(part, root) if isinstance(part, Mapping) else {})
         return minimal_instance(
-            {**merged, **{k: v for k, v in node.items() if k != "allOf"}}, text, root, depth + 1
+            {**merged, **{k: v for k, v in node.items() if k != "allOf"}}, text, root, depth + 1, room
         )
     kind = node.get("type")
     if isinstance(kind, list):
@@ -300,20 +347,27 @@ def minimal_instance(schema: Any, text: str, root: Mapping[str, Any] | None = No
     if kind == "object":
         properties = node.get("properties") or {}
         return {
-            name: minimal_instance(properties.get(name, {}), text, root, depth + 1)
+            name: minimal_instance(properties.get(name, {}), text, root, depth + 1, room)
             for name in node.get("required") or []
         }
     if kind == "array":
-        count = node.get("minItems") or 0
-        return [minimal_instance(node.get("items", {}), text, root, depth + 1) for _ in range(count)]
+        items = node.get("items", {})
+        values = []
+        for _ in range(_count(node.get("minItems"))):
+            if room.left <= 0:
+                break
+            values.append(minimal_instance(items, text, root, depth + 1, room))
+        return values
     if kind == "string":
         value = text
         max_length = node.get("maxLength")
         if isinstance(max_length, int):
             value = value[:max_length]
-        min_length = node.get("minLength")
-        if isinstance(min_length, int) and len(value) < min_length:
-            value = value + "x" * (min_length - len(value))
+        value = value[: max(0, room.left)]
+        room.take(len(value))
+        missing = _count(node.get("minLength")) - len(value)
+        if missing > 0:
+            value = value + "x" * room.take(missing)
         return value
     if kind in ("number", "integer"):
         minimum = node.get("minimum")

@@ -1,7 +1,8 @@
 """Operating the server: what it measures and records, at no cost per token.
 
 ``metrics.py`` (``/stats`` and ``/metrics``), ``gc_schedule.py`` (the garbage collector run when it
-cannot stall streams), ``access.py`` (one access-log record per request). Recorded into by the
+cannot stall streams), ``access.py`` (one access-log record per request), ``heap.py`` (freed memory
+given back to the system). Recorded into by the
 layers above; imports only ``core/``.
 """
 
@@ -14,6 +15,7 @@ from ..core import resolver
 if TYPE_CHECKING:
     from .access import AccessRecord
     from .gc_schedule import CollectorSchedule
+    from .heap import trim_heap
     from .metrics import ServerMetrics, merge_snapshots, use_group_folder
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "CollectorSchedule",
     "ServerMetrics",
     "merge_snapshots",
+    "trim_heap",
     "use_group_folder",
 ]
 
@@ -30,6 +33,7 @@ _ON_FIRST_USE = {
     "CollectorSchedule": ".gc_schedule",
     "ServerMetrics": ".metrics",
     "merge_snapshots": ".metrics",
+    "trim_heap": ".heap",
     "use_group_folder": ".metrics",
 }
 

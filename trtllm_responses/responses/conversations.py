@@ -22,7 +22,7 @@ from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Render
 from ..core import ByteBoundedCache, InvalidRequestError, NotFoundError, check_id, new_id
 from ..harmony import input_to_messages, items_to_messages
 from ..request import check_depth, json_object, list_page_json, normalize_input_items, page_json, parse_items
-from ..store import ConversationItem, ResponseStore, StoredConversation
+from ..store import ConversationHead, ConversationItem, ResponseStore, StoredConversation
 
 __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]
 
@@ -107,6 +107,9 @@ class ConversationsService:
         self.adapter = adapter
         self._render = render
         self.max_input_bytes = max_input_bytes
+        #: One conversation's items may not grow past the store's ``--max_store_bytes`` (every backend
+        #: keeps the one being written whole, evicting others: this bounds it).
+        self.max_conversation_bytes: int | None = getattr(store, "max_bytes", None)
         # Rendered histories of recent conversations, keyed by conversation id and checked against the
         # stored items (their count and last id): a turn in a conversation renders only what is new.
         self._histories: ByteBoundedCache[tuple[int, str | None, ConversationHistory]] = ByteBoundedCache(
@@ -139,6 +142,7 @@ class ConversationsService:
         """``POST /v1/conversations``: a new conversation (``items``, ``metadata``)."""
         body = _body(raw)
         items = self._items(body.get("items"))
+        self._refuse_past_store(None, 0, _held_bytes(items), "items")
         conversation = StoredConversation(new_id("conv"), int(time.time()), _metadata(body.get("metadata")))
         await self.store.create_conversation(conversation, items)
         return _conversation_json(conversation)
@@ -202,6 +206,7 @@ class ConversationsService:
             raise InvalidRequestError(
                 f"A conversation can hold at most {MAX_ITEMS_PER_CONVERSATION} items.", param="items"
             )
+        self._refuse_past_store(conversation_id, _held_bytes_of(head), _held_bytes(adding), "items")
         ids = [item_id for item_id, _ in adding]
         held = await self.store.conversation_holds(conversation_id, ids)
         if held is None:
@@ -250,6 +255,7 @@ class ConversationsService:
             if held is None:
                 raise _not_found(conversation_id)
             _refuse_duplicates(list(new_ids), held, "input")
+        self._refuse_past_store(conversation_id, _held_bytes_of(head), input_bytes, "input")
         seen = (head.count, head.last_id)
         if not head.count:
             return EMPTY_HISTORY, seen, ()
@@ -279,6 +285,20 @@ class ConversationsService:
         history = EMPTY_HISTORY.extended(rendered, converted.calls)
         self._histories.admit(conversation_id, (*seen, history), history.nbytes)
         return history, seen, items
+
+    def _refuse_past_store(self, conversation_id: str | None, held: int, adding: int, param: str) -> None:
+        """400 ``conversation_too_large`` when a conversation holding ``held`` bytes would grow past
+        ``--max_store_bytes`` by ``adding`` more (a turn's input; its output, within its
+        ``max_output_tokens``, is appended after it)."""
+        limit = self.max_conversation_bytes
+        if limit is not None and held + adding > limit:
+            which = f"Conversation '{conversation_id}'" if conversation_id else "The conversation"
+            raise InvalidRequestError(
+                f"{which} would hold {held + adding} bytes, more than the store keeps for one conversation "
+                f"(--max_store_bytes {limit}).",
+                param=param,
+                code="conversation_too_large",
+            )
 
     def _refuse_too_large(self, conversation_id: str, size: int, count: int, input_bytes: int) -> None:
         """400 ``context_length_exceeded`` for items of ``size`` bytes no context window can hold."""
@@ -325,6 +345,16 @@ class ConversationsService:
                 conversation_id, (seen[0] + len(items), items[-1][0], history), history.nbytes
             )
         return appended
+
+
+def _held_bytes(items: Sequence[ConversationItem]) -> int:
+    """What items cost a store, as the conversation bound counts it: their JSON, plus ids and framing."""
+    return sum(ITEM_OVERHEAD_BYTES + len(data) for _, data in items)
+
+
+def _held_bytes_of(head: ConversationHead) -> int:
+    """:func:`_held_bytes` of a conversation's items, from its head (none is read)."""
+    return head.nbytes + ITEM_OVERHEAD_BYTES * head.count
 
 
 def _not_found(conversation_id: str) -> NotFoundError:

@@ -57,20 +57,28 @@ class LogprobStreamProcessor(TokenStreamProcessor):
         self._top = top_logprobs
         self._pending: list[output_text.Logprob] = []
         self._message: list[output_text.Logprob] = []
+        self._tokens: dict[int, tuple[str, list[int]]] = {}
+
+    def _token(self, token: int) -> tuple[str, list[int]]:
+        """A token's text and bytes, made once per response and shared by every logprob naming it
+        (each is read, never changed): the alternatives of 20 top logprobs repeat across tokens."""
+        known = self._tokens.get(token)
+        if known is None:
+            raw = self._encoding.token_bytes[token]
+            known = self._tokens[token] = (raw.decode("utf-8", "replace"), list(raw))
+        return known
 
     def _logprob(self, token: int, value: tuple[float, Sequence[tuple[int, float]]]) -> output_text.Logprob:
-        raw = self._encoding.token_bytes
         logprob, top = value
-        return output_text.Logprob(
-            token=raw[token].decode("utf-8", "replace"),
-            bytes=list(raw[token]),
-            logprob=logprob,
-            top_logprobs=[
-                output_text.LogprobTopLogprob(
-                    token=raw[t].decode("utf-8", "replace"), bytes=list(raw[t]), logprob=lp
-                )
-                for t, lp in list(top)[: self._top]
-            ],
+        text, raw = self._token(token)
+        alternatives = []
+        for t, lp in list(top)[: self._top]:
+            alt_text, alt_raw = self._token(t)
+            alternatives.append(
+                output_text.LogprobTopLogprob.model_construct(token=alt_text, bytes=alt_raw, logprob=lp)
+            )
+        return output_text.Logprob.model_construct(
+            token=text, bytes=raw, logprob=logprob, top_logprobs=alternatives
         )
 
     def process(self, delta: TokenDelta) -> list[ResponseStreamEvent]:

@@ -38,11 +38,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENCRYPTED_REASONING",
+    "MAX_LOGPROB_ENTRIES",
     "Deliver",
     "HistoryLookup",
     "PreparedResponse",
     "default_max_input_bytes",
     "initial_response",
+    "logprob_token_limit",
     "logprobs_wanted",
 ]
 
@@ -216,6 +218,34 @@ def logprobs_wanted(request: ResponsesRequest) -> int | None:
     if request.top_logprobs is None and not wanted:
         return None
     return request.top_logprobs or 0
+
+
+#: Logprob entries one request may ask for: choices x (``top_logprobs`` + 1) x output tokens. Each entry
+#: is held until the response is written (about 0.8 KiB of RSS each, measured: README "Hostile input and
+#: limits"); 16 choices x 21 x 6,000 tokens held 1.6 GiB before there was a bound.
+MAX_LOGPROB_ENTRIES = 1 << 18
+
+
+def logprob_token_limit(request: ResponsesRequest, choices: int = 1) -> int | None:
+    """Output tokens within :data:`MAX_LOGPROB_ENTRIES` when logprobs are asked for (None otherwise).
+
+    A ``max_output_tokens`` past it is refused (400, before anything is rendered); without one, the
+    output stops there (``incomplete``, chat's ``length``).
+    """
+    top = logprobs_wanted(request)
+    if top is None:
+        return None
+    per_token = choices * (top + 1)
+    limit = max(1, MAX_LOGPROB_ENTRIES // per_token)
+    asked = request.max_output_tokens
+    if asked is not None and asked > limit:
+        raise InvalidRequestError(
+            f"'max_output_tokens' of {asked} with logprobs ({choices} choice(s) x {top + 1} logprobs a token) "
+            f"asks for more than {MAX_LOGPROB_ENTRIES} logprobs; at most {limit} tokens can have them.",
+            param="max_output_tokens",
+            code="too_many_logprobs",
+        )
+    return limit
 
 
 def _echo_tool(tool: RequestTool) -> dict[str, Any]:

@@ -66,6 +66,7 @@ from .prepared import (
     cache_retention_seconds,
     default_max_input_bytes,
     initial_response,
+    logprob_token_limit,
     logprobs_wanted,
     service_tier,
 )
@@ -178,8 +179,15 @@ class ResponsesService:
         affinity: str | None = None,
         multi_agent_beta: bool = False,
         coordinator: Coordinator | None = None,
+        sent_bytes: int | None = None,
+        choices: int = 1,
     ) -> PreparedResponse:
         """Check a request body and render its prompt. Raises APIError for anything wrong.
+
+        ``sent_bytes``: the size of the body the client sent, when ``body`` is a translation of it
+        (Chat Completions, Messages): ``--max_input_bytes`` applies to what the client sent, not to
+        the translated form (which is larger: ids, types and defaults of each item). ``choices``: the
+        generations that will be made of it (chat's ``n``), for the logprobs budget.
 
         ``affinity``: the session key the client's headers give (``request/affinity.py``), if any; the
         response's own key is decided here (``sessions.py``).
@@ -200,7 +208,7 @@ class ResponsesService:
         received = received_at if received_at is not None else time.perf_counter()
         steps = LoopSteps()  # its work on the event loop, in steps of a few ms (core/loop_steps.py)
         size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
-        self.check_input_size(size)
+        self.check_input_size(size if sent_bytes is None else sent_bytes)
         request = await self.prompts.apply(parse_request(body))
         team = None
         config = parse_multi_agent(request.multi_agent) if multi_agent_beta else None
@@ -208,6 +216,7 @@ class ResponsesService:
             template = orjson.loads(body) if isinstance(body, bytes) else body
             team = Team(self, self.subagents, config, template, self.tool_settings.tool_timeout)
             coordinator = team.coordinator()
+        logprob_tokens = logprob_token_limit(request, choices)  # 400 now if logprobs would overflow it
         if request.store:
             await self.store.ping()  # 503 now, not a generated response that cannot be kept
         summaries = summary_mode(request)
@@ -278,7 +287,7 @@ class ResponsesService:
             raise InvalidRequestError(refusal, param="input", code="context_length_exceeded")
         room = self.executor.max_seq_len - len(prompt.token_ids)
         self.adapter.admit(prompt)
-        max_tokens = min(request.max_output_tokens or room, room)
+        max_tokens = min(request.max_output_tokens or room, room, logprob_tokens or room)
         generation = GenerationRequest(
             request_id=response_id,
             prompt_token_ids=prompt.token_ids,

@@ -33,7 +33,7 @@ from ..request import ChatOptions, in_chat_terms, session_key_from_headers, tran
 from ..responses import PreparedResponse, ResponseRun, ResponsesService
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
 from .errors import answer
-from .responses import JSONBytesResponse, WriterResponse
+from .responses import JSONBytesResponse, WriterResponse, unless_client_leaves
 
 __all__ = ["CHAT_PATH", "ChatCompletionRun", "create_chat_completion"]
 
@@ -247,7 +247,13 @@ async def create_chat_completion(
         received = time.perf_counter()
         translation = translate_chat(body)
         try:
-            prepared = await service.prepare(translation.body, received, affinity=affinity)
+            prepared = await service.prepare(
+                translation.body,
+                received,
+                affinity=affinity,
+                sent_bytes=len(body),
+                choices=translation.options.n,
+            )
         except APIError as exc:
             raise in_chat_terms(exc, translation) from None
         run = ChatCompletionRun(service, prepared, translation.options)
@@ -255,7 +261,7 @@ async def create_chat_completion(
         record.session_id = prepared.session_key
         if translation.options.stream:
             return WriterResponse(run.stream)
-        return JSONBytesResponse(await run.completion_json())
+        return JSONBytesResponse(await unless_client_leaves(receive, run.completion_json()))
 
     status = await answer(handle, scope, receive, send, record, CHAT_PATH)
     usage = run.usage if run is not None else None

@@ -27,7 +27,7 @@ from .config import ServerConfig
 from .errors import answer, error_response
 from .messages import MESSAGES_PATH, anthropic_error_response, serve_messages, wants_anthropic
 from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
-from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
+from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse, unless_client_leaves
 from .websocket import serve_websocket
 
 __all__ = ["ResponsesApp", "MAX_BODY_BYTES"]
@@ -90,7 +90,7 @@ async def create_response(
             return JSONBytesResponse(to_json(prepared.response.model_copy(update={"status": "queued"})))
         if prepared.request.stream:
             return EventStreamResponse(run)
-        return JSONBytesResponse(await run.drive())
+        return JSONBytesResponse(await unless_client_leaves(receive, run.drive()))
 
     status = await answer(handle, scope, receive, send, record, PATH)
     if run is not None and run.usage is not None:

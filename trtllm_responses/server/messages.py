@@ -30,7 +30,7 @@ from ..request import MessagesOptions, in_messages_terms, translate_messages
 from ..responses import PreparedResponse, ResponsesService
 from .errors import answer
 from .messages_events import MessageWriter, anthropic_error
-from .responses import JSONBytesResponse, WriterResponse
+from .responses import JSONBytesResponse, WriterResponse, unless_client_leaves
 
 __all__ = [
     "COUNT_TOKENS_PATH",
@@ -189,7 +189,7 @@ async def serve_messages(
         if translation.options.hidden_tools:
             logger.info("Tools not shown to the model: %s", ", ".join(translation.options.hidden_tools))
         try:
-            prepared = await service.prepare(translation.body, received, compact=False)
+            prepared = await service.prepare(translation.body, received, compact=False, sent_bytes=len(body))
         except APIError as exc:
             raise in_messages_terms(exc, translation) from None
         if counting:
@@ -198,7 +198,7 @@ async def serve_messages(
         record.response_id = message.id
         if translation.options.stream:
             return WriterResponse(message.stream)
-        return JSONBytesResponse(await message.message_json())
+        return JSONBytesResponse(await unless_client_leaves(receive, message.message_json()))
 
     status = await answer(handle, scope, receive, send, record, path, anthropic_error_response)
     usage = message.run.usage if message is not None else None

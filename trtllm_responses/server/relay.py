@@ -30,6 +30,11 @@ SNAPSHOT = "trtllm:bg:"
 CANCEL = "trtllm:cancel"
 _TERMINAL = (b"event: response.completed\n", b"event: response.incomplete\n", b"event: response.failed\n")
 _FLUSH_INTERVAL = 0.02
+#: Retrying a failed copy to Redis: the first wait, and the longest (doubling in between).
+_RETRY_FIRST = 0.05
+_RETRY_MAX = 1.0
+#: Frames sent to Redis in one pipeline (a run's whole record is sent again after Redis came back empty).
+_COPY_BATCH = 512
 
 
 class RedisRelay:
@@ -50,40 +55,83 @@ class RedisRelay:
         await self._call("set", SNAPSHOT + prepared.generation.request_id, snapshot, ex=self.grace + 3600)
 
     async def publish(self, run: Any) -> None:
-        """Run until ``run`` ends: mirror its frames and snapshot to Redis (errors are logged, not raised)."""
-        written = 0
+        """Run until ``run`` ends and is copied: mirror its frames and snapshot to Redis.
+
+        A Redis error never ends the copy: it is retried (backoff up to :data:`_RETRY_MAX` s) while the
+        run goes on and for its grace period after it ended, resuming after the last frame Redis holds
+        (all of them again if Redis came back empty), so once Redis is back every process serves the
+        run's state and, when its store write failed, its final (failed) response instead of a 404.
+        """
         key = EVENTS + run.id
-        try:
-            while True:
-                done = run.done
-                end = run.next_sequence
-                if written < run.first_sequence:
-                    written = run.first_sequence
-                if written < end:
-                    pipe = self.client.pipeline(transaction=False)
-                    for seq in range(written, end):
-                        pipe.xadd(
-                            key,
-                            {"seq": seq, "frame": run.frames[seq - run.first_sequence]},
-                            maxlen=self.max_events,
-                            approximate=True,
-                        )
-                    if not done:
-                        pipe.set(SNAPSHOT + run.id, run.snapshot(), ex=self.grace + 3600)
-                    await pipe.execute()
-                    written = end
-                if done:
-                    await self.client.expire(key, self.grace)
-                    if run.run.store_failed and run.final is not None:
-                        # Not in the store: every process answers with the failed response for a while.
-                        await self.client.set(SNAPSHOT + run.id, run.final, ex=self.grace)
-                    else:
-                        await self.client.delete(SNAPSHOT + run.id)  # the final response is in the store now
+        written: int | None = 0  # the next frame to copy; None: unknown after an error, asked of Redis
+        delay = _RETRY_FIRST
+        failing = False
+        while True:
+            try:
+                if written is None:
+                    written = await self._copied_up_to(key)
+                    resync = True  # Redis may have come back empty: the snapshot is written again
+                else:
+                    resync = False
+                written = await self._copy(run, key, written, resync)
+                if failing:
+                    logger.warning("Background response %s is copied to Redis again", run.id)
+                    failing = False
+                    delay = _RETRY_FIRST
+                if run.done and written >= run.next_sequence:
+                    await self._copy_end(run, key)
                     return
                 await run.changed()
                 await asyncio.sleep(_FLUSH_INTERVAL)
-        except Exception:
-            logger.exception("Could not publish background response %s to Redis", run.id)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if run.done and time.monotonic() - run.ended_at > self.grace:
+                    logger.error("Gave up copying background response %s to Redis: %r", run.id, exc)
+                    return
+                if not failing:
+                    logger.warning(
+                        "Could not copy background response %s to Redis (%r); retrying", run.id, exc
+                    )
+                    failing = True
+                written = None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX)
+
+    async def _copied_up_to(self, key: str) -> int:
+        """The sequence number after the last frame Redis holds of a stream (0 if it holds none)."""
+        last = await self.client.xrevrange(key, "+", "-", count=1)
+        return int(last[0][1][b"seq"]) + 1 if last else 0
+
+    async def _copy(self, run: Any, key: str, written: int, resync: bool) -> int:
+        """Copy the frames from ``written`` on (and the snapshot while it runs); the next frame to copy."""
+        written = max(written, run.first_sequence)  # frames dropped by the local budget are gone
+        end = run.next_sequence
+        while written < end or resync:
+            upto = min(end, written + _COPY_BATCH)
+            pipe = self.client.pipeline(transaction=False)
+            for seq in range(written, upto):
+                pipe.xadd(
+                    key,
+                    {"seq": seq, "frame": run.frames[seq - run.first_sequence]},
+                    maxlen=self.max_events,
+                    approximate=True,
+                )
+            if not run.done:
+                pipe.set(SNAPSHOT + run.id, run.snapshot(), ex=self.grace + 3600)
+            await pipe.execute()
+            written = upto
+            resync = False
+        return written
+
+    async def _copy_end(self, run: Any, key: str) -> None:
+        """The run ended and its frames are copied: they expire after its grace; its snapshot goes."""
+        await self.client.expire(key, self.grace)
+        if run.run.store_failed and run.final is not None:
+            # Not in the store: every process answers with the failed response for a while.
+            await self.client.set(SNAPSHOT + run.id, run.final, ex=self.grace)
+        else:
+            await self.client.delete(SNAPSHOT + run.id)  # the final response is in the store now
 
     async def listen_for_cancels(self, cancel: Any) -> None:
         """Run until cancelled: cancel local runs that any process asked to cancel."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
@@ -12,7 +14,16 @@ from starlette.types import Receive, Scope, Send
 from ..responses import ResponseRun
 from .sse import encode_events, obfuscation_wanted
 
-__all__ = ["EventStreamResponse", "FramesResponse", "JSONBytesResponse", "WriterResponse"]
+__all__ = [
+    "ClientGone",
+    "EventStreamResponse",
+    "FramesResponse",
+    "JSONBytesResponse",
+    "WriterResponse",
+    "unless_client_leaves",
+]
+
+T = TypeVar("T")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -123,6 +134,37 @@ class EventStreamResponse(_EventStream):
 
         await self._run.drive(deliver)
         return True
+
+
+class ClientGone(ConnectionResetError):
+    """The client hung up while its non-streamed answer was being made (recorded as 499, nothing sent)."""
+
+
+async def unless_client_leaves(receive: Receive, work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work`` (a non-streamed answer's generation); if the client hangs up first, cancel it and
+    raise :class:`ClientGone`.
+
+    Call it once the request's body is read: ``receive`` then yields only ``http.disconnect``. Cancelling
+    ``work`` cancels whatever it drives (``ResponseRun.drive`` aborts its generation in the executor),
+    so no generation outlives its client. ``work`` runs as a task of its own: a non-streamed answer
+    makes no write per token, so the hop costs nothing per token, and this task is never cancelled
+    by the watcher (the streaming writer's way) with the race that brings.
+    """
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_wait_for_disconnect(receive))
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # this request is cancelled (server shutdown): so is its work
+        task.cancel()
+        gone.cancel()
+        raise
+    if task.done():
+        gone.cancel()
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task  # its generation aborted and its run ended before the request is recorded
+    raise ClientGone("the client went away while its response was generated")
 
 
 async def _wait_for_disconnect(receive: Receive) -> None:

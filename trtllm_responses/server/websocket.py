@@ -54,6 +54,11 @@ MAX_QUEUED_INPUTS = 4
 #: (``--max_input_bytes``; a larger one is answered with an error event). Codex reads it from the handshake
 #: response, beside ``openai-model`` and ``x-reasoning-included`` (README, "Fields and headers of newer clients").
 MAX_MESSAGE_HEADER = b"x-codex-websocket-max-message-bytes"
+#: Bytes of the conversations one connection remembers for ``previous_response_id`` (its lanes' last
+#: responses, ``generate: false`` ones included: their rendered histories), in ``--max_input_bytes``;
+#: past it the least recently answered lanes' are forgotten (continuing one is then
+#: ``previous_response_not_found`` unless it was stored), never the lane just answered.
+MAX_REMEMBERED_INPUTS = 4
 # Over WebSocket a response always streams and never runs in the background. ``stream: true`` is
 # redundant and accepted (the Agents SDK sends it); ``stream: false`` and ``background: true`` are errors.
 _NOT_IN_CREATE = {
@@ -337,6 +342,18 @@ class ResponsesSocket:
                 return chain
         return None
 
+    def _remember(self, stream_id: str | None, response_id: str, chain: Chain) -> None:
+        """Keep a lane's last response for ``previous_response_id``, within :data:`MAX_REMEMBERED_INPUTS`."""
+        self._local.pop(stream_id, None)  # most recently answered last
+        self._local[stream_id] = (response_id, chain)
+        budget = MAX_REMEMBERED_INPUTS * self.service.max_input_bytes
+        held = sum(kept.history.nbytes for _, kept in self._local.values())
+        for lane, (_, kept) in list(self._local.items()):
+            if held <= budget or lane == stream_id:
+                break
+            del self._local[lane]
+            held -= kept.history.nbytes
+
     def _evict(self, response_id: str | None) -> None:
         if response_id is None:
             return
@@ -409,7 +426,8 @@ class ResponsesSocket:
                 [to_dict(item) for item in stream.model_output] if stream is not None else final["output"]
             )
             prepared = running.run.prepared
-            self._local[stream_id] = (
+            self._remember(
+                stream_id,
                 final["id"],
                 Chain(self.service.history_after(prepared, output), prepared.session_key),
             )

@@ -95,6 +95,7 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
         self._response = response
         self._summarize = summarize
         self.summary_due: ParkedReasoning | None = None
+        self._summaries_parked = 0
         self._tools = tools
         # Reasoning items get ``encrypted_content`` from ``seal_reasoning``; redacted, they stream no text.
         self._seal_reasoning = seal_reasoning
@@ -358,8 +359,13 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
             done = done.model_copy(update=sealed)
         if annotations:
             done.content[0].annotations = annotations  # type: ignore[union-attr,index]
-        if kind is ItemKind.REASONING and self._summarize and status == "completed" and text.strip():
-            self._park(done, item.output_index, text)  # type: ignore[arg-type]
+        if (
+            kind is ItemKind.REASONING
+            and self._summarize
+            and status == "completed"
+            and text.strip()
+            and self._park(done, item.output_index, text)  # type: ignore[arg-type]
+        ):
             return events
         self._output.append(done)
         events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))

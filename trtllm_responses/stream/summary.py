@@ -40,7 +40,12 @@ from openai.types.responses.response_reasoning_summary_part_done_event import Pa
 from .events import event_type_name
 from .item import StreamStateError
 
-__all__ = ["ParkedReasoning", "SummaryTransitions"]
+__all__ = ["MAX_SUMMARIES", "ParkedReasoning", "SummaryTransitions"]
+
+#: Reasoning items one response summarizes (README "Hostile input and limits"); later ones keep
+#: ``summary: []``. Each summary is a side generation whose prompt (the analysis it reads, up to
+#: 16 KiB) is not in the response's ``input_tokens``: this bounds what a response costs beyond its usage.
+MAX_SUMMARIES = 16
 
 
 class ParkedReasoning:
@@ -66,6 +71,8 @@ class SummaryTransitions:
     _output: list[ResponseOutputItem]
     #: The parked reasoning item whose summary is due (None: nothing to summarize now).
     summary_due: ParkedReasoning | None
+    #: Reasoning items parked for a summary so far in this response.
+    _summaries_parked: int
 
     if TYPE_CHECKING:  # ResponseStream's
 
@@ -73,10 +80,15 @@ class SummaryTransitions:
 
         def _stamp(self, event_type: type[Any], fields: dict[str, Any]) -> ResponseStreamEvent: ...
 
-    def _park(self, done: ResponseReasoningItem, output_index: int, text: str) -> None:
+    def _park(self, done: ResponseReasoningItem, output_index: int, text: str) -> bool:
+        """Park a reasoning item for its summary; False (nothing parked) past :data:`MAX_SUMMARIES`."""
         if self.summary_due is not None:
             raise StreamStateError("a reasoning item is already waiting for its summary")
+        if self._summaries_parked >= MAX_SUMMARIES:
+            return False
+        self._summaries_parked += 1
         self.summary_due = ParkedReasoning(done, output_index, text)
+        return True
 
     def _parked(self) -> ParkedReasoning:
         parked = self.summary_due

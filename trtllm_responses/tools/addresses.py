@@ -5,7 +5,11 @@ metadata service) and ``64:ff9b::a9fe:a9fe`` (169.254.169.254 through NAT64) glo
 registries are the authority, so both must agree: an address is global only if Python says so
 *and* no block of the IANA IPv4/IPv6 Special-Purpose Address Registries holding it is marked
 "Globally Reachable: False" (or N/A). Addresses carrying an IPv4 address (IPv4-mapped, NAT64,
-6to4, Teredo) are judged by that address too. Multicast is never fetched.
+6to4, Teredo) are judged by that address too. Multicast is never fetched. An IPv6 address outside
+2000::/3, the only block IANA allocates global unicast from (IANA IPv6 Address Space registry), is
+refused unless it carries an IPv4 address judged above (IPv4-mapped, NAT64): Python 3.11 calls the
+deprecated IPv4-compatible ``::a.b.c.d``, SIIT's ``::ffff:0:a.b.c.d`` and site-local ``fec0::/10``
+global, and each can reach a private IPv4 host through a translating router.
 
 Sources (the "Globally Reachable" column, as of the 2024 updates):
 https://www.iana.org/assignments/iana-ipv4-special-registry/ and
@@ -51,7 +55,9 @@ IANA_IPV6_NOT_GLOBAL = tuple(
     for block in (
         "::1/128",  # loopback
         "::/128",  # unspecified
+        "::/96",  # IPv4-compatible, deprecated (RFC 4291 2.5.5.1): ::a.b.c.d
         "::ffff:0:0/96",  # IPv4-mapped (judged by the IPv4 address too)
+        "::ffff:0:0:0/96",  # IPv4-translated, SIIT (RFC 2765): ::ffff:0:a.b.c.d
         "64:ff9b:1::/48",  # local-use IPv4/IPv6 translation (RFC 8215)
         "100::/64",  # discard-only (RFC 6666)
         "100:0:0:1::/64",  # dummy IPv6 prefix (RFC 9780)
@@ -61,8 +67,12 @@ IANA_IPV6_NOT_GLOBAL = tuple(
         "5f00::/16",  # segment routing SIDs (RFC 9602)
         "fc00::/7",  # unique local
         "fe80::/10",  # link-local
+        "fec0::/10",  # site-local, deprecated (RFC 3879)
     )
 )
+
+#: IANA IPv6 Address Space registry: global unicast is allocated from this block only.
+_IPV6_GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052: the IPv4 address is the last 32 bits
 
@@ -89,6 +99,8 @@ def globally_reachable(address: IPAddress) -> bool:
         blocks: tuple[ipaddress.IPv4Network, ...] | tuple[ipaddress.IPv6Network, ...] = IANA_IPV6_NOT_GLOBAL
         if address.ipv4_mapped is not None or address in _NAT64:
             return True  # judged by the IPv4 address it carries, above
+        if address not in _IPV6_GLOBAL_UNICAST:
+            return False
     else:
         blocks = IANA_IPV4_NOT_GLOBAL
     if address.is_multicast or not address.is_global:

@@ -25,7 +25,7 @@ from ..harmony import ItemKind
 from .base import ToolOutcome, ToolProvider, truncate_output
 from .cgroups import CallCgroup
 from .mcp import MCPProvider
-from .sandbox import SandboxUnavailable, setup_sandbox
+from .sandbox import Sandbox, SandboxUnavailable, setup_sandbox
 from .settings import PythonLimits, ToolSettings
 
 __all__ = ["STATELESS_PYTHON_DESCRIPTION", "LocalPython", "MCPPython", "PythonLimits"]
@@ -75,6 +75,10 @@ class LocalPython(_PythonProvider):
             sandbox = await asyncio.to_thread(setup_sandbox, self._limits)  # cached after the first
         except SandboxUnavailable as exc:
             return self.outcome(f"The python sandbox is not available on this server: {exc}.", failed=True)
+        async with sandbox.slots:  # at most limits.concurrent_calls at once: their memory is bounded in sum
+            return await self._call(sandbox, arguments)
+
+    async def _call(self, sandbox: Sandbox, arguments: str) -> ToolOutcome:
         cgroup: CallCgroup | None = None
         proc: asyncio.subprocess.Process | None = None
         try:

@@ -10,13 +10,15 @@ start).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -124,6 +126,23 @@ class Sandbox:
     mounts: tuple[str, ...]
     cgroups: CgroupParent | None
     limits: PythonLimits
+    #: The call slots of each event loop serving (one in a server): ``limits.concurrent_calls`` each. One
+    #: sandbox per limits, so one set of slots bounds the memory of every call of the server together.
+    _slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = field(
+        init=False, compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_slots", weakref.WeakKeyDictionary())
+
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        """The running loop's call slots: hold one while a call runs."""
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:
+            slots = self._slots[loop] = asyncio.Semaphore(self.limits.concurrent_calls)
+        return slots
 
     def bwrap_argv(self, mode: str = "run") -> list[str]:
         """``bwrap ... python -I -c BOOTSTRAP limits mode``: the call, its code read from stdin."""

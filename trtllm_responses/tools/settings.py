@@ -30,6 +30,9 @@ class PythonLimits:
     memory_bytes: int = 1 << 30  # the call's cgroup (all its processes) and RLIMIT_AS (each process)
     file_bytes: int = 64 << 20  # the private tmpfs's size, and RLIMIT_FSIZE
     processes: int = 64  # the call's cgroup pids.max and RLIMIT_NPROC (the sandbox's own user namespace)
+    #: Calls running at once in this process (more wait for a slot, within the tool loop's timeout): the
+    #: memory of every call together is at most this x ``memory_bytes`` (``--python_concurrent_calls``).
+    concurrent_calls: int = 2
     #: stdout+stderr the model reads (``serve`` passes ``--tool_output_max_bytes``)
     output_bytes: int = DEFAULT_TOOL_OUTPUT_MAX_BYTES
 
