@@ -36,7 +36,10 @@ from ..executors import Executor, GenerationRequest
 from ..harmony import RenderPool
 from ..ops import ServerMetrics
 from ..request import (
+    MAX_JSON_VALUES,
+    BodyDecoder,
     ItemReference,
+    JsonBody,
     ResponsesRequest,
     list_page_json,
     normalize_input_items,
@@ -115,6 +118,7 @@ class ResponsesService:
         prompts: PromptTemplates | None = None,
         sampling_defaults: SamplingDefaults | None = None,
         chain_history_cache_bytes: int = CHAIN_HISTORY_CACHE_BYTES,
+        max_json_values: int = MAX_JSON_VALUES,
     ) -> None:
         self.prompts = prompts or PromptTemplates(None)
         self.tool_settings = tool_settings or ToolSettings()
@@ -142,7 +146,11 @@ class ResponsesService:
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
-        self.conversations = ConversationsService(store, adapter, self._render_history, self.max_input_bytes)
+        #: Parses request bodies once, their shape bounded, large ones off the event loop (``request/body.py``).
+        self.decoder = BodyDecoder(max_json_values)
+        self.conversations = ConversationsService(
+            store, adapter, self._render_history, self.max_input_bytes, self.decoder
+        )
         # The histories (and session keys) of responses this process stored or read, by id: a stored
         # response never changes, so continuing one only asks the store whether it is still there
         # (``touch``), whatever its length.
@@ -158,11 +166,16 @@ class ResponsesService:
                 code="context_length_exceeded",
             )
 
+    async def decode(self, raw: bytes | str) -> JsonBody:
+        """A request body parsed and checked once (size, shape, depth), off the event loop when large."""
+        self.check_input_size(len(raw))
+        return await self.decoder.decode(raw)
+
     # -- create ----------------------------------------------------------------------------
 
     async def prepare(
         self,
-        body: bytes | dict[str, Any],
+        body: bytes | dict[str, Any] | JsonBody,
         received_at: float | None = None,
         *,
         lookup: HistoryLookup | None = None,
@@ -186,7 +199,9 @@ class ResponsesService:
         """
         received = received_at if received_at is not None else time.perf_counter()
         steps = LoopSteps()  # its work on the event loop, in steps of a few ms (core/loop_steps.py)
-        size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
+        if isinstance(body, bytes):
+            body = await self.decode(body)
+        size = body.size if isinstance(body, JsonBody) else len(orjson.dumps(body))
         self.check_input_size(size)
         request = await self.prompts.apply(parse_request(body))
         if request.store:
@@ -519,8 +534,7 @@ class ResponsesService:
 
     async def compact(self, body: bytes) -> bytes:
         """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary."""
-        self.check_input_size(len(body))
-        request = parse_request(body)
+        request = parse_request(await self.decode(body))
         if request.model is None:  # required here, as in the SDK's ResponseCompactParams
             raise InvalidRequestError(
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"

@@ -220,7 +220,7 @@ async def create_chat_completion(
     async def handle() -> Response:
         nonlocal run
         affinity = session_key_from_headers(scope["headers"])
-        body = await read_body(receive, service)
+        body = await service.decode(await read_body(receive, service))
         received = time.perf_counter()
         translation = translate_chat(body)
         try:
