@@ -203,7 +203,10 @@ class ResponsesService:
             body = await self.decode(body)
         size = body.size if isinstance(body, JsonBody) else len(orjson.dumps(body))
         self.check_input_size(size)
-        request = await self.prompts.apply(parse_request(body))
+        # Every expansion is measured before it is made and counted in ``size``: refused past
+        # --max_input_bytes, and deciding where the input is rendered (``_build_prompt``).
+        request, templated = await self.prompts.apply(parse_request(body), self.max_input_bytes - size)
+        size += templated
         if request.store:
             await self.store.ping()  # 503 now, not a generated response that cannot be kept
         summaries = summary_mode(request)
@@ -222,7 +225,8 @@ class ResponsesService:
                 conversation, given, size
             )
             conversation_items = self.conversations.items_reader(conversation, stored_items)
-        request = await self.resolve_references(request, conversation_items)
+        request, referenced = await self.resolve_references(request, conversation_items, size)
+        size += referenced
         request, triggered = compaction_triggered(request)
         previous = None
         if request.previous_response_id is not None:
@@ -321,22 +325,24 @@ class ResponsesService:
         )
 
     async def resolve_references(
-        self, request: ResponsesRequest, conversation_items: ConversationItems | None = None
-    ) -> ResponsesRequest:
-        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``).
+        self, request: ResponsesRequest, conversation_items: ConversationItems | None = None, size: int = 0
+    ) -> tuple[ResponsesRequest, int]:
+        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``),
+        and the bytes that added; a 400 if the request, ``size`` bytes so far, would pass --max_input_bytes.
 
         ``conversation_items``: what reads its conversation's items (None: no conversation), called
         only when a reference is not found among the input's own items.
         """
         if not has_references(request.input):
-            return request
-        resolved = await resolve_references(
+            return request, 0
+        resolved, added = await resolve_references(
             request.input,  # type: ignore[arg-type]
             store=self.store,
             previous_response_id=request.previous_response_id,
             conversation_items=conversation_items,
+            budget=self.max_input_bytes - size,
         )
-        return request.model_copy(update={"input": resolved})
+        return request.model_copy(update={"input": resolved}), added
 
     async def _render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
         """Render a conversation's messages: in the worker process when large, as ``_build_prompt`` does."""
@@ -539,8 +545,10 @@ class ResponsesService:
             raise InvalidRequestError(
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
             )
-        request = await self.resolve_references(await self.prompts.apply(request))
-        compaction = await self._compact(request, size=len(body))
+        size = len(body)
+        request, templated = await self.prompts.apply(request, self.max_input_bytes - size)
+        request, referenced = await self.resolve_references(request, size=size + templated)
+        compaction = await self._compact(request, size=size + templated + referenced)
         return orjson.dumps(compacted_response_json(compaction))
 
     async def _compact(
