@@ -147,7 +147,10 @@ def test_a_queued_websocket_message_is_parsed_once_off_the_loop(
     decoder = server.app.state.service.decoder
     offloaded = decoder.offloaded
     url = server.base_url.replace("http://", "ws://") + "/v1/responses"
-    pad = "p" * INLINE_PARSE_BYTES  # each message is decoded in the decoder's thread
+    # Each is decoded in the decoder's thread, and two 200 KB messages of text fit the queue together
+    # (counted as held once parsed: their bytes and their few values).
+    pad = "p" * 200_000
+    assert len(pad) > INLINE_PARSE_BYTES
     with ws_connect(url, compression=None) as ws:
         for i in range(3):  # the first runs while the others wait on the lane
             ws.send(
