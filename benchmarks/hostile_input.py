@@ -21,6 +21,12 @@ result, streamed and in the background).
 Issue 30, points 3, 4 and 8 (``hostile_memory.py``): non-streamed clients hanging up (abort latency),
 chat logprobs n 16 x top 20, 1,000 reasoning summaries, a ``minItems: 1e8`` schema, 16 WebSocket lanes
 of ``generate: false``.
+result, streamed and in the background). Issue 30 (``hostile_expansion.py``): 20 WebSocket connections
+x 4 compressed 1.9 MB ``[{},…]`` creates, 150 ``item_reference`` to one 100 KB message, a template
+variable used 51 times with a 1.9 MB value, a 300-character ``prompt.id``.
+
+Beside the loop lag, each row reports the worst wait of ``/health`` (asked every 50 ms from a thread of
+its own while the attack runs: what a load balancer's probe sees) and the server's peak RSS.
 """
 
 from __future__ import annotations
@@ -28,8 +34,12 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _server import get_json, pin_this_process, report, start_server, stop  # noqa: E402
+from hostile_expansion import EXPANSION_ATTACKS, prepare_prompts  # noqa: E402
 from hostile_memory import MEMORY_ATTACKS  # noqa: E402
 from hostile_surfaces import SURFACE_ATTACKS, start_mcp  # noqa: E402
 
@@ -185,7 +196,75 @@ ATTACKS: dict[str, Callable[[str], str]] = {
     "50 MB unterminated header": _huge_header,
     **SURFACE_ATTACKS,
     **MEMORY_ATTACKS,  # issue 30's points 3, 4 and 8: hostile_memory.py
+    **EXPANSION_ATTACKS,
 }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process has used, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+#: The /health prober: its own process on any core, so that the attacking threads and the load generator
+#: of this one (pinned to one core) cannot delay its asks.
+_PROBE = """
+import http.client, os, sys, threading, time
+os.sched_setaffinity(0, range(os.cpu_count() or 1))  # not the load generator's pinned core
+host, port, every = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+worst, failures = 0.0, 0
+while not done.is_set():
+    started = time.monotonic()
+    try:
+        conn = http.client.HTTPConnection(host, port, timeout=300)
+        conn.request("GET", "/health")
+        conn.getresponse().read()
+        conn.close()
+    except OSError:
+        failures += 1
+    worst = max(worst, time.monotonic() - started)
+    time.sleep(every)
+print(worst, failures)
+"""
+
+
+class HealthProbe:
+    """Asks ``/health`` every ``every`` seconds from a process of its own until stopped; ``worst`` is its
+    longest wait (seconds); a thread here samples the server's RSS (``peak_rss``, MiB)."""
+
+    def __init__(self, url: str, pid: int, every: float = 0.05) -> None:
+        self.url, self.pid, self.every = url, pid, every
+        self.worst = 0.0
+        self.peak_rss = 0.0
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._process: subprocess.Popen[str] | None = None
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak_rss = max(self.peak_rss, _proc_rss_mib(self.pid))
+            time.sleep(self.every)
+
+    def start(self) -> None:
+        host, port = _address(self.url)
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _PROBE, host, str(port), str(self.every)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(ATTACK_TIMEOUT)
+        assert self._process is not None
+        out, _ = self._process.communicate("", timeout=ATTACK_TIMEOUT)
+        worst, failures = out.split()
+        self.worst, self.failures = float(worst), int(failures)
 
 
 def run_attack(
@@ -200,9 +279,22 @@ def run_attack(
         # The lag of the attack's own window, apart from the phase's (which includes 64 streams starting
         # at the same instant: asyncio takes all their requests in one loop iteration).
         get_json(url + "/stats?reset=1")
+        probe = HealthProbe(url, server_pid)
+        probe.start()
+        cpu = _cpu_seconds(server_pid)
         started = time.monotonic()
-        outcome["answer"] = ATTACKS[name](url)
-        outcome["attack_s"] = round(time.monotonic() - started, 2)
+        try:
+            outcome["answer"] = ATTACKS[name](url)
+        finally:
+            outcome["attack_s"] = round(time.monotonic() - started, 2)
+            time.sleep(0.5)  # what the attack left running ends inside the window
+            probe.stop()
+        outcome["server_cpu_s"] = round(
+            _cpu_seconds(server_pid) - cpu, 2
+        )  # load-independent, streams' included
+        outcome["health_worst_ms"] = round(probe.worst * 1000, 1)
+        outcome["health_failures"] = probe.failures
+        outcome["peak_rss_mib"] = round(probe.peak_rss, 1)
         outcome["attack_lag"] = get_json(url + "/stats")["event_loop_lag"]["max_since_reset_ms"]
 
     attacker = threading.Thread(target=attack, daemon=True)
@@ -229,6 +321,10 @@ def run_attack(
         "attack_s": outcome.get("attack_s"),
         "loop_lag_max_ms": lag,
         "attack_window_loop_lag_max_ms": outcome.get("attack_lag"),
+        "health_worst_ms": outcome.get("health_worst_ms"),
+        "server_cpu_s": outcome.get("server_cpu_s"),
+        "health_failures": outcome.get("health_failures"),
+        "peak_rss_mib": outcome.get("peak_rss_mib"),
         "itl_p99_ms": summary["itl_ms"]["p99"],
         "itl_max_ms": summary["itl_ms"].get("max"),
         "streams": summary["requests"],
@@ -255,8 +351,16 @@ def main() -> None:
 
     pin_this_process()
     mcp_url, stop_mcp = start_mcp()
+    prompts = prepare_prompts(Path(tempfile.mkdtemp(prefix="hostile-prompts-")))
     server, url = start_server(
-        ["--echo_tokens_per_second", str(args.tokens_per_second), "--mcp_allowed_urls", mcp_url]
+        [
+            "--echo_tokens_per_second",
+            str(args.tokens_per_second),
+            "--mcp_allowed_urls",
+            mcp_url,
+            "--prompts",
+            str(prompts),
+        ]
     )
     rows = []
     try:
@@ -273,6 +377,7 @@ def main() -> None:
     finally:
         stop(server)
         stop_mcp()
+        shutil.rmtree(prompts, ignore_errors=True)
     attacked = [r for r in rows if r["attack"] != "baseline (no attack)" and "loop_lag_max_ms" in r]
     lags = [r["loop_lag_max_ms"] for r in attacked]
     result = {
@@ -296,9 +401,11 @@ def main() -> None:
             (r.get("loop_lag_max_ms") for r in rows if r["attack"] == "baseline (no attack)"), None
         ),
         "worst_itl_p99_ms": max((r["itl_p99_ms"] or 0 for r in attacked), default=None),
+        "worst_health_ms": max((r.get("health_worst_ms") or 0 for r in attacked), default=None),
         "stream_errors": sum(r.get("stream_errors", 0) for r in rows),
         "attacks": rows,
     }
+    result["load_average"] = list(os.getloadavg())
     report(result, args.json)
 
 

@@ -521,7 +521,7 @@ async def test_item_reference_looks_no_further_than_max_chain_responses(
             )
 
     monkeypatch.setattr(references, "MAX_CHAIN_RESPONSES", 3)
-    found = await references.resolve_references(
+    found, _ = await references.resolve_references(
         parse_items([{"type": "item_reference", "id": "msg_7"}]),
         store=Chain(),
         previous_response_id="resp_9",

@@ -3,7 +3,8 @@
 ``protocol.py`` (the Responses request model and its parsing), ``fields.py`` (field checks shared
 with other shapes), ``tools.py``, ``tool_choice.py``, ``text_format.py`` and ``items.py`` (the typed
 values ``tools``, ``tool_choice``, ``text`` and ``input`` are parsed into, once), ``input_items.py``
-(input items as ``input_items`` lists them),
+(input items as ``input_items`` lists them), ``body.py`` (a body parsed once, its shape bounded, off
+the event loop when large),
 ``pagination.py`` (cursor pages of ``list`` objects), ``affinity.py`` (session keys: the headers that
 name a session, their bounds), ``chat.py`` and ``chat_messages.py`` (a Chat Completions request read as
 a Responses request), ``anthropic.py`` and ``anthropic_messages.py`` (an Anthropic Messages request read
@@ -30,6 +31,14 @@ if TYPE_CHECKING:
         MessagesTranslation,
         in_messages_terms,
         translate_messages,
+    )
+    from .body import (
+        INLINE_PARSE_BYTES,
+        MAX_JSON_VALUES,
+        BodyDecoder,
+        JsonBody,
+        count_values,
+        decode_body,
     )
     from .chat import ChatOptions, ChatRequest, in_chat_terms, translate_chat
     from .input_items import normalize_input_items
@@ -117,6 +126,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AFFINITY_HEADERS",
     "AgentMessage",
+    "BodyDecoder",
     "CODE_TOOLS",
     "EFFORT_LEVELS",
     "ChatOptions",
@@ -137,14 +147,17 @@ __all__ = [
     "FunctionTool",
     "HOSTED_TOOL_TYPES",
     "HostedTool",
+    "INLINE_PARSE_BYTES",
     "InputItem",
     "ItemReference",
+    "JsonBody",
     "JsonObjectFormat",
     "JsonSchemaFormat",
     "McpApprovalRequest",
     "McpApprovalResponse",
     "McpCall",
     "McpListTools",
+    "MAX_JSON_VALUES",
     "MAX_SESSION_KEY",
     "McpTool",
     "Message",
@@ -177,6 +190,8 @@ __all__ = [
     "check_depth",
     "deferred",
     "choice_data",
+    "count_values",
+    "decode_body",
     "in_chat_terms",
     "in_messages_terms",
     "json_object",
@@ -203,6 +218,12 @@ __all__ = [
 #: Resolved on first use: a render worker (``harmony/render_pool.py``) reads a request's fields and
 #: protocol types, never the Chat Completions side, input items or pages.
 _ON_FIRST_USE = {
+    "BodyDecoder": ".body",
+    "INLINE_PARSE_BYTES": ".body",
+    "JsonBody": ".body",
+    "MAX_JSON_VALUES": ".body",
+    "count_values": ".body",
+    "decode_body": ".body",
     "AFFINITY_HEADERS": ".affinity",
     "MAX_SESSION_KEY": ".affinity",
     "SESSION_HEADER": ".affinity",
@@ -283,8 +304,8 @@ _ON_FIRST_USE = {
     "service_tier": ".shared_fields",
     "ReasoningParam": ".protocol",
     "ResponsesRequest": ".protocol",
-    "check_depth": ".protocol",
-    "json_object": ".protocol",
+    "check_depth": ".body",
+    "json_object": ".body",
     "parse_request": ".protocol",
 }
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core import APIError, InvalidRequestError
 from .anthropic_messages import anthropic_items, system_text
+from .body import JsonBody
 from .chat_messages import object_at, string_at
 from .fields import one_sentence
 from .protocol import check_depth, json_object
@@ -104,13 +105,18 @@ def effort_for_budget(budget: int) -> str:
     return "low" if budget < low else "medium" if budget < medium else "high"
 
 
-def translate_messages(raw: bytes | dict[str, Any], *, counting: bool = False) -> MessagesTranslation:
+def translate_messages(
+    raw: bytes | dict[str, Any] | JsonBody, *, counting: bool = False
+) -> MessagesTranslation:
     """Check a Messages body and translate it; raise InvalidRequestError naming the Anthropic field.
 
     ``counting`` (``/v1/messages/count_tokens``): ``max_tokens`` is not required.
     """
-    data = raw if isinstance(raw, dict) else json_object(raw)
-    check_depth(data)  # before anything walks it (a tool_use's input is serialized again)
+    if isinstance(raw, JsonBody):  # checked when it was parsed (body.py)
+        data = raw.data
+    else:
+        data = raw if isinstance(raw, dict) else json_object(raw)
+        check_depth(data)  # before anything walks it (a tool_use's input is serialized again)
     data = {key: value for key, value in data.items() if value is not None}
     try:
         request = MessagesRequest.model_validate(data)

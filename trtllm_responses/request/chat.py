@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core import APIError, InvalidRequestError
+from .body import JsonBody
 from .chat_messages import messages_to_items, object_at, string_at
 from .fields import one_sentence
 from .protocol import json_object
@@ -123,9 +124,9 @@ class ChatTranslation:
     origins: tuple[str, ...]
 
 
-def translate_chat(raw: bytes | dict[str, Any]) -> ChatTranslation:
+def translate_chat(raw: bytes | dict[str, Any] | JsonBody) -> ChatTranslation:
     """Check a chat completions body and translate it; raise InvalidRequestError naming the chat field."""
-    data = raw if isinstance(raw, dict) else json_object(raw)
+    data = raw.data if isinstance(raw, JsonBody) else raw if isinstance(raw, dict) else json_object(raw)
     data = {key: value for key, value in data.items() if value is not None}
     try:
         request = ChatRequest.model_validate(data)

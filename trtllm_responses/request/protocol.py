@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,6 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..core import InvalidRequestError
+from .body import MAX_JSON_DEPTH, JsonBody, check_depth, json_object
 from .fields import one_sentence
 from .items import InputItem, parse_items
 from .shared_fields import (
@@ -57,8 +57,6 @@ __all__ = [
     "parse_request",
 ]
 
-#: Deepest nesting of objects and arrays taken in a request body (tool schemas included).
-MAX_JSON_DEPTH = 64
 #: OpenAI's metadata limits.
 MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
@@ -161,11 +159,17 @@ class ResponsesRequest(BaseModel):
 _OBJECT_FIELDS = {"tools": parse_tools, "tool_choice": parse_tool_choice, "text": parse_text}
 
 
-def parse_request(body: bytes | str | dict[str, Any]) -> ResponsesRequest:
-    """Parse and check a request body; raise InvalidRequestError naming the offending field."""
-    if not isinstance(body, dict):
-        body = json_object(body)
-    check_depth(body)
+def parse_request(body: bytes | str | dict[str, Any] | JsonBody) -> ResponsesRequest:
+    """Parse and check a request body; raise InvalidRequestError naming the offending field.
+
+    A :class:`~.body.JsonBody` was parsed and checked already (``body.py``): it is not walked again.
+    """
+    if isinstance(body, JsonBody):
+        body = body.data
+    else:
+        if not isinstance(body, dict):
+            body = json_object(body)
+        check_depth(body)
     # null means absent, for every field (the Open Responses schema allows it for the optional ones).
     body = {key: value for key, value in body.items() if value is not None}
     checked = {name: check(body[name]) for name, check in _OBJECT_FIELDS.items() if name in body}
@@ -217,45 +221,3 @@ def _check_metadata(metadata: dict[str, str] | None) -> None:
                 f"'metadata.{key}' is {len(value)} characters; the most is {MAX_METADATA_VALUE}.",
                 param=f"metadata.{key}",
             )
-
-
-def json_object(raw: bytes | str) -> dict[str, Any]:
-    """A request body parsed as a JSON object; InvalidRequestError when it is not JSON or not an object."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequestError("The request body must be a JSON object.")
-    return body
-
-
-def check_depth(body: dict[str, Any]) -> None:
-    """Refuse objects and arrays nested deeper than MAX_JSON_DEPTH, naming where (every route and transport
-    calls this on what it parsed before anything walks it: orjson cannot encode past 254 levels)."""
-    path = _too_deep(body, 1)
-    if path is not None:
-        where = ""
-        for key in reversed(path):
-            where += f"[{key}]" if isinstance(key, int) else (f".{key}" if where else str(key))
-        raise InvalidRequestError(
-            f"The request nests objects and arrays more than {MAX_JSON_DEPTH} levels deep (at '{where}').",
-            param=where,
-        )
-
-
-def _too_deep(value: dict[str, Any] | list[Any], depth: int) -> list[str | int] | None:
-    """The path (innermost key first) to a container deeper than MAX_JSON_DEPTH, or None.
-
-    Recursion is bounded by MAX_JSON_DEPTH, never by the input.
-    """
-    items = value.items() if isinstance(value, dict) else enumerate(value)
-    for key, child in items:
-        if isinstance(child, (dict, list)):
-            if depth >= MAX_JSON_DEPTH:
-                return [key]
-            path = _too_deep(child, depth + 1)
-            if path is not None:
-                path.append(key)
-                return path
-    return None

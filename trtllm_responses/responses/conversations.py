@@ -21,7 +21,7 @@ import orjson
 from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, RenderedMessage
 from ..core import ByteBoundedCache, InvalidRequestError, NotFoundError, check_id, new_id
 from ..harmony import input_to_messages, items_to_messages
-from ..request import check_depth, json_object, list_page_json, normalize_input_items, page_json, parse_items
+from ..request import BodyDecoder, list_page_json, normalize_input_items, page_json, parse_items
 from ..store import ConversationHead, ConversationItem, ResponseStore, StoredConversation
 
 __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]
@@ -51,14 +51,6 @@ def conversation_id(value: Any) -> str:
             "'conversation' must be a conversation id or an object with an 'id'.", param="conversation"
         )
     return check_id(value, "conversation", "conv")
-
-
-def _body(raw: bytes) -> dict[str, Any]:
-    if not raw.strip():
-        return {}
-    body = json_object(raw)
-    check_depth(body)
-    return body
 
 
 def _metadata(value: Any) -> bytes:
@@ -102,8 +94,10 @@ class ConversationsService:
         adapter: HarmonyAdapter,
         render: Render | None = None,
         max_input_bytes: int | None = None,
+        decoder: BodyDecoder | None = None,
     ) -> None:
         self.store = store
+        self.decoder = decoder or BodyDecoder()
         self.adapter = adapter
         self._render = render
         self.max_input_bytes = max_input_bytes
@@ -132,6 +126,12 @@ class ConversationsService:
         _refuse_duplicates([item_id for item_id, _ in items], (), param)
         return items
 
+    async def _body(self, raw: bytes) -> dict[str, Any]:
+        """A body parsed and checked once (``request/body.py``: off the event loop when large); empty: ``{}``."""
+        if not raw.strip():
+            return {}
+        return (await self.decoder.decode(raw)).data
+
     async def _conversation(self, conversation_id: str) -> StoredConversation:
         conversation = await self.store.get_conversation(conversation_id)
         if conversation is None:
@@ -140,7 +140,7 @@ class ConversationsService:
 
     async def create(self, raw: bytes) -> bytes:
         """``POST /v1/conversations``: a new conversation (``items``, ``metadata``)."""
-        body = _body(raw)
+        body = await self._body(raw)
         items = self._items(body.get("items"))
         self._refuse_past_store(None, 0, _held_bytes(items), "items")
         conversation = StoredConversation(new_id("conv"), int(time.time()), _metadata(body.get("metadata")))
@@ -153,7 +153,7 @@ class ConversationsService:
 
     async def update(self, conversation_id: str, raw: bytes) -> bytes:
         """``POST /v1/conversations/{id}``: replace its metadata."""
-        body = _body(raw)
+        body = await self._body(raw)
         if "metadata" not in body:
             raise InvalidRequestError("'metadata' is required.", param="metadata")
         updated = await self.store.update_conversation(conversation_id, _metadata(body["metadata"]))
@@ -187,7 +187,7 @@ class ConversationsService:
 
     async def add_items(self, conversation_id: str, raw: bytes) -> bytes:
         """``POST /v1/conversations/{id}/items``: append items; the list of those added."""
-        body = _body(raw)
+        body = await self._body(raw)
         if "items" not in body:
             raise InvalidRequestError("'items' is required.", param="items")
         items = self._items(body["items"])

@@ -3,8 +3,13 @@
 A template is ``DIR/<id>/<version>.json`` (``instructions``, ``input``, ``variables``), read when a
 request names it; :class:`PromptTemplates` renders it as OpenAI documents (``{{name}}`` replaced by
 the request's value, else the template's default) before the request's own instructions and input.
-The format, versions and errors (a template file over :data:`MAX_TEMPLATE_BYTES` is a 400): README,
-"Prompt templates".
+The format, versions and errors (a template file over :data:`MAX_TEMPLATE_BYTES` is a 400, an id or
+version over :data:`MAX_PROMPT_ID` characters too): README, "Prompt templates".
+
+A template may use a variable many times, so what it expands to is measured before it is expanded
+(:func:`expanded_bytes`: the template's text plus each use's value) and refused past the budget the
+caller gives (``--max_input_bytes`` less the request's own size): 51 uses of a 1.9 MB value were a
+97 MB prompt.
 """
 
 from __future__ import annotations
@@ -20,10 +25,15 @@ import orjson
 from ..core import InvalidRequestError, NotFoundError, check_id
 from ..request import ResponsesRequest, parse_items
 
-__all__ = ["MAX_TEMPLATE_BYTES", "PromptTemplates"]
+__all__ = ["MAX_PROMPT_ID", "MAX_TEMPLATE_BYTES", "PromptTemplates", "Templated"]
 
 #: Largest template file read.
 MAX_TEMPLATE_BYTES = 1 << 20
+#: Longest ``prompt.id`` and ``prompt.version`` (characters): each is a file name under DIR.
+MAX_PROMPT_ID = 128
+
+#: A request with its template applied, and the bytes the template added (its text and variables' values).
+Templated = tuple[ResponsesRequest, int]
 _VARIABLE = re.compile(r"\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}")
 _PART_VALUES = ("input_image", "input_file")
 
@@ -38,26 +48,39 @@ class PromptTemplates:
     def __init__(self, directory: str | Path | None) -> None:
         self.directory = Path(directory) if directory is not None else None
 
-    async def apply(self, request: ResponsesRequest) -> ResponsesRequest:
-        """``request`` with its ``prompt`` rendered into ``instructions`` and ``input`` (unchanged without one)."""
+    async def apply(self, request: ResponsesRequest, budget: int | None = None) -> Templated:
+        """``request`` with its ``prompt`` rendered into ``instructions`` and ``input`` (unchanged without one),
+        and the bytes that added.
+
+        ``budget``: the most bytes the template may add (None: no bound); past it, a 400
+        ``context_length_exceeded`` before anything is expanded.
+        """
         prompt = request.prompt
         if prompt is None:
-            return request
+            return request, 0
         if self.directory is None:
             raise InvalidRequestError(
                 "This server has no stored prompts: start it with --prompts DIR (one DIR/<id>/<version>.json per "
                 "prompt version) to use 'prompt'.",
                 param="prompt",
             )
-        prompt_id = check_id(_string(prompt.get("id"), "prompt.id"), "prompt.id")
+        prompt_id = _name(prompt.get("id"), "prompt.id")
         version = prompt.get("version")
         if version is not None:
-            check_id(_string(version, "prompt.version"), "prompt.version")
+            _name(version, "prompt.version")
         variables = prompt.get("variables") or {}
         if not isinstance(variables, Mapping):
             raise InvalidRequestError("'prompt.variables' must be an object.", param="prompt.variables")
         template = await asyncio.to_thread(self._read, prompt_id, version)
         values = {**_defaults(template, prompt_id), **variables}
+        added = await asyncio.to_thread(expanded_bytes, template, values, prompt_id)
+        if budget is not None and added > budget:
+            raise InvalidRequestError(
+                f"Prompt '{prompt_id}' with its variables expands to {added} bytes, more than the "
+                f"{max(budget, 0)} this request has room for within --max_input_bytes.",
+                param="prompt.variables",
+                code="context_length_exceeded",
+            )
         instructions = template.get("instructions")
         parts = []
         if instructions is not None:
@@ -70,12 +93,13 @@ class PromptTemplates:
             if isinstance(request.input, str)
             else request.input
         )
-        return request.model_copy(
+        templated = request.model_copy(
             update={
                 "instructions": "\n\n".join(parts) if parts else None,
                 "input": parse_items(messages) + own,
             }
         )
+        return templated, added
 
     def _read(self, prompt_id: str, version: str | None) -> dict[str, Any]:
         assert self.directory is not None
@@ -108,6 +132,59 @@ class PromptTemplates:
                 f"The template of prompt '{prompt_id}' must be a JSON object.", param="prompt"
             )
         return template
+
+
+def _name(value: Any, param: str) -> str:
+    """A prompt id or version: an id's characters, at most MAX_PROMPT_ID of them (a file name under DIR)."""
+    name = check_id(_string(value, param), param)
+    if len(name) > MAX_PROMPT_ID:
+        raise InvalidRequestError(
+            f"'{param}' is {len(name)} characters long; the most is {MAX_PROMPT_ID}.",
+            param=param,
+            code="invalid_value",
+        )
+    return name
+
+
+def expanded_bytes(template: Mapping[str, Any], values: Mapping[str, Any], prompt_id: str) -> int:
+    """About how many bytes ``template`` expands to with ``values``, counted without expanding it: its
+    instructions' and messages' text, each ``{{name}}`` counted as its value's UTF-8 (or JSON) length.
+
+    The template's own bounds (MAX_TEMPLATE_BYTES) bound the counting; a variable without a value
+    counts nothing here (expanding it is the 400 naming it).
+    """
+    sizes: dict[str, int] = {}
+
+    def size(name: str) -> int:
+        if name not in sizes:
+            value = values.get(name)
+            if isinstance(value, str):
+                sizes[name] = len(value.encode())
+            elif isinstance(value, Mapping) and isinstance(value.get("text"), str):
+                sizes[name] = len(str(value["text"]).encode())
+            else:
+                sizes[name] = len(orjson.dumps(value)) if value is not None else 0
+        return sizes[name]
+
+    def text_bytes(text: str) -> int:
+        total = len(text.encode())
+        for match in _VARIABLE.finditer(text):
+            total += size(match.group(1)) - (match.end() - match.start())
+        return total
+
+    total = 0
+    instructions = template.get("instructions")
+    if isinstance(instructions, str):
+        total += text_bytes(instructions)
+    for message in _list(template.get("input"), prompt_id):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            total += text_bytes(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                    total += text_bytes(part["text"])
+    return total
 
 
 def _string(value: Any, param: str) -> str:

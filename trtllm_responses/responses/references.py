@@ -7,6 +7,11 @@ and output items of the stored responses of its ``previous_response_id`` chain (
 :data:`MAX_CHAIN_RESPONSES` of them), and then, as OpenAI does, any stored response's: the store's item
 index names the response holding each id still missing (``ResponseStore.item_responses``), which is
 read. An id found nowhere is a 400 naming it and the reference's place.
+
+A reference is a few bytes that stand for an item of any size, any number of times (150 references to
+one 100 KB message in a 13.6 KB body), so the expansion is measured (the JSON bytes of each item a
+reference stands for) before it is made, and refused past the caller's ``budget``; its size is returned,
+so that the expanded input decides where it is rendered.
 """
 
 from __future__ import annotations
@@ -67,8 +72,11 @@ async def resolve_references(
     store: ResponseStore,
     previous_response_id: str | None,
     conversation_items: ConversationItems | None,
-) -> tuple[InputItem, ...]:
-    """``input`` with each item reference replaced by the item it names; InvalidRequestError for an unknown id."""
+    budget: int | None = None,
+) -> tuple[tuple[InputItem, ...], int]:
+    """``input`` with each item reference replaced by the item it names, and the bytes that added (the JSON
+    of each item a reference stands for); InvalidRequestError for an unknown id, or (``context_length_exceeded``,
+    naming the reference that crossed it) for an expansion over ``budget`` bytes."""
     wanted: dict[str, int] = {}
     for i, item in enumerate(input):
         if isinstance(item, ItemReference):
@@ -104,6 +112,8 @@ async def resolve_references(
     if len(found) < len(wanted):
         await _from_index(store, [i for i in wanted if i not in found], found)
     out: list[Any] = []
+    sizes: dict[str, int] = {}  # each found item's JSON bytes, measured once however often it is named
+    added = 0
     for i, item in enumerate(input):
         if not isinstance(item, ItemReference):
             out.append(item)
@@ -113,5 +123,16 @@ async def resolve_references(
             raise InvalidRequestError(
                 f"Item with id '{item.data['id']}' not found.", param=f"input[{i}].id", code="item_not_found"
             )
+        size = sizes.get(item.data["id"])
+        if size is None:
+            size = sizes[item.data["id"]] = len(orjson.dumps(resolved))
+        added += size
+        if budget is not None and added > budget:
+            raise InvalidRequestError(
+                f"The items 'input' references expand to more than the {max(budget, 0)} bytes this request has "
+                f"room for within --max_input_bytes (at 'input[{i}]').",
+                param=f"input[{i}]",
+                code="context_length_exceeded",
+            )
         out.append(resolved)
-    return parse_items(out)
+    return parse_items(out), added

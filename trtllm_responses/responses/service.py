@@ -36,8 +36,11 @@ from ..executors import Executor, GenerationRequest
 from ..harmony import RenderPool
 from ..ops import ServerMetrics
 from ..request import (
+    MAX_JSON_VALUES,
     MULTI_AGENT_NAMESPACE,
+    BodyDecoder,
     ItemReference,
+    JsonBody,
     ResponsesRequest,
     list_page_json,
     normalize_input_items,
@@ -121,6 +124,7 @@ class ResponsesService:
         sampling_defaults: SamplingDefaults | None = None,
         chain_history_cache_bytes: int = CHAIN_HISTORY_CACHE_BYTES,
         subagent_limits: SubagentLimits | None = None,
+        max_json_values: int = MAX_JSON_VALUES,
     ) -> None:
         self.prompts = prompts or PromptTemplates(None)
         self.tool_settings = tool_settings or ToolSettings()
@@ -148,7 +152,11 @@ class ResponsesService:
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
-        self.conversations = ConversationsService(store, adapter, self._render_history, self.max_input_bytes)
+        #: Parses request bodies once, their shape bounded, large ones off the event loop (``request/body.py``).
+        self.decoder = BodyDecoder(max_json_values)
+        self.conversations = ConversationsService(
+            store, adapter, self._render_history, self.max_input_bytes, self.decoder
+        )
         # The histories (and session keys) of responses this process stored or read, by id: a stored
         # response never changes, so continuing one only asks the store whether it is still there
         # (``touch``), whatever its length.
@@ -166,11 +174,16 @@ class ResponsesService:
                 code="context_length_exceeded",
             )
 
+    async def decode(self, raw: bytes | str) -> JsonBody:
+        """A request body parsed and checked once (size, shape, depth), off the event loop when large."""
+        self.check_input_size(len(raw))
+        return await self.decoder.decode(raw)
+
     # -- create ----------------------------------------------------------------------------
 
     async def prepare(
         self,
-        body: bytes | dict[str, Any],
+        body: bytes | dict[str, Any] | JsonBody,
         received_at: float | None = None,
         *,
         lookup: HistoryLookup | None = None,
@@ -207,13 +220,18 @@ class ResponsesService:
         """
         received = received_at if received_at is not None else time.perf_counter()
         steps = LoopSteps()  # its work on the event loop, in steps of a few ms (core/loop_steps.py)
-        size = len(body) if isinstance(body, bytes) else len(orjson.dumps(body))
+        if isinstance(body, bytes):
+            body = await self.decode(body)
+        size = body.size if isinstance(body, JsonBody) else len(orjson.dumps(body))
         self.check_input_size(size if sent_bytes is None else sent_bytes)
-        request = await self.prompts.apply(parse_request(body))
+        # Every expansion is measured before it is made and counted in ``size``: refused past
+        # --max_input_bytes, and deciding where the input is rendered (``_build_prompt``).
+        request, templated = await self.prompts.apply(parse_request(body), self.max_input_bytes - size)
+        size += templated
         team = None
         config = parse_multi_agent(request.multi_agent) if multi_agent_beta else None
         if config is not None:
-            template = orjson.loads(body) if isinstance(body, bytes) else body
+            template = body.data if isinstance(body, JsonBody) else body
             team = Team(self, self.subagents, config, template, self.tool_settings.tool_timeout)
             coordinator = team.coordinator()
         logprob_tokens = logprob_token_limit(request, choices)  # 400 now if logprobs would overflow it
@@ -236,7 +254,8 @@ class ResponsesService:
                 conversation, given, size
             )
             conversation_items = self.conversations.items_reader(conversation, stored_items)
-        request = await self.resolve_references(request, conversation_items)
+        request, referenced = await self.resolve_references(request, conversation_items, size)
+        size += referenced
         request, triggered = compaction_triggered(request)
         previous = None
         if request.previous_response_id is not None:
@@ -342,22 +361,24 @@ class ResponsesService:
         )
 
     async def resolve_references(
-        self, request: ResponsesRequest, conversation_items: ConversationItems | None = None
-    ) -> ResponsesRequest:
-        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``).
+        self, request: ResponsesRequest, conversation_items: ConversationItems | None = None, size: int = 0
+    ) -> tuple[ResponsesRequest, int]:
+        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``),
+        and the bytes that added; a 400 if the request, ``size`` bytes so far, would pass --max_input_bytes.
 
         ``conversation_items``: what reads its conversation's items (None: no conversation), called
         only when a reference is not found among the input's own items.
         """
         if not has_references(request.input):
-            return request
-        resolved = await resolve_references(
+            return request, 0
+        resolved, added = await resolve_references(
             request.input,  # type: ignore[arg-type]
             store=self.store,
             previous_response_id=request.previous_response_id,
             conversation_items=conversation_items,
+            budget=self.max_input_bytes - size,
         )
-        return request.model_copy(update={"input": resolved})
+        return request.model_copy(update={"input": resolved}), added
 
     async def _render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
         """Render a conversation's messages: in the worker process when large, as ``_build_prompt`` does."""
@@ -575,14 +596,15 @@ class ResponsesService:
 
     async def compact(self, body: bytes) -> bytes:
         """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary."""
-        self.check_input_size(len(body))
-        request = parse_request(body)
+        request = parse_request(await self.decode(body))
         if request.model is None:  # required here, as in the SDK's ResponseCompactParams
             raise InvalidRequestError(
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
             )
-        request = await self.resolve_references(await self.prompts.apply(request))
-        compaction = await self._compact(request, size=len(body))
+        size = len(body)
+        request, templated = await self.prompts.apply(request, self.max_input_bytes - size)
+        request, referenced = await self.resolve_references(request, size=size + templated)
+        compaction = await self._compact(request, size=size + templated + referenced)
         return orjson.dumps(compacted_response_json(compaction))
 
     async def _compact(

@@ -107,6 +107,7 @@ def create_app(
             await shutdown.drain()
             collector.cancel()
             await service.render_pool.aclose()
+            service.decoder.close()
             await executor.shutdown()
             await store.close()
 

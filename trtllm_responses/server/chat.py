@@ -239,7 +239,7 @@ async def create_chat_completion(
         nonlocal run
         affinity = session_key_from_headers(scope["headers"])
         try:
-            body = await read_body(receive, service)
+            body = await service.decode(await read_body(receive, service))
         except APIError as exc:  # over --max_input_bytes: what is too large is the messages
             if exc.param == "input":
                 exc.message, exc.param = exc.message.replace("'input'", "'messages'"), "messages"

@@ -181,7 +181,7 @@ async def serve_messages(
             )
             error.status_code = 405
             return anthropic_error_response(error, {"Allow": "POST"})
-        body = await read_body(receive, service)
+        body = await service.decode(await read_body(receive, service))
         received = time.perf_counter()
         counting = path == COUNT_TOKENS_PATH
         translation = translate_messages(body, counting=counting)

@@ -23,7 +23,7 @@ from openai.types.responses import ResponseStreamEvent
 from starlette.types import Receive, Scope, Send
 
 from ..core import APIError, InvalidRequestError, ServerError, ServiceUnavailableError, to_dict
-from ..request import check_depth, multi_agent_beta, session_key_from_headers
+from ..request import JsonBody, multi_agent_beta, session_key_from_headers
 from ..responses import (
     Chain,
     Held,
@@ -71,8 +71,9 @@ class _SocketClosed(Exception):
     """Sending failed: the client is gone (the read loop will see the disconnect and stop the lanes)."""
 
 
-#: A response.create to run next on a lane, and the steering submissions it commits.
-_Next = tuple[dict[str, Any], Sequence[Steer]]
+#: A response.create to run next on a lane (as received and checked, or a successor steering made), and
+#: the steering submissions it commits.
+_Next = tuple[JsonBody | dict[str, Any], Sequence[Steer]]
 
 
 class ResponsesSocket:
@@ -95,8 +96,8 @@ class ResponsesSocket:
         self._receive = receive
         self._send = send
         self._send_lock = asyncio.Lock()
-        self._lanes: dict[str | None, asyncio.Queue[str | bytes]] = {}
-        self._queued_bytes = 0  # of the messages waiting on the lanes (kept as received, not parsed)
+        self._lanes: dict[str | None, asyncio.Queue[JsonBody]] = {}
+        self._queued_bytes = 0  # what the messages waiting on the lanes hold (JsonBody.held_bytes)
         self._workers: list[asyncio.Task[None]] = []
         # lane -> (response id, its conversation and session); the last response of each lane.
         self._local: dict[str | None, tuple[str, Chain]] = {}
@@ -200,19 +201,13 @@ class ResponsesSocket:
                 )
             )
             return
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            await self._send_error(InvalidRequestError(f"The message is not valid JSON: {exc}"))
-            return
-        if not isinstance(data, dict):
-            await self._send_error(InvalidRequestError("A message must be a JSON object."))
-            return
-        try:
-            check_depth(data)
+        try:  # parsed once, here (off the event loop when large), and kept parsed while it waits
+            message = await self.service.decoder.decode(raw)
         except APIError as exc:
             await self._send_error(exc)
             return
+        del raw
+        data = message.data
         kind = data.get("type")
         if kind == "response.create" and self._draining:
             stream_id = data.get("stream_id")
@@ -250,7 +245,8 @@ class ResponsesSocket:
                 )
                 return
             budget = MAX_QUEUED_INPUTS * limit
-            if self._queued_bytes + len(raw) > budget:
+            cost = message.held_bytes
+            if self._queued_bytes and self._queued_bytes + cost > budget:
                 await self._send_error(
                     InvalidRequestError(
                         f"The responses waiting on this connection hold more than {budget} bytes; wait for "
@@ -260,9 +256,8 @@ class ResponsesSocket:
                     stream_id,
                 )
                 return
-            del data  # what waits is the text received; it is parsed again when its turn comes
-            self._queued_bytes += len(raw)
-            lane.put_nowait(raw)
+            self._queued_bytes += cost
+            lane.put_nowait(message)
         elif kind == "response.steer":
             await self._on_steer(data)
         elif kind == "response.inject":
@@ -278,12 +273,12 @@ class ResponsesSocket:
 
     # -- responses --------------------------------------------------------------------------
 
-    async def _lane_worker(self, stream_id: str | None, lane: asyncio.Queue[str | bytes]) -> None:
+    async def _lane_worker(self, stream_id: str | None, lane: asyncio.Queue[JsonBody]) -> None:
         while True:
-            raw = await lane.get()
-            self._queued_bytes -= len(raw)
-            request: _Next | None = (orjson.loads(raw), ())  # kept as received while it waited
-            del raw
+            message = await lane.get()
+            self._queued_bytes -= message.held_bytes
+            request: _Next | None = (message, ())
+            del message
             self._active += 1
             self._idle.clear()
             try:
@@ -324,7 +319,7 @@ class ResponsesSocket:
         self._draining = True
         for stream_id, lane in self._lanes.items():
             while not lane.empty():
-                self._queued_bytes -= len(lane.get_nowait())
+                self._queued_bytes -= lane.get_nowait().held_bytes
                 await self._send_error(_restarting(), stream_id)
         self._workers.append(asyncio.ensure_future(self._close_when_idle()))
 
@@ -362,19 +357,20 @@ class ResponsesSocket:
                 del self._local[lane]
 
     async def _create(
-        self, data: dict[str, Any], stream_id: str | None, steers: Sequence[Steer] = ()
+        self, message: JsonBody | dict[str, Any], stream_id: str | None, steers: Sequence[Steer] = ()
     ) -> _Next | None:
         """Prepare and drive one response; the successor steering asks for, if any.
 
         ``steers`` are the submissions this response commits (a successor's).
         """
         received = time.perf_counter()
+        data = message.data if isinstance(message, JsonBody) else message
         body = {k: v for k, v in data.items() if k not in ("type", "stream_id")}
         previous = body.get("previous_response_id")
         try:
-            for name, (refused, message) in _NOT_IN_CREATE.items():
+            for name, (refused, why) in _NOT_IN_CREATE.items():
                 if body.get(name) is refused:
-                    raise InvalidRequestError(message, param=name)
+                    raise InvalidRequestError(why, param=name)
             body.pop("stream", None)
             generate = body.pop("generate", None)
             if generate is not None and not isinstance(generate, bool):
@@ -383,8 +379,13 @@ class ResponsesSocket:
             if queued:  # steering held while this response waited for tool output: prepend it
                 steers = [*steers, *queued]
                 body["input"] = [item for s in queued for item in s.items] + as_items(body.get("input", []))
+            # A message as received was checked when it arrived (request/body.py): not measured nor walked
+            # again. Steering's successors and prepended items are measured and checked by prepare.
+            checked: JsonBody | dict[str, Any] = body
+            if isinstance(message, JsonBody) and not queued:
+                checked = JsonBody(body, message.size, message.values)
             prepared = await self.service.prepare(
-                body,
+                checked,
                 received,
                 lookup=self._lookup,
                 generate=generate is not False,

@@ -17,6 +17,8 @@ from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from .websocket_pacing import LoopBudget, PacedWebSocketProtocol
+
 __all__ = ["DRAIN", "SERVICE_RESTART", "draining_websocket_protocol"]
 
 #: The ASGI message type the app receives when the server starts draining (private to this server).
@@ -27,9 +29,11 @@ _PATH = "/v1/responses"
 
 
 def draining_websocket_protocol(timeout: float) -> type[WebSocketsSansIOProtocol]:
-    """uvicorn's WebSocket protocol whose shutdown lets the app drain for up to ``timeout`` seconds."""
+    """uvicorn's WebSocket protocol whose shutdown lets the app drain for up to ``timeout`` seconds (and
+    which decodes messages within a budget per loop turn its connections share: ``websocket_pacing.py``)."""
 
-    class DrainingWebSocketProtocol(WebSocketsSansIOProtocol):
+    class DrainingWebSocketProtocol(PacedWebSocketProtocol):
+        budget = LoopBudget()
         _draining = False
 
         def shutdown(self) -> None:
