@@ -2,7 +2,9 @@
 
 To xgrammar, TensorRT-LLM's special tokens are ordinary text, so a JSON string admits ``<|end|>``.
 A schema therefore goes to the structural tag as the EBNF xgrammar itself makes of it
-(``Grammar.from_json_schema``) with its strings cut so ``<|`` never appears unescaped (README,
+(``Grammar.from_json_schema``) with its strings cut so ``<|`` never appears unescaped: ordinary strings take
+``<`` only before a character other than ``|``; the classes of strings with a length bound or a ``pattern``
+(``[^"\\\r\n]``, ``[ -~]``, a pattern's ``.``) take no ``<`` at all (README,
 "Tools, structured outputs and constraints"). xgrammar is imported at the first conversion (it is
 TensorRT-LLM's dependency); conversions are cached by schema.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 import functools
 import json
 from typing import Any
+
+from .grammars import class_without
 
 __all__ = ["SCHEMA_COMMENT", "json_schema_ebnf"]
 
@@ -52,7 +56,7 @@ def _convert(schema_json: str) -> str:
 
 
 def _exclude_lt(line: str) -> str:
-    """``line`` with ``<`` added to every negated character class outside string literals."""
+    """``line`` with ``<`` taken out of every character class outside string literals (a pattern's ``.`` too)."""
     out: list[str] = []
     i, n = 0, len(line)
     while i < n:
@@ -69,9 +73,7 @@ def _exclude_lt(line: str) -> str:
             while j < n and line[j] != "]":
                 j += 2 if line[j] == "\\" else 1
             body = line[i + 1 : j]
-            if body.startswith("^") and "<" not in body:
-                body += "<"
-            out.append("[" + body + "]")
+            out.append("[" + (class_without(body, "<") or body) + "]")
             i = j + 1
             continue
         out.append(ch)
