@@ -22,6 +22,7 @@ import functools
 import json
 import os
 import random
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
@@ -31,6 +32,11 @@ ANALYSIS = "<|channel|>analysis<|message|>Thinking.<|end|><|start|>assistant"
 MAX_CANDIDATES = 64
 #: Candidates re-planned from character by character (each costs an encoding per character).
 MAX_TEXT_CANDIDATES = 8
+#: The adversary's draws: gpt-oss's named control tokens (200000-200018), reserved ones sampled per draw,
+#: random tokens tried before the mask is filled.
+NAMED_SPECIALS = 19
+RESERVED_SAMPLE = 8
+REJECTION_TRIES = 64
 SCHEMA_COMMENT = "# JSON schema: "
 
 
@@ -73,6 +79,7 @@ class GuidedSampler:
         self._on_end = on_end
         self.last_was_inserted = False  # the token just yielded was drawn, not the model's choice
         self.counts = {"drawn": 0, "spelled": 0, "replanned": 0, "gave_up": 0}
+        self._text_suffixes: Optional[list[list[int]]] = None
         self._iterator = self.tokens()
 
     def __iter__(self) -> "GuidedSampler":
@@ -84,6 +91,7 @@ class GuidedSampler:
     def tokens(self) -> Iterator[int]:
         """The tokens the engine samples, each allowed by the mask when drawn; ends at a stop token."""
         emitted: list[int] = []
+        began = time.perf_counter()
         try:
             while not self._matcher.is_terminated():
                 inserted = False
@@ -106,7 +114,8 @@ class GuidedSampler:
                     return
         finally:
             if self._on_end is not None:
-                self._on_end({"text": self._enc.decode(emitted), **self.counts})
+                seconds = round(time.perf_counter() - began, 3)
+                self._on_end({"text": self._enc.decode(emitted), "seconds": seconds, **self.counts})
 
     def _allowed(self) -> Any:
         """The token ids the grammar's mask allows next (``fill_next_token_bitmask``), as a numpy array."""
@@ -120,20 +129,34 @@ class GuidedSampler:
         return allowed[allowed < self._vocab_size]
 
     def _draw(self) -> Optional[int]:
-        """A token from the full mask: a special or stop token, a token holding ``<``, or any allowed token."""
+        """A token from the full mask: a special or stop token, a token holding ``<``, or any allowed token.
+
+        Drawn by rejection (a random token of the kind, kept if the matcher accepts it: uniform over the
+        allowed ones), the mask filled only when that finds none: xgrammar fills gpt-oss's 201,088-token mask
+        in tens of milliseconds where a grammar leaves much free, an accept costs microseconds.
+        """
         assert self._rng is not None
-        allowed = self._allowed()
-        if not len(allowed):
-            return None
-        kind = self._rng.random()
-        pool = allowed
-        if kind < 1 / 3:
-            pool = allowed[allowed >= _first_special(self._enc)]
-        elif kind < 2 / 3:
-            pool = allowed[_holds_lt(self._enc)[allowed]]
-        if not len(pool):
-            pool = allowed
-        return int(pool[self._rng.randrange(len(pool))])
+        rng = self._rng
+        kind = rng.random()
+        if kind < 1 / 3:  # the named control tokens (stop tokens among them) and a few reserved ones
+            first = _first_special(self._enc)
+            pool = list(range(first, first + NAMED_SPECIALS))
+            pool += rng.sample(range(first + NAMED_SPECIALS, len(self._enc.token_bytes)), RESERVED_SAMPLE)
+            allowed = [t for t in pool if self._accepts([t])]
+            if allowed:
+                return rng.choice(allowed)
+        elif kind < 2 / 3:  # a token holding "<": where a spelled control token may begin
+            holding = _lt_tokens(self._enc)
+            for _ in range(REJECTION_TRIES):
+                token = int(holding[rng.randrange(len(holding))])
+                if self._accepts([token]):
+                    return token
+        for _ in range(REJECTION_TRIES):
+            token = rng.randrange(len(self._enc.token_bytes))
+            if self._accepts([token]):
+                return token
+        allowed_ids = self._allowed()
+        return int(allowed_ids[rng.randrange(len(allowed_ids))]) if len(allowed_ids) else None
 
     def _accepts(self, tokens: Sequence[int]) -> bool:
         accepted = 0
@@ -183,38 +206,47 @@ class GuidedSampler:
         forced = self._enc.encode(inner.find_jump_forward_string())
         if forced and self._accepts(forced):
             return forced
+        for suffix in self._suffixes():
+            if suffix and not self._accepts(suffix[:1]):
+                continue
+            plan = self._complete(suffix)
+            if plan is not None:
+                return plan
+        allowed = self._allowed()
+        short = allowed[_single_byte(self._enc)[allowed]]
+        pool = short if len(short) else allowed
+        if self._rng is None or not len(pool):
+            return None
+        return [int(pool[self._rng.randrange(len(pool))])]
+
+    def _suffixes(self) -> Iterator[list[int]]:
+        """The rests of the candidate completions: by tokens, then (the first few) by characters, encoded once."""
         for candidate in self._candidates:
             body = candidate[:-1] if candidate and candidate[-1] == self._end_id else candidate
             for k in range(len(body) + 1):
-                if k < len(body) and not self._accepts(body[k : k + 1]):
-                    continue
-                plan = self._complete(body[k:])
-                if plan is not None:
-                    return plan
-        for candidate in self._candidates[:MAX_TEXT_CANDIDATES]:
-            text = self._enc.decode([t for t in candidate if t != self._end_id])
-            for j in range(1, len(text)):
-                tokens = self._enc.encode(text[j:])
-                if tokens and self._accepts(tokens[:1]):
-                    plan = self._complete(tokens)
-                    if plan is not None:
-                        return plan
-        allowed = self._allowed()
-        short = [int(t) for t in allowed if len(self._enc.token_bytes[t]) == 1]
-        if self._rng is None or not (short or len(allowed)):
-            return None
-        return [self._rng.choice(short) if short else int(allowed[self._rng.randrange(len(allowed))])]
+                yield body[k:]
+        if self._text_suffixes is None:
+            self._text_suffixes = []
+            for candidate in self._candidates[:MAX_TEXT_CANDIDATES]:
+                text = self._enc.decode([t for t in candidate if t != self._end_id])
+                self._text_suffixes += [self._enc.encode(text[j:]) for j in range(1, len(text))]
+        yield from self._text_suffixes
 
 
 @functools.lru_cache(maxsize=2)
-def _holds_lt(encoding: Any) -> Any:
-    """Per token id, whether it is an ordinary token whose bytes hold ``<`` (a spelled control token may begin there)."""
+def _lt_tokens(encoding: Any) -> list[int]:
+    """The ordinary tokens whose bytes hold ``<`` (a spelled control token may begin there)."""
+    return [t for t, data in enumerate(encoding.token_bytes[: _first_special(encoding)]) if b"<" in data]
+
+
+@functools.lru_cache(maxsize=2)
+def _single_byte(encoding: Any) -> Any:
+    """Per token id, whether it is an ordinary token of one byte."""
     import numpy as np
 
-    first = _first_special(encoding)
     flags = np.zeros(max(len(encoding.token_bytes), 1 << 18), dtype=bool)
-    for token, data in enumerate(encoding.token_bytes[:first]):
-        flags[token] = b"<" in data
+    for token, data in enumerate(encoding.token_bytes[: _first_special(encoding)]):
+        flags[token] = len(data) == 1
     return flags
 
 
