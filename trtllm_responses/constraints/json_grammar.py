@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
-from .grammars import class_without
+from .grammars import class_without, regex_to_ebnf
 
 __all__ = ["SCHEMA_COMMENT", "json_schema_ebnf"]
 
@@ -50,13 +51,34 @@ def _convert(schema_json: str) -> str:
         if line.startswith("basic_string_sub ::="):
             lines.append(_STRING_RULES)
         else:
-            lines.append(_exclude_lt(line))
+            lines.append(_exclude_lt(_REGEX_CALL.sub(_regex_rule, line)))
     # The schema it was made from, as a comment (what the grammar means, for whoever reads the request).
     return f"{SCHEMA_COMMENT}{schema_json}\n" + "\n".join(lines) + "\n"
 
 
+#: xgrammar from 0.1.32 leaves a string's ``pattern`` as a call its compiler expands, out of this module's reach.
+_REGEX_CALL = re.compile(r'Regex\("((?:[^"\\]|\\.)*)"(?:, json_string=(true|false))?\)')
+#: What a JSON string holds only escaped: the quote, the backslash, control characters.
+_JSON_UNSAFE = '"\\' + "".join(map(chr, range(0x20)))
+
+
+def _regex_rule(match: re.Match[str]) -> str:
+    """A ``Regex("...", json_string=...)`` call as the EBNF of the regular expression, its classes cut the
+    same way (a JSON string's: no quote, backslash or control character, escapes being out of a pattern's reach)."""
+    pattern = json.loads(f'"{match.group(1)}"')
+    ebnf = regex_to_ebnf(pattern)
+    if match.group(2) == "true":
+        ebnf = _cut_classes(ebnf, _JSON_UNSAFE)
+    return f"({ebnf})"
+
+
 def _exclude_lt(line: str) -> str:
     """``line`` with ``<`` taken out of every character class outside string literals (a pattern's ``.`` too)."""
+    return _cut_classes(line, "<")
+
+
+def _cut_classes(line: str, chars: str) -> str:
+    """``line`` with ``chars`` taken out of every character class outside string literals."""
     out: list[str] = []
     i, n = 0, len(line)
     while i < n:
@@ -73,7 +95,7 @@ def _exclude_lt(line: str) -> str:
             while j < n and line[j] != "]":
                 j += 2 if line[j] == "\\" else 1
             body = line[i + 1 : j]
-            out.append("[" + (class_without(body, "<") or body) + "]")
+            out.append("[" + (class_without(body, chars) or body) + "]")
             i = j + 1
             continue
         out.append(ch)
