@@ -140,5 +140,7 @@ def test_apply_patch_tag_ends_only_at_its_grammars_end(compiler: Any, encoding: 
     constraint = Constraint(final="forbidden", calls=(tool,))
     head = THINK + "<|channel|>commentary to=functions.apply_patch<|message|>"
     matcher = xgr.GrammarMatcher(compiler.compile_structural_tag(structural_tag(constraint)))
-    assert all(matcher.accept_token(t) for t in encoding.encode(head + "*** Begin Patch\n*** Add File: notes"))
+    assert all(
+        matcher.accept_token(t) for t in encoding.encode(head + "*** Begin Patch\n*** Add File: notes")
+    )
     assert not matcher.accept_token(encoding.call)  # the hole of issue 29: TensorRT-LLM stopped here

@@ -184,4 +184,3 @@ def test_the_sampler_explores(served: Served) -> None:
     sampled = served.records("sampled")
     assert sum(r["drawn"] for r in sampled) > len(sampled)
     assert sum(r["spelled"] for r in sampled) > 0 and sum(r["replanned"] for r in sampled) > 0
-

@@ -176,7 +176,8 @@ def class_without(body: str, chars: str) -> str | None:
     if not ranges:
         return None
     return "".join(
-        _class_point(low) if low == high else f"{_class_point(low)}-{_class_point(high)}" for low, high in ranges
+        _class_point(low) if low == high else f"{_class_point(low)}-{_class_point(high)}"
+        for low, high in ranges
     )
 
 

@@ -54,7 +54,16 @@ def _tables(encoding: HarmonyEncoding) -> _Tables:
 class SpelledControlTokens:
     """Reads a constrained generation's steps, spelled control tokens become the special tokens (module docstring)."""
 
-    __slots__ = ("_bytes", "_specials", "_by_text", "_prefixes", "_byte_token", "_longest", "_pending", "spelled")
+    __slots__ = (
+        "_bytes",
+        "_specials",
+        "_by_text",
+        "_prefixes",
+        "_byte_token",
+        "_longest",
+        "_pending",
+        "spelled",
+    )
 
     def __init__(self, encoding: HarmonyEncoding) -> None:
         tables = _tables(encoding)
@@ -154,4 +163,3 @@ class SpelledControlTokens:
                 pending[0] = (None, piece[count:], None)
                 count = 0
         return taken
-
