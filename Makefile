@@ -21,7 +21,7 @@ CLAUDE_CODE_VERSION ?= 2.1.332
 CLAUDE_CODE_DIR := .claude-code
 CLAUDE_CODE_STAMP := $(CLAUDE_CODE_DIR)/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: run test lint bench install clean compliance codex-cli claude-code redis-server bubblewrap nginx litellm-client
+.PHONY: run test lint bench install clean compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx litellm-client
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (README, "Stores").
@@ -64,6 +64,26 @@ $(LITELLM_STAMP):
 
 litellm-client: $(LITELLM_STAMP)
 
+# The guided-decoding proof on the other xgrammar releases TensorRT-LLM pins (0.1.32: 1.2.1 to 1.4.0rc1; 0.2.8:
+# the newest), each in a venv of its own beside the default one (0.1.25): the constraints tests, the fake's
+# adversarial sampler and the reader at GUIDED_MATRIX_SEEDS seeds per kind (README, "Tools, structured outputs
+# and constraints"; results in benchmarks/RESULTS.md).
+GUIDED_MATRIX ?= 0.1.32 0.2.8
+GUIDED_MATRIX_SEEDS ?= 40
+
+.venv-xgrammar-%/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv-xgrammar-$*
+	.venv-xgrammar-$*/bin/python -m pip install --quiet "$(TORCH_SPEC)" "xgrammar==$*"
+	.venv-xgrammar-$*/bin/python -m pip install --quiet -e ".[test,guided]"
+	@touch $@
+
+guided-matrix: $(foreach v,$(GUIDED_MATRIX),.venv-xgrammar-$(v)/.installed)
+	@for v in $(GUIDED_MATRIX); do \
+		echo "== xgrammar $$v"; \
+		GUIDED_PROPERTY_SEEDS=$(GUIDED_MATRIX_SEEDS) .venv-xgrammar-$$v/bin/python -m pytest -q -p no:cacheprovider \
+			tests/constraints tests/harmony/test_spelled.py || exit 1; \
+	done
+
 run: $(STAMP)
 	$(BIN)/trtllm-responses serve --engine echo --host $(HOST) --port $(PORT)
 
@@ -102,4 +122,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(CODEX_DIR) $(CLAUDE_CODE_DIR) $(LITELLM_VENV)
+	rm -rf $(VENV) build *.egg-info $(CODEX_DIR) $(CLAUDE_CODE_DIR) $(LITELLM_VENV) .venv-xgrammar-*

@@ -155,6 +155,7 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         frontends=args.num_serve_frontends,
         attached=ENV_FRONTEND
         in os.environ,  # an attached frontend of a group: attaches to the launcher's engine
+        encoding=encoding,
     )
     return executor, encoding
 

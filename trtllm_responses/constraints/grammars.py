@@ -14,7 +14,13 @@ module translates the part of Lark that a generation constraint can honour:
 
 What cannot be a constraint is refused with :class:`GrammarError`: ``%ignore`` (text
 skipped anywhere is a parser rule, not a language), ``%declare``, templates, regex flags
-and look-arounds, back-references.
+and look-arounds, back-references, and a string that holds ``<|`` (gpt-oss's control tokens begin
+so: a grammar that writes one would end the call's body early).
+
+No character class gives ``<|`` (README, "Tools, structured outputs and constraints"): to xgrammar
+gpt-oss's control tokens are text, so ``.`` or ``[^\n]*`` would admit ``<|call|>``. An unbounded run of
+a class (``*``, ``+``) keeps ``<`` where no ``|`` follows it in the run (the language of the run minus the
+texts holding ``<|``); a class taken once or a bounded number of times loses ``<``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import ast
 import re
 
-__all__ = ["GrammarError", "lark_to_ebnf", "regex_to_ebnf"]
+__all__ = ["GrammarError", "class_without", "lark_to_ebnf", "regex_to_ebnf"]
 
 
 class GrammarError(ValueError):
@@ -105,6 +111,105 @@ def _class_char(ch: str) -> str:
     return ch
 
 
+_CLASS_ESCAPE_CHARS = {"n": "\n", "r": "\r", "t": "\t", "f": "\f", "v": "\v", "0": "\0"}
+
+
+def _class_ranges(body: str) -> list[tuple[int, int]]:
+    """The code point ranges of an EBNF class body (without ``[``, ``^`` and ``]``)."""
+    chars: list[int] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        i += 1
+        if ch == "\\":
+            esc = body[i]
+            i += 1
+            if esc in "xuU":
+                width = {"x": 2, "u": 4, "U": 8}[esc]
+                chars.append(int(body[i : i + width], 16))
+                i += width
+            else:
+                chars.append(ord(_CLASS_ESCAPE_CHARS.get(esc, esc)))
+        elif ch == "-" and chars and i < len(body) and chars[-1] >= 0:
+            chars.append(-1)  # a range marker
+            continue
+        else:
+            chars.append(ord(ch))
+    ranges: list[tuple[int, int]] = []
+    j = 0
+    while j < len(chars):
+        if j + 2 < len(chars) and chars[j + 1] == -1:
+            ranges.append((chars[j], chars[j + 2]))
+            j += 3
+        else:
+            ranges.append((chars[j], chars[j]) if chars[j] >= 0 else (ord("-"), ord("-")))
+            j += 1
+    return ranges
+
+
+def _class_point(code: int) -> str:
+    if code > 0xFFFF:
+        return f"\\U{code:08x}"
+    if code < 0x20 or code in (0x7F, ord("\\"), ord("]"), ord("-"), ord("^")):
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return chr(code)
+
+
+def class_without(body: str, chars: str) -> str | None:
+    """The EBNF class ``[body]`` (``body`` may begin ``^``) minus ``chars``: its new body, or None when empty."""
+    if body.startswith("^"):
+        return body + "".join(_class_char(c) for c in chars if c not in body[1:])
+    ranges = _class_ranges(body)
+    if not any(low <= ord(c) <= high for c in chars for low, high in ranges):
+        return body
+    for code in sorted(map(ord, chars)):
+        cut: list[tuple[int, int]] = []
+        for low, high in ranges:
+            if low <= code <= high:
+                if low < code:
+                    cut.append((low, code - 1))
+                if code < high:
+                    cut.append((code + 1, high))
+            else:
+                cut.append((low, high))
+        ranges = cut
+    if not ranges:
+        return None
+    return "".join(
+        _class_point(low) if low == high else f"{_class_point(low)}-{_class_point(high)}"
+        for low, high in ranges
+    )
+
+
+def _admits(body: str, char: str) -> bool:
+    """Whether the EBNF class ``[body]`` admits ``char``."""
+    if body.startswith("^"):
+        return not any(low <= ord(char) <= high for low, high in _class_ranges(body[1:]))
+    return any(low <= ord(char) <= high for low, high in _class_ranges(body))
+
+
+def safe_class(atom: str, quantifier: str) -> str:
+    """``atom quantifier`` for a class atom ``[...]``, giving no ``<|`` (the module docstring)."""
+    body = atom[1:-1]
+    if not _admits(body, "<"):
+        return atom + quantifier
+    plain = class_without(body, "<")
+    if quantifier not in ("*", "+"):
+        return atom + quantifier if plain is None else f"[{plain}]{quantifier}"  # "[<]": "<" was asked for
+    if not _admits(body, "|"):  # "<" runs inside the run are harmless
+        return atom + quantifier
+    # A run: "<"s only before a character that is neither "<" nor "|", or at the run's end.
+    after = class_without(body, "<|")
+    unit = " | ".join(
+        part for part in (f"[{plain}]" if plain else "", f'"<"+ [{after}]' if after else "") if part
+    )
+    if not unit:
+        return '"<"' + quantifier
+    if quantifier == "*":
+        return f'(({unit})* "<"*)'
+    return f'(({unit})+ "<"* | "<"+)'
+
+
 _CLASS_ESCAPES = {"d": "0-9", "w": "a-zA-Z0-9_", "s": " \\t\\n\\r\\f\\v"}
 _CHAR_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f", "v": "\v", "0": "\0"}
 
@@ -138,7 +243,8 @@ class _Regex:
             atom = self._atom()
             if atom is None:
                 continue
-            items.append(atom + self._quantifier())
+            quantifier = self._quantifier()
+            items.append(safe_class(atom, quantifier) if atom.startswith("[") else atom + quantifier)
         return " ".join(items) if items else '""'
 
     def _quantifier(self) -> str:
@@ -391,7 +497,9 @@ class _LarkTranslator:
             if self._peek()[0] == "range":
                 self._pos += 1
                 high = ast.literal_eval(self._expect("string"))
-                return f"[{_class_char(text)}-{_class_char(high)}]"
+                return safe_class(f"[{_class_char(text)}-{_class_char(high)}]", "")
+            if "<|" in text:
+                raise GrammarError(f"the string {value} holds '<|', how gpt-oss's control tokens begin")
             return _ebnf_string(text)
         if kind == "regex":
             body, _, flags = value[1:].rpartition("/")

@@ -14,10 +14,10 @@ from typing import Any
 
 from ..harmony import FINAL_HEADERS, FREE_CHANNELS, CallOption, call_headers
 from .base import Constraint
-from .grammars import lark_to_ebnf
+from .grammars import lark_to_ebnf, regex_to_ebnf
 from .json_grammar import json_schema_ebnf
 
-__all__ = ["FREE_MESSAGES", "structural_tag"]
+__all__ = ["FREE_MESSAGES", "REASONING_ONLY", "free_messages", "structural_tag"]
 
 #: Free messages (analysis, commentary preambles) before the final JSON or the required call: any
 #: number, each ``<|channel|>X<|message|>…<|end|><|start|>assistant`` whose body never contains
@@ -27,15 +27,25 @@ __all__ = ["FREE_MESSAGES", "structural_tag"]
 #: of a body, while ``<`` alone (``a < b``, ``<div>``) stays free. A run of ``<`` is followed by neither
 #: ``<|`` nor ``|``.
 NO_CONTROL_TEXT = r"""([^<] | "<"+ [^<|])* "<"*"""
-FREE_MESSAGES = (
-    r"""root ::= free_message*
+
+
+def free_messages(channels: tuple[str, ...]) -> str:
+    """Any number of free messages on ``channels``, each ``<|channel|>X<|message|>…<|end|><|start|>assistant``."""
+    return (
+        r"""root ::= free_message*
 free_message ::= "<|channel|>" ("""
-    + " | ".join(json.dumps(channel) for channel in FREE_CHANNELS)
-    + r""") "<|message|>" body "<|end|><|start|>assistant"
+        + " | ".join(json.dumps(channel) for channel in channels)
+        + r""") "<|message|>" body "<|end|><|start|>assistant"
 body ::= """
-    + NO_CONTROL_TEXT
-    + "\n"
-)
+        + NO_CONTROL_TEXT
+        + "\n"
+    )
+
+
+FREE_MESSAGES = free_messages(FREE_CHANNELS)
+#: Under a structured output with no call to make, only reasoning precedes the JSON: a commentary
+#: preamble would be a message of the response's output, and its ``output_text`` would not be JSON.
+REASONING_ONLY = free_messages(("analysis",))
 #: A free final answer (the last message: only ``<|return|>`` may follow; its body never contains ``<|``).
 FREE_FINAL = "root ::= " + json.dumps(FINAL_HEADERS[0]) + " body\nbody ::= " + NO_CONTROL_TEXT + "\n"
 #: Free text in a call (the python tool's code, a custom tool without a grammar): no ``<|`` either.
@@ -55,8 +65,8 @@ def _call_body(call: CallOption) -> dict[str, Any]:
         return _json_body(call.schema)
     if call.syntax == "lark":
         return {"type": "grammar", "grammar": lark_to_ebnf(call.definition or "")}
-    if call.syntax == "regex":
-        return {"type": "regex", "pattern": call.definition or ""}
+    if call.syntax == "regex":  # as EBNF, not xgrammar's regex: its "." would admit "<|call|>"
+        return {"type": "grammar", "grammar": f"root ::= {regex_to_ebnf(call.definition or '')}\n"}
     return {"type": "grammar", "grammar": FREE_TEXT}
 
 
@@ -121,8 +131,9 @@ def structural_tag(constraint: Constraint) -> str:
     elif constraint.final == "text":  # a free answer: any text until the end of the output
         terminal.append({"type": "grammar", "grammar": FREE_FINAL})
     terminal += _all_call_tags(constraint.calls)
+    free = REASONING_ONLY if constraint.final == "json" and not constraint.calls else FREE_MESSAGES
     fmt = {
         "type": "sequence",
-        "elements": [{"type": "grammar", "grammar": FREE_MESSAGES}, {"type": "or", "elements": terminal}],
+        "elements": [{"type": "grammar", "grammar": free}, {"type": "or", "elements": terminal}],
     }
     return json.dumps({"type": "structural_tag", "format": fmt}, ensure_ascii=False)

@@ -2,7 +2,9 @@
 
 To xgrammar, TensorRT-LLM's special tokens are ordinary text, so a JSON string admits ``<|end|>``.
 A schema therefore goes to the structural tag as the EBNF xgrammar itself makes of it
-(``Grammar.from_json_schema``) with its strings cut so ``<|`` never appears unescaped (README,
+(``Grammar.from_json_schema``) with its strings cut so ``<|`` never appears unescaped: ordinary strings take
+``<`` only before a character other than ``|``; the classes of strings with a length bound or a ``pattern``
+(``[^"\\\r\n]``, ``[ -~]``, a pattern's ``.``) take no ``<`` at all (README,
 "Tools, structured outputs and constraints"). xgrammar is imported at the first conversion (it is
 TensorRT-LLM's dependency); conversions are cached by schema.
 """
@@ -11,7 +13,10 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
+
+from .grammars import class_without, regex_to_ebnf
 
 __all__ = ["SCHEMA_COMMENT", "json_schema_ebnf"]
 
@@ -46,13 +51,34 @@ def _convert(schema_json: str) -> str:
         if line.startswith("basic_string_sub ::="):
             lines.append(_STRING_RULES)
         else:
-            lines.append(_exclude_lt(line))
+            lines.append(_exclude_lt(_REGEX_CALL.sub(_regex_rule, line)))
     # The schema it was made from, as a comment (what the grammar means, for whoever reads the request).
     return f"{SCHEMA_COMMENT}{schema_json}\n" + "\n".join(lines) + "\n"
 
 
+#: xgrammar from 0.1.32 leaves a string's ``pattern`` as a call its compiler expands, out of this module's reach.
+_REGEX_CALL = re.compile(r'Regex\("((?:[^"\\]|\\.)*)"(?:, json_string=(true|false))?\)')
+#: What a JSON string holds only escaped: the quote, the backslash, control characters.
+_JSON_UNSAFE = '"\\' + "".join(map(chr, range(0x20)))
+
+
+def _regex_rule(match: re.Match[str]) -> str:
+    """A ``Regex("...", json_string=...)`` call as the EBNF of the regular expression, its classes cut the
+    same way (a JSON string's: no quote, backslash or control character, escapes being out of a pattern's reach)."""
+    pattern = json.loads(f'"{match.group(1)}"')
+    ebnf = regex_to_ebnf(pattern)
+    if match.group(2) == "true":
+        ebnf = _cut_classes(ebnf, _JSON_UNSAFE)
+    return f"({ebnf})"
+
+
 def _exclude_lt(line: str) -> str:
-    """``line`` with ``<`` added to every negated character class outside string literals."""
+    """``line`` with ``<`` taken out of every character class outside string literals (a pattern's ``.`` too)."""
+    return _cut_classes(line, "<")
+
+
+def _cut_classes(line: str, chars: str) -> str:
+    """``line`` with ``chars`` taken out of every character class outside string literals."""
     out: list[str] = []
     i, n = 0, len(line)
     while i < n:
@@ -69,9 +95,7 @@ def _exclude_lt(line: str) -> str:
             while j < n and line[j] != "]":
                 j += 2 if line[j] == "\\" else 1
             body = line[i + 1 : j]
-            if body.startswith("^") and "<" not in body:
-                body += "<"
-            out.append("[" + body + "]")
+            out.append("[" + (class_without(body, chars) or body) + "]")
             i = j + 1
             continue
         out.append(ch)

@@ -19,11 +19,13 @@ import logging
 import os
 import secrets
 import tempfile
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..constraints import Constraint, structural_tag
+from ..harmony import HarmonyEncoding, load_encoding
+from ..harmony.spelled import SpelledControlTokens
 from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
 
 __all__ = [
@@ -197,8 +199,11 @@ class TrtllmExecutor(Executor):
         backend: str = "pytorch",
         frontends: int = 1,
         attached: bool = False,
+        encoding: HarmonyEncoding | None = None,
     ) -> None:
         self._kwargs = dict(llm_kwargs)
+        #: The vocabulary constrained generations are read with (spelled control tokens, ``harmony/spelled.py``).
+        self._encoding = encoding
         #: ``serve --num_serve_frontends``: K frontends on one engine; ``attached``: this one is not the launcher.
         self._frontends = frontends
         self._attached = attached
@@ -399,12 +404,19 @@ class TrtllmExecutor(Executor):
             raise ExecutorError(f"TensorRT-LLM refused the request: {type(exc).__name__}: {exc}") from exc
         self._running[request.request_id] = result
         top = request.sampling.logprobs
+        # Under guided decoding xgrammar lets a control token be spelled in ordinary tokens: read as the token.
+        spelled = None if request.constraint is None else SpelledControlTokens(self._vocabulary())
         try:
             async for output in _engine_steps(result):
                 completion = output.outputs[0]
-                tokens = tuple(completion.token_ids_diff)
+                step = tuple(completion.token_ids_diff)
                 cached = getattr(output, "cached_tokens", None)
-                logprobs = None if top is None else _token_logprobs(tokens, completion.logprobs_diff, top)
+                logprobs: Sequence[tuple[float, Sequence[tuple[int, float]]]] | None = (
+                    None if top is None else _token_logprobs(step, completion.logprobs_diff, top)
+                )
+                tokens: Sequence[int] = step
+                if spelled is not None:
+                    tokens, logprobs = spelled.read(step, logprobs, last=output.finished)
                 if not output.finished:
                     if tokens:
                         yield TokenDelta(tokens, cached_tokens=cached, logprobs=logprobs)
@@ -423,6 +435,11 @@ class TrtllmExecutor(Executor):
             self._running.pop(request.request_id, None)
             if not result.finished:
                 result.abort()
+
+    def _vocabulary(self) -> HarmonyEncoding:
+        if self._encoding is None:
+            self._encoding = load_encoding()
+        return self._encoding
 
     def abort(self, request_id: str) -> None:
         """Abort a running generation in TensorRT-LLM."""

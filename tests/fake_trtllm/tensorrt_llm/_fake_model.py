@@ -18,50 +18,147 @@ finishes. Greedy decoding follows the plan exactly.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
 FAIL = -1
 TIMEOUT = -2
 ANALYSIS = "<|channel|>analysis<|message|>Thinking.<|end|><|start|>assistant"
 MAX_CANDIDATES = 64
+#: Candidates re-planned from character by character (each costs an encoding per character).
+MAX_TEXT_CANDIDATES = 8
+#: The adversary's draws: gpt-oss's named control tokens (200000-200018), reserved ones sampled per draw,
+#: random tokens tried before the mask is filled.
+NAMED_SPECIALS = 19
+RESERVED_SAMPLE = 8
+REJECTION_TRIES = 64
 SCHEMA_COMMENT = "# JSON schema: "
 
 
-class GuidedPlan:
-    """A plan checked token by token against a compiled structural tag, with seeded insertions."""
+class GuidedSampler:
+    """The model under a grammar, sampled as an adversary: anything the full mask allows may come out.
+
+    Each step either draws from the mask (rate ``noise``; module docstring: special tokens, stop tokens
+    included, tokens holding ``<`` that begin a spelled control token, or any allowed token) or takes the
+    model's choice: the next token of its plan, a control token of it spelled in ordinary tokens at the
+    same rate when the grammar allows that. Nothing emitted is taken back: after a draw the plan no
+    longer fits, the model re-plans from where the text now is (the rest of a candidate completion,
+    by tokens, then by characters) and gives up (the request ends at its token budget) only when none
+    fits. A stop token ends the request as the engine ends it.
+    """
 
     def __init__(
         self,
         matcher: Any,
         plan: list[int],
         *,
+        candidates: Sequence[list[int]],
+        encoding: Any,
         stop_token_ids: Sequence[int],
+        end_id: int,
         rng: Optional[random.Random],
         noise: float,
-        special_ids: Sequence[int],
         vocab_size: int,
+        on_end: Optional[Callable[[dict[str, Any]], None]] = None,
     ) -> None:
         self._matcher = matcher
-        self._plan = plan
+        self._plan = list(plan)
+        self._at = 0
+        self._candidates = [list(plan)] + [list(c) for c in candidates if c != plan]
+        self._enc = encoding
         self._stops = set(stop_token_ids)
+        self._end_id = end_id
         self._rng = rng
         self._noise = noise if rng is not None else 0.0
-        self._special = list(special_ids)
         self._vocab_size = vocab_size
+        self._on_end = on_end
         self.last_was_inserted = False  # the token just yielded was drawn, not the model's choice
+        self.counts = {"drawn": 0, "spelled": 0, "replanned": 0, "gave_up": 0}
+        self._text_suffixes: Optional[list[list[int]]] = None
         self._iterator = self.tokens()
 
-    def __iter__(self) -> "GuidedPlan":
+    def __iter__(self) -> "GuidedSampler":
         return self
 
     def __next__(self) -> int:
         return next(self._iterator)
 
-    def _accepts_all(self, tokens: Sequence[int]) -> bool:
+    def tokens(self) -> Iterator[int]:
+        """The tokens the engine samples, each allowed by the mask when drawn; ends at a stop token."""
+        emitted: list[int] = []
+        began = time.perf_counter()
+        try:
+            while not self._matcher.is_terminated():
+                inserted = False
+                token: Optional[int] = None
+                if self._noise and self._rng is not None and self._rng.random() < self._noise:
+                    token = self._draw()
+                    inserted = token is not None
+                if token is None:
+                    token = self._planned()
+                if token is None:
+                    self.counts["gave_up"] += 1
+                    return  # no completion the model knows fits: it wanders to its token budget
+                if not self._matcher.accept_token(token):
+                    raise AssertionError("a token the mask allowed was refused")
+                self.counts["drawn"] += inserted
+                self.last_was_inserted = inserted
+                emitted.append(token)
+                yield token
+                if token in self._stops:
+                    return
+        finally:
+            if self._on_end is not None:
+                seconds = round(time.perf_counter() - began, 3)
+                self._on_end({"text": self._enc.decode(emitted), "seconds": seconds, **self.counts})
+
+    def _allowed(self) -> Any:
+        """The token ids the grammar's mask allows next (``fill_next_token_bitmask``), as a numpy array."""
+        import numpy as np
+        import xgrammar
+
+        mask = xgrammar.allocate_token_bitmask(1, self._vocab_size)
+        self._matcher.fill_next_token_bitmask(mask, 0)
+        bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
+        allowed = np.flatnonzero(bits)
+        return allowed[allowed < self._vocab_size]
+
+    def _draw(self) -> Optional[int]:
+        """A token from the full mask: a special or stop token, a token holding ``<``, or any allowed token.
+
+        Drawn by rejection (a random token of the kind, kept if the matcher accepts it: uniform over the
+        allowed ones), the mask filled only when that finds none: xgrammar fills gpt-oss's 201,088-token mask
+        in tens of milliseconds where a grammar leaves much free, an accept costs microseconds.
+        """
+        assert self._rng is not None
+        rng = self._rng
+        kind = rng.random()
+        if kind < 1 / 3:  # the named control tokens (stop tokens among them) and a few reserved ones
+            first = _first_special(self._enc)
+            pool = list(range(first, first + NAMED_SPECIALS))
+            pool += rng.sample(range(first + NAMED_SPECIALS, len(self._enc.token_bytes)), RESERVED_SAMPLE)
+            allowed = [t for t in pool if self._accepts([t])]
+            if allowed:
+                return rng.choice(allowed)
+        elif kind < 2 / 3:  # a token holding "<": where a spelled control token may begin
+            holding = _lt_tokens(self._enc)
+            for _ in range(REJECTION_TRIES):
+                token = int(holding[rng.randrange(len(holding))])
+                if self._accepts([token]):
+                    return token
+        for _ in range(REJECTION_TRIES):
+            token = rng.randrange(len(self._enc.token_bytes))
+            if self._accepts([token]):
+                return token
+        allowed_ids = self._allowed()
+        return int(allowed_ids[rng.randrange(len(allowed_ids))]) if len(allowed_ids) else None
+
+    def _accepts(self, tokens: Sequence[int]) -> bool:
         accepted = 0
         ok = True
         for token in tokens:
@@ -73,44 +170,88 @@ class GuidedPlan:
             self._matcher.rollback(accepted)
         return ok
 
-    def _allowed(self) -> list[int]:
-        """The token ids the grammar's mask allows next (``fill_next_token_bitmask``)."""
-        import numpy as np
-        import xgrammar
-
-        mask = xgrammar.allocate_token_bitmask(1, self._vocab_size)
-        self._matcher.fill_next_token_bitmask(mask, 0)
-        words = mask[0].numpy().view(np.uint32)
-        bits = np.unpackbits(words.view(np.uint8), bitorder="little")
-        return [int(i) for i in np.flatnonzero(bits) if i < self._vocab_size]
-
-    def tokens(self) -> Iterator[int]:
-        """The tokens to emit, each accepted by the matcher; the plan's last token ends it."""
-        for position, token in enumerate(self._plan):
-            if self._noise and self._rng is not None and self._rng.random() < self._noise:
-                insertion = self._propose()
-                if insertion is not None and self._matcher.accept_token(insertion):
-                    if self._accepts_all(self._plan[position:]):
-                        self.last_was_inserted = True
-                        yield insertion
-                    else:
-                        self._matcher.rollback(1)
-            if not self._matcher.accept_token(token):
-                raise AssertionError("the plan was checked whole; a token of it cannot be refused now")
-            self.last_was_inserted = False
-            yield token
-
-    def _propose(self) -> Optional[int]:
-        assert self._rng is not None
-        allowed = self._allowed()
-        if not allowed:
+    def _planned(self) -> Optional[int]:
+        """The model's choice: its plan's next token (perhaps spelled), else the first token of a new plan."""
+        if self._at < len(self._plan):
+            token = self._plan[self._at]
+            if self._noise and self._rng is not None and token in self._enc.special_ids:
+                if self._rng.random() < self._noise:
+                    spelled = self._enc.encode_plain(self._enc.decode([token]))
+                    if self._accepts(spelled[:1]):
+                        self.counts["spelled"] += 1
+                        self._plan[self._at : self._at + 1] = spelled
+                        token = spelled[0]
+            if self._accepts([token]):
+                self._at += 1
+                return token
+        plan = self._replan()
+        if plan is None or not plan:
             return None
-        allowed_set = set(allowed)
-        specials = [t for t in self._special if t in allowed_set and t not in self._stops]
-        if specials and self._rng.random() < 0.5:
-            return self._rng.choice(specials)
-        choice = self._rng.choice(allowed)
-        return None if choice in self._stops else choice
+        self.counts["replanned"] += 1
+        self._plan, self._at = plan, 1
+        return plan[0]
+
+    def _complete(self, tokens: list[int]) -> Optional[list[int]]:
+        """``tokens`` if the grammar accepts them and they end it (a stop token, or ``end_id`` appended)."""
+        if tokens and tokens[-1] in self._stops:
+            return tokens if self._accepts(tokens) else None
+        whole = tokens + [self._end_id]
+        return whole if self._accepts(whole) else None
+
+    def _replan(self) -> Optional[list[int]]:
+        """What the model writes next once its plan no longer fits: the text the grammar forces (xgrammar's
+        jump-forward string), else the rest of a candidate completion that fits (by tokens, then by
+        characters), else one short allowed token (a step of a wandering model)."""
+        inner = getattr(self._matcher, "_matcher", self._matcher)  # the model may read the xgrammar matcher
+        forced = self._enc.encode(inner.find_jump_forward_string())
+        if forced and self._accepts(forced):
+            return forced
+        for suffix in self._suffixes():
+            if suffix and not self._accepts(suffix[:1]):
+                continue
+            plan = self._complete(suffix)
+            if plan is not None:
+                return plan
+        allowed = self._allowed()
+        short = allowed[_single_byte(self._enc)[allowed]]
+        pool = short if len(short) else allowed
+        if self._rng is None or not len(pool):
+            return None
+        return [int(pool[self._rng.randrange(len(pool))])]
+
+    def _suffixes(self) -> Iterator[list[int]]:
+        """The rests of the candidate completions: by tokens, then (the first few) by characters, encoded once."""
+        for candidate in self._candidates:
+            body = candidate[:-1] if candidate and candidate[-1] == self._end_id else candidate
+            for k in range(len(body) + 1):
+                yield body[k:]
+        if self._text_suffixes is None:
+            self._text_suffixes = []
+            for candidate in self._candidates[:MAX_TEXT_CANDIDATES]:
+                text = self._enc.decode([t for t in candidate if t != self._end_id])
+                self._text_suffixes += [self._enc.encode(text[j:]) for j in range(1, len(text))]
+        yield from self._text_suffixes
+
+
+@functools.lru_cache(maxsize=2)
+def _lt_tokens(encoding: Any) -> list[int]:
+    """The ordinary tokens whose bytes hold ``<`` (a spelled control token may begin there)."""
+    return [t for t, data in enumerate(encoding.token_bytes[: _first_special(encoding)]) if b"<" in data]
+
+
+@functools.lru_cache(maxsize=2)
+def _single_byte(encoding: Any) -> Any:
+    """Per token id, whether it is an ordinary token of one byte."""
+    import numpy as np
+
+    flags = np.zeros(max(len(encoding.token_bytes), 1 << 18), dtype=bool)
+    for token, data in enumerate(encoding.token_bytes[: _first_special(encoding)]):
+        flags[token] = len(data) == 1
+    return flags
+
+
+def _first_special(encoding: Any) -> int:
+    return min(encoding.special_ids)
 
 
 def tag_completions(fmt: dict[str, Any], text: str = "fake") -> list[str]:

@@ -34,7 +34,7 @@ import random
 from collections import OrderedDict
 from typing import Any, Optional
 
-from .._fake_model import FAIL, TIMEOUT, GuidedPlan, choose_plan, noise_rate, tag_completions
+from .._fake_model import FAIL, TIMEOUT, GuidedSampler, choose_plan, noise_rate, tag_completions
 from ..conversation_params import ConversationParams
 from ..executor.proxy import ATTACH_ENV, GenerationExecutorProxy, RemoteKvBlocks
 from ..executor.result import GenerationResult
@@ -153,7 +153,7 @@ class LLM:
             return self._encoding.encode("<|channel|>final<|message|>a") + [TIMEOUT]
         return self._planner.plan(prompt)
 
-    def _guided(self, prompt: list[int], params: SamplingParams, request_id: int) -> GuidedPlan:
+    def _guided(self, prompt: list[int], params: SamplingParams, request_id: int) -> GuidedSampler:
         from .._torch.pyexecutor.grammar_matcher import GPT_OSS_VOCAB_SIZE, XGrammarMatcherFactory
 
         if self._grammars is None:
@@ -176,14 +176,17 @@ class LLM:
         if plan is None:
             raise ValueError("the fake's model found no completion its grammar accepts")
         self._log({"event": "plan", "request_id": request_id, "text": enc.decode(plan)})
-        return GuidedPlan(
+        return GuidedSampler(
             matcher,
             plan,
+            candidates=candidates,
+            encoding=enc,
             stop_token_ids=stops,
+            end_id=end_id,
             rng=rng,
             noise=noise,
-            special_ids=sorted(enc.special_ids),
             vocab_size=GPT_OSS_VOCAB_SIZE,
+            on_end=lambda record: self._log({"event": "sampled", "request_id": request_id, **record}),
         )
 
     def generate_async(
