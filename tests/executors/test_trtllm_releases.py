@@ -23,6 +23,7 @@ import httpx
 import pytest
 from support.checkpoints import make_checkpoint
 from support.paths import DATA, FAKE_TRTLLM, ROOT
+from support.reader_corpus import JSON_FORMAT, function
 from support.server_harness import ServerFactory
 from support.trtllm_harness import executor_for
 
@@ -41,18 +42,25 @@ from trtllm_responses.executors.trtllm_releases import SAMPLER_SETTINGS, Release
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.responses.sampling import SamplingDefaults
 
-SCHEMA = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}},
-    "required": ["city"],
-    "additionalProperties": False,
-}
-JSON_FORMAT = {"format": {"type": "json_schema", "name": "place", "schema": SCHEMA, "strict": True}}
 TUNED = {"seed": 9, "min_p": 0.05, "frequency_penalty": 0.4, "presence_penalty": -0.2}
 
 
 def _play(fake_trtllm: Any, monkeypatch: pytest.MonkeyPatch, release: str) -> None:
     monkeypatch.setattr(fake_trtllm, "__version__", release)
+
+
+@pytest.fixture
+def on_release(
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> Any:
+    """``on_release(version, **config)``: the fake plays ``version``; a server on a fresh TensorRT-LLM executor."""
+
+    def start(release: str, **config: Any) -> tuple[TrtllmExecutor, Any]:
+        _play(fake_trtllm, monkeypatch, release)
+        executor = executor_for(encoding)
+        return executor, serve(executor, **config)
+
+    return start
 
 
 # -- what each release offers ---------------------------------------------------------------------
@@ -122,12 +130,9 @@ def _post(running: Any, body: dict[str, Any], path: str = "/v1/responses") -> ht
         return client.post(path, json=body)
 
 
-def test_settings_the_sampler_ignores_are_refused_by_default(
-    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _play(fake_trtllm, monkeypatch, "1.2.1")
-    executor = executor_for(encoding)
-    with serve(executor) as running:
+def test_settings_the_sampler_ignores_are_refused_by_default(on_release: Any) -> None:
+    executor, running = on_release("1.2.1")
+    with running:
         for name, value in TUNED.items():
             answer = _post(running, {"input": "hello", name: value})
             assert answer.status_code == 400, (name, answer.text)
@@ -151,12 +156,9 @@ def test_settings_the_sampler_ignores_are_refused_by_default(
         assert chat.status_code == 400 and chat.json()["error"]["param"] == "seed"
 
 
-def test_ignore_drops_them_and_the_response_echoes_what_was_used(
-    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _play(fake_trtllm, monkeypatch, "1.2.0")
-    executor = executor_for(encoding)
-    with serve(executor, sampling=SamplingDefaults(unsupported="ignore")) as running:
+def test_ignore_drops_them_and_the_response_echoes_what_was_used(on_release: Any) -> None:
+    executor, running = on_release("1.2.0", sampling=SamplingDefaults(unsupported="ignore"))
+    with running:
         answer = _post(running, {"input": "hello", "top_k": 20, **TUNED})
         assert answer.status_code == 200, answer.text
         body = answer.json()
@@ -175,12 +177,9 @@ def test_ignore_drops_them_and_the_response_echoes_what_was_used(
         assert [p.seed for p in executor._llm.received[-2:]] == [None, None], "no per-choice seed is made up"
 
 
-def test_a_release_whose_sampler_applies_them_gets_them(
-    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _play(fake_trtllm, monkeypatch, "1.4.0rc1")
-    executor = executor_for(encoding)
-    with serve(executor) as running:
+def test_a_release_whose_sampler_applies_them_gets_them(on_release: Any) -> None:
+    executor, running = on_release("1.4.0rc1")
+    with running:
         answer = _post(running, {"input": "hello", **TUNED})
         assert answer.status_code == 200, answer.text
         body, sent = answer.json(), executor._llm.received[-1]
@@ -196,13 +195,7 @@ def test_a_release_whose_sampler_applies_them_gets_them(
         assert chat.status_code == 200 and sorted(p.seed for p in executor._llm.received[-2:]) == [3, 4]
 
 
-def test_operator_defaults_the_sampler_ignores_stop_the_start(
-    tmp_path: Path,
-    fake_trtllm: Any,
-    encoding: HarmonyEncoding,
-    serve: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_operator_defaults_the_sampler_ignores_stop_the_start(tmp_path: Path, on_release: Any) -> None:
     """``serve --min_p 0.1`` on 1.2.0: exits before loading anything, saying why and what to do; with
     ``--unsupported_sampling ignore`` it serves without it."""
     command = [
@@ -219,8 +212,8 @@ def test_operator_defaults_the_sampler_ignores_stop_the_start(
     assert done.returncode == 2, done.stderr[-2000:]
     assert "sampling defaults cannot be applied" in done.stderr and "'min_p'" in done.stderr
     assert "--unsupported_sampling ignore" in done.stderr
-    _play(fake_trtllm, monkeypatch, "1.2.0")
-    with serve(executor_for(encoding), sampling=SamplingDefaults(min_p=0.1, unsupported="ignore")) as running:
+    _, running = on_release("1.2.0", sampling=SamplingDefaults(min_p=0.1, unsupported="ignore"))
+    with running:
         assert "min_p" not in _post(running, {"input": "hello"}).json()
 
 
@@ -250,8 +243,7 @@ def test_guided_decoding_off_builds_no_matcher_and_refuses_constraints(
         error = answer.json()["error"]
         assert (error["param"], error["code"]) == ("text.format", "unsupported_parameter")
         assert "--guided_decoding off" in error["message"]
-        tool = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
-        required = _post(running, {"input": "call", "tools": [tool], "tool_choice": "required"})
+        required = _post(running, {"input": "call", "tools": [function("f")], "tool_choice": "required"})
         assert required.status_code == 400 and required.json()["error"]["param"] == "tool_choice"
         assert len(executor._llm.received) == 1, "nothing refused reached the engine"
     with pytest.raises(ValueError, match="drop one of them"):
