@@ -147,6 +147,20 @@ def _floors() -> dict[str, str]:
     return floors
 
 
+@pytest.mark.parametrize("python", ["3.10", "3.12"])
+def test_every_floor_installs_from_wheels(registry: None, tmp_path: Path, python: str) -> None:
+    """Each direct dependency's lowest version has a wheel for Python 3.10 and 3.12 (the containers' Python): none
+    has to compile (pyyaml 6.0 and regex before 2023.10.3 do on 3.12)."""
+    command = [
+        sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--quiet", "--no-deps",
+        "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+        "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64", "--target", str(tmp_path),
+        *(f"{name}=={version}" for name, version in _floors().items()),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
 SMOKE = r"""
 import json, socket, subprocess, sys, time, urllib.request
 import mcp
