@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# `make run` installs what serving needs and nothing else (`pip install -e .`: README, "Set-up", measured there);
+# `make test` adds the test stack below (CPU torch, xgrammar, the test and client extras).
+RUN_STAMP := $(VENV)/.installed-run
 # The guided-decoding proof (tests/constraints/test_guided_*.py, the fake TensorRT-LLM) runs xgrammar on CPU, with the
 # xgrammar TensorRT-LLM 1.1/1.2.0 pins and a torch, installed here, not declared by the package (its `guided`
 # extra pins no torch, so it never replaces TensorRT-LLM's). The torch is the CPU build (2.2 GB venv instead of
@@ -31,10 +34,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
+	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test and client extras: a few minutes)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" "$(XGRAMMAR_SPEC)"
 	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided]"
-	@touch $(STAMP)
+	@touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	@echo "Installing trtllm-responses into $(VENV) (serving only; make test adds the test stack)"
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(RUN_STAMP)
 
 install: $(STAMP)
 
@@ -84,7 +93,7 @@ guided-matrix: $(foreach v,$(GUIDED_MATRIX),.venv-xgrammar-$(v)/.installed)
 			tests/constraints tests/harmony/test_spelled.py || exit 1; \
 	done
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/trtllm-responses serve --engine echo --host $(HOST) --port $(PORT)
 
 redis-server:

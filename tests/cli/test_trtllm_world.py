@@ -40,7 +40,14 @@ def test_the_world_is_read_from_the_environment() -> None:
     assert read_world({}) == World(launcher=False, size=1, rank=None)
     assert read_world({**LAUNCHER, "tllm_mpi_size": "8"}) == World(launcher=True, size=8, rank=0)
     assert read_world({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "2"}) == World(False, 4, 2)
-    assert read_world({"SLURM_NTASKS": "16", "SLURM_PROCID": "0"}) == World(False, 16, 0)
+    # srun starts 16 tasks of a job step: each sees the step's size.
+    assert read_world({"SLURM_NTASKS": "16", "SLURM_STEP_NUM_TASKS": "16", "SLURM_PROCID": "3"}) == World(
+        False, 16, 3
+    )
+    # sbatch --ntasks=8 runs the batch script once: SLURM_NTASKS is the allocation, not a world of 8 processes.
+    batch = {"SLURM_JOB_ID": "42", "SLURM_NTASKS": "8", "SLURM_NPROCS": "8", "SLURM_PROCID": "0"}
+    assert read_world(batch) == World(False, 1, None)
+    check_world(read_world(batch), {"tensor_parallel_size": 8})  # one process: the LLM API spawns its workers
     check_world(World(False, 1, 0), {"tensor_parallel_size": 8})  # mpirun -n 1: one process, fine
     with pytest.raises(LaunchError, match="orchestrator_type: ray"):
         check_world(World(True, 2, 0), {"tensor_parallel_size": 2, "orchestrator_type": "ray"})

@@ -45,8 +45,11 @@ def _received(executor: TrtllmExecutor) -> Any:
 
 
 def test_omitted_sampling_is_openais_defaults_not_greedy(
-    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(
+        fake_trtllm, "__version__", "1.4.0rc1"
+    )  # a sampler that applies seed, min_p, penalties
     executor = executor_for(encoding)
     running = serve(executor)
     try:
@@ -92,8 +95,9 @@ def test_omitted_sampling_is_openais_defaults_not_greedy(
 
 
 def test_operator_sampling_defaults_apply_and_are_echoed(
-    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(fake_trtllm, "__version__", "1.4.0rc1")  # a sampler that applies the penalties
     args = build_parser().parse_args(
         ["serve", "--temperature", "0.6", "--top_p", "0.95", "--top_k", "40", "--presence_penalty", "0.5"]
     )

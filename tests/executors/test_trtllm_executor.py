@@ -59,8 +59,13 @@ async def test_streams_token_ids_diff_per_step(
     ]
 
 
-async def test_sampling_params(fake_trtllm: Any, encoding: HarmonyEncoding) -> None:
-    """temperature and top_p are always stated: all unset is greedy decoding in TensorRT-LLM."""
+@pytest.mark.parametrize("release", ["1.2.0", "1.4.0rc1"])
+async def test_sampling_params(
+    fake_trtllm: Any, encoding: HarmonyEncoding, release: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """temperature and top_p are always stated: all unset is greedy decoding in TensorRT-LLM. seed, min_p and the
+    penalties reach SamplingParams only where the release's PyTorch sampler applies them (1.3.0rc29 on)."""
+    monkeypatch.setattr(fake_trtllm, "__version__", release)
     executor = executor_for(encoding)
     await executor.start()
     plain = executor.sampling_params(SamplingSettings(100, (200002, 200012)))
@@ -86,8 +91,26 @@ async def test_sampling_params(fake_trtllm: Any, encoding: HarmonyEncoding) -> N
             presence_penalty=-0.5,
         )
     )
-    assert (tuned.temperature, tuned.top_p, tuned.seed, tuned.top_k, tuned.min_p) == (0.2, 0.9, 7, 40, 0.05)
-    assert (tuned.frequency_penalty, tuned.presence_penalty) == (0.5, -0.5)
+    if release == "1.4.0rc1":
+        assert (tuned.temperature, tuned.top_p, tuned.seed, tuned.top_k, tuned.min_p) == (
+            0.2,
+            0.9,
+            7,
+            40,
+            0.05,
+        )
+        assert (tuned.frequency_penalty, tuned.presence_penalty) == (0.5, -0.5)
+        assert executor.unapplied_sampling == {}
+    else:  # never sent where ignored (the service refuses or drops them before: tests/executors/test_trtllm_releases.py)
+        assert (tuned.temperature, tuned.top_p, tuned.seed, tuned.top_k, tuned.min_p) == (
+            0.2,
+            0.9,
+            None,
+            40,
+            None,
+        )
+        assert (tuned.frequency_penalty, tuned.presence_penalty) == (None, None)
+        assert set(executor.unapplied_sampling) == {"seed", "min_p", "frequency_penalty", "presence_penalty"}
     assert executor.sampling_params(SamplingSettings(5, (1,), temperature=0.0))._greedy_decoding
 
 

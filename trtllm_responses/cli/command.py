@@ -134,13 +134,26 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     from ..executors.trtllm import TrtllmUnavailableError, import_tensorrt_llm
 
     try:
-        import_tensorrt_llm()
+        trtllm = import_tensorrt_llm()
     except TrtllmUnavailableError as exc:
         raise LaunchError(str(exc)) from exc
-    from ..executors.trtllm import TrtllmExecutor, check_frontends, check_llm_arguments
+    from ..executors.trtllm import TrtllmExecutor, check_backend, check_frontends, check_llm_arguments
+    from ..executors.trtllm_releases import Release
+    from ..responses import check_defaults
     from .frontends import ENV_FRONTEND
 
+    version = str(getattr(trtllm, "__version__", ""))
+    defaults = server_config(args).sampling
+    unapplied = check_defaults(defaults, Release(version).unapplied_sampling)
+    if (
+        unapplied and defaults.unsupported == "refuse"
+    ):  # before any model loads (the app checks again at start)
+        raise LaunchError(
+            "the sampling defaults cannot be applied: " + " ".join(unapplied) + " Drop the flag, or pass "
+            "--unsupported_sampling ignore to serve without it."
+        )
     try:
+        check_backend(plan.backend, version)
         check_llm_arguments(plan.llm_kwargs, plan.backend)
         check_frontends(args.num_serve_frontends, plan.backend)
     except ValueError as exc:
@@ -148,15 +161,19 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     encoding = load_encoding(plan.bundle_dir)
     for key, source in sorted(plan.sources.items()):
         logger.info("LLM argument %s from %s", key, source)
-    executor = TrtllmExecutor(
-        plan.llm_kwargs,
-        end_id=encoding.return_,
-        backend=plan.backend,
-        frontends=args.num_serve_frontends,
-        attached=ENV_FRONTEND
-        in os.environ,  # an attached frontend of a group: attaches to the launcher's engine
-        encoding=encoding,
-    )
+    try:
+        executor = TrtllmExecutor(
+            plan.llm_kwargs,
+            end_id=encoding.return_,
+            backend=plan.backend,
+            frontends=args.num_serve_frontends,
+            guided=args.guided_decoding,
+            attached=ENV_FRONTEND
+            in os.environ,  # an attached frontend of a group: attaches to the launcher's engine
+            encoding=encoding,
+        )
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from exc
     return executor, encoding
 
 

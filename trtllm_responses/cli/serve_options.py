@@ -63,7 +63,9 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         render_cache_bytes=args.render_cache_bytes,
         prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
-        sampling=SamplingDefaults(**{name: getattr(args, name) for name in SAMPLING_FLAGS}),
+        sampling=SamplingDefaults(
+            **{name: getattr(args, name) for name in SAMPLING_FLAGS}, unsupported=args.unsupported_sampling
+        ),
         tools=ToolSettings(
             mcp_allowed_urls=tuple(args.mcp_allowed_urls),
             tool_servers=tuple(args.tool_server),
@@ -249,6 +251,13 @@ def _add_sampling(serve: argparse.ArgumentParser) -> None:
             default=default,
             help=f"{name} of requests that set none (default: {'unset' if default is None else f'{default:g}'})",
         )
+    group.add_argument(
+        "--unsupported_sampling",
+        choices=["refuse", "ignore"],
+        default=d.unsupported,
+        help="a request setting seed, min_p or a penalty the engine does not apply (TensorRT-LLM before 1.3.0rc29): "
+        "refuse it with 400, or drop the setting (the response echoes what was used) (default: %(default)s)",
+    )
 
 
 def _echo_pace() -> float:
@@ -485,6 +494,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(
         "--backend", choices=["pytorch", "tensorrt"], help="TensorRT-LLM backend (default: pytorch)"
+    )
+    trt.add_argument(
+        "--guided_decoding",
+        choices=["on", "off"],
+        default="on",
+        help="build the LLM with xgrammar guided decoding (structured outputs, required tool calls, custom-tool "
+        "grammars); off: without it, constrained requests refused with 400 (default: %(default)s)",
     )
     trt.add_argument("--tokenizer", help="tokenizer path or name for TensorRT-LLM")
     trt.add_argument("--max_batch_size", type=positive_int, help="most requests scheduled at once")

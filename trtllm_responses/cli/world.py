@@ -10,8 +10,11 @@ other rank runs ``tensorrt_llm.llmapi.mgmn_worker_node``. So exactly one process
 What the server does differently there, checked before any model loads (LaunchError otherwise):
 
 - started by ``mpirun``/``srun`` on several ranks *without* the launcher (``OMPI_COMM_WORLD_SIZE``,
-  ``SLURM_NTASKS``, ``PMI_SIZE`` > 1 and no ``TLLM_SPAWN_PROXY_PROCESS``), every rank would start an
-  HTTP server and its own LLM: refused, with the command that works;
+  ``SLURM_STEP_NUM_TASKS``, ``PMI_SIZE`` > 1 and no ``TLLM_SPAWN_PROXY_PROCESS``), every rank would start an
+  HTTP server and its own LLM: refused, with the command that works. ``SLURM_NTASKS`` alone is not such a
+  launch: ``sbatch --ntasks=8`` sets it in the one process that runs the batch script, and only ``srun`` (a
+  job step) starts tasks, each with ``SLURM_STEP_NUM_TASKS`` (Slurm's srun(1) and sbatch(1) "OUTPUT
+  ENVIRONMENT VARIABLES");
 - under the launcher, the world must hold the model's ranks: ``tllm_mpi_size`` equals
   ``tensor_parallel_size × pipeline_parallel_size × context_parallel_size``;
 - the Ray orchestrator (``orchestrator_type: ray``) starts its own workers in a Ray cluster: refused
@@ -28,7 +31,7 @@ from .launch import LaunchError
 
 __all__ = ["World", "check_world", "read_world"]
 
-_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE")
+_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "PMI_SIZE")
 _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK")
 
 
@@ -53,7 +56,8 @@ def read_world(environ: Mapping[str, str]) -> World:
     if environ.get("TLLM_SPAWN_PROXY_PROCESS") == "1":
         return World(launcher=True, size=_int(environ.get("tllm_mpi_size")) or 1, rank=0)
     size = next((n for n in (_int(environ.get(v)) for v in _SIZE_VARIABLES) if n is not None), 1)
-    rank = next((n for n in (_int(environ.get(v)) for v in _RANK_VARIABLES) if n is not None), None)
+    ranks = _RANK_VARIABLES if "SLURM_STEP_NUM_TASKS" in environ else ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
+    rank = next((n for n in (_int(environ.get(v)) for v in ranks) if n is not None), None)
     return World(launcher=False, size=size, rank=rank)
 
 

@@ -16,8 +16,9 @@ Implementations: ``echo.EchoExecutor`` (no model, deterministic) and
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -111,6 +112,17 @@ class Executor(abc.ABC):
     #: The longest prompt the engine takes (TensorRT-LLM without chunked prefill: ``max_num_tokens``);
     #: ``None``: any prompt the context window holds. Longer prompts are refused before generation.
     max_prompt_tokens: int | None = None
+    #: Sampling settings (``SamplingSettings`` field names) the engine accepts but would not apply, each with
+    #: why: a request that sets one is refused, or has it dropped (``serve --unsupported_sampling``), never
+    #: echoed as applied. Known once :meth:`start` has run.
+    unapplied_sampling: Mapping[str, str] = MappingProxyType({})
+    #: Why the engine cannot run constrained generations (structured outputs, required tool calls, grammars),
+    #: or ``None`` when it can: such requests are refused with a 400 saying this.
+    constraint_refusal: str | None = None
+
+    def healthy(self) -> bool:
+        """Whether the engine can still generate (``/health`` answers 503 when it cannot)."""
+        return True
 
     def attach_env(self, frontend: int) -> dict[str, str]:
         """What attached frontend ``frontend`` of a group (``serve --num_serve_frontends``) needs in its

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import hashlib
 import importlib
 import inspect
 import json
@@ -20,23 +21,36 @@ import os
 import secrets
 import tempfile
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ..constraints import Constraint, structural_tag
 from ..harmony import HarmonyEncoding, load_encoding
 from ..harmony.spelled import SpelledControlTokens
 from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
+from .trtllm_releases import Release
+from .trtllm_setup import (
+    MIN_TRTLLM_VERSION,
+    MULTI_FRONTEND_SINCE,
+    TrtllmUnavailableError,
+    build_tensorrt_engine,
+    check_backend,
+    check_frontends,
+    check_llm_arguments,
+    check_trtllm_version,
+    import_tensorrt_llm,
+)
 
 __all__ = [
-    "MULTI_FRONTEND_SINCE",
-    "check_frontends",
     "MIN_TRTLLM_VERSION",
+    "MULTI_FRONTEND_SINCE",
     "TrtllmExecutor",
     "TrtllmUnavailableError",
+    "attention_dp_rank",
+    "build_tensorrt_engine",
+    "check_backend",
+    "check_frontends",
     "check_llm_arguments",
     "check_trtllm_version",
-    "build_tensorrt_engine",
     "import_tensorrt_llm",
 ]
 
@@ -45,8 +59,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_SEQ_LEN = 131072  # gpt-oss's context window
 #: TensorRT-LLM's default ``max_num_tokens`` (``BuildConfig.max_num_tokens``, ``llmapi/llm_args.py``).
 DEFAULT_MAX_NUM_TOKENS = 8192
-#: The oldest TensorRT-LLM release served (see check_trtllm_version).
-MIN_TRTLLM_VERSION = (1, 1)
 _FINISH = {"stop": "stop", "length": "length", "cancelled": "cancelled"}
 #: KV-cache retention priorities (0-100; TensorRT-LLM's default is 35, ``KvCacheRetentionConfig::kDefaultRetentionPriority``):
 #: a prompt asked to be cached for a ttl is kept above the default for that long.
@@ -56,137 +68,15 @@ RETAINED_PROMPT_PRIORITY = 80
 GUIDED_DECODING_BACKEND = "xgrammar"
 
 
-class TrtllmUnavailableError(RuntimeError):
-    """``tensorrt_llm`` cannot be imported here."""
-
-
-def import_tensorrt_llm() -> Any:
-    """Import ``tensorrt_llm`` or raise TrtllmUnavailableError saying what to do instead.
-
-    A release older than :data:`MIN_TRTLLM_VERSION` is refused here, before any model loads.
-    """
-    try:
-        module = importlib.import_module("tensorrt_llm")
-    except Exception as exc:  # ImportError, or a CUDA/driver error raised while importing
-        raise TrtllmUnavailableError(
-            f"--engine trtllm needs TensorRT-LLM, which cannot be imported here ({type(exc).__name__}: {exc}). "
-            "Install it on a GPU machine (`pip install trtllm-responses[trtllm]` or NVIDIA's container), "
-            "or use `--engine echo`, which runs without it."
-        ) from exc
-    check_trtllm_version(str(getattr(module, "__version__", "")))
-    return module
-
-
-def build_tensorrt_engine(model: Path, sizes: Mapping[str, Any], out: Path) -> None:
-    """Build the TensorRT engine of the checkpoint at ``model`` and save it into ``out`` (``build --backend tensorrt``).
-
-    Through the LLM API as ``trtllm-build``'s successor does it: ``tensorrt_llm._tensorrt_engine.LLM``
-    with a ``BuildConfig`` of ``sizes`` (``max_batch_size``, ``max_num_tokens``, ``max_seq_len``) and the
-    parallel sizes, then ``LLM.save``. TrtllmUnavailableError when TensorRT-LLM cannot be imported.
-    """
-    try:
-        trtllm_engine = importlib.import_module("tensorrt_llm._tensorrt_engine")
-        llmapi = importlib.import_module("tensorrt_llm.llmapi")
-    except Exception as exc:
-        raise TrtllmUnavailableError(
-            f"building a TensorRT engine needs TensorRT-LLM and a GPU; it cannot be imported here ({exc})"
-        ) from exc
-    build_config = llmapi.BuildConfig(
-        max_batch_size=sizes["max_batch_size"],
-        max_num_tokens=sizes["max_num_tokens"],
-        max_seq_len=sizes["max_seq_len"],
-    )
-    llm = trtllm_engine.LLM(
-        model=str(model),
-        build_config=build_config,
-        tensor_parallel_size=sizes["tensor_parallel_size"],
-        pipeline_parallel_size=sizes["pipeline_parallel_size"],
-    )
-    try:
-        llm.save(str(out))
-    finally:
-        llm.shutdown()
-
-
-def _release(version: str) -> tuple[int, int] | None:
-    """``(major, minor)`` of a TensorRT-LLM version string (``1.2.0rc5``, ``1.1.0+abc``), or None."""
-    parts = version.split(".")
-    try:
-        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or "x")
-    except (IndexError, ValueError):
-        return None
-
-
-def check_trtllm_version(version: str) -> None:
-    """Refuse a TensorRT-LLM release this server cannot drive, with a sentence saying what to install.
-
-    From 1.1 on, TensorRT-LLM hands ``GuidedDecodingParams(structural_tag=...)`` to xgrammar's
-    ``{"type": "structural_tag", "format": ...}`` reader (xgrammar 0.1.25, NVIDIA/TensorRT-LLM PR
-    #7893); 1.0 (xgrammar 0.1.21) reads only the legacy ``structures``/``triggers`` form, which cannot
-    express what the constraints need (sequences, alternatives, grammars between tags), so every
-    constrained request would fail there.
-    """
-    release = _release(version)
-    if release is None or release < MIN_TRTLLM_VERSION:
-        wanted = ".".join(map(str, MIN_TRTLLM_VERSION))
-        raise TrtllmUnavailableError(
-            f"TensorRT-LLM {version or '(unknown version)'} is installed; trtllm-responses needs TensorRT-LLM "
-            f"{wanted} or newer (structured outputs, required tool calls and custom-tool grammars are xgrammar "
-            f"structural tags, read from {wanted} on). Install it with `pip install 'tensorrt_llm>={wanted}'` "
-            f"(NVIDIA's index), or run in NVIDIA's release container nvcr.io/nvidia/tensorrt-llm/release:{wanted}.0 "
-            "or newer (README, 'TensorRT-LLM versions')."
-        )
-
-
-def check_llm_arguments(llm_kwargs: dict[str, Any], backend: str) -> None:
-    """Refuse argument names TensorRT-LLM does not know (ValueError), without loading anything.
-
-    The names are read from TensorRT-LLM's own argument models (``TorchLlmArgs``
-    for the PyTorch backend, ``TrtLlmArgs`` for TensorRT engines).
-    """
-    llm_args = importlib.import_module("tensorrt_llm.llmapi.llm_args")
-    args_class = llm_args.TrtLlmArgs if backend == "tensorrt" else llm_args.TorchLlmArgs
-    known = set(args_class.model_fields)
-    unknown = sorted(set(llm_kwargs) - known - {"backend"})
-    if unknown:
-        raise ValueError(
-            f"TensorRT-LLM ({args_class.__name__}) has no argument(s) {', '.join(unknown)}; check the flags, the bundle's "
-            "llm_api_options.yaml and --extra_llm_api_options"
-        )
-
-
-#: Where TensorRT-LLM's multi-frontend serving comes from (the LLM argument ``num_serve_frontends``).
-MULTI_FRONTEND_SINCE = (
-    "TensorRT-LLM's multi-frontend serving (LLM(num_serve_frontends=K), NVIDIA/TensorRT-LLM PR #16523, merged "
-    "2026-07-17 on main after 1.2.1; not in the 1.1 to 1.2.1 releases)"
-)
-
-
-def check_frontends(frontends: int, backend: str) -> None:
-    """Refuse ``--num_serve_frontends`` > 1 where the installed TensorRT-LLM cannot attach frontends to one
-    engine (ValueError naming what is needed), before any model is loaded."""
-    if frontends <= 1:
-        return
-    if backend == "tensorrt":
-        raise ValueError(
-            f"--num_serve_frontends {frontends} needs the PyTorch backend: {MULTI_FRONTEND_SINCE}"
-        )
-    llm_args = importlib.import_module("tensorrt_llm.llmapi.llm_args")
-    if "num_serve_frontends" not in llm_args.TorchLlmArgs.model_fields:
-        version = getattr(importlib.import_module("tensorrt_llm"), "__version__", "?")
-        raise ValueError(
-            f"--num_serve_frontends {frontends} needs {MULTI_FRONTEND_SINCE}; the installed TensorRT-LLM is "
-            f"{version}. Run one frontend an engine, replicas behind a router (README, 'Many frontends')."
-        )
-
-
 class TrtllmExecutor(Executor):
     """Serves generations from one ``tensorrt_llm.LLM``.
 
     ``llm_kwargs`` are the LLM constructor's keyword arguments (TorchLlmArgs
     names: ``model``, ``tensor_parallel_size``, ``kv_cache_config`` …), already
     merged from flags, bundle and YAML and checked. ``end_id`` is the token
-    TensorRT-LLM treats as end of sequence (Harmony's ``<|return|>``).
+    TensorRT-LLM treats as end of sequence (Harmony's ``<|return|>``). ``guided``
+    (``serve --guided_decoding``): ``on`` builds the LLM with xgrammar guided decoding,
+    ``off`` without it (constrained requests are then refused).
     """
 
     name = "trtllm"
@@ -200,6 +90,7 @@ class TrtllmExecutor(Executor):
         frontends: int = 1,
         attached: bool = False,
         encoding: HarmonyEncoding | None = None,
+        guided: str = "on",
     ) -> None:
         self._kwargs = dict(llm_kwargs)
         #: The vocabulary constrained generations are read with (spelled control tokens, ``harmony/spelled.py``).
@@ -217,12 +108,32 @@ class TrtllmExecutor(Executor):
         self._trtllm: Any = None
         self._running: dict[str, Any] = {}
         self._generate_parameters: frozenset[str] | None = None  # generate_async's keywords, read once
-        backend_choice = self._kwargs.setdefault("guided_decoding_backend", GUIDED_DECODING_BACKEND)
-        if backend_choice != GUIDED_DECODING_BACKEND:
-            raise ValueError(
-                f"guided_decoding_backend must be {GUIDED_DECODING_BACKEND!r}: structured outputs, required tool calls "
-                f"and custom-tool grammars are xgrammar structural tags (got {backend_choice!r})"
+        self._guided = guided
+        if guided == "off":
+            if self._kwargs.get("guided_decoding_backend") is not None:
+                raise ValueError(
+                    "--guided_decoding off, but the LLM arguments set guided_decoding_backend: drop one of them"
+                )
+            self.constraint_refusal = (
+                "this server runs TensorRT-LLM without guided decoding (serve --guided_decoding off), so it cannot "
+                "constrain what the model writes: structured outputs (text.format json_schema), required or named "
+                "tool choices and custom-tool grammars are refused"
             )
+        else:
+            backend_choice = self._kwargs.setdefault("guided_decoding_backend", GUIDED_DECODING_BACKEND)
+            if backend_choice != GUIDED_DECODING_BACKEND:
+                raise ValueError(
+                    f"guided_decoding_backend must be {GUIDED_DECODING_BACKEND!r}: structured outputs, required tool "
+                    f"calls and custom-tool grammars are xgrammar structural tags (got {backend_choice!r})"
+                )
+        #: Attention data parallelism: each of tensor_parallel_size ranks has a KV cache of its own, so a
+        #: session's turns are sent to one rank (``scheduling_params``) to reuse its prefix there.
+        self._dp_ranks = (
+            int(self._kwargs.get("tensor_parallel_size") or 1)
+            if self._kwargs.get("enable_attention_dp")
+            else 1
+        )
+        self.release: Release | None = None
         self.max_seq_len = int(self._kwargs.get("max_seq_len") or DEFAULT_MAX_SEQ_LEN)
         self.max_prompt_tokens = _prompt_limit(
             self._kwargs.get("enable_chunked_prefill"), self._kwargs.get("max_num_tokens"), backend
@@ -254,9 +165,12 @@ class TrtllmExecutor(Executor):
                 os.environ["TLLM_MULTI_FRONTEND_HMAC"] = secrets.token_hex(32)
         llm_class = self._llm_class()
         kwargs = self._constructor_kwargs()
-        logger.info(
-            "Starting TensorRT-LLM %s (%s backend)", getattr(self._trtllm, "__version__", "?"), self._backend
-        )
+        self.release = Release(str(getattr(self._trtllm, "__version__", "")))
+        self.unapplied_sampling = self.release.unapplied_sampling
+        logger.info("Starting TensorRT-LLM %s (%s backend)", self.release.version or "?", self._backend)
+        for reason in self.unapplied_sampling.values():
+            logger.warning("%s", reason)
+        self._log_guided()
         try:
             self._llm = await asyncio.to_thread(lambda: llm_class(**kwargs))
         except Exception as exc:
@@ -284,6 +198,43 @@ class TrtllmExecutor(Executor):
             else f"at most {self.max_prompt_tokens} tokens (max_num_tokens; chunked prefill is off)",
         )
 
+    def _log_guided(self) -> None:
+        """Say at start how constrained requests are served, and with what speculative decoding."""
+        speculative = self._kwargs.get("speculative_config")
+        kind = speculative.get("decoding_type") if isinstance(speculative, Mapping) else None
+        if self._guided == "off":
+            logger.info(
+                "Guided decoding is off (--guided_decoding off): constrained requests are refused with 400"
+            )
+        elif kind is not None:
+            logger.info(
+                "Guided decoding (xgrammar) with %s speculative decoding: TensorRT-LLM constrains draft tokens too "
+                "(from 1.1: NVIDIA/TensorRT-LLM PRs #6300 and #6948)",
+                kind,
+            )
+        else:
+            logger.info(
+                "Guided decoding (xgrammar) is on for constrained requests (--guided_decoding off turns it off)"
+            )
+        if self._dp_ranks > 1:
+            logger.info(
+                "Attention DP over %d ranks: each session's turns go to one rank (scheduling_params), where its "
+                "KV-cache prefix is",
+                self._dp_ranks,
+            )
+
+    def healthy(self) -> bool:
+        """TensorRT-LLM's own health check, as trtllm-serve's ``/health`` asks it (``BaseLLM._check_health``:
+        the executor exists and is not shut down, e.g. after a worker died); False before start."""
+        llm = self._llm
+        if llm is None:
+            return False
+        check = getattr(llm, "_check_health", None)
+        if check is not None:
+            return bool(check())
+        executor = getattr(llm, "_executor", None)
+        return executor is not None and not executor.is_shutdown()
+
     def attach_env(self, frontend: int) -> dict[str, str]:
         """TensorRT-LLM's attach contract for frontend ``frontend`` (``serve/_frontend_processes.py``,
         ``_spawn_attached_frontends``): the launcher executor's attach information, the frontend's id, no MPI."""
@@ -305,7 +256,8 @@ class TrtllmExecutor(Executor):
     def sampling_params(self, settings: SamplingSettings, constraint: Constraint | None = None) -> Any:
         """TensorRT-LLM SamplingParams for our settings: no detokenization, Harmony stop tokens.
 
-        ``temperature`` and ``top_p`` always; ``top_k``, ``min_p``, ``seed`` and the penalties where set.
+        ``temperature`` and ``top_p`` always; ``top_k``, ``min_p``, ``seed`` and the penalties where set and
+        this release's sampler applies them (:attr:`unapplied_sampling`: the service refuses or drops them before).
 
         A constraint becomes ``guided_decoding`` (a structural tag); asked-for logprobs ``logprobs=k``
         (at least 1: the sampled token's own logprob comes with its alternatives).
@@ -321,7 +273,7 @@ class TrtllmExecutor(Executor):
         }
         for name in ("top_k", "min_p", "seed", "frequency_penalty", "presence_penalty"):
             value = getattr(settings, name)
-            if value is not None:
+            if value is not None and name not in self.unapplied_sampling:  # those never reach here set
                 kwargs[name] = value
         if settings.logprobs is not None:
             kwargs["logprobs"] = max(settings.logprobs, 1)
@@ -343,6 +295,12 @@ class TrtllmExecutor(Executor):
         attention-DP conversation affinity (``attention_dp_config.kv_cache_routing_conversation_affinity``)
         reads to keep a conversation's turns on one rank. The releases on PyPI (1.1, 1.2.x) have no such
         argument: nothing is passed there, and placement is the proxy's alone (README, "Session affinity").
+
+        ``scheduling_params`` (the session's attention-DP rank, with attention DP on): ``LLM.generate_async(...,
+        scheduling_params: Optional[SchedulingParams] = None)``, ``SchedulingParams(attention_dp_rank=…,
+        attention_dp_relax=…)`` (``tensorrt_llm/scheduling_params.py``, NVIDIA/TensorRT-LLM PR #6246, in 1.1 and
+        later): a rank per session (:func:`attention_dp_rank`), not relaxed, so every turn of a session meets its
+        prefix in that rank's KV cache (the prefix-aware router of PR #12315 is not in the releases served).
         """
         if (
             request.priority is None
@@ -358,6 +316,10 @@ class TrtllmExecutor(Executor):
             options["kv_cache_retention_config"] = self._retention(request)
         if request.session_key is not None and "conversation_params" in parameters:
             options["conversation_params"] = _conversation_params(request.session_key)
+        if request.session_key is not None and self._dp_ranks > 1 and "scheduling_params" in parameters:
+            options["scheduling_params"] = _scheduling_params(
+                attention_dp_rank(request.session_key, self._dp_ranks)
+            )
         return options
 
     def _parameters(self) -> frozenset[str]:
@@ -464,6 +426,18 @@ def _conversation_params(session_key: str) -> Any:
     if params is None:
         params = importlib.import_module("tensorrt_llm.conversation_params").ConversationParams
     return params(conversation_id=session_key)
+
+
+def attention_dp_rank(session_key: str, ranks: int) -> int:
+    """The attention-DP rank of a session: a hash of its key (the same in every process and frontend), mod ``ranks``."""
+    digest = hashlib.blake2b(session_key.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % ranks
+
+
+def _scheduling_params(rank: int) -> Any:
+    """``SchedulingParams(attention_dp_rank=rank, attention_dp_relax=False)`` (``tensorrt_llm/scheduling_params.py``)."""
+    params = importlib.import_module("tensorrt_llm.scheduling_params").SchedulingParams
+    return params(attention_dp_rank=rank, attention_dp_relax=False)
 
 
 async def _engine_steps(result: Any) -> AsyncGenerator[Any, None]:

@@ -14,7 +14,7 @@ from .conversations import ConversationsService
 from .prepared import PreparedResponse
 from .prompts import PromptTemplates
 from .run import ResponseRun, RunState
-from .sampling import SamplingDefaults
+from .sampling import SamplingDefaults, check_defaults
 from .sealing import ContentSealer, load_key
 from .service import ResponsesService
 from .sessions import Chain
@@ -39,5 +39,6 @@ __all__ = [
     "PromptTemplates",
     "ResponsesService",
     "SamplingDefaults",
+    "check_defaults",
     "load_key",
 ]

@@ -207,6 +207,7 @@ async def compact_conversation(
             sampling_defaults,
             max_tokens=min(room, MAX_SUMMARY_TOKENS),
             stop_token_ids=adapter.stop_token_ids,
+            unapplied=executor.unapplied_sampling,
         ),
         session_key=session_key,
     )

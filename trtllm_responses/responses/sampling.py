@@ -12,17 +12,26 @@ sampling flags, and a request's own fields win over them.
 request or the operator sets them (unset they leave TensorRT-LLM's behaviour alone). The
 response echoes exactly the :class:`~trtllm_responses.executors.base.SamplingSettings` the
 executor received (:func:`echo_fields`).
+
+A setting the engine accepts but would not apply (``Executor.unapplied_sampling``: ``seed``, ``min_p`` and
+the penalties on TensorRT-LLM 1.1 to 1.2.x) is never sent and never echoed as applied: a request that sets
+it is refused with a 400 naming the field and why (``SamplingDefaults.unsupported == "refuse"``, the
+default), or has it dropped, the response then echoing what was used (``"ignore"``; ``serve
+--unsupported_sampling``). A neutral value (a penalty or ``min_p`` of 0) changes nothing and passes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from ..core import InvalidRequestError
 from ..executors import SamplingSettings
 from ..request import ResponsesRequest
 
-__all__ = ["SamplingDefaults", "echo_fields", "sampling_settings"]
+__all__ = ["SamplingDefaults", "check_defaults", "echo_fields", "sampling_settings"]
 
 #: OpenAI's defaults, gpt-oss's recommended settings, and trtllm-serve's (``_DEFAULT_SAMPLING_PARAMS``).
 DEFAULT_TEMPERATURE = 1.0
@@ -39,6 +48,14 @@ class SamplingDefaults:
     min_p: float | None = None
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
+    #: What a request setting a sampling field the engine does not apply gets: a 400, or the field dropped.
+    unsupported: Literal["refuse", "ignore"] = "refuse"
+
+
+def _neutral(value: Any) -> bool:
+    """Whether a setting's value changes nothing: unset, or a penalty / ``min_p`` of 0.0 (a ``seed``, an int, is
+    never neutral)."""
+    return value is None or (isinstance(value, float) and value == 0.0)
 
 
 def _pick(given: Any, default: Any) -> Any:
@@ -52,13 +69,19 @@ def sampling_settings(
     max_tokens: int,
     stop_token_ids: tuple[int, ...],
     logprobs: int | None = None,
+    unapplied: Mapping[str, str] | None = None,
 ) -> SamplingSettings:
-    """The settings a generation runs with: the request's fields over ``defaults`` (``None``: no request)."""
+    """The settings a generation runs with: the request's fields over ``defaults`` (``None``: no request).
+
+    ``unapplied`` (``Executor.unapplied_sampling``): settings the engine would not apply, each with why; one the
+    request sets is refused (InvalidRequestError, ``unsupported_parameter``) or dropped, by
+    ``defaults.unsupported``.
+    """
 
     def field(name: str) -> Any:
         return None if request is None else getattr(request, name)
 
-    return SamplingSettings(
+    settings = SamplingSettings(
         max_tokens=max_tokens,
         stop_token_ids=stop_token_ids,
         temperature=float(_pick(field("temperature"), defaults.temperature)),
@@ -70,6 +93,33 @@ def sampling_settings(
         presence_penalty=_pick(field("presence_penalty"), defaults.presence_penalty),
         logprobs=logprobs,
     )
+    if not unapplied:
+        return settings
+    dropped: dict[str, Any] = {}
+    for name, reason in unapplied.items():
+        value = getattr(settings, name)
+        if value is None:
+            continue
+        if _neutral(value) or defaults.unsupported == "ignore":
+            dropped[name] = None
+            continue
+        raise InvalidRequestError(
+            f"{reason} This server refuses it rather than ignore it (the operator can choose to drop such settings "
+            "instead: serve --unsupported_sampling ignore).",
+            param=name,
+            code="unsupported_parameter",
+        )
+    return dataclasses.replace(settings, **dropped) if dropped else settings
+
+
+def check_defaults(defaults: SamplingDefaults, unapplied: Mapping[str, str]) -> list[str]:
+    """Why the operator's sampling defaults (``serve --min_p`` …) cannot be applied by the engine, one sentence
+    each ([]: they can). With ``unsupported == "refuse"`` the server does not start on any."""
+    return [
+        reason
+        for name, reason in unapplied.items()
+        if hasattr(defaults, name) and not _neutral(getattr(defaults, name))
+    ]
 
 
 def echo_fields(settings: SamplingSettings) -> dict[str, Any]:

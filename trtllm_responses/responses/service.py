@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
+from ..constraints import Constraint
 from ..core import (
     ByteBoundedCache,
     InvalidRequestError,
@@ -305,6 +306,12 @@ class ResponsesService:
         if refusal is not None:
             raise InvalidRequestError(refusal, param="input", code="context_length_exceeded")
         room = self.executor.max_seq_len - len(prompt.token_ids)
+        if prompt.constraint is not None and self.executor.constraint_refusal is not None:
+            raise InvalidRequestError(
+                self.executor.constraint_refusal + ".",
+                param=_constrained_by(prompt.constraint),
+                code="unsupported_parameter",
+            )
         self.adapter.admit(prompt)
         max_tokens = min(request.max_output_tokens or room, room, logprob_tokens or room)
         generation = GenerationRequest(
@@ -316,6 +323,7 @@ class ResponsesService:
                 max_tokens=max_tokens,
                 stop_token_ids=self.adapter.stop_token_ids,
                 logprobs=logprobs_wanted(request),
+                unapplied=self.executor.unapplied_sampling,
             ),
             constraint=prompt.constraint,
             priority=service_tier(request)[1],
@@ -659,3 +667,13 @@ class ResponsesService:
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return entry
+
+
+def _constrained_by(constraint: Constraint) -> str:
+    """The request field that asked for ``constraint``: the structured-output format, a required tool choice, or
+    a tool with a grammar."""
+    if constraint.final == "json":
+        return "text.format"
+    if constraint.call_required:
+        return "tool_choice"
+    return "tools"

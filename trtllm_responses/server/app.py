@@ -20,7 +20,7 @@ from ..core import build_sdk_models
 from ..executors import Executor
 from ..harmony import RenderPool
 from ..ops import CollectorSchedule, ServerMetrics
-from ..responses import ContentSealer, PromptTemplates, ResponsesService, load_key
+from ..responses import ContentSealer, PromptTemplates, ResponsesService, check_defaults, load_key
 from ..store import RedisStore, ResponseStore
 from .background import BackgroundLimits, BackgroundResponses
 from .config import ServerConfig
@@ -82,6 +82,12 @@ def create_app(
         except Exception as exc:
             logger.error("The %s executor could not start: %s", executor.name, exc)
             raise
+        unapplied = check_defaults(config.sampling, executor.unapplied_sampling)
+        if unapplied and config.sampling.unsupported == "refuse":
+            await executor.shutdown()
+            raise RuntimeError("the sampling defaults cannot be applied: " + " ".join(unapplied))
+        for reason in unapplied:
+            logger.warning("Sampling default dropped (--unsupported_sampling ignore): %s", reason)
         logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)
         if config.start_render_worker:
             await service.render_pool.start()

@@ -99,7 +99,7 @@ class ChatCompletionRun:
         """Choice ``index``: the same prompt, a generation of its own."""
         response_id = new_id("resp")
         sampling = prepared.generation.sampling
-        if self.options.seed is not None:
+        if self.options.seed is not None and sampling.seed is not None:  # None: the engine does not apply it
             sampling = dataclasses.replace(sampling, seed=self.options.seed + index)
         return dataclasses.replace(
             prepared,

@@ -250,8 +250,11 @@ _STATS = {"type": "object", "additionalProperties": True, "description": "Server
 _HEALTH = {
     "type": "object",
     "required": ["status", "executor", "frontend"],
+    "description": "200 with status `ok` while the engine passes its health check; 503 with status `unavailable` "
+    "and an `error` (`engine_unavailable`) once it is dead (TensorRT-LLM's `BaseLLM._check_health`).",
     "properties": {
-        "status": {"const": "ok"},
+        "status": {"enum": ["ok", "unavailable"]},
+        "error": {"type": "object"},
         "executor": {"type": "string"},
         # Which of a group's frontends answered (--num_serve_frontends; 0: the launcher, or a server alone).
         "frontend": {"type": "integer", "minimum": 0},

@@ -7,7 +7,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..core import InvalidRequestError, NotFoundError, check_id
 from ..ops import merge_snapshots
@@ -193,8 +193,19 @@ def build_router(
         return Response(body, media_type=content_type)
 
     @router.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "executor": service.executor.name, "frontend": frontend}
+    async def health() -> Response:
+        # As trtllm-serve's /health (serve/openai_server.py): 200 only while the engine answers its own health
+        # check (BaseLLM._check_health), 503 once it is dead, so a balancer or orchestrator takes this replica out.
+        status = {"status": "ok", "executor": service.executor.name, "frontend": frontend}
+        if service.executor.healthy():
+            return JSONResponse(status)
+        error = {
+            "message": f"The {service.executor.name} engine is not running (its health check failed): see the server log.",
+            "type": "server_error",
+            "param": None,
+            "code": "engine_unavailable",
+        }
+        return JSONResponse(status | {"status": "unavailable", "error": error}, status_code=503)
 
     return router
 

@@ -24,22 +24,18 @@ import asyncio
 import functools
 import logging
 import ssl
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx2
 import orjson
-from mcp.client import Client
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 from openai.types.responses.response_output_item import McpListToolsTool
 
 from ..core import InvalidRequestError
 from ..harmony import ItemKind
 from .base import ToolNamespace, ToolOutcome, ToolProvider, truncate_output
+from .mcp_sdk import Session, http, open_session, protocol_error_message
 from .mcp_session import SessionFailed, SessionHost
 from .settings import ToolSettings, url_allowed
 
@@ -64,7 +60,7 @@ CONNECTION_ERROR = -32000
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One TLS context for every MCP connection (building one costs milliseconds; it never changes)."""
-    return httpx2.create_ssl_context()
+    return http.create_ssl_context()
 
 
 class URLNotAllowed(Exception):
@@ -73,23 +69,23 @@ class URLNotAllowed(Exception):
 
 def _http_client(
     headers: dict[str, str] | None = None,
-    timeout: httpx2.Timeout | None = None,
-    auth: httpx2.Auth | None = None,
+    timeout: Any = None,
+    auth: Any = None,
     *,
     allowed: tuple[str, ...] = (),
-) -> httpx2.AsyncClient:
-    """An HTTP client for one MCP session: the mcp SDK's defaults (no redirects: the SDK follows same-origin
-    ones itself), the shared TLS context, no proxy settings read from the environment, and every request
+) -> Any:
+    """An HTTP client for one MCP session (httpx2 under mcp 2.x, httpx under 1.x: ``mcp_sdk.http``): no
+    redirects (mcp 2.x follows same-origin ones itself; under 1.x none is followed), the shared TLS context, no proxy settings read from the environment, and every request
     checked against the ``allowed`` URL prefixes before it is sent."""
 
-    async def check(request: httpx2.Request) -> None:
+    async def check(request: Any) -> None:
         url = str(request.url)
         if not url_allowed(url, allowed):
             raise URLNotAllowed(f"the MCP server sent the session to {url[:200]}, outside the allowed URLs")
 
-    return httpx2.AsyncClient(
+    return http.AsyncClient(
         headers=headers,
-        timeout=timeout or httpx2.Timeout(30.0),
+        timeout=timeout or http.Timeout(30.0),
         auth=auth,
         verify=_ssl_context(),
         trust_env=False,
@@ -116,14 +112,15 @@ def describe_exception(exc: BaseException) -> tuple[str, int | None]:
             break
     if isinstance(exc, SessionFailed):
         return "the connection to the MCP server failed", None
-    if isinstance(exc, httpx2.HTTPStatusError):
+    if isinstance(exc, http.HTTPStatusError):
         return f"the MCP server answered HTTP {exc.response.status_code}", exc.response.status_code
-    if isinstance(exc, httpx2.ConnectError):
+    if isinstance(exc, http.ConnectError):
         return "could not connect to the MCP server", None
-    if isinstance(exc, httpx2.TimeoutException):
+    if isinstance(exc, http.TimeoutException):
         return "the MCP server did not answer in time", None
-    if isinstance(exc, MCPError):
-        return f"the MCP server returned an error: {exc.message}", None
+    protocol = protocol_error_message(exc)
+    if protocol is not None:
+        return f"the MCP server returned an error: {protocol}", None
     if isinstance(exc, URLNotAllowed):
         return str(exc), None
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, None
@@ -206,27 +203,14 @@ class MCPProvider(ToolProvider):
 
     # -- sessions ----------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _client(self) -> AsyncIterator[Client]:
-        timeout = self._settings.tool_timeout
-        if self._url.rstrip("/").endswith("/sse"):
-            transport: Any = sse_client(
-                self._url,
-                headers=self._headers,
-                timeout=timeout,
-                sse_read_timeout=timeout,
-                httpx_client_factory=functools.partial(_http_client, allowed=self._allowed_urls),
-            )
-            async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
-                yield client
-            return
-        http = _http_client(
-            headers=self._headers, timeout=httpx2.Timeout(timeout), allowed=self._allowed_urls
+    def _client(self) -> AbstractAsyncContextManager[Session]:
+        return open_session(
+            self._url,
+            headers=self._headers,
+            timeout=self._settings.tool_timeout,
+            sse=self._url.rstrip("/").endswith("/sse"),
+            client_factory=functools.partial(_http_client, allowed=self._allowed_urls),
         )
-        async with http:
-            transport = streamable_http_client(self._url, http_client=http)
-            async with Client(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
-                yield client
 
     # -- listing -----------------------------------------------------------------------------
 
@@ -242,25 +226,20 @@ class MCPProvider(ToolProvider):
         return self.tools
 
     @staticmethod
-    async def _list_all(client: Client) -> list[McpListToolsTool]:
+    async def _list_all(session: Session) -> list[McpListToolsTool]:
         tools: list[McpListToolsTool] = []
         cursor: str | None = None
         while True:
-            page = await client.list_tools(cursor=cursor)
-            for tool in page.tools:
-                annotations = (
-                    tool.annotations.model_dump(exclude_none=True, by_alias=True)
-                    if tool.annotations
-                    else None
+            page = await session.list_tools(cursor)
+            tools.extend(
+                McpListToolsTool(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.input_schema,
+                    annotations=tool.annotations,
                 )
-                tools.append(
-                    McpListToolsTool(
-                        name=tool.name,
-                        description=tool.description,
-                        input_schema=tool.input_schema,
-                        annotations=annotations,
-                    )
-                )
+                for tool in page.tools
+            )
             cursor = page.next_cursor
             if not cursor:
                 break

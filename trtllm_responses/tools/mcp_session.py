@@ -23,13 +23,13 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
-from mcp.client import Client
+from .mcp_sdk import Session
 
 __all__ = ["SessionFailed", "SessionHost"]
 
 T = TypeVar("T")
 
-_Request = tuple[Callable[[Client], Awaitable[Any]], "asyncio.Future[Any]"]
+_Request = tuple[Callable[[Session], Awaitable[Any]], "asyncio.Future[Any]"]
 
 
 class SessionFailed(Exception):
@@ -39,7 +39,7 @@ class SessionFailed(Exception):
 class SessionHost:
     """Owns one MCP client session in a dedicated task; :meth:`run` executes requests in it, one at a time."""
 
-    def __init__(self, open_client: Callable[[], AbstractAsyncContextManager[Client]]) -> None:
+    def __init__(self, open_client: Callable[[], AbstractAsyncContextManager[Session]]) -> None:
         self._open = open_client
         self._requests: asyncio.Queue[_Request] = asyncio.Queue()
         self._ready: asyncio.Future[None] | None = None
@@ -63,7 +63,7 @@ class SessionHost:
                 raise self._failure from None
             raise
 
-    async def run(self, request: Callable[[Client], Awaitable[T]]) -> T:
+    async def run(self, request: Callable[[Session], Awaitable[T]]) -> T:
         """Run ``request`` in the session's task; its result, or what it raised, or SessionFailed."""
         if self._task is None or self._task.done():
             raise SessionFailed("the MCP session is closed") from self._failure

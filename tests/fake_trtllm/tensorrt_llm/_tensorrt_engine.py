@@ -1,6 +1,16 @@
-"""TensorRT-engine LLM (tensorrt_llm._tensorrt_engine.LLM), faked: builds 'engines' by writing a file."""
+"""TensorRT-engine LLM (tensorrt_llm._tensorrt_engine.LLM), faked: builds 'engines' by writing a file.
+
+Gone from 1.3 (NVIDIA/TensorRT-LLM PRs #15763, #15918): importing it there fails as a missing module does.
+"""
 
 from __future__ import annotations
+
+from ._release import has_tensorrt_backend, version
+
+if not has_tensorrt_backend():
+    raise ModuleNotFoundError(
+        f"No module named 'tensorrt_llm._tensorrt_engine' (TensorRT-LLM {version()})", name=__name__
+    )
 
 import json
 from pathlib import Path

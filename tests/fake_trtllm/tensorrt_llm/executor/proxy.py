@@ -84,9 +84,14 @@ class GenerationExecutorProxy:
                     connection.send(self._kv.reuse(tokens) if op == "reuse" else self._kv.store(tokens))
 
     def shutdown(self) -> None:
+        self._shut_down = True
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+
+    def is_shutdown(self) -> bool:
+        """GenerationExecutor.is_shutdown (``executor/executor.py``): what ``BaseLLM._check_health`` reads."""
+        return getattr(self, "_shut_down", False)
 
 
 class RemoteKvBlocks:

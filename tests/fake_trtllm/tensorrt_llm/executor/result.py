@@ -29,7 +29,7 @@ import asyncio
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import TYPE_CHECKING, Optional
 
 from .utils import RequestError
 
@@ -40,8 +40,10 @@ if TYPE_CHECKING:
 __all__ = ["CompletionOutput", "GenerationResult", "Logprob", "RequestOutput"]
 
 
-class Logprob(NamedTuple):
-    """A token's logprob and its rank (1 = best)."""
+@dataclass(slots=True)
+class Logprob:
+    """A token's logprob and its rank (1 = best): a dataclass in TensorRT-LLM (``executor/result.py``), not a
+    tuple, so it is read by attribute."""
 
     logprob: float
     rank: Optional[int] = None
@@ -85,6 +87,8 @@ class GenerationResult:
         error: Optional[str] = None,
     ) -> None:
         self._llm = llm
+        #: The KV-cache blocks of the attention-DP rank the request runs on (``generate_async`` sets it).
+        self.kv = llm._kv
         self.request_id = request_id
         self.prompt_token_ids = prompt_token_ids
         self.outputs = [CompletionOutput(0)]
@@ -108,7 +112,7 @@ class GenerationResult:
         self._abort_requested = True
         self._llm._log({"event": "abort", "request_id": self.request_id})
         if not self._done and self._responses:  # the engine lets it go: its computed blocks are stored
-            self._llm._kv.store(self.prompt_token_ids + self._all_tokens)
+            self.kv.store(self.prompt_token_ids + self._all_tokens)
 
     def aborted(self) -> bool:
         return self._abort_requested
@@ -127,7 +131,7 @@ class GenerationResult:
             self._done = True
             raise RequestError(self._error)
         if self._responses == 0:
-            self.cached_tokens = self._llm._kv.reuse(self.prompt_token_ids)
+            self.cached_tokens = self.kv.reuse(self.prompt_token_ids)
         interval = 1 if self._responses == 0 else self._llm.args.stream_interval
         self._responses += 1
         for _ in range(interval):
@@ -194,7 +198,7 @@ class GenerationResult:
         self._done = True
         self.outputs[0].finish_reason = reason
         if reason in ("stop", "length", "cancelled"):
-            self._llm._kv.store(self.prompt_token_ids + self._all_tokens)
+            self.kv.store(self.prompt_token_ids + self._all_tokens)
 
 
 RequestOutput = GenerationResult

@@ -35,16 +35,20 @@ from collections import OrderedDict
 from typing import Any, Optional
 
 from .._fake_model import FAIL, TIMEOUT, GuidedSampler, choose_plan, noise_rate, tag_completions
+from .._release import sampler_applies
 from ..conversation_params import ConversationParams
 from ..executor.proxy import ATTACH_ENV, GenerationExecutorProxy, RemoteKvBlocks
 from ..executor.result import GenerationResult
 from ..executor.utils import RequestError
 from ..sampling_params import SamplingParams, describe
+from ..scheduling_params import SchedulingParams
 from .llm_args import TorchLlmArgs
 
 __all__ = ["LLM"]
 
 DEFAULT_CACHE_TOKENS = 64 << 10
+#: Test hook: a last user message of exactly this kills the engine (see generate_async).
+CRASH = "#crash"
 #: tensorrt_llm/llmapi/llm.py: ``priority: float = DEFAULT_REQUEST_PRIORITY`` (0.5).
 DEFAULT_REQUEST_PRIORITY = 0.5
 
@@ -114,12 +118,18 @@ class LLM:
         else:
             self._kv = _KvBlocks(self.args)
             self._executor = GenerationExecutorProxy(self._kv, self.args.num_serve_frontends)
+        # Attention data parallelism: every attention-DP rank (one per tensor-parallel rank) has a KV cache of its
+        # own (the KV-cache manager is per rank there), so a prefix is reused only on the rank that stored it.
+        self._ranks = self.args.tensor_parallel_size if self.args.enable_attention_dp else 1
+        self._kv_ranks: list[Any] = [self._kv] + [_KvBlocks(self.args) for _ in range(self._ranks - 1)]
         self._grammars: Any = None
         self.received: list[SamplingParams] = []  # every request's SamplingParams (tests read them)
         self.prompts: list[list[int]] = []  # and its prompt
         self.priorities: list[float] = []  # each generate_async call's priority
         self.retention_configs: list[Any] = []  # and its kv_cache_retention_config
         self.conversation_ids: list[Optional[str]] = []  # and its conversation_params.conversation_id
+        self.scheduling: list[Optional[SchedulingParams]] = []  # and its scheduling_params
+        self.ranks: list[int] = []  # and the attention-DP rank it ran on
         self.shutdown_called = False
 
     @staticmethod
@@ -145,8 +155,11 @@ class LLM:
                     )
             return
 
+    def _last_text(self, prompt: list[int]) -> str:
+        return self._encoding.decode(list(self._planner._last_message(prompt)[1]))
+
     def _plan(self, prompt: list[int]) -> list[int]:
-        header_body = self._encoding.decode(list(self._planner._last_message(prompt)[1]))
+        header_body = self._last_text(prompt)
         if header_body == "#fail":
             return self._encoding.encode("<|channel|>final<|message|>a") + [FAIL]
         if header_body == "#timeout":
@@ -168,7 +181,11 @@ class LLM:
         rng = (
             None
             if params._greedy_decoding
-            else random.Random(params.seed if params.seed is not None else request_id)
+            # The PyTorch sampler seeds a request's sampling with its seed only from 1.3.0rc29 (PR #17172); before,
+            # a seed is accepted and ignored (_release.py), so each request samples differently.
+            else random.Random(
+                params.seed if params.seed is not None and sampler_applies("seed") else request_id
+            )
         )
         end_id = params.end_id if params.end_id is not None else enc.return_
         noise = noise_rate()
@@ -197,6 +214,7 @@ class LLM:
         kv_cache_retention_config: Any = None,
         conversation_params: Optional[ConversationParams] = None,
         priority: float = DEFAULT_REQUEST_PRIORITY,
+        scheduling_params: Optional[SchedulingParams] = None,
         **kwargs: Any,
     ) -> GenerationResult:
         # ``priority`` as in tensorrt_llm/llmapi/llm.py's LLM.generate_async: "The scheduling priority for the
@@ -217,14 +235,22 @@ class LLM:
             raise TypeError(
                 f"conversation_params must be a ConversationParams, got {type(conversation_params)}"
             )
+        if scheduling_params is not None and not isinstance(scheduling_params, SchedulingParams):
+            raise TypeError(f"scheduling_params must be a SchedulingParams, got {type(scheduling_params)}")
+        if self._executor is not None and self._executor.is_shutdown():
+            # GenerationExecutor.submit on a dead executor (its workers gone): what BaseLLM._check_health reports.
+            raise RequestError("the executor is shut down")
         self._check_arguments(len(inputs), 0, params)
         self._next_id += 1
+        rank = self._rank(scheduling_params)
         self.received.append(params)
         self.prompts.append(list(inputs))
         self.priorities.append(priority)
         self.retention_configs.append(kv_cache_retention_config)
         conversation_id = conversation_params.conversation_id if conversation_params is not None else None
         self.conversation_ids.append(conversation_id)
+        self.scheduling.append(scheduling_params)
+        self.ranks.append(rank)
         self._log(
             {
                 "event": "generate",
@@ -232,6 +258,7 @@ class LLM:
                 "sampling": describe(params),
                 "priority": priority,
                 "conversation_id": conversation_id,
+                "attention_dp_rank": rank,
             }
         )
         error = None
@@ -241,9 +268,37 @@ class LLM:
                 tokens = self._guided(inputs, params, self._next_id)
             except Exception as exc:  # the executor's error response for this request
                 error, tokens = f"{type(exc).__name__}: {exc}", iter(())
+        elif self._last_text(inputs) == CRASH:
+            # Test hook: the engine dies (a worker lost): this request fails, the executor is shut down, and
+            # BaseLLM._check_health reports it from now on.
+            if self._executor is not None:
+                self._executor.shutdown()
+            error, tokens = "RequestError: the executor's worker died", iter(())
         else:
             tokens = iter(self._plan(inputs))
-        return GenerationResult(self, self._next_id, inputs, tokens, params, error=error)
+        result = GenerationResult(self, self._next_id, inputs, tokens, params, error=error)
+        result.kv = self._kv_ranks[rank]
+        return result
+
+    def _rank(self, scheduling: Optional[SchedulingParams]) -> int:
+        """The attention-DP rank a request runs on: ``attention_dp_rank`` unless relaxed (PR #6246's
+        ``_schedule_attention_dp_requests``: a request that is not relaxed waits for its rank); otherwise the fake
+        spreads requests round-robin, as balancing idle ranks does (its own simplification)."""
+        target = scheduling.attention_dp_rank if scheduling is not None else None
+        if target is not None and not 0 <= target < self._ranks:
+            raise ValueError(
+                f"attention_dp_rank {target} is not a rank of {self._ranks}"
+            )  # the fake's own guard
+        if target is not None and scheduling is not None and scheduling.attention_dp_relax is False:
+            return target
+        return (self._next_id - 1) % self._ranks
+
+    def _check_health(self) -> bool:
+        """BaseLLM._check_health (tensorrt_llm/llmapi/llm.py), what trtllm-serve's /health asks: True while the
+        executor exists and is not shut down."""
+        if self._executor is not None:
+            return not self._executor.is_shutdown()
+        return not self.shutdown_called  # an attached frontend: the launcher's engine, faked as alive
 
     def shutdown(self) -> None:
         self.shutdown_called = True

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .._release import moe_auto, version
 
 
 class _Strict(BaseModel):
@@ -26,6 +28,11 @@ class KvCacheConfig(_Strict):
     dtype: str = "auto"
     tokens_per_block: int = 32
     host_cache_size: Optional[int] = None
+    # "Whether blocks that are only partially matched can be reused." / "Whether partially matched blocks that
+    # are in use can be reused after copying them." (llm_args.py KvCacheConfig; the fake reuses whole blocks only)
+    enable_partial_reuse: bool = True
+    copy_on_partial_reuse: bool = True
+    event_buffer_max_size: int = 0
 
 
 class CudaGraphConfig(_Strict):
@@ -34,12 +41,24 @@ class CudaGraphConfig(_Strict):
     enable_padding: bool = False
 
 
+_MOE_BACKENDS = ("CUTLASS", "CUTEDSL", "WIDEEP", "TRTLLM", "DEEPGEMM", "VANILLA", "TRITON")
+
+
 class MoeConfig(_Strict):
-    # "AUTO" lets TensorRT-LLM pick per GPU (llm_args.py MoeConfig.backend, 1.1+).
-    backend: Literal["AUTO", "CUTLASS", "CUTEDSL", "WIDEEP", "TRTLLM", "DEEPGEMM", "VANILLA", "TRITON"] = (
-        "AUTO"
-    )
+    # llm_args.py MoeConfig.backend: the 1.1-era source has Literal["CUTLASS", …, "TRITON"] = 'CUTLASS' (no AUTO);
+    # later ones add "AUTO" ("selects default backend based on model") as the default (_release.moe_auto).
+    backend: str = Field(default_factory=lambda: "AUTO" if moe_auto() else "CUTLASS")
     max_num_tokens: Optional[int] = None
+
+    @field_validator("backend")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        allowed = (("AUTO",) if moe_auto() else ()) + _MOE_BACKENDS
+        if value not in allowed:
+            raise ValueError(
+                f"moe_config.backend must be one of {allowed} in TensorRT-LLM {version()}, got {value!r}"
+            )
+        return value
 
 
 class AttentionDpConfig(_Strict):
@@ -112,7 +131,16 @@ class TorchLlmArgs(_Strict):
     # Multi-frontend serving (main after 1.2.1, PR #16523): "num_serve_frontends: K (llm-args knob /
     # --num_serve_frontends, default 1 = off, max 64)" (executor/proxy.py here).
     num_serve_frontends: int = Field(default=1, ge=1, le=64)
+    # NVIDIA's config database (examples/configs/database/openai/gpt-oss-120b/*.yaml) gives integers
+    # (TRTLLM_ENABLE_PDL: 1), which TensorRT-LLM loads: values are kept as the environment's strings.
     env_overrides: Optional[dict[str, str]] = None
+
+    @field_validator("env_overrides", mode="before")
+    @classmethod
+    def _as_strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: str(item) for key, item in value.items()}
+        return value
 
     @property
     def parallel_config(self) -> Any:

@@ -1,0 +1,51 @@
+"""Which TensorRT-LLM release the fake plays, and what that release does differently (no TensorRT-LLM counterpart).
+
+The version is ``tensorrt_llm.__version__`` (``FAKE_TRTLLM_VERSION`` in the environment, default ``1.2.0``),
+read each time it is asked, so a test may monkeypatch it. This parser is the fake's own, not the server's
+(``trtllm_responses/executors/trtllm_releases.py``): a fake that asked the server's code what TensorRT-LLM
+does would only agree with it. Each difference names its source (tests/fake_trtllm/README.md has the table).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: SamplingParams fields the PyTorch sampler (TorchSampler) ignored before 1.3.0rc29 and applies from there:
+#: PR #16485 (penalties), PR #16590 (min_p), PR #17172 (per-request seed), merged on main July-August 2026;
+#: issue #9442 (1.1, 1.2: "Repetition, Frequency, and Presence Penalty Not Applied").
+SAMPLER_FIELDS = ("seed", "min_p", "frequency_penalty", "presence_penalty")
+
+
+def version() -> str:
+    import tensorrt_llm
+
+    return str(tensorrt_llm.__version__)
+
+
+def _key(text: str) -> tuple[int, int, int, int]:
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?", text)
+    if match is None:
+        raise ValueError(f"the fake cannot play TensorRT-LLM {text!r}")
+    major, minor, patch, rc = match.groups()
+    return int(major), int(minor), int(patch), int(rc) if rc is not None else 1 << 30
+
+
+def at_least(text: str) -> bool:
+    """Whether the release played is ``text`` or newer (``1.3.0rc29`` < ``1.3.0``)."""
+    return _key(version()) >= _key(text)
+
+
+def sampler_applies(name: str) -> bool:
+    """Whether the PyTorch sampler applies SamplingParams field ``name`` (see SAMPLER_FIELDS)."""
+    return name not in SAMPLER_FIELDS or at_least("1.3.0rc29")
+
+
+def has_tensorrt_backend() -> bool:
+    """``tensorrt_llm._tensorrt_engine`` (``LLM(backend="tensorrt")``): removed for 1.3 (PRs #15763, #15918)."""
+    return not at_least("1.3.0rc0")
+
+
+def moe_auto() -> bool:
+    """``MoeConfig.backend`` has ``AUTO`` (its default): the 1.1-era llm_args.py has ``CUTLASS`` as default and no
+    ``AUTO``; later sources default to ``AUTO``. The fake takes 1.2.0 as the first with it."""
+    return at_least("1.2.0")

@@ -1,0 +1,93 @@
+"""What each TensorRT-LLM release offers this server, read from its version string alone.
+
+Nothing here imports ``tensorrt_llm``: ``trtllm.py`` reads ``tensorrt_llm.__version__`` and asks
+:class:`Release`. Each difference names where it comes from (NVIDIA/TensorRT-LLM pull requests, and
+the releases' PyPI sdists' PKG-INFO, recorded in ``constraints/``):
+
+- **The TensorRT engine backend** (``LLM(backend="tensorrt")``, ``tensorrt_llm._tensorrt_engine``) is gone
+  from 1.3: NVIDIA removed the legacy TensorRT backend on main in July 2026 (PR #15763, its examples;
+  PR #15918, "BREAKING: Remove python modules and tests for legacy TensorRT backend"; PR #16369, its C++),
+  and 1.3.0rc29's and 1.4.0rc1's requirements no longer hold ``tensorrt`` (1.2.1's pin
+  ``tensorrt~=10.14.1``).
+- **Sampling settings the PyTorch sampler applies.** ``TorchSampler`` (the PyTorch backend's default)
+  ignored ``frequency_penalty``/``presence_penalty``, ``min_p`` and ``seed`` while ``SamplingParams``
+  accepted them (issue #9442, seen on 1.1 and 1.2; PR #16485: "the params are accepted by SamplingParams
+  but silently ignored"). They came with PR #16485 (penalties, July 2026), PR #16590 (``min_p``, July
+  2026) and PR #17172 (per-request ``seed``, August 2026), all merged on main before 1.3.0rc29
+  (2026-09-29) and 1.4.0rc1 (2026-10-21). 1.1 to 1.2.1 lack all four; 1.3 release candidates before
+  rc29 are treated as lacking them too (not checked one by one: refusing is the safe reading).
+- **Guided decoding with speculative decoding** is accepted from 1.1 on (PR #6300, two-model engines;
+  PR #6948, one-model engines such as Eagle3 one-model and MTP; both merged by August 2025, before
+  1.1.0): nothing is refused for it on a served release.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["SAMPLER_SETTINGS", "Release"]
+
+#: The sampling settings whose support depends on the release, and the pull request that brought each to
+#: the PyTorch sampler.
+SAMPLER_SETTINGS = {
+    "seed": "PR #17172 (per-request seed in TorchSampler)",
+    "min_p": "PR #16590 (min_p in TorchSampler)",
+    "frequency_penalty": "PR #16485 (penalties in TorchSampler)",
+    "presence_penalty": "PR #16485 (penalties in TorchSampler)",
+}
+#: The first release checked to apply all of SAMPLER_SETTINGS, as (major, minor, patch, pre-release rank).
+_SAMPLER_FROM = (1, 3, 0, 29)
+_SAMPLER_FROM_TEXT = "1.3.0rc29"
+#: The first release without the TensorRT engine backend.
+_NO_TENSORRT_FROM = (1, 3, 0, -1)
+_FINAL = 10**9  # a final release sorts after its release candidates
+
+_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(rc|a|b|dev)\.?(\d+))?")
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """One TensorRT-LLM version and what it offers (see the module docstring)."""
+
+    version: str
+
+    @property
+    def key(self) -> tuple[int, int, int, int] | None:
+        """``(major, minor, patch, pre)`` (``pre``: the rc number, or a large number for a final release), or
+        None for a version string that does not parse."""
+        match = _VERSION.match(self.version)
+        if match is None:
+            return None
+        major, minor, patch, kind, number = match.groups()
+        pre = _FINAL if kind is None else (int(number) if kind == "rc" else -1)
+        return int(major), int(minor), int(patch or 0), pre
+
+    def _at_least(self, bound: tuple[int, int, int, int]) -> bool:
+        key = self.key
+        return key is not None and key >= bound
+
+    @property
+    def tensorrt_backend_refusal(self) -> str | None:
+        """Why ``--backend tensorrt`` cannot run on this release, or None where it exists."""
+        if not self._at_least(_NO_TENSORRT_FROM):
+            return None
+        return (
+            f"TensorRT-LLM {self.version} has no TensorRT engine backend: NVIDIA removed it for 1.3 (PRs #15763 and "
+            "#15918 removed the legacy TensorRT backend's examples and Python modules; the release no longer "
+            "depends on `tensorrt`). gpt-oss runs on the PyTorch backend: use --backend pytorch (the default)."
+        )
+
+    @property
+    def unapplied_sampling(self) -> dict[str, str]:
+        """The sampling settings this release's PyTorch sampler accepts but does not apply, with why."""
+        if self._at_least(_SAMPLER_FROM):
+            return {}
+        return {
+            name: (
+                f"TensorRT-LLM {self.version}'s PyTorch sampler does not apply '{name}' (it accepts and ignores it, "
+                f"NVIDIA/TensorRT-LLM issue #9442); it is applied from TensorRT-LLM {_SAMPLER_FROM_TEXT} on "
+                f"({source})."
+            )
+            for name, source in SAMPLER_SETTINGS.items()
+        }

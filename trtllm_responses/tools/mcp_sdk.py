@@ -1,0 +1,182 @@
+"""The ``mcp`` SDK, 1.x or 2.x, behind one small interface: the only module that imports it.
+
+Both majors are served because TensorRT-LLM's container decides which one is installed: from 1.3.0rc22
+TensorRT-LLM pins ``mcp<2.0.0,>=1.23.0`` (the PyPI sdists' PKG-INFO, constraints/), while a venv of
+our own takes the newest, 2.x. The two differ in everything a client touches:
+
+============================ =================================== ======================================
+what                         mcp 1.23 - 1.x                      mcp 2.x
+============================ =================================== ======================================
+the session                  ``ClientSession(read, write)`` +    ``Client(transport, mode="legacy")``
+                             ``initialize()``
+streamable HTTP transport    ``streamablehttp_client(url, …,     ``streamable_http_client(url,
+                             httpx_client_factory=…)``           http_client=…)``
+HTTP library                 httpx                               httpx2
+a JSON-RPC error             ``McpError`` (``.error.message``)   ``MCPError`` (``.message``)
+field names                  ``inputSchema``, ``nextCursor``,    ``input_schema``, ``next_cursor``,
+                             ``isError``                         ``is_error``
+============================ =================================== ======================================
+
+:func:`open_session` yields a :class:`Session` whose answers are this module's plain dataclasses, so
+nothing above it reads an SDK type. SSE (``sse_client``) is the same call in both.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+__all__ = [
+    "MCP_MAJOR",
+    "MCP_VERSION",
+    "CallResult",
+    "ListedTool",
+    "Session",
+    "ToolPage",
+    "http",
+    "open_session",
+    "protocol_error_message",
+]
+
+#: The installed SDK's version, and its major (1 or 2).
+MCP_VERSION = importlib.metadata.version("mcp")
+MCP_MAJOR = int(MCP_VERSION.split(".")[0])
+
+#: The HTTP library the installed SDK speaks (its transports take and raise its types): httpx2 for mcp 2.x,
+#: httpx for 1.x.
+http: Any = importlib.import_module("httpx2" if MCP_MAJOR >= 2 else "httpx")
+
+_sse_client: Any = importlib.import_module("mcp.client.sse").sse_client
+_streamable: Any = importlib.import_module("mcp.client.streamable_http")
+_exceptions: Any = importlib.import_module("mcp.shared.exceptions")
+#: The SDK's JSON-RPC error (a server's error answer).
+_PROTOCOL_ERROR: type[BaseException] = getattr(_exceptions, "MCPError", None) or _exceptions.McpError
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    """One tool a server lists: ``annotations`` as the MCP wire names them (``readOnlyHint``)."""
+
+    name: str
+    description: str | None
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ToolPage:
+    """One page of ``tools/list``."""
+
+    tools: list[ListedTool]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """A ``tools/call`` answer: its content blocks (SDK models: ``.type``, ``.text``, ``model_dump``) and
+    whether the tool failed."""
+
+    content: Sequence[Any]
+    is_error: bool
+
+
+def _field(model: Any, snake: str, camel: str) -> Any:
+    return getattr(model, snake) if hasattr(model, snake) else getattr(model, camel, None)
+
+
+class Session:
+    """An open MCP client session, whichever SDK major made it."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    async def list_tools(self, cursor: str | None) -> ToolPage:
+        """One page of the server's tools, from ``cursor`` (None: the first)."""
+        page = await self._client.list_tools(cursor=cursor)
+        tools = []
+        for tool in page.tools:
+            annotations = (
+                tool.annotations.model_dump(exclude_none=True, by_alias=True) if tool.annotations else None
+            )
+            tools.append(
+                ListedTool(
+                    tool.name, tool.description, _field(tool, "input_schema", "inputSchema"), annotations
+                )
+            )
+        return ToolPage(tools, _field(page, "next_cursor", "nextCursor"))
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
+        """Call tool ``name``; a JSON-RPC error answer raises (see :func:`protocol_error_message`)."""
+        result = await self._client.call_tool(name, arguments)
+        return CallResult(result.content, bool(_field(result, "is_error", "isError")))
+
+
+@asynccontextmanager
+async def open_session(
+    url: str,
+    *,
+    headers: dict[str, str],
+    timeout: float,
+    sse: bool,
+    client_factory: Callable[..., Any],
+) -> AsyncIterator[Session]:
+    """An initialized session with the server at ``url`` (SSE when ``sse``, else streamable HTTP).
+
+    ``client_factory(headers=, timeout=, auth=)`` makes the session's HTTP client (of :data:`http`'s
+    library): every request the SDK sends goes through it.
+    """
+    if sse:
+        transport = _sse_client(
+            url,
+            headers=headers,
+            timeout=timeout,
+            sse_read_timeout=timeout,
+            httpx_client_factory=client_factory,
+        )
+        async with _connected(transport, timeout) as session:
+            yield session
+        return
+    if MCP_MAJOR >= 2:
+        client = client_factory(headers=headers, timeout=http.Timeout(timeout))
+        async with client:
+            async with _connected(
+                _streamable.streamable_http_client(url, http_client=client), timeout
+            ) as session:
+                yield session
+        return
+    transport = _streamable.streamablehttp_client(
+        url, headers=headers, timeout=timeout, sse_read_timeout=timeout, httpx_client_factory=client_factory
+    )
+    async with _connected(transport, timeout) as session:
+        yield session
+
+
+@asynccontextmanager
+async def _connected(transport: Any, timeout: float) -> AsyncIterator[Session]:
+    if MCP_MAJOR >= 2:
+        client_class = importlib.import_module("mcp.client").Client
+        async with client_class(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
+            yield Session(client)
+        return
+    client_session = importlib.import_module("mcp").ClientSession
+    async with transport as streams:
+        async with client_session(
+            streams[0], streams[1], read_timeout_seconds=timedelta(seconds=timeout)
+        ) as client:
+            await client.initialize()
+            yield Session(client)
+
+
+def protocol_error_message(exc: BaseException) -> str | None:
+    """The message of the SDK's JSON-RPC error (a server's error answer), None for any other exception."""
+    if not isinstance(exc, _PROTOCOL_ERROR):
+        return None
+    message = getattr(exc, "message", None)
+    if message is None:
+        message = getattr(getattr(exc, "error", None), "message", None)
+    return str(message if message is not None else exc)
