@@ -251,7 +251,7 @@ async def create_chat_completion(
                 translation.body,
                 received,
                 affinity=affinity,
-                sent_bytes=len(body),
+                sent_bytes=body.size,
                 choices=translation.options.n,
             )
         except APIError as exc:

@@ -189,7 +189,7 @@ async def serve_messages(
         if translation.options.hidden_tools:
             logger.info("Tools not shown to the model: %s", ", ".join(translation.options.hidden_tools))
         try:
-            prepared = await service.prepare(translation.body, received, compact=False, sent_bytes=len(body))
+            prepared = await service.prepare(translation.body, received, compact=False, sent_bytes=body.size)
         except APIError as exc:
             raise in_messages_terms(exc, translation) from None
         if counting:
