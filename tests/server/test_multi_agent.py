@@ -253,7 +253,9 @@ def test_concurrency_wait_timeout_and_interrupt(slow: RunningServer) -> None:
     )
     started = time.monotonic()
     items = outputs(create(slow, script, multi_agent={"enabled": True, "max_concurrent_subagents": 1}))
-    assert time.monotonic() - started < 15
+    assert (
+        time.monotonic() - started < 60
+    )  # the wait was cut to 3 s, not 1000 (generous for a loaded machine)
     assert call_output(items, "spawn_agent", 0)["status"] == "running"
     refused = [i for i in items if i["type"] == "multi_agent_call_output" and i["action"] == "spawn_agent"][1]
     assert "max_concurrent_subagents" in refused["output"][0]["text"]
@@ -422,10 +424,10 @@ def test_websocket_without_the_beta_header_ignores_multi_agent(fast: RunningServ
 
 def test_a_message_sent_while_it_runs_is_its_next_turn(slow: RunningServer) -> None:
     script = steps(
-        spawn("#lorem 60", "kid"),
+        spawn("#lorem 200", "kid"),  # a second at 200 tokens/s: the message arrives while it runs
         call("send_message", agent="kid", message="Then this"),
-        call("wait_agent", timeout_seconds=2),
-        call("wait_agent", timeout_seconds=2),
+        call("wait_agent", timeout_seconds=3),
+        call("wait_agent", timeout_seconds=3),
         "Done.",
     )
     items = outputs(create(slow, script))
@@ -441,7 +443,7 @@ def test_sub_agents_running_in_the_process_are_bounded(
     limits = SubagentLimits(server_running=1, wait_seconds=1.0)
     with serve(RecordingEcho(encoding, tokens_per_second=200), subagents=limits) as running:
         script = steps(
-            spawn("#lorem 1000", "a"), spawn("Second", "b"), call("interrupt_agent", agent="a"), "Done."
+            spawn("#lorem 4000", "a"), spawn("Second", "b"), call("interrupt_agent", agent="a"), "Done."
         )
         items = outputs(
             create(running, script, multi_agent={"enabled": True, "max_concurrent_subagents": 10})
