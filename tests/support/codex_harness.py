@@ -34,7 +34,7 @@ def write_codex_home(home: Path, base_url: str, *, search: bool = False, websock
     ``search``: Codex's ``tool_search`` feature on, the catalog entry saying gpt-oss supports it
     (``supports_search_tool``), and the stdio MCP server :data:`MCP_STDIO_SERVER` configured as ``notes``
     (``required``: Codex waits for it before the first turn, else a slow start leaves it out of the
-    search). ``websocket``: the provider speaks the Responses WebSocket mode (``supports_websockets``).
+    search; up to 120 s, for a loaded test machine). ``websocket``: the provider speaks the Responses WebSocket mode (``supports_websockets``).
 
     Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): which one Codex uses depends on
     the host (with Debian's ``bubblewrap`` installed it runs ``bwrap ... codex-linux-sandbox``, which is
@@ -69,6 +69,7 @@ tool_search = true
 command = "{sys.executable}"
 args = ["{MCP_STDIO_SERVER}"]
 required = true
+startup_timeout_sec = 120
 '''
     (home / "config.toml").write_text(config)
 
