@@ -35,7 +35,7 @@ def write_codex_home(home: Path, base_url: str, *, search: bool = False, websock
     ``search``: Codex's ``tool_search`` feature on, the catalog entry saying gpt-oss supports it
     (``supports_search_tool``), and the stdio MCP server :data:`MCP_STDIO_SERVER` configured as ``notes``
     (``required``: Codex waits for it before the first turn, else a slow start leaves it out of the
-    search). ``websocket``: the provider speaks the Responses WebSocket mode (``supports_websockets``).
+    search; up to 120 s, for a loaded test machine). ``websocket``: the provider speaks the Responses WebSocket mode (``supports_websockets``).
 
     Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): these tests are about the
     Responses API round trip, not Codex's sandbox, and a home in pytest's temporary directory could not
@@ -70,6 +70,7 @@ tool_search = true
 command = "{sys.executable}"
 args = ["{MCP_STDIO_SERVER}"]
 required = true
+startup_timeout_sec = 120
 '''
     (home / "config.toml").write_text(config)
 
