@@ -15,7 +15,8 @@ port, and runs the suite with ``--json`` against it.
 When the runner has the optional ``offline-web-search`` case (``--enable-offline-web-search``,
 revision ``18e5656``), it is enabled: the server then runs with
 ``--browser_backend searxng:URL --fetch_allow_private 127.0.0.1`` against the tests' loopback
-search stand-in (``tests/support/search_site.py``). Other optional cases needing configuration we cannot
+search stand-in (``tests/support/search_site.py``), which also serves as its offline index
+(``--browser_offline_backend searxng:URL``: the case's ``external_web_access: false`` searches go there). Other optional cases needing configuration we cannot
 give (``file-search`` needs a vector store id) are reported as ``skipped``.
 
 It exits 0 when every case passes except the known, documented differences:
@@ -97,6 +98,8 @@ def start_server(port: int, search_url: str | None = None) -> subprocess.Popen[b
     command = [str(exe) if exe.exists() else "trtllm-responses", "serve", "--engine", "echo"]
     if search_url:
         command += ["--browser_backend", f"searxng:{search_url}", "--fetch_allow_private", "127.0.0.1"]
+        # the case sends external_web_access: false: it is answered from the offline index (the same stand-in)
+        command += ["--browser_offline_backend", f"searxng:{search_url}"]
     server = subprocess.Popen(
         [*command, "--host", "127.0.0.1", "--port", str(port), "--log_level", "warning"]
     )

@@ -23,7 +23,7 @@ from support.server_harness import RunningServer, ServerFactory, steps, stream_e
 from support.stream_grammar import check_stream
 
 from trtllm_responses.tools.browser import CitationRewriter, browser_description, html_to_text
-from trtllm_responses.tools.browser.provider import OFFLINE
+from trtllm_responses.tools.browser.provider import OFFLINE, OFFLINE_INDEX
 from trtllm_responses.tools.settings import ToolSettings
 
 
@@ -278,6 +278,29 @@ def test_external_web_access_false_uses_only_pages_already_fetched(
             tools=[{"type": "web_search"}],
         )
         assert live.output[1].status == "completed"
+
+
+def test_an_offline_index_answers_searches_without_web_access(serve: ServerFactory, site: str) -> None:
+    """``--browser_offline_backend``: the searches of ``external_web_access: false`` go to the operator's
+    offline index, never to the live backend (here a closed port, so a search that reached it would fail)."""
+    settings = ToolSettings(
+        browser_backend="searxng:http://127.0.0.1:9",
+        browser_offline_backend=f"searxng:{site}",
+        tool_timeout=10.0,
+    )
+    script = steps('call browser.search {"query": "tides"}', "done")
+    with serve(tools=settings) as running, httpx.Client(base_url=running.base_url, timeout=60) as client:
+        offline = [{"type": "web_search", "external_web_access": False}]
+        body = {"input": script, "tools": offline, "include": ["web_search_call.action.sources"]}
+        answered = check_stream(stream_events(client, body))
+        live = check_stream(stream_events(client, {"input": script, "tools": [WEB_TOOL]}))
+        prompt = client.post("/v1/responses", json={"input": "#prompt", "tools": offline}).json()
+    (call,) = [i for i in answered["output"] if i["type"] == "web_search_call"]
+    assert call["status"] == "completed"
+    assert [s["url"] for s in call["action"]["sources"]] == [f"{site}/tides", f"{site}/neap"]
+    assert [i["status"] for i in live["output"] if i["type"] == "web_search_call"] == ["failed"]
+    text = prompt["output"][-1]["content"][0]["text"]
+    assert "sources=searxng\n// " + OFFLINE_INDEX in text
 
 
 # -- the browser through an MCP server ---------------------------------------------------------------

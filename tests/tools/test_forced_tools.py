@@ -68,6 +68,7 @@ def server_options(search: str, mcp: MCPTestServer, echo: RecordingEcho) -> dict
         python_tool="local",
         python_limits=PythonLimits(timeout=10.0, cpu_seconds=5, memory_bytes=256 << 20, output_bytes=2000),
         browser_backend=f"searxng:{search}",
+        browser_offline_backend=f"searxng:{search}",  # as scripts/openresponses_compliance.py serves it
         fetch_allow_private=("127.0.0.1",),
         mcp_allowed_urls=(mcp.url,),
         tool_timeout=20.0,
@@ -190,8 +191,8 @@ def test_sdk_client_forces_code_interpreter(server: RunningServer) -> None:
 
 def test_sdk_client_offline_web_search_as_the_compliance_suite_sends_it(server: RunningServer) -> None:
     """The Open Responses suite's ``offline-web-search`` case (revision 18e5656, src/lib/compliance-tests.ts):
-    ``web_search`` with ``external_web_access: false``, forced, sources included. The browser backend
-    answers it (the server has no separate offline index); the tool comes back as sent."""
+    ``web_search`` with ``external_web_access: false``, forced, sources included. The offline index
+    (``--browser_offline_backend``, here the same loopback stand-in) answers it; the tool comes back as sent."""
     with openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0) as client:
         # the SDK types neither external_web_access nor a "web_search" tool choice; the suite sends both
         response = client.responses.create(  # type: ignore[call-overload]

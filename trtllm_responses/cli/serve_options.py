@@ -80,6 +80,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
                 output_bytes=args.tool_output_max_bytes,
             ),
             browser_backend=args.browser_backend,
+            browser_offline_backend=args.browser_offline_backend,
             fetch_allow_private=tuple(args.fetch_allow_private),
         ),
     )
@@ -126,6 +127,13 @@ def _browser_backend(text: str) -> str:
     if kind in ("searxng", "mcp") and _is_http_url(url):
         return text
     raise argparse.ArgumentTypeError(f"expected off, exa, youcom, searxng:URL or mcp:URL, got {text}")
+
+
+def _offline_backend(text: str) -> str:
+    kind, _, url = text.partition(":")
+    if text == "off" or (kind == "searxng" and _is_http_url(url)):
+        return text
+    raise argparse.ArgumentTypeError(f"expected off or searxng:URL, got {text}")
 
 
 def _is_http_url(text: str) -> bool:
@@ -483,6 +491,15 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="{off,exa,youcom,searxng:URL,mcp:URL}",
         help=f"run web_search calls (gpt-oss's browser) through this search backend; keys from EXA_API_KEY / "
         f"YDC_API_KEY; off: the tool is not shown (default: {tool.browser_backend})",
+    )
+    builtin.add_argument(
+        "--browser_offline_backend",
+        type=_offline_backend,
+        default=tool.browser_offline_backend,
+        metavar="{off,searxng:URL}",
+        help="the search backend of web_search tools with external_web_access: false (a SearXNG over an index you "
+        "vouch is offline or cached); off: such searches are refused, and nothing reaches the web "
+        f"(default: {tool.browser_offline_backend})",
     )
     builtin.add_argument(
         "--fetch_allow_private",

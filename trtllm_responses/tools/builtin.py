@@ -38,7 +38,9 @@ def builtin_shown(
     if settings.browser_backend != "off" and kinds & WEB_SEARCH_TOOLS:
         from .browser import browser_description
 
-        shown["browser"] = browser_description(settings.browser_backend, external_web_access(tools))
+        shown["browser"] = browser_description(
+            settings.browser_backend, external_web_access(tools), settings.browser_offline_backend
+        )
     return shown
 
 

@@ -56,6 +56,9 @@ class ToolSettings:
     python_tool: str = "off"
     python_limits: PythonLimits = PythonLimits()
     browser_backend: str = "off"
+    #: The search backend of ``web_search`` tools with ``external_web_access: false``: "off" (such searches are
+    #: refused) or "searxng:URL", an index the operator vouches is offline or cached (tools/browser/provider.py).
+    browser_offline_backend: str = "off"
     #: Hosts or CIDRs the browser may fetch although they are not globally reachable (tools/addresses.py).
     fetch_allow_private: tuple[str, ...] = ()
 

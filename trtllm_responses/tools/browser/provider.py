@@ -41,11 +41,19 @@ OFFLINE = (
     "Live web access is off for this conversation: `search` and opening a page not shown before are "
     "unavailable; `open` and `find` work on the pages already shown."
 )
+#: The same, when the operator configured an offline index (``--browser_offline_backend``).
+OFFLINE_INDEX = (
+    "Live web access is off for this conversation: `search` answers from an offline index; opening a page "
+    "not shown before is unavailable; `open` and `find` work on the pages already shown."
+)
 
 
-def browser_description(backend: str, external_web_access: bool = True) -> str:
+def browser_description(backend: str, external_web_access: bool = True, offline_backend: str = "off") -> str:
     """The browser tool's instruction text, as the reference tool writes it (``sources=`` names the backend);
-    without live web access, followed by :data:`OFFLINE`."""
+    without live web access, followed by :data:`OFFLINE` (or :data:`OFFLINE_INDEX`, naming the offline
+    backend in ``sources=``)."""
+    if not external_web_access and offline_backend != "off":
+        backend = offline_backend
     source = backend.split(":", 1)[0]
     return (
         "Tool for browsing.\n"
@@ -54,7 +62,7 @@ def browser_description(backend: str, external_web_access: bool = True) -> str:
         "`【{cursor}†L{line_start}(-L{line_end})?】`, for example: `【6†L9-L11】` or `【8†L3】`.\n"
         "Do not quote more than 10 words directly from the tool output.\n"
         f"sources={source}"
-    ) + ("" if external_web_access else "\n" + OFFLINE)
+    ) + ("" if external_web_access else "\n" + (OFFLINE if offline_backend == "off" else OFFLINE_INDEX))
 
 
 def _action(kind: str, **fields: Any) -> dict[str, Any]:
@@ -65,9 +73,10 @@ class BrowserProvider(ToolProvider):
     """``browser.search`` / ``.open`` / ``.find`` for one response, over its page stack.
 
     ``external_web_access=False`` (the request's ``web_search`` tool said so): nothing reaches the web or
-    the search backend. ``search`` is refused, ``open`` shows again a page already on the stack (the
-    conversation's cache) and refuses any other; ``find`` and scrolling work as ever. Through an MCP
-    backend (whose pages this server cannot see) only ``find`` is sent.
+    the live search backend. ``search`` goes to ``--browser_offline_backend`` (an index the operator
+    vouches is offline or cached), or is refused without one; ``open`` shows again a page already on the
+    stack (the conversation's cache) and refuses any other; ``find`` and scrolling work as ever. Through
+    an MCP backend (whose pages this server cannot see) only ``find`` is sent.
     """
 
     namespace = "browser"
@@ -96,6 +105,9 @@ class BrowserProvider(ToolProvider):
             ]
         else:
             self._backend = search_backend(settings.browser_backend, settings)
+        if not external_web_access:  # the live backend is never asked
+            offline = settings.browser_offline_backend
+            self._backend = search_backend(offline, settings) if offline != "off" else None
 
     # -- the loop's seam -------------------------------------------------------------------
 
@@ -179,9 +191,8 @@ class BrowserProvider(ToolProvider):
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             raise BrowserError("`query` must be a non-empty string.")
-        if not self.external_web_access:
+        if self._backend is None:  # live access off and no offline index
             raise BrowserError(OFFLINE)
-        assert self._backend is not None
         results = await self._backend.search(query, MAX_RESULTS)
         chunks = []
         urls: dict[str, str] = {}
