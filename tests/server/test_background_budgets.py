@@ -149,7 +149,7 @@ def _rss() -> int:
 
 #: What RSS may hold beyond the recorded-events budget once runs are done (README "Hostile input and
 #: limits"): the stored responses and remembered histories (their own budgets) and the allocator's slack.
-RSS_OVERHEAD = 24 << 20
+RSS_OVERHEAD = 32 << 20
 
 
 def test_recorded_events_hold_in_rss_what_the_budget_counts(

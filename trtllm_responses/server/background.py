@@ -22,10 +22,8 @@ background responses generate at once; one more is a 429.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -35,7 +33,7 @@ from openai.types.responses import ResponseStreamEvent
 from ..core import InvalidRequestError, TooManyRequestsError, to_json
 from ..ops import trim_heap
 from ..responses import ResponseRun, ResponsesService
-from .packed_frames import PackedFrames
+from .frame_log import FrameLog
 from .relay import RedisRelay
 from .sse import encode_event, obfuscate, obfuscation_wanted
 
@@ -44,9 +42,6 @@ __all__ = ["BackgroundLimits", "BackgroundResponses", "BackgroundRun"]
 logger = logging.getLogger(__name__)
 
 
-#: What a recorded frame costs beyond its bytes: the bytes object's header (33) and its deque slot (8),
-#: rounded up as the allocator does. Counted with every frame, so the budgets hold what RSS holds.
-FRAME_OVERHEAD = 48
 #: A finished run keeps its final response twice over: the JSON it is answered with, and the stream
 #: state it was made from (its items' text); counted as this many times the JSON's length.
 FINAL_HELD_FACTOR = 2
@@ -77,7 +72,8 @@ class BackgroundRun:
 
     run: ResponseRun
     limits: BackgroundLimits
-    frames: deque[bytes] | PackedFrames = field(default_factory=deque)
+    #: Its frames, in large buffers (``frame_log.py``): what the budgets count is what is allocated.
+    frames: FrameLog = field(default_factory=FrameLog)
     first_sequence: int = 0  # sequence number of frames[0]
     nbytes: int = 0
     done: bool = False
@@ -116,42 +112,19 @@ class BackgroundRun:
         """The ``deliver`` of a background drive: keep each event's frame, wake the followers."""
         before = self.nbytes
         frames = self.frames
-        assert isinstance(frames, deque), "a finished run records nothing"
         for event in events:
-            frame = obfuscate(event, encode_event(event)) if self.obfuscated else encode_event(event)
-            frames.append(frame)
-            self.nbytes += len(frame) + FRAME_OVERHEAD
-        while len(self.frames) > self.limits.max_events or self.nbytes > self.limits.max_bytes:
+            frames.append(obfuscate(event, encode_event(event)) if self.obfuscated else encode_event(event))
+        self.nbytes += frames.nbytes - before
+        while len(frames) > self.limits.max_events or self.nbytes > self.limits.max_bytes:
             self.drop_oldest()
         if self.account is not None:
             self.account(self, self.nbytes - before)
         self._wake()
 
     def drop_oldest(self) -> int:
-        """Forget the oldest kept frame; what the budgets counted of it."""
-        frames = self.frames
-        assert isinstance(frames, deque), "a finished run's frames go whole"
-        size = len(frames.popleft()) + FRAME_OVERHEAD
-        self.nbytes -= size
+        """Forget the oldest kept frame; the bytes this gave back (its chunk's, once its last frame goes)."""
+        freed = self.frames.drop_oldest()
         self.first_sequence += 1
-        return size
-
-    def trim_packed(self, excess: int) -> int:
-        """Forget a finished run's oldest frames until ``excess`` bytes are freed (its last frame stays),
-        packing the rest anew; what the budgets counted of them."""
-        frames = self.frames
-        assert isinstance(frames, PackedFrames)
-        if excess <= 0:
-            return 0
-        drop = 0
-        while drop < len(frames) - 1 and frames.nbytes_of(0, drop) < excess:
-            drop += 1
-        if not drop:
-            return 0
-        before = frames.nbytes
-        self.frames = PackedFrames(frames[i] for i in range(drop, len(frames)))
-        self.first_sequence += drop
-        freed = before - self.frames.nbytes
         self.nbytes -= freed
         return freed
 
@@ -167,10 +140,9 @@ class BackgroundRun:
     def finish(self) -> None:
         self.done = True
         self.ended_at = time.monotonic()
-        # Its frames no longer change: one buffer (packed_frames.py), counted as what it holds, and what
-        # it holds besides them (its final response), counted like them.
-        if isinstance(self.frames, deque):
-            self.frames = PackedFrames(self.frames)
+        # Its frames no longer grow (their last chunk shrinks to fit), and what it holds besides them, its
+        # final response, is counted like them.
+        self.frames.seal()
         final = self.final
         held = self.frames.nbytes + (FINAL_HELD_FACTOR * len(final) if final is not None else 0)
         grown, self.nbytes = held - self.nbytes, held
@@ -197,12 +169,7 @@ class BackgroundRun:
                 raise RuntimeError("a follower fell behind the kept events")
             end = self.next_sequence
             if position < end:
-                start, stop = position - self.first_sequence, end - self.first_sequence
-                frames = self.frames
-                if isinstance(frames, PackedFrames):
-                    yield frames.join(start, stop)
-                else:
-                    yield b"".join(itertools.islice(frames, start, stop))
+                yield self.frames.join(position - self.first_sequence, end - self.first_sequence)
                 position = end
                 continue
             if self.done:
@@ -228,7 +195,7 @@ class BackgroundResponses:
         self.relay = relay
         self._publishers: set[asyncio.Task[None]] = set()
         self.recorded_bytes = 0  # frames of every kept run
-        self._trim_due = False  # runs were forgotten or packed: their memory can go back to the system
+        self._trim_due = False  # runs were forgotten or sealed: their memory can go back to the system
 
     def _account(self, run: BackgroundRun, grown: int) -> None:
         """Keep every run's frames within ``max_total_bytes``: finished runs go first (oldest-ended
@@ -242,9 +209,6 @@ class BackgroundResponses:
                 return
             if old is not run:
                 self._forget(old)
-        if isinstance(run.frames, PackedFrames):  # it just ended: its oldest frames go, packed anew
-            self.recorded_bytes -= run.trim_packed(self.recorded_bytes - budget)
-            return
         while self.recorded_bytes > budget and len(run.frames) > 1:
             self.recorded_bytes -= run.drop_oldest()
 
@@ -294,7 +258,7 @@ class BackgroundResponses:
                 "Background response %s stopped without a terminal event", recorded.id, exc_info=error
             )
         recorded.finish()
-        self._trim_due = True  # its frames were packed: the small objects they were are freed
+        self._trim_due = True  # its last chunk shrank
         self.service.metrics.active_background.dec()
         if self.runs.get(recorded.id) is recorded:
             self._finished[recorded.id] = recorded
