@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..constraints import Constraint, structural_tag
-from ..harmony import HarmonyEncoding, load_encoding
-from ..harmony.spelled import SpelledControlTokens
+from ..harmony import HarmonyEncoding, SpelledControlTokens, load_encoding
 from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
 
 __all__ = [
