@@ -24,8 +24,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from ..constraints import Constraint, structural_tag
-from ..harmony import HarmonyEncoding, load_encoding
-from ..harmony.spelled import SpelledControlTokens
+from ..harmony import HarmonyEncoding, SpelledControlTokens, load_encoding
 from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
 from .trtllm_releases import Release
 from .trtllm_setup import (

@@ -1,7 +1,8 @@
 """Harmony, the gpt-oss chat format: what it is, below everything that uses it.
 
 The offline encoding (``encoding.py``, ``linear.py``), the one header grammar (``headers.py``), the
-recovering reader (``parser.py``, ``completion.py``, ``json_cut.py``), JSON Schemas as gpt-oss reads them
+recovering reader (``parser.py``, ``completion.py``, ``json_cut.py``; ``spelled.py`` before it for
+what was generated under a constraint), JSON Schemas as gpt-oss reads them
 (``schema.py``), the tools a request declares and the calls they allow (``tools.py``), the
 developer message (``developer.py``), Responses items ⇄ Harmony messages (``items.py``,
 ``input_messages.py``) and rendering off the event loop (``render_pool.py``). It imports only
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from .json_cut import JsonCut
     from .render_pool import RenderPool
     from .schema import check_strict, minimal_instance
+    from .spelled import SpelledControlTokens
 
 __all__ = [
     "ANSWER_HEADER",
@@ -96,6 +98,7 @@ __all__ = [
     "RequestTools",
     "TOOL_SEARCH",
     "Tool",
+    "SpelledControlTokens",
     "VOCAB_FILENAME",
     "VOCAB_SHA256",
     "WEB_SEARCH_TOOLS",
@@ -134,6 +137,7 @@ _ON_FIRST_USE = {
     "RenderPool": ".render_pool",
     "check_strict": ".schema",
     "minimal_instance": ".schema",
+    "SpelledControlTokens": ".spelled",
 }
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
