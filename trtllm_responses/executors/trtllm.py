@@ -41,6 +41,7 @@ from .trtllm_setup import (
 __all__ = [
     "MIN_TRTLLM_VERSION",
     "MULTI_FRONTEND_SINCE",
+    "Release",
     "TrtllmExecutor",
     "TrtllmUnavailableError",
     "attention_dp_rank",
