@@ -115,7 +115,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, mcp: MCPTestServer) -> Iter
             "30",
         ],
         tmp / "trtllm.log",
-        {"FAKE_TRTLLM_NOISE": "0.3"},
+        # A release whose sampler applies a request's seed (1.3.0rc29 on; on 1.1-1.2.x the server refuses it).
+        {"FAKE_TRTLLM_NOISE": "0.3", "FAKE_TRTLLM_VERSION": "1.4.0rc1"},
     )
     yield server
     out = server.stop()

@@ -137,8 +137,13 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         trtllm = import_tensorrt_llm()
     except TrtllmUnavailableError as exc:
         raise LaunchError(str(exc)) from exc
-    from ..executors.trtllm import TrtllmExecutor, check_backend, check_frontends, check_llm_arguments
-    from ..executors.trtllm_releases import Release
+    from ..executors.trtllm import (
+        Release,
+        TrtllmExecutor,
+        check_backend,
+        check_frontends,
+        check_llm_arguments,
+    )
     from ..responses import check_defaults
     from .frontends import ENV_FRONTEND
 

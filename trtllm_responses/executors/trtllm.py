@@ -1,4 +1,5 @@
-"""The TensorRT-LLM executor: gpt-oss on TensorRT-LLM's LLM API. The only place ``tensorrt_llm`` is imported.
+"""The TensorRT-LLM executor: gpt-oss on TensorRT-LLM's LLM API. With ``trtllm_setup.py`` (its set-up checks,
+re-exported here), the only place ``tensorrt_llm`` is imported; what each release offers is ``trtllm_releases.py``.
 
 One ``tensorrt_llm.LLM`` per process (:meth:`TrtllmExecutor.start`); each response is one streaming
 ``generate_async``, each step's ``token_ids_diff`` one :class:`TokenDelta` (the server parses
@@ -42,6 +43,7 @@ from .trtllm_setup import (
 __all__ = [
     "MIN_TRTLLM_VERSION",
     "MULTI_FRONTEND_SINCE",
+    "Release",
     "TrtllmExecutor",
     "TrtllmUnavailableError",
     "attention_dp_rank",

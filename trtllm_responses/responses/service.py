@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 
 from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
-from ..constraints import Constraint
 from ..core import (
     ByteBoundedCache,
     InvalidRequestError,
@@ -309,7 +308,7 @@ class ResponsesService:
         if prompt.constraint is not None and self.executor.constraint_refusal is not None:
             raise InvalidRequestError(
                 self.executor.constraint_refusal + ".",
-                param=_constrained_by(prompt.constraint),
+                param=_constrained_by(prompt.constraint.final, prompt.constraint.call_required),
                 code="unsupported_parameter",
             )
         self.adapter.admit(prompt)
@@ -669,11 +668,9 @@ class ResponsesService:
         return entry
 
 
-def _constrained_by(constraint: Constraint) -> str:
-    """The request field that asked for ``constraint``: the structured-output format, a required tool choice, or
-    a tool with a grammar."""
-    if constraint.final == "json":
+def _constrained_by(final: str, call_required: bool) -> str:
+    """The request field that asked for a constraint: the structured-output format (the final answer is JSON), a
+    required tool choice, or a tool with a grammar."""
+    if final == "json":
         return "text.format"
-    if constraint.call_required:
-        return "tool_choice"
-    return "tools"
+    return "tool_choice" if call_required else "tools"
