@@ -14,6 +14,7 @@ from trtllm_responses.request import body as body_module
 from trtllm_responses.request import parse_request
 from trtllm_responses.request.body import (
     INLINE_PARSE_BYTES,
+    INLINE_PARSE_VALUES,
     MAX_JSON_VALUES,
     BodyDecoder,
     JsonBody,
@@ -95,10 +96,13 @@ def test_large_bodies_are_decoded_in_the_decoder_thread(monkeypatch: pytest.Monk
 
     async def go() -> None:
         await decoder.decode(orjson.dumps({"input": "x" * 100}))
+        # An agent's replay: large in bytes, few values (cheap to parse): on the loop.
+        await decoder.decode(orjson.dumps({"input": [{"text": "y" * 4000} for _ in range(100)]}))
         await decoder.decode(orjson.dumps({"input": "x" * (INLINE_PARSE_BYTES + 1)}))
+        await decoder.decode(orjson.dumps({"input": [0] * (INLINE_PARSE_VALUES + 1)}))  # 32 KB, many values
 
     asyncio.run(go())
     decoder.close()
-    assert seen[0] == threading.current_thread().name
-    assert seen[1].startswith("body-decoder")
-    assert decoder.offloaded == 1
+    assert seen[:2] == [threading.current_thread().name] * 2
+    assert seen[2].startswith("body-decoder") and seen[3].startswith("body-decoder")
+    assert decoder.offloaded == 2

@@ -27,7 +27,7 @@ from websockets.sync.client import connect as ws_connect
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.request import body as body_module
 from trtllm_responses.request import protocol
-from trtllm_responses.request.body import INLINE_PARSE_BYTES, MAX_JSON_VALUES
+from trtllm_responses.request.body import INLINE_PARSE_VALUES, MAX_JSON_VALUES
 
 #: What /health may wait under the attacks here (the server shares this process's GIL with its clients;
 #: benchmarks/hostile_input.py measures it in a server of its own). Before: seconds.
@@ -147,10 +147,9 @@ def test_a_queued_websocket_message_is_parsed_once_off_the_loop(
     decoder = server.app.state.service.decoder
     offloaded = decoder.offloaded
     url = server.base_url.replace("http://", "ws://") + "/v1/responses"
-    # Each is decoded in the decoder's thread, and two 200 KB messages of text fit the queue together
-    # (counted as held once parsed: their bytes and their few values).
-    pad = "p" * 200_000
-    assert len(pad) > INLINE_PARSE_BYTES
+    # Each is decoded in the decoder's thread (more values than a body parsed on the loop), and two such
+    # messages fit the queue together (counted as held once parsed: their bytes and 64 bytes a value).
+    pad = [0] * (INLINE_PARSE_VALUES + 1)
     with ws_connect(url, compression=None) as ws:
         for i in range(3):  # the first runs while the others wait on the lane
             ws.send(

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from .body import (
         INLINE_PARSE_BYTES,
+        INLINE_PARSE_VALUES,
         MAX_JSON_VALUES,
         BodyDecoder,
         JsonBody,
@@ -148,6 +149,7 @@ __all__ = [
     "HOSTED_TOOL_TYPES",
     "HostedTool",
     "INLINE_PARSE_BYTES",
+    "INLINE_PARSE_VALUES",
     "InputItem",
     "ItemReference",
     "JsonBody",
@@ -220,6 +222,7 @@ __all__ = [
 _ON_FIRST_USE = {
     "BodyDecoder": ".body",
     "INLINE_PARSE_BYTES": ".body",
+    "INLINE_PARSE_VALUES": ".body",
     "JsonBody": ".body",
     "MAX_JSON_VALUES": ".body",
     "count_values": ".body",

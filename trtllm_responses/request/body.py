@@ -7,8 +7,12 @@ strings (one per object and array, and one per value after the first in each), a
 :data:`MAX_JSON_VALUES` the body is a 400 ``too_many_json_values`` and is never parsed. A body within
 the budget is parsed and depth-checked (``check_depth``) once, into a :class:`JsonBody`, which every
 later step takes as proof that it was (``parse_request``, the Chat and Messages translations, a
-queued WebSocket message). :class:`BodyDecoder` does this on the event loop for a body up to
-:data:`INLINE_PARSE_BYTES`, and in its own thread past it (README, "Hostile input and limits").
+queued WebSocket message). :class:`BodyDecoder` does this on the event loop for a body whose parse is
+cheap (up to :data:`INLINE_PARSE_BYTES` and :data:`INLINE_PARSE_VALUES`: ~1-2 ms at worst), and in its own
+thread past either (README, "Hostile input and limits"). Parsing costs by values (~70 ns each) and by bytes
+(~1.3 ns each): an agent's 476 KB replay of 7,452 values parses in 0.65 ms, while the thread's hand-offs
+(one body at a time, the GIL passed back and forth) made eight such replays arriving together wait 12 ms
+instead of 4 (``benchmarks/RESULTS.md``, "Agent sessions").
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ..core import InvalidRequestError
 
 __all__ = [
     "INLINE_PARSE_BYTES",
+    "INLINE_PARSE_VALUES",
     "MAX_JSON_DEPTH",
     "MAX_JSON_VALUES",
     "VALUE_BYTES",
@@ -40,8 +45,11 @@ __all__ = [
 MAX_JSON_DEPTH = 64
 #: Most JSON values (counted as ``count_values`` does) a request body may hold.
 MAX_JSON_VALUES = 1 << 18
-#: Bodies up to this size are parsed on the event loop (≈1 ms at worst); larger ones in the decode thread.
-INLINE_PARSE_BYTES = 16 << 10
+#: Bodies up to this size and INLINE_PARSE_VALUES values are parsed on the event loop (~1-2 ms at worst);
+#: others in the decode thread.
+INLINE_PARSE_BYTES = 1 << 20
+#: Values (``count_values``' upper bound, strings included: a cheap count) of a body parsed on the loop.
+INLINE_PARSE_VALUES = 16 << 10
 #: About what CPython holds per counted value once a body is parsed (an object, a list slot, a short
 #: string: 8 to 75 bytes measured), for budgets of what parsed bodies hold (a WebSocket's queue).
 VALUE_BYTES = 64
@@ -150,23 +158,30 @@ def decode_body(raw: bytes | str, max_values: int = MAX_JSON_VALUES) -> JsonBody
 
 
 class BodyDecoder:
-    """Decodes bodies (``decode_body``): on the event loop up to ``inline_bytes``, else in one thread.
+    """Decodes bodies (``decode_body``): on the event loop up to ``inline_bytes`` and ``inline_values`` (the
+    cheap upper bound of ``count_values``), else in one thread.
 
     One thread, so that large bodies are decoded one at a time beside the loop rather than many threads
     contending with it for the GIL (orjson holds it while it parses: a parse within the value budget
     holds it for at most ~10 ms, the checks after it yield every ``sys.getswitchinterval()``).
     """
 
-    def __init__(self, max_values: int = MAX_JSON_VALUES, inline_bytes: int = INLINE_PARSE_BYTES) -> None:
+    def __init__(
+        self,
+        max_values: int = MAX_JSON_VALUES,
+        inline_bytes: int = INLINE_PARSE_BYTES,
+        inline_values: int = INLINE_PARSE_VALUES,
+    ) -> None:
         self.max_values = max_values
         self.inline_bytes = inline_bytes
+        self.inline_values = inline_values
         self._thread: ThreadPoolExecutor | None = None
         #: Bodies decoded in the thread (for tests and ``/stats``-style checks).
         self.offloaded = 0
 
     async def decode(self, raw: bytes | str) -> JsonBody:
         """``raw`` decoded and checked; InvalidRequestError as ``decode_body`` says."""
-        if len(raw) <= self.inline_bytes:
+        if len(raw) <= self.inline_bytes and _structure(raw, self.inline_values) <= self.inline_values:
             return decode_body(raw, self.max_values)
         if self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="body-decoder")
