@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from typing import Any
 
@@ -54,7 +55,9 @@ def test_one_large_render_does_not_hold_another() -> None:
     async def scenario() -> bool:
         pool = RenderPool(workers=2)
         await pool.start()
-        large = asyncio.ensure_future(pool.render([_message("lorem ipsum " * 150_000)]))
+        large = asyncio.ensure_future(
+            pool.render([_message("lorem ipsum " * 1_000_000)])
+        )  # ~0.5 s to tokenize
         await asyncio.sleep(0.05)
         await pool.render([_message("a small one " * 2000)])
         still_running = not large.done()
@@ -87,12 +90,15 @@ def test_websocket_clients_hanging_up_during_rendering(server: RunningServer) ->
         time.sleep(0.05)
     before = pool.pids
     url = server.base_url.replace("http://", "ws://") + "/v1/responses"
-    body = json.dumps({"type": "response.create", "input": "lorem ipsum " * 40_000, "store": False})
+    body = json.dumps({"type": "response.create", "input": "lorem ipsum " * 100_000, "store": False})
     for _ in range(10):
         ws = ws_connect(url, compression=None)
         ws.send(body)
-        time.sleep(0.05)
-        ws.close()  # gone while its 1.2 MB input renders
+        time.sleep(0.02)
+        # Gone while its 1.2 MB input renders: the connection dropped, no closing handshake (a client that
+        # reads nothing cannot finish one once the echo's answer streams: its own receive queue is full).
+        ws.socket.shutdown(socket.SHUT_RDWR)
+        ws.socket.close()
     with httpx.Client(base_url=server.base_url, timeout=60) as client:
         reply = client.post("/v1/responses", json={"input": "x " * 20_000})  # rendered in a worker
         assert reply.status_code == 200 and reply.json()["status"] == "completed"
