@@ -141,10 +141,14 @@ class JsonBody:
         return self.size + VALUE_BYTES * self.values
 
 
-def decode_body(raw: bytes | str, max_values: int = MAX_JSON_VALUES) -> JsonBody:
+def decode_body(raw: bytes | str, max_values: int = MAX_JSON_VALUES, counted: int | None = None) -> JsonBody:
     """``raw`` parsed and checked: InvalidRequestError if it holds more than ``max_values`` values (before
-    parsing), is not a JSON object, or nests deeper than ``MAX_JSON_DEPTH``."""
-    values = count_values(raw, max_values)
+    parsing), is not a JSON object, or nests deeper than ``MAX_JSON_DEPTH``.
+
+    ``counted``: ``raw``'s ``{``, ``[`` and ``,`` counted whole already and within ``max_values``, which
+    ``count_values`` would return again.
+    """
+    values = counted if counted is not None else count_values(raw, max_values)
     if values > max_values:
         raise InvalidRequestError(
             f"The request holds more than the {max_values} JSON values a request may hold (counting each "
@@ -181,8 +185,11 @@ class BodyDecoder:
 
     async def decode(self, raw: bytes | str) -> JsonBody:
         """``raw`` decoded and checked; InvalidRequestError as ``decode_body`` says."""
-        if len(raw) <= self.inline_bytes and _structure(raw, self.inline_values) <= self.inline_values:
-            return decode_body(raw, self.max_values)
+        if len(raw) <= self.inline_bytes:
+            upper = _structure(raw, self.inline_values)
+            if upper <= self.inline_values:  # counted whole: decode_body does not count it again (past
+                # max_values, count_values looks again outside strings)
+                return decode_body(raw, self.max_values, counted=upper if upper <= self.max_values else None)
         if self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="body-decoder")
         self.offloaded += 1
