@@ -170,11 +170,15 @@ class Run:
         """Turn ``number`` of every session: session i's request sent i x ``gap`` after the first."""
         for session in self.sessions:
             session.begin_turn(number)
-        payloads = [json.dumps(request_body(self.way, s)) for s in self.sessions]
-        turns = await asyncio.gather(*(self._send(i, payload) for i, payload in enumerate(payloads)))
+        turns = await self.send_all()
         for session, turn in zip(self.sessions, turns, strict=True):
             session.end_turn(turn.response_id, turn.output)
-        return list(turns)
+        return turns
+
+    async def send_all(self) -> list[Turn]:
+        """Each session's current request (``request_body``), session i's sent i x ``gap`` after the first."""
+        payloads = [json.dumps(request_body(self.way, s)) for s in self.sessions]
+        return list(await asyncio.gather(*(self._send(i, payload) for i, payload in enumerate(payloads))))
 
     async def _send(self, i: int, payload: str) -> Turn:
         if self.gap:
@@ -240,11 +244,7 @@ async def measure_way(way: str, base_url: str, pid: int, sessions: int, plan: Pl
                 session.index += FRESH_INDEX
                 session.first_turn_like(plan.turns)
             (await client.get("/stats", params={"reset": "1"})).raise_for_status()
-            results = list(
-                await asyncio.gather(
-                    *(run._send(i, json.dumps(request_body(way, s))) for i, s in enumerate(measured))
-                )
-            )
+            results = await run.send_all()
             added = (await client.get("/stats")).json()["server_added_latency"]
             rows.append({**turn_row(plan.turns, results, added, rss_mib(pid)), "fresh": True})
         finally:
