@@ -177,7 +177,11 @@ class Run:
 
     async def send_all(self) -> list[Turn]:
         """Each session's current request (``request_body``), session i's sent i x ``gap`` after the first."""
-        payloads = [json.dumps(request_body(self.way, s)) for s in self.sessions]
+        # Written as the clients write them: compact, non-ASCII as is (the openai SDK's ``openapi_dumps``,
+        # httpx's ``json=``; Codex's serde_json writes the same).
+        payloads = [
+            json.dumps(request_body(self.way, s), ensure_ascii=False, separators=(",", ":")) for s in self.sessions
+        ]
         return list(await asyncio.gather(*(self._send(i, payload) for i, payload in enumerate(payloads))))
 
     async def _send(self, i: int, payload: str) -> Turn:

@@ -2,7 +2,9 @@
 
 A property test over seeded random sessions: each turn replays every earlier item (as Codex does:
 ``store: false``, the whole history, the model's own output items with encrypted reasoning among them)
-plus new ones of every kind, through two services, one with the item cache and one without. Their
+plus new ones of every kind, through two services, one with the item cache and the replay's bytes
+decoded by what is new (``request/replay_prefix.py``: its items, typed, opened and keyed once, are
+the last turn's objects) and one with neither. Their
 prompts must be equal token for token, and so must their errors. ``TRTLLM_RESPONSES_RENDER_SEEDS``
 raises the number of sessions (default 300).
 """
@@ -21,6 +23,7 @@ from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.core import APIError
 from trtllm_responses.executors import EchoExecutor
 from trtllm_responses.harmony import HarmonyEncoding
+from trtllm_responses.request import ReplayPrefixes
 from trtllm_responses.responses import ContentSealer, ResponsesService
 from trtllm_responses.store import ConversationHistoryStore
 
@@ -162,13 +165,19 @@ class Session:
 
 
 def service(encoding: HarmonyEncoding, cache_bytes: int) -> ResponsesService:
-    return ResponsesService(
+    """A service with the item cache of ``cache_bytes`` and, when it has one, replays decoded from their
+    last turn's bytes (``request/replay_prefix.py``, from 1 KB bodies on): neither when 0."""
+    svc = ResponsesService(
         executor=EchoExecutor(encoding),
         store=ConversationHistoryStore(10, 1 << 20),
         adapter=HarmonyAdapter(encoding, today=lambda: "2026-11-26", render_cache_bytes=cache_bytes),
         model_name="m",
         sealer=SEALER,
+        replay_prefix_bytes=0,
     )
+    if cache_bytes:
+        svc.decoder.prefixes = ReplayPrefixes(cache_bytes, min_bytes=1024)
+    return svc
 
 
 async def prompt_or_error(svc: ResponsesService, body: dict[str, Any]) -> Any:
@@ -227,6 +236,8 @@ def test_incremental_render_equals_full_render(encoding: HarmonyEncoding) -> Non
     assert renders is not None
     assert compared >= SEEDS  # most turns were compared, not refused
     assert renders.hits > renders.misses  # replays found their earlier items
+    prefixes = cached.decoder.prefixes
+    assert prefixes is not None and prefixes.hits >= SEEDS  # and were decoded from their last turn's bytes
 
 
 @pytest.mark.parametrize("budget", [64 << 10, 256 << 10])

@@ -21,8 +21,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import orjson
-
 from ..core import ByteBoundedCache
 from ..harmony import ConvertedInput, convert_item, input_to_messages
 from ..request import (
@@ -141,10 +139,10 @@ def convert_items(
             before = len(converted.messages)
             convert_item(item, f"{param}[{i}]", known_calls, converted)
             layout.extend(range(before, len(converted.messages)))
-            out.new_bytes += len(orjson.dumps(item.data))
+            out.new_bytes += len(item.json())
             continue
         assert cache is not None and kept is not None
-        raw = orjson.dumps(item.data)
+        raw = item.json()  # made once an item: a replay's repeated items are the same objects
         key = (kept[0], context, raw)  # the item's JSON itself: found again only when equal to the byte
         found = cache.get(key)
         if found is not None:

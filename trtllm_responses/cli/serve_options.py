@@ -61,6 +61,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         render_workers=args.render_workers,
         num_serve_frontends=args.num_serve_frontends,
         render_cache_bytes=args.render_cache_bytes,
+        replay_prefix_bytes=args.replay_prefix_bytes,
         prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
         sampling=SamplingDefaults(
@@ -382,6 +383,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=d.render_cache_bytes,
         help=f"bytes of rendered input items kept, so a replayed history renders only its new items; "
         f"0: off (default: {d.render_cache_bytes})",
+    )
+    serve.add_argument(
+        "--replay_prefix_bytes",
+        type=_non_negative_int,
+        default=d.replay_prefix_bytes,
+        help=f"bytes of large request bodies' prefixes kept, so a replayed history parses only its new bytes; "
+        f"0: off (default: {d.replay_prefix_bytes})",
     )
     serve.add_argument(
         "--prompts",

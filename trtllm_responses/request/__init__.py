@@ -4,7 +4,8 @@
 with other shapes), ``tools.py``, ``tool_choice.py``, ``text_format.py`` and ``items.py`` (the typed
 values ``tools``, ``tool_choice``, ``text`` and ``input`` are parsed into, once), ``input_items.py``
 (input items as ``input_items`` lists them), ``body.py`` (a body parsed once, its shape bounded, off
-the event loop when large),
+the event loop when large), ``replay_prefix.py`` (a replayed body parsed by what follows its last turn's
+bytes),
 ``pagination.py`` (cursor pages of ``list`` objects), ``affinity.py`` (session keys: the headers that
 name a session, their bounds), ``chat.py`` and ``chat_messages.py`` (a Chat Completions request read as
 a Responses request), ``anthropic.py`` and ``anthropic_messages.py`` (an Anthropic Messages request read
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
         json_object,
         parse_request,
     )
+    from .replay_prefix import DEFAULT_REPLAY_PREFIX_BYTES, ReplayPrefixes
     from .shared_fields import (
         EFFORT_LEVELS,
         SERVICE_TIERS,
@@ -129,6 +131,7 @@ __all__ = [
     "AgentMessage",
     "BodyDecoder",
     "CODE_TOOLS",
+    "DEFAULT_REPLAY_PREFIX_BYTES",
     "EFFORT_LEVELS",
     "ChatOptions",
     "ChatRequest",
@@ -177,6 +180,7 @@ __all__ = [
     "ReasoningEffort",
     "ReasoningParam",
     "RequestTool",
+    "ReplayPrefixes",
     "ResponsesRequest",
     "ROOT_AGENT",
     "SERVICE_TIERS",
@@ -227,6 +231,8 @@ _ON_FIRST_USE = {
     "MAX_JSON_VALUES": ".body",
     "count_values": ".body",
     "decode_body": ".body",
+    "DEFAULT_REPLAY_PREFIX_BYTES": ".replay_prefix",
+    "ReplayPrefixes": ".replay_prefix",
     "AFFINITY_HEADERS": ".affinity",
     "MAX_SESSION_KEY": ".affinity",
     "SESSION_HEADER": ".affinity",

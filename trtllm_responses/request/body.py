@@ -21,17 +21,22 @@ import asyncio
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..core import InvalidRequestError
+
+if TYPE_CHECKING:
+    from .items import InputItem
+    from .replay_prefix import ReplayPrefixes
 
 __all__ = [
     "INLINE_PARSE_BYTES",
     "INLINE_PARSE_VALUES",
     "MAX_JSON_DEPTH",
     "MAX_JSON_VALUES",
+    "REMEMBERED_VALUES",
     "VALUE_BYTES",
     "BodyDecoder",
     "JsonBody",
@@ -39,6 +44,7 @@ __all__ = [
     "count_values",
     "decode_body",
     "json_object",
+    "structure_count",
 ]
 
 #: Deepest nesting of objects and arrays taken in a request body (tool schemas included).
@@ -50,6 +56,9 @@ MAX_JSON_VALUES = 1 << 18
 INLINE_PARSE_BYTES = 1 << 20
 #: Values (``count_values``' upper bound, strings included: a cheap count) of a body parsed on the loop.
 INLINE_PARSE_VALUES = 16 << 10
+#: Bodies of at most this many values are remembered for the replays that repeat them (``replay_prefix.py``:
+#: learning where their items end is a step per item, on the loop).
+REMEMBERED_VALUES = 1 << 16
 #: About what CPython holds per counted value once a body is parsed (an object, a list slot, a short
 #: string: 8 to 75 bytes measured), for budgets of what parsed bodies hold (a WebSocket's queue).
 VALUE_BYTES = 64
@@ -59,8 +68,9 @@ _STRING_TEXT = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
 _STRING_BYTES = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
 
 
-def _structure(raw: bytes | str, limit: int) -> int:
-    """The ``{``, ``[`` and ``,`` in ``raw``; counting stops once past ``limit`` (then a lower bound)."""
+def structure_count(raw: bytes | str, limit: int) -> int:
+    """The ``{``, ``[`` and ``,`` in ``raw``, strings included; counting stops once past ``limit`` (then a
+    lower bound). An upper bound of ``raw``'s values (``count_values``)."""
     total = 0
     for mark in ("{", "[", ","):
         total += raw.count(mark) if isinstance(raw, str) else raw.count(mark.encode())
@@ -76,12 +86,12 @@ def count_values(raw: bytes | str, limit: int = MAX_JSON_VALUES) -> int:
 
     A few C-speed passes over the bytes at most (~1 ms a MB), never a parse.
     """
-    upper = _structure(raw, limit)
+    upper = structure_count(raw, limit)
     if upper <= limit:
         return upper
     if isinstance(raw, str):
-        return _structure(_STRING_TEXT.sub("", raw), limit)
-    return _structure(_STRING_BYTES.sub(b"", raw), limit)
+        return structure_count(_STRING_TEXT.sub("", raw), limit)
+    return structure_count(_STRING_BYTES.sub(b"", raw), limit)
 
 
 def json_object(raw: bytes | str) -> dict[str, Any]:
@@ -129,11 +139,14 @@ def _too_deep(value: dict[str, Any] | list[Any], depth: int) -> list[str | int] 
 @dataclass(frozen=True, slots=True)
 class JsonBody:
     """A body parsed as a JSON object whose depth and shape were checked: ``data``, its ``size`` in bytes
-    as received, and its ``values`` (``count_values``, an upper bound)."""
+    as received, and its ``values`` (``count_values``, an upper bound). ``items``: ``data["input"]`` typed
+    (``items.parse_items``), when decoding typed it already (``replay_prefix.py``: a replay's repeated
+    items are the last turn's typed items, taken as they are)."""
 
     data: dict[str, Any]
     size: int
     values: int
+    items: tuple[InputItem, ...] | None = None
 
     @property
     def held_bytes(self) -> int:
@@ -175,18 +188,31 @@ class BodyDecoder:
         max_values: int = MAX_JSON_VALUES,
         inline_bytes: int = INLINE_PARSE_BYTES,
         inline_values: int = INLINE_PARSE_VALUES,
+        prefixes: ReplayPrefixes | None = None,
     ) -> None:
         self.max_values = max_values
         self.inline_bytes = inline_bytes
         self.inline_values = inline_values
+        #: Large bodies' prefixes, so a replay parses only what follows its last turn's (``replay_prefix.py``).
+        self.prefixes = prefixes
         self._thread: ThreadPoolExecutor | None = None
         #: Bodies decoded in the thread (for tests and ``/stats``-style checks).
         self.offloaded = 0
 
     async def decode(self, raw: bytes | str) -> JsonBody:
         """``raw`` decoded and checked; InvalidRequestError as ``decode_body`` says."""
+        prefixes = self.prefixes
+        if prefixes is None or not isinstance(raw, bytes):
+            return await self._decode(raw)
+        found = prefixes.decode(raw, self.max_values, self.inline_values)
+        if found is not None:
+            return found
+        body = await self._decode(raw)
+        return prefixes.remember(raw, body) if body.values <= REMEMBERED_VALUES else body
+
+    async def _decode(self, raw: bytes | str) -> JsonBody:
         if len(raw) <= self.inline_bytes:
-            upper = _structure(raw, self.inline_values)
+            upper = structure_count(raw, self.inline_values)
             if upper <= self.inline_values:  # counted whole: decode_body does not count it again (past
                 # max_values, count_values looks again outside strings)
                 return decode_body(raw, self.max_values, counted=upper if upper <= self.max_values else None)

@@ -11,8 +11,10 @@ item as sent (``data``), untouched, so that what is stored and echoed stays byte
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import orjson
 
 from ..core import InvalidRequestError
 
@@ -47,10 +49,31 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, eq=False)
 class InputItem:
-    """An item of one ``type`` (the subclass), holding the item as sent."""
+    """An item of one ``type`` (the subclass), holding the item as sent.
+
+    ``data`` is never changed, so what is derived from it alone is kept on the item the first time it is
+    asked for (``json``; ``opened``, by ``responses/sealing.py``): a replay's repeated items are the last
+    turn's objects (``replay_prefix.py``), and derive nothing again.
+    """
 
     TYPE: ClassVar[str] = ""
     data: Mapping[str, Any]
+    _json: bytes | None = field(default=None, init=False, repr=False)
+    #: ``(sealer, item)``: this item with its encrypted content opened by that sealer.
+    opened: tuple[object, InputItem] | None = field(default=None, init=False, repr=False)
+
+    def json(self) -> bytes:
+        """``data`` as compact JSON (``orjson``), made once."""
+        text = self._json
+        if text is None:
+            text = orjson.dumps(self.data)
+            object.__setattr__(self, "_json", text)
+        return text
+
+    def open_with(self, sealer: object, item: InputItem) -> InputItem:
+        """Keep ``item`` as this one opened by ``sealer``; ``item``."""
+        object.__setattr__(self, "opened", (sealer, item))
+        return item
 
 
 class Message(InputItem):

@@ -164,7 +164,9 @@ def parse_request(body: bytes | str | dict[str, Any] | JsonBody) -> ResponsesReq
 
     A :class:`~.body.JsonBody` was parsed and checked already (``body.py``): it is not walked again.
     """
+    typed = None
     if isinstance(body, JsonBody):
+        typed = body.items  # typed while decoding (a replay's repeated items: the last turn's, as they are)
         body = body.data
     else:
         if not isinstance(body, dict):
@@ -179,7 +181,7 @@ def parse_request(body: bytes | str | dict[str, Any] | JsonBody) -> ResponsesReq
         raise one_sentence(exc, "") from None
     items: Any = request.input
     if isinstance(items, list):
-        request.input = parse_items(items)
+        request.input = typed if typed is not None and len(typed) == len(items) else parse_items(items)
     _check_metadata(request.metadata)
     if request.background and not request.store:
         raise InvalidRequestError("Background responses require store=true.", param="background")

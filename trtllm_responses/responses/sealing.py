@@ -279,6 +279,9 @@ def unseal_input(items: str | tuple[InputItem, ...], sealer: ContentSealer) -> s
         for item in items
     ):
         return items
+    if not any(isinstance(item, Reasoning) and is_tool_read(item.data) for item in items):
+        # Each item opens alone: kept on the item, so a replay's repeated items open once (``items.py``).
+        return tuple(_opened(item, f"input[{i}]", sealer) for i, item in enumerate(items))
     data = [item.data for item in items]
     opened = unseal_items(data, sealer)
     # Only the items opened here are typed again (a replay's other 100+ items keep theirs).
@@ -286,3 +289,14 @@ def unseal_input(items: str | tuple[InputItem, ...], sealer: ContentSealer) -> s
         item if o is d else parse_item(o, f"input[{i}]")
         for i, (item, o, d) in enumerate(zip(items, opened, data, strict=True))
     )
+
+
+def _opened(item: InputItem, where: str, sealer: ContentSealer) -> InputItem:
+    """``item`` with its encrypted content opened (itself when it has none), opened once per sealer."""
+    if not isinstance(item, (Reasoning, Compaction)):
+        return item
+    kept = item.opened
+    if kept is not None and kept[0] is sealer:
+        return kept[1]
+    data = _unseal_item(item.data, where, sealer)
+    return item if data is item.data else item.open_with(sealer, parse_item(data, where))

@@ -36,11 +36,13 @@ from ..executors import Executor, GenerationRequest
 from ..harmony import RenderPool
 from ..ops import ServerMetrics
 from ..request import (
+    DEFAULT_REPLAY_PREFIX_BYTES,
     MAX_JSON_VALUES,
     MULTI_AGENT_NAMESPACE,
     BodyDecoder,
     ItemReference,
     JsonBody,
+    ReplayPrefixes,
     ResponsesRequest,
     list_page_json,
     normalize_input_items,
@@ -125,6 +127,7 @@ class ResponsesService:
         chain_history_cache_bytes: int = CHAIN_HISTORY_CACHE_BYTES,
         subagent_limits: SubagentLimits | None = None,
         max_json_values: int = MAX_JSON_VALUES,
+        replay_prefix_bytes: int = DEFAULT_REPLAY_PREFIX_BYTES,
     ) -> None:
         self.prompts = prompts or PromptTemplates(None)
         self.tool_settings = tool_settings or ToolSettings()
@@ -153,7 +156,9 @@ class ResponsesService:
         self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
         #: Parses request bodies once, their shape bounded, large ones off the event loop (``request/body.py``).
-        self.decoder = BodyDecoder(max_json_values)
+        self.decoder = BodyDecoder(
+            max_json_values, prefixes=ReplayPrefixes(replay_prefix_bytes) if replay_prefix_bytes > 0 else None
+        )
         self.conversations = ConversationsService(
             store, adapter, self._render_history, self.max_input_bytes, self.decoder
         )

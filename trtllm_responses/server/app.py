@@ -69,6 +69,7 @@ def create_app(
         render_pool=RenderPool(config.render_workers or None),
         sampling_defaults=config.sampling,
         subagent_limits=config.subagents,
+        replay_prefix_bytes=config.replay_prefix_bytes,
     )
     limits = BackgroundLimits(grace=config.background_grace)
     relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..adapter import DEFAULT_RENDER_CACHE_BYTES
+from ..request import DEFAULT_REPLAY_PREFIX_BYTES
 from ..responses import SamplingDefaults, SubagentLimits
 from ..tools import ToolSettings
 from .background import BackgroundLimits
@@ -58,6 +59,9 @@ class ServerConfig:
     group_dir: str | None = None
     #: Bytes of rendered input items kept for replayed histories (``--render_cache_bytes``); 0: none.
     render_cache_bytes: int = DEFAULT_RENDER_CACHE_BYTES
+    #: Bytes of large bodies' prefixes kept, so a replay parses only its new bytes (``--replay_prefix_bytes``);
+    #: 0: none.
+    replay_prefix_bytes: int = DEFAULT_REPLAY_PREFIX_BYTES
     #: Model names ``/v1/messages`` answers to, as glob patterns: each means the served model (Claude Code
     #: asks for ``claude-…`` names); ``*``, the default, takes any name. Another is a 404 ``not_found_error``.
     model_aliases: tuple[str, ...] = ("*",)

@@ -383,7 +383,7 @@ class ResponsesSocket:
             # again. Steering's successors and prepended items are measured and checked by prepare.
             checked: JsonBody | dict[str, Any] = body
             if isinstance(message, JsonBody) and not queued:
-                checked = JsonBody(body, message.size, message.values)
+                checked = JsonBody(body, message.size, message.values, message.items)
             prepared = await self.service.prepare(
                 checked,
                 received,
