@@ -202,8 +202,10 @@ class BodyDecoder:
     async def decode(self, raw: bytes | str) -> JsonBody:
         """``raw`` decoded and checked; InvalidRequestError as ``decode_body`` says."""
         prefixes = self.prefixes
-        if prefixes is None or not isinstance(raw, bytes):
+        if prefixes is None or len(raw) < prefixes.min_bytes:
             return await self._decode(raw)
+        if isinstance(raw, str):  # a WebSocket's text message: its bytes are what turns repeat
+            raw = raw.encode()
         found = prefixes.decode(raw, self.max_values, self.inline_values)
         if found is not None:
             return found
