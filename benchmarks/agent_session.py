@@ -180,7 +180,8 @@ class Run:
         # Written as the clients write them: compact, non-ASCII as is (the openai SDK's ``openapi_dumps``,
         # httpx's ``json=``; Codex's serde_json writes the same).
         payloads = [
-            json.dumps(request_body(self.way, s), ensure_ascii=False, separators=(",", ":")) for s in self.sessions
+            json.dumps(request_body(self.way, s), ensure_ascii=False, separators=(",", ":"))
+            for s in self.sessions
         ]
         return list(await asyncio.gather(*(self._send(i, payload) for i, payload in enumerate(payloads))))
 

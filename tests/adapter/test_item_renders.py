@@ -287,3 +287,23 @@ def test_a_tool_output_is_found_again_only_for_the_same_call(encoding: HarmonyEn
         assert shell == shell_full and read == read_full and shell != read
 
     asyncio.run(main())
+
+
+def test_an_items_kept_json_holds_no_more_than_its_size() -> None:
+    """The cache's keys are the items' JSON, counted by their size: each is in an allocation of its own size
+    (orjson's output keeps its 32 KiB working buffer: a 3 KB item's key held 32 KiB, uncounted)."""
+    import sys
+    import tracemalloc
+
+    from trtllm_responses.request import parse_item
+
+    items = [parse_item({"role": "user", "content": "x" * 3000 + str(i)}, "input[0]") for i in range(50)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        keys = [item.json() for item in items]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert all(item.json() is key for item, key in zip(items, keys, strict=True))  # made once
+    assert held <= sum(sys.getsizeof(k) for k in keys) + 64 * len(keys) + 4096

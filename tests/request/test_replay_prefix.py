@@ -27,7 +27,18 @@ from trtllm_responses.request.body import MAX_JSON_DEPTH
 
 SEEDS = int(os.environ.get("TRTLLM_RESPONSES_PREFIX_SEEDS", "200"))
 MIN_BYTES = 512  # small bodies, so that sessions of a few turns are remembered
-WORDS = ["tool", "ça", "日本語", 'quote "q"', "back\\slash", "tab\there", "line\nbreak", "emoji 🚀", "{[,]}", ""]
+WORDS = [
+    "tool",
+    "ça",
+    "日本語",
+    'quote "q"',
+    "back\\slash",
+    "tab\there",
+    "line\nbreak",
+    "emoji 🚀",
+    "{[,]}",
+    "",
+]
 
 
 def value(rng: random.Random, depth: int) -> Any:
@@ -43,7 +54,12 @@ def item(rng: random.Random, n: int) -> dict[str, Any]:
     kind = rng.choice(["message", "function_call", "function_call_output", "reasoning", None])
     if kind is None:
         return {"role": "user", "content": f"turn {n}: " + " ".join(rng.choice(WORDS) for _ in range(30))}
-    return {"type": kind, "id": f"it_{n}", "payload": value(rng, 0), "text": " ".join(rng.choices(WORDS, k=20))}
+    return {
+        "type": kind,
+        "id": f"it_{n}",
+        "payload": value(rng, 0),
+        "text": " ".join(rng.choices(WORDS, k=20)),
+    }
 
 
 def dumps(body: dict[str, Any]) -> bytes:
@@ -185,7 +201,9 @@ def test_prefixes_stay_within_their_budget_over_a_thousand_sessions(budget: int)
             rng = random.Random(s)
             items = [{"role": "user", "content": f"session {s}: " + " ".join(rng.choices(WORDS, k=400))}]
             for turn in range(2):
-                items.append({"role": "user", "content": f"turn {turn}: " + " ".join(rng.choices(WORDS, k=400))})
+                items.append(
+                    {"role": "user", "content": f"turn {turn}: " + " ".join(rng.choices(WORDS, k=400))}
+                )
                 await decoder.decode(dumps({"model": "m", "input": items}))
                 most = max(most, prefixes.bytes)
         return most

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ..core import InvalidRequestError
+from ..core.wire import exact_bytes
 
 __all__ = [
     "AgentMessage",
@@ -63,10 +64,10 @@ class InputItem:
     opened: tuple[object, InputItem] | None = field(default=None, init=False, repr=False)
 
     def json(self) -> bytes:
-        """``data`` as compact JSON (``orjson``), made once."""
+        """``data`` as compact JSON (``orjson``), made once; kept, so in an allocation of its own size."""
         text = self._json
         if text is None:
-            text = orjson.dumps(self.data)
+            text = exact_bytes(orjson.dumps(self.data))
             object.__setattr__(self, "_json", text)
         return text
 
