@@ -21,7 +21,7 @@ import asyncio
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -29,7 +29,6 @@ from ..core import InvalidRequestError
 
 if TYPE_CHECKING:
     from .items import InputItem
-    from .replay_prefix import ReplayPrefixes
 
 __all__ = [
     "INLINE_PARSE_BYTES",
@@ -174,6 +173,16 @@ def decode_body(raw: bytes | str, max_values: int = MAX_JSON_VALUES, counted: in
     return JsonBody(data, size, values)
 
 
+class Prefixes(Protocol):
+    """What decodes a large body by what follows a remembered prefix of it (``replay_prefix.py``)."""
+
+    min_bytes: int
+
+    def decode(self, raw: bytes, max_values: int, inline_values: int) -> JsonBody | None: ...
+
+    def remember(self, raw: bytes | str, body: JsonBody) -> JsonBody: ...
+
+
 class BodyDecoder:
     """Decodes bodies (``decode_body``): on the event loop up to ``inline_bytes`` and ``inline_values`` (the
     cheap upper bound of ``count_values``), else in one thread.
@@ -188,7 +197,7 @@ class BodyDecoder:
         max_values: int = MAX_JSON_VALUES,
         inline_bytes: int = INLINE_PARSE_BYTES,
         inline_values: int = INLINE_PARSE_VALUES,
-        prefixes: ReplayPrefixes | None = None,
+        prefixes: Prefixes | None = None,
     ) -> None:
         self.max_values = max_values
         self.inline_bytes = inline_bytes

@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 import orjson
 
 from ..core import InvalidRequestError
-from ..core.wire import exact_bytes
 
 __all__ = [
     "AgentMessage",
@@ -67,6 +66,8 @@ class InputItem:
         """``data`` as compact JSON (``orjson``), made once; kept, so in an allocation of its own size."""
         text = self._json
         if text is None:
+            from ..core import exact_bytes  # here: render workers import items, never core.wire
+
             text = exact_bytes(orjson.dumps(self.data))
             object.__setattr__(self, "_json", text)
         return text
