@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..core import InvalidRequestError, NotFoundError, check_id
 from ..ops import merge_snapshots
+from ..request import ReplayPrefixes
 from ..responses import ResponsesService
 from .background import BackgroundResponses
 from .config import ServerConfig
@@ -20,6 +21,32 @@ from .operations import authorized, metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
 __all__ = ["build_router"]
+
+
+def cache_stats(service: ResponsesService) -> dict[str, object]:
+    """This process's caches of what replays repeat: their size, bound and how often they were found."""
+    renders = service.adapter.item_renders
+    prefixes = service.decoder.prefixes
+    return {
+        "rendered_items": None
+        if renders is None
+        else {
+            "entries": len(renders),
+            "bytes": renders.nbytes,
+            "max_bytes": renders.max_bytes,
+            "hits": renders.hits,
+            "misses": renders.misses,
+        },
+        "replay_prefixes": None
+        if not isinstance(prefixes, ReplayPrefixes)
+        else {
+            "entries": len(prefixes),
+            "bytes": prefixes.bytes,
+            "max_bytes": prefixes.max_bytes,
+            "hits": prefixes.hits,
+            "reused_items": prefixes.reused_items,
+        },
+    }
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
@@ -176,6 +203,7 @@ def build_router(
         return {
             **snapshot,
             **group,
+            "caches": cache_stats(service),
             "store": {
                 "responses": store.responses,
                 "bytes": store.bytes,
