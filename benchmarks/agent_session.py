@@ -238,11 +238,16 @@ async def measure_way(way: str, base_url: str, pid: int, sessions: int, plan: Pl
         run = await open_run(way, base_url, client, measured, plan.gap)
         rows = []
         try:
+            hits = 0
             for number in range(1, plan.turns + 1):
                 (await client.get("/stats", params={"reset": "1"})).raise_for_status()
                 results = await run.turn(number)
-                added = (await client.get("/stats")).json()["server_added_latency"]
-                rows.append(turn_row(number, results, added, rss_mib(pid)))
+                stats = (await client.get("/stats")).json()
+                rows.append(turn_row(number, results, stats["server_added_latency"], rss_mib(pid)))
+                # replays decoded from their last turn's bytes this turn (request/replay_prefix.py)
+                prefixes = (stats.get("caches") or {}).get("replay_prefixes")
+                if prefixes is not None:
+                    rows[-1]["prefix_hits"], hits = prefixes["hits"] - hits, prefixes["hits"]
             # The control: each session's first turn again (new sessions), bringing what the last turn
             # brought new: the same server, the same moment, no history. Its row is last, marked "fresh".
             for session in measured:

@@ -68,6 +68,7 @@ def main() -> int:
     results["ws_loop"] = run("ws_agent_loop.py")
     # 1 and 8 sessions (~1.5 min); 64 sessions add ~5 min: agent_session.py --sessions 1,8,64
     results["agent_session"] = run("agent_session.py", "--sessions", "1,8", "--repeat", "3")
+    results["replay_prepare"] = run("replay_prepare.py")  # reported: the history's cost per 100k tokens
     results["summaries"] = run(
         "summaries.py", "--requests", "20", "--runs", "2", "--duration", "5"
     )  # reported

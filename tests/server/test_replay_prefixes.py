@@ -11,7 +11,9 @@ import httpx
 import openai
 from support.server_harness import ServerFactory
 
-AGENTS_MD = "\n".join(f"{i}. Keep changes small and run the tests that cover them (rule {i})." for i in range(1200))
+AGENTS_MD = "\n".join(
+    f"{i}. Keep changes small and run the tests that cover them (rule {i})." for i in range(1200)
+)
 
 
 def session(base_url: str, turns: int) -> list[dict[str, Any]]:
