@@ -63,7 +63,7 @@ def _count(raw: bytes, start: int, end: int) -> int:
     return raw.count(b"{", start, end) + raw.count(b"[", start, end) + raw.count(b",", start, end)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # its bytes are no one's to read
 class _Entry:
     """A remembered body: its bytes up to the end of its last input item, and what they parse to."""
 
@@ -172,7 +172,7 @@ class ReplayPrefixes:
         )
         if count == len(best.ends) and typed is not None:
             self._forget(best)  # the new entry repeats all of it
-        else:
+        elif best in self._lru:  # (admitting the new entry may have evicted it)
             self._lru.move_to_end(best)
         return JsonBody(data, len(raw), values + added, typed)
 
