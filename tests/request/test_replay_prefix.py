@@ -239,3 +239,33 @@ def test_a_partial_match_whose_own_entry_evicts_it() -> None:
     assert prefixes.hits == 1 and prefixes.reused_items == 2
     assert decoded.data == orjson.loads(body("x", [*items[:2], {**items[2], "changed": 1}, items[3]]))
     assert prefixes.bytes <= prefixes.max_bytes
+
+
+def test_what_is_not_remembered() -> None:
+    """Each bound of README's row, crossed: bodies under min_bytes, a fifth body alike in its first min_bytes,
+    more than MAX_ITEMS items, more than REMEMBERED_VALUES values."""
+    from trtllm_responses.request.body import REMEMBERED_VALUES
+    from trtllm_responses.request.replay_prefix import BUCKET_ENTRIES, MAX_ITEMS
+
+    prefixes = ReplayPrefixes(1 << 30, min_bytes=4096)
+    decoder = BodyDecoder(max_values=1 << 20, prefixes=prefixes)
+    head = {"model": "m", "instructions": "z" * 5000}  # the first 4,096 bytes of every body below
+
+    async def count_after(body: dict[str, Any]) -> int:
+        await decoder.decode(dumps(body))
+        return len(prefixes)
+
+    async def main() -> None:
+        assert await count_after({"model": "m", "input": [{"role": "user", "content": "small"}]}) == 0
+        for i in range(BUCKET_ENTRIES + 1):
+            kept = await count_after({**head, "input": [{"role": "user", "content": f"body {i}"}]})
+        assert kept == BUCKET_ENTRIES
+        many = [{"role": "user", "content": "x"} for _ in range(MAX_ITEMS + 1)]
+        assert await count_after({"model": "m", "other": "y" * 5000, "input": many}) == BUCKET_ENTRIES
+        values = [{"role": "user", "content": [0] * (REMEMBERED_VALUES // 10)} for _ in range(11)]
+        assert await count_after({"model": "m", "other": "w" * 5000, "input": values}) == BUCKET_ENTRIES
+        assert (
+            await count_after({"model": "m", "other": "v" * 5000, "input": values[:9]}) == BUCKET_ENTRIES + 1
+        )
+
+    asyncio.run(main())
