@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .files import sha256_file, write_atomically
     from .ids import check_id, new_id
     from .loop_steps import LOOP_STEP_SECONDS, LoopSteps
-    from .wire import build_sdk_models, exact_bytes, json_string, to_dict, to_json
+    from .wire import LogprobsJSON, build_sdk_models, exact_bytes, json_string, to_dict, to_json
 
 __all__ = [
     "resolver",
@@ -37,6 +37,7 @@ __all__ = [
     "HarmonyFormatError",
     "InvalidRequestError",
     "LOOP_STEP_SECONDS",
+    "LogprobsJSON",
     "LoopSteps",
     "NotFoundError",
     "ServerError",
@@ -73,6 +74,7 @@ _ON_FIRST_USE = {
     "LoopSteps": ".loop_steps",
     "check_id": ".ids",
     "new_id": ".ids",
+    "LogprobsJSON": ".wire",
     "build_sdk_models": ".wire",
     "exact_bytes": ".wire",
     "json_string": ".wire",

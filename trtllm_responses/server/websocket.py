@@ -424,7 +424,9 @@ class ResponsesSocket:
             # The output as the model read it (server-run tools' items with their read fields), as stored.
             stream = running.run.stream
             output = (
-                [to_dict(item) for item in stream.model_output] if stream is not None else final["output"]
+                [to_dict(item, logprobs=False) for item in stream.model_output]
+                if stream is not None
+                else final["output"]
             )
             prepared = running.run.prepared
             self._remember(
