@@ -1,0 +1,88 @@
+"""A few-byte request whose final answer is large must not hold the event loop while it is built (issue 30).
+
+Before: the largest chat request the logprobs cap allows (n 16 x top_logprobs 20 x 780 tokens: 262,080
+entries, ~17 MiB of JSON, from ~100 bytes) stalled the loop 1.2-3.7 s at its end (each entry an SDK model,
+converted for the done events, serialized per choice, freed and collected together); a Responses answer
+at the same cap held it ~0.75 s, and the store parsed its 17 MiB back to find its item ids. The bound
+here is generous (the server shares this test process's GIL with its client; the machine may be
+loaded): the main tree fails it by seconds, this one stays at tens of milliseconds.
+``benchmarks/hostile_input.py --only logprobs`` measures it precisely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
+from support.server_harness import RunningServer
+
+from trtllm_responses.executors.echo import EchoExecutor
+
+#: The worst loop lag allowed while the answer is generated and written (before: 1,200-3,700 ms).
+LAG_BOUND_MS = 500
+
+
+@pytest.fixture(scope="module")
+def paced(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+    # Paced, so that the loop runs between tokens as it would with a GPU: what is measured is the end.
+    running = serve(EchoExecutor(encoding, tokens_per_second=4000))
+    yield running
+    running.stop()
+
+
+def _lag_while(server: RunningServer, path: str, body: dict[str, object]) -> tuple[httpx.Response, float]:
+    with httpx.Client(base_url=server.base_url, timeout=120) as client:
+        client.get("/stats", params={"reset": "1"})
+        answer = client.post(path, json=body)
+        lag = client.get("/stats").json()["event_loop_lag"]["max_since_reset_ms"]
+    return answer, lag
+
+
+def test_the_capped_chat_logprobs_answer_does_not_hold_the_loop(paced: RunningServer) -> None:
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "#lorem 780"}],
+        "n": 16,
+        "logprobs": True,
+        "top_logprobs": 20,
+        "max_tokens": 780,
+    }
+    answer, lag = _lag_while(paced, "/v1/chat/completions", body)
+    assert answer.status_code == 200, answer.text
+    completion = ChatCompletion.model_validate(answer.json())
+    assert len(completion.choices) == 16
+    for choice in completion.choices:
+        assert choice.logprobs is not None and choice.logprobs.content is not None
+        entries = choice.logprobs.content
+        # Every text token has its entry (the header and end tokens of the 780 have none).
+        assert 750 < len(entries) <= 780 and all(len(e.top_logprobs) == 20 for e in entries)
+        assert "".join(e.token for e in entries) == choice.message.content
+    assert lag < LAG_BOUND_MS, f"the loop stalled {lag:.0f} ms"
+
+
+def test_the_capped_responses_logprobs_answer_does_not_hold_the_loop(paced: RunningServer) -> None:
+    body = {
+        "model": "m",
+        "input": "#lorem 12480",
+        "top_logprobs": 20,
+        "include": ["message.output_text.logprobs"],
+        "max_output_tokens": 12_480,
+    }
+    answer, lag = _lag_while(paced, "/v1/responses", body)
+    assert answer.status_code == 200, answer.text
+    response = Response.model_validate(answer.json())
+    (message,) = [item for item in response.output if item.type == "message"]
+    text = message.content[0]
+    assert text.type == "output_text" and text.logprobs is not None
+    assert len(text.logprobs) > 12_000 and all(len(e.top_logprobs) == 20 for e in text.logprobs)
+    assert "".join(e.token for e in text.logprobs) == text.text
+    assert lag < LAG_BOUND_MS, f"the loop stalled {lag:.0f} ms"
+    # Stored as answered (its item ids indexed without reading the 17 MiB back).
+    with httpx.Client(base_url=paced.base_url, timeout=60) as client:
+        stored = client.get(f"/v1/responses/{response.id}")
+        item = client.get(f"/v1/responses/{response.id}/input_items")
+    assert stored.status_code == 200 and stored.json() == answer.json()
+    assert item.status_code == 200
