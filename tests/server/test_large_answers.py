@@ -17,7 +17,7 @@ import httpx
 import pytest
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
-from support.server_harness import RunningServer
+from support.server_harness import RunningServer, parse_sse
 
 from trtllm_responses.executors.echo import EchoExecutor
 
@@ -86,3 +86,37 @@ def test_the_capped_responses_logprobs_answer_does_not_hold_the_loop(paced: Runn
         item = client.get(f"/v1/responses/{response.id}/input_items")
     assert stored.status_code == 200 and stored.json() == answer.json()
     assert item.status_code == 200
+
+
+def test_the_capped_responses_logprobs_stream_does_not_hold_the_loop(paced: RunningServer) -> None:
+    """Streamed, the message's end carries its 17 MiB of logprobs four times (text, part and item done,
+    the completed response): each event is written in a turn of the loop of its own."""
+    body = {
+        "model": "m",
+        "input": "#lorem 12480",
+        "top_logprobs": 20,
+        "include": ["message.output_text.logprobs"],
+        "max_output_tokens": 12_480,
+        "store": False,
+        "stream": True,
+    }
+    with httpx.Client(base_url=paced.base_url, timeout=120) as client:
+        client.get("/stats", params={"reset": "1"})
+        with client.stream("POST", "/v1/responses", json=body) as answer:
+            assert answer.status_code == 200
+            raw = b"".join(answer.iter_bytes())  # parsed after: the client shares the server's GIL
+        lag = client.get("/stats").json()["event_loop_lag"]["max_since_reset_ms"]
+    events = parse_sse(iter(raw.decode().split("\n")[:-1]))
+    deltas = sum(len(e["logprobs"]) for e in events if e["type"] == "response.output_text.delta")
+    (done,) = [e for e in events if e["type"] == "response.output_text.done"]
+    (part,) = [
+        e for e in events if e["type"] == "response.content_part.done" and e["part"]["type"] == "output_text"
+    ]
+    final = Response.model_validate(events[-1]["response"])
+    (message,) = [item for item in final.output if item.type == "message"]
+    assert message.content[0].type == "output_text" and message.content[0].logprobs is not None
+    assert deltas > 12_000
+    assert (
+        len(done["logprobs"]) == len(part["part"]["logprobs"]) == len(message.content[0].logprobs) == deltas
+    )
+    assert lag < LAG_BOUND_MS, f"the loop stalled {lag:.0f} ms"
