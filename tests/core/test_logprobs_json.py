@@ -41,7 +41,9 @@ def _held() -> LogprobsJSON:
 def _message(logprobs: list[object]) -> ResponseOutputMessage:
     text = ResponseOutputText(type="output_text", text="t0t1t2t3t4", annotations=[], logprobs=[])
     text.__dict__["logprobs"] = logprobs
-    return ResponseOutputMessage(id="msg_1", type="message", role="assistant", status="completed", content=[text])
+    return ResponseOutputMessage(
+        id="msg_1", type="message", role="assistant", status="completed", content=[text]
+    )
 
 
 def _response(message: ResponseOutputMessage) -> Response:
@@ -63,7 +65,9 @@ def test_held_logprobs_count_their_tokens_and_read_back_as_the_sdk_types() -> No
     held = _held()
     assert len(held) == 5 and held and not LogprobsJSON()
     assert orjson.loads(held.json()) == ENTRIES == held.entries()
-    assert [output_text.Logprob.model_validate(e).token for e in held.entries()] == [f"t{i}" for i in range(5)]
+    assert [output_text.Logprob.model_validate(e).token for e in held.entries()] == [
+        f"t{i}" for i in range(5)
+    ]
 
 
 def test_a_response_is_written_with_its_held_logprobs_as_with_sdk_models() -> None:
