@@ -11,9 +11,8 @@ from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..core import held_tokens
 from ..responses import ResponseRun
-from .sse import encode_events, obfuscation_wanted
+from .sse import encode_events, obfuscation_wanted, written_apart
 
 __all__ = [
     "ClientGone",
@@ -130,18 +129,13 @@ class EventStreamResponse(_EventStream):
 
         def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
             # Returns send's own awaitable: no extra coroutine frame per engine step.
-            if len(events) > 1 and sum(held_tokens(e) for e in events) > APART_TOKENS:
+            if written_apart(events):
                 return _send_apart(events, obfuscated, send)
             body = encode_events(events, obfuscated)
             return send({"type": "http.response.body", "body": body, "more_body": True})
 
         await self._run.drive(deliver)
         return True
-
-
-#: Tokens of logprobs in one step's events past which each event is written in a turn of the loop of
-#: its own: a message's end carries its logprobs four times (text, part and item done, the response).
-APART_TOKENS = 1024
 
 
 async def _send_apart(events: list[ResponseStreamEvent], obfuscated: bool, send: Send) -> None:
