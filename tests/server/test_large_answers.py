@@ -23,6 +23,15 @@ from websockets.sync.client import connect as ws_connect
 
 from trtllm_responses.executors.echo import EchoExecutor
 
+#: A Responses request at the logprobs cap (1 x 21 x 12,480 = 262,080 entries: ~17 MiB of JSON).
+CAPPED_RESPONSES = {
+    "model": "m",
+    "input": "#lorem 12480",
+    "top_logprobs": 20,
+    "include": ["message.output_text.logprobs"],
+    "max_output_tokens": 12_480,
+}
+
 #: The worst loop lag allowed while the answer is generated and written (before: 1,200-3,700 ms).
 LAG_BOUND_MS = 500
 
@@ -66,13 +75,7 @@ def test_the_capped_chat_logprobs_answer_does_not_hold_the_loop(paced: RunningSe
 
 
 def test_the_capped_responses_logprobs_answer_does_not_hold_the_loop(paced: RunningServer) -> None:
-    body = {
-        "model": "m",
-        "input": "#lorem 12480",
-        "top_logprobs": 20,
-        "include": ["message.output_text.logprobs"],
-        "max_output_tokens": 12_480,
-    }
+    body = CAPPED_RESPONSES
     answer, lag = _lag_while(paced, "/v1/responses", body)
     assert answer.status_code == 200, answer.text
     response = Response.model_validate(answer.json())
@@ -93,15 +96,7 @@ def test_the_capped_responses_logprobs_answer_does_not_hold_the_loop(paced: Runn
 def test_the_capped_responses_logprobs_stream_does_not_hold_the_loop(paced: RunningServer) -> None:
     """Streamed, the message's end carries its 17 MiB of logprobs four times (text, part and item done,
     the completed response): each event is written in a turn of the loop of its own."""
-    body = {
-        "model": "m",
-        "input": "#lorem 12480",
-        "top_logprobs": 20,
-        "include": ["message.output_text.logprobs"],
-        "max_output_tokens": 12_480,
-        "store": False,
-        "stream": True,
-    }
+    body = {**CAPPED_RESPONSES, "store": False, "stream": True}
     with httpx.Client(base_url=paced.base_url, timeout=120) as client:
         client.get("/stats", params={"reset": "1"})
         with client.stream("POST", "/v1/responses", json=body) as answer:
@@ -127,15 +122,7 @@ def test_the_capped_responses_logprobs_stream_does_not_hold_the_loop(paced: Runn
 def test_the_capped_responses_logprobs_over_a_websocket_does_not_hold_the_loop(paced: RunningServer) -> None:
     """Over a WebSocket the same four events are sent one per loop turn, and the end of the response is
     read without parsing its 17 MiB back."""
-    create = {
-        "type": "response.create",
-        "model": "m",
-        "input": "#lorem 12480",
-        "top_logprobs": 20,
-        "include": ["message.output_text.logprobs"],
-        "max_output_tokens": 12_480,
-        "store": False,
-    }
+    create = {"type": "response.create", **CAPPED_RESPONSES, "store": False}
     with httpx.Client(base_url=paced.base_url, timeout=120) as client:
         client.get("/stats", params={"reset": "1"})
         raw = []
