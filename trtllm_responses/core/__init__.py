@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     from .files import sha256_file, write_atomically
     from .ids import check_id, new_id
     from .loop_steps import LOOP_STEP_SECONDS, LoopSteps
-    from .wire import build_sdk_models, exact_bytes, json_string, to_dict, to_json
+    from .wire import (
+        LogprobsJSON,
+        build_sdk_models,
+        exact_bytes,
+        held_tokens,
+        json_string,
+        to_dict,
+        to_json,
+    )
 
 __all__ = [
     "resolver",
@@ -37,6 +45,7 @@ __all__ = [
     "HarmonyFormatError",
     "InvalidRequestError",
     "LOOP_STEP_SECONDS",
+    "LogprobsJSON",
     "LoopSteps",
     "NotFoundError",
     "ServerError",
@@ -46,6 +55,7 @@ __all__ = [
     "build_sdk_models",
     "check_id",
     "exact_bytes",
+    "held_tokens",
     "json_string",
     "new_id",
     "sha256_file",
@@ -73,8 +83,10 @@ _ON_FIRST_USE = {
     "LoopSteps": ".loop_steps",
     "check_id": ".ids",
     "new_id": ".ids",
+    "LogprobsJSON": ".wire",
     "build_sdk_models": ".wire",
     "exact_bytes": ".wire",
+    "held_tokens": ".wire",
     "json_string": ".wire",
     "to_dict": ".wire",
     "to_json": ".wire",

@@ -9,6 +9,12 @@ as floats, which pydantic writes as ``1752774614.0``; OpenAI's API and the Open
 Responses spec send integers. Responses (and the events carrying one) go
 through a path that writes them as integers. They are a handful per request;
 deltas keep the direct serializer.
+
+Logprobs of output text are held as JSON (:class:`LogprobsJSON`), written once per token as the
+token arrives: a message of 12,480 tokens with 20 alternatives each is 262,080 entries, which as
+SDK models were ~0.95 KiB and ~3 objects each, built, collected and freed in steps that held the
+event loop for seconds (issue 30). Whatever carries them (the delta and done events, the content
+part, the message, the response) is written with that JSON put in place.
 """
 
 from __future__ import annotations
@@ -31,7 +37,15 @@ from openai.types.responses import (
 )
 from pydantic import BaseModel
 
-__all__ = ["build_sdk_models", "exact_bytes", "json_string", "to_dict", "to_json"]
+__all__ = [
+    "LogprobsJSON",
+    "build_sdk_models",
+    "exact_bytes",
+    "held_tokens",
+    "json_string",
+    "to_dict",
+    "to_json",
+]
 
 #: The SDK's type modules whose models the server validates and writes.
 SDK_TYPE_MODULES = ("openai.types.responses", "openai.types.chat", "openai.types.conversations")
@@ -68,6 +82,82 @@ def _beta(item: Any) -> bool:
     return type(item).__module__.startswith(_BETA)
 
 
+class LogprobsJSON(list):  # type: ignore[type-arg]
+    """Output text logprobs held as JSON: an empty list to pydantic (which writes ``[]`` for it), its
+    entries in :attr:`parts`, each one or more entries' JSON, comma-joined (``{"token":…,"bytes":…,
+    "logprob":…,"top_logprobs":[…]}``, as the SDK's ``ResponseOutputText.Logprob``). :func:`to_json`
+    and :func:`to_dict` put the entries in its place; ``len()`` counts the tokens. Appended to while
+    its message is written, read-only once its done events are out."""
+
+    __slots__ = ("parts", "tokens")
+
+    def __init__(self, parts: list[bytes] | None = None, tokens: int = 0) -> None:
+        super().__init__()
+        #: The entries' JSON, in order, each piece one or more entries (comma-joined, no brackets).
+        self.parts: list[bytes] = parts if parts is not None else []
+        self.tokens = tokens
+
+    def __len__(self) -> int:
+        return self.tokens
+
+    def __bool__(self) -> bool:
+        return self.tokens > 0
+
+    def __repr__(self) -> str:
+        return f"LogprobsJSON(tokens={self.tokens}, bytes={sum(len(p) for p in self.parts)})"
+
+    def append_json(self, part: bytes, tokens: int) -> None:
+        """Add ``tokens`` entries written as ``part``."""
+        self.parts.append(part)
+        self.tokens += tokens
+
+    def json(self) -> bytes:
+        """The entries as a JSON array."""
+        return b"[" + b",".join(self.parts) + b"]"
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The entries as dicts (parsed: for what reads them in Python, not for writing)."""
+        return orjson.loads(self.json())  # type: ignore[no-any-return]
+
+
+def _held(model: Any, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], LogprobsJSON]]:
+    """Where ``model`` (an event, a response, an item, a content part) holds logprobs as JSON."""
+    fields = getattr(model, "__dict__", None)
+    if not fields:
+        return []
+    found = []
+    logprobs = fields.get("logprobs")
+    if type(logprobs) is LogprobsJSON:
+        found.append(((*path, "logprobs"), logprobs))
+    for name in ("part", "item", "response"):
+        child = fields.get(name)
+        if isinstance(child, BaseModel):
+            found += _held(child, (*path, name))
+    for name in ("output", "content"):
+        children = fields.get(name)
+        if isinstance(children, list):
+            for i, child in enumerate(children):
+                if isinstance(child, BaseModel):
+                    found += _held(child, (*path, name, i))
+    return found
+
+
+def held_tokens(model: BaseModel) -> int:
+    """Tokens of logprobs ``model`` holds as JSON (what writing it copies: ~1.4 KB a token with 20 alternatives)."""
+    return sum(logprobs.tokens for _, logprobs in _held(model))
+
+
+def _put_held(model: BaseModel, data: dict[str, Any], parsed: bool) -> dict[str, Any]:
+    """``data`` (``model``'s dict) with the logprobs ``model`` holds as JSON in place: as an
+    ``orjson.Fragment`` (for orjson to write as is) or, ``parsed``, as dicts."""
+    for path, logprobs in _held(model):
+        where: Any = data
+        for key in path[:-1]:
+            where = where[key]
+        where[path[-1]] = logprobs.entries() if parsed else orjson.Fragment(logprobs.json())
+    return data
+
+
 def _plain(model: BaseModel, exclude: set[str] | None = None) -> dict[str, Any]:
     return model.__pydantic_serializer__.to_python(  # type: ignore[no-any-return]
         model, mode="json", exclude_unset=True, by_alias=True, exclude=exclude
@@ -91,8 +181,14 @@ def _integral_timestamps(response: dict[str, Any]) -> None:
             response[key] = int(value)
 
 
-def to_dict(model: BaseModel) -> dict[str, Any]:
-    """The JSON-compatible dict of an SDK model, exactly as :func:`to_json` writes it."""
+def to_dict(model: BaseModel, *, logprobs: bool = True) -> dict[str, Any]:
+    """The JSON-compatible dict of an SDK model, exactly as :func:`to_json` writes it (``logprobs=False``:
+    output text logprobs held as JSON left out, ``[]``: what a conversation's history reads is the text)."""
+    data = _dict(model)
+    return _put_held(model, data, parsed=True) if logprobs else data
+
+
+def _dict(model: BaseModel) -> dict[str, Any]:
     if isinstance(model, Response):
         data = _response_dict(model)
         _integral_timestamps(data)
@@ -114,8 +210,11 @@ def to_dict(model: BaseModel) -> dict[str, Any]:
 
 def to_json(model: BaseModel) -> bytes:
     """Compact JSON bytes of an SDK model (events, responses, items)."""
+    held = _held(model)
+    if held:
+        return orjson.dumps(_put_held(model, _dict(model), parsed=False))
     if type(model) in _CARRY_RESPONSE or (type(model) in _CARRY_ITEM and _beta(model.item)):  # type: ignore[attr-defined]
-        return orjson.dumps(to_dict(model))
+        return orjson.dumps(_dict(model))
     return model.__pydantic_serializer__.to_json(model, exclude_unset=True, by_alias=True)
 
 

@@ -10,6 +10,12 @@ The executor reports, for each generated token, its logprob and the best alterna
 for its last token; header and terminator tokens carry none). ``output_text.done``, the
 ``content_part.done`` part and the final message's content carry the whole list, with
 ``bytes`` and ``top_logprobs`` as the SDK's ``ResponseOutputText.Logprob`` has them.
+
+Each token's logprob is written as JSON once, when the token arrives, and held so
+(:class:`~trtllm_responses.core.wire.LogprobsJSON`): the delta event carries its tokens' JSON, the done
+events, the content part, the message and the final response share the message's. A message at the
+cap of ``n × (top_logprobs + 1) × tokens`` (262,080 entries) is ~17 MiB of JSON in 12,480 bytes
+objects, not ~6 million Python objects built, collected and freed on the event loop (issue 30).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from openai.types.responses import (
     ResponseContentPartDoneEvent,
     ResponseOutputItemAddedEvent,
@@ -26,10 +33,8 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
     ResponseTextDoneEvent,
 )
-from openai.types.responses import response_output_text as output_text
-from openai.types.responses import response_text_delta_event as delta_types
-from openai.types.responses import response_text_done_event as done_types
 
+from ..core import LogprobsJSON
 from ..executors import TokenDelta
 from ..harmony import HarmonyEncoding
 from ..stream import ResponseStream, RunControl, TokenStreamProcessor
@@ -38,7 +43,7 @@ __all__ = ["LogprobStreamProcessor"]
 
 
 class _LoggedTextDelta(ResponseTextDeltaEvent):
-    """A text delta with logprobs: written by the SDK model's serializer (the SSE fast path frames empty ones)."""
+    """A text delta with logprobs: written by ``wire.to_json`` (the SSE fast path frames empty ones)."""
 
 
 class LogprobStreamProcessor(TokenStreamProcessor):
@@ -55,30 +60,35 @@ class LogprobStreamProcessor(TokenStreamProcessor):
         super().__init__(stream, encoding, prompt_tokens, control)
         self._encoding = encoding
         self._top = top_logprobs
-        self._pending: list[output_text.Logprob] = []
-        self._message: list[output_text.Logprob] = []
-        self._tokens: dict[int, tuple[str, list[int]]] = {}
+        self._pending: list[bytes] = []  # the JSON of each token's logprob not yet on a delta
+        self._message = LogprobsJSON()
+        self._tokens: dict[int, bytes] = {}
 
-    def _token(self, token: int) -> tuple[str, list[int]]:
-        """A token's text and bytes, made once per response and shared by every logprob naming it
-        (each is read, never changed): the alternatives of 20 top logprobs repeat across tokens."""
+    def _token(self, token: int) -> bytes:
+        """A token's ``{"token":…,"bytes":[…],"logprob":`` (without its value), written once per response:
+        the alternatives of 20 top logprobs repeat across tokens."""
         known = self._tokens.get(token)
         if known is None:
             raw = self._encoding.token_bytes[token]
-            known = self._tokens[token] = (raw.decode("utf-8", "replace"), list(raw))
+            known = self._tokens[token] = (
+                b'{"token":'
+                + orjson.dumps(raw.decode("utf-8", "replace"))
+                + b',"bytes":'
+                + orjson.dumps(list(raw))
+                + b',"logprob":'
+            )
         return known
 
-    def _logprob(self, token: int, value: tuple[float, Sequence[tuple[int, float]]]) -> output_text.Logprob:
+    def _logprob(self, token: int, value: tuple[float, Sequence[tuple[int, float]]]) -> bytes:
+        """One token's logprob as JSON (``ResponseOutputText.Logprob``: token, bytes, logprob, top_logprobs)."""
         logprob, top = value
-        text, raw = self._token(token)
-        alternatives = []
-        for t, lp in list(top)[: self._top]:
-            alt_text, alt_raw = self._token(t)
-            alternatives.append(
-                output_text.LogprobTopLogprob.model_construct(token=alt_text, bytes=alt_raw, logprob=lp)
-            )
-        return output_text.Logprob.model_construct(
-            token=text, bytes=raw, logprob=logprob, top_logprobs=alternatives
+        alternatives = [self._token(t) + orjson.dumps(lp) + b"}" for t, lp in list(top)[: self._top]]
+        return (
+            self._token(token)
+            + orjson.dumps(logprob)
+            + b',"top_logprobs":['
+            + b",".join(alternatives)
+            + b"]}"
         )
 
     def process(self, delta: TokenDelta) -> list[ResponseStreamEvent]:
@@ -114,41 +124,29 @@ class LogprobStreamProcessor(TokenStreamProcessor):
         for event in events:
             kind = type(event)
             if kind is ResponseTextDeltaEvent:
-                logprobs = self._pending
+                pending = self._pending
                 self._pending = []
-                self._message += logprobs
+                joined = b",".join(pending)
+                if pending:
+                    self._message.append_json(joined, len(pending))
                 object.__setattr__(event, "__class__", _LoggedTextDelta)
-                event.__dict__["logprobs"] = [
-                    _as(delta_types.Logprob, delta_types.LogprobTopLogprob, lp) for lp in logprobs
-                ]
+                event.__dict__["logprobs"] = LogprobsJSON([joined] if pending else [], len(pending))
             elif kind is ResponseOutputItemAddedEvent:
                 self._pending = []
-                self._message = []
+                self._message = LogprobsJSON()
             elif kind is ResponseTextDoneEvent:
-                event.__dict__["logprobs"] = [
-                    _as(done_types.Logprob, done_types.LogprobTopLogprob, lp) for lp in self._message
-                ]
+                event.__dict__["logprobs"] = self._message  # the message's, shared (read-only from now)
             elif kind is ResponseContentPartDoneEvent:
                 part: Any = event.part
                 if part.type == "output_text":
-                    part.__dict__["logprobs"] = list(self._message)
+                    part.__dict__["logprobs"] = self._message
             elif kind is ResponseOutputItemDoneEvent and isinstance(event.item, ResponseOutputMessage):
                 for content in event.item.content:
                     if content.type == "output_text":
-                        content.__dict__["logprobs"] = list(self._message)
+                        content.__dict__["logprobs"] = self._message
                 self._pending = []
-                self._message = []
+                self._message = LogprobsJSON()
             elif kind is not _LoggedTextDelta:
                 if getattr(event, "delta", None) is not None:  # reasoning or call text: no logprobs
                     self._pending = []
         return events
-
-
-def _as(logprob_type: Any, top_type: Any, lp: output_text.Logprob) -> Any:
-    """A Logprob of the output text as the delta/done events' own Logprob type (bytes kept as an extra)."""
-    return logprob_type(
-        token=lp.token,
-        logprob=lp.logprob,
-        bytes=lp.bytes,
-        top_logprobs=[top_type(token=t.token, logprob=t.logprob, bytes=t.bytes) for t in lp.top_logprobs],
-    )

@@ -526,7 +526,9 @@ class ResponsesService:
         stream = run.stream
         if final.get("status") == "failed" or stream is None:
             return final, None, None
-        history = self.history_after(prepared, [to_dict(item) for item in stream.model_output])
+        history = self.history_after(
+            prepared, [to_dict(item, logprobs=False) for item in stream.model_output]
+        )
         return final, run.id, Chain(history, prepared.session_key)
 
     def abort_all(self) -> int:
@@ -563,7 +565,9 @@ class ResponsesService:
         if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
             items = list(zip(prepared.input_item_ids, prepared.input_items_json, strict=True))
             items += [(item.id, to_json(item)) for item in final.output if item.id]
-            turn = self.history_after(prepared, [to_dict(item) for item in stream.model_output])
+            turn = self.history_after(
+                prepared, [to_dict(item, logprobs=False) for item in stream.model_output]
+            )
             try:
                 await self.conversations.append(
                     prepared.conversation_id, items, turn, prepared.conversation_seen
@@ -573,7 +577,9 @@ class ResponsesService:
                 raise  # drive ends the response failed instead
         if prepared.request.store:
             model_output = stream.model_output  # tool items as the model read them
-            history = turn or self.history_after(prepared, [to_dict(item) for item in model_output])
+            history = turn or self.history_after(
+                prepared, [to_dict(item, logprobs=False) for item in model_output]
+            )
             entry = StoredResponse(
                 id=final.id,
                 response_json=final_json,
@@ -581,6 +587,7 @@ class ResponsesService:
                 input_items_json=prepared.input_items_json,
                 history=history,
                 session_key=prepared.session_key,
+                output_item_ids=_item_ids(final.output),
             )
             try:
                 kept = await self.store.put(entry)
@@ -679,3 +686,8 @@ def _constrained_by(final: str, call_required: bool) -> str:
     if final == "json":
         return "text.format"
     return "tool_choice" if call_required else "tools"
+
+
+def _item_ids(output: Sequence[Any]) -> tuple[str, ...]:
+    """The ids of a response's output items (what the store indexes, without reading its JSON back)."""
+    return tuple(i for i in (getattr(item, "id", None) for item in output) if isinstance(i, str))

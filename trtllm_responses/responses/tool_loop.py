@@ -339,7 +339,7 @@ class ToolLoop:
     def _next_generation(self) -> GenerationRequest | None:
         """The next turn's generation: the prompt plus the finished items rendered back (None: no budget left)."""
         output = self._stream.model_output
-        items = [to_dict(item) for item in output[self._turn_start :]] + self._unshown
+        items = [to_dict(item, logprobs=False) for item in output[self._turn_start :]] + self._unshown
         self._turn_start = len(output)
         self._unshown = []
         if self._calls is None:

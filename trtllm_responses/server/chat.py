@@ -131,6 +131,11 @@ class ChatCompletionRun:
         await self._all([drive(r, c) for r, c in zip(self.runs, self.choices, strict=True)])
         if self.error is not None:
             raise self.error
+        choices = []
+        for choice in self.choices:
+            choices.append(orjson.dumps(choice.choice_json()))
+            if self.options.logprobs:  # up to ~1 MiB of logprobs a choice: one choice per turn of the loop
+                await asyncio.sleep(0)
         return orjson.dumps(
             {
                 "id": self.id,
@@ -139,7 +144,7 @@ class ChatCompletionRun:
                 "model": self.model,
                 "system_fingerprint": None,
                 "service_tier": self.service_tier,
-                "choices": [c.choice_json() for c in self.choices],
+                "choices": orjson.Fragment(b"[" + b",".join(choices) + b"]"),
                 "usage": self.usage,
             }
         )

@@ -27,7 +27,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from ..core import APIError, ServerError, json_string
+from ..core import APIError, LogprobsJSON, ServerError, json_string
 from .sse import OBFUSCATION_BLOCK, obfuscation_noise
 
 __all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage", "generation_failure"]
@@ -185,20 +185,24 @@ class StopMatcher:
         return held
 
 
-def _token_logprobs(logprobs: Sequence[Any]) -> list[dict[str, Any]]:
-    """Responses delta logprobs as chat's ``ChatCompletionTokenLogprob`` objects."""
-    return [
+def _entries_json(logprobs: Sequence[Any]) -> bytes:
+    """A text delta's logprobs as chat's ``ChatCompletionTokenLogprob`` entries (the same keys: token, bytes,
+    logprob, top_logprobs), comma-joined: the JSON the Responses side holds (``LogprobsJSON``) as is."""
+    if isinstance(logprobs, LogprobsJSON):
+        return b",".join(logprobs.parts)
+    entries = [
         {
             "token": lp.token,
-            "logprob": lp.logprob,
             "bytes": getattr(lp, "bytes", None),
+            "logprob": lp.logprob,
             "top_logprobs": [
-                {"token": t.token, "logprob": t.logprob, "bytes": getattr(t, "bytes", None)}
+                {"token": t.token, "bytes": getattr(t, "bytes", None), "logprob": t.logprob}
                 for t in (lp.top_logprobs or ())
             ],
         }
         for lp in logprobs
     ]
+    return orjson.dumps(entries)[1:-1]
 
 
 class ChatChoice:
@@ -227,12 +231,13 @@ class ChatChoice:
         self._plain = frames is not None and not stop  # the per-token fast path applies
         self._logprobs = logprobs
         self._on_stop = on_stop
-        self._pending_logprobs: list[dict[str, Any]] = []
+        self._pending_logprobs: list[bytes] = []  # entries' JSON held back with their text (stop strings)
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.tool_calls: list[dict[str, Any]] = []
         self._arguments: list[list[str]] = []
-        self.token_logprobs: list[dict[str, Any]] = []
+        #: Not streamed: the ``logprobs.content`` entries so far, as JSON (each piece a delta's entries, comma-joined).
+        self.token_logprobs: list[bytes] = []
         self.stopped = False  # a stop string ended the text
         self.wrote_text = False  # a content chunk was written (streaming)
         self.finish_reason: str | None = None
@@ -256,7 +261,7 @@ class ChatChoice:
         if isinstance(event, ResponseTextDeltaEvent):  # with logprobs: a subclass
             if self.stopped:
                 return b""
-            logprobs = _token_logprobs(event.logprobs) if self._logprobs and event.logprobs else None
+            logprobs = _entries_json(event.logprobs) if self._logprobs and event.logprobs else None
             return self._content(event.delta, logprobs)
         if self.stopped and kind not in _TERMINAL:
             return b""
@@ -280,14 +285,15 @@ class ChatChoice:
 
     # -- deltas ------------------------------------------------------------------------------
 
-    def _content(self, text: str, logprobs: list[dict[str, Any]] | None) -> bytes:
+    def _content(self, text: str, logprobs: bytes | None) -> bytes:
+        """Text (and its logprob entries' JSON, comma-joined) as a content chunk, or kept (non-streaming)."""
         if self._matcher is not None:
             text, stopped = self._matcher.feed(text)
             if logprobs:
-                self._pending_logprobs += logprobs
+                self._pending_logprobs.append(logprobs)
                 logprobs = None
             if text and self._pending_logprobs:
-                logprobs, self._pending_logprobs = self._pending_logprobs, []
+                logprobs, self._pending_logprobs = b",".join(self._pending_logprobs), []
             if stopped:
                 self.stopped = True
                 if self._on_stop is not None:
@@ -296,8 +302,8 @@ class ChatChoice:
                 return b""
         if self._frames is None:
             self.content.append(text)
-            if logprobs:
-                self.token_logprobs += logprobs
+            if logprobs:  # kept as JSON: ~70 bytes an entry, not a dict each (issue 30)
+                self.token_logprobs.append(logprobs)
             return b""
         self.wrote_text = True
         if logprobs is None:
@@ -305,9 +311,9 @@ class ChatChoice:
         return (
             self._content_head
             + json_string(text)
-            + b'},"logprobs":{"content":'
-            + orjson.dumps(logprobs)
-            + b',"refusal":null},"finish_reason":null}]}\n\n'
+            + b'},"logprobs":{"content":['
+            + logprobs
+            + b'],"refusal":null},"finish_reason":null}]}\n\n'
         )
 
     def _reasoning(self, text: str) -> bytes:
@@ -351,7 +357,8 @@ class ChatChoice:
         if not held:
             return b""
         self._matcher = None
-        logprobs, self._pending_logprobs = self._pending_logprobs or None, []
+        logprobs = b",".join(self._pending_logprobs) or None
+        self._pending_logprobs = []
         return self._content(held, logprobs)
 
     def _finish(self, reason: str, usage: ResponseUsage | None) -> bytes:
@@ -365,7 +372,8 @@ class ChatChoice:
         return out + self._frames.finish(self.index, reason)
 
     def choice_json(self) -> dict[str, Any]:
-        """This choice as ``ChatCompletion.choices[i]`` (non-streaming)."""
+        """This choice as ``ChatCompletion.choices[i]`` (non-streaming), for ``orjson.dumps`` (its logprobs are
+        an ``orjson.Fragment``)."""
         for call, parts in zip(self.tool_calls, self._arguments, strict=True):
             call["function"]["arguments"] = "".join(parts)
         content = "".join(self.content)
@@ -383,9 +391,13 @@ class ChatChoice:
         return {
             "index": self.index,
             "message": message,
-            "logprobs": {"content": self.token_logprobs, "refusal": None} if self._logprobs else None,
+            "logprobs": {"content": self.logprobs_json(), "refusal": None} if self._logprobs else None,
             "finish_reason": self.finish_reason,
         }
+
+    def logprobs_json(self) -> orjson.Fragment:
+        """``logprobs.content`` (non-streaming): the JSON kept per delta, joined once (orjson writes it as is)."""
+        return orjson.Fragment(b"[" + b",".join(self.token_logprobs) + b"]")
 
 
 _TERMINAL = frozenset({ResponseCompletedEvent, ResponseIncompleteEvent, ResponseFailedEvent})

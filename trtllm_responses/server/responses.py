@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..responses import ResponseRun
-from .sse import encode_events, obfuscation_wanted
+from .sse import encode_events, obfuscation_wanted, written_apart
 
 __all__ = [
     "ClientGone",
@@ -129,11 +129,22 @@ class EventStreamResponse(_EventStream):
 
         def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
             # Returns send's own awaitable: no extra coroutine frame per engine step.
+            if written_apart(events):
+                return _send_apart(events, obfuscated, send)
             body = encode_events(events, obfuscated)
             return send({"type": "http.response.body", "body": body, "more_body": True})
 
         await self._run.drive(deliver)
         return True
+
+
+async def _send_apart(events: list[ResponseStreamEvent], obfuscated: bool, send: Send) -> None:
+    """Write a step's events one per turn of the event loop (each may be megabytes of logprobs)."""
+    for event in events:
+        await send(
+            {"type": "http.response.body", "body": encode_events([event], obfuscated), "more_body": True}
+        )
+        await asyncio.sleep(0)
 
 
 class ClientGone(ConnectionResetError):

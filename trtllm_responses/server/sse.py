@@ -23,7 +23,7 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
-from ..core import json_string, to_json
+from ..core import held_tokens, json_string, to_json
 
 __all__ = [
     "OBFUSCATION_BLOCK",
@@ -125,3 +125,14 @@ def obfuscation_noise(length: int) -> bytes:
 def obfuscation_wanted(stream_options: dict[str, Any] | None) -> bool:
     """``stream_options.include_obfuscation`` (default false here: README, "Stream obfuscation")."""
     return bool(stream_options and stream_options.get("include_obfuscation") is True)
+
+
+#: Tokens of logprobs in one step's events past which each event is written in a turn of the loop of its
+#: own (README, "Hostile input and limits": a message's end carries its logprobs four times: text, part
+#: and item done, the response; 17 MiB each at the cap).
+APART_TOKENS = 1024
+
+
+def written_apart(events: Sequence[ResponseStreamEvent]) -> bool:
+    """Whether a step's events are to be written one per turn of the event loop (megabytes of logprobs)."""
+    return len(events) > 1 and sum(held_tokens(e) for e in events) > APART_TOKENS

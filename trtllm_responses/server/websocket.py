@@ -22,7 +22,7 @@ import orjson
 from openai.types.responses import ResponseStreamEvent
 from starlette.types import Receive, Scope, Send
 
-from ..core import APIError, InvalidRequestError, ServerError, ServiceUnavailableError, to_dict
+from ..core import APIError, InvalidRequestError, ServerError, ServiceUnavailableError, held_tokens, to_dict
 from ..request import JsonBody, multi_agent_beta, session_key_from_headers
 from ..responses import (
     Chain,
@@ -36,7 +36,7 @@ from ..responses import (
     as_items,
 )
 from .config import ServerConfig
-from .sse import event_json
+from .sse import APART_TOKENS, event_json, written_apart
 from .websocket_drain import DRAIN, SERVICE_RESTART
 
 __all__ = ["serve_websocket"]
@@ -400,18 +400,26 @@ class ResponsesSocket:
             return None
         running = self._steering.begin(self.service.run(prepared), body, stream_id)
 
+        suffix = b',"stream_id":' + orjson.dumps(stream_id) + b"}" if stream_id is not None else None
+
         async def deliver(events: list[ResponseStreamEvent]) -> None:
-            payloads = [event_json(e) for e in events]
-            if stream_id is not None:
-                suffix = b',"stream_id":' + orjson.dumps(stream_id) + b"}"
-                payloads = [p[:-1] + suffix for p in payloads]
-            await self._send_text(payloads)
+            if written_apart(events):  # megabytes of logprobs: one event per turn of the loop
+                for event in events:
+                    await self._send_text(_payloads([event], suffix))
+                    await asyncio.sleep(0)
+                return
+            await self._send_text(_payloads(events, suffix))
 
         try:
             final_json = await running.run.drive(deliver)
         finally:
             self._steering.end(running)
-        final = orjson.loads(final_json)
+        stream = running.run.stream
+        response = stream.final_response if stream is not None else None
+        if response is not None and held_tokens(response) > APART_TOKENS:
+            final = to_dict(response, logprobs=False)  # what _after reads, without parsing 17 MiB back
+        else:
+            final = orjson.loads(final_json)
         return await self._after(final, running)
 
     async def _after(self, final: dict[str, Any], running: Steered) -> _Next | None:
@@ -424,7 +432,9 @@ class ResponsesSocket:
             # The output as the model read it (server-run tools' items with their read fields), as stored.
             stream = running.run.stream
             output = (
-                [to_dict(item) for item in stream.model_output] if stream is not None else final["output"]
+                [to_dict(item, logprobs=False) for item in stream.model_output]
+                if stream is not None
+                else final["output"]
             )
             prepared = running.run.prepared
             self._remember(
@@ -550,3 +560,9 @@ async def serve_websocket(
         return
     beta = multi_agent_beta(scope.get("headers") or ())
     await ResponsesSocket(service, config, receive, send, affinity, multi_agent=beta).run()
+
+
+def _payloads(events: Sequence[ResponseStreamEvent], suffix: bytes | None) -> list[bytes]:
+    """The events' JSON, each ending with the lane's ``stream_id`` (``suffix``) when it has one."""
+    payloads = [event_json(e) for e in events]
+    return payloads if suffix is None else [p[:-1] + suffix for p in payloads]

@@ -50,7 +50,7 @@ ConversationItem = tuple[str, bytes]
 #: A page of conversation items (in the order asked) and whether more follow.
 ConversationPage = tuple[list[ConversationItem], bool]
 
-# The entry object (6 slots), and the store's bookkeeping for it (an ordered-dict
+# The entry object (7 slots), and the store's bookkeeping for it (an ordered-dict
 # node and a size entry), with headroom for allocator rounding.
 _ENTRY_OVERHEAD = 512
 
@@ -65,6 +65,8 @@ class StoredResponse:
     input_items_json: tuple[bytes, ...]
     history: ConversationHistory
     session_key: str | None = None  # None: stored before session keys were kept
+    #: The output items' ids, when the writer knows them (None: :func:`item_ids` reads them from the JSON).
+    output_item_ids: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         # Exact-size copies: what is stored must not keep a serializer's spare buffer alive.
@@ -78,11 +80,18 @@ class StoredResponse:
         size += sys.getsizeof(self.session_key) if self.session_key is not None else 0
         size += sys.getsizeof(self.input_item_ids) + sum(sys.getsizeof(i) for i in self.input_item_ids)
         size += sys.getsizeof(self.input_items_json) + sum(sys.getsizeof(b) for b in self.input_items_json)
+        if self.output_item_ids is not None:
+            size += sys.getsizeof(self.output_item_ids) + sum(sys.getsizeof(i) for i in self.output_item_ids)
         return size
 
 
 def item_ids(entry: StoredResponse) -> tuple[str, ...]:
-    """The ids of an entry's input items and output items (what the item index maps to it), each once."""
+    """The ids of an entry's input items and output items (what the item index maps to it), each once.
+
+    The output's are read from the response's JSON unless the entry names them (the service does: a
+    response with large logprobs is megabytes of JSON, parsed in one step of the event loop)."""
+    if entry.output_item_ids is not None:
+        return tuple(dict.fromkeys((*entry.input_item_ids, *entry.output_item_ids)))
     try:
         response = orjson.loads(entry.response_json)
     except orjson.JSONDecodeError:  # not a response (a test's filler bytes): its input items only
