@@ -63,7 +63,7 @@ from .events import (
     event_type_name,
     with_fields,
 )
-from .item import OpenItem, StreamStateError, TextRewriter
+from .item import PACK, OpenItem, StreamStateError, TextRewriter
 from .summary import ParkedReasoning, SummaryTransitions
 from .tool_items import ToolItemTransitions
 
@@ -268,7 +268,10 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
                 return []
         if item.rewriter is not None:
             return self._rewritten_delta(item, *item.rewriter.feed(text))
-        item.chunks.append(text)
+        parts = item.chunks.parts  # item.chunks.append(text), inlined: this runs once a token
+        parts.append(text)
+        if len(parts) >= PACK:
+            item.chunks.pack()
         if item.delta_type is None:  # web_search_call: its action is known only when done
             return []
         fields = item.delta_fields.copy()
