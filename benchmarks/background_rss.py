@@ -33,7 +33,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from support.harmony_helpers import FIXED_DATE  # noqa: E402
-from support.server_harness import RunningServer, start_server  # noqa: E402
+from support.server_harness import RunningServer, resident_bytes, start_server  # noqa: E402
 
 from trtllm_responses.adapter import HarmonyAdapter  # noqa: E402
 from trtllm_responses.executors import EchoExecutor  # noqa: E402
@@ -59,14 +59,6 @@ def _libc() -> Any:
     return libc
 
 
-def _rss() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) << 10
-    raise RuntimeError("no VmRSS")
-
-
 def _pymalloc_arenas() -> int:
     """Bytes of CPython's small-object arenas (each freed only once all of its blocks are)."""
     read, write = os.pipe()
@@ -90,7 +82,7 @@ def _pymalloc_arenas() -> int:
 def _reading(server: RunningServer, background: BackgroundResponses, libc: Any) -> dict[str, float]:
     info = libc.mallinfo2()
     return {
-        "rss": _rss() / MIB,
+        "rss": resident_bytes() / MIB,
         "events_counted": background.recorded_bytes / MIB,
         "runs_kept": len(background.runs),
         "stored_responses": asyncio.run(server.store.stats()).bytes / MIB,
@@ -134,7 +126,7 @@ def measure(runs: int, tokens: int, budget: int) -> dict[str, Any]:
             ]
             peak = 0
             while background.active:
-                peak = max(peak, _rss())
+                peak = max(peak, resident_bytes())
                 time.sleep(0.05)
             seconds = time.monotonic() - started
             time.sleep(6)  # a reaper pass: forgotten runs' memory goes back to the system

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from support.server_harness import RecordingEcho, RunningServer
+from support.server_harness import RecordingEcho, RunningServer, resident_bytes
 
 from trtllm_responses.server.background import BackgroundLimits, BackgroundResponses
 
@@ -164,14 +164,6 @@ def test_a_forgotten_run_is_freed_when_it_is_forgotten(fast: RunningServer) -> N
         pytest.fail("a full collection ran during each attempt")
 
 
-def _rss() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) << 10
-    raise AssertionError("no VmRSS")
-
-
 #: What RSS may hold beyond what the budgets count once runs are done (README "Hostile input and
 #: limits"): the recorded events' budget, the stored responses' and the remembered histories' bytes.
 RSS_OVERHEAD = 16 << 20
@@ -198,7 +190,7 @@ def test_recorded_events_hold_in_rss_what_the_budget_counts(
         # and a reaper pass gave back what they freed.
         _wait_until(lambda: not _background(paced).active and not background.active, timeout=120)
         time.sleep(6)
-        before, elsewhere = _rss(), _counted_elsewhere(fast)
+        before, elsewhere = resident_bytes(), _counted_elsewhere(fast)
         ids = [
             http.post("/v1/responses", json={"input": "#lorem 30000", "background": True}).json()["id"]
             for _ in range(12)
@@ -211,5 +203,5 @@ def test_recorded_events_hold_in_rss_what_the_budget_counts(
         assert held <= background.recorded_bytes  # what is counted covers the frames' bytes
         time.sleep(6)  # the reaper gives forgotten runs' memory back
         counted = background.recorded_bytes + _counted_elsewhere(fast) - elsewhere
-        grown = _rss() - before
+        grown = resident_bytes() - before
         assert grown <= counted + RSS_OVERHEAD, (grown >> 20, counted >> 20)
