@@ -103,6 +103,12 @@ def _growth(before: dict[str, float], after: dict[str, float]) -> dict[str, floa
     return grown
 
 
+def _ended(background: BackgroundResponses, ids: list[str]) -> bool:
+    """Whether the runs of ``ids`` have ended (read from this thread: by key, never iterating the
+    server's dict; a run forgotten past the budget had ended)."""
+    return all(run.done for response_id in ids if (run := background.runs.get(response_id)) is not None)
+
+
 def measure(runs: int, tokens: int, budget: int) -> dict[str, Any]:
     libc = _libc()
     encoding = load_encoding()
@@ -111,8 +117,10 @@ def measure(runs: int, tokens: int, budget: int) -> dict[str, Any]:
     background.limits = BackgroundLimits(max_total_bytes=budget)
     try:
         with httpx.Client(base_url=server.base_url, timeout=600) as http:
-            http.post("/v1/responses", json={"input": "#lorem 2000", "background": True})  # warm up
-            while background.active:
+            warm_up = http.post("/v1/responses", json={"input": "#lorem 2000", "background": True}).json()[
+                "id"
+            ]
+            while not _ended(background, [warm_up]):
                 time.sleep(0.05)
             gc.collect()
             libc.malloc_trim(0)
@@ -125,7 +133,7 @@ def measure(runs: int, tokens: int, budget: int) -> dict[str, Any]:
                 for _ in range(runs)
             ]
             peak = 0
-            while background.active:
+            while not _ended(background, ids):
                 peak = max(peak, resident_bytes())
                 time.sleep(0.05)
             seconds = time.monotonic() - started
