@@ -115,6 +115,15 @@ def start_server(
     return RunningServer(f"http://127.0.0.1:{port}", app, executor, store, server, thread)
 
 
+def resident_bytes() -> int:
+    """This process's resident set size (``VmRSS``): an in-process server's memory, with the test's."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) << 10
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
 class ServerFactory:
     """Starts test servers: the ``serve`` fixture (conftest.py), the one way a test gets a server.
 

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 from ..harmony import ItemKind, ItemTarget, JsonCut
 from .events import DELTA_EVENTS, event_type_name
 
-__all__ = ["JSON_CALLS", "OpenItem", "StreamStateError", "TextRewriter"]
+__all__ = ["JSON_CALLS", "OpenItem", "StreamStateError", "TextParts", "TextRewriter"]
 
 #: Calls whose body is JSON arguments (custom tools and python take raw text).
 JSON_CALLS = frozenset(
@@ -21,6 +21,44 @@ JSON_CALLS = frozenset(
         ItemKind.TOOL_SEARCH_CALL,
     }
 )
+
+
+#: Deltas an item keeps apart before joining them into one string (:class:`TextParts`).
+PACK = 256
+
+
+class TextParts:
+    """An item's text as it streams, a delta at a time, kept compact until the item is done.
+
+    Each delta is a string of a token or so. Kept one object each until the end (what this replaced),
+    100k tokens were 100k small strings, 5 MB of the small-object allocator's arenas, and 20 concurrent
+    runs of 100k tokens left 123 MiB of arenas behind them (pinned by whatever long-lived object was
+    allocated among the strings). Here every :data:`PACK` deltas are joined into one string, so a few hundred
+    small strings are alive at a time, whatever the item's length.
+    """
+
+    __slots__ = ("_packed", "parts")
+
+    def __init__(self) -> None:
+        self._packed: list[str] = []
+        #: The deltas since the last pack. The per-token path appends here itself and calls :meth:`pack`
+        #: once there are :data:`PACK` (a method call a token cost 2 % of the pipeline's time).
+        self.parts: list[str] = []
+
+    def append(self, text: str) -> None:
+        parts = self.parts
+        parts.append(text)
+        if len(parts) >= PACK:
+            self.pack()
+
+    def pack(self) -> None:
+        """Join the deltas since the last pack into one string."""
+        self._packed.append("".join(self.parts))
+        self.parts.clear()
+
+    def text(self) -> str:
+        """Everything appended, in order."""
+        return "".join(self._packed + self.parts if self._packed else self.parts)
 
 
 class TextRewriter(Protocol):
@@ -62,7 +100,7 @@ class OpenItem:
         self.id = item_id
         self.call_id = call_id
         self.output_index = output_index
-        self.chunks: list[str] = []
+        self.chunks = TextParts()
         self.fields: dict[str, Any] = {}  # extra fields of the done item (tool items)
         self.rewriter: TextRewriter | None = None  # messages: rewrites their text (citations)
         # JSON arguments: cut at the end of their first complete value

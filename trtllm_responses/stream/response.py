@@ -63,7 +63,7 @@ from .events import (
     event_type_name,
     with_fields,
 )
-from .item import OpenItem, StreamStateError, TextRewriter
+from .item import PACK, OpenItem, StreamStateError, TextRewriter
 from .summary import ParkedReasoning, SummaryTransitions
 from .tool_items import ToolItemTransitions
 
@@ -144,7 +144,7 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
     @property
     def open_text(self) -> str:
         """The text of the item being streamed so far (message boundaries only: it joins the chunks)."""
-        return "".join(self._item.chunks) if self._item is not None else ""
+        return self._item.chunks.text() if self._item is not None else ""
 
     @property
     def called(self) -> bool:
@@ -268,7 +268,10 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
                 return []
         if item.rewriter is not None:
             return self._rewritten_delta(item, *item.rewriter.feed(text))
-        item.chunks.append(text)
+        parts = item.chunks.parts  # item.chunks.append(text), inlined: this runs once a token
+        parts.append(text)
+        if len(parts) >= PACK:
+            item.chunks.pack()
         if item.delta_type is None:  # web_search_call: its action is known only when done
             return []
         fields = item.delta_fields.copy()
@@ -314,7 +317,7 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
             events += self._rewritten_delta(item, item.rewriter.flush(), [])
             annotations = [AnnotationURLCitation.model_validate(a) for a in item.rewriter.annotations]
         self._item = None
-        text = "".join(item.chunks)
+        text = item.chunks.text()
         kind = item.target.kind
         if item.cutter is not None and item.cutter.dropped:
             logger.info(
@@ -418,7 +421,7 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
             self._held = None  # never shown: nothing to close
         if self._held is not None:  # a tool call that never ran
             item, self._held = self._held, None
-            done = build_output_item(item.target, item.id, "".join(item.chunks), "incomplete", item.call_id)
+            done = build_output_item(item.target, item.id, item.chunks.text(), "incomplete", item.call_id)
             done = with_fields(done, item.fields)
             self._output.append(done)
             events.append(self._emit(ResponseOutputItemDoneEvent, output_index=item.output_index, item=done))

@@ -38,7 +38,7 @@ from openai.types.responses.response_reasoning_summary_part_added_event import P
 from openai.types.responses.response_reasoning_summary_part_done_event import Part as DonePart
 
 from .events import event_type_name
-from .item import StreamStateError
+from .item import StreamStateError, TextParts
 
 __all__ = ["MAX_SUMMARIES", "ParkedReasoning", "SummaryTransitions"]
 
@@ -58,7 +58,7 @@ class ParkedReasoning:
         self.item_id = done.id
         self.output_index = output_index
         self.text = text
-        self.chunks: list[str] = []
+        self.chunks = TextParts()
         self.started = False
 
 
@@ -116,7 +116,7 @@ class SummaryTransitions:
         parked = self._parked()
         self.summary_due = None
         events: list[ResponseStreamEvent] = []
-        text = "".join(parked.chunks)
+        text = parked.chunks.text()
         done = parked.done
         if parked.started:
             where = {"item_id": parked.item_id, "output_index": parked.output_index, "summary_index": 0}

@@ -84,7 +84,7 @@ class ToolItemTransitions:
     def held(self) -> tuple[ItemTarget, str, str] | None:
         """The held tool call (target, item id, arguments), if one waits to be run."""
         item = self._held
-        return None if item is None else (item.target, item.id, "".join(item.chunks))
+        return None if item is None else (item.target, item.id, item.chunks.text())
 
     def hold_calls(
         self,
@@ -107,7 +107,7 @@ class ToolItemTransitions:
         if item.target.kind is not ItemKind.UNDECLARED_FUNCTION:
             raise StreamStateError("the held call has an item: close it with tool_finished")
         self._held = None
-        return item.target, "".join(item.chunks)
+        return item.target, item.chunks.text()
 
     def tool_item(self, target: ItemTarget, arguments: str, **fields: Any) -> list[ResponseStreamEvent]:
         """Open and hold a call the model did not write in this response (an approved call)."""
@@ -151,9 +151,9 @@ class ToolItemTransitions:
         item = self._require_held()
         self._held = None
         if item.target.kind is ItemKind.MULTI_AGENT_CALL:
-            return self._multi_agent_finished(item, "".join(item.chunks), str(fields.get("output", "")))
+            return self._multi_agent_finished(item, item.chunks.text(), str(fields.get("output", "")))
         _, completed, failed = TOOL_EVENTS.get(item.target.kind, (None, None, None))
-        base = build_output_item(item.target, item.id, "".join(item.chunks), status, item.call_id)
+        base = build_output_item(item.target, item.id, item.chunks.text(), status, item.call_id)
         done = with_fields(base, {**item.fields, **fields})
         if internal is not None:
             self._internal[item.output_index] = with_fields(base, {**item.fields, **internal})
