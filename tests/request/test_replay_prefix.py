@@ -243,9 +243,8 @@ def test_a_partial_match_whose_own_entry_evicts_it() -> None:
 
 def test_what_is_not_remembered() -> None:
     """Each bound of README's row, crossed: bodies under min_bytes, a fifth body alike in its first min_bytes,
-    more than MAX_ITEMS items, more than REMEMBERED_VALUES values."""
-    from trtllm_responses.request.body import REMEMBERED_VALUES
-    from trtllm_responses.request.replay_prefix import BUCKET_ENTRIES, MAX_ITEMS
+    more than MAX_ITEMS items, more than MAX_VALUES values."""
+    from trtllm_responses.request.replay_prefix import BUCKET_ENTRIES, MAX_ITEMS, MAX_VALUES
 
     prefixes = ReplayPrefixes(1 << 30, min_bytes=4096)
     decoder = BodyDecoder(max_values=1 << 20, prefixes=prefixes)
@@ -262,7 +261,7 @@ def test_what_is_not_remembered() -> None:
         assert kept == BUCKET_ENTRIES
         many = [{"role": "user", "content": "x"} for _ in range(MAX_ITEMS + 1)]
         assert await count_after({"model": "m", "other": "y" * 5000, "input": many}) == BUCKET_ENTRIES
-        values = [{"role": "user", "content": [0] * (REMEMBERED_VALUES // 10)} for _ in range(11)]
+        values = [{"role": "user", "content": [0] * (MAX_VALUES // 10)} for _ in range(11)]
         assert await count_after({"model": "m", "other": "w" * 5000, "input": values}) == BUCKET_ENTRIES
         assert (
             await count_after({"model": "m", "other": "v" * 5000, "input": values[:9]}) == BUCKET_ENTRIES + 1

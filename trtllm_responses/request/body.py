@@ -35,7 +35,6 @@ __all__ = [
     "INLINE_PARSE_VALUES",
     "MAX_JSON_DEPTH",
     "MAX_JSON_VALUES",
-    "REMEMBERED_VALUES",
     "VALUE_BYTES",
     "BodyDecoder",
     "JsonBody",
@@ -55,9 +54,6 @@ MAX_JSON_VALUES = 1 << 18
 INLINE_PARSE_BYTES = 1 << 20
 #: Values (``count_values``' upper bound, strings included: a cheap count) of a body parsed on the loop.
 INLINE_PARSE_VALUES = 16 << 10
-#: Bodies of at most this many values are remembered for the replays that repeat them (``replay_prefix.py``:
-#: learning where their items end is a step per item, on the loop).
-REMEMBERED_VALUES = 1 << 16
 #: About what CPython holds per counted value once a body is parsed (an object, a list slot, a short
 #: string: 8 to 75 bytes measured), for budgets of what parsed bodies hold (a WebSocket's queue).
 VALUE_BYTES = 64
@@ -219,7 +215,7 @@ class BodyDecoder:
         if found is not None:
             return found
         body = await self._decode(raw)
-        return prefixes.remember(raw, body) if body.values <= REMEMBERED_VALUES else body
+        return prefixes.remember(raw, body)
 
     async def _decode(self, raw: bytes | str) -> JsonBody:
         if len(raw) <= self.inline_bytes:

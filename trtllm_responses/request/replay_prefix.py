@@ -41,7 +41,14 @@ from ..core import InvalidRequestError
 from .body import VALUE_BYTES, JsonBody, check_depth, structure_count
 from .items import InputItem, parse_item
 
-__all__ = ["BUCKET_ENTRIES", "DEFAULT_REPLAY_PREFIX_BYTES", "MIN_BYTES", "ReplayPrefixes"]
+__all__ = [
+    "BUCKET_ENTRIES",
+    "DEFAULT_REPLAY_PREFIX_BYTES",
+    "MAX_ITEMS",
+    "MAX_VALUES",
+    "MIN_BYTES",
+    "ReplayPrefixes",
+]
 
 #: Default bound of what the remembered prefixes hold.
 DEFAULT_REPLAY_PREFIX_BYTES = 128 << 20
@@ -49,8 +56,10 @@ DEFAULT_REPLAY_PREFIX_BYTES = 128 << 20
 MIN_BYTES = 64 << 10
 #: Entries kept under one bucket (bodies alike in their first MIN_BYTES), most recent first tried.
 BUCKET_ENTRIES = 4
-#: Bodies with more input items than this are not remembered (learning where items end is per item).
+#: Bodies with more input items, or more values, than these are not remembered (learning where their items
+#: end is a step per item, on the loop).
 MAX_ITEMS = 4096
+MAX_VALUES = 1 << 16
 
 _SEPARATOR = re.compile(rb"[ \t\r\n]*,[ \t\r\n]*")
 _OPEN = re.compile(rb"[ \t\r\n]*")
@@ -187,7 +196,7 @@ class ReplayPrefixes:
             or not items
         ):
             return body
-        if len(items) > MAX_ITEMS or not isinstance(items[0], dict):
+        if len(items) > MAX_ITEMS or body.values > MAX_VALUES or not isinstance(items[0], dict):
             return body
         first = orjson.dumps(items[0])
         at = raw.find(first)
