@@ -273,15 +273,22 @@ def unseal_items(
 def unseal_input(items: str | tuple[InputItem, ...], sealer: ContentSealer) -> str | tuple[InputItem, ...]:
     """A request's typed ``input`` with encrypted content opened (:func:`unseal_items`; the same object when
     there is none to open)."""
-    if isinstance(items, str) or not any(
-        isinstance(item, Compaction)
-        or (isinstance(item, Reasoning) and item.data.get("encrypted_content") is not None)
-        for item in items
-    ):
+    if isinstance(items, str):
         return items
-    if not any(isinstance(item, Reasoning) and is_tool_read(item.data) for item in items):
-        # Each item opens alone: kept on the item, so a replay's repeated items open once (``items.py``).
-        return tuple(_opened(item, f"input[{i}]", sealer) for i, item in enumerate(items))
+    opened: list[InputItem] = []
+    changed = False
+    for i, item in enumerate(items):
+        if isinstance(item, Reasoning) and is_tool_read(item.data):  # merged into its neighbour: all at once
+            return _unseal_with_carriers(items, sealer)
+        # Each other item opens alone, kept on the item: a replay's repeated items open once (``items.py``).
+        one = _opened(item, f"input[{i}]", sealer)
+        changed = changed or one is not item
+        opened.append(one)
+    return tuple(opened) if changed else items
+
+
+def _unseal_with_carriers(items: tuple[InputItem, ...], sealer: ContentSealer) -> tuple[InputItem, ...]:
+    """``items`` opened by :func:`unseal_items`, tool-read carriers among them."""
     data = [item.data for item in items]
     opened = unseal_items(data, sealer)
     # Only the items opened here are typed again (a replay's other 100+ items keep theirs).
