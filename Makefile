@@ -24,7 +24,7 @@ CLAUDE_CODE_VERSION ?= 2.1.332
 CLAUDE_CODE_DIR := .claude-code
 CLAUDE_CODE_STAMP := $(CLAUDE_CODE_DIR)/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: run test lint bench install clean compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx litellm-client
+.PHONY: run test lint bench docs install clean compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx litellm-client
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (README, "Stores").
@@ -34,10 +34,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test and client extras: a few minutes)"
+	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test, client and docs extras: a few minutes)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" "$(XGRAMMAR_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided]"
+	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided,docs]"
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
@@ -115,8 +115,15 @@ nginx:
 test: $(STAMP) codex-cli claude-code redis-server bubblewrap nginx litellm-client
 	$(BIN)/python -m pytest -q
 
+# The benchmarks draw their charts (benchmarks/charts/*.svg) with matplotlib: the `bench` extra.
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	$(BIN)/python benchmarks/run_all.py
+
+# The manual (docs/, mkdocs.yml) into site/. --strict: a link to a missing page or heading anchor fails the
+# build (mkdocs.yml's `validation`); tests/package/test_docs.py runs the same build in `make test`.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The Open Responses compliance suite's own runner (bun, from npm) against the echo server on loopback.
 # OPENRESPONSES: a checkout of the openresponses repository (it holds bin/compliance-test.ts).
@@ -126,9 +133,9 @@ compliance: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	$(BIN)/ruff check trtllm_responses tests
+	$(BIN)/ruff check trtllm_responses tests benchmarks scripts
 	$(BIN)/ruff format --check trtllm_responses tests benchmarks scripts
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(CODEX_DIR) $(CLAUDE_CODE_DIR) $(LITELLM_VENV) .venv-xgrammar-*
+	rm -rf $(VENV) build site *.egg-info $(CODEX_DIR) $(CLAUDE_CODE_DIR) $(LITELLM_VENV) .venv-xgrammar-*
