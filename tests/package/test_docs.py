@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Where code lives: the places whose citations must resolve.
-WHERE = ("trtllm_responses", "tests", "benchmarks", "scripts", "Makefile", "pyproject.toml")
+#: Where code lives, and README (its links into the manual): the places whose citations must resolve.
+WHERE = ("trtllm_responses", "tests", "benchmarks", "scripts", "Makefile", "pyproject.toml", "README.md")
 SUFFIXES = {".py", ".toml", ".cfg", ".txt", ".sh", ".yml", ".yaml", ".md"}
 CITATION = re.compile(r"docs/([A-Za-z0-9_.-]+\.md)(?:#([A-Za-z0-9_-]+))?")
 #: README then a comma, a colon, a space, 's or a parenthesis, then a quoted name (maybe on the next line).
