@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# `make run` installs what serving needs and nothing else (`pip install -e .`: README, "Set-up", measured there);
+# `make run` installs what serving needs and nothing else (`pip install -e .`: docs/index.md#set-up, measured
+# there);
 # `make test` adds the test stack below (CPU torch, xgrammar, the test and client extras).
 RUN_STAMP := $(VENV)/.installed-run
 # The guided-decoding proof (tests/constraints/test_guided_*.py, the fake TensorRT-LLM) runs xgrammar on CPU, with the
@@ -24,20 +25,20 @@ CLAUDE_CODE_VERSION ?= 2.1.332
 CLAUDE_CODE_DIR := .claude-code
 CLAUDE_CODE_STAMP := $(CLAUDE_CODE_DIR)/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: run test lint bench install clean compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx litellm-client
+.PHONY: run test lint bench docs install clean compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx litellm-client
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
-# PyPI's bundled builds are years old (README, "Stores").
+# PyPI's bundled builds are years old (docs/stores-and-frontends.md#stores).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test and client extras: a few minutes)"
+	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test, client and docs extras: a few minutes)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" "$(XGRAMMAR_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided]"
+	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided,docs]"
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
@@ -62,7 +63,8 @@ $(CLAUDE_CODE_STAMP):
 claude-code: $(CLAUDE_CODE_STAMP)
 
 # LiteLLM, for tests/clients/test_chat_clients.py, in a virtualenv of its own: its releases that accept openai 3
-# (which openai-agents needs) require a certifi newer than some package indexes hold (README, "Chat Completions").
+# (which openai-agents needs) require a certifi newer than some package indexes hold
+# (docs/chat-completions.md#chat-completions).
 LITELLM_VENV := .venv-litellm
 LITELLM_STAMP := $(LITELLM_VENV)/.installed
 
@@ -75,8 +77,8 @@ litellm-client: $(LITELLM_STAMP)
 
 # The guided-decoding proof on the other xgrammar releases TensorRT-LLM pins (0.1.32: 1.2.1 to 1.4.0rc1; 0.2.8:
 # the newest), each in a venv of its own beside the default one (0.1.25): the constraints tests, the fake's
-# adversarial sampler and the reader at GUIDED_MATRIX_SEEDS seeds per kind (README, "Tools, structured outputs
-# and constraints"; results in benchmarks/RESULTS.md).
+# adversarial sampler and the reader at GUIDED_MATRIX_SEEDS seeds per kind
+# (docs/tools.md#tools-structured-outputs-and-constraints; results in benchmarks/RESULTS.md).
 GUIDED_MATRIX ?= 0.1.32 0.2.8
 GUIDED_MATRIX_SEEDS ?= 40
 
@@ -100,7 +102,9 @@ redis-server:
 	@command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends redis-server; }
 
-# `--python_tool local` runs model-written code in a bubblewrap sandbox (README, "python"): Debian's package.
+# `--python_tool local` runs model-written code in a bubblewrap sandbox
+# (docs/server-run-tools.md#gpt-osss-own-tools-python-code_interpreter-and-browser-web_search): Debian's
+# package.
 bubblewrap:
 	@command -v bwrap >/dev/null || [ -x /usr/bin/bwrap ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends bubblewrap; }
@@ -115,8 +119,15 @@ nginx:
 test: $(STAMP) codex-cli claude-code redis-server bubblewrap nginx litellm-client
 	$(BIN)/python -m pytest -q
 
+# The benchmarks draw their charts (benchmarks/charts/*.svg) with matplotlib: the `bench` extra.
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	$(BIN)/python benchmarks/run_all.py
+
+# The manual (docs/, mkdocs.yml) into site/. --strict: a link to a missing page or heading anchor fails the
+# build (mkdocs.yml's `validation`); tests/package/test_docs.py runs the same build in `make test`.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The Open Responses compliance suite's own runner (bun, from npm) against the echo server on loopback.
 # OPENRESPONSES: a checkout of the openresponses repository (it holds bin/compliance-test.ts).
@@ -126,9 +137,9 @@ compliance: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	$(BIN)/ruff check trtllm_responses tests
+	$(BIN)/ruff check trtllm_responses tests benchmarks scripts
 	$(BIN)/ruff format --check trtllm_responses tests benchmarks scripts
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(CODEX_DIR) $(CLAUDE_CODE_DIR) $(LITELLM_VENV) .venv-xgrammar-*
+	rm -rf $(VENV) build site *.egg-info $(CODEX_DIR) $(CLAUDE_CODE_DIR) $(LITELLM_VENV) .venv-xgrammar-*

@@ -3,7 +3,7 @@
 A session's turn t adds: on turn 1, Codex's first user messages (AGENTS.md and the environment, the
 task); after a ``shell`` call, that call's output (a file's numbered lines, ~2.4k tokens early to
 ~3.5k late); after a final answer, a new user request; and last, the short user message the echo
-executor obeys (README, "The echo executor"): ``call shell {...}``, or ``#lorem 48`` on every
+executor obeys (docs/echo-executor.md#the-echo-executor): ``call shell {...}``, or ``#lorem 48`` on every
 ``answer_every``-th turn, a final answer. The model's output items come back exactly as the server
 returned them (encrypted reasoning included). Deterministic, so every run sends the same prompts.
 """

@@ -34,6 +34,10 @@ across sessions:
 
     python benchmarks/agent_session.py [--sessions 1,8[,64]] [--turns 40] [--answer-every 10] [--gap-ms 0]
                                        [--ways replay,previous_response_id,websocket] [--no-reuse] [--json]
+                                       [--no-charts]
+
+Unless ``--no-charts``, it draws the per-turn server-added latency of each way and session count into
+``benchmarks/charts/agent_session.svg`` (``charts.py``; matplotlib, the ``bench`` extra).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import charts  # noqa: E402
 from _codex_session import WAYS, Session, is_answer_turn, request_body  # noqa: E402
 from _server import pin_this_process, start_server, stop  # noqa: E402
 
@@ -531,6 +536,17 @@ def print_report(result: dict[str, Any]) -> None:
         print(f"{'MET ' if check['met'] else 'MISS'}  {check['target']}  {check['value']}")
 
 
+def draw_chart(result: dict[str, Any]) -> None:
+    """Server-added latency by turn, per way and session count: benchmarks/charts/agent_session.svg."""
+    configuration = (
+        f"sessions {','.join(map(str, result['sessions']))}, {result['turns']} turns, "
+        f"repeat {result['repeat']}, gap {result['gap_ms']:g} ms, frontends {result['frontends']}"
+    )
+    path = charts.agent_session_chart(result["runs"], configuration)
+    if path is not None:
+        print(f"chart: {path}", file=sys.stderr)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -561,6 +577,11 @@ def main() -> int:
         help="runs of each way and session count, each on a fresh server; per turn, the median of the runs",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--no-charts",
+        action="store_true",
+        help="draw no chart (default: benchmarks/charts/agent_session.svg)",
+    )
     args = parser.parse_args()
     ways = [w for w in args.ways.split(",") if w]
     unknown = set(ways) - set(WAYS)
@@ -591,6 +612,8 @@ def main() -> int:
             result["runs"][way] = {str(n): repeated_runs(way, n, plan, key_file, args.repeat) for n in counts}
     result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     result["targets"] = against_targets(result["runs"], result["prefix_reuse"])
+    if not args.no_charts:
+        draw_chart(result)
     if args.json:
         print(json.dumps(result))
     else:

@@ -7,6 +7,12 @@ parser-only cost per token measured in the same run (openai-harmony's
 StreamableParser over the same completion).
 
     python benchmarks/http_stream.py [--concurrency 64] [--lorem 2000] [--duration 15] [--runs 3] [--json]
+                                     [--sweep 8,16,32,128] [--no-charts]
+
+``--sweep`` adds one run at each other concurrency, on the same server after the main runs (their figures
+are reported under ``by_concurrency`` beside the main runs' medians, which they do not change). Unless
+``--no-charts``, tokens/s and server CPU per token against concurrency are drawn into
+``benchmarks/charts/http_stream.svg`` (``charts.py``; matplotlib, the ``bench`` extra).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import charts  # noqa: E402
 from _server import pin_this_process, report, start_server, stop  # noqa: E402
 from micro_pipeline import completion_tokens, run_parser  # noqa: E402
 
@@ -39,19 +46,25 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=15.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--sweep", default="", help="other concurrencies, one run each (e.g. 8,16,32,128)")
+    ap.add_argument("--no-charts", action="store_true", help="draw no chart")
     args = ap.parse_args()
+    sweep = [int(n) for n in args.sweep.split(",") if n and int(n) != args.concurrency]
 
-    def load(process: Any, url: str) -> list[dict[str, Any]]:
+    def load(
+        process: Any, url: str, concurrency: int | None = None, runs: int | None = None
+    ) -> list[dict[str, Any]]:
+        concurrency = concurrency or args.concurrency
         config = BenchConfig(
             base_url=url,
-            concurrency=args.concurrency,
+            concurrency=concurrency,
             lorem=args.lorem,
             duration=args.duration,
-            warmup=args.concurrency,
+            warmup=concurrency,
             server_pid=process.pid,
             progress=False,
         )
-        return [run_bench(config).summary for _ in range(args.runs)]
+        return [run_bench(config).summary for _ in range(runs or args.runs)]
 
     pinned = pin_this_process()
     server, url = start_server()
@@ -59,6 +72,7 @@ def main() -> None:
         floor_before = parser_floor_us(args.lorem)
         summaries = load(server, url)
         floor_after = parser_floor_us(args.lorem)
+        swept = {n: load(server, url, n, runs=1)[0] for n in sweep}
     finally:
         stop(server)
     bare, bare_url = start_server(
@@ -103,7 +117,41 @@ def main() -> None:
     result["share_of_bare_starlette"] = round(
         result["output_tokens_per_s"] / result["bare_starlette_tokens_per_s"], 3
     )
+    result["by_concurrency"] = sorted(
+        [point(args.concurrency, result), *(point(n, s) for n, s in swept.items())],
+        key=lambda p: p["concurrency"],
+    )
+    if not args.no_charts:
+        draw_chart(args, result)
     report(result, args.json)
+
+
+def point(concurrency: int, figures: dict[str, Any]) -> dict[str, Any]:
+    """One concurrency's figures for ``by_concurrency`` (the main runs' medians, or a sweep's one run)."""
+    ttft = figures["ttft_ms"]["p50"] if isinstance(figures.get("ttft_ms"), dict) else figures["ttft_ms_p50"]
+    return {
+        "concurrency": concurrency,
+        "output_tokens_per_s": round(figures["output_tokens_per_s"], 1),
+        "server_us_per_token": figures["server_us_per_token"],
+        "ttft_ms_p50": ttft,
+        "errors": figures["errors"],
+    }
+
+
+def draw_chart(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """Throughput and CPU per token against concurrency: benchmarks/charts/http_stream.svg."""
+    configuration = (
+        f"#lorem {args.lorem}, {args.duration:g} s a run, {args.runs} runs at {args.concurrency} streams "
+        f"(median), 1 run at each other; pinned: {result['pinned']}"
+    )
+    floors = {"concurrency": args.concurrency, **{k: result[k] for k in FLOORS}}
+    path = charts.http_stream_chart(result["by_concurrency"], floors, configuration)
+    if path is not None:
+        print(f"chart: {path}", file=sys.stderr)
+
+
+#: The same run's references drawn beside the curve.
+FLOORS = ("bare_starlette_tokens_per_s", "bare_starlette_us_per_token", "parser_only_us_per_token")
 
 
 if __name__ == "__main__":

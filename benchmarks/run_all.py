@@ -59,7 +59,7 @@ def main() -> int:
     results: dict[str, Any] = {"machine": machine()}
     results["pipeline"] = run("micro_pipeline.py", "--repeat", "21")
     results["prompt"] = run("micro_prompt.py")
-    results["http"] = run("http_stream.py", "--duration", "10", "--runs", "5")
+    results["http"] = run("http_stream.py", "--duration", "10", "--runs", "5", "--sweep", "8,16,32,128")
     results["chat"] = run("chat_stream.py", "--duration", "8", "--runs", "3")
     results["latency"] = run("latency.py")
     results["store"] = run("store_memory.py")

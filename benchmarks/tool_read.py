@@ -1,7 +1,7 @@
 """What a tool-read carrier costs: sealing and opening a browser page's read fields (responses/sealing.py).
 
 Two pages: the one ``builtin_tools.py`` opens (a ~1.9 MiB HTML page of 8,000 paragraphs and links,
-repetitive, so it compresses well) and 256 KiB of README.md's words in random order (compresses a
+repetitive, so it compresses well) and 256 KiB of the words of README.md and docs/ in random order (compresses a
 little worse than prose). Each as a ``web_search_call`` carrier holds it: its text (capped at
 STORED_PAGE_CHARS), its link map and the window the model read. Sealing runs on the event loop once
 per browser call (when encrypted reasoning is asked for); opening once per replayed call.
@@ -30,7 +30,12 @@ def main(runs: int) -> None:
     measure(
         "the 1.9 MiB HTML page", Page(url="http://127.0.0.1/big", title=title, text=text, urls=urls), runs
     )
-    words = (Path(__file__).parent.parent / "README.md").read_text().split()
+    root = Path(__file__).parent.parent
+    words = [
+        w
+        for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+        for w in page.read_text().split()
+    ]
     rng = random.Random(0)
     prose = " ".join(rng.choice(words) for _ in range(STORED_PAGE_CHARS // 4))[:STORED_PAGE_CHARS]
     measure("256 KiB of shuffled words", Page(url="http://h/p", title="p", text=prose), runs)

@@ -1,7 +1,7 @@
 """Print pip constraints that keep what TensorRT-LLM pins in its container, and nothing else.
 
-Run inside NVIDIA's TensorRT-LLM container, before installing trtllm-responses (README, "Installing into
-NVIDIA's TensorRT-LLM release container"):
+Run inside NVIDIA's TensorRT-LLM container, before installing trtllm-responses
+(docs/serving-on-tensorrt-llm.md#installing-into-nvidias-tensorrt-llm-release-container):
 
     python3 scripts/container_pins.py > /tmp/container-pins.txt
     pip install -c /tmp/container-pins.txt /src/trtllm-responses

@@ -3,8 +3,9 @@
 The names a program embedding the server uses, each importable from here (``from
 trtllm_responses import create_app``) or from its own package, as listed in ``_PUBLIC``. They
 are resolved on first use, so importing one layer (a render worker importing ``harmony``)
-never loads the server. The packages, bottom to top (each imports only those before it; README,
-"Layout"): core, ops, request, harmony, constraints, adapter, executors, stream, tools, store,
+never loads the server. The packages, bottom to top (each imports only those before it;
+docs/architecture.md#layout): core, ops, request, harmony, constraints, adapter, executors, stream, tools,
+store,
 responses, server, cli.
 """
 

@@ -1,5 +1,6 @@
 """``serve --num_serve_frontends 2``: two processes on one port, the store shared, every feature through
-either (README, "Many frontends"). Each test starts its own group (and Redis where it needs one) on
+either (docs/stores-and-frontends.md#many-frontends-num_serve_frontends). Each test starts its own group (and
+Redis where it needs one) on
 free loopback ports and stops them.
 
 Which frontend answers a connection is the kernel's choice (``SO_REUSEPORT``); a test that needs a given

@@ -60,7 +60,8 @@ def test_flags_map_to_llm_arguments(tmp_path: Path) -> None:
         "tokenizer": "/tok",
         "backend": "pytorch",
         "kv_cache_config": {"enable_block_reuse": True, "free_gpu_memory_fraction": 0.8},
-        "enable_chunked_prefill": True,  # on unless turned off (README, "Long prompts")
+        # on unless turned off (docs/serving-on-tensorrt-llm.md#serving-gpt-oss-on-tensorrt-llm)
+        "enable_chunked_prefill": True,
     }
     assert plan.model_type == "gpt_oss" and plan.sources["tensor_parallel_size"] == "flag"
 

@@ -1,7 +1,7 @@
 """Chat Completions clients against the echo server on loopback: the Agents SDK's
 ``OpenAIChatCompletionsModel``, LangChain's ``ChatOpenAI`` and LiteLLM's ``completion``.
 
-LiteLLM runs from its own virtualenv (``make litellm-client``, README "Chat Completions"):
+LiteLLM runs from its own virtualenv (``make litellm-client``, docs/chat-completions.md#chat-completions):
 its releases that accept ``openai`` 3 (which ``openai-agents`` needs) require a ``certifi``
 newer than the package index this project is tested against holds.
 """

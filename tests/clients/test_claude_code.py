@@ -3,7 +3,8 @@
 Each run is a real ``claude -p ... --output-format json`` subprocess with a HOME of its own and nothing but
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` (and a model name) set, plus the variables that turn off its
 telemetry and auto-update. Claude Code sends its own long system prompt and tools (Agent, Bash, Edit,
-Read, Write, …); the echo executor's rules (README, "The echo executor") read the user's words without the
+Read, Write, …); the echo executor's rules (docs/echo-executor.md#the-echo-executor) read the user's words
+without the
 ``<system-reminder>`` blocks Claude Code puts before them, and a ``#steps`` script drives its tool loop.
 Skipped when no Claude Code binary is installed (``make test`` installs one under ``.claude-code/``).
 """

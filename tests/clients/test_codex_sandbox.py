@@ -1,10 +1,11 @@
-"""Codex's own sandbox and where ``CODEX_HOME`` lives (README, "Codex").
+"""Codex's own sandbox and where ``CODEX_HOME`` lives (docs/agent-clients.md#codex).
 
 Codex puts its helpers (``codex-linux-sandbox``, ``apply_patch``) on ``PATH`` from a directory under
 ``CODEX_HOME`` and refuses to create them under the system temporary directory (``$TMPDIR``, else
 ``/tmp``): it warns "could not create PATH aliases" and goes on, and then every sandboxed command
 fails (``bwrap: execvp codex-linux-sandbox: No such file or directory``) and every patch is not
-written, while ``codex exec`` still exits 0. So README's example keeps ``CODEX_HOME`` out of the
+written, while ``codex exec`` still exits 0. So the example in docs/agent-clients.md#codex keeps
+``CODEX_HOME`` out of the
 temporary directory. Here the test's temporary directory stands for ``/tmp`` (``TMPDIR`` is set for
 Codex), so both cases run hermetically: a home inside it fails as a user's would, a home beside it
 works with Codex's ``workspace-write`` sandbox on.

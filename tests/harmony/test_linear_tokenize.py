@@ -29,7 +29,11 @@ def _corpus() -> dict[str, str]:
     rng = random.Random(7)
     root = ROOT
     return {
-        "readme": (root / "README.md").read_text(encoding="utf-8"),
+        # The README as it was before its sections moved into docs/: the front door and the manual's pages.
+        "readme": "\n".join(
+            page.read_text(encoding="utf-8")
+            for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+        ),
         "python": inspect.getsource(trtllm_responses.responses.service) + inspect.getsource(textwrap),
         "json": json.dumps(
             json.loads((DATA / "openresponses-openapi.json").read_text())["components"]["schemas"][

@@ -1,4 +1,4 @@
-"""The package's layering (README, "Layout"), written as data: :data:`CONTRACT`.
+"""The package's layering (docs/architecture.md#layout), written as data: :data:`CONTRACT`.
 
 An ``ast`` walk over ``trtllm_responses/`` reads every import, at module level, inside functions
 and under ``TYPE_CHECKING`` alike (an import only a type checker follows is still a dependency,
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from support.paths import PACKAGE
 
-#: The layers, bottom to top (README, "Layout"): a layer may only use layers before it.
+#: The layers, bottom to top (docs/architecture.md#layout): a layer may only use layers before it.
 LAYERS = [
     "core",
     "ops",

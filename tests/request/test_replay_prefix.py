@@ -242,7 +242,7 @@ def test_a_partial_match_whose_own_entry_evicts_it() -> None:
 
 
 def test_what_is_not_remembered() -> None:
-    """Each bound of README's row, crossed: bodies under min_bytes, a fifth body alike in its first min_bytes,
+    """Each bound of its row in docs/limits.md#hostile-input-and-limits, crossed: bodies under min_bytes, a fifth body alike in its first min_bytes,
     more than MAX_ITEMS items, more than MAX_VALUES values."""
     from trtllm_responses.request.replay_prefix import BUCKET_ENTRIES, MAX_ITEMS, MAX_VALUES
 

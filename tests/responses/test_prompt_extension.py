@@ -1,6 +1,7 @@
 """Prompts that extend each other: each turn of an agent's session starts with the previous turn's prompt
-followed by what the model wrote, so an engine's KV-cache block reuse finds all of it (README, "Long agent
-loops"). Driven as Codex drives the server (replay with ``store: false``), as the SDK continues a stored
+followed by what the model wrote, so an engine's KV-cache block reuse finds all of it
+(docs/agents-and-long-sessions.md#long-agent-loops). Driven as Codex drives the server (replay with ``store:
+false``), as the SDK continues a stored
 response (``previous_response_id``) and over WebSocket; the prompts and outputs are the executor's own.
 
 The one break Harmony forces: after a final answer, the finished turns' reasoning is dropped, so the next
@@ -30,7 +31,7 @@ SHELL = {
         "required": ["command"],
     },
 }
-#: Each turn's steering for the echo (README, "The echo executor"): a call, or a final answer.
+#: Each turn's steering for the echo (docs/echo-executor.md#the-echo-executor): a call, or a final answer.
 STEERING = [
     *[f'call shell {{"command":["cat","src/module_{t}.py"]}}' for t in range(1, 4)],
     "#lorem 12",

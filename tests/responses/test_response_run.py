@@ -1,4 +1,4 @@
-"""ResponseRun: one handle per running response (README, "Layout": the run's life).
+"""ResponseRun: one handle per running response (docs/architecture.md#the-runs-life).
 
 What prepare decided is frozen; the run holds the live state; cancel is an event the run reacts to
 (one abort, repeated at most once when the executor had not registered the generation yet), never a

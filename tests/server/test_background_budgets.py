@@ -164,8 +164,9 @@ def test_a_forgotten_run_is_freed_when_it_is_forgotten(fast: RunningServer) -> N
         pytest.fail("a full collection ran during each attempt")
 
 
-#: What RSS may hold beyond what the budgets count once runs are done (README "Hostile input and
-#: limits"): the recorded events' budget, the stored responses' and the remembered histories' bytes.
+#: What RSS may hold beyond what the budgets count once runs are done
+#: (docs/limits.md#hostile-input-and-limits): the recorded events' budget, the stored responses' and the
+#: remembered histories' bytes.
 RSS_OVERHEAD = 16 << 20
 
 

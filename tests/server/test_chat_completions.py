@@ -1,6 +1,7 @@
 """``POST /v1/chat/completions`` through the official ``openai`` SDK (strict response validation) on loopback.
 
-The echo executor's rules (README) drive "the model": ``#lorem N``, ``call NAME {json}``, the
+The echo executor's rules (docs/echo-executor.md#the-echo-executor) drive "the model": ``#lorem N``, ``call
+NAME {json}``, the
 first declared function when tools are given, JSON under a response format, ``#prompt``.
 """
 

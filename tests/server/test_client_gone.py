@@ -4,7 +4,7 @@ Before: a non-streamed response (Responses, Chat Completions with n = 1, 4, 16, 
 generating to its end after its client left (19-28 s on the attack's echo); only streams stopped.
 Each test starts a long generation on a paced echo, waits until the executor has every generation
 of the request, hangs up, and measures how long the generations outlive their client: at most 1 s
-(README "Hostile input and limits"). A background response is the exception: its client may leave.
+(docs/limits.md#hostile-input-and-limits). A background response is the exception: its client may leave.
 """
 
 from __future__ import annotations

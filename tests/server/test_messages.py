@@ -1,7 +1,8 @@
 """``/v1/messages`` (Anthropic's Messages API) through the official ``anthropic`` SDK on loopback.
 
 Every message validates as the SDK's ``Message``; every streamed event as its ``RawMessageStreamEvent``
-(``support.messages_grammar`` also checks their order). The echo executor's rules (README) drive "the
+(``support.messages_grammar`` also checks their order). The echo executor's rules
+(docs/echo-executor.md#the-echo-executor) drive "the
 model": a plain answer echoes the user, ``#lorem N``, the first declared function when tools are given,
 ``call NAME {json}``, a tool's output answered ``NAME returned: C``, ``#prompt``.
 """

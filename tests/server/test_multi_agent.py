@@ -1,4 +1,4 @@
-"""The beta multi-agent surface (README, "Multi-agent responses (beta)") through ``client.beta.responses``.
+"""The beta multi-agent surface (docs/agent-clients.md#multi-agent-responses-beta) through ``client.beta.responses``.
 
 Every response and event is validated against the SDK's beta models (``model_validate``, never
 ``construct``), over HTTP (streaming and not) and WebSocket, against a real server on loopback. The

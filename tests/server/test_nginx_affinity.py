@@ -1,5 +1,6 @@
 """Session affinity in a real deployment: Debian's nginx, configured with ``examples/nginx-session-affinity.conf``
-as it is, in front of two ``serve`` processes sharing one real redis-server (README, "Session affinity").
+as it is, in front of two ``serve`` processes sharing one real redis-server
+(docs/stores-and-frontends.md#session-affinity).
 
 A 40-turn session stays on one replica; killing that replica moves the session to the other without
 losing a turn (the store is shared; the KV cache is cold there). A turn in flight when its replica dies

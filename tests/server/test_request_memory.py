@@ -2,7 +2,7 @@
 
 Before: one 105-byte chat request (n 16, top_logprobs 20, 6,000 tokens) raised the server's RSS by
 2.15 GB and kept it. Logprob entries (choices x (top_logprobs + 1) x output tokens) are now capped at
-``MAX_LOGPROB_ENTRIES`` (README "Hostile input and limits"): an explicit max past it is a 400 before
+``MAX_LOGPROB_ENTRIES`` (docs/limits.md#hostile-input-and-limits): an explicit max past it is a 400 before
 anything is rendered, an implicit one stops there.
 """
 

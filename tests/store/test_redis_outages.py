@@ -1,9 +1,9 @@
-"""Redis dying under two real ``serve`` processes: every promise of README's "Stores" still holds.
+"""Redis dying under two real ``serve`` processes: every promise of docs/stores-and-frontends.md#stores still holds.
 
 Before: a replica following another's background response through Redis had its stream cut with
 no terminal event when Redis died; the owner's response, whose final store write failed, was a 404
 forever without a word; ``store: true`` requests generated in full and answered 200 ``failed``
-while Redis was down, where README promises a 503.
+while Redis was down, where docs/stores-and-frontends.md#stores promises a 503.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ def _claude() -> str | None:
 
 CLAUDE = _claude()
 
-#: What keeps Claude Code off the network but for the server it is pointed at (README, "Claude Code").
+#: What keeps Claude Code off the network but for the server it is pointed at
+#: (docs/anthropic-messages.md#claude-code).
 QUIET = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no telemetry, error reports, auto-update, feedback
     "DISABLE_AUTOUPDATER": "1",

@@ -33,7 +33,8 @@ def golden_conversation(encoding: HarmonyEncoding, messages: list[Message]) -> l
     """openai-harmony's own render of ``messages`` for completion, each call's header as gpt-oss writes it.
 
     harmony renders a call ``<|start|>assistant to=R<|channel|>C…``; the server renders it as the model
-    writes it, ``<|start|>assistant<|channel|>C to=R…`` (README, "Long agent loops"). Only those headers
+    writes it, ``<|start|>assistant<|channel|>C to=R…`` (docs/agents-and-long-sessions.md#long-agent-loops).
+    Only those headers
     are rewritten here (decoded, reordered, encoded again); every other token is harmony's.
     """
     tokens = encoding.harmony.render_conversation_for_completion(

@@ -295,7 +295,9 @@ def test_a_fork_bomb_is_bounded(client: openai.OpenAI) -> None:
 def test_memory_is_bounded_across_children(client: openai.OpenAI) -> None:
     sandbox = setup_sandbox(PythonLimits(memory_bytes=MEMORY_MB << 20))
     if sandbox.cgroups is None:
-        pytest.skip("no cgroup here: total memory is bounded by processes x RLIMIT_AS only (README)")
+        pytest.skip(
+            "no cgroup here: total memory is bounded by processes x RLIMIT_AS only (docs/server-run-tools.md#gpt-osss-own-tools-python-code_interpreter-and-browser-web_search)"
+        )
     # Three children of 200 MB each (each under RLIMIT_AS), 600 MB in all against a 384 MiB budget.
     code = """
     import os, time

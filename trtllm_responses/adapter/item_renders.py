@@ -1,4 +1,4 @@
-"""Rendered input items found again by their content (README, "Long agent loops": replayed histories).
+"""Rendered input items found again by their content (docs/agents-and-long-sessions.md#replayed-histories).
 
 Clients that replay the whole conversation every turn (Codex, the Agents SDK: ``store: false``, no
 ``previous_response_id``) send the same items again and again. :class:`ItemRenders` keeps what an

@@ -4,7 +4,7 @@ A bundle holds ``manifest.json`` (the source checkpoint, sizes, profile, vocab h
 fingerprint of all of it), ``llm_api_options.yaml`` (the profile's LLM arguments, after
 TensorRT-LLM's published gpt-oss guides) and the Harmony vocab, so it serves offline. Building is
 idempotent (a matching fingerprint and intact files redo nothing); gpt-oss is served by the PyTorch
-backend only. README, "Bundles: `trtllm-responses build`".
+backend only. docs/serving-on-tensorrt-llm.md#bundles-trtllm-responses-build.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def profile_options(
     CUDA graphs up to the batch size; latency batches 64 requests, throughput 720 with attention data
     parallelism (``attention_dp_config`` balanced) when there is more than one GPU. Hopper takes the
     TRITON MoE backend (the gpt-oss guide's choice there: TRTLLM's kernels are Blackwell's). Both turn
-    chunked prefill on, so any prompt the context window holds is served (README, "Long prompts").
+    chunked prefill on, so any prompt the context window holds is served
+    (docs/serving-on-tensorrt-llm.md#serving-gpt-oss-on-tensorrt-llm).
     The curated configs' ``num_postprocess_workers`` is left out: it serves trtllm-serve's own
     detokenizing, which this server does itself.
     """

@@ -77,7 +77,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 ECHO_BANNER = (
     "No model: serving the deterministic ECHO executor. Responses are scripted from your input "
-    "(see README, 'The echo executor'); pass MODEL with --engine trtllm to serve gpt-oss."
+    "(see docs/echo-executor.md#the-echo-executor); pass MODEL with --engine trtllm to serve gpt-oss."
 )
 
 

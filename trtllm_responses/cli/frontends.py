@@ -1,4 +1,4 @@
-"""K serving frontends on one port: ``serve --num_serve_frontends K`` (README, "Many frontends").
+"""K serving frontends on one port: ``serve --num_serve_frontends K`` (docs/stores-and-frontends.md#many-frontends-num_serve_frontends).
 
 TensorRT-LLM's own multi-frontend serving, copied in shape (``tensorrt_llm/serve/_frontend_processes.py``,
 ``serve/multi_frontend.py``): the launcher (frontend 0) starts K-1 attached frontends by running the

@@ -101,7 +101,8 @@ def _flag_options(flags: Mapping[str, Any]) -> dict[str, Any]:
         value = flags.get(flag)
         if value is not None and value is not False:
             options[arg] = value
-    # On unless turned off: without it a prompt longer than max_num_tokens is refused (README, "Long prompts").
+    # On unless turned off: without it a prompt longer than max_num_tokens is refused
+    # (docs/serving-on-tensorrt-llm.md#serving-gpt-oss-on-tensorrt-llm).
     chunked = flags.get("enable_chunked_prefill")
     options["enable_chunked_prefill"] = True if chunked is None else bool(chunked)
     fraction = flags.get("kv_cache_free_gpu_memory_fraction")

@@ -170,7 +170,7 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
     from ..server import HTTPLimits
 
     d = HTTPLimits()
-    group = serve.add_argument_group("HTTP limits (per connection; see README, 'HTTP limits')")
+    group = serve.add_argument_group("HTTP limits (per connection; see docs/limits.md#http-limits)")
     group.add_argument(
         "--max_head_bytes",
         type=positive_int,
@@ -234,7 +234,9 @@ def _add_sampling(serve: argparse.ArgumentParser) -> None:
     from ..responses import SamplingDefaults
 
     d = SamplingDefaults()
-    group = serve.add_argument_group("sampling defaults (a request's own fields win; README, 'Sampling')")
+    group = serve.add_argument_group(
+        "sampling defaults (a request's own fields win; docs/serve.md#trtllm-responses-serve)"
+    )
     group.add_argument(
         "--temperature",
         type=_ranged(0.0, 2.0),
@@ -317,7 +319,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         action="append",
         metavar="PATTERN",
         help="a model name (glob pattern) /v1/messages serves as the served model; repeatable (default: '*', any "
-        "name, so Claude Code's claude-… names work); names matching none are a 404 (README, 'Anthropic Messages')",
+        "name, so Claude Code's claude-… names work); names matching none are a 404 (docs/anthropic-messages.md#anthropic-messages)",
     )
     serve.add_argument(
         "--max_stored_responses",
@@ -463,7 +465,9 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help=f"longest tool output the model reads; longer is truncated with a note "
         f"(default: {tool.tool_output_max_bytes})",
     )
-    builtin = serve.add_argument_group("gpt-oss's built-in tools, run by the server (README: isolation)")
+    builtin = serve.add_argument_group(
+        "gpt-oss's built-in tools, run by the server (docs/server-run-tools.md#gpt-osss-own-tools-python-code_interpreter-and-browser-web_search: isolation)"
+    )
     builtin.add_argument(
         "--python_tool",
         type=_python_tool,

@@ -68,13 +68,13 @@ def check_world(world: World, llm_kwargs: Mapping[str, Any]) -> None:
         if ray:
             raise LaunchError(
                 "orchestrator_type: ray starts TensorRT-LLM's workers in a Ray cluster; start `trtllm-responses serve` "
-                "once, on the Ray head node, not under mpirun/srun or trtllm-llmapi-launch (README, 'Many GPUs and nodes')"
+                "once, on the Ray head node, not under mpirun/srun or trtllm-llmapi-launch (docs/serving-on-tensorrt-llm.md#many-gpus-and-nodes)"
             )
     if not world.launcher and world.size > 1:
         raise LaunchError(
             f"started by mpirun/srun as rank {world.rank} of {world.size}: every rank would serve HTTP and load its own "
             f"model. Start it as `mpirun -n {world.size} trtllm-llmapi-launch trtllm-responses serve ...` (srun likewise): "
-            "rank 0 serves HTTP, the other ranks run TensorRT-LLM's workers (README, 'Many GPUs and nodes')"
+            "rank 0 serves HTTP, the other ranks run TensorRT-LLM's workers (docs/serving-on-tensorrt-llm.md#many-gpus-and-nodes)"
         )
     if world.launcher:
         ranks = 1

@@ -4,7 +4,7 @@ A structured output (the final message is JSON of the schema), a required call (
 generation ends in one of the allowed calls; later ones obey :meth:`Constraint.after_call`) and
 custom tools' grammars, over every ``CallOption`` the model was shown (``harmony/tools.py``), so
 a constraint never blocks a call the model may make. It is data: each executor translates it;
-``None`` constrains nothing. README, "Tools, structured outputs and constraints" ("One constraint
+``None`` constrains nothing. docs/tools.md#tools-structured-outputs-and-constraints ("One constraint
 per request").
 """
 

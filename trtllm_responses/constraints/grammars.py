@@ -17,7 +17,7 @@ skipped anywhere is a parser rule, not a language), ``%declare``, templates, reg
 and look-arounds, back-references, and a string that holds ``<|`` (gpt-oss's control tokens begin
 so: a grammar that writes one would end the call's body early).
 
-No character class gives ``<|`` (README, "Tools, structured outputs and constraints"): to xgrammar
+No character class gives ``<|`` (docs/tools.md#tools-structured-outputs-and-constraints): to xgrammar
 gpt-oss's control tokens are text, so ``.`` or ``[^\n]*`` would admit ``<|call|>``. An unbounded run of
 a class (``*``, ``+``) keeps ``<`` where no ``|`` follows it in the run (the language of the run minus the
 texts holding ``<|``); a class taken once or a bounded number of times loses ``<``.

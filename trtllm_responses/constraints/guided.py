@@ -4,7 +4,7 @@ One xgrammar 0.1.25 structural tag (the version TensorRT-LLM pins) for the compl
 ``<|start|>assistant``: free messages, then the final JSON or one of the allowed calls in the
 header gpt-oss writes for it; ``<|return|>`` is the only stop token xgrammar knows, so the grammar
 ends where it may follow. What it allows, why not triggered tags, why no free text holds ``<|``,
-and what compiling costs: README, "Tools, structured outputs and constraints".
+and what compiling costs: docs/tools.md#tools-structured-outputs-and-constraints.
 """
 
 from __future__ import annotations

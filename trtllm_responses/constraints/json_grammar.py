@@ -4,8 +4,8 @@ To xgrammar, TensorRT-LLM's special tokens are ordinary text, so a JSON string a
 A schema therefore goes to the structural tag as the EBNF xgrammar itself makes of it
 (``Grammar.from_json_schema``) with its strings cut so ``<|`` never appears unescaped: ordinary strings take
 ``<`` only before a character other than ``|``; the classes of strings with a length bound or a ``pattern``
-(``[^"\\\r\n]``, ``[ -~]``, a pattern's ``.``) take no ``<`` at all (README,
-"Tools, structured outputs and constraints"). xgrammar is imported at the first conversion (it is
+(``[^"\\\r\n]``, ``[ -~]``, a pattern's ``.``) take no ``<`` at all
+(docs/tools.md#tools-structured-outputs-and-constraints). xgrammar is imported at the first conversion (it is
 TensorRT-LLM's dependency); conversions are cached by schema.
 """
 

@@ -1,4 +1,4 @@
-"""Names a package face resolves on first use (README, "Layout": package faces).
+"""Names a package face resolves on first use (docs/architecture.md#layout: package faces).
 
 A face (a layer's ``__init__.py``) exports its layer's names; those whose modules are costly or not
 needed by everyone who imports the package (a render worker imports ``harmony`` and ``request``) are

@@ -1,4 +1,4 @@
-"""Long work on the event loop cut into steps by time, not by size (README, "Hostile input and limits").
+"""Long work on the event loop cut into steps by time, not by size (docs/limits.md#hostile-input-and-limits).
 
 A request's preparation runs on the event loop between the streams it shares the loop with. Yielding
 after every phase of a large body cost each request a round trip through every other ready request

@@ -2,7 +2,7 @@
 
 Tests, clients and benchmarks rely on its rules exactly: what each last message is answered
 (first matching rule wins), the summarization and reasoning-summary runs, its logprobs and its
-pace are README's "The echo executor". Like an engine it stops at ``max_tokens`` or at the first
+pace are docs/echo-executor.md#the-echo-executor. Like an engine it stops at ``max_tokens`` or at the first
 stop token, and its cost depends on the last message, not on the conversation's length.
 """
 

@@ -5,8 +5,8 @@ One ``tensorrt_llm.LLM`` per process (:meth:`TrtllmExecutor.start`); each respon
 ``generate_async``, each step's ``token_ids_diff`` one :class:`TokenDelta` (the server parses
 tokens: TensorRT-LLM does not detokenize). Sampling is always stated, constraints become a
 structural tag (``constraints/guided.py``), and ``abort`` is carried out by TensorRT-LLM
-asynchronously. The call, finish reasons, versions and what is refused before generating: README,
-"Serving gpt-oss on TensorRT-LLM".
+asynchronously. The call, finish reasons, versions and what is refused before generating:
+docs/serving-on-tensorrt-llm.md#serving-gpt-oss-on-tensorrt-llm.
 """
 
 from __future__ import annotations
@@ -295,7 +295,8 @@ class TrtllmExecutor(Executor):
         ``ConversationParams(conversation_id=...)`` (``tensorrt_llm/conversation_params.py``), which
         attention-DP conversation affinity (``attention_dp_config.kv_cache_routing_conversation_affinity``)
         reads to keep a conversation's turns on one rank. The releases on PyPI (1.1, 1.2.x) have no such
-        argument: nothing is passed there, and placement is the proxy's alone (README, "Session affinity").
+        argument: nothing is passed there, and placement is the proxy's alone
+        (docs/stores-and-frontends.md#session-affinity).
 
         ``scheduling_params`` (the session's attention-DP rank, with attention DP on): ``LLM.generate_async(...,
         scheduling_params: Optional[SchedulingParams] = None)``, ``SchedulingParams(attention_dp_rank=…,

@@ -118,7 +118,7 @@ def check_trtllm_version(version: str) -> None:
             f"{wanted} or newer (structured outputs, required tool calls and custom-tool grammars are xgrammar "
             f"structural tags, read from {wanted} on). Install it with `pip install 'tensorrt_llm>={wanted}'` "
             f"(NVIDIA's index), or run in NVIDIA's release container nvcr.io/nvidia/tensorrt-llm/release:{wanted}.0 "
-            "or newer (README, 'TensorRT-LLM versions')."
+            "or newer (docs/serving-on-tensorrt-llm.md#tensorrt-llm-versions)."
         )
 
 
@@ -170,5 +170,5 @@ def check_frontends(frontends: int, backend: str) -> None:
         version = getattr(importlib.import_module("tensorrt_llm"), "__version__", "?")
         raise ValueError(
             f"--num_serve_frontends {frontends} needs {MULTI_FRONTEND_SINCE}; the installed TensorRT-LLM is "
-            f"{version}. Run one frontend an engine, replicas behind a router (README, 'Many frontends')."
+            f"{version}. Run one frontend an engine, replicas behind a router (docs/stores-and-frontends.md#many-frontends-num_serve_frontends)."
         )

@@ -13,7 +13,7 @@ parser needs those on its hot path without crossing into Rust per token.
 
 Plain text is tokenized by tiktoken over the same vocab and pre-tokenizer pattern: the same tokens as
 harmony's (tested on every kind of text), ~2.8x faster (0.16 against 0.44 µs a token), which is most of
-what a turn's new tool output costs (README, "Long agent loops").
+what a turn's new tool output costs (docs/agents-and-long-sessions.md#long-agent-loops).
 """
 
 from __future__ import annotations
@@ -252,8 +252,8 @@ class HarmonyEncoding:
         the channel, ``<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>``,
         where harmony puts it before (``assistant to=functions.f<|channel|>commentary``): both are Harmony
         and the reader reads both, but the first is what gpt-oss writes, so a turn that replays the
-        model's call continues the very tokens the engine holds in its KV cache (README, "Long agent
-        loops": prompts that extend each other).
+        model's call continues the very tokens the engine holds in its KV cache
+        (docs/agents-and-long-sessions.md#long-agent-loops: prompts that extend each other).
 
         A text part of :data:`WHOLE_PART_CHARS` or more (a tool's output, a user's paste) is tokenized here
         by :meth:`encode_plain`, faster than harmony and in linear time: harmony renders a short marker in

@@ -2,7 +2,7 @@
 
 A header is what the model writes between ``<|start|>`` and ``<|message|>``: a role, a channel, a
 recipient (``to=NAME``, after the channel or before it) and a content type. :func:`read_header` reads
-any header text and never fails (the parser's reading, README "What the model may write"). Channels are
+any header text and never fails (the parser's reading, docs/harmony.md#what-the-model-may-write). Channels are
 read by meaning (any case; a prefix of ``final`` is final); a channel nobody can place is marked
 (``placed=False``) for the parser to place by how its body ends; a stray word where the recipient goes is
 only a candidate (``guessed=True``), a call only if it names a tool the response has (``harmony/items.py``);
@@ -68,7 +68,7 @@ class MessageHeader:
     #: The recipient is a stray word where the recipient goes (no ``to=``): a call only to a tool that exists.
     guessed: bool = False
     #: False: the channel was marked but is junk or empty (read as ``analysis``); the parser places the
-    #: message by how its body ends (README, "What the model may write").
+    #: message by how its body ends (docs/harmony.md#what-the-model-may-write).
     placed: bool = True
 
 

@@ -572,7 +572,7 @@ def tool_search_found(tools: Any, where: str) -> list[tuple[str, Mapping[str, An
 def _convert_tool_search_output(
     item: Mapping[str, Any], where: str, calls: Mapping[str, str], out: ConvertedInput
 ) -> None:
-    """What a tool search found, read by the model as JSON from ``functions.tool_search`` (README, "Tool search");
+    """What a tool search found, read by the model as JSON from ``functions.tool_search`` (docs/tools.md#tool-search);
     each tool it loaded is kept in the conversation's ``calls`` (:data:`LOADED_TOOL`), callable from now on."""
     loaded = []
     for recipient, tool in tool_search_found(item.get("tools"), f"{where}.tools"):

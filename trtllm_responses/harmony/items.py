@@ -123,7 +123,7 @@ class ItemTarget:
 def callable_header(
     header: MessageHeader, tools: RequestTools | None, runs: Callable[[str], bool] | None = None
 ) -> MessageHeader:
-    """``header``, its guessed recipient kept only if it can be one (README, "What the model may write").
+    """``header``, its guessed recipient kept only if it can be one (docs/harmony.md#what-the-model-may-write).
 
     A stray word where the recipient goes (``<|channel|>commentary 2?``, ``Some text <|channel|>…``) is
     a call only when it names a declared tool (``tools``, after issue 17's cleanups) or one the server

@@ -4,7 +4,7 @@ o200k's byte-pair merge is quadratic in a piece's length (100 KB of ``=`` took 1
 overflowed the regex engine's stack). Text with no run longer than :data:`MAX_RUN` characters is
 encoded by harmony as it is, token for token; a longer run is cut where a piece boundary is certain
 (after a letter or digit, before punctuation), and only a run with no such boundary is cut by force
-(tokens may differ there, the text never). Why that is exact: README, "Hostile input and limits"
+(tokens may differ there, the text never). Why that is exact: docs/limits.md#hostile-input-and-limits
 ("Why 256 characters leaves ordinary text's tokens unchanged").
 """
 

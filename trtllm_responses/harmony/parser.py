@@ -3,7 +3,7 @@
 It reads what the model generates after ``<|start|>assistant`` and reports three transitions: a
 message starts (its header), body text arrives, a message ends (with its terminator). Clean Harmony
 reads as openai-harmony reads it (tests check both agree); every other token sequence has one
-reading (README, "What the model may write", the table) and nothing reported is taken back. What it
+reading (docs/harmony.md#what-the-model-may-write, the table) and nothing reported is taken back. What it
 dropped is kept in :attr:`dropped` (its first :data:`MAX_DROPPED_BYTES`); whole completions, and the
 error message of one of which nothing could be read, are ``completion.py``'s. Not harmony's own
 ``StreamableParser``, which crosses into Rust and decodes per token: this one decodes once per

@@ -2,7 +2,7 @@
 
 openai-harmony holds the GIL while it tokenizes, so a thread would not help: above a size
 threshold the server renders a request's new messages in ``--render_workers`` processes while the
-event loop keeps streaming (README, "Hostile input and limits"). A worker is ``python -m
+event loop keeps streaming (docs/limits.md#hostile-input-and-limits). A worker is ``python -m
 trtllm_responses.harmony.render_pool`` over asyncio pipes, framed as a 4-byte little-endian length
 and a payload (the JSON of the messages in, packed 32-bit token ids per message out). A worker that
 dies is replaced at its next use and its request fails; one whose caller left finishes anyway.

@@ -2,7 +2,7 @@
 
 :func:`for_rendering` rewrites what clients send (pydantic, zod: ``$ref``, ``anyOf``, nullable
 types, non-string enums, maps) into the few words openai-harmony's renderer knows, so harmony's own
-renderer writes the rendering (README, "Tools, structured outputs and constraints");
+renderer writes the rendering (docs/tools.md#tools-structured-outputs-and-constraints);
 :func:`check_strict` applies OpenAI's rules for ``strict: true`` schemas, naming the offending
 path; :func:`minimal_instance` is the smallest value a schema accepts, the echo executor's answer
 to a structured-output request.

@@ -4,7 +4,7 @@ A request's typed ``tools`` and ``tool_choice`` become one :class:`RequestTools`
 ``functions`` namespace, ``namespace`` tools beside it, ``custom`` tools declared as a one-string
 function, hosted tools nobody runs hidden, and what ``tool_choice`` shows and requires. The calls
 allowed (:func:`call_options`, and :func:`server_call_options` for what the server runs) are the
-options of the response's constraint. README, "Tools, structured outputs and constraints" and
+options of the response's constraint. docs/tools.md#tools-structured-outputs-and-constraints and
 the request's ``tools``/``tool_choice`` under "Endpoints".
 """
 
@@ -310,7 +310,7 @@ def select_tools(
     A client-run ``tool_search`` (``execution: "client"``) is shown as ``functions.tool_search``, and
     deferred tools (``defer_loading: true``) are then callable but not shown: the model finds them with a
     search. With a hosted ``tool_search`` (which this server does not run) deferred tools are shown as any
-    other, since nothing else would ever load them (README, "Tool search").
+    other, since nothing else would ever load them (docs/tools.md#tool-search).
     """
     declared: list[Tool] = []
     hidden_tools: list[Tool] = list(loaded)

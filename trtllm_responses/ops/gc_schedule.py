@@ -4,7 +4,7 @@ Left automatic, full collections stalled the event loop 60 to 250 ms under a 64-
 the server has started (``gc.freeze()`` first) automatic collection is off and this task runs it:
 young generations on a short timer, full collections only while no response streams (or at most
 every ``max_full_interval`` seconds under endless load). Each collection's duration goes to
-``/stats`` (``gc``). README, "Hostile input and limits".
+``/stats`` (``gc``). docs/limits.md#hostile-input-and-limits.
 """
 
 from __future__ import annotations

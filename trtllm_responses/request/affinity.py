@@ -1,4 +1,4 @@
-"""Session keys: what keeps a multi-turn session on one replica (README, "Session affinity").
+"""Session keys: what keeps a multi-turn session on one replica (docs/stores-and-frontends.md#session-affinity).
 
 A session key names a conversation for placement: a router in front of several replicas hashes it
 (nginx ``hash ... consistent``), and TensorRT-LLM takes it as ``conversation_params`` where its

@@ -6,7 +6,7 @@ body ``ResponsesService.prepare`` reads, so every API shares one prompt, one Con
 generation path. What stays Messages-side is :class:`MessagesOptions` (``stream``,
 ``stop_sequences``, whether and how thinking blocks are returned, the model name asked for);
 :func:`in_messages_terms` names a service error's param as the Anthropic field. Each field and
-what it becomes: README, "Anthropic Messages".
+what it becomes: docs/anthropic-messages.md#anthropic-messages.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ the budget is parsed and depth-checked (``check_depth``) once, into a :class:`Js
 later step takes as proof that it was (``parse_request``, the Chat and Messages translations, a
 queued WebSocket message). :class:`BodyDecoder` does this on the event loop for a body whose parse is
 cheap (up to :data:`INLINE_PARSE_BYTES` and :data:`INLINE_PARSE_VALUES`: ~1-2 ms at worst), and in its own
-thread past either (README, "Hostile input and limits"). Parsing costs by values (~70 ns each) and by bytes
+thread past either (docs/limits.md#hostile-input-and-limits). Parsing costs by values (~70 ns each) and by
+bytes
 (~1.3 ns each): an agent's 476 KB replay of 7,452 values parses in 0.65 ms, while the thread's hand-offs
 (one body at a time, the GIL passed back and forth) made eight such replays arriving together wait 12 ms
 instead of 4 (``benchmarks/RESULTS.md``, "Agent sessions").

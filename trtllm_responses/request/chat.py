@@ -5,7 +5,7 @@ A chat request is checked here (its messages in ``chat_messages.py``; errors nam
 ``ResponsesService.prepare`` reads, so both APIs share one prompt, one Constraint and one generation
 path. What stays chat-side is :class:`ChatOptions` (``n``, ``stop`` strings, ``stream_options``,
 logprobs); :func:`chat_param` names a service error's param as the chat field. Each field and what it
-becomes: README, "Chat Completions".
+becomes: docs/chat-completions.md#chat-completions.
 """
 
 from __future__ import annotations

@@ -92,12 +92,13 @@ class ReasoningParam(BaseModel):
     effort: ReasoningEffort | None = None
     summary: str | None = None
     generate_summary: str | None = None
-    #: Which turns' reasoning the model reads again; gpt-oss reads the current turn's only (README).
+    #: Which turns' reasoning the model reads again; gpt-oss reads the current turn's only
+    #: (docs/endpoints.md#endpoints).
     context: Literal["auto", "current_turn", "all_turns"] | None = None
 
 
 class PromptCacheOptions(BaseModel):
-    """``prompt_cache_options`` (SDK 3.54): ``ttl`` is passed to the engine (README, "Prompt caching")."""
+    """``prompt_cache_options`` (SDK 3.54): ``ttl`` is passed to the engine (docs/endpoints.md#endpoints)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
 

@@ -6,7 +6,7 @@ reads the same tables (:data:`EFFORT_LEVELS` in the adapter, :func:`service_tier
 :func:`cache_retention_seconds` when it prepares a response). A chat request is translated into a
 Responses body, so a value both routes take means the same on both. ``tests/request/test_shared_fields.py``
 sends every value of each table, and the values just past each bound, to both routes and fails when one
-route takes what the other refuses. README, "Chat Completions" lists the mapping.
+route takes what the other refuses. docs/chat-completions.md#chat-completions lists the mapping.
 """
 
 from __future__ import annotations

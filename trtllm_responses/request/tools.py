@@ -4,8 +4,8 @@ Each tool is checked against the SDK model its ``type`` names (``fields.check_ob
 name the field), then becomes a :class:`FunctionTool`, :class:`CustomTool`, :class:`NamespaceTool`,
 :class:`McpTool`, :class:`ToolSearchTool` or :class:`HostedTool`. Every value keeps ``data``, the checked tool in the SDK's
 shape, which is what the response echoes. What the layers above check of a tool (a strict schema,
-a grammar that must compile, an MCP server's URL) they check on these values; README, "Tools,
-structured outputs and constraints".
+a grammar that must compile, an MCP server's URL) they check on these values;
+docs/tools.md#tools-structured-outputs-and-constraints.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 (``prepared.py``) and makes its one handle, a ``ResponseRun`` (``run.py``), which ``generation.py``
 drives (the executor, ``tool_loop.py``, ``summaries.py``, ``logprobs.py``); ``sessions.py`` decides which
 session a response belongs to (its key, inherited along a chain); ``steering.py`` decides
-what WebSocket steering does to runs. README, "Layout": the run's life. Transports (``server/``) are
+what WebSocket steering does to runs. docs/architecture.md#the-runs-life. Transports (``server/``) are
 the only layer above it.
 """
 

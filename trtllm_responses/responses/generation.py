@@ -4,7 +4,7 @@
 ``deliver`` callback, has the result kept (stored) before the terminal event leaves, and returns
 the terminal response. Streaming and non-streaming responses both use it: one code path, one loop
 per token (no generator layers between the engine and the socket). It writes the run's live state
-(its stream, the executor request it runs, its tool loop) and nothing else does (README, "Layout").
+(its stream, the executor request it runs, its tool loop) and nothing else does (docs/architecture.md#layout).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A prepared response: what ``ResponsesService.prepare`` decided, frozen (README, "Layout").
+"""A prepared response: what ``ResponsesService.prepare`` decided, frozen (docs/architecture.md#layout).
 
 The checked request, its rendered prompt and generation request, the in_progress response
 (``initial_response`` echoes the request as OpenAI's API does), and how it is sealed, stored,
@@ -221,8 +221,9 @@ def logprobs_wanted(request: ResponsesRequest) -> int | None:
 
 
 #: Logprob entries one request may ask for: choices x (``top_logprobs`` + 1) x output tokens. Each entry
-#: is held until the response is written (about 0.8 KiB of RSS each, measured: README "Hostile input and
-#: limits"); 16 choices x 21 x 6,000 tokens held 1.6 GiB before there was a bound.
+#: is held until the response is written (about 0.8 KiB of RSS each, measured:
+#: docs/limits.md#hostile-input-and-limits); 16 choices x 21 x 6,000 tokens held 1.6 GiB before there was a
+#: bound.
 MAX_LOGPROB_ENTRIES = 1 << 18
 
 

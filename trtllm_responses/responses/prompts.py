@@ -4,7 +4,7 @@ A template is ``DIR/<id>/<version>.json`` (``instructions``, ``input``, ``variab
 request names it; :class:`PromptTemplates` renders it as OpenAI documents (``{{name}}`` replaced by
 the request's value, else the template's default) before the request's own instructions and input.
 The format, versions and errors (a template file over :data:`MAX_TEMPLATE_BYTES` is a 400, an id or
-version over :data:`MAX_PROMPT_ID` characters too): README, "Prompt templates".
+version over :data:`MAX_PROMPT_ID` characters too): docs/serve.md#prompt-templates.
 
 A template may use a variable many times, so what it expands to is measured before it is expanded
 (:func:`expanded_bytes`: the template's text plus each use's value) and refused past the budget the

@@ -1,4 +1,4 @@
-"""ResponseRun: the one handle on a response in progress (README, "Layout": the run's life).
+"""ResponseRun: the one handle on a response in progress (docs/architecture.md#the-runs-life).
 
 The service creates it (``ResponsesService.run``) from an immutable
 :class:`~.prepared.PreparedResponse` and owns it while it runs; transports hold the handle and

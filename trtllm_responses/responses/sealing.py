@@ -4,7 +4,8 @@
 a compaction's handoff summary, a server-run tool item's *tool read*), and ``unseal_items`` turns
 input items carrying them back into what a ``previous_response_id`` continuation reads; anything
 that does not open is a 400 ``invalid_encrypted_content`` naming the item. The format, the key's
-sources, tool reads and their cap (:data:`TOOL_READ_MAX_BYTES`): README, "Encrypted reasoning".
+sources, tool reads and their cap (:data:`TOOL_READ_MAX_BYTES`):
+docs/agents-and-long-sessions.md#encrypted-reasoning.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ResponsesService: the Responses API, transport-free (README, "Layout": the run's life).
+"""ResponsesService: the Responses API, transport-free (docs/architecture.md#the-runs-life).
 
 ``prepare`` turns a request body into a frozen :class:`~.prepared.PreparedResponse` (everything a
 client can get wrong is checked before any generation starts); ``run`` makes the one handle on it
@@ -100,7 +100,8 @@ logger = logging.getLogger(__name__)
 #: Requests up to this size render on the event loop (≈1 ms of tokenizing); larger ones in the worker.
 INLINE_RENDER_BYTES = 16 << 10
 #: Bytes of stored responses' histories remembered in this process, so that continuing one
-#: (``previous_response_id``) reads none of its history from the store (README, "Long agent loops").
+#: (``previous_response_id``) reads none of its history from the store
+#: (docs/agents-and-long-sessions.md#long-agent-loops).
 CHAIN_HISTORY_CACHE_BYTES = 128 << 20
 
 

@@ -1,4 +1,4 @@
-"""Which session a response belongs to (README, "Session affinity").
+"""Which session a response belongs to (docs/stores-and-frontends.md#session-affinity).
 
 One session key per response, the first of:
 

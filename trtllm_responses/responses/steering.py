@@ -1,4 +1,4 @@
-"""Steering: user input queued for a running response (README, "WebSocket mode": steering).
+"""Steering: user input queued for a running response (docs/agents-and-long-sessions.md#websocket-mode: steering).
 
 Pure decisions over one connection's runs; the WebSocket transport sends what they return.
 ``submit`` accepts input for a running response (its run then stops at the next Harmony message

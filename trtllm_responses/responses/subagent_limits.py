@@ -1,5 +1,5 @@
 """The budgets of the beta multi-agent surface's sub-agents, the process's count of them, and the seam
-through which a team runs one (README, "Multi-agent responses (beta)"; ``subagents.py``)."""
+through which a team runs one (docs/agent-clients.md#multi-agent-responses-beta; ``subagents.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ Lookup = Callable[[str], Chain | None]
 
 @dataclass(frozen=True, slots=True)
 class SubagentLimits:
-    """The server's budgets for sub-agents (README, "Multi-agent responses (beta)")."""
+    """The server's budgets for sub-agents (docs/agent-clients.md#multi-agent-responses-beta)."""
 
     #: Sub-agents running at once in the process, every response's together.
     server_running: int = 32

@@ -8,7 +8,8 @@ turn to turn by ``previous_response_id`` through the team's own lookup. What the
 (their output items, stamped ``agent: {agent_name}``, and the ``agent_message`` items routed between
 agents) is added to the root response at its next multi-agent call, or before its terminal event.
 
-Budgets (:class:`SubagentLimits`, README "Multi-agent responses (beta)"): sub-agents running at once per
+Budgets (:class:`SubagentLimits`, docs/agent-clients.md#multi-agent-responses-beta): sub-agents running at
+once per
 response (``max_concurrent_subagents``) and in the process, spawned per response, depth, one task's
 time, one wait's time. A sub-agent still running when the response ends (or its client goes) is
 cancelled and reported ``interrupted``; one whose task fails or times out is reported ``failed``.

@@ -79,8 +79,9 @@ def summary_mode(request: ResponsesRequest) -> str | None:
 #: ``stream_options.reasoning_summary_delivery`` values (Codex, openai/codex PRs #29692 and #31306) and whether
 #: each cuts a running summary off once the next output item is ready: ``*_cutoff`` do (the summary never
 #: delays the answer; what it had is its ``.done`` text, its part ``incomplete``), the others wait for it.
-#: ``concurrent_cutoff`` is delivered as ``sequential_cutoff`` (items are never interleaved here: README,
-#: "Fields and headers of newer clients"). A string not listed is ignored (the default delivery).
+#: ``concurrent_cutoff`` is delivered as ``sequential_cutoff`` (items are never interleaved here:
+#: docs/agent-clients.md#fields-and-headers-of-newer-clients). A string not listed is ignored (the default
+#: delivery).
 SUMMARY_DELIVERIES = {
     "sequential": False,
     "concurrent": False,

@@ -4,7 +4,7 @@ One piece of code for every server-run tool, knowing providers only through ``To
 it runs the call a generation stopped on (a failure is a failed item the model reads), renders
 the turn's items onto the prompt (a prefix extension: the KV cache is reused) and generates
 again, until a generation ends any other way. Approvals, ``max_tool_calls``, cancellation and
-usage: README, "Server-run tools: remote MCP servers"; calls to tools nobody runs (at most
+usage: docs/server-run-tools.md#server-run-tools-remote-mcp-servers; calls to tools nobody runs (at most
 :data:`MAX_RECOVERIES`): "What the model may write". Message boundaries only: the per-token path
 is untouched.
 """

@@ -4,8 +4,8 @@
 the Responses transports write) and turns them into one choice of a chat completion: streamed, each
 delta framed at once as an SSE ``chat.completion.chunk`` line (:class:`ChunkFrames` builds each
 chunk's fixed part once); not streamed, :meth:`ChatChoice.choice_json`. Stop strings apply to the
-answer text, held back while it may begin one. The chunks and finish reasons: README, "Chat
-Completions".
+answer text, held back while it may begin one. The chunks and finish reasons:
+docs/chat-completions.md#chat-completions.
 """
 
 from __future__ import annotations

@@ -68,7 +68,8 @@ class ServerConfig:
     #: Per-connection HTTP limits (head and body deadlines, head size, connection cap).
     http: HTTPLimits = field(default_factory=HTTPLimits)
     tools: ToolSettings = field(default_factory=ToolSettings)
-    #: Budgets of the beta multi-agent surface's sub-agents (README, "Multi-agent responses (beta)").
+    #: Budgets of the beta multi-agent surface's sub-agents
+    #: (docs/agent-clients.md#multi-agent-responses-beta).
     subagents: SubagentLimits = field(default_factory=SubagentLimits)
     #: What a request that does not say is sampled with (``--temperature``, ``--top_p`` …).
     sampling: SamplingDefaults = field(

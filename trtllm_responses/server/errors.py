@@ -54,8 +54,8 @@ async def answer(
     ``handler`` builds the response; an APIError it raises becomes the error body (``render``: OpenAI's
     envelope unless the route says, e.g. Anthropic's), anything else a logged 500, and a client gone
     before it was answered (``ConnectionResetError``) is recorded as 499 with nothing sent. The response
-    carries the request id, and the session key when it was decided (``x-session-id``, README "Session
-    affinity"); ``record`` gets its status, which is returned.
+    carries the request id, and the session key when it was decided (``x-session-id``,
+    docs/stores-and-frontends.md#session-affinity); ``record`` gets its status, which is returned.
     """
     response: Response
     try:

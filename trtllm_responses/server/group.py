@@ -1,4 +1,4 @@
-"""One view of a group of frontends (``serve --num_serve_frontends K``; README, "Many frontends").
+"""One view of a group of frontends (``serve --num_serve_frontends K``; docs/stores-and-frontends.md#many-frontends-num_serve_frontends).
 
 Each frontend of a group serves on the shared port and on a Unix socket of its own in the group's folder.
 What a client must see whole is gathered there: ``GET /stats`` on any frontend asks every other for its

@@ -4,7 +4,7 @@ Every limit has a safe default, a ``serve`` flag of the same name (``cli/command
 and a test that crosses it (``tests/server/test_http_limits.py``). They are enforced by
 ``server.http_protocol.GuardedHttpToolsProtocol`` (uvicorn's httptools protocol with
 deadlines and size checks added), except ``timeout_keep_alive``, which is
-uvicorn's own. README ("HTTP limits") says what each one does and which limits
+uvicorn's own. docs/limits.md#http-limits says what each one does and which limits
 belong in a reverse proxy instead.
 """
 

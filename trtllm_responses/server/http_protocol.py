@@ -4,7 +4,7 @@ uvicorn bounds neither the size nor the arrival time of a request head, and answ
 ``GuardedHttpToolsProtocol`` adds, per connection, the limits of
 :class:`~.http_limits.HTTPLimits` (head and body deadlines, head size and header count, the
 connection caps), each answered in the OpenAI error envelope and closing the connection, as is any
-request httptools cannot parse. What each limit does: README, "HTTP limits".
+request httptools cannot parse. What each limit does: docs/limits.md#http-limits.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ stream state machine. Only the writing differs: the typed events go through a
 :class:`~.messages_events.MessageWriter` into Messages events (``stream: true``) or a ``message``
 object. ``POST /v1/messages/count_tokens`` counts the prompt the same body renders; every answer
 under ``/v1/messages`` (errors included) is in Anthropic's shape; message batches are a 404.
-Messages are never stored. README, "Anthropic Messages".
+Messages are never stored. docs/anthropic-messages.md#anthropic-messages.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ async def serve_messages(
         if path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             if path.startswith(MESSAGES_PATH + "/batches"):
                 raise NotFoundError(
-                    "Message batches are not served here (README, 'Anthropic Messages'); send each request to "
+                    "Message batches are not served here (docs/anthropic-messages.md#anthropic-messages); send each request to "
                     "POST /v1/messages.",
                     code="unknown_url",
                 )

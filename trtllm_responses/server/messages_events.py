@@ -8,7 +8,7 @@ sealed reasoning as the ``signature_delta`` before ``content_block_stop``; with
 ``tool_use`` block (its arguments as ``input_json_delta``s). Streamed, each step's events become SSE
 frames at once (``event: NAME`` + ``data: JSON``); not streamed, :meth:`MessageWriter.message_json`.
 Stop sequences apply to the text, held back while it may begin one (``chat_chunks.StopMatcher``).
-The events and stop reasons: README, "Anthropic Messages".
+The events and stop reasons: docs/anthropic-messages.md#anthropic-messages.
 """
 
 from __future__ import annotations

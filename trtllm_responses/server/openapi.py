@@ -174,7 +174,7 @@ _MESSAGES_ERRORS = {
 
 
 def _messages_operation(counting: bool) -> dict[str, Any]:
-    """``POST /v1/messages`` or ``/v1/messages/count_tokens`` (README, "Anthropic Messages")."""
+    """``POST /v1/messages`` or ``/v1/messages/count_tokens`` (docs/anthropic-messages.md#anthropic-messages)."""
     errors = {
         status: _json(_ref("AnthropicErrorResponse"), text)
         for status, text in _MESSAGES_ERRORS.items()

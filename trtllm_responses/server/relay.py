@@ -4,8 +4,8 @@ A background response runs in the process that received its create; :class:`Redi
 events to a Redis stream and its snapshot to a key, so every other process can poll it, resume its
 stream and cancel it (a cancel is published; the running process aborts). Generation never waits
 for Redis, and a process following another's response ends its stream with ``response.failed`` if
-Redis fails under it: a stream never ends without a terminal event. Keys and behaviour: README,
-"Stores" (replicas, "When Redis fails").
+Redis fails under it: a stream never ends without a terminal event. Keys and behaviour:
+docs/stores-and-frontends.md#stores (replicas, "When Redis fails").
 """
 
 from __future__ import annotations

@@ -123,12 +123,12 @@ def obfuscation_noise(length: int) -> bytes:
 
 
 def obfuscation_wanted(stream_options: dict[str, Any] | None) -> bool:
-    """``stream_options.include_obfuscation`` (default false here: README, "Stream obfuscation")."""
+    """``stream_options.include_obfuscation`` (default false here: docs/endpoints.md#endpoints)."""
     return bool(stream_options and stream_options.get("include_obfuscation") is True)
 
 
 #: Tokens of logprobs in one step's events past which each event is written in a turn of the loop of its
-#: own (README, "Hostile input and limits": a message's end carries its logprobs four times: text, part
+#: own (docs/limits.md#hostile-input-and-limits: a message's end carries its logprobs four times: text, part
 #: and item done, the response; 17 MiB each at the cap).
 APART_TOKENS = 1024
 

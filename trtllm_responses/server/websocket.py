@@ -1,12 +1,13 @@
-"""WebSocket mode on ``/v1/responses`` (README, "WebSocket mode"): a transport, nothing more.
+"""WebSocket mode on ``/v1/responses`` (docs/agents-and-long-sessions.md#websocket-mode): a transport, nothing more.
 
 Each ``response.create`` message is prepared by ``ResponsesService`` and its run driven exactly as a
 streaming POST's is; every engine step's events go out as JSON text messages (one per event), with
 the SSE stream's grammar. What this module keeps is the connection's: its lanes (one ``stream_id``'s
 responses run one at a time, in order), its connection-local conversations (``previous_response_id``
 continues the last response of a lane in O(new input), ``store: false`` included), its error events
-(the socket stays usable), draining at shutdown (1012 once idle), and its budgets (README, "Hostile
-input and limits"). Steering decisions are ``responses/steering.py``'s; this module sends them.
+(the socket stays usable), draining at shutdown (1012 once idle), and its budgets
+(docs/limits.md#hostile-input-and-limits). Steering decisions are ``responses/steering.py``'s; this module
+sends them.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ MAX_STREAM_ID = 128
 MAX_QUEUED_INPUTS = 4
 #: The handshake response header that tells Codex the largest ``response.create`` message this server takes
 #: (``--max_input_bytes``; a larger one is answered with an error event). Codex reads it from the handshake
-#: response, beside ``openai-model`` and ``x-reasoning-included`` (README, "Fields and headers of newer clients").
+#: response, beside ``openai-model`` and ``x-reasoning-included``
+#: (docs/agent-clients.md#fields-and-headers-of-newer-clients).
 MAX_MESSAGE_HEADER = b"x-codex-websocket-max-message-bytes"
 #: Bytes of the conversations one connection remembers for ``previous_response_id`` (its lanes' last
 #: responses, ``generate: false`` ones included: their rendered histories), in ``--max_input_bytes``;

@@ -11,7 +11,7 @@ A :class:`StoredResponse` keeps what later requests need:
 
 Every backend also indexes the ids of each stored response's input and output items (``item_responses``),
 so an ``item_reference`` finds any item the store holds, whichever chain it was in; the index lives and
-dies with the responses (README, "Stores").
+dies with the responses (docs/stores-and-frontends.md#stores).
 
 Everything in an entry is immutable (bytes, tuples, a frozen history), so a
 reader can never see an entry change, and concurrent continuations of one

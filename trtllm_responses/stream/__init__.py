@@ -29,7 +29,7 @@ stream emitted, so ids in the stream and in the final response always agree.
 :class:`TokenStreamProcessor` drives a ResponseStream from executor token deltas
 through the Harmony parser, and counts usage.
 
-Modules: README, "Layout" (``stream/``).
+Modules: docs/architecture.md#layout (``stream/``).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from .item import StreamStateError, TextParts
 
 __all__ = ["MAX_SUMMARIES", "ParkedReasoning", "SummaryTransitions"]
 
-#: Reasoning items one response summarizes (README "Hostile input and limits"); later ones keep
+#: Reasoning items one response summarizes (docs/limits.md#hostile-input-and-limits); later ones keep
 #: ``summary: []``. Each summary is a side generation whose prompt (the analysis it reads, up to
 #: 16 KiB) is not in the response's ``input_tokens``: this bounds what a response costs beyond its usage.
 MAX_SUMMARIES = 16

@@ -11,7 +11,8 @@ call, puts the call's first process in it (children inherit it), and removes it 
   accounted) and ``pids.max``.
 
 Anything else (no write access, a container without a delegated cgroup): :meth:`CgroupParent.find` returns
-None and the sandbox says why (README, "python → code_interpreter_call").
+None and the sandbox says why
+(docs/server-run-tools.md#gpt-osss-own-tools-python-code_interpreter-and-browser-web_search).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The beta multi-agent actions as a server-run tool namespace (``multi_agent``).
 
-The model sees six functions under ``namespace multi_agent`` (README, "Multi-agent responses (beta)");
+The model sees six functions under ``namespace multi_agent``
+(docs/agent-clients.md#multi-agent-responses-beta);
 a call to one becomes a ``multi_agent_call`` item, its result a ``multi_agent_call_output``. This provider
 only describes the actions, checks their arguments and hands them to a :class:`Coordinator` (the
 response's team of sub-agents, ``responses/subagents.py``), which runs them.

@@ -4,7 +4,8 @@ The model calls ``to=python`` with code as the body; what the process printed is
 reads and the ``code_interpreter_call``'s ``outputs`` log. ``local`` (:class:`LocalPython`): a fresh
 interpreter per call inside the sandbox (:mod:`.sandbox`), killed at ``--python_timeout``, the tool
 loop's ``--tool_timeout`` or its output cap, whichever comes first. ``mcp:URL``
-(:class:`MCPPython`): that MCP server's ``python`` tool. README, "gpt-oss's own tools".
+(:class:`MCPPython`): that MCP server's ``python`` tool.
+docs/server-run-tools.md#gpt-osss-own-tools-python-code_interpreter-and-browser-web_search.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 The mechanism is borrowed (bubblewrap 0.8, Debian 12's; the kernel's cgroups and rlimits); this
 module chooses the policy: every namespace, no nested user namespace, a read-only minimal root with
 a private ``/sandbox`` tmpfs, a cleared environment, and the call's cgroup (:mod:`.cgroups`) or
-rlimits. The policy in full: README, "gpt-oss's own tools" (python). :func:`setup_sandbox` probes
+rlimits. The policy in full:
+docs/server-run-tools.md#gpt-osss-own-tools-python-code_interpreter-and-browser-web_search (python).
+:func:`setup_sandbox` probes
 once that it all works here, else raises :class:`SandboxUnavailable` saying why (``serve`` refuses to
 start).
 """

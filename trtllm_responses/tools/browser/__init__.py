@@ -2,8 +2,8 @@
 
 The semantics are the gpt-oss reference browser's (``gpt_oss/tools/simple_browser``): pages on a
 stack kept with the response chain, shown in numbered windows, cited ``【CURSOR†L12-L14】`` and
-rewritten into ``url_citation`` annotations; the backends are ``--browser_backend``'s. README,
-"gpt-oss's own tools: python (`code_interpreter`) and browser (`web_search`)".
+rewritten into ``url_citation`` annotations; the backends are ``--browser_backend``'s.
+docs/server-run-tools.md#gpt-osss-own-tools-python-code_interpreter-and-browser-web_search.
 
 Modules: ``provider.py`` (BrowserProvider: the calls, the page stack), ``pages.py`` (pages, HTML to
 text), ``search.py`` (the search backends), ``citations.py`` (citations to ``url_citation``).
