@@ -40,7 +40,7 @@ async def main(tokens: int, repeat: int, summary: bool) -> dict[str, float]:
 
     best = float("inf")
     for _ in range(repeat):
-        prepared = await service.prepare(json.dumps(body).encode())
+        prepared = await service.prepare(await service.decode(json.dumps(body).encode()))
         start = time.process_time()
         await service.run(prepared).drive(deliver)
         best = min(best, time.process_time() - start)

@@ -31,6 +31,7 @@ from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.base import TokenDelta  # noqa: E402
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import load_encoding
+from trtllm_responses.request import decode_body
 from trtllm_responses.request.protocol import parse_request
 from trtllm_responses.responses.service import ResponsesService
 from trtllm_responses.server.sse import encode_events
@@ -56,7 +57,7 @@ def run_parser(encoding: Any, tokens: list[int]) -> float:
 
 
 def run_pipeline(service: ResponsesService, tokens: list[int], per_step: int) -> tuple[float, int]:
-    prepared = asyncio.run(service.prepare(json.dumps({"input": "bench"}).encode()))
+    prepared = asyncio.run(service.prepare(decode_body(json.dumps({"input": "bench"}).encode())))
     processor = TokenStreamProcessor(
         ResponseStream(prepared.response), service.adapter.encoding, len(prepared.prompt.token_ids)
     )

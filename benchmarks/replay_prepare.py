@@ -55,7 +55,7 @@ async def measure(repeat: int) -> list[dict[str, Any]]:
     for turn in range(1, max(MEASURED) + 1):
         session.begin_turn(turn)
         body = dumps(request_body("replay", session))
-        prepared = await service.prepare(body)
+        prepared = await service.prepare(await service.decode(body))
         service.adapter.admit(prepared.prompt)
         if turn in MEASURED:
             times = []
@@ -63,7 +63,7 @@ async def measure(repeat: int) -> list[dict[str, Any]]:
                 if previous is not None:
                     await service.decode(previous)
                 start = time.perf_counter()
-                again = await service.prepare(body)
+                again = await service.prepare(await service.decode(body))  # decoding timed too, as before
                 times.append(time.perf_counter() - start)
                 service.adapter.admit(again.prompt)
             rows.append(

@@ -182,7 +182,7 @@ def service(encoding: HarmonyEncoding, cache_bytes: int) -> ResponsesService:
 
 async def prompt_or_error(svc: ResponsesService, body: dict[str, Any]) -> Any:
     try:
-        prepared = await svc.prepare(orjson.dumps(body))
+        prepared = await svc.prepare(await svc.decode(orjson.dumps(body)))
     except APIError as exc:
         return ("error", exc.message, exc.param)
     return prepared
@@ -260,7 +260,7 @@ def test_the_cache_stays_within_its_budget_over_a_thousand_sessions(
         for s in range(1000):
             rng = random.Random(s)
             items = [{"role": "user", "content": f"session {s}: " + text(rng, 200)} for _ in range(3)]
-            await svc.prepare(orjson.dumps({"input": items, "store": False}))
+            await svc.prepare(await svc.decode(orjson.dumps({"input": items, "store": False})))
             most = max(most, renders.nbytes)
         return most
 
@@ -279,7 +279,8 @@ def test_a_tool_output_is_found_again_only_for_the_same_call(encoding: HarmonyEn
     async def prompts(name: str) -> tuple[list[int], list[int]]:
         call = {"type": "function_call", "call_id": "call_1", "name": name, "arguments": "{}"}
         body = orjson.dumps({"input": [{"role": "user", "content": "go"}, call, output], "tools": TOOLS})
-        return (await cached.prepare(body)).prompt.token_ids, (await full.prepare(body)).prompt.token_ids
+        first = await cached.prepare(await cached.decode(body))
+        return first.prompt.token_ids, (await full.prepare(await full.decode(body))).prompt.token_ids
 
     async def main() -> None:
         shell, shell_full = await prompts("shell")

@@ -22,6 +22,7 @@ from support.server_harness import RecordingEcho
 
 from trtllm_responses.adapter.adapter import HarmonyAdapter
 from trtllm_responses.harmony.encoding import HarmonyEncoding
+from trtllm_responses.request import decode_body
 from trtllm_responses.responses.run import RunState
 from trtllm_responses.responses.service import ResponsesService
 from trtllm_responses.store import ConversationHistoryStore
@@ -35,7 +36,7 @@ def service_on(executor: RecordingEcho, adapter: HarmonyAdapter) -> ResponsesSer
 
 def test_what_prepare_decided_is_frozen(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> None:
     service = service_on(RecordingEcho(encoding), adapter)
-    prepared = asyncio.run(service.prepare(b'{"input": "hi"}'))
+    prepared = asyncio.run(service.prepare(decode_body(b'{"input": "hi"}')))
     with pytest.raises(dataclasses.FrozenInstanceError):
         prepared.generate = False  # type: ignore[misc]
     for live in ("stream", "cancelled", "usage", "first_token_at", "tool_loop", "stop_requested"):
@@ -49,7 +50,7 @@ def test_a_run_cancelled_before_it_starts_never_reaches_the_executor(
     service = service_on(executor, adapter)
 
     async def main() -> dict[str, Any]:
-        run = service.run(await service.prepare(b'{"input": "#lorem 500"}'))
+        run = service.run(await service.prepare(decode_body(b'{"input": "#lorem 500"}')))
         run.cancel()
         final = orjson.loads(await run.drive())
         assert run.state is RunState.ENDED and await run.wait() is not None
@@ -81,7 +82,7 @@ def test_cancel_is_one_abort_even_before_the_executor_registered_the_generation(
 
     async def main() -> tuple[dict[str, Any], float]:
         executor.submitted = asyncio.Event()
-        run = service.run(await service.prepare(b'{"input": "#lorem 5000"}'))
+        run = service.run(await service.prepare(decode_body(b'{"input": "#lorem 5000"}')))
         driving = asyncio.ensure_future(run.drive())
         await executor.submitted.wait()
         run.cancel()
@@ -102,10 +103,10 @@ def test_stop_at_boundary_and_abort_are_the_runs(encoding: HarmonyEncoding, adap
     service = service_on(executor, adapter)
 
     async def main() -> tuple[dict[str, Any], dict[str, Any]]:
-        steered = service.run(await service.prepare(b'{"input": "#lorem 300"}'))
+        steered = service.run(await service.prepare(decode_body(b'{"input": "#lorem 300"}')))
         steered.stop_at_boundary("steered")  # at the end of the first message (the reasoning)
         first = orjson.loads(await steered.drive())
-        aborted = service.run(await service.prepare(b'{"input": "#lorem 5000"}'))
+        aborted = service.run(await service.prepare(decode_body(b'{"input": "#lorem 5000"}')))
 
         async def deliver(step: list[Any]) -> None:
             if any(e.type == "response.output_text.delta" for e in step):
@@ -125,7 +126,7 @@ def test_the_service_finds_a_run_only_while_it_is_driven(
     service = service_on(RecordingEcho(encoding, tokens_per_second=2000), adapter)
 
     async def main() -> None:
-        run = service.run(await service.prepare(b'{"input": "#lorem 50"}'))
+        run = service.run(await service.prepare(decode_body(b'{"input": "#lorem 50"}')))
         assert service.find(run.id) is None and run.state is RunState.QUEUED
         seen: list[Any] = []
 

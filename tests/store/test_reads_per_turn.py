@@ -79,7 +79,9 @@ def service_on(store: CountingStore, encoding: HarmonyEncoding, adapter: Harmony
 
 
 async def turn(service: ResponsesService, body: dict[str, Any]) -> dict[str, Any]:
-    final = orjson.loads(await service.run(await service.prepare(orjson.dumps(body))).drive())
+    final = orjson.loads(
+        await service.run(await service.prepare(await service.decode(orjson.dumps(body)))).drive()
+    )
     assert final["status"] == "completed", final
     return final  # type: ignore[no-any-return]
 
@@ -138,7 +140,9 @@ async def test_a_remembered_response_deleted_from_the_store_is_not_continued(
     last, _ = await chain(service, counting, 3)
     assert await counting.delete(last)  # e.g. by another process
     with pytest.raises(NotFoundError):
-        await service.prepare(orjson.dumps({"input": "go on", "previous_response_id": last}))
+        await service.prepare(
+            await service.decode(orjson.dumps({"input": "go on", "previous_response_id": last}))
+        )
 
 
 async def test_remembered_histories_stay_within_their_budget(

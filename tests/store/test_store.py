@@ -142,7 +142,9 @@ def test_accounted_bytes_bound_the_real_memory(encoding, adapter) -> None:  # ty
     ]
 
     async def one(body: dict) -> dict:
-        return json.loads(await service.run(await service.prepare(json.dumps(body).encode())).drive())
+        return json.loads(
+            await service.run(await service.prepare(await service.decode(json.dumps(body).encode()))).drive()
+        )
 
     async def workload(n: int) -> None:
         previous = None

@@ -10,6 +10,7 @@ from support.stream_grammar import check_stream
 from trtllm_responses.core.wire import to_dict
 from trtllm_responses.executors.base import TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
+from trtllm_responses.request import decode_body
 from trtllm_responses.responses.service import ResponsesService
 from trtllm_responses.store import ConversationHistoryStore
 from trtllm_responses.stream import ResponseStream, TokenStreamProcessor
@@ -27,7 +28,7 @@ def run(encoding, adapter, step: int, stop_reason: str | None):  # type: ignore[
         adapter=adapter,
         model_name="m",
     )
-    prepared = asyncio.run(service.prepare(b'{"input": "hi"}'))
+    prepared = asyncio.run(service.prepare(decode_body(b'{"input": "hi"}')))
     asked: list[int] = []
 
     class Control:  # what a ResponseRun answers the processor (stream.RunControl)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,13 +29,14 @@ from .sealing import SUMMARY_PREFIX
 if TYPE_CHECKING:
     from ..adapter import HarmonyAdapter, Prompt
     from ..executors import Executor
+    from .rendering import Renderer
     from .sampling import SamplingDefaults
-    from .sealing import ContentSealer
+    from .sessions import HistoryLookup
 
 __all__ = [
     "COMPACTION_INSTRUCTION",
     "Compaction",
-    "compact_conversation",
+    "Compactor",
     "compact_threshold",
     "compacted_response_json",
     "current_turn_users",
@@ -166,75 +166,96 @@ def _user_messages(prompt_history: Any) -> list[dict[str, Any]]:
     return items
 
 
-async def compact_conversation(
-    request: ResponsesRequest,
-    *,
-    render: Callable[[ResponsesRequest], Awaitable[Prompt]],
-    executor: Executor,
-    adapter: HarmonyAdapter,
-    sampling_defaults: SamplingDefaults,
-    sealer: ContentSealer | None,
-    model_name: str,
-    session_key: str | None = None,
-) -> Compaction:
-    """Summarize the conversation ``request`` describes (its input, ``previous_response_id``).
+@dataclass(frozen=True, slots=True)
+class Compactor:
+    """Runs compactions: summarizes a conversation with the service's executor, rendering as create does.
 
-    The service hands in what the summarization runs with (it imports this module, so this
-    module never imports it): ``render`` builds a request's prompt as create would (its
-    conversation so far, its new messages); the rest are the service's own collaborators.
-    ``session_key``: the session of the response being compacted for (its prompt extends the session's).
+    ``renderer`` builds a request's prompt as create would (its conversation so far, its new messages);
+    the summary is sealed with its sealer (none: a compaction is a 400) and stamped ``created_by``
+    ``model_name``.
     """
-    if sealer is None:
-        raise InvalidRequestError("Compaction needs an encryption key; this server has none.")
-    instructions = COMPACTION_INSTRUCTION
-    if request.instructions:
-        instructions += "\n\nThe instructions the conversation ran under:\n" + request.instructions
-    summarizing = request.model_copy(
-        update={"instructions": instructions, "tool_choice": "none", "tools": ()}
-    )
-    prompt = await render(summarizing)
-    refusal = executor.prompt_refusal(len(prompt.token_ids))
-    if refusal is not None:
-        raise InvalidRequestError(
-            f"The conversation cannot be summarized: {refusal}", param="input", code="context_length_exceeded"
+
+    renderer: Renderer
+    executor: Executor
+    sampling_defaults: SamplingDefaults
+    model_name: str
+
+    async def compact(
+        self,
+        request: ResponsesRequest,
+        *,
+        size: int = 0,
+        session_key: str | None = None,
+        lookup: HistoryLookup | None = None,
+    ) -> Compaction:
+        """Summarize the conversation ``request`` describes (its input, ``previous_response_id``).
+
+        ``size``: the request's bytes, which decides where its new messages are rendered. ``session_key``:
+        the session of the response being compacted for (its prompt extends the session's). ``lookup``:
+        asked for its ``previous_response_id`` before the store.
+        """
+        sealer = self.renderer.sealer
+        if sealer is None:
+            raise InvalidRequestError("Compaction needs an encryption key; this server has none.")
+        instructions = COMPACTION_INSTRUCTION
+        if request.instructions:
+            instructions += "\n\nThe instructions the conversation ran under:\n" + request.instructions
+        summarizing = request.model_copy(
+            update={"instructions": instructions, "tool_choice": "none", "tools": ()}
         )
-    room = executor.max_seq_len - len(prompt.token_ids)
-    generation = GenerationRequest(
-        request_id=new_id("cmp"),
-        prompt_token_ids=prompt.token_ids,
-        sampling=sampling_settings(
-            None,
-            sampling_defaults,
-            max_tokens=min(room, MAX_SUMMARY_TOKENS),
-            stop_token_ids=adapter.stop_token_ids,
-            unapplied=executor.unapplied_sampling,
-        ),
-        session_key=session_key,
-    )
-    tokens: list[int] = []
-    async with Generating(executor, generation) as deltas:
-        async for delta in deltas:
-            tokens += delta.token_ids
-            if delta.finish_reason is not None:
-                if delta.finish_reason in ("error", "cancelled"):
-                    raise ServerError(
-                        f"The summarization generation failed: {delta.error or delta.finish_reason}."
-                    )
-                break
-    summary, reasoning_tokens = _read_summary(adapter, tokens)
-    logger.info("Compacted %d prompt tokens into a %d-character summary", len(prompt.token_ids), len(summary))
-    item = {
-        "id": new_id("cmp"),
-        "type": "compaction",
-        "encrypted_content": sealer.seal_summary(summary),
-        "created_by": model_name,
-    }
-    return Compaction(
-        items=[*_user_messages(prompt.history), item],
-        input_tokens=len(prompt.token_ids),
-        output_tokens=len(tokens),
-        reasoning_tokens=reasoning_tokens,
-    )
+        prompt, _ = await self.renderer.render(summarizing, lookup=lookup, size=size)
+        refusal = self.executor.prompt_refusal(len(prompt.token_ids))
+        if refusal is not None:
+            raise InvalidRequestError(
+                f"The conversation cannot be summarized: {refusal}",
+                param="input",
+                code="context_length_exceeded",
+            )
+        tokens = await self._summarize(prompt, session_key)
+        summary, reasoning_tokens = _read_summary(self.renderer.adapter, tokens)
+        logger.info(
+            "Compacted %d prompt tokens into a %d-character summary", len(prompt.token_ids), len(summary)
+        )
+        item = {
+            "id": new_id("cmp"),
+            "type": "compaction",
+            "encrypted_content": sealer.seal_summary(summary),
+            "created_by": self.model_name,
+        }
+        return Compaction(
+            items=[*_user_messages(prompt.history), item],
+            input_tokens=len(prompt.token_ids),
+            output_tokens=len(tokens),
+            reasoning_tokens=reasoning_tokens,
+        )
+
+    async def _summarize(self, prompt: Prompt, session_key: str | None) -> list[int]:
+        """The summarization generation's tokens (run to its end, not streamed); ServerError if it failed."""
+        executor = self.executor
+        room = executor.max_seq_len - len(prompt.token_ids)
+        generation = GenerationRequest(
+            request_id=new_id("cmp"),
+            prompt_token_ids=prompt.token_ids,
+            sampling=sampling_settings(
+                None,
+                self.sampling_defaults,
+                max_tokens=min(room, MAX_SUMMARY_TOKENS),
+                stop_token_ids=self.renderer.adapter.stop_token_ids,
+                unapplied=executor.unapplied_sampling,
+            ),
+            session_key=session_key,
+        )
+        tokens: list[int] = []
+        async with Generating(executor, generation) as deltas:
+            async for delta in deltas:
+                tokens += delta.token_ids
+                if delta.finish_reason is not None:
+                    if delta.finish_reason in ("error", "cancelled"):
+                        raise ServerError(
+                            f"The summarization generation failed: {delta.error or delta.finish_reason}."
+                        )
+                    break
+        return tokens
 
 
 def _read_summary(adapter: HarmonyAdapter, tokens: list[int]) -> tuple[str, int]:

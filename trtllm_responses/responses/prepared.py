@@ -31,7 +31,7 @@ from ..request import service_tier as tier_of
 from ..tools import DEFAULT_TOOL_TIMEOUT, ServerTools
 from .compaction import Compaction
 from .sampling import SamplingDefaults, echo_fields, sampling_settings
-from .sessions import Chain
+from .sessions import HistoryLookup
 
 if TYPE_CHECKING:
     from .subagents import Team
@@ -96,9 +96,6 @@ class PreparedResponse:
     #: Its sub-agents (the beta multi-agent surface, ``subagents.Team``), when it asked for them.
     team: Team | None = None
 
-
-#: Finds a ``previous_response_id`` somewhere other than the store (a WebSocket's own responses).
-HistoryLookup: TypeAlias = Callable[[str], Chain | None]
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 

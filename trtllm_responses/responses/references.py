@@ -22,10 +22,17 @@ from typing import Any
 import orjson
 
 from ..core import InvalidRequestError
-from ..request import InputItem, ItemReference, parse_items
+from ..request import InputItem, ItemReference, ResponsesRequest, parse_items
 from ..store import ResponseStore, StoredResponse
+from .budget import InputBudget
 
-__all__ = ["MAX_CHAIN_RESPONSES", "ConversationItems", "has_references", "resolve_references"]
+__all__ = [
+    "MAX_CHAIN_RESPONSES",
+    "ConversationItems",
+    "expand_references",
+    "has_references",
+    "resolve_references",
+]
 
 #: How many stored responses of a ``previous_response_id`` chain a reference is looked for in.
 MAX_CHAIN_RESPONSES = 1000
@@ -59,6 +66,31 @@ async def _from_index(store: ResponseStore, missing: list[str], found: dict[str,
             item = items.get(item_id)
             if item is not None:
                 found[item_id] = orjson.loads(item) if isinstance(item, bytes) else item
+
+
+async def expand_references(
+    request: ResponsesRequest,
+    store: ResponseStore,
+    budget: InputBudget,
+    conversation_items: ConversationItems | None = None,
+) -> ResponsesRequest:
+    """``request`` with its ``item_reference`` items replaced by the items they name, the bytes that added
+    spent from ``budget`` (a 400 before expanding past what it has left: :func:`resolve_references`).
+
+    ``conversation_items``: what reads its conversation's items (None: no conversation), called only
+    when a reference is not found among the input's own items.
+    """
+    if not has_references(request.input):
+        return request
+    resolved, added = await resolve_references(
+        request.input,  # type: ignore[arg-type]
+        store=store,
+        previous_response_id=request.previous_response_id,
+        conversation_items=conversation_items,
+        budget=budget.left,
+    )
+    budget.spend(added)
+    return request.model_copy(update={"input": resolved})
 
 
 def has_references(input: str | Sequence[InputItem]) -> bool:

@@ -1,7 +1,8 @@
 """ResponsesService: the Responses API, transport-free (docs/architecture.md#the-runs-life).
 
 ``prepare`` turns a request body into a frozen :class:`~.prepared.PreparedResponse` (everything a
-client can get wrong is checked before any generation starts); ``run`` makes the one handle on it
+client can get wrong is checked before any generation starts), in the named stages of ``prepare.py``,
+rendering with ``rendering.py``; ``run`` makes the one handle on it
 (:class:`~.run.ResponseRun`), which a transport drives in its own task, or ``start_background``
 drives in one of the service's; ``find`` finds a running one by id. The service keeps each result
 (stores it, appends it to its conversation) before the terminal event leaves. ``retrieve``,
@@ -13,82 +14,63 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
-from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
-from ..core import (
-    ByteBoundedCache,
-    InvalidRequestError,
-    LoopSteps,
-    NotFoundError,
-    ServerError,
-    ServiceUnavailableError,
-    check_id,
-    new_id,
-    to_dict,
-    to_json,
-)
-from ..executors import Executor, GenerationRequest
+from ..adapter import ConversationHistory, HarmonyAdapter
+from ..core import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError, to_dict, to_json
+from ..executors import Executor
 from ..harmony import RenderPool
 from ..ops import ServerMetrics
 from ..request import (
     DEFAULT_REPLAY_PREFIX_BYTES,
     MAX_JSON_VALUES,
-    MULTI_AGENT_NAMESPACE,
     BodyDecoder,
-    ItemReference,
     JsonBody,
     ReplayPrefixes,
-    ResponsesRequest,
+    check_depth,
     list_page_json,
-    normalize_input_items,
-    parse_items,
-    parse_multi_agent,
-    parse_request,
 )
 from ..store import ResponseStore, StoredResponse
-from ..tools import Coordinator, MultiAgentProvider, ServerTools, ToolSettings, prepare_server_tools
-from .cache_diagnostics import prompt_cache_diagnostics
-from .compaction import (
-    Compaction,
-    compact_conversation,
-    compact_threshold,
-    compacted_response_json,
-    compaction_triggered,
-    window_for_turn,
-)
-from .conversations import ConversationsService, conversation_id
+from ..tools import Coordinator, ToolSettings
+from .budget import check_size
+from .chains import CHAIN_HISTORY_CACHE_BYTES, Chains
+from .compaction import Compactor, compacted_response_json
+from .conversations import ConversationsService
 from .generation import ResponseGenerator
-from .prepared import (
-    ENCRYPTED_REASONING,
-    Deliver,
-    HistoryLookup,
-    PreparedResponse,
-    cache_retention_seconds,
-    default_max_input_bytes,
-    initial_response,
-    logprob_token_limit,
-    logprobs_wanted,
-    service_tier,
+from .prepare import (
+    Origin,
+    apply_template,
+    check_options,
+    compact_if_asked,
+    continue_chain,
+    first_snapshot,
+    fit_window,
+    form_team,
+    freeze,
+    generation_of,
+    open_request,
+    read_conversation,
+    read_input,
+    render_prompt,
 )
+from .prepared import Deliver, HistoryLookup, PreparedResponse, default_max_input_bytes
 from .prompts import PromptTemplates
-from .references import ConversationItems, has_references, resolve_references
+from .references import expand_references
+from .rendering import INLINE_RENDER_BYTES, Renderer
 from .run import ResponseRun
-from .sampling import SamplingDefaults, sampling_settings
-from .sealing import ContentSealer, is_tool_read, unseal_input, unseal_items
-from .sessions import Chain, session_key
+from .sampling import SamplingDefaults
+from .sealing import ContentSealer, is_tool_read, unseal_items
+from .sessions import Chain
 from .subagent_limits import SubagentLimits, SubagentPool
-from .subagents import Team
-from .summaries import Summarizer, summary_cutoff, summary_mode
-from .truncation import truncate_prompt
+from .summaries import Summarizer
 
 __all__ = [
     "Deliver",
     "HistoryLookup",
+    "Origin",
     "PreparedResponse",
     "ResponsesService",
     "default_max_input_bytes",
@@ -97,12 +79,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Requests up to this size render on the event loop (≈1 ms of tokenizing); larger ones in the worker.
-INLINE_RENDER_BYTES = 16 << 10
-#: Bytes of stored responses' histories remembered in this process, so that continuing one
-#: (``previous_response_id``) reads none of its history from the store
-#: (docs/agents-and-long-sessions.md#long-agent-loops).
-CHAIN_HISTORY_CACHE_BYTES = 128 << 20
+#: What ``prepare`` takes when the transport knows nothing besides the body.
+NO_ORIGIN = Origin()
 
 
 class ResponsesService:
@@ -154,318 +132,67 @@ class ResponsesService:
         self._background: set[asyncio.Task[bytes]] = set()
         self._aborting = False  # abort_all was called: the server is ending every response
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
-        self.inline_render_bytes = inline_render_bytes
         self.render_pool = render_pool or RenderPool()
         #: Parses request bodies once, their shape bounded, large ones off the event loop (``request/body.py``).
         self.decoder = BodyDecoder(
             max_json_values, prefixes=ReplayPrefixes(replay_prefix_bytes) if replay_prefix_bytes > 0 else None
         )
-        self.conversations = ConversationsService(
-            store, adapter, self._render_history, self.max_input_bytes, self.decoder
+        #: What ``previous_response_id`` continues (``chains.py``); ``chain_histories``, the histories it remembers.
+        self.chains = Chains(store, chain_history_cache_bytes)
+        self.chain_histories = self.chains.cache
+        self.renderer = Renderer(
+            adapter, self.chains, self.tool_settings, sealer, self.render_pool, inline_render_bytes
         )
-        # The histories (and session keys) of responses this process stored or read, by id: a stored
-        # response never changes, so continuing one only asks the store whether it is still there
-        # (``touch``), whatever its length.
-        self.chain_histories: ByteBoundedCache[Chain] = ByteBoundedCache(chain_history_cache_bytes)
+        self.compactor = Compactor(self.renderer, executor, self.sampling_defaults, model_name)
+        self.conversations = ConversationsService(
+            store, adapter, self.renderer.render_history, self.max_input_bytes, self.decoder
+        )
         #: The process's running sub-agents (the beta multi-agent surface, ``subagents.py``), and their budgets.
         self.subagents = SubagentPool(subagent_limits)
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
-        if size > self.max_input_bytes:
-            raise InvalidRequestError(
-                f"The request is larger than {self.max_input_bytes} bytes, more than this model's context "
-                f"window of {self.executor.max_seq_len} tokens can hold (--max_input_bytes).",
-                param="input",
-                code="context_length_exceeded",
-            )
+        check_size(size, self.max_input_bytes, self.executor.max_seq_len)
 
     async def decode(self, raw: bytes | str) -> JsonBody:
         """A request body parsed and checked once (size, shape, depth), off the event loop when large."""
         self.check_input_size(len(raw))
         return await self.decoder.decode(raw)
 
+    def body_of(self, data: dict[str, Any], origin: Origin = NO_ORIGIN) -> JsonBody:
+        """A body built in this process (a Chat or Messages translation, a steered WebSocket message, a
+        sub-agent's turn) as ``prepare`` takes it, checked as ``decode`` checks one received: its size
+        within --max_input_bytes (``origin.sent_bytes`` for a translation: what the client sent), then its
+        depth (``request.check_depth``)."""
+        raw = orjson.dumps(data)
+        self.check_input_size(len(raw) if origin.sent_bytes is None else origin.sent_bytes)
+        check_depth(data)
+        # Its values are not counted (a pass over the bytes a turn would pay): its length bounds them.
+        return JsonBody(data, len(raw), len(raw))
+
     # -- create ----------------------------------------------------------------------------
 
-    async def prepare(
-        self,
-        body: bytes | dict[str, Any] | JsonBody,
-        received_at: float | None = None,
-        *,
-        lookup: HistoryLookup | None = None,
-        compact: bool = True,
-        generate: bool = True,
-        affinity: str | None = None,
-        multi_agent_beta: bool = False,
-        coordinator: Coordinator | None = None,
-        sent_bytes: int | None = None,
-        choices: int = 1,
-    ) -> PreparedResponse:
-        """Check a request body and render its prompt. Raises APIError for anything wrong.
+    async def prepare(self, body: JsonBody, origin: Origin = NO_ORIGIN) -> PreparedResponse:
+        """Check a request body and render its prompt: the stages of ``prepare.py``, in this order, each
+        refusing what it checks (APIError) before the next starts, all before any generation.
 
-        ``sent_bytes``: the size of the body the client sent, when ``body`` is a translation of it
-        (Chat Completions, Messages): ``--max_input_bytes`` applies to what the client sent, not to
-        the translated form (which is larger: ids, types and defaults of each item). ``choices``: the
-        generations that will be made of it (chat's ``n``), for the logprobs budget.
-
-        ``affinity``: the session key the client's headers give (``request/affinity.py``), if any; the
-        response's own key is decided here (``sessions.py``).
-
-        ``generate`` False (WebSocket ``generate: false``): the response prefills its prompt, no output.
-
-        ``multi_agent_beta`` (the request came with ``openai-beta: responses_multi_agent=v1``): its
-        ``multi_agent`` is read, and when enabled the response gets a team of sub-agents (``subagents.py``).
-        ``coordinator``: a sub-agent's turn is shown the multi-agent actions of its own seat in its team.
-
-        With ``compact`` (the default), a ``context_management`` threshold the prompt
-        exceeds compacts the conversation first (a summarization generation).
-
-        ``lookup`` is asked for ``previous_response_id`` before the store (a WebSocket's
-        connection-local state); an id neither knows is ``previous_response_not_found``
-        there, a 404 over HTTP.
+        ``origin``: what the transport knows of the request besides its body (``prepare.Origin``).
         """
-        received = received_at if received_at is not None else time.perf_counter()
-        steps = LoopSteps()  # its work on the event loop, in steps of a few ms (core/loop_steps.py)
-        if isinstance(body, bytes):
-            body = await self.decode(body)
-        size = body.size if isinstance(body, JsonBody) else len(orjson.dumps(body))
-        self.check_input_size(size if sent_bytes is None else sent_bytes)
-        # Every expansion is measured before it is made and counted in ``size``: refused past
-        # --max_input_bytes, and deciding where the input is rendered (``_build_prompt``).
-        request, templated = await self.prompts.apply(parse_request(body), self.max_input_bytes - size)
-        size += templated
-        team = None
-        config = parse_multi_agent(request.multi_agent) if multi_agent_beta else None
-        if config is not None:
-            template = body.data if isinstance(body, JsonBody) else body
-            team = Team(self, self.subagents, config, template, self.tool_settings.tool_timeout)
-            coordinator = team.coordinator()
-        logprob_tokens = logprob_token_limit(request, choices)  # 400 now if logprobs would overflow it
-        if request.store:
-            await self.store.ping()  # 503 now, not a generated response that cannot be kept
-        summaries = summary_mode(request)
-        cutoff = summary_cutoff(request)
-        conversation = None
-        seen: tuple[int, str | None] = (0, None)
-        conversation_history = None
-        conversation_items = None  # what reads the conversation's items, if an item_reference needs them
-        if request.conversation is not None:
-            conversation = conversation_id(request.conversation)
-            given = [  # new items' ids (an item_reference's id names an item that is there already)
-                i.data["id"]
-                for i in request.input
-                if not isinstance(i, (str, ItemReference)) and isinstance(i.data.get("id"), str)
-            ]
-            conversation_history, seen, stored_items = await self.conversations.history(
-                conversation, given, size
-            )
-            conversation_items = self.conversations.items_reader(conversation, stored_items)
-        request, referenced = await self.resolve_references(request, conversation_items, size)
-        size += referenced
-        request, triggered = compaction_triggered(request)
-        previous = None
-        if request.previous_response_id is not None:
-            previous = await self.chain_of(request.previous_response_id, lookup)
-            conversation_history = previous.history
-        response_id = new_id("resp")
-        # Whether a later turn can continue it by previous_response_id: stored, or on a WebSocket.
-        continuable = request.store or lookup is not None
-        session = session_key(
-            request,
-            header=affinity,
-            conversation=conversation,
-            previous=previous,
-            own_id=response_id if continuable else None,
+        p = open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
+        await apply_template(p, self.prompts)
+        form_team(p, self, self.subagents, self.tool_settings.tool_timeout)
+        await check_options(p, self.store)
+        await read_conversation(p, self.conversations)
+        await read_input(p, self.store)
+        await continue_chain(p, self.chains)
+        await render_prompt(p, self.renderer)
+        await compact_if_asked(p, self.compactor)
+        fit_window(p, self.executor, self.adapter)
+        generation = generation_of(p, self.executor, self.adapter, self.sampling_defaults)
+        response = await first_snapshot(p, generation, self.model_name, self.store, self.adapter)
+        return freeze(
+            p, generation, response, self.sealer, self.redact_reasoning, self.tool_settings.tool_timeout
         )
-        prompt, tools = await self.render(
-            request,
-            lookup=lookup,
-            size=size,
-            history=conversation_history,
-            steps=steps,
-            coordinator=coordinator,
-        )
-        if prompt.configuration:  # configuration_update items: the response says what it used
-            request = request.model_copy(update=prompt.configuration)
-        await steps.boundary()
-        compaction = None
-        threshold = compact_threshold(request)
-        if compact and (triggered or (threshold is not None and len(prompt.token_ids) > threshold)):
-            compaction = await self._compact(request, lookup=lookup, size=size, session_key=session)
-            window = request.model_copy(
-                update={
-                    "input": parse_items(window_for_turn(compaction, request)),
-                    "previous_response_id": None,
-                }
-            )
-            prompt, _ = await self.render(window, size=size, tools=tools, prepare_tools=False)
-        room = self.executor.max_seq_len - len(prompt.token_ids)
-        truncated = 0
-        if room < 1 and request.truncation == "auto":
-            limit = self.executor.max_seq_len
-            cut = truncate_prompt(self.adapter, prompt, limit, request.max_output_tokens or limit // 8)
-            if cut is not None:
-                prompt, truncated = cut
-        # The context window, and the engine's own limit on one prompt (max_num_tokens without chunked prefill).
-        refusal = self.executor.prompt_refusal(len(prompt.token_ids))
-        if refusal is not None:
-            raise InvalidRequestError(refusal, param="input", code="context_length_exceeded")
-        room = self.executor.max_seq_len - len(prompt.token_ids)
-        if prompt.constraint is not None and self.executor.constraint_refusal is not None:
-            raise InvalidRequestError(
-                self.executor.constraint_refusal + ".",
-                param=_constrained_by(prompt.constraint.final, prompt.constraint.call_required),
-                code="unsupported_parameter",
-            )
-        self.adapter.admit(prompt)
-        max_tokens = min(request.max_output_tokens or room, room, logprob_tokens or room)
-        generation = GenerationRequest(
-            request_id=response_id,
-            prompt_token_ids=prompt.token_ids,
-            sampling=sampling_settings(
-                request,
-                self.sampling_defaults,
-                max_tokens=max_tokens,
-                stop_token_ids=self.adapter.stop_token_ids,
-                logprobs=logprobs_wanted(request),
-                unapplied=self.executor.unapplied_sampling,
-            ),
-            constraint=prompt.constraint,
-            priority=service_tier(request)[1],
-            cache_retention_seconds=cache_retention_seconds(request),
-            session_key=session,
-        )
-        response = initial_response(
-            response_id, request, self.model_name, conversation, truncated, sampling=generation.sampling
-        )
-        options = request.prompt_cache_options
-        if options is not None and options.comparison_response_id is not None:
-            compared = await self.store.get(options.comparison_response_id)
-            echoed = to_dict(response)
-            echoed["prompt_cache_diagnostics"] = prompt_cache_diagnostics(
-                self.adapter, prompt, echoed, compared
-            )
-            response = type(response).model_validate(echoed)
-        items = normalize_input_items(request.input) if request.store or conversation else []
-        sealer = self.sealer
-        include = request.include or ()
-        encrypted = sealer is not None and (self.redact_reasoning or ENCRYPTED_REASONING in include)
-        seal = sealer.seal_reasoning if sealer is not None and encrypted else None
-        return PreparedResponse(
-            request=request,
-            prompt=prompt,
-            generation=generation,
-            response=response,
-            received_at=received,
-            input_item_ids=tuple(item["id"] for item in items),
-            input_items_json=tuple(orjson.dumps(item) for item in items),
-            seal_reasoning=seal,
-            seal_tool_read=sealer.seal_tool_read if sealer is not None and encrypted else None,
-            compaction=compaction,
-            summary_mode=summaries,
-            summary_cutoff=cutoff,
-            conversation_id=conversation,
-            conversation_seen=seen if conversation else (0, None),
-            tools=tools,
-            tool_timeout=self.tool_settings.tool_timeout,
-            generate=generate,
-            session_key=session,
-            team=team,
-        )
-
-    async def resolve_references(
-        self, request: ResponsesRequest, conversation_items: ConversationItems | None = None, size: int = 0
-    ) -> tuple[ResponsesRequest, int]:
-        """``request`` with its ``item_reference`` items replaced by the items they name (``references.py``),
-        and the bytes that added; a 400 if the request, ``size`` bytes so far, would pass --max_input_bytes.
-
-        ``conversation_items``: what reads its conversation's items (None: no conversation), called
-        only when a reference is not found among the input's own items.
-        """
-        if not has_references(request.input):
-            return request, 0
-        resolved, added = await resolve_references(
-            request.input,  # type: ignore[arg-type]
-            store=self.store,
-            previous_response_id=request.previous_response_id,
-            conversation_items=conversation_items,
-            budget=self.max_input_bytes - size,
-        )
-        return request.model_copy(update={"input": resolved}), added
-
-    async def _render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
-        """Render a conversation's messages: in the worker process when large, as ``_build_prompt`` does."""
-        if size <= self.inline_render_bytes:
-            return self.adapter.render_messages(messages)
-        renders = await self.render_pool.render(messages)
-        return [self.adapter.rendered(m, tokens) for m, tokens in zip(messages, renders, strict=True)]
-
-    async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
-        """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
-        return (await self.chain_of(response_id, lookup)).history
-
-    async def chain_of(self, response_id: str, lookup: HistoryLookup | None = None) -> Chain:
-        """The conversation and session key a ``previous_response_id`` names; NotFoundError if none does.
-
-        Its session key was stored with it, so the root of a chain is known without walking the chain,
-        even when another process or replica stored it.
-        """
-        check_id(response_id, "previous_response_id", "resp")
-        if lookup is not None:
-            local = lookup(response_id)
-            if local is not None:
-                return local
-        remembered = self.chain_histories.get(response_id)
-        if remembered is not None and await self.store.touch(response_id):
-            return remembered
-        previous = await self.store.get(response_id)
-        if previous is None:
-            if lookup is not None:
-                raise InvalidRequestError(
-                    f"Previous response with id '{response_id}' not found.",
-                    param="previous_response_id",
-                    code="previous_response_not_found",
-                )
-            raise NotFoundError(
-                f"Previous response with id '{response_id}' not found.", param="previous_response_id"
-            )
-        chain = Chain(previous.history, previous.session_key)
-        self.chain_histories.admit(response_id, chain, previous.history.nbytes)
-        return chain
-
-    async def render(
-        self,
-        request: ResponsesRequest,
-        *,
-        lookup: HistoryLookup | None = None,
-        size: int = 0,
-        tools: ServerTools | None = None,
-        prepare_tools: bool = True,
-        history: ConversationHistory | None = None,
-        steps: LoopSteps | None = None,
-        coordinator: Coordinator | None = None,
-    ) -> tuple[Prompt, ServerTools | None]:
-        """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
-        and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``);
-        with ``coordinator``, the multi-agent actions among them."""
-        if history is None:  # else: the conversation's (``conversation=``), or the previous response's
-            history = EMPTY_HISTORY
-            if request.previous_response_id is not None:
-                history = await self.history_of(request.previous_response_id, lookup)
-        if prepare_tools:
-            tools = await prepare_server_tools(request, history.calls, self.tool_settings)
-        if coordinator is not None:
-            tools = tools or ServerTools()
-            tools.providers[MULTI_AGENT_NAMESPACE] = MultiAgentProvider(coordinator)
-        namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
-        # The built-in tools shown ({} hides every declared one: their backends are off).
-        builtin = tools.builtin if tools is not None else {}
-        if self.sealer is not None and not isinstance(request.input, str):
-            opened = unseal_input(request.input, self.sealer)
-            if opened is not request.input:
-                request = request.model_copy(update={"input": opened})
-        prompt = await self._build_prompt(request, history, size, namespaces, builtin, steps or LoopSteps())
-        return prompt, tools
 
     async def count_input_tokens(self, body: bytes) -> bytes:
         """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send.
@@ -473,34 +200,9 @@ class ResponsesService:
         Counting never generates: with ``context_management`` it is the prompt before any
         compaction, the number the threshold is compared with.
         """
-        prepared = await self.prepare(body, compact=False)
+        prepared = await self.prepare(await self.decode(body), Origin(compact=False))
         count = len(prepared.prompt.token_ids)
         return orjson.dumps({"object": "response.input_tokens", "input_tokens": count})
-
-    async def _build_prompt(
-        self,
-        request: ResponsesRequest,
-        history: ConversationHistory,
-        size: int,
-        namespaces: Sequence[Mapping[str, Any]] = (),
-        builtin: Mapping[str, str] | None = None,
-        steps: LoopSteps | None = None,
-    ) -> Prompt:
-        """The prompt; a large request's new messages are rendered in the worker process, off the event loop.
-
-        What is large is what is new: a replayed history's items the item cache holds are not rendered
-        again (``adapter/item_renders.py``), so only the rest counts.
-        """
-        adapter = self.adapter
-        draft = adapter.draft_prompt(request, history, namespaces, builtin)
-        if min(size, draft.render_bytes) <= self.inline_render_bytes or not draft.to_render:
-            return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
-        steps = steps or LoopSteps()
-        renders = await self.render_pool.render(draft.to_render)
-        steps.restart()  # waiting for the worker let the loop run
-        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders, strict=True)]
-        await steps.boundary()
-        return adapter.finish_prompt(draft, rendered)
 
     # -- run -----------------------------------------------------------------------------------
 
@@ -521,7 +223,7 @@ class ResponsesService:
 
         Returns its final response, its id and its continuation (None: it failed). Raises APIError.
         """
-        prepared = await self.prepare(body, lookup=lookup, coordinator=coordinator)
+        prepared = await self.prepare(self.body_of(body), Origin(lookup=lookup, coordinator=coordinator))
         run = self.run(prepared)
         final = orjson.loads(await run.drive())
         stream = run.stream
@@ -616,44 +318,15 @@ class ResponsesService:
 
     async def compact(self, body: bytes) -> bytes:
         """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary."""
-        request = parse_request(await self.decode(body))
-        if request.model is None:  # required here, as in the SDK's ResponseCompactParams
+        p = open_request(await self.decode(body), NO_ORIGIN, self.max_input_bytes, self.executor.max_seq_len)
+        if p.request.model is None:  # required here, as in the SDK's ResponseCompactParams
             raise InvalidRequestError(
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
             )
-        size = len(body)
-        request, templated = await self.prompts.apply(request, self.max_input_bytes - size)
-        request, referenced = await self.resolve_references(request, size=size + templated)
-        compaction = await self._compact(request, size=size + templated + referenced)
+        await apply_template(p, self.prompts)
+        request = await expand_references(p.request, self.store, p.budget)
+        compaction = await self.compactor.compact(request, size=p.budget.spent)
         return orjson.dumps(compacted_response_json(compaction))
-
-    async def _compact(
-        self,
-        request: ResponsesRequest,
-        *,
-        lookup: HistoryLookup | None = None,
-        size: int = 0,
-        session_key: str | None = None,
-    ) -> Compaction:
-        """Summarize ``request``'s conversation (``compaction.py``), rendering as create would.
-
-        ``size`` is the request body's, which decides where its new messages are rendered.
-        """
-
-        async def render(summarizing: ResponsesRequest) -> Prompt:
-            prompt, _ = await self.render(summarizing, lookup=lookup, size=size)
-            return prompt
-
-        return await compact_conversation(
-            request,
-            render=render,
-            executor=self.executor,
-            adapter=self.adapter,
-            sampling_defaults=self.sampling_defaults,
-            sealer=self.sealer,
-            model_name=self.model_name,
-            session_key=session_key,
-        )
 
     async def retrieve(self, response_id: str) -> bytes:
         """The response's JSON: its current snapshot while it is generated here, else the stored one."""
@@ -679,14 +352,6 @@ class ResponsesService:
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return entry
-
-
-def _constrained_by(final: str, call_required: bool) -> str:
-    """The request field that asked for a constraint: the structured-output format (the final answer is JSON), a
-    required tool choice, or a tool with a grammar."""
-    if final == "json":
-        return "text.format"
-    return "tool_choice" if call_required else "tools"
 
 
 def _item_ids(output: Sequence[Any]) -> tuple[str, ...]:

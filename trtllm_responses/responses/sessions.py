@@ -16,12 +16,14 @@ A Chat Completion without a header or ``prompt_cache_key`` has none. The key is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from ..adapter import ConversationHistory
 from ..request import ResponsesRequest, key_of_cache_key
 
-__all__ = ["Chain", "session_key"]
+__all__ = ["Chain", "HistoryLookup", "session_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,10 @@ class Chain:
 
     history: ConversationHistory
     session_key: str | None = None
+
+
+#: Finds a ``previous_response_id`` somewhere other than the store (a WebSocket's own responses).
+HistoryLookup: TypeAlias = Callable[[str], Chain | None]
 
 
 def session_key(

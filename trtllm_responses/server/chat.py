@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 from ..core import APIError, ServerError, new_id
 from ..ops import AccessRecord
 from ..request import ChatOptions, in_chat_terms, session_key_from_headers, translate_chat
-from ..responses import PreparedResponse, ResponseRun, ResponsesService
+from ..responses import Origin, PreparedResponse, ResponseRun, ResponsesService
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
 from .errors import answer
 from .responses import JSONBytesResponse, WriterResponse, unless_client_leaves
@@ -252,13 +252,10 @@ async def create_chat_completion(
         received = time.perf_counter()
         translation = translate_chat(body)
         try:
-            prepared = await service.prepare(
-                translation.body,
-                received,
-                affinity=affinity,
-                sent_bytes=body.size,
-                choices=translation.options.n,
+            origin = Origin(
+                received_at=received, affinity=affinity, sent_bytes=body.size, choices=translation.options.n
             )
+            prepared = await service.prepare(service.body_of(translation.body, origin), origin)
         except APIError as exc:
             raise in_chat_terms(exc, translation) from None
         run = ChatCompletionRun(service, prepared, translation.options)

@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from ..core import InvalidRequestError, to_json
 from ..ops import AccessRecord
 from ..request import multi_agent_beta, session_key_from_headers
-from ..responses import ResponseRun, ResponsesService
+from ..responses import Origin, ResponseRun, ResponsesService
 from .background import BackgroundResponses
 from .chat import CHAT_PATH, create_chat_completion
 from .config import ServerConfig
@@ -77,9 +77,12 @@ async def create_response(
         nonlocal run
         affinity = session_key_from_headers(scope["headers"])
         body = await _read_body(receive, service)
-        prepared = await service.prepare(
-            body, time.perf_counter(), affinity=affinity, multi_agent_beta=multi_agent_beta(scope["headers"])
+        origin = Origin(
+            received_at=time.perf_counter(),
+            affinity=affinity,
+            multi_agent_beta=multi_agent_beta(scope["headers"]),
         )
+        prepared = await service.prepare(await service.decode(body), origin)
         record.response_id = prepared.response.id
         record.session_id = prepared.session_key
         run = service.run(prepared)

@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 from ..core import APIError, InvalidRequestError, NotFoundError, ServerError, new_id
 from ..ops import AccessRecord
 from ..request import MessagesOptions, in_messages_terms, translate_messages
-from ..responses import PreparedResponse, ResponsesService
+from ..responses import Origin, PreparedResponse, ResponsesService
 from .errors import answer
 from .messages_events import MessageWriter, anthropic_error
 from .responses import JSONBytesResponse, WriterResponse, unless_client_leaves
@@ -189,7 +189,8 @@ async def serve_messages(
         if translation.options.hidden_tools:
             logger.info("Tools not shown to the model: %s", ", ".join(translation.options.hidden_tools))
         try:
-            prepared = await service.prepare(translation.body, received, compact=False, sent_bytes=body.size)
+            origin = Origin(received_at=received, compact=False, sent_bytes=body.size)
+            prepared = await service.prepare(service.body_of(translation.body, origin), origin)
         except APIError as exc:
             raise in_messages_terms(exc, translation) from None
         if counting:

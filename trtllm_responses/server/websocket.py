@@ -28,6 +28,7 @@ from ..request import JsonBody, multi_agent_beta, session_key_from_headers
 from ..responses import (
     Chain,
     Held,
+    Origin,
     ResponsesService,
     Steer,
     Steered,
@@ -382,18 +383,19 @@ class ResponsesSocket:
                 steers = [*steers, *queued]
                 body["input"] = [item for s in queued for item in s.items] + as_items(body.get("input", []))
             # A message as received was checked when it arrived (request/body.py): not measured nor walked
-            # again. Steering's successors and prepended items are measured and checked by prepare.
-            checked: JsonBody | dict[str, Any] = body
-            if isinstance(message, JsonBody) and not queued:
-                checked = JsonBody(body, message.size, message.values, message.items)
-            prepared = await self.service.prepare(
-                checked,
-                received,
+            # again. Steering's successors and prepended items are measured and checked here (body_of).
+            origin = Origin(
+                received_at=received,
                 lookup=self._lookup,
                 generate=generate is not False,
                 affinity=self.affinity,
                 multi_agent_beta=self.multi_agent,
             )
+            if isinstance(message, JsonBody) and not queued:
+                checked = JsonBody(body, message.size, message.values, message.items)
+            else:
+                checked = self.service.body_of(body, origin)
+            prepared = await self.service.prepare(checked, origin)
         except APIError as exc:
             self._evict(previous if isinstance(previous, str) else None)
             await self._send_error(exc, stream_id)

@@ -1,0 +1,63 @@
+"""What a ``previous_response_id`` continues: its conversation so far and its session key.
+
+:class:`Chains` finds it in a connection's own responses first (a WebSocket's, or a sub-agent team's:
+a :data:`~.sessions.HistoryLookup`), then in the histories this process stored or read, then in the
+store. A stored response never changes, so continuing one this process remembers only asks the store
+whether it is still there (``touch``), whatever its length (README, "Long agent loops").
+"""
+
+from __future__ import annotations
+
+from ..adapter import ConversationHistory
+from ..core import ByteBoundedCache, InvalidRequestError, NotFoundError, check_id
+from ..store import ResponseStore
+from .sessions import Chain, HistoryLookup
+
+__all__ = ["CHAIN_HISTORY_CACHE_BYTES", "Chains"]
+
+#: Bytes of stored responses' histories remembered in this process, so that continuing one
+#: (``previous_response_id``) reads none of its history from the store (README, "Long agent loops").
+CHAIN_HISTORY_CACHE_BYTES = 128 << 20
+
+
+class Chains:
+    """The continuations ``previous_response_id`` names, remembered up to ``cache_bytes`` of histories."""
+
+    def __init__(self, store: ResponseStore, cache_bytes: int = CHAIN_HISTORY_CACHE_BYTES) -> None:
+        self.store = store
+        #: The histories (and session keys) of responses this process stored or read, by id.
+        self.cache: ByteBoundedCache[Chain] = ByteBoundedCache(cache_bytes)
+
+    async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
+        """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
+        return (await self.chain_of(response_id, lookup)).history
+
+    async def chain_of(self, response_id: str, lookup: HistoryLookup | None = None) -> Chain:
+        """The conversation and session key a ``previous_response_id`` names; NotFoundError if none does
+        (over HTTP: a 404), ``previous_response_not_found`` (a 400) where ``lookup`` was asked first.
+
+        Its session key was stored with it, so the root of a chain is known without walking the chain,
+        even when another process or replica stored it.
+        """
+        check_id(response_id, "previous_response_id", "resp")
+        if lookup is not None:
+            local = lookup(response_id)
+            if local is not None:
+                return local
+        remembered = self.cache.get(response_id)
+        if remembered is not None and await self.store.touch(response_id):
+            return remembered
+        previous = await self.store.get(response_id)
+        if previous is None:
+            if lookup is not None:
+                raise InvalidRequestError(
+                    f"Previous response with id '{response_id}' not found.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            raise NotFoundError(
+                f"Previous response with id '{response_id}' not found.", param="previous_response_id"
+            )
+        chain = Chain(previous.history, previous.session_key)
+        self.cache.admit(response_id, chain, previous.history.nbytes)
+        return chain

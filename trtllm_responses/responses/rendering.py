@@ -1,0 +1,108 @@
+"""A request's prompt: its conversation so far, its encrypted items opened, its server-run tools, its input.
+
+:class:`Renderer` renders as create does, for ``prepare`` (``prepare.py``), for a compaction's
+summarization (``compaction.py``) and for a conversation's history (``conversations.py``). What is new
+in a request is rendered on the event loop when small (``inline_render_bytes``, ≈1 ms of tokenizing),
+else in the render workers (``harmony/render_pool.py``), off the loop; a replayed history's items the
+item cache holds are not rendered again (``adapter/item_renders.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
+from ..core import LoopSteps
+from ..harmony import RenderPool
+from ..request import MULTI_AGENT_NAMESPACE, ResponsesRequest
+from ..tools import Coordinator, MultiAgentProvider, ServerTools, ToolSettings, prepare_server_tools
+from .chains import Chains
+from .sealing import ContentSealer, unseal_input
+from .sessions import HistoryLookup
+
+__all__ = ["INLINE_RENDER_BYTES", "Renderer"]
+
+#: Requests up to this size render on the event loop (≈1 ms of tokenizing); larger ones in the worker.
+INLINE_RENDER_BYTES = 16 << 10
+
+
+@dataclass(frozen=True, slots=True)
+class Renderer:
+    """Renders requests into prompts with the service's adapter, tools, sealer and render workers;
+    ``chains`` finds the conversation a ``previous_response_id`` continues."""
+
+    adapter: HarmonyAdapter
+    chains: Chains
+    tool_settings: ToolSettings
+    sealer: ContentSealer | None
+    render_pool: RenderPool
+    inline_render_bytes: int = INLINE_RENDER_BYTES
+
+    async def render(
+        self,
+        request: ResponsesRequest,
+        *,
+        lookup: HistoryLookup | None = None,
+        size: int = 0,
+        tools: ServerTools | None = None,
+        prepare_tools: bool = True,
+        history: ConversationHistory | None = None,
+        steps: LoopSteps | None = None,
+        coordinator: Coordinator | None = None,
+    ) -> tuple[Prompt, ServerTools | None]:
+        """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
+        and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``);
+        with ``coordinator``, the multi-agent actions among them. ``size``: the request's bytes so far
+        (its budget's ``spent``), which with what is new decides where it is rendered."""
+        if history is None:  # else: the conversation's (``conversation=``), or the previous response's
+            history = EMPTY_HISTORY
+            if request.previous_response_id is not None:
+                history = await self.chains.history_of(request.previous_response_id, lookup)
+        if prepare_tools:
+            tools = await prepare_server_tools(request, history.calls, self.tool_settings)
+        if coordinator is not None:
+            tools = tools or ServerTools()
+            tools.providers[MULTI_AGENT_NAMESPACE] = MultiAgentProvider(coordinator)
+        namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
+        # The built-in tools shown ({} hides every declared one: their backends are off).
+        builtin = tools.builtin if tools is not None else {}
+        if self.sealer is not None and not isinstance(request.input, str):
+            opened = unseal_input(request.input, self.sealer)
+            if opened is not request.input:
+                request = request.model_copy(update={"input": opened})
+        prompt = await self.build_prompt(request, history, size, namespaces, builtin, steps or LoopSteps())
+        return prompt, tools
+
+    async def build_prompt(
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory,
+        size: int,
+        namespaces: Sequence[Mapping[str, Any]] = (),
+        builtin: Mapping[str, str] | None = None,
+        steps: LoopSteps | None = None,
+    ) -> Prompt:
+        """The prompt; a large request's new messages are rendered in the worker process, off the event loop.
+
+        What is large is what is new: a replayed history's items the item cache holds are not rendered
+        again (``adapter/item_renders.py``), so only the rest counts.
+        """
+        adapter = self.adapter
+        draft = adapter.draft_prompt(request, history, namespaces, builtin)
+        if min(size, draft.render_bytes) <= self.inline_render_bytes or not draft.to_render:
+            return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
+        steps = steps or LoopSteps()
+        renders = await self.render_pool.render(draft.to_render)
+        steps.restart()  # waiting for the worker let the loop run
+        rendered = [adapter.rendered(m, tokens) for m, tokens in zip(draft.to_render, renders, strict=True)]
+        await steps.boundary()
+        return adapter.finish_prompt(draft, rendered)
+
+    async def render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:
+        """Render a conversation's messages: in the worker process when large, as :meth:`build_prompt` does."""
+        if size <= self.inline_render_bytes:
+            return self.adapter.render_messages(messages)
+        renders = await self.render_pool.render(messages)
+        return [self.adapter.rendered(m, tokens) for m, tokens in zip(messages, renders, strict=True)]
