@@ -3,7 +3,8 @@
 :class:`Chains` finds it in a connection's own responses first (a WebSocket's, or a sub-agent team's:
 a :data:`~.sessions.HistoryLookup`), then in the histories this process stored or read, then in the
 store. A stored response never changes, so continuing one this process remembers only asks the store
-whether it is still there (``touch``), whatever its length (README, "Long agent loops").
+whether it is still there (``touch``), whatever its length
+(docs/agents-and-long-sessions.md#long-agent-loops).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from .sessions import Chain, HistoryLookup
 __all__ = ["CHAIN_HISTORY_CACHE_BYTES", "Chains"]
 
 #: Bytes of stored responses' histories remembered in this process, so that continuing one
-#: (``previous_response_id``) reads none of its history from the store (README, "Long agent loops").
+#: (``previous_response_id``) reads none of its history from the store
+#: (docs/agents-and-long-sessions.md#long-agent-loops).
 CHAIN_HISTORY_CACHE_BYTES = 128 << 20
 
 
