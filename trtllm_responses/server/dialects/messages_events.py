@@ -7,7 +7,7 @@ sealed reasoning as the ``signature_delta`` before ``content_block_stop``; with
 ``--redact_reasoning`` a ``redacted_thinking`` block), a message a ``text`` block, a function call a
 ``tool_use`` block (its arguments as ``input_json_delta``s). Streamed, each step's events become SSE
 frames at once (``event: NAME`` + ``data: JSON``); not streamed, :meth:`MessageWriter.message_json`.
-Stop sequences apply to the text, held back while it may begin one (``chat_chunks.StopMatcher``).
+Stop sequences apply to the text, held back while it may begin one (``edge.StopMatcher``).
 The events and stop reasons: README, "Anthropic Messages".
 """
 
@@ -30,8 +30,8 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from ..core import APIError, ServerError, json_string
-from .chat_chunks import StopMatcher, generation_failure
+from ...core import APIError, ServerError, json_string
+from .edge import EventWriter, StopMatcher, generation_failure
 
 __all__ = ["ERROR_TYPES", "MessageWriter", "anthropic_error", "anthropic_usage", "frame"]
 
@@ -110,7 +110,7 @@ class _Block:
         self.block = block
 
 
-class MessageWriter:
+class MessageWriter(EventWriter):
     """One Anthropic message, fed the typed events of its generation.
 
     ``stream`` True: :meth:`feed` returns the SSE bytes of each step. Else the writer keeps the
@@ -196,10 +196,7 @@ class MessageWriter:
             block = self._block
             if type(event) is ResponseTextDeltaEvent and block is not None:  # the common step: one token
                 return block.head + json_string(event.delta) + _DELTA_END
-        out = b""
-        for event in events:
-            out += self._event(event)
-        return out
+        return self.each(events)
 
     def _event(self, event: Any) -> bytes:
         kind = type(event)
@@ -313,17 +310,11 @@ class MessageWriter:
     def _delta(self, kind: str, text: str) -> bytes:
         """Thinking text or tool arguments for the open block (a thinking block opens at its first text)."""
         block = self._block
-        out = b""
-        if block is None:
-            if kind != "thinking" or self._pending != "thinking":
-                return b""
-            out = self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
-            block = self._block
-            assert block is not None
-        if not self._stream:
-            block.parts.append(text)
-            return out
-        return out + block.head + json_string(text) + _DELTA_END
+        if block is not None and self._stream:
+            return block.head + json_string(text) + _DELTA_END
+        if block is None and (kind != "thinking" or self._pending != "thinking"):
+            return b""
+        return self._append("thinking", text)
 
     def _text(self, text: str) -> bytes:
         """Answer text, through the stop sequences when there are any."""
@@ -341,11 +332,23 @@ class MessageWriter:
         if not text:
             return b""
         block = self._block
+        if block is not None and self._stream:
+            return block.head + json_string(text) + _DELTA_END
+        if block is None and self._pending != "text":
+            return b""
+        return self._append("text", text)
+
+    def _append(self, kind: str, text: str) -> bytes:
+        """``text`` into the open block, opened first (as a ``kind`` block) when none is."""
+        block = self._block
         out = b""
         if block is None:
-            if self._pending != "text":
-                return b""
-            out = self._open("text", {"type": "text", "text": ""})
+            opening = (
+                {"type": "thinking", "thinking": "", "signature": ""}
+                if kind == "thinking"
+                else {"type": "text", "text": ""}
+            )
+            out = self._open(kind, opening)
             block = self._block
             assert block is not None
         if not self._stream:
