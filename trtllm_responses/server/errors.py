@@ -58,8 +58,7 @@ async def answer(
     path: str,
     render: Callable[[APIError], Response] = error_response,
 ) -> int:
-    """Serve one request of a route outside FastAPI (``POST /v1/responses``, ``/v1/chat/completions``,
-    ``/v1/messages``).
+    """Serve one request of a route outside FastAPI (the app's table, ``router.py``).
 
     ``handler`` builds the response; an APIError it raises becomes the error body (``render``: OpenAI's
     envelope unless the route says, e.g. Anthropic's), anything else a logged 500, and a client gone

@@ -95,12 +95,11 @@ class ResponsesApp:
     ) -> None:
         self.api = api
         self.service = service
-        self.background = background
-        self.config = config or ServerConfig()
-        self.api_key = self.config.api_key
+        self.config = config = config or ServerConfig()
+        self.api_key = config.api_key
         self._requests = service.metrics.requests
         #: The routes of the table, by path (and those that take every path below theirs).
-        self.routes = api_routes(service, background, self.config)
+        self.routes = api_routes(service, background, config)
         self._exact = {route.path: route for route in self.routes if not route.below}
         self._below = [route for route in self.routes if route.below]
 

@@ -31,7 +31,7 @@ from ...request import ChatOptions, session_key_from_headers, translate_chat
 from ...responses import PreparedResponse, ResponseRun, ResponsesService
 from ..call import Call
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
-from .edge import Feed, drive_writing, quietly, read_request, respond, writing
+from .edge import NOTHING, Deliver, drive_writing, quietly, read_request, respond, writing
 
 __all__ = ["CHAT_PATH", "ChatCompletionRun", "create_chat_completion"]
 
@@ -159,25 +159,26 @@ class ChatCompletionRun:
         await send({"type": "http.response.body", "body": tail, "more_body": True})
 
     async def _drive_one(self, run: ResponseRun, choice: ChatChoice, send: Send) -> None:
-        await drive_writing(run, writing(self._feed(choice), send), choice, f"Chat completion {self.id}")
+        await drive_writing(run, self._deliver(choice, send), choice, f"Chat completion {self.id}")
         self._ended(run, choice)
 
-    def _feed(self, choice: ChatChoice) -> Feed:
+    def _deliver(self, choice: ChatChoice, send: Send) -> Deliver:
         """What a choice writes of each step: its chunks, obfuscated when asked; nothing once another
         choice failed (the stream then ends with that failure)."""
         frames = self.frames
         assert frames is not None
         several = len(self.choices) > 1
         if not several and not frames.obfuscated:
-            return choice.feed  # the per-token path: nothing between the choice and the socket
+            return writing(choice.feed, send)
 
-        def feed(events: list[ResponseStreamEvent]) -> bytes:
+        def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
+            # Returns send's own awaitable: no extra coroutine frame per engine step.
             data = choice.feed(events)
             if not data or (several and self.error is not None):
-                return b""
-            return frames.obfuscate(data)
+                return NOTHING
+            return send({"type": "http.response.body", "body": frames.obfuscate(data), "more_body": True})
 
-        return feed
+        return deliver
 
     def _ended(self, run: ResponseRun, choice: ChatChoice) -> None:
         """A choice's generation ended: if it failed, the request fails with its error, and the others stop."""

@@ -4,8 +4,8 @@
 the Responses transports write) and turns them into one choice of a chat completion: streamed, each
 delta framed at once as an SSE ``chat.completion.chunk`` line (:class:`ChunkFrames` builds each
 chunk's fixed part once); not streamed, :meth:`ChatChoice.choice_json`. Stop strings apply to the
-answer text, held back while it may begin one (``edge.StopMatcher``). The chunks and finish reasons: README, "Chat
-Completions".
+answer text, held back while it may begin one (``edge.StopMatcher``). The chunks and finish reasons:
+README, "Chat Completions".
 """
 
 from __future__ import annotations
@@ -201,7 +201,10 @@ class ChatChoice(EventWriter):
             if type(event) is ResponseTextDeltaEvent:  # the common step: one token of text
                 self.wrote_text = True
                 return self._content_head + json_string(event.delta) + _OPEN
-        return self.each(events)
+        out = b""
+        for event in events:
+            out += self._event(event)
+        return out
 
     def _event(self, event: Any) -> bytes:
         kind = type(event)

@@ -29,6 +29,7 @@ from ..call import Call
 from ..responses import JSONBytesResponse, WriterResponse
 
 __all__ = [
+    "NOTHING",
     "Deliver",
     "DialectRun",
     "EventWriter",
@@ -51,7 +52,7 @@ Feed = Callable[[list[ResponseStreamEvent]], bytes]
 
 
 class _Nothing:
-    """An awaitable that is already done (a step whose events made no frame: no write)."""
+    """An awaitable that is already done (a step whose events made no frame: no write): :data:`NOTHING`."""
 
     __slots__ = ()
 
@@ -59,7 +60,7 @@ class _Nothing:
         return iter(())  # type: ignore[return-value]
 
 
-_NOTHING = _Nothing()
+NOTHING = _Nothing()
 
 
 def quietly(feed: Feed) -> Deliver:
@@ -67,7 +68,7 @@ def quietly(feed: Feed) -> Deliver:
 
     def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
         feed(events)
-        return _NOTHING
+        return NOTHING
 
     return deliver
 
@@ -81,7 +82,7 @@ def writing(feed: Feed, send: Send) -> Deliver:
     def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
         data = feed(events)
         if not data:
-            return _NOTHING
+            return NOTHING
         return send({"type": "http.response.body", "body": data, "more_body": True})
 
     return deliver
@@ -96,18 +97,8 @@ class EventWriter:
     usage: ResponseUsage | None
 
     def feed(self, events: list[ResponseStreamEvent]) -> bytes:
-        """Read one engine step's events; the frames they make (streaming), else ``b""``."""
-        return self.each(events)
-
-    def each(self, events: list[ResponseStreamEvent]) -> bytes:
-        """The frames of a step's events, read one by one (a writer's ``feed`` may take a one-token step
-        faster, then calls this for any other)."""
-        out = b""
-        for event in events:
-            out += self._event(event)
-        return out
-
-    def _event(self, event: Any) -> bytes:
+        """Read one engine step's events; the frames they make (streaming), else ``b""``. (Each writer's own,
+        its one-token step first, with no call between it and the socket: the per-token path.)"""
         raise NotImplementedError
 
 

@@ -196,7 +196,10 @@ class MessageWriter(EventWriter):
             block = self._block
             if type(event) is ResponseTextDeltaEvent and block is not None:  # the common step: one token
                 return block.head + json_string(event.delta) + _DELTA_END
-        return self.each(events)
+        out = b""
+        for event in events:
+            out += self._event(event)
+        return out
 
     def _event(self, event: Any) -> bytes:
         kind = type(event)
@@ -310,11 +313,17 @@ class MessageWriter(EventWriter):
     def _delta(self, kind: str, text: str) -> bytes:
         """Thinking text or tool arguments for the open block (a thinking block opens at its first text)."""
         block = self._block
-        if block is not None and self._stream:
-            return block.head + json_string(text) + _DELTA_END
-        if block is None and (kind != "thinking" or self._pending != "thinking"):
-            return b""
-        return self._append("thinking", text)
+        out = b""
+        if block is None:
+            if kind != "thinking" or self._pending != "thinking":
+                return b""
+            out = self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            block = self._block
+            assert block is not None
+        if not self._stream:
+            block.parts.append(text)
+            return out
+        return out + block.head + json_string(text) + _DELTA_END
 
     def _text(self, text: str) -> bytes:
         """Answer text, through the stop sequences when there are any."""
@@ -332,23 +341,11 @@ class MessageWriter(EventWriter):
         if not text:
             return b""
         block = self._block
-        if block is not None and self._stream:
-            return block.head + json_string(text) + _DELTA_END
-        if block is None and self._pending != "text":
-            return b""
-        return self._append("text", text)
-
-    def _append(self, kind: str, text: str) -> bytes:
-        """``text`` into the open block, opened first (as a ``kind`` block) when none is."""
-        block = self._block
         out = b""
         if block is None:
-            opening = (
-                {"type": "thinking", "thinking": "", "signature": ""}
-                if kind == "thinking"
-                else {"type": "text", "text": ""}
-            )
-            out = self._open(kind, opening)
+            if self._pending != "text":
+                return b""
+            out = self._open("text", {"type": "text", "text": ""})
             block = self._block
             assert block is not None
         if not self._stream:
