@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from trtllm_responses.server.chat_chunks import StopMatcher
+from trtllm_responses.server.dialects.edge import StopMatcher
 
 
 def reference(pieces: list[str], stops: list[str]) -> str:

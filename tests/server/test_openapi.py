@@ -47,9 +47,9 @@ def test_every_route_is_documented(echo_server, document: dict[str, Any]) -> Non
         for route in _api_routes(echo_server.app.api.routes)
         for method in route.methods
     }
-    served.add(("/v1/responses", "post"))  # served by create.ResponsesApp, outside FastAPI
+    served.add(("/v1/responses", "post"))  # served by router.ResponsesApp's table, outside FastAPI
     served.add(("/v1/chat/completions", "post"))  # likewise
-    served.add(("/v1/messages", "post"))  # likewise (server/messages.py)
+    served.add(("/v1/messages", "post"))  # likewise (server/dialects/messages.py)
     served.add(("/v1/messages/count_tokens", "post"))
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
     assert documented == served

@@ -30,9 +30,9 @@ def test_stats_report_latency_counts_and_store(http: httpx.Client) -> None:
 
 
 def test_oversized_bodies_are_413(http: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    from trtllm_responses.server import create
+    from trtllm_responses.server import body
 
-    monkeypatch.setattr(create, "MAX_BODY_BYTES", 1000)
+    monkeypatch.setattr(body, "MAX_BODY_BYTES", 1000)
     response = http.post("/v1/responses", json={"input": "x" * 2000})
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"

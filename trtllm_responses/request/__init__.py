@@ -9,7 +9,7 @@ bytes),
 ``pagination.py`` (cursor pages of ``list`` objects), ``affinity.py`` (session keys: the headers that
 name a session, their bounds), ``chat.py`` and ``chat_messages.py`` (a Chat Completions request read as
 a Responses request), ``anthropic.py`` and ``anthropic_messages.py`` (an Anthropic Messages request read
-as one). Imports only ``core/``.
+as one), ``dialect.py`` (what those two edges share). Imports only ``core/``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
         MessagesOptions,
         MessagesRequest,
         MessagesTranslation,
-        in_messages_terms,
         translate_messages,
     )
     from .body import (
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
         count_values,
         decode_body,
     )
-    from .chat import ChatOptions, ChatRequest, in_chat_terms, translate_chat
+    from .chat import ChatOptions, ChatRequest, translate_chat
     from .input_items import normalize_input_items
     from .items import (
         AgentMessage,
@@ -198,8 +197,6 @@ __all__ = [
     "choice_data",
     "count_values",
     "decode_body",
-    "in_chat_terms",
-    "in_messages_terms",
     "json_object",
     "key_of_cache_key",
     "multi_agent_beta",
@@ -295,12 +292,10 @@ _ON_FIRST_USE = {
     "tools_data": ".tools",
     "ChatOptions": ".chat",
     "ChatRequest": ".chat",
-    "in_chat_terms": ".chat",
     "translate_chat": ".chat",
     "MessagesOptions": ".anthropic",
     "MessagesRequest": ".anthropic",
     "MessagesTranslation": ".anthropic",
-    "in_messages_terms": ".anthropic",
     "translate_messages": ".anthropic",
     "normalize_input_items": ".input_items",
     "list_page_json": ".pagination",

@@ -4,25 +4,23 @@ A Messages request is checked here (its messages in ``anthropic_messages.py``; e
 Anthropic field, ``messages[2].content[0].tool_use_id``) and translated into the Responses request
 body ``ResponsesService.prepare`` reads, so every API shares one prompt, one Constraint and one
 generation path. What stays Messages-side is :class:`MessagesOptions` (``stream``,
-``stop_sequences``, whether and how thinking blocks are returned, the model name asked for);
-:func:`in_messages_terms` names a service error's param as the Anthropic field. Each field and
-what it becomes: docs/anthropic-messages.md#anthropic-messages.
+``stop_sequences``, whether and how thinking blocks are returned, the model name asked for); the
+:class:`~.dialect.Translation` names a service error's param as the Anthropic field (:data:`MESSAGES_NAMES`).
+What this edge shares with the chat one: ``dialect.py``. Each field and what it becomes:
+docs/anthropic-messages.md#anthropic-messages.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..core import APIError, InvalidRequestError
+from ..core import InvalidRequestError
 from .anthropic_messages import anthropic_items, system_text
 from .body import JsonBody
-from .chat_messages import object_at, string_at
-from .fields import one_sentence
-from .protocol import check_depth, json_object
+from .dialect import ParamNames, Translation, checked, object_at, stop_strings, string_at
 from .shared_fields import MAX_INTEGER, Integer
 
 __all__ = [
@@ -32,8 +30,8 @@ __all__ = [
     "MessagesOptions",
     "MessagesRequest",
     "MessagesTranslation",
+    "MESSAGES_NAMES",
     "effort_for_budget",
-    "in_messages_terms",
     "translate_messages",
 ]
 
@@ -87,16 +85,9 @@ class MessagesOptions:
     hidden_tools: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class MessagesTranslation:
-    """A checked Messages request: the Responses body for ``prepare``, the Messages-only options, and
-    where each input item came from (``origins[k]``: the Anthropic field of ``input[k]``)."""
-
-    body: dict[str, Any]
-    options: MessagesOptions
-    origins: tuple[str, ...]
-    #: ``tool_origins[k]``: the index in ``tools`` of the translated request's ``tools[k]``.
-    tool_origins: tuple[int, ...] = ()
+#: A checked Messages request: the Responses body, the Messages-only options, where each input item and
+#: tool came from (``tool_origins``: tools of Anthropic-defined types are not translated).
+MessagesTranslation: TypeAlias = Translation[MessagesOptions]
 
 
 def effort_for_budget(budget: int) -> str:
@@ -112,16 +103,7 @@ def translate_messages(
 
     ``counting`` (``/v1/messages/count_tokens``): ``max_tokens`` is not required.
     """
-    if isinstance(raw, JsonBody):  # checked when it was parsed (body.py)
-        data = raw.data
-    else:
-        data = raw if isinstance(raw, dict) else json_object(raw)
-        check_depth(data)  # before anything walks it (a tool_use's input is serialized again)
-    data = {key: value for key, value in data.items() if value is not None}
-    try:
-        request = MessagesRequest.model_validate(data)
-    except ValidationError as exc:
-        raise one_sentence(exc, "") from None
+    request = checked(MessagesRequest, raw)  # its depth checked (a tool_use's input is serialized again)
     if request.max_tokens is None and not counting:
         raise InvalidRequestError("'max_tokens' is required.", param="max_tokens")
     if not request.messages:
@@ -133,23 +115,13 @@ def translate_messages(
             f"'{where}' is assistant: prefilling gpt-oss's answer is not supported; end with a user message.",
             param=where,
         )
-    items, origins = anthropic_items(request.messages)
-    body: dict[str, Any] = {"input": items, "store": False, "model": request.model}
+    items = anthropic_items(request.messages)
+    body: dict[str, Any] = {"input": items.items, "store": False, "model": request.model}
     if request.system is not None:
         body["instructions"] = system_text(request.system)
-    hidden: list[str] = []
-    tool_origins: list[int] = []
-    if request.tools:
-        tools = []
-        for i, tool in enumerate(request.tools):
-            declared = _tool(tool, f"tools[{i}]")
-            if declared is None:
-                hidden.append(str(tool.get("type")))
-            else:
-                tools.append(declared)
-                tool_origins.append(i)
-        if tools:
-            body["tools"] = tools
+    tools, tool_origins, hidden = _tools(request.tools or [])
+    if tools:
+        body["tools"] = tools
     if request.tool_choice is not None:
         choice, parallel = _tool_choice(request.tool_choice)
         body["tool_choice"] = choice
@@ -173,11 +145,13 @@ def translate_messages(
     options = MessagesOptions(
         model=request.model,
         stream=request.stream,
-        stop=_stop(request.stop_sequences),
+        stop=stop_strings(
+            request.stop_sequences, "stop_sequences", MAX_STOP_SEQUENCES, MAX_STOP_SEQUENCE_CHARS
+        ),
         thinking=thinking,
-        hidden_tools=tuple(hidden),
+        hidden_tools=hidden,
     )
-    return MessagesTranslation(body, options, tuple(origins), tuple(tool_origins))
+    return Translation(body, options, tuple(items.origins), MESSAGES_NAMES, tool_origins)
 
 
 def _check_metadata(metadata: dict[str, Any] | None) -> None:
@@ -186,25 +160,6 @@ def _check_metadata(metadata: dict[str, Any] | None) -> None:
     user_id = metadata.get("user_id")
     if user_id is not None and not isinstance(user_id, str):
         raise InvalidRequestError("'metadata.user_id' must be a string.", param="metadata.user_id")
-
-
-def _stop(stops: list[str] | None) -> tuple[str, ...]:
-    if not stops:
-        return ()
-    if len(stops) > MAX_STOP_SEQUENCES:
-        raise InvalidRequestError(
-            f"'stop_sequences' holds at most {MAX_STOP_SEQUENCES} sequences; got {len(stops)}.",
-            param="stop_sequences",
-        )
-    for i, text in enumerate(stops):
-        where = f"stop_sequences[{i}]"
-        if not text:
-            raise InvalidRequestError(f"'{where}' must not be empty.", param=where)
-        if len(text) > MAX_STOP_SEQUENCE_CHARS:
-            raise InvalidRequestError(
-                f"'{where}' is {len(text)} characters; the most is {MAX_STOP_SEQUENCE_CHARS}.", param=where
-            )
-    return tuple(stops)
 
 
 def _thinking(request: MessagesRequest) -> tuple[Thinking, str | None]:
@@ -255,6 +210,21 @@ def _thinking(request: MessagesRequest) -> tuple[Thinking, str | None]:
 
 
 # -- tools, tool_choice, output format -----------------------------------------------------------
+
+
+def _tools(declared: list[Any]) -> tuple[list[dict[str, Any]], tuple[int, ...], tuple[str, ...]]:
+    """The client tools as function tools, the index in ``tools`` of each, and the types of those not shown."""
+    tools: list[dict[str, Any]] = []
+    origins: list[int] = []
+    hidden: list[str] = []
+    for i, tool in enumerate(declared):
+        function = _tool(tool, f"tools[{i}]")
+        if function is None:
+            hidden.append(str(tool.get("type")))
+        else:
+            tools.append(function)
+            origins.append(i)
+    return tools, tuple(origins), tuple(hidden)
 
 
 def _tool(tool: Any, where: str) -> dict[str, Any] | None:
@@ -312,55 +282,20 @@ def _output_format(fmt: Any) -> dict[str, Any]:
 
 # -- errors back to Anthropic fields ---------------------------------------------------------------
 
-_INPUT = re.compile(r"^input\[(\d+)\](.*)$")
-_TOOLS = re.compile(r"^tools\[(\d+)\](.*)$")
-#: The service's params whose Anthropic field has another name (prefix → Anthropic prefix).
-_RENAMED = (
-    ("text.format", "output_config.format"),
-    ("text", "output_config"),
-    ("reasoning", "thinking"),
-    ("instructions", "system"),
-    ("max_output_tokens", "max_tokens"),
-    ("parallel_tool_calls", "tool_choice.disable_parallel_tool_use"),
-    ("input", "messages"),
+#: How Messages names the service's params: an input item's fields under the block it came from (a
+#: thinking block's origin is its signature or data, as it is), a tool's ``parameters`` its
+#: ``input_schema``, and these (prefix → Anthropic prefix).
+MESSAGES_NAMES = ParamNames(
+    renamed=(
+        ("text.format", "output_config.format"),
+        ("text", "output_config"),
+        ("reasoning", "thinking"),
+        ("instructions", "system"),
+        ("max_output_tokens", "max_tokens"),
+        ("parallel_tool_calls", "tool_choice.disable_parallel_tool_use"),
+        ("input", "messages"),
+    ),
+    tool_fields=((".parameters", ".input_schema"),),
+    item_fields=True,
+    leaves=(".signature", ".data"),
 )
-
-
-def messages_param(param: str | None, translation: MessagesTranslation) -> str | None:
-    """The Anthropic field a param of the translated request stands for."""
-    if param is None:
-        return None
-    match = _INPUT.match(param)
-    if match:
-        index, rest = int(match.group(1)), match.group(2)
-        origins = translation.origins
-        if index >= len(origins):
-            return "messages"
-        origin = origins[index]
-        if origin.endswith((".signature", ".data")):  # a thinking block: its signature is what was read
-            return origin
-        return origin + rest
-    match = _TOOLS.match(param)
-    if match:
-        index, rest = int(match.group(1)), match.group(2)
-        tools = translation.tool_origins
-        if index < len(tools):
-            index = tools[index]
-        if rest.startswith(".parameters"):
-            rest = ".input_schema" + rest[len(".parameters") :]
-        return f"tools[{index}]{rest}"
-    for prefix, field in _RENAMED:
-        if param == prefix or param.startswith(prefix):
-            rest = param[len(prefix) :]
-            if not rest or rest[0] in ".[":
-                return field + rest
-    return param
-
-
-def in_messages_terms(error: APIError, translation: MessagesTranslation) -> APIError:
-    """``error`` with its param renamed to the Anthropic field it is about (the message keeps its words)."""
-    param = messages_param(error.param, translation)
-    if param != error.param and error.param is not None:
-        error.message = error.message.replace(f"'{error.param}", f"'{param}")
-        error.param = param
-    return error

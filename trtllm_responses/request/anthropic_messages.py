@@ -1,8 +1,8 @@
 """Anthropic ``system`` and ``messages`` → the service's input items (the request edge of ``POST /v1/messages``).
 
-Each message becomes the items ``harmony/input_messages.py`` renders as gpt-oss reads them, as
-``chat_messages.py`` does for chat: a ``user`` message's text blocks one user message, its
-``tool_result`` blocks the ``function_call_output`` of the earlier ``tool_use`` each names (an
+Each message becomes the items ``harmony/input_messages.py`` renders as gpt-oss reads them (gathered
+in a ``dialect.Items``, as ``chat_messages.py`` does for chat): a ``user`` message's text blocks one
+user message, its ``tool_result`` blocks the ``function_call_output`` of the earlier ``tool_use`` each names (an
 ``is_error`` result reads ``Error: ...``); an ``assistant`` message's ``thinking`` block becomes a
 reasoning item whose ``encrypted_content`` is the block's ``signature`` (opened, so verified, by
 the service's sealer as any encrypted reasoning is), a ``redacted_thinking`` block the same from
@@ -13,13 +13,13 @@ joins the instructions. Errors name the Anthropic field (``messages[2].content[0
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from ..core import InvalidRequestError
-from .chat_messages import object_at, string_at
+from .dialect import Items, each_message, object_at, string_at
 
 __all__ = ["BILLING_HEADER", "IMAGE_OMITTED", "anthropic_items", "system_text"]
 
@@ -104,27 +104,17 @@ def _tool_result_text(block: Mapping[str, Any], at: str) -> str:
     return f"Error: {text}" if is_error else text
 
 
-def anthropic_items(messages: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The input items of ``messages``, and for each item the Anthropic field it came from."""
-    items: list[dict[str, Any]] = []
-    origins: list[str] = []
-    call_ids: set[str] = set()
-
-    def add(item: dict[str, Any], origin: str) -> None:
-        items.append(item)
-        origins.append(origin)
-
-    for i, message in enumerate(messages):
-        where = f"messages[{i}]"
-        message = object_at(message, where)
-        role = message.get("role")
+def anthropic_items(messages: list[Any]) -> Items:
+    """The input items of ``messages``, each with the Anthropic field it came from."""
+    items = Items()
+    for where, message, role in each_message(messages):
         if "content" not in message:
             raise InvalidRequestError(f"'{where}.content' is required.", param=f"{where}.content")
         blocks = _blocks(message["content"], f"{where}.content")
         if role == "user":
-            _user(blocks, f"{where}.content", add, call_ids)
+            _user(blocks, f"{where}.content", items)
         elif role == "assistant":
-            _assistant(blocks, f"{where}.content", add, call_ids)
+            _assistant(blocks, f"{where}.content", items)
         elif role == "system":
             texts = []
             for j, block in enumerate(blocks):
@@ -132,20 +122,15 @@ def anthropic_items(messages: list[Any]) -> tuple[list[dict[str, Any]], list[str
                 if block.get("type") != "text":
                     raise _unknown(block.get("type"), at, "system")
                 texts.append(string_at(block, "text", at))
-            add({"type": "message", "role": "system", "content": "\n\n".join(texts)}, where)
+            items.add({"type": "message", "role": "system", "content": "\n\n".join(texts)}, where)
         else:
             raise InvalidRequestError(
                 f"'{where}.role' must be one of user, assistant; got {role!r}.", param=f"{where}.role"
             )
-    return items, origins
+    return items
 
 
-def _user(
-    blocks: list[Mapping[str, Any]],
-    where: str,
-    add: Callable[[dict[str, Any], str], None],
-    call_ids: set[str],
-) -> None:
+def _user(blocks: list[Mapping[str, Any]], where: str, items: Items) -> None:
     """A user message: its tool results (in order, as tool messages), then its text as one user message."""
     texts: list[str] = []
     first_text = None
@@ -156,31 +141,19 @@ def _user(
             texts.append(string_at(block, "text", at))
             first_text = first_text or at
         elif kind == "tool_result":
-            call_id = string_at(block, "tool_use_id", at)
-            if call_id not in call_ids:
-                raise InvalidRequestError(
-                    f"'{at}.tool_use_id' is {call_id!r}, which no earlier assistant message's tool_use block "
-                    "has as its id.",
-                    param=f"{at}.tool_use_id",
-                )
-            add(
-                {"type": "function_call_output", "call_id": call_id, "output": _tool_result_text(block, at)},
-                at,
+            call_id = items.answering(
+                string_at(block, "tool_use_id", at), f"{at}.tool_use_id", "tool_use block"
             )
+            items.output(call_id, _tool_result_text(block, at), at)
         elif kind in _NOT_TEXT:
             raise _not_text(kind, at)
         else:
             raise _unknown(kind, at, "user")
     if texts:
-        add({"type": "message", "role": "user", "content": "\n\n".join(texts)}, first_text or where)
+        items.add({"type": "message", "role": "user", "content": "\n\n".join(texts)}, first_text or where)
 
 
-def _assistant(
-    blocks: list[Mapping[str, Any]],
-    where: str,
-    add: Callable[[dict[str, Any], str], None],
-    call_ids: set[str],
-) -> None:
+def _assistant(blocks: list[Mapping[str, Any]], where: str, items: Items) -> None:
     """An assistant message: its thinking, text and tool uses, in the order written."""
     for j, block in enumerate(blocks):
         at = f"{where}[{j}]"
@@ -188,29 +161,20 @@ def _assistant(
         if kind == "text":
             text = string_at(block, "text", at)
             if text:
-                add({"type": "message", "role": "assistant", "content": text}, at)
+                items.add({"type": "message", "role": "assistant", "content": text}, at)
         elif kind == "thinking":
             string_at(block, "thinking", at)  # the text is what the signature seals: it is read from there
             signature = string_at(block, "signature", at)
-            add({"type": "reasoning", "summary": [], "encrypted_content": signature}, f"{at}.signature")
+            items.add({"type": "reasoning", "summary": [], "encrypted_content": signature}, f"{at}.signature")
         elif kind == "redacted_thinking":
             data = string_at(block, "data", at)
-            add({"type": "reasoning", "summary": [], "encrypted_content": data}, f"{at}.data")
+            items.add({"type": "reasoning", "summary": [], "encrypted_content": data}, f"{at}.data")
         elif kind == "tool_use":
             call_id = string_at(block, "id", at)
             name = string_at(block, "name", at)
             arguments = block.get("input", {})
             if not isinstance(arguments, Mapping):
                 raise InvalidRequestError(f"'{at}.input' must be an object.", param=f"{at}.input")
-            call_ids.add(call_id)
-            add(
-                {
-                    "type": "function_call",
-                    "call_id": call_id,
-                    "name": name,
-                    "arguments": orjson.dumps(arguments).decode(),
-                },
-                at,
-            )
+            items.call(call_id, name, orjson.dumps(arguments).decode(), at)
         else:
             raise _unknown(kind, at, "assistant")

@@ -4,23 +4,22 @@ A chat request is checked here (its messages in ``chat_messages.py``; errors nam
 ``messages[2].tool_calls[0].id``) and translated into the Responses request body
 ``ResponsesService.prepare`` reads, so both APIs share one prompt, one Constraint and one generation
 path. What stays chat-side is :class:`ChatOptions` (``n``, ``stop`` strings, ``stream_options``,
-logprobs); :func:`chat_param` names a service error's param as the chat field. Each field and what it
+logprobs); the :class:`~.dialect.Translation` names a service error's param as the chat field
+(``ParamNames``). What this edge shares with the Messages one: ``dialect.py``. Each field and what it
 becomes: docs/chat-completions.md#chat-completions.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..core import APIError, InvalidRequestError
+from ..core import InvalidRequestError
 from .body import JsonBody
-from .chat_messages import messages_to_items, object_at, string_at
-from .fields import one_sentence
-from .protocol import json_object
+from .chat_messages import messages_to_items
+from .dialect import ParamNames, Translation, checked, object_at, stop_strings, string_at
 from .shared_fields import (
     CacheRetention,
     Integer,
@@ -42,8 +41,6 @@ __all__ = [
     "ChatOptions",
     "ChatRequest",
     "ChatTranslation",
-    "chat_param",
-    "in_chat_terms",
     "translate_chat",
 ]
 
@@ -114,24 +111,13 @@ class ChatOptions:
     max_tokens_field: str = "max_completion_tokens"  # the field the limit came in (for errors)
 
 
-@dataclass(frozen=True, slots=True)
-class ChatTranslation:
-    """A checked chat request: the Responses body for ``prepare``, the chat-only options, and where
-    each input item came from (``origins[k]``: the chat field of ``input[k]``)."""
-
-    body: dict[str, Any]
-    options: ChatOptions
-    origins: tuple[str, ...]
+#: A checked chat request: the Responses body, the chat-only options, where each input item came from.
+ChatTranslation: TypeAlias = Translation[ChatOptions]
 
 
 def translate_chat(raw: bytes | dict[str, Any] | JsonBody) -> ChatTranslation:
     """Check a chat completions body and translate it; raise InvalidRequestError naming the chat field."""
-    data = raw.data if isinstance(raw, JsonBody) else raw if isinstance(raw, dict) else json_object(raw)
-    data = {key: value for key, value in data.items() if value is not None}
-    try:
-        request = ChatRequest.model_validate(data)
-    except ValidationError as exc:
-        raise one_sentence(exc, "") from None
+    request = checked(ChatRequest, raw)
     if request.functions is not None or request.function_call is not None:
         param = "functions" if request.functions is not None else "function_call"
         raise InvalidRequestError(
@@ -139,7 +125,24 @@ def translate_chat(raw: bytes | dict[str, Any] | JsonBody) -> ChatTranslation:
         )
     if not request.messages:
         raise InvalidRequestError("'messages' must hold at least one message.", param="messages")
-    items, origins = messages_to_items(request.messages)
+    items = messages_to_items(request.messages)
+    body = _body(request, items.items)
+    options = ChatOptions(
+        n=request.n,
+        stop=stop_strings(request.stop, "stop", MAX_STOP_SEQUENCES, MAX_STOP_CHARS),
+        stream=request.stream,
+        include_usage=bool(request.stream_options and request.stream_options.include_usage),
+        include_obfuscation=bool(request.stream_options and request.stream_options.include_obfuscation),
+        logprobs=request.logprobs,
+        seed=request.seed,
+        max_tokens_field="max_completion_tokens" if request.max_completion_tokens else "max_tokens",
+    )
+    names = ParamNames((("max_output_tokens", options.max_tokens_field), *_RENAMED), _TOOL_FIELDS)
+    return Translation(body, options, tuple(items.origins), names)
+
+
+def _body(request: ChatRequest, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Responses body a checked chat request stands for."""
     body: dict[str, Any] = {"input": items, "store": False}
     if request.model is not None:
         body["model"] = request.model
@@ -181,36 +184,7 @@ def translate_chat(raw: bytes | dict[str, Any] | JsonBody) -> ChatTranslation:
         raise InvalidRequestError(
             "'stream_options' is only allowed when 'stream' is true.", param="stream_options"
         )
-    options = ChatOptions(
-        n=request.n,
-        stop=_stop(request.stop),
-        stream=request.stream,
-        include_usage=bool(request.stream_options and request.stream_options.include_usage),
-        include_obfuscation=bool(request.stream_options and request.stream_options.include_obfuscation),
-        logprobs=request.logprobs,
-        seed=request.seed,
-        max_tokens_field="max_completion_tokens" if request.max_completion_tokens else "max_tokens",
-    )
-    return ChatTranslation(body, options, tuple(origins))
-
-
-def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
-    if stop is None:
-        return ()
-    stops = [stop] if isinstance(stop, str) else stop
-    if len(stops) > MAX_STOP_SEQUENCES:
-        raise InvalidRequestError(
-            f"'stop' holds at most {MAX_STOP_SEQUENCES} sequences; got {len(stops)}.", param="stop"
-        )
-    for i, text in enumerate(stops):
-        where = "stop" if isinstance(stop, str) else f"stop[{i}]"
-        if not text:
-            raise InvalidRequestError(f"'{where}' must not be empty.", param=where)
-        if len(text) > MAX_STOP_CHARS:
-            raise InvalidRequestError(
-                f"'{where}' is {len(text)} characters; the most is {MAX_STOP_CHARS}.", param=where
-            )
-    return tuple(stops)
+    return body
 
 
 # -- tools, tool_choice, response_format ------------------------------------------------------
@@ -277,9 +251,8 @@ def _response_format(fmt: dict[str, Any]) -> dict[str, Any]:
 
 # -- errors back to chat fields -----------------------------------------------------------------
 
-_INPUT = re.compile(r"^input\[(\d+)\](.*)$")
-_TOOL_FIELD = re.compile(r"^tools\[(\d+)\]\.(name|description|parameters|strict)(.*)$")
-#: The service's params whose chat field has another name (prefix → chat prefix).
+#: The service's params whose chat field has another name (prefix → chat prefix); before them,
+#: ``max_output_tokens`` is the field the limit came in (``ChatOptions.max_tokens_field``).
 _RENAMED = (
     ("text.format.", "response_format.json_schema."),
     ("text.format", "response_format"),
@@ -291,34 +264,7 @@ _RENAMED = (
     ("tool_choice.tools", "tool_choice.allowed_tools.tools"),
     ("input", "messages"),
 )
-
-
-def chat_param(param: str | None, translation: ChatTranslation) -> str | None:
-    """The chat field a param of the translated request stands for."""
-    if param is None:
-        return None
-    match = _INPUT.match(param)
-    if match:
-        index = int(match.group(1))
-        origins = translation.origins
-        return origins[index] if index < len(origins) else "messages"
-    match = _TOOL_FIELD.match(param)
-    if match:
-        return f"tools[{match.group(1)}].function.{match.group(2)}{match.group(3)}"
-    if param == "max_output_tokens":
-        return translation.options.max_tokens_field
-    for prefix, chat in _RENAMED:
-        if param == prefix or param.startswith(prefix):
-            rest = param[len(prefix) :]
-            if prefix.endswith(".") or not rest or rest[0] in ".[":
-                return chat + rest
-    return param
-
-
-def in_chat_terms(error: APIError, translation: ChatTranslation) -> APIError:
-    """``error`` with its param renamed to the chat field it is about (the message keeps its words)."""
-    param = chat_param(error.param, translation)
-    if param != error.param and error.param is not None:
-        error.message = error.message.replace(f"'{error.param}", f"'{param}")
-        error.param = param
-    return error
+#: A tool's fields are its ``function``'s.
+_TOOL_FIELDS = tuple(
+    (f".{name}", f".function.{name}") for name in ("name", "description", "parameters", "strict")
+)

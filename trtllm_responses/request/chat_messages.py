@@ -10,30 +10,16 @@ of the earlier call its ``tool_call_id`` names. Errors name the chat field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..core import InvalidRequestError
+from .dialect import Items, each_message, object_at, string_at
 
-__all__ = ["messages_to_items", "object_at", "string_at"]
+__all__ = ["messages_to_items"]
 
 _TEXT_PART = "text"
 _NOT_TEXT = ("image_url", "input_audio", "file")
-
-
-def object_at(value: Any, where: str) -> Mapping[str, Any]:
-    """``value``, which must be an object (else a 400 naming ``where``)."""
-    if not isinstance(value, Mapping):
-        raise InvalidRequestError(f"'{where}' must be an object.", param=where)
-    return value
-
-
-def string_at(value: Mapping[str, Any], key: str, where: str) -> str:
-    """``value[key]``, which must be a string (else a 400 naming ``where.key``)."""
-    text = value.get(key)
-    if not isinstance(text, str):
-        raise InvalidRequestError(f"'{where}.{key}' must be a string.", param=f"{where}.{key}")
-    return text
 
 
 def _text(content: Any, where: str, *, refusal: bool = False) -> str:
@@ -64,37 +50,22 @@ def _text(content: Any, where: str, *, refusal: bool = False) -> str:
     return "".join(texts)
 
 
-def messages_to_items(messages: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The input items of ``messages``, and for each item the chat field it came from."""
-    items: list[dict[str, Any]] = []
-    origins: list[str] = []
-    call_ids: set[str] = set()
-
-    def add(item: dict[str, Any], origin: str) -> None:
-        items.append(item)
-        origins.append(origin)
-
-    for i, message in enumerate(messages):
-        where = f"messages[{i}]"
-        message = object_at(message, where)
-        role = message.get("role")
+def messages_to_items(messages: list[Any]) -> Items:
+    """The input items of ``messages``, each with the chat field it came from."""
+    items = Items()
+    for where, message, role in each_message(messages):
         if role in ("system", "developer", "user"):
             if "content" not in message:
                 raise InvalidRequestError(f"'{where}.content' is required.", param=f"{where}.content")
             text = _text(message["content"], f"{where}.content")
-            add({"type": "message", "role": role, "content": text}, where)
+            items.add({"type": "message", "role": role, "content": text}, where)
         elif role == "assistant":
-            _assistant(message, where, add, call_ids)
+            _assistant(message, where, items)
         elif role == "tool":
-            call_id = string_at(message, "tool_call_id", where)
-            if call_id not in call_ids:
-                raise InvalidRequestError(
-                    f"'{where}.tool_call_id' is {call_id!r}, which no earlier assistant message's tool_calls "
-                    "has as its id.",
-                    param=f"{where}.tool_call_id",
-                )
-            output = _text(message.get("content", ""), f"{where}.content")
-            add({"type": "function_call_output", "call_id": call_id, "output": output}, where)
+            call_id = items.answering(
+                string_at(message, "tool_call_id", where), f"{where}.tool_call_id", "tool_calls"
+            )
+            items.output(call_id, _text(message.get("content", ""), f"{where}.content"), where)
         elif role == "function":
             raise InvalidRequestError(
                 f"'{where}.role' 'function' is deprecated and not supported; send 'tool' messages.",
@@ -105,12 +76,10 @@ def messages_to_items(messages: list[Any]) -> tuple[list[dict[str, Any]], list[s
                 f"'{where}.role' must be one of system, developer, user, assistant, tool; got {role!r}.",
                 param=f"{where}.role",
             )
-    return items, origins
+    return items
 
 
-def _assistant(
-    message: Mapping[str, Any], where: str, add: Callable[[dict[str, Any], str], None], call_ids: set[str]
-) -> None:
+def _assistant(message: Mapping[str, Any], where: str, items: Items) -> None:
     """An assistant message: its reasoning, its text, its tool calls (the order gpt-oss writes them)."""
     for key in ("reasoning_content", "reasoning"):
         reasoning = message.get(key)
@@ -119,7 +88,7 @@ def _assistant(
         if not isinstance(reasoning, str):
             raise InvalidRequestError(f"'{where}.{key}' must be a string.", param=f"{where}.{key}")
         if reasoning:
-            add(
+            items.add(
                 {
                     "type": "reasoning",
                     "summary": [],
@@ -132,7 +101,7 @@ def _assistant(
     if content is not None:
         text = _text(content, f"{where}.content", refusal=True)
         if text:
-            add({"type": "message", "role": "assistant", "content": text}, where)
+            items.add({"type": "message", "role": "assistant", "content": text}, where)
     if message.get("function_call") is not None:
         raise InvalidRequestError(
             f"'{where}.function_call' is deprecated and not supported; send 'tool_calls'.",
@@ -152,6 +121,4 @@ def _assistant(
         call_id = string_at(call, "id", at)
         function = object_at(call.get("function"), f"{at}.function")
         name = string_at(function, "name", f"{at}.function")
-        arguments = string_at(function, "arguments", f"{at}.function")
-        call_ids.add(call_id)
-        add({"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}, at)
+        items.call(call_id, name, string_at(function, "arguments", f"{at}.function"), at)

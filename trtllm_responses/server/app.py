@@ -1,7 +1,7 @@
 """create_app: the ASGI app, built from injected collaborators (no globals, no environment reads).
 
-``POST /v1/responses`` is served by ``create.ResponsesApp`` directly (the
-per-token hot path); the other routes, the lifespan and the error handlers are
+``POST /v1/responses`` (and the other APIs' create routes) are served by ``router.ResponsesApp``
+directly (the per-token hot path); the other routes, the lifespan and the error handlers are
 a FastAPI app inside it.
 """
 
@@ -25,13 +25,13 @@ from ..store import RedisStore, ResponseStore
 from .background import BackgroundLimits, BackgroundResponses
 from .config import ServerConfig
 from .conversation_routes import build_conversation_router
-from .create import ResponsesApp
 from .errors import install_error_handlers
 from .group import group_metrics_dir
 from .loop_routes import build_loop_router
 from .openapi import install_openapi
 from .operations import GracefulShutdown
 from .relay import RedisRelay
+from .router import ResponsesApp
 from .routes import build_router
 
 __all__ = ["create_app"]

@@ -5,37 +5,20 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..core import InvalidRequestError, check_id
+from ..core import check_id
 from ..responses import ConversationsService
+from .body import MAX_CONVERSATION_BODY_BYTES, BodyLimit, read_body
 from .responses import JSONBytesResponse
 from .routes import page_query
 
 __all__ = ["build_conversation_router"]
 
-_MAX_BODY = 16 << 20
-
-
-def _too_large() -> InvalidRequestError:
-    error = InvalidRequestError(
-        f"The request body is larger than {_MAX_BODY >> 20} MiB.", code="request_too_large"
-    )
-    error.status_code = 413
-    return error
+_LIMIT = BodyLimit(MAX_CONVERSATION_BODY_BYTES)
 
 
 async def _read(request: Request) -> bytes:
-    """The body, refused on its ``Content-Length`` before reading, and as soon as it grows past the limit."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > _MAX_BODY:
-        raise _too_large()
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > _MAX_BODY:
-            raise _too_large()
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The body, under the Conversations API's limit (``body.py``)."""
+    return await read_body(request.receive, request.scope["headers"], _LIMIT)
 
 
 def build_conversation_router(conversations: ConversationsService) -> APIRouter:

@@ -19,7 +19,14 @@ from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import Receive, Scope, Send
 
-from ..core import APIError, InvalidRequestError, NotFoundError, ServerError
+from ..core import (
+    APIError,
+    InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
+    ServerError,
+    status_error,
+)
 from ..ops import AccessRecord
 from ..request import SESSION_HEADER
 from .operations import CLIENT_CLOSED
@@ -33,9 +40,12 @@ logger = logging.getLogger(__name__)
 
 
 def error_response(error: APIError, headers: Mapping[str, str] | None = None) -> Response:
-    """The HTTP response of an APIError (``headers``: e.g. a 405's ``Allow``)."""
+    """The HTTP response of an APIError: its status and the headers its class carries (a 405's ``Allow``),
+    and ``headers`` (those of a framework's HTTP error)."""
     import orjson
 
+    if error.headers:
+        headers = {**error.headers, **(headers or {})}
     return JSONBytesResponse(orjson.dumps(error.to_dict()), status_code=error.status_code, headers=headers)
 
 
@@ -48,8 +58,7 @@ async def answer(
     path: str,
     render: Callable[[APIError], Response] = error_response,
 ) -> int:
-    """Serve one request of a route outside FastAPI (``POST /v1/responses``, ``/v1/chat/completions``,
-    ``/v1/messages``).
+    """Serve one request of a route outside FastAPI (the app's table, ``router.py``).
 
     ``handler`` builds the response; an APIError it raises becomes the error body (``render``: OpenAI's
     envelope unless the route says, e.g. Anthropic's), anything else a logged 500, and a client gone
@@ -94,16 +103,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     elif exc.status_code == 405:
         # Starlette's own Allow names the first route matching the path only (GET, not DELETE, for
         # /v1/responses/{id}): list every method a route serves on this path.
-        allowed = _allowed_methods(request)
-        error = InvalidRequestError(
-            f"{request.method} is not allowed on {request.url.path}; use {' or '.join(allowed)}.",
-            code="method_not_allowed",
+        return error_response(
+            MethodNotAllowedError(request.method, request.url.path, _allowed_methods(request))
         )
-        error.status_code = 405
-        return error_response(error, {"Allow": ", ".join(allowed)})
     else:
-        error = InvalidRequestError(str(exc.detail))
-        error.status_code = exc.status_code
+        error = status_error(exc.status_code)(str(exc.detail), code=None)
     return error_response(error, exc.headers)
 
 

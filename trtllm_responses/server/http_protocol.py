@@ -18,7 +18,14 @@ import orjson
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from ..core import APIError, InvalidRequestError, ServerError
+from ..core import (
+    APIError,
+    HeadersTooLargeError,
+    InvalidRequestError,
+    OverloadedError,
+    RequestTimeoutError,
+    URLTooLongError,
+)
 from .http_limits import HTTPLimits
 from .websocket_drain import draining_websocket_protocol
 
@@ -29,18 +36,8 @@ class _Rejected(Exception):
     """Raised inside a parser callback to stop parsing; the error to send is on the protocol."""
 
 
-class _ServiceUnavailable(ServerError):
-    status_code = 503
-
-
 def _seconds(value: float) -> str:
     return "1 second" if value == 1 else f"{value:g} seconds"
-
-
-def _error(status: int, message: str, code: str) -> APIError:
-    error: APIError = InvalidRequestError(message, code=code)
-    error.status_code = status
-    return error
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -94,10 +91,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             cycle.disconnected = True
             cycle.message_event.set()
             self._send_error(
-                _error(
-                    408,
-                    f"The request body was not received within {_seconds(limits.timeout_request_body)}.",
-                    "request_timeout",
+                RequestTimeoutError(
+                    f"The request body was not received within {_seconds(limits.timeout_request_body)}."
                 )
             )
             return
@@ -105,17 +100,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._arm(limits.timeout_request_head)  # an earlier response is still being written
             return
         self._send_error(
-            _error(
-                408,
-                f"The request head was not received within {_seconds(limits.timeout_request_head)}.",
-                "request_timeout",
+            RequestTimeoutError(
+                f"The request head was not received within {_seconds(limits.timeout_request_head)}."
             )
         )
 
     # --- the error envelope ----------------------------------------------------------------------------
 
-    def _send_error(self, error: APIError, extra_headers: bytes = b"") -> None:
-        """Write ``error`` as a complete HTTP response and close the connection."""
+    def _send_error(self, error: APIError) -> None:
+        """Write ``error`` as a complete HTTP response (with the headers its class carries) and close the
+        connection."""
         self._disarm()
         body = orjson.dumps(error.to_dict())
         head = [STATUS_LINE[error.status_code]]
@@ -124,7 +118,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         head.append(
             b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n" % len(body)
         )
-        head.append(extra_headers)
+        for header, text in error.headers.items():
+            head.extend([header.lower().encode(), b": ", text.encode(), b"\r\n"])
         head.append(b"\r\n")
         self.transport.write(b"".join(head) + body)
         self.transport.close()
@@ -136,7 +131,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's plain-text 400, as an envelope."""
-        self._send_error(_error(400, "The request is not valid HTTP.", "invalid_http"))
+        self._send_error(InvalidRequestError("The request is not valid HTTP.", code="invalid_http"))
 
     # --- asyncio.Protocol -----------------------------------------------------------------------------
 
@@ -151,12 +146,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                     self.refused_clients,
                 )
             self._send_error(
-                _ServiceUnavailable(
+                OverloadedError(
                     f"This client has {self.limits.max_connections_per_client} connections open to the server, "
                     "its limit; close some or retry later.",
                     code="too_many_connections",
-                ),
-                b"retry-after: 1\r\n",
+                )
             )
             return
         self._arm(self.limits.timeout_request_head)
@@ -205,9 +199,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 error, self._rejection = self._rejection, None
             else:
                 self.logger.debug("Invalid HTTP request: %s", exc)
-                error = _error(400, f"The request is not valid HTTP: {exc}.", "invalid_http")
-            extra = b"retry-after: 1\r\n" if error.status_code == 503 else b""
-            self._send_error(error, extra)
+                error = InvalidRequestError(f"The request is not valid HTTP: {exc}.", code="invalid_http")
+            self._send_error(error)
             return
         if (
             self._in_head
@@ -220,8 +213,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _head_too_large(self) -> APIError:
         limit = self.limits.max_head_bytes
-        return _error(
-            431, f"The request line and headers are larger than {limit} bytes.", "headers_too_large"
+        return HeadersTooLargeError(
+            f"The request line and headers are larger than {limit} bytes.", code="headers_too_large"
         )
 
     def on_message_begin(self) -> None:
@@ -237,17 +230,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_size += len(url)
         if len(self.url) > self.limits.max_head_bytes:
             self._reject(
-                _error(414, f"The URL is longer than {self.limits.max_head_bytes} bytes.", "url_too_long")
+                URLTooLongError(
+                    f"The URL is longer than {self.limits.max_head_bytes} bytes.", code="url_too_long"
+                )
             )
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_count += 1
         if self._header_count > self.limits.max_header_count:
             self._reject(
-                _error(
-                    431,
+                HeadersTooLargeError(
                     f"The request has more than {self.limits.max_header_count} headers.",
-                    "too_many_headers",
+                    code="too_many_headers",
                 )
             )
         self._head_size += len(name) + len(value) + 4
@@ -263,7 +257,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if len(self.connections) > limit or len(self.tasks) >= limit:
             self.logger.warning("Over --limit_concurrency %d: answering 503", limit)
             self._reject(
-                _ServiceUnavailable(
+                OverloadedError(
                     "The server is at its connection limit; retry shortly.", code="server_overloaded"
                 )
             )

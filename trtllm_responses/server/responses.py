@@ -148,7 +148,8 @@ async def _send_apart(events: list[ResponseStreamEvent], obfuscated: bool, send:
 
 
 class ClientGone(ConnectionResetError):
-    """The client hung up while its non-streamed answer was being made (recorded as 499, nothing sent)."""
+    """The client hung up before it was answered: while sending its body, or while its non-streamed answer was
+    being made (recorded as 499, nothing sent)."""
 
 
 async def unless_client_leaves(receive: Receive, work: Coroutine[Any, Any, T]) -> T:

@@ -15,8 +15,8 @@ from ..request import ReplayPrefixes
 from ..responses import ResponsesService
 from .background import BackgroundResponses
 from .config import ServerConfig
+from .dialects import anthropic_error_response, anthropic_models
 from .group import FORWARDED, forward, gather_stats
-from .messages import anthropic_error_response, anthropic_models
 from .operations import authorized, metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 

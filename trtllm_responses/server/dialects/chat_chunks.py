@@ -4,7 +4,7 @@
 the Responses transports write) and turns them into one choice of a chat completion: streamed, each
 delta framed at once as an SSE ``chat.completion.chunk`` line (:class:`ChunkFrames` builds each
 chunk's fixed part once); not streamed, :meth:`ChatChoice.choice_json`. Stop strings apply to the
-answer text, held back while it may begin one. The chunks and finish reasons:
+answer text, held back while it may begin one (``edge.StopMatcher``). The chunks and finish reasons:
 docs/chat-completions.md#chat-completions.
 """
 
@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 from openai.types.responses import (
-    Response,
     ResponseCompletedEvent,
     ResponseFailedEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
@@ -27,10 +26,11 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from ..core import APIError, LogprobsJSON, ServerError, json_string
-from .sse import OBFUSCATION_BLOCK, obfuscation_noise
+from ...core import APIError, LogprobsJSON, ServerError, json_string
+from ..sse import OBFUSCATION_BLOCK, obfuscation_noise
+from .edge import EventWriter, StopMatcher, generation_failure
 
-__all__ = ["DONE", "ChatChoice", "ChunkFrames", "StopMatcher", "chat_usage", "generation_failure"]
+__all__ = ["DONE", "ChatChoice", "ChunkFrames", "chat_usage"]
 
 DONE = b"data: [DONE]\n\n"
 
@@ -135,56 +135,6 @@ def _padded(frame: bytes) -> bytes:
     return frame[:-1] + b',"obfuscation":"' + obfuscation_noise(pad) + b'"}\n\n'
 
 
-def generation_failure(response: Response) -> ServerError:
-    """What a ``response.failed`` says went wrong, as the error another API's stream ends with."""
-    error = response.error
-    return ServerError(
-        error.message if error is not None else "The generation failed.",
-        code=error.code if error is not None else "server_error",
-    )
-
-
-class StopMatcher:
-    """Finds the first stop string in text that arrives in pieces, holding back what may begin one."""
-
-    __slots__ = ("_held", "_stops", "matched")
-
-    def __init__(self, stops: Sequence[str]) -> None:
-        self._stops = tuple(stops)
-        self._held = ""
-        #: The stop string found (None until one is).
-        self.matched: str | None = None
-
-    def feed(self, text: str) -> tuple[str, bool]:
-        """The text that may be sent now, and whether a stop string was found (nothing after it is sent)."""
-        text = self._held + text
-        cut = -1
-        for stop in self._stops:
-            at = text.find(stop)
-            if at >= 0 and (cut < 0 or at < cut):
-                cut = at
-                self.matched = stop
-        if cut >= 0:
-            self._held = ""
-            return text[:cut], True
-        keep = 0  # the longest end of the text that begins a stop string
-        for stop in self._stops:
-            tail = text[max(0, len(text) - len(stop) + 1) :] if len(stop) > 1 else ""
-            at = tail.find(stop[0]) if tail else -1
-            while at >= 0 and len(tail) - at > keep:
-                if stop.startswith(tail[at:]):
-                    keep = len(tail) - at
-                    break
-                at = tail.find(stop[0], at + 1)
-        self._held = text[len(text) - keep :] if keep else ""
-        return (text[: len(text) - keep] if keep else text), False
-
-    def flush(self) -> str:
-        """What was held back, once no more text comes."""
-        held, self._held = self._held, ""
-        return held
-
-
 def _entries_json(logprobs: Sequence[Any]) -> bytes:
     """A text delta's logprobs as chat's ``ChatCompletionTokenLogprob`` entries (the same keys: token, bytes,
     logprob, top_logprobs), comma-joined: the JSON the Responses side holds (``LogprobsJSON``) as is."""
@@ -205,7 +155,7 @@ def _entries_json(logprobs: Sequence[Any]) -> bytes:
     return orjson.dumps(entries)[1:-1]
 
 
-class ChatChoice:
+class ChatChoice(EventWriter):
     """One choice of a chat completion, fed the typed events of its generation.
 
     ``frames`` given (streaming): :meth:`feed` returns the SSE bytes of each step. Without

@@ -7,7 +7,8 @@ stream state machine. Only the writing differs: the typed events go through a
 :class:`~.messages_events.MessageWriter` into Messages events (``stream: true``) or a ``message``
 object. ``POST /v1/messages/count_tokens`` counts the prompt the same body renders; every answer
 under ``/v1/messages`` (errors included) is in Anthropic's shape; message batches are a 404.
-Messages are never stored. docs/anthropic-messages.md#anthropic-messages.
+Messages are never stored. The pieces every dialect shares: ``edge.py``.
+docs/anthropic-messages.md#anthropic-messages.
 """
 
 from __future__ import annotations
@@ -15,30 +16,30 @@ from __future__ import annotations
 import fnmatch
 import logging
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 import orjson
-from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Scope, Send
 
-from ..core import APIError, InvalidRequestError, NotFoundError, ServerError, new_id
-from ..ops import AccessRecord
-from ..request import MessagesOptions, in_messages_terms, translate_messages
-from ..responses import Origin, PreparedResponse, ResponsesService
-from .errors import answer
+from ...core import APIError, NotFoundError, new_id
+from ...request import MessagesOptions, MessagesTranslation, translate_messages
+from ...responses import Origin, PreparedResponse, ResponsesService
+from ..call import Call
+from ..responses import JSONBytesResponse
+from .edge import drive_writing, quietly, read_request, respond, writing
 from .messages_events import MessageWriter, anthropic_error
-from .responses import JSONBytesResponse, WriterResponse, unless_client_leaves
 
 __all__ = [
     "COUNT_TOKENS_PATH",
     "MESSAGES_PATH",
     "MessageRun",
+    "MessagesEdge",
     "anthropic_error_response",
     "anthropic_models",
-    "serve_messages",
+    "no_messages_route",
     "wants_anthropic",
 ]
 
@@ -46,8 +47,6 @@ logger = logging.getLogger(__name__)
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-
-ReadBody = Callable[[Receive, ResponsesService], Awaitable[bytes]]
 
 
 def wants_anthropic(scope: Scope) -> bool:
@@ -58,7 +57,10 @@ def wants_anthropic(scope: Scope) -> bool:
 
 
 def anthropic_error_response(error: APIError, headers: Mapping[str, str] | None = None) -> Response:
-    """The HTTP response of an APIError in Anthropic's envelope (same status)."""
+    """The HTTP response of an APIError in Anthropic's envelope (same status, and the headers its class
+    carries: a 405's ``Allow``)."""
+    if error.headers:
+        headers = {**error.headers, **(headers or {})}
     return JSONBytesResponse(
         orjson.dumps(anthropic_error(error)), status_code=error.status_code, headers=headers
     )
@@ -80,18 +82,6 @@ def _check_model(name: str, aliases: Sequence[str]) -> None:
         raise NotFoundError(f"model: {name}", param="model", code="model_not_found")
 
 
-class _Nothing:
-    """An awaitable that is already done (a step whose events made no frame: no write)."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return iter(())  # type: ignore[return-value]
-
-
-_NOTHING = _Nothing()
-
-
 class MessageRun:
     """One Anthropic message: its generation, driven and written as Messages events or a ``message``."""
 
@@ -99,6 +89,8 @@ class MessageRun:
         self, service: ResponsesService, prepared: PreparedResponse, options: MessagesOptions
     ) -> None:
         self.run = service.run(prepared)
+        #: Its one generation.
+        self.runs = (self.run,)
         self.id = new_id("msg")
         self.writer = MessageWriter(
             self.id,
@@ -110,15 +102,10 @@ class MessageRun:
             on_stop=self.run.cancel,  # a stop sequence ended the text: the rest is not generated
         )
 
-    async def message_json(self) -> bytes:
+    async def json(self) -> bytes:
         """Generate; the ``message`` object. A failed generation is an error (500 unless it says)."""
         writer = self.writer
-
-        def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
-            writer.feed(events)
-            return _NOTHING
-
-        await self.run.drive(deliver)
+        await self.run.drive(quietly(writer.feed))
         if writer.error is not None:
             raise writer.error
         return writer.message_json()
@@ -130,82 +117,55 @@ class MessageRun:
         """
         writer = self.writer
         await send({"type": "http.response.body", "body": writer.start(), "more_body": True})
-
-        def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
-            # Returns send's own awaitable: no extra coroutine frame per engine step.
-            data = writer.feed(events)
-            if not data:
-                return _NOTHING
-            return send({"type": "http.response.body", "body": data, "more_body": True})
-
-        try:
-            await self.run.drive(deliver)
-        except OSError:  # the client went away under a write
-            raise
-        except Exception:  # our bug: the stream still ends with an error event
-            logger.exception("Message %s failed", self.id)
-            writer.error = ServerError("The server had an error while processing the model's output.")
+        await drive_writing(self.run, writing(writer.feed, send), writer, f"Message {self.id}")
         if writer.error is not None:
             await send(
                 {"type": "http.response.body", "body": writer.error_frame(writer.error), "more_body": True}
             )
 
 
-async def serve_messages(
-    service: ResponsesService,
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-    record: AccessRecord,
-    read_body: ReadBody,
-    aliases: Sequence[str],
-) -> int:
-    """Serve one request under ``/v1/messages``: create, count_tokens, or a 404/405 in Anthropic's shape."""
-    path = scope["path"].rstrip("/") or "/"
-    method = scope["method"]
-    message: MessageRun | None = None
+async def no_messages_route(call: Call) -> Response:
+    """Any other path under ``/v1/messages``: a 404 (message batches say where to send each request)."""
+    if call.scope["path"].startswith(MESSAGES_PATH + "/batches"):
+        raise NotFoundError(
+            "Message batches are not served here (docs/anthropic-messages.md#anthropic-messages); send each request to "
+            "POST /v1/messages.",
+            code="unknown_url",
+        )
+    raise NotFoundError(f"No route for {call.scope['method']} {call.scope['path']}.", code="unknown_url")
 
-    async def handle() -> Response:
-        nonlocal message
-        if path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):
-            if path.startswith(MESSAGES_PATH + "/batches"):
-                raise NotFoundError(
-                    "Message batches are not served here (docs/anthropic-messages.md#anthropic-messages); send each request to "
-                    "POST /v1/messages.",
-                    code="unknown_url",
-                )
-            raise NotFoundError(f"No route for {method} {scope['path']}.", code="unknown_url")
-        if method != "POST":
-            error = InvalidRequestError(
-                f"{method} is not allowed on {path}; use POST.", code="method_not_allowed"
-            )
-            error.status_code = 405
-            return anthropic_error_response(error, {"Allow": "POST"})
-        body = await service.decode(await read_body(receive, service))
+
+class MessagesEdge:
+    """``POST /v1/messages`` and ``/v1/messages/count_tokens`` over one service; ``aliases``: the model
+    names served (glob patterns, ``--model_aliases``)."""
+
+    def __init__(self, service: ResponsesService, aliases: Sequence[str]) -> None:
+        self.service = service
+        self.aliases = aliases
+
+    async def create(self, call: Call) -> Response:
+        """A ``message``, or its stream of Messages events."""
+        translation, prepared = await self._prepare(call, counting=False)
+        answer = MessageRun(self.service, prepared, translation.options)
+        return await respond(call, answer, translation.options.stream)
+
+    async def count_tokens(self, call: Call) -> Response:
+        """``{"input_tokens": N}``: the prompt the same body renders, counted."""
+        _, prepared = await self._prepare(call, counting=True)
+        return JSONBytesResponse(orjson.dumps({"input_tokens": len(prepared.prompt.token_ids)}))
+
+    async def _prepare(self, call: Call, counting: bool) -> tuple[MessagesTranslation, PreparedResponse]:
+        """The request read, translated (its model one of the aliases) and prepared by the service."""
+        service = self.service
+        body = await read_request(call, service)
         received = time.perf_counter()
-        counting = path == COUNT_TOKENS_PATH
         translation = translate_messages(body, counting=counting)
-        _check_model(translation.options.model, aliases)
+        _check_model(translation.options.model, self.aliases)
         if translation.options.hidden_tools:
             logger.info("Tools not shown to the model: %s", ", ".join(translation.options.hidden_tools))
         try:
             origin = Origin(received_at=received, compact=False, sent_bytes=body.size)
             prepared = await service.prepare(service.body_of(translation.body, origin), origin)
         except APIError as exc:
-            raise in_messages_terms(exc, translation) from None
-        if counting:
-            return JSONBytesResponse(orjson.dumps({"input_tokens": len(prepared.prompt.token_ids)}))
-        message = MessageRun(service, prepared, translation.options)
-        record.response_id = message.id
-        if translation.options.stream:
-            return WriterResponse(message.stream)
-        return JSONBytesResponse(await unless_client_leaves(receive, message.message_json()))
-
-    status = await answer(handle, scope, receive, send, record, path, anthropic_error_response)
-    usage = message.run.usage if message is not None else None
-    if usage is not None and message is not None:
-        record.input_tokens = usage.input_tokens
-        record.output_tokens = usage.output_tokens
-        record.cached_tokens = usage.input_tokens_details.cached_tokens
-        record.first_token = message.run.first_token_at
-    return status
+            raise translation.in_own_terms(exc) from None
+        return translation, prepared

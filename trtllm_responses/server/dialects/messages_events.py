@@ -7,7 +7,7 @@ sealed reasoning as the ``signature_delta`` before ``content_block_stop``; with
 ``--redact_reasoning`` a ``redacted_thinking`` block), a message a ``text`` block, a function call a
 ``tool_use`` block (its arguments as ``input_json_delta``s). Streamed, each step's events become SSE
 frames at once (``event: NAME`` + ``data: JSON``); not streamed, :meth:`MessageWriter.message_json`.
-Stop sequences apply to the text, held back while it may begin one (``chat_chunks.StopMatcher``).
+Stop sequences apply to the text, held back while it may begin one (``edge.StopMatcher``).
 The events and stop reasons: docs/anthropic-messages.md#anthropic-messages.
 """
 
@@ -30,8 +30,8 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
-from ..core import APIError, ServerError, json_string
-from .chat_chunks import StopMatcher, generation_failure
+from ...core import APIError, ServerError, json_string
+from .edge import EventWriter, StopMatcher, generation_failure
 
 __all__ = ["ERROR_TYPES", "MessageWriter", "anthropic_error", "anthropic_usage", "frame"]
 
@@ -110,7 +110,7 @@ class _Block:
         self.block = block
 
 
-class MessageWriter:
+class MessageWriter(EventWriter):
     """One Anthropic message, fed the typed events of its generation.
 
     ``stream`` True: :meth:`feed` returns the SSE bytes of each step. Else the writer keeps the

@@ -5,7 +5,7 @@ The request is translated at its edge (``request/chat.py``) into the service's r
 Constraint as ``POST /v1/responses``) and ``drive`` generates it through the executor,
 the Harmony reader and the stream state machine. Only the writing differs: each
 choice's typed events go through a :class:`~.chat_chunks.ChatChoice` into chat
-chunks (``stream: true``) or a ``chat.completion`` object.
+chunks (``stream: true``) or a ``chat.completion`` object (the pieces every dialect shares: ``edge.py``).
 
 ``n`` > 1 prepares the prompt once and drives one generation per choice, concurrently
 (a ``seed`` given is ``seed + i`` for choice ``i``, so choices differ and repeat).
@@ -16,44 +16,26 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable
 from typing import Any
 
 import orjson
 from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Send
 
-from ..core import APIError, ServerError, new_id
-from ..ops import AccessRecord
-from ..request import ChatOptions, in_chat_terms, session_key_from_headers, translate_chat
-from ..responses import Origin, PreparedResponse, ResponseRun, ResponsesService
+from ...core import APIError, ServerError, new_id
+from ...request import ChatOptions, session_key_from_headers, translate_chat
+from ...responses import Origin, PreparedResponse, ResponseRun, ResponsesService
+from ..call import Call
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
-from .errors import answer
-from .responses import JSONBytesResponse, WriterResponse, unless_client_leaves
+from .edge import NOTHING, Deliver, drive_writing, quietly, read_request, respond, writing
 
 __all__ = ["CHAT_PATH", "ChatCompletionRun", "create_chat_completion"]
 
-logger = logging.getLogger(__name__)
-
 CHAT_PATH = "/v1/chat/completions"
-
-ReadBody = Callable[[Receive, ResponsesService], Awaitable[bytes]]
-
-
-class _Nothing:
-    """An awaitable that is already done (a step whose events made no chunk: no write)."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return iter(())  # type: ignore[return-value]
-
-
-_NOTHING = _Nothing()
 
 
 class ChatCompletionRun:
@@ -117,15 +99,11 @@ class ChatCompletionRun:
 
     # -- non-streaming ---------------------------------------------------------------------------
 
-    async def completion_json(self) -> bytes:
+    async def json(self) -> bytes:
         """Generate every choice; the ``chat.completion`` object. A failed generation is a 500."""
 
         async def drive(run: ResponseRun, choice: ChatChoice) -> None:
-            def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
-                choice.feed(events)
-                return _NOTHING
-
-            await run.drive(deliver)
+            await run.drive(quietly(choice.feed))
             self._ended(run, choice)
 
         await self._all([drive(r, c) for r, c in zip(self.runs, self.choices, strict=True)])
@@ -181,30 +159,26 @@ class ChatCompletionRun:
         await send({"type": "http.response.body", "body": tail, "more_body": True})
 
     async def _drive_one(self, run: ResponseRun, choice: ChatChoice, send: Send) -> None:
-        several = len(self.choices) > 1
+        await drive_writing(run, self._deliver(choice, send), choice, f"Chat completion {self.id}")
+        self._ended(run, choice)
+
+    def _deliver(self, choice: ChatChoice, send: Send) -> Deliver:
+        """What a choice writes of each step: its chunks, obfuscated when asked; nothing once another
+        choice failed (the stream then ends with that failure)."""
         frames = self.frames
         assert frames is not None
-        obfuscated = frames.obfuscated
+        several = len(self.choices) > 1
+        if not several and not frames.obfuscated:
+            return writing(choice.feed, send)
 
         def deliver(events: list[ResponseStreamEvent]) -> Awaitable[None]:
             # Returns send's own awaitable: no extra coroutine frame per engine step.
             data = choice.feed(events)
             if not data or (several and self.error is not None):
-                return _NOTHING
-            if obfuscated:
-                data = frames.obfuscate(data)
-            return send({"type": "http.response.body", "body": data, "more_body": True})
+                return NOTHING
+            return send({"type": "http.response.body", "body": frames.obfuscate(data), "more_body": True})
 
-        try:
-            await run.drive(deliver)
-        except (asyncio.CancelledError, OSError):
-            raise
-        except Exception:  # our bug: the stream still ends with an error chunk and [DONE]
-            logger.exception("Chat completion %s failed", self.id)
-            choice.error = ServerError(
-                "The server had an error while processing the model's output.", code="server_error"
-            )
-        self._ended(run, choice)
+        return deliver
 
     def _ended(self, run: ResponseRun, choice: ChatChoice) -> None:
         """A choice's generation ended: if it failed, the request fails with its error, and the others stop."""
@@ -229,49 +203,19 @@ class ChatCompletionRun:
                 task.cancel()
 
 
-async def create_chat_completion(
-    service: ResponsesService,
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-    record: AccessRecord,
-    read_body: ReadBody,
-) -> int:
+async def create_chat_completion(service: ResponsesService, call: Call) -> Response:
     """Serve one ``POST /v1/chat/completions``: a ``chat.completion``, or a stream of chunks."""
-    run: ChatCompletionRun | None = None
-
-    async def handle() -> Response:
-        nonlocal run
-        affinity = session_key_from_headers(scope["headers"])
-        try:
-            body = await service.decode(await read_body(receive, service))
-        except APIError as exc:  # over --max_input_bytes: what is too large is the messages
-            if exc.param == "input":
-                exc.message, exc.param = exc.message.replace("'input'", "'messages'"), "messages"
-            raise
-        received = time.perf_counter()
-        translation = translate_chat(body)
-        try:
-            origin = Origin(
-                received_at=received, affinity=affinity, sent_bytes=body.size, choices=translation.options.n
-            )
-            prepared = await service.prepare(service.body_of(translation.body, origin), origin)
-        except APIError as exc:
-            raise in_chat_terms(exc, translation) from None
-        run = ChatCompletionRun(service, prepared, translation.options)
-        record.response_id = run.id
-        record.session_id = prepared.session_key
-        if translation.options.stream:
-            return WriterResponse(run.stream)
-        return JSONBytesResponse(await unless_client_leaves(receive, run.completion_json()))
-
-    status = await answer(handle, scope, receive, send, record, CHAT_PATH)
-    usage = run.usage if run is not None else None
-    if usage is not None and run is not None:
-        record.input_tokens = usage["prompt_tokens"]
-        record.output_tokens = usage["completion_tokens"]
-        record.cached_tokens = usage["prompt_tokens_details"]["cached_tokens"]
-        record.first_token = min(
-            (r.first_token_at for r in run.runs if r.first_token_at is not None), default=None
+    affinity = session_key_from_headers(call.headers)
+    body = await read_request(call, service)
+    received = time.perf_counter()
+    translation = translate_chat(body)
+    try:
+        origin = Origin(
+            received_at=received, affinity=affinity, sent_bytes=body.size, choices=translation.options.n
         )
-    return status
+        prepared = await service.prepare(service.body_of(translation.body, origin), origin)
+    except APIError as exc:
+        raise translation.in_own_terms(exc) from None
+    answer = ChatCompletionRun(service, prepared, translation.options)
+    call.record.session_id = prepared.session_key
+    return await respond(call, answer, translation.options.stream)

@@ -1,0 +1,67 @@
+"""Call: one request served by a route of the app's table (``router.py``), as its handler sees it.
+
+A handler reads the request from it (the ASGI channel, the headers, the body under a
+:class:`~.body.BodyLimit`), notes on its access record what it answered (``response_id``,
+``session_id``) and names the generations that answer it (``runs``); once the answer is written,
+the router puts their usage into the access record (:meth:`Call.account`), the same for every API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from starlette.types import Receive, Scope, Send
+
+from ..ops import AccessRecord
+from ..responses import ResponseRun
+from .body import BodyLimit, read_body
+from .responses import unless_client_leaves
+
+__all__ = ["Call"]
+
+T = TypeVar("T")
+
+
+class Call:
+    """One request a route of the table serves: its ASGI scope and channel, its access record, and the
+    runs that answer it (one per generation: a chat completion's ``n`` choices are ``n`` runs)."""
+
+    __slots__ = ("scope", "receive", "send", "record", "runs")
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send, record: AccessRecord) -> None:
+        self.scope = scope
+        self.receive = receive
+        self.send = send
+        self.record = record
+        #: The generations answering this request (set by the handler once it starts them).
+        self.runs: Sequence[ResponseRun] = ()
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The request's raw headers (lower-case names)."""
+        return self.scope["headers"]  # type: ignore[no-any-return]
+
+    async def body(self, limit: BodyLimit) -> bytes:
+        """The request's body, read under ``limit`` (``body.read_body``)."""
+        return await read_body(self.receive, self.scope["headers"], limit)
+
+    async def unless_client_leaves(self, work: Coroutine[Any, Any, T]) -> T:
+        """Await a non-streamed answer's ``work``, cancelled if the client hangs up first (``ClientGone``)."""
+        return await unless_client_leaves(self.receive, work)
+
+    def account(self) -> None:
+        """Put the runs' usage into the access record, once every one has ended with one: the prompt counted
+        once, the output of every run summed, the first token the earliest."""
+        runs = self.runs
+        usages = [run.usage for run in runs]
+        first = usages[0] if usages else None
+        if first is None or any(usage is None for usage in usages):
+            return
+        record = self.record
+        record.input_tokens = first.input_tokens
+        record.output_tokens = sum(usage.output_tokens for usage in usages if usage is not None)
+        record.cached_tokens = first.input_tokens_details.cached_tokens
+        record.first_token = min(
+            (r.first_token_at for r in runs if r.first_token_at is not None), default=None
+        )

@@ -1,0 +1,161 @@
+"""ResponsesApp: the ASGI app, and the table of the routes it serves itself.
+
+The routes that generate (``POST /v1/responses``, ``/v1/chat/completions``, ``/v1/messages``) are
+the per-token hot path: served from :func:`api_routes` here, each write of their streams goes straight
+to the server's ``send``. Every other path, the lifespan and the framework's error handlers are a
+FastAPI app inside (``app.create_app``). Around every HTTP request, once: the access record and the
+request counter; on ``/v1/*``, the API key (a 401 in Anthropic's envelope for an Anthropic client).
+A route of the table answers a method it does not serve with a 405 (``Allow``), its errors in its
+own envelope, and its runs' usage into the access record once the answer is written.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ..core import APIError, MethodNotAllowedError
+from ..ops import AccessRecord
+from ..responses import ResponsesService
+from .background import BackgroundResponses
+from .call import Call
+from .config import ServerConfig
+from .create import PATH, create_response
+from .dialects import (
+    CHAT_PATH,
+    COUNT_TOKENS_PATH,
+    MESSAGES_PATH,
+    MessagesEdge,
+    anthropic_error_response,
+    create_chat_completion,
+    no_messages_route,
+    wants_anthropic,
+)
+from .errors import answer, error_response
+from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
+from .websocket import serve_websocket
+
+__all__ = ["ResponsesApp", "Route", "api_routes"]
+
+#: A route's handler: the answer to one request (an APIError it raises is answered in the route's envelope).
+Handler = Callable[[Call], Awaitable[Response]]
+#: An APIError as an HTTP answer, in an API's envelope.
+Render = Callable[[APIError], Response]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A path the app serves itself: its ``handler``, the ``methods`` it takes (None: any), the envelope of
+    its errors (``render``); ``slash``: the path with trailing slashes is the same route; ``below``: every
+    path that begins with ``path`` and that no other route names."""
+
+    path: str
+    handler: Handler
+    methods: tuple[str, ...] | None = ("POST",)
+    render: Render = error_response
+    slash: bool = False
+    below: bool = False
+
+    async def serve(self, call: Call) -> Response:
+        """The handler's answer, or the 405 of a method the route does not take."""
+        method = call.scope["method"]
+        if self.methods is not None and method not in self.methods:
+            raise MethodNotAllowedError(method, self.path, self.methods)
+        return await self.handler(call)
+
+
+def api_routes(
+    service: ResponsesService, background: BackgroundResponses, config: ServerConfig
+) -> tuple[Route, ...]:
+    """The routes the app serves itself (every other path is FastAPI's)."""
+    messages = MessagesEdge(service, config.model_aliases)
+    return (
+        Route(PATH, functools.partial(create_response, service, background)),
+        Route(CHAT_PATH, functools.partial(create_chat_completion, service)),
+        Route(MESSAGES_PATH, messages.create, render=anthropic_error_response, slash=True),
+        Route(COUNT_TOKENS_PATH, messages.count_tokens, render=anthropic_error_response, slash=True),
+        Route(MESSAGES_PATH, no_messages_route, None, anthropic_error_response, below=True),
+    )
+
+
+class ResponsesApp:
+    """The ASGI app: the routes of :func:`api_routes` here, everything else (and the lifespan) to FastAPI."""
+
+    def __init__(
+        self,
+        api: FastAPI,
+        service: ResponsesService,
+        background: BackgroundResponses,
+        config: ServerConfig | None = None,
+    ) -> None:
+        self.api = api
+        self.service = service
+        self.config = config = config or ServerConfig()
+        self.api_key = config.api_key
+        self._requests = service.metrics.requests
+        #: The routes of the table, by path (and those that take every path below theirs).
+        self.routes = api_routes(service, background, config)
+        self._exact = {route.path: route for route in self.routes if not route.below}
+        self._below = [route for route in self.routes if route.below]
+
+    @property
+    def state(self):  # type: ignore[no-untyped-def]
+        """The FastAPI app's state (``state.service``)."""
+        return self.api.state
+
+    def route(self, path: str) -> Route | None:
+        """The route of the table serving ``path``; None: FastAPI's."""
+        route = self._exact.get(path)
+        if route is not None:
+            return route
+        route = self._exact.get(path.rstrip("/"))
+        if route is not None and route.slash:
+            return route
+        return next((route for route in self._below if path.startswith(route.path)), None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            if self.api_key is not None and not authorized(scope, self.api_key):
+                await send({"type": "websocket.close", "code": 1008})  # before accept: an HTTP 403
+                return
+            if scope["path"] == PATH:
+                await serve_websocket(self.service, self.config, scope, receive, send)
+                return
+        if scope["type"] != "http":
+            await self.api(scope, receive, send)
+            return
+        record = AccessRecord.start(scope)
+        try:
+            record.status = await self._http(scope, receive, send, record)
+        finally:
+            self._requests.labels(route_label(scope["path"]), scope["method"], str(record.status)).inc()
+            record.log()
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send, record: AccessRecord) -> int:
+        """Serve one HTTP request; its status (499: the client left before any answer)."""
+        path = scope["path"]
+        if self.api_key is not None and path.startswith("/v1/") and not authorized(scope, self.api_key):
+            render = anthropic_error_response if wants_anthropic(scope) else error_response
+            return await answer(_raising(unauthorized(scope)), scope, receive, send, record, path, render)
+        route = self.route(path)
+        if route is None:
+            record.status = CLIENT_CLOSED  # until a response starts
+            await self.api(scope, receive, record.wrap(send))
+            return record.status
+        call = Call(scope, receive, send, record)
+        serve = functools.partial(route.serve, call)
+        status = await answer(serve, scope, receive, send, record, path, route.render)
+        call.account()
+        return status
+
+
+def _raising(error: APIError) -> Callable[[], Awaitable[Response]]:
+    async def handler() -> Response:
+        raise error
+
+    return handler
