@@ -20,8 +20,7 @@ from starlette.types import Receive, Scope, Send
 from ..core import InvalidRequestError, to_json
 from ..ops import AccessRecord
 from ..request import multi_agent_beta, session_key_from_headers
-from ..responses import ResponseRun, ResponsesService
-from .background import BackgroundResponses
+from ..responses import ResponseRun, ResponsesService, Runs
 from .chat import CHAT_PATH, create_chat_completion
 from .config import ServerConfig
 from .errors import answer, error_response
@@ -64,7 +63,7 @@ async def _read_body(receive: Receive, service: ResponsesService) -> bytes:
 
 async def create_response(
     service: ResponsesService,
-    background: BackgroundResponses,
+    background: Runs,
     scope: Scope,
     receive: Receive,
     send: Send,
@@ -84,7 +83,7 @@ async def create_response(
         record.session_id = prepared.session_key
         run = service.run(prepared)
         if prepared.request.background:
-            events = await background.begin(run)
+            events = await service.start_background(run)
             if prepared.request.stream:
                 return FramesResponse(events.follow(None))
             return JSONBytesResponse(to_json(prepared.response.model_copy(update={"status": "queued"})))
@@ -110,7 +109,7 @@ class ResponsesApp:
         self,
         api: FastAPI,
         service: ResponsesService,
-        background: BackgroundResponses,
+        background: Runs,
         config: ServerConfig | None = None,
     ) -> None:
         self.api = api
