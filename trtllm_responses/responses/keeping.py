@@ -9,6 +9,7 @@ raises (ServiceUnavailableError, counted): the driver ends the response failed i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..adapter import ConversationHistory, HarmonyAdapter
@@ -24,27 +25,19 @@ from .sessions import Chain
 __all__ = ["Keeper"]
 
 
+@dataclass(frozen=True, slots=True)
 class Keeper:
     """Stores ended responses and appends them to their conversations (one per service)."""
 
-    def __init__(
-        self,
-        *,
-        store: ResponseStore,
-        conversations: ConversationsService,
-        chain_histories: ByteBoundedCache[Chain],
-        adapter: HarmonyAdapter,
-        metrics: ServerMetrics,
-        sealer: ContentSealer | None,
-        redact_reasoning: bool,
-    ) -> None:
-        self.store = store
-        self.conversations = conversations
-        self.chain_histories = chain_histories
-        self.adapter = adapter
-        self.metrics = metrics
-        self.sealer = sealer
-        self.redact_reasoning = redact_reasoning
+    store: ResponseStore
+    conversations: ConversationsService
+    #: The histories of responses stored here, by id: continuing one reads none of it from the store.
+    chain_histories: ByteBoundedCache[Chain]
+    adapter: HarmonyAdapter
+    metrics: ServerMetrics
+    sealer: ContentSealer | None
+    #: Reasoning is stored redacted (sealed): its history is opened with ``sealer``.
+    redact_reasoning: bool
 
     async def keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
         """Serialize the terminal response once, and store it (when asked) before anyone sees it."""

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import operator
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Generic, NoReturn, Protocol, TypeVar, overload
 
 from openai.types.responses import ResponseStreamEvent, ResponseUsage
 
@@ -33,6 +34,8 @@ from .generation import Generator, RunDriver
 from .prepared import Deliver, PreparedResponse
 
 __all__ = ["Registry", "ResponseRun", "RunState"]
+
+T = TypeVar("T")
 
 
 class Registry(Protocol):
@@ -45,6 +48,30 @@ class Registry(Protocol):
     def leave(self, run: ResponseRun) -> None:
         """``run``'s drive ended."""
         ...
+
+
+class _ReadOnly(Generic[T]):
+    """A read-only view of a run's private field (``path``, dotted: ``_driver.stream``): reading it is an
+    attribute lookup; assigning it raises AttributeError (and is a type error)."""
+
+    __slots__ = ("_get", "_name")
+
+    def __init__(self, path: str) -> None:
+        self._get = operator.attrgetter(path)
+        self._name = path
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, run: None, owner: type[Any]) -> _ReadOnly[T]: ...
+    @overload
+    def __get__(self, run: object, owner: type[Any]) -> T: ...
+    def __get__(self, run: object, owner: type[Any]) -> T | _ReadOnly[T]:
+        return self if run is None else self._get(run)  # type: ignore[no-any-return]
+
+    def __set__(self, run: object, value: NoReturn) -> None:
+        raise AttributeError(f"a run's {self._name} is read-only: the run and its driver write it")
 
 
 class RunState(enum.Enum):
@@ -83,49 +110,24 @@ class ResponseRun:
         self._ended = asyncio.Event()
         self._subscribers: list[Deliver] = []
 
-    # -- what it is (read-only) -------------------------------------------------------------------
+    # -- what it is: read-only views of its private state ----------------------------------------
 
-    @property
-    def prepared(self) -> PreparedResponse:
-        """Its prepared request (immutable)."""
-        return self._prepared
-
-    @property
-    def id(self) -> str:
-        """The response's id (also its first executor request's)."""
-        return self._id
-
-    @property
-    def state(self) -> RunState:
-        """Queued, running or ended."""
-        return self._state
-
-    @property
-    def stream(self) -> ResponseStream | None:
-        """Its stream state machine once driven (GET of an in-progress response reads its snapshot)."""
-        return self._driver.stream
-
-    @property
-    def usage(self) -> ResponseUsage | None:
-        """Its final usage, once ended (for the access log)."""
-        return self._driver.usage
-
-    @property
-    def first_token_at(self) -> float | None:
-        """When the executor's first delta came (perf_counter), once ended (for the access log)."""
-        return self._driver.first_token_at
-
-    @property
-    def final_json(self) -> bytes | None:
-        """The terminal response's JSON, once ended: an allocation of its own length (``exact_bytes``), as
-        it is kept as long as the run is (a background response's, for its grace period), and orjson's
-        output holds up to 8 times its length (a 100k-token answer's 0.6 MB held 7.9 MB)."""
-        return self._final_json
-
-    @property
-    def store_failed(self) -> bool:
-        """It could not be stored: it ended failed, saying so, and is nowhere else."""
-        return self._driver.store_failed
+    #: Its prepared request (immutable), and the response's id (also its first executor request's).
+    prepared = _ReadOnly[PreparedResponse]("_prepared")
+    id = _ReadOnly[str]("_id")
+    #: Queued, running or ended.
+    state = _ReadOnly[RunState]("_state")
+    #: The terminal response's JSON, once ended: an allocation of its own length (``exact_bytes``), as
+    #: it is kept as long as the run is (a background response's, for its grace period), and orjson's
+    #: output holds up to 8 times its length (a 100k-token answer's 0.6 MB held 7.9 MB).
+    final_json = _ReadOnly[bytes | None]("_final_json")
+    #: Its stream state machine once driven (GET of an in-progress response reads its snapshot).
+    stream = _ReadOnly[ResponseStream | None]("_driver.stream")
+    #: Its final usage, and when the executor's first delta came (perf_counter), once ended (access log).
+    usage = _ReadOnly[ResponseUsage | None]("_driver.usage")
+    first_token_at = _ReadOnly[float | None]("_driver.first_token_at")
+    #: It could not be stored: it ended failed, saying so, and is nowhere else.
+    store_failed = _ReadOnly[bool]("_driver.store_failed")
 
     # -- driving ----------------------------------------------------------------------------------
 

@@ -44,16 +44,15 @@ class Runs:
         self,
         store: ResponseStore,
         metrics: ServerMetrics,
-        limits: BackgroundLimits | None = None,
-        framing: Framing | None = None,
+        *,
+        limits: BackgroundLimits,
+        framing: Framing | None,
     ) -> None:
-        self.store = store
-        self.metrics = metrics
-        self.limits = limits or BackgroundLimits()
-        self.framing = framing
+        self.store, self.metrics, self.framing = store, metrics, framing
+        self.limits = limits
         #: With a shared Redis store: other processes' background responses, and ours for them.
         self.relay = (
-            RedisRelay(store, framing, self.limits.max_events, self.limits.grace)
+            RedisRelay(store, framing, limits.max_events, limits.grace)
             if isinstance(store, RedisStore) and framing is not None
             else None
         )

@@ -180,7 +180,7 @@ class ResponsesService:
             summarizer=Summarizer(adapter) if reasoning_summaries else None,
         )
         #: This process's runs: the live ones by id, the background ones kept for their grace period.
-        self.runs = Runs(store, self.metrics, background_limits, framing)
+        self.runs = Runs(store, self.metrics, limits=background_limits or BackgroundLimits(), framing=framing)
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""

@@ -69,7 +69,10 @@ async def create_response(
     send: Send,
     record: AccessRecord,
 ) -> int:
-    """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream. Returns the HTTP status."""
+    """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream. Returns the HTTP status.
+
+    A background response is started by the service (``start_background``); ``background`` (the service's
+    ``runs``) is not used here, only passed by ``ResponsesApp``."""
     run: ResponseRun | None = None
 
     async def handle() -> Response:

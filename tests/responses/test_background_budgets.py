@@ -20,6 +20,7 @@ import httpx
 import openai
 import pytest
 from support.server_harness import RecordingEcho, RunningServer, resident_bytes
+
 from trtllm_responses.responses import BackgroundLimits, Runs
 
 
@@ -85,7 +86,7 @@ def test_running_background_responses_are_capped(paced: RunningServer, http: htt
 
 
 @contextlib.contextmanager
-def _within(server: RunningServer, budget: int) -> Iterator[tuple[httpx.Client, BackgroundResponses]]:
+def _within(server: RunningServer, budget: int) -> Iterator[tuple[httpx.Client, Runs]]:
     """A client of ``server`` while its background responses' events are kept within ``budget`` bytes."""
     background = _background(server)
     saved = background.limits
