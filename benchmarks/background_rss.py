@@ -3,7 +3,7 @@
 A server (the tests' ``start_server``: uvicorn in a thread, echo unpaced, memory store) runs ``--runs``
 background responses of ``#lorem --tokens`` at once (``store: true``) under a ``--budget_mib`` budget for
 recorded events. Once all ended and a reaper pass gave freed memory back (6 s), it reports the process's
-RSS growth beside what is counted: the recorded events (``BackgroundResponses.recorded_bytes``), the
+RSS growth beside what is counted: the recorded events (``Runs.recorded_bytes``), the
 stored responses (``store.stats().bytes``, their histories included) and the remembered histories
 (``chain_histories.bytes``, the same objects while the responses are stored),
 and where the memory is: glibc's heap in use and free (``mallinfo2``), CPython's small-object arenas
@@ -38,7 +38,7 @@ from support.server_harness import RunningServer, resident_bytes, start_server  
 from trtllm_responses.adapter import HarmonyAdapter  # noqa: E402
 from trtllm_responses.executors import EchoExecutor  # noqa: E402
 from trtllm_responses.harmony import load_encoding  # noqa: E402
-from trtllm_responses.server.background import BackgroundLimits, BackgroundResponses  # noqa: E402
+from trtllm_responses.responses import BackgroundLimits, Runs  # noqa: E402
 
 MIB = 1 << 20
 
@@ -79,14 +79,14 @@ def _pymalloc_arenas() -> int:
     return arenas << 20  # 1 MiB each (CPython 3.10+)
 
 
-def _reading(server: RunningServer, background: BackgroundResponses, libc: Any) -> dict[str, float]:
+def _reading(server: RunningServer, background: Runs, libc: Any) -> dict[str, float]:
     info = libc.mallinfo2()
     return {
         "rss": resident_bytes() / MIB,
         "events_counted": background.recorded_bytes / MIB,
-        "runs_kept": len(background.runs),
+        "runs_kept": len(background.kept),
         "stored_responses": asyncio.run(server.store.stats()).bytes / MIB,
-        "histories": background.service.chain_histories.bytes / MIB,
+        "histories": server.app.state.service.chain_histories.bytes / MIB,
         "malloc_in_use": info.uordblks / MIB,
         "malloc_free": info.fordblks / MIB,
         "pymalloc_arenas": _pymalloc_arenas() / MIB,
@@ -103,17 +103,17 @@ def _growth(before: dict[str, float], after: dict[str, float]) -> dict[str, floa
     return grown
 
 
-def _ended(background: BackgroundResponses, ids: list[str]) -> bool:
+def _ended(background: Runs, ids: list[str]) -> bool:
     """Whether the runs of ``ids`` have ended (read from this thread: by key, never iterating the
     server's dict; a run forgotten past the budget had ended)."""
-    return all(run.done for response_id in ids if (run := background.runs.get(response_id)) is not None)
+    return all(run.done for response_id in ids if (run := background.kept.get(response_id)) is not None)
 
 
 def measure(runs: int, tokens: int, budget: int) -> dict[str, Any]:
     libc = _libc()
     encoding = load_encoding()
     server = start_server(EchoExecutor(encoding), HarmonyAdapter(encoding, today=lambda: FIXED_DATE))
-    background: BackgroundResponses = server.app.state.background
+    background: Runs = server.app.state.service.runs
     background.limits = BackgroundLimits(max_total_bytes=budget)
     try:
         with httpx.Client(base_url=server.base_url, timeout=600) as http:

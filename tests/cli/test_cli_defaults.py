@@ -22,9 +22,8 @@ from trtllm_responses.cli.build import build_bundle
 from trtllm_responses.cli.command import build_parser
 from trtllm_responses.cli.launch import DEFAULT_FREE_GPU_MEMORY_FRACTION
 from trtllm_responses.executors import EchoExecutor
-from trtllm_responses.responses import SamplingDefaults
+from trtllm_responses.responses import BackgroundLimits, SamplingDefaults
 from trtllm_responses.server import HTTPLimits, ServerConfig
-from trtllm_responses.server.background import BackgroundLimits
 from trtllm_responses.tools import PythonLimits, ToolSettings
 
 

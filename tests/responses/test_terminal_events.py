@@ -69,16 +69,16 @@ def test_a_failure_after_the_stream_started_ends_it_with_response_failed(server:
 def test_a_final_serialization_failure_ends_the_stream_with_response_failed(
     server: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_responses.responses import service
+    from trtllm_responses.responses import keeping  # where a run's result is serialized and stored
 
-    real = service.to_json
+    real = keeping.to_json
 
     def to_json(model: Any) -> bytes:
         if getattr(model, "status", None) == "completed":
             raise ValueError("cannot serialize")
         return real(model)
 
-    monkeypatch.setattr(service, "to_json", to_json)
+    monkeypatch.setattr(keeping, "to_json", to_json)
     streamed, plain = _both_ways(server.base_url, {"input": "hello"})
     assert streamed["status"] == plain["status"] == "failed"
     assert streamed["output"][-1]["content"][0]["text"] == "hello"  # what was streamed is kept

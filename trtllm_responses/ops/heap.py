@@ -4,7 +4,7 @@ CPython's allocator asks glibc for blocks; glibc keeps what is freed in its heap
 little of it, so after a burst of large responses is forgotten (background runs past their budget or
 grace) the process's RSS stays near its peak though nothing holds that memory: 20 finished background
 runs counted 486 MiB and held 780 MiB of RSS, 41 MiB of 10 smaller ones' 87 came back with one trim.
-:func:`trim_heap` is that trim; the background registry calls it (in a thread) after forgetting runs.
+:func:`trim_heap` is that trim; the runs registry (``responses/runs.py``) calls it (in a thread) after forgetting runs.
 """
 
 from __future__ import annotations

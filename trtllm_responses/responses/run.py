@@ -12,31 +12,66 @@ to the run's subscribers. It is found by id (``ResponsesService.find``) while it
 - awaited (``wait``: its terminal response's JSON) and observed (``subscribe``, ``stream``,
   ``usage``, ``first_token_at``).
 
-Its live state (the stream, the executor request it generates now, the tool loop) is written only
-by the run's own drive (``generation.py``).
+Its live state is private and read through properties: its life (``state``, ``final_json``) is written
+by the run itself, its generation's (the stream, the executor request it generates now, the tool loop,
+usage) by its own driver (``generation.RunDriver``), which it alone holds and calls. While it is driven
+it is in its service's registry (``runs.py``), entered and left by the run itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
+import operator
+from collections.abc import Callable
+from typing import Any, Generic, NoReturn, Protocol, TypeVar, overload
 
 from openai.types.responses import ResponseStreamEvent, ResponseUsage
 
 from ..core import InvalidRequestError, exact_bytes
-from ..executors import Executor
 from ..stream import ResponseStream
+from .generation import Generator, RunDriver
 from .prepared import Deliver, PreparedResponse
 
-if TYPE_CHECKING:
-    from .tool_loop import ToolLoop
+__all__ = ["Registry", "ResponseRun", "RunState"]
 
-__all__ = ["Drive", "ResponseRun", "RunState"]
+T = TypeVar("T")
 
-#: Generates a run to its end (``ResponseGenerator.drive``); the terminal response's JSON.
-Drive: TypeAlias = Callable[["ResponseRun", Deliver | None], Awaitable[bytes]]
+
+class Registry(Protocol):
+    """Where a run is found while it is driven (``runs.Runs``): the run enters and leaves it itself."""
+
+    def enter(self, run: ResponseRun) -> None:
+        """``run``'s drive started."""
+        ...
+
+    def leave(self, run: ResponseRun) -> None:
+        """``run``'s drive ended."""
+        ...
+
+
+class _ReadOnly(Generic[T]):
+    """A read-only view of a run's private field (``path``, dotted: ``_driver.stream``): reading it is an
+    attribute lookup; assigning it raises AttributeError (and is a type error)."""
+
+    __slots__ = ("_get", "_name")
+
+    def __init__(self, path: str) -> None:
+        self._get = operator.attrgetter(path)
+        self._name = path
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, run: None, owner: type[Any]) -> _ReadOnly[T]: ...
+    @overload
+    def __get__(self, run: object, owner: type[Any]) -> T: ...
+    def __get__(self, run: object, owner: type[Any]) -> T | _ReadOnly[T]:
+        return self if run is None else self._get(run)  # type: ignore[no-any-return]
+
+    def __set__(self, run: object, value: NoReturn) -> None:
+        raise AttributeError(f"a run's {self._name} is read-only: the run and its driver write it")
 
 
 class RunState(enum.Enum):
@@ -53,29 +88,20 @@ class ResponseRun:
     def __init__(
         self,
         prepared: PreparedResponse,
-        drive: Drive,
-        executor: Executor,
+        generator: Generator,
+        registry: Registry | None = None,
         on_abort: Callable[[], None] | None = None,
     ) -> None:
-        """``on_abort`` is called each time the run aborts a request in the executor (a cancel, a stop string,
-        the server's abort: ``trtllm_executor_aborts_total``)."""
-        self.prepared = prepared
-        #: The response's id (also its first executor request's).
-        self.id = prepared.generation.request_id
-        self.state = RunState.QUEUED
-        #: Its stream state machine once driven (GET of an in-progress response reads its snapshot).
-        self.stream: ResponseStream | None = None
-        #: Final usage and when the executor's first delta came (perf_counter), for the access log.
-        self.usage: ResponseUsage | None = None
-        self.first_token_at: float | None = None
-        #: The terminal response's JSON, once ended: an allocation of its own length (``exact_bytes``), as
-        #: it is kept as long as the run is (a background response's, for its grace period), and orjson's
-        #: output holds up to 8 times its length (a 100k-token answer's 0.6 MB held 7.9 MB).
-        self.final_json: bytes | None = None
-        #: It could not be stored: it ended failed, saying so, and is nowhere else.
-        self.store_failed = False
-        self._drive = drive
-        self._executor = executor
+        """``generator``: what its driver generates with (the service's); ``registry``: where it is found
+        while driven. ``on_abort`` is called each time the run aborts a request in the executor (a cancel,
+        a stop string, the server's abort: ``trtllm_executor_aborts_total``)."""
+        self._prepared = prepared
+        self._id = prepared.generation.request_id
+        self._state = RunState.QUEUED
+        self._final_json: bytes | None = None
+        self._driver = RunDriver(generator)  # its generation's state; called by this run alone
+        self._registry = registry
+        self._executor = generator.executor
         self._on_abort = on_abort
         self._aborted: set[str] = set()
         self._cancelled = False  # a client cancelled it: it ends "cancelled"
@@ -83,10 +109,25 @@ class ResponseRun:
         self._stop_reason: str | None = None
         self._ended = asyncio.Event()
         self._subscribers: list[Deliver] = []
-        # Written by the drive (generation.py) only: what to interrupt now.
-        self.generating: str | None = None  # the executor request it runs now (the tool loop runs several)
-        self.summarizing: str | None = None  # a reasoning summary's side generation
-        self.tool_loop: ToolLoop | None = None
+
+    # -- what it is: read-only views of its private state ----------------------------------------
+
+    #: Its prepared request (immutable), and the response's id (also its first executor request's).
+    prepared = _ReadOnly[PreparedResponse]("_prepared")
+    id = _ReadOnly[str]("_id")
+    #: Queued, running or ended.
+    state = _ReadOnly[RunState]("_state")
+    #: The terminal response's JSON, once ended: an allocation of its own length (``exact_bytes``), as
+    #: it is kept as long as the run is (a background response's, for its grace period), and orjson's
+    #: output holds up to 8 times its length (a 100k-token answer's 0.6 MB held 7.9 MB).
+    final_json = _ReadOnly[bytes | None]("_final_json")
+    #: Its stream state machine once driven (GET of an in-progress response reads its snapshot).
+    stream = _ReadOnly[ResponseStream | None]("_driver.stream")
+    #: Its final usage, and when the executor's first delta came (perf_counter), once ended (access log).
+    usage = _ReadOnly[ResponseUsage | None]("_driver.usage")
+    first_token_at = _ReadOnly[float | None]("_driver.first_token_at")
+    #: It could not be stored: it ended failed, saying so, and is nowhere else.
+    store_failed = _ReadOnly[bool]("_driver.store_failed")
 
     # -- driving ----------------------------------------------------------------------------------
 
@@ -97,14 +138,19 @@ class ResponseRun:
         build the response (non-streaming: the same path). Cancelling the calling task (the client
         went away) aborts the generation. A run is driven once.
         """
-        if self.state is not RunState.QUEUED:
-            raise RuntimeError(f"response {self.id} is already {self.state.value}")
-        self.state = RunState.RUNNING
+        if self._state is not RunState.QUEUED:
+            raise RuntimeError(f"response {self.id} is already {self._state.value}")
+        self._state = RunState.RUNNING
+        registry = self._registry
+        if registry is not None:
+            registry.enter(self)
         try:
-            self.final_json = exact_bytes(await self._drive(self, deliver))
-            return self.final_json
+            self._final_json = exact_bytes(await self._driver.drive(self, deliver))
+            return self._final_json
         finally:
-            self.state = RunState.ENDED
+            if registry is not None:
+                registry.leave(self)
+            self._state = RunState.ENDED
             # No event comes after the end. A subscriber (a background recorder) holds this run, so
             # keeping it here made a cycle: a forgotten run's memory waited for a full collection.
             self._subscribers.clear()
@@ -167,16 +213,10 @@ class ResponseRun:
             self._abort_in_executor(request_id)
 
     def _interrupt(self) -> None:
-        if self.state is RunState.ENDED:
+        if self._state is RunState.ENDED:
             return
         self._interrupted = True
-        if self.tool_loop is not None:
-            self.tool_loop.cancel()
-        # A generation the executor has not registered yet ignores this; the drive reports its first delta
-        # (``started``), which aborts it then, so a cancel right after the create still lands.
-        for request_id in (self.generating, self.summarizing):
-            if request_id is not None:
-                self._abort_in_executor(request_id)
+        self._driver.interrupt(self._abort_in_executor)
 
     def _abort_in_executor(self, request_id: str) -> None:
         self._executor.abort(request_id)
@@ -188,9 +228,10 @@ class ResponseRun:
 
     @property
     def done(self) -> bool:
-        return self.state is RunState.ENDED
+        """It ended (its terminal response made, or its drive stopped without one)."""
+        return self._state is RunState.ENDED
 
     async def wait(self) -> bytes | None:
         """Wait for the end; the terminal response's JSON (None if the drive stopped without one)."""
         await self._ended.wait()
-        return self.final_json
+        return self._final_json

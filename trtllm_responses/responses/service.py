@@ -4,23 +4,23 @@
 client can get wrong is checked before any generation starts), in the named stages of ``prepare.py``,
 rendering with ``rendering.py``; ``run`` makes the one handle on it
 (:class:`~.run.ResponseRun`), which a transport drives in its own task, or ``start_background``
-drives in one of the service's; ``find`` finds a running one by id. The service keeps each result
-(stores it, appends it to its conversation) before the terminal event leaves. ``retrieve``,
-``delete`` and ``input_items`` serve stored responses; ``compact`` and ``count_input_tokens`` the
-loop endpoints.
+drives in one of the service's; its registry (``runs``, ``runs.py``) finds a running one by id and
+keeps background ones for their grace period. Each result is kept (stored, appended to its
+conversation: ``keeping.py``) before the terminal event leaves. ``retrieve``, ``replay``, ``cancel``,
+``delete`` and ``input_items`` serve responses by id; ``compact`` and ``count_input_tokens`` the loop
+endpoints.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from ..adapter import ConversationHistory, HarmonyAdapter
-from ..core import InvalidRequestError, NotFoundError, ServerError, ServiceUnavailableError, to_dict, to_json
+from ..core import InvalidRequestError, NotFoundError, to_dict
 from ..executors import Executor
 from ..harmony import RenderPool
 from ..ops import ServerMetrics
@@ -35,11 +35,13 @@ from ..request import (
 )
 from ..store import ResponseStore, StoredResponse
 from ..tools import Coordinator, ToolSettings
+from .background import BackgroundLimits, BackgroundRun, Framing
 from .budget import check_size
 from .chains import CHAIN_HISTORY_CACHE_BYTES, Chains
 from .compaction import Compactor, compacted_response_json
 from .conversations import ConversationsService
-from .generation import ResponseGenerator
+from .generation import Generator
+from .keeping import Keeper
 from .prepare import (
     Origin,
     apply_template,
@@ -61,8 +63,9 @@ from .prompts import PromptTemplates
 from .references import expand_references
 from .rendering import INLINE_RENDER_BYTES, Renderer
 from .run import ResponseRun
+from .runs import Runs
 from .sampling import SamplingDefaults
-from .sealing import ContentSealer, is_tool_read, unseal_items
+from .sealing import ContentSealer
 from .sessions import Chain
 from .subagent_limits import SubagentLimits, SubagentPool
 from .summaries import Summarizer
@@ -107,7 +110,12 @@ class ResponsesService:
         subagent_limits: SubagentLimits | None = None,
         max_json_values: int = MAX_JSON_VALUES,
         replay_prefix_bytes: int = DEFAULT_REPLAY_PREFIX_BYTES,
+        background_limits: BackgroundLimits | None = None,
+        framing: Framing | None = None,
     ) -> None:
+        """``framing`` (the transport's, ``server/sse.py``) is what background runs record their events as;
+        ``background_limits`` bound what is kept of them. Without ``framing`` no run starts in the background.
+        """
         self.prompts = prompts or PromptTemplates(None)
         self.tool_settings = tool_settings or ToolSettings()
         #: What requests that do not say are sampled with (``serve --temperature`` …).
@@ -119,17 +127,6 @@ class ResponsesService:
         self.adapter = adapter
         self.model_name = model_name
         self.metrics = metrics or ServerMetrics()
-        self.generator = ResponseGenerator(
-            executor=executor,
-            adapter=adapter,
-            metrics=self.metrics,
-            keep=self._keep,
-            redact_reasoning=self.redact_reasoning,
-            summarizer=Summarizer(adapter) if reasoning_summaries else None,
-        )
-        #: Runs being driven in this process, by id (foreground and background).
-        self.runs: Mapping[str, ResponseRun] = self.generator.runs
-        self._background: set[asyncio.Task[bytes]] = set()
         self._aborting = False  # abort_all was called: the server is ending every response
         self.max_input_bytes = max_input_bytes or default_max_input_bytes(executor.max_seq_len)
         self.render_pool = render_pool or RenderPool()
@@ -149,6 +146,25 @@ class ResponsesService:
         )
         #: The process's running sub-agents (the beta multi-agent surface, ``subagents.py``), and their budgets.
         self.subagents = SubagentPool(subagent_limits)
+        self.keeper = Keeper(
+            store=store,
+            conversations=self.conversations,
+            chain_histories=self.chain_histories,
+            adapter=adapter,
+            metrics=self.metrics,
+            sealer=sealer,
+            redact_reasoning=self.redact_reasoning,
+        )
+        self.generator = Generator(
+            executor=executor,
+            adapter=adapter,
+            metrics=self.metrics,
+            keeper=self.keeper,
+            redact_reasoning=self.redact_reasoning,
+            summarizer=Summarizer(adapter) if reasoning_summaries else None,
+        )
+        #: This process's runs: the live ones by id, the background ones kept for their grace period.
+        self.runs = Runs(store, self.metrics, limits=background_limits or BackgroundLimits(), framing=framing)
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
@@ -211,7 +227,7 @@ class ResponsesService:
 
         After ``abort_all`` (the server's shutdown timeout) a new run is aborted from the start.
         """
-        run = ResponseRun(prepared, self.generator.drive, self.executor, on_abort=self.metrics.record_abort)
+        run = ResponseRun(prepared, self.generator, self.runs, on_abort=self.metrics.record_abort)
         if self._aborting:
             run.abort()
         return run
@@ -236,83 +252,26 @@ class ResponsesService:
 
     def abort_all(self) -> int:
         """End every run now and every run made from now on (shutdown): each ends ``failed`` with a
-        terminal event. How many were running."""
+        terminal event. How many were being driven."""
         self._aborting = True
-        runs = list(self.generator.runs.values())
-        for run in runs:
-            run.abort()  # counted in trtllm_executor_aborts_total by the run, for each generation it aborts
-        return len(runs)
+        return self.runs.abort_all()
 
     def find(self, response_id: str) -> ResponseRun | None:
         """The run of ``response_id`` if it is being driven in this process."""
-        return self.generator.runs.get(response_id)
+        return self.runs.find(response_id)
 
-    def start_background(self, run: ResponseRun) -> asyncio.Task[bytes]:
-        """Drive ``run`` in a task of the service's (its events go to its subscribers); return the task."""
-        task = asyncio.ensure_future(run.drive(run.publish))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+    async def start_background(self, run: ResponseRun) -> BackgroundRun:
+        """Drive ``run`` in a task of the service's, its events kept for replay; return at once.
 
-    # -- keep ------------------------------------------------------------------------------
-
-    async def _keep(self, run: ResponseRun) -> bytes:
-        """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
-        prepared = run.prepared
-        stream = run.stream
-        final = stream.final_response if stream is not None else None
-        if stream is None or final is None:
-            raise ServerError("The response ended without a terminal event.")
-        final_json = to_json(final)
-        turn = None
-        if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
-            items = list(zip(prepared.input_item_ids, prepared.input_items_json, strict=True))
-            items += [(item.id, to_json(item)) for item in final.output if item.id]
-            turn = self.history_after(
-                prepared, [to_dict(item, logprobs=False) for item in stream.model_output]
-            )
-            try:
-                await self.conversations.append(
-                    prepared.conversation_id, items, turn, prepared.conversation_seen
-                )
-            except ServiceUnavailableError:
-                self.metrics.record_store_error()
-                raise  # drive ends the response failed instead
-        if prepared.request.store:
-            model_output = stream.model_output  # tool items as the model read them
-            history = turn or self.history_after(
-                prepared, [to_dict(item, logprobs=False) for item in model_output]
-            )
-            entry = StoredResponse(
-                id=final.id,
-                response_json=final_json,
-                input_item_ids=prepared.input_item_ids,
-                input_items_json=prepared.input_items_json,
-                history=history,
-                session_key=prepared.session_key,
-                output_item_ids=_item_ids(final.output),
-            )
-            try:
-                kept = await self.store.put(entry)
-            except ServiceUnavailableError:
-                self.metrics.record_store_error()
-                raise  # drive ends the response failed instead: a response asked to be stored never silently is not
-            if kept:
-                self.chain_histories.admit(final.id, Chain(history, prepared.session_key), history.nbytes)
-        return final_json
+        429 past ``max_running`` background responses; 503 if the shared store cannot announce it.
+        """
+        return await self.runs.start(run)
 
     def history_after(
         self, prepared: PreparedResponse, output: Sequence[Mapping[str, Any]]
     ) -> ConversationHistory:
-        """The conversation after a response: its prompt's plus its ``output`` items (reasoning unredacted).
-
-        A ``compaction`` output item is already in the prompt (as the summary), so it is skipped,
-        as are tool-read carriers: ``output`` is the model's (its tool items have their read fields).
-        """
-        output = [item for item in output if item.get("type") != "compaction" and not is_tool_read(item)]
-        if self.redact_reasoning and self.sealer is not None:
-            output = unseal_items(output, self.sealer, "output")  # type: ignore[assignment]
-        return self.adapter.continue_history(prepared.prompt, output)
+        """The conversation after a response: its prompt's plus its ``output`` items (``keeping.py``)."""
+        return self.keeper.history_after(prepared, output)
 
     # -- stored responses --------------------------------------------------------------------
 
@@ -329,17 +288,23 @@ class ResponsesService:
         return orjson.dumps(compacted_response_json(compaction))
 
     async def retrieve(self, response_id: str) -> bytes:
-        """The response's JSON: its current snapshot while it is generated here, else the stored one."""
-        run = self.find(response_id)
-        if run is not None and run.stream is not None:
-            return to_json(run.stream.snapshot())
-        return (await self._get(response_id)).response_json
+        """``GET``: the response's JSON: ``queued``, its live snapshot while it is generated (here or, through
+        the relay, elsewhere), else the stored one. NotFoundError if none is known."""
+        return await self.runs.retrieve(response_id)
+
+    async def replay(self, response_id: str, starting_after: int | None) -> AsyncIterator[bytes]:
+        """``GET ?stream=true``: a background response's event frames after ``starting_after``, live until its
+        end. InvalidRequestError (before any byte) if they are not kept; NotFoundError if it is unknown."""
+        return await self.runs.replay(response_id, starting_after)
+
+    async def cancel(self, response_id: str) -> bytes:
+        """Cancel a background response (wherever it runs) and return it once it ended (idempotent)."""
+        return await self.runs.cancel(response_id)
 
     async def delete(self, response_id: str) -> bytes:
-        """Delete a stored response; the deletion confirmation as JSON."""
-        if not await self.store.delete(response_id):
-            raise NotFoundError(f"Response with id '{response_id}' not found.")
-        return orjson.dumps({"id": response_id, "object": "response.deleted", "deleted": True})
+        """Delete a response (a running background one is cancelled first, then forgotten everywhere); the
+        deletion confirmation as JSON. NotFoundError if none is known."""
+        return await self.runs.delete(response_id)
 
     async def input_items(self, response_id: str, *, after: str | None, limit: int, order: str) -> bytes:
         """A page of the stored response's input items, as a ``list`` object."""
@@ -352,8 +317,3 @@ class ResponsesService:
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
         return entry
-
-
-def _item_ids(output: Sequence[Any]) -> tuple[str, ...]:
-    """The ids of a response's output items (what the store indexes, without reading its JSON back)."""
-    return tuple(i for i in (getattr(item, "id", None) for item in output) if isinstance(i, str))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
@@ -20,9 +20,15 @@ from ..core import build_sdk_models
 from ..executors import Executor
 from ..harmony import RenderPool
 from ..ops import CollectorSchedule, ServerMetrics
-from ..responses import ContentSealer, PromptTemplates, ResponsesService, check_defaults, load_key
-from ..store import RedisStore, ResponseStore
-from .background import BackgroundLimits, BackgroundResponses
+from ..responses import (
+    BackgroundLimits,
+    ContentSealer,
+    PromptTemplates,
+    ResponsesService,
+    check_defaults,
+    load_key,
+)
+from ..store import ResponseStore
 from .config import ServerConfig
 from .conversation_routes import build_conversation_router
 from .errors import install_error_handlers
@@ -30,9 +36,9 @@ from .group import group_metrics_dir
 from .loop_routes import build_loop_router
 from .openapi import install_openapi
 from .operations import GracefulShutdown
-from .relay import RedisRelay
 from .router import ResponsesApp
-from .routes import build_router
+from .routes import build_model_router, build_operations_router, build_router
+from .sse import SSE_FRAMING
 
 __all__ = ["create_app"]
 
@@ -51,10 +57,35 @@ def create_app(
     ``sealer`` encrypts reasoning and compaction content; by default its key comes from
     ``config.encryption_key_file``, the environment or the cache folder (``sealing.load_key``).
     """
+    service = _service(config, executor, store, adapter, sealer)
+    shutdown = GracefulShutdown(service, config.shutdown_timeout)
+    app = FastAPI(
+        title="trtllm-responses", lifespan=_lifespan(config, service, shutdown), docs_url=None, redoc_url=None
+    )
+    app.state.service = service
+    install_error_handlers(app)
+    install_openapi(app)
+    app.state.shutdown = shutdown
+    app.include_router(build_router(service, config))
+    app.include_router(build_model_router(config))
+    app.include_router(build_operations_router(service, config))
+    app.include_router(build_loop_router(service))
+    app.include_router(build_conversation_router(service.conversations))
+    return ResponsesApp(app, service, config)
+
+
+def _service(
+    config: ServerConfig,
+    executor: Executor,
+    store: ResponseStore,
+    adapter: HarmonyAdapter,
+    sealer: ContentSealer | None,
+) -> ResponsesService:
+    """The service, configured from ``config``; its background runs record SSE frames."""
     metrics = ServerMetrics(
         multiprocess_dir=group_metrics_dir(config.group_dir) if config.group_dir else None
     )
-    service = ResponsesService(
+    return ResponsesService(
         executor=executor,
         store=store,
         adapter=adapter,
@@ -70,26 +101,20 @@ def create_app(
         sampling_defaults=config.sampling,
         subagent_limits=config.subagents,
         replay_prefix_bytes=config.replay_prefix_bytes,
+        background_limits=BackgroundLimits(grace=config.background_grace),
+        framing=SSE_FRAMING,
     )
-    limits = BackgroundLimits(grace=config.background_grace)
-    relay = RedisRelay(store, limits.max_events, limits.grace) if isinstance(store, RedisStore) else None
-    background = BackgroundResponses(service, limits, relay)
-    shutdown = GracefulShutdown(service, background, config.shutdown_timeout)
+
+
+def _lifespan(
+    config: ServerConfig, service: ResponsesService, shutdown: GracefulShutdown
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start the executor (and what runs beside the responses) with the app; end them with it."""
+    executor, metrics = service.executor, service.metrics
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        try:
-            await executor.start()
-        except Exception as exc:
-            logger.error("The %s executor could not start: %s", executor.name, exc)
-            raise
-        unapplied = check_defaults(config.sampling, executor.unapplied_sampling)
-        if unapplied and config.sampling.unsupported == "refuse":
-            await executor.shutdown()
-            raise RuntimeError("the sampling defaults cannot be applied: " + " ".join(unapplied))
-        for reason in unapplied:
-            logger.warning("Sampling default dropped (--unsupported_sampling ignore): %s", reason)
-        logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)
+        await _start_executor(config, executor)
         if config.start_render_worker:
             await service.render_pool.start()
         build_sdk_models()  # not in the first request of each kind (core/wire.py)
@@ -102,29 +127,33 @@ def create_app(
         # ... and from now on, collect when it cannot stall streams (ops/gc_schedule.py).
         collector = asyncio.ensure_future(CollectorSchedule(metrics.idle, metrics.record_gc).run())
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
-        reaper = asyncio.ensure_future(background.reap_forever())
-        cancels = asyncio.ensure_future(relay.listen_for_cancels(background.cancel_local)) if relay else None
+        tending = asyncio.ensure_future(service.runs.tend())  # background runs' grace, cancels via Redis
         try:
             yield
         finally:
             watchdog.cancel()
-            reaper.cancel()
-            if cancels is not None:
-                cancels.cancel()
+            tending.cancel()
             await shutdown.drain()
             collector.cancel()
             await service.render_pool.aclose()
             service.decoder.close()
             await executor.shutdown()
-            await store.close()
+            await service.store.close()
 
-    app = FastAPI(title="trtllm-responses", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.service = service
-    install_error_handlers(app)
-    install_openapi(app)
-    app.state.background = background
-    app.state.shutdown = shutdown
-    app.include_router(build_router(service, background, config))
-    app.include_router(build_loop_router(service))
-    app.include_router(build_conversation_router(service.conversations))
-    return ResponsesApp(app, service, background, config)
+    return lifespan
+
+
+async def _start_executor(config: ServerConfig, executor: Executor) -> None:
+    """Start the executor; refuse (``--unsupported_sampling refuse``) sampling defaults it cannot apply."""
+    try:
+        await executor.start()
+    except Exception as exc:
+        logger.error("The %s executor could not start: %s", executor.name, exc)
+        raise
+    unapplied = check_defaults(config.sampling, executor.unapplied_sampling)
+    if unapplied and config.sampling.unsupported == "refuse":
+        await executor.shutdown()
+        raise RuntimeError("the sampling defaults cannot be applied: " + " ".join(unapplied))
+    for reason in unapplied:
+        logger.warning("Sampling default dropped (--unsupported_sampling ignore): %s", reason)
+    logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)

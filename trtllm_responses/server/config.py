@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 
 from ..adapter import DEFAULT_RENDER_CACHE_BYTES
 from ..request import DEFAULT_REPLAY_PREFIX_BYTES
-from ..responses import SamplingDefaults, SubagentLimits
+from ..responses import BackgroundLimits, SamplingDefaults, SubagentLimits
 from ..tools import ToolSettings
-from .background import BackgroundLimits
 from .http_limits import HTTPLimits
 
 __all__ = ["MAX_SERVE_FRONTENDS", "ServerConfig"]

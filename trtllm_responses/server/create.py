@@ -15,7 +15,6 @@ from starlette.responses import Response
 from ..core import to_json
 from ..request import multi_agent_beta, session_key_from_headers
 from ..responses import Origin, ResponsesService
-from .background import BackgroundResponses
 from .body import model_input
 from .call import Call
 from .responses import EventStreamResponse, FramesResponse, JSONBytesResponse
@@ -25,7 +24,7 @@ __all__ = ["PATH", "create_response"]
 PATH = "/v1/responses"
 
 
-async def create_response(service: ResponsesService, background: BackgroundResponses, call: Call) -> Response:
+async def create_response(service: ResponsesService, call: Call) -> Response:
     """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream (a background one: queued)."""
     headers = call.headers
     affinity = session_key_from_headers(headers)
@@ -39,7 +38,7 @@ async def create_response(service: ResponsesService, background: BackgroundRespo
     run = service.run(prepared)
     call.runs = (run,)
     if prepared.request.background:
-        events = await background.begin(run)
+        events = await service.start_background(run)
         if prepared.request.stream:
             return FramesResponse(events.follow(None))
         return JSONBytesResponse(to_json(prepared.response.model_copy(update={"status": "queued"})))

@@ -20,7 +20,6 @@ from starlette.types import Scope
 
 from ..core import AuthenticationError, ServiceUnavailableError
 from ..responses import ResponsesService
-from .background import BackgroundResponses
 
 __all__ = ["CLIENT_CLOSED", "GracefulShutdown", "authorized", "metrics_text", "route_label", "unauthorized"]
 
@@ -101,9 +100,9 @@ async def metrics_text(service: ResponsesService) -> tuple[bytes, str]:
 class GracefulShutdown:
     """Lets running responses finish for ``timeout`` seconds after SIGTERM, then ends the rest."""
 
-    def __init__(self, service: ResponsesService, background: BackgroundResponses, timeout: float) -> None:
+    def __init__(self, service: ResponsesService, timeout: float) -> None:
         self.service = service
-        self.background = background
+        self.runs = service.runs
         self.timeout = timeout
         self.loop: asyncio.AbstractEventLoop | None = None
         self.deadline: float | None = None
@@ -122,7 +121,7 @@ class GracefulShutdown:
         assert self.loop is not None
         if self.deadline is not None:
             return
-        running = len(self.service.runs) + self.background.active
+        running = len(self.runs.live) + self.runs.active
         logger.info("Shutting down: %d running response(s) get %.1f s to finish", running, self.timeout)
         self.deadline = self.loop.time() + self.timeout
         self._timer = self.loop.call_later(self.timeout, self.abort_all)
@@ -130,16 +129,15 @@ class GracefulShutdown:
     def abort_all(self) -> None:
         """End every running response now: each run is aborted and ends with a terminal event (one that
         the executor had not registered yet is aborted by its run at its first delta: no retry loop)."""
-        ended = self.service.abort_all()
+        ended = self.service.abort_all()  # background ones not started yet too
         if ended:
             logger.warning("Shutdown timeout: ended %d running response(s)", ended)
-        self.background.abort_all()
 
     async def drain(self) -> None:
         """At lifespan shutdown: let background responses run to the deadline, then end them."""
         if self.deadline is not None and self.loop is not None:
-            await self.background.wait(max(0.0, self.deadline - self.loop.time()))
+            await self.runs.wait(max(0.0, self.deadline - self.loop.time()))
         if self._timer is not None:
             self._timer.cancel()
         self.abort_all()
-        await self.background.wait(5)
+        await self.runs.wait(5)

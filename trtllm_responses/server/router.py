@@ -22,7 +22,6 @@ from starlette.types import Receive, Scope, Send
 from ..core import APIError, MethodNotAllowedError
 from ..ops import AccessRecord
 from ..responses import ResponsesService
-from .background import BackgroundResponses
 from .call import Call
 from .config import ServerConfig
 from .create import PATH, create_response
@@ -69,13 +68,11 @@ class Route:
         return await self.handler(call)
 
 
-def api_routes(
-    service: ResponsesService, background: BackgroundResponses, config: ServerConfig
-) -> tuple[Route, ...]:
+def api_routes(service: ResponsesService, config: ServerConfig) -> tuple[Route, ...]:
     """The routes the app serves itself (every other path is FastAPI's)."""
     messages = MessagesEdge(service, config.model_aliases)
     return (
-        Route(PATH, functools.partial(create_response, service, background)),
+        Route(PATH, functools.partial(create_response, service)),
         Route(CHAT_PATH, functools.partial(create_chat_completion, service)),
         Route(MESSAGES_PATH, messages.create, render=anthropic_error_response, slash=True),
         Route(COUNT_TOKENS_PATH, messages.count_tokens, render=anthropic_error_response, slash=True),
@@ -90,7 +87,6 @@ class ResponsesApp:
         self,
         api: FastAPI,
         service: ResponsesService,
-        background: BackgroundResponses,
         config: ServerConfig | None = None,
     ) -> None:
         self.api = api
@@ -99,7 +95,7 @@ class ResponsesApp:
         self.api_key = config.api_key
         self._requests = service.metrics.requests
         #: The routes of the table, by path (and those that take every path below theirs).
-        self.routes = api_routes(service, background, config)
+        self.routes = api_routes(service, config)
         self._exact = {route.path: route for route in self.routes if not route.below}
         self._below = [route for route in self.routes if route.below]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -13,14 +13,13 @@ from ..core import InvalidRequestError, NotFoundError, check_id
 from ..ops import merge_snapshots
 from ..request import ReplayPrefixes
 from ..responses import ResponsesService
-from .background import BackgroundResponses
 from .config import ServerConfig
 from .dialects import anthropic_error_response, anthropic_models
 from .group import FORWARDED, forward, gather_stats
 from .operations import authorized, metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
-__all__ = ["build_router"]
+__all__ = ["build_model_router", "build_operations_router", "build_router"]
 
 
 def cache_stats(service: ResponsesService) -> dict[str, object]:
@@ -71,38 +70,16 @@ def page_query(request: Request) -> dict[str, Any]:
     return {"after": request.query_params.get("after"), "limit": limit, "order": order}
 
 
-def build_router(
-    service: ResponsesService, background: BackgroundResponses, config: ServerConfig
-) -> APIRouter:
-    """Routes of the Responses API, bound to one service."""
+def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
+    """Routes of stored responses, by id: each one call into the service (``GET``, ``?stream=true``
+    replay, ``cancel``, ``DELETE``, ``input_items``), framed here."""
     router = APIRouter()
-    started = int(time.time())
-    frontend = config.frontend_index  # which of a group's frontends answers (``--num_serve_frontends``)
-
     # A group of frontends on a store without a relay (SQLite): a background response runs in one of them;
     # what this frontend cannot find is asked of the others (``group.py``).
-    peers = config.group_dir is not None and background.relay is None
+    peers = config.group_dir is not None and service.runs.relay is None
 
     async def or_from_peers(request: Request, answer: Awaitable[Response]) -> Response:
-        try:
-            return await answer
-        except NotFoundError:
-            if not peers or FORWARDED in request.headers:
-                raise
-            assert config.group_dir is not None
-            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            auth = request.headers.get("authorization")
-            found = await forward(
-                config.group_dir,
-                config.num_serve_frontends,
-                config.frontend_index,
-                request.method,
-                target,
-                {"Authorization": auth} if auth else {},
-            )
-            if found is None:
-                raise
-            return StreamingResponse(found.body, status_code=found.status, media_type=found.content_type)
+        return await (_or_from_peers(request, answer, config) if peers else answer)
 
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(response_id: str, request: Request) -> Response:
@@ -112,40 +89,66 @@ def build_router(
             raise InvalidRequestError("'stream' must be true or false.", param="stream")
         if stream == "true":
             starting_after = _int_param(request, "starting_after", -1, -1, 1 << 62)
-
-            async def frames() -> Response:
-                found = await background.stream(response_id, None if starting_after < 0 else starting_after)
-                return FramesResponse(found)
-
-            return await or_from_peers(request, frames())
+            replay = service.replay(response_id, None if starting_after < 0 else starting_after)
+            return await or_from_peers(request, _frames(replay))
         if "starting_after" in request.query_params:
             raise InvalidRequestError(
                 "'starting_after' only applies with stream=true.", param="starting_after"
             )
-        return await or_from_peers(request, _json(background.retrieve(response_id)))
+        return await or_from_peers(request, _json(service.retrieve(response_id)))
 
     @router.post("/v1/responses/{response_id}/cancel")
     async def cancel_response(response_id: str, request: Request) -> Response:
         check_id(response_id, "response_id", "resp")
-        return await or_from_peers(request, _json(background.cancel(response_id)))
+        return await or_from_peers(request, _json(service.cancel(response_id)))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(response_id: str) -> Response:
         check_id(response_id, "response_id", "resp")
-        return JSONBytesResponse(await background.delete(response_id))
+        return JSONBytesResponse(await service.delete(response_id))
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(response_id: str, request: Request) -> Response:
         check_id(response_id, "response_id", "resp")
         return JSONBytesResponse(await service.input_items(response_id, **page_query(request)))
 
+    return router
+
+
+async def _or_from_peers(request: Request, answer: Awaitable[Response], config: ServerConfig) -> Response:
+    """``answer``, or, when this frontend does not know the response, the answer of the group's frontend
+    that does (``group.forward``); a request already forwarded is not forwarded again."""
+    try:
+        return await answer
+    except NotFoundError:
+        if FORWARDED in request.headers:
+            raise
+        assert config.group_dir is not None
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        auth = request.headers.get("authorization")
+        found = await forward(
+            config.group_dir,
+            config.num_serve_frontends,
+            config.frontend_index,
+            request.method,
+            target,
+            {"Authorization": auth} if auth else {},
+        )
+        if found is None:
+            raise
+        return StreamingResponse(found.body, status_code=found.status, media_type=found.content_type)
+
+
+def build_model_router(config: ServerConfig) -> APIRouter:
+    """``/v1/models``: the one served model, in OpenAI's shape or, asked by Anthropic's clients, theirs."""
+    router = APIRouter()
+    started = int(time.time())
     model = {
         "id": config.served_model_name,
         "object": "model",
         "created": started,
         "owned_by": "trtllm-responses",
     }
-
     anthropic = anthropic_models(config.served_model_name, config.model_aliases, started)
 
     @router.get("/v1/models")
@@ -173,47 +176,16 @@ def build_router(
             )
         return model
 
+    return router
+
+
+def build_operations_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
+    """``/stats``, ``/metrics`` and ``/health``: what an operator reads."""
+    router = APIRouter()
+
     @router.get("/stats")
     async def stats(request: Request) -> dict[str, object]:
-        reset = False
-        if "reset" in request.query_params:
-            # Reading is open (as /metrics); clearing the windows others read needs the key.
-            if config.api_key is not None and not authorized(request.scope, config.api_key):
-                raise unauthorized(request.scope)
-            reset = request.query_params["reset"] == "1"
-        own = request.query_params.get("scope") == "frontend"  # one frontend's own, for the group's view
-        group: dict[str, object] = {}
-        if config.group_dir is not None and not own:
-            others, missing = await gather_stats(
-                config.group_dir,
-                config.num_serve_frontends,
-                config.frontend_index,
-                reset,
-                request.headers.get("authorization"),
-            )
-            if reset:
-                service.metrics.reset()
-            snapshot = merge_snapshots([service.metrics.snapshot(samples=True), *others])
-            group = {"frontends": config.num_serve_frontends - len(missing), "frontends_missing": missing}
-        else:
-            if reset:
-                service.metrics.reset()
-            snapshot = service.metrics.snapshot(samples=own)
-        store = await service.store.stats()
-        return {
-            **snapshot,
-            **group,
-            "caches": cache_stats(service),
-            "store": {
-                "responses": store.responses,
-                "bytes": store.bytes,
-                "bytes_per_response": round(store.bytes / store.responses) if store.responses else None,
-                "max_responses": store.max_responses,
-                "max_bytes": store.max_bytes,
-                "evictions": store.evictions,
-                "rejected": store.rejected,
-            },
-        }
+        return await _stats(service, config, request)
 
     @router.get("/metrics")
     async def prometheus_metrics() -> Response:
@@ -224,7 +196,7 @@ def build_router(
     async def health() -> Response:
         # As trtllm-serve's /health (serve/openai_server.py): 200 only while the engine answers its own health
         # check (BaseLLM._check_health), 503 once it is dead, so a balancer or orchestrator takes this replica out.
-        status = {"status": "ok", "executor": service.executor.name, "frontend": frontend}
+        status = {"status": "ok", "executor": service.executor.name, "frontend": config.frontend_index}
         if service.executor.healthy():
             return JSONResponse(status)
         error = {
@@ -236,6 +208,53 @@ def build_router(
         return JSONResponse(status | {"status": "unavailable", "error": error}, status_code=503)
 
     return router
+
+
+async def _stats(service: ResponsesService, config: ServerConfig, request: Request) -> dict[str, object]:
+    """``/stats``: this frontend's (``scope=frontend``) or its group's metrics, caches and store."""
+    reset = False
+    if "reset" in request.query_params:
+        # Reading is open (as /metrics); clearing the windows others read needs the key.
+        if config.api_key is not None and not authorized(request.scope, config.api_key):
+            raise unauthorized(request.scope)
+        reset = request.query_params["reset"] == "1"
+    own = request.query_params.get("scope") == "frontend"  # one frontend's own, for the group's view
+    group: dict[str, object] = {}
+    if config.group_dir is not None and not own:
+        others, missing = await gather_stats(
+            config.group_dir,
+            config.num_serve_frontends,
+            config.frontend_index,
+            reset,
+            request.headers.get("authorization"),
+        )
+        if reset:
+            service.metrics.reset()
+        snapshot = merge_snapshots([service.metrics.snapshot(samples=True), *others])
+        group = {"frontends": config.num_serve_frontends - len(missing), "frontends_missing": missing}
+    else:
+        if reset:
+            service.metrics.reset()
+        snapshot = service.metrics.snapshot(samples=own)
+    store = await service.store.stats()
+    return {
+        **snapshot,
+        **group,
+        "caches": cache_stats(service),
+        "store": {
+            "responses": store.responses,
+            "bytes": store.bytes,
+            "bytes_per_response": round(store.bytes / store.responses) if store.responses else None,
+            "max_responses": store.max_responses,
+            "max_bytes": store.max_bytes,
+            "evictions": store.evictions,
+            "rejected": store.rejected,
+        },
+    }
+
+
+async def _frames(frames: Awaitable[AsyncIterator[bytes]]) -> Response:
+    return FramesResponse(await frames)
 
 
 async def _json(answer: Awaitable[bytes]) -> Response:

@@ -27,6 +27,8 @@ from ..core import held_tokens, json_string, to_json
 
 __all__ = [
     "OBFUSCATION_BLOCK",
+    "SSE_FRAMING",
+    "SSEFraming",
     "encode_event",
     "encode_events",
     "event_json",
@@ -136,3 +138,32 @@ APART_TOKENS = 1024
 def written_apart(events: Sequence[ResponseStreamEvent]) -> bool:
     """Whether a step's events are to be written one per turn of the event loop (megabytes of logprobs)."""
     return len(events) > 1 and sum(held_tokens(e) for e in events) > APART_TOKENS
+
+
+_TERMINAL = (b"event: response.completed\n", b"event: response.incomplete\n", b"event: response.failed\n")
+
+
+class SSEFraming:
+    """The SSE framing of a kept run's events (``responses.Framing``): what a background response
+    records, replays and relays through Redis."""
+
+    def obfuscated(self, stream_options: dict[str, Any] | None) -> bool:
+        """``stream_options.include_obfuscation``."""
+        return obfuscation_wanted(stream_options)
+
+    def frame(self, event: ResponseStreamEvent, obfuscated: bool) -> bytes:
+        """One event's SSE frame, obfuscated when asked."""
+        return obfuscate(event, encode_event(event)) if obfuscated else encode_event(event)
+
+    def is_terminal(self, frame: bytes) -> bool:
+        """Whether ``frame`` starts with a terminal event's frame."""
+        return frame.startswith(_TERMINAL)
+
+    def failed(self, response: dict[str, Any], sequence_number: int) -> bytes:
+        """The ``response.failed`` frame of ``response``."""
+        event = {"type": "response.failed", "sequence_number": sequence_number, "response": response}
+        return b"event: response.failed\ndata: " + orjson.dumps(event) + b"\n\n"
+
+
+#: The one SSE framing (stateless).
+SSE_FRAMING = SSEFraming()

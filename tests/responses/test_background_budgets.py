@@ -21,7 +21,7 @@ import openai
 import pytest
 from support.server_harness import RecordingEcho, RunningServer, resident_bytes
 
-from trtllm_responses.server.background import BackgroundLimits, BackgroundResponses
+from trtllm_responses.responses import BackgroundLimits, Runs
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +44,8 @@ def http(paced: RunningServer) -> Iterator[httpx.Client]:
         yield client
 
 
-def _background(paced: RunningServer) -> BackgroundResponses:
-    background: BackgroundResponses = paced.app.state.background
+def _background(paced: RunningServer) -> Runs:
+    background: Runs = paced.app.state.service.runs
     return background
 
 
@@ -86,7 +86,7 @@ def test_running_background_responses_are_capped(paced: RunningServer, http: htt
 
 
 @contextlib.contextmanager
-def _within(server: RunningServer, budget: int) -> Iterator[tuple[httpx.Client, BackgroundResponses]]:
+def _within(server: RunningServer, budget: int) -> Iterator[tuple[httpx.Client, Runs]]:
     """A client of ``server`` while its background responses' events are kept within ``budget`` bytes."""
     background = _background(server)
     saved = background.limits
@@ -106,13 +106,13 @@ def test_recorded_events_have_one_budget_for_the_process(fast: RunningServer) ->
             response = http.post("/v1/responses", json={"input": "#lorem 3000", "background": True}).json()
             ids.append(response["id"])
             _wait_until(
-                lambda rid=response["id"]: background.runs[rid].done if rid in background.runs else True
+                lambda rid=response["id"]: background.kept[rid].done if rid in background.kept else True
             )
             assert background.recorded_bytes <= budget + (64 << 10), background.recorded_bytes
-        kept = {rid: run.nbytes for rid, run in background.runs.items()}
+        kept = {rid: run.nbytes for rid, run in background.kept.items()}
         assert background.recorded_bytes == sum(kept.values())
         # The oldest finished runs were forgotten first; their responses are still retrievable from the store.
-        assert ids[0] not in background.runs and ids[-1] in background.runs
+        assert ids[0] not in background.kept and ids[-1] in background.kept
         for rid in ids:
             assert http.get(f"/v1/responses/{rid}").json()["status"] == "completed"
 
@@ -131,7 +131,7 @@ def test_delete_of_a_running_background_response_cancels_and_forgets_it(
     assert http.get(f"/v1/responses/{response_id}").status_code == 404
     assert http.get(f"/v1/responses/{response_id}", params={"stream": "true"}).status_code == 404
     assert http.delete(f"/v1/responses/{response_id}").status_code == 404
-    assert response_id not in _background(paced).runs
+    assert response_id not in _background(paced).kept
 
 
 def test_delete_of_a_finished_background_response(paced: RunningServer, http: httpx.Client) -> None:
@@ -151,8 +151,8 @@ def test_a_forgotten_run_is_freed_when_it_is_forgotten(fast: RunningServer) -> N
             response_id = http.post(
                 "/v1/responses", json={"input": "#lorem 2000", "background": True}
             ).json()["id"]
-            _wait_until(lambda rid=response_id: background.runs[rid].done)
-            forgotten = weakref.ref(background.runs[response_id])
+            _wait_until(lambda rid=response_id: background.kept[rid].done)
+            forgotten = weakref.ref(background.kept[response_id])
             gc.collect()  # it is in the oldest generation now, as a run kept for a while is
             full_collections = gc.get_stats()[2]["collections"]
             assert http.delete(f"/v1/responses/{response_id}").status_code == 200
@@ -174,7 +174,7 @@ def _counted_elsewhere(server: RunningServer) -> int:
     """Bytes the server's other budgets count: its stored responses and remembered histories (the
     memory store counts each response's history, the same objects the history cache keeps)."""
     stats = asyncio.run(server.store.stats())
-    return max(stats.bytes, _background(server).service.chain_histories.bytes)
+    return max(stats.bytes, server.app.state.service.chain_histories.bytes)
 
 
 def test_recorded_events_hold_in_rss_what_the_budget_counts(
@@ -196,9 +196,9 @@ def test_recorded_events_hold_in_rss_what_the_budget_counts(
             http.post("/v1/responses", json={"input": "#lorem 30000", "background": True}).json()["id"]
             for _ in range(12)
         ]  # ~8.2 MiB of events each, 98 MiB in all: half as much again as the budget
-        _wait_until(lambda: all(background.runs[r].done for r in ids if r in background.runs), timeout=120)
+        _wait_until(lambda: all(background.kept[r].done for r in ids if r in background.kept), timeout=120)
         assert background.recorded_bytes <= budget
-        kept = [background.runs[r] for r in ids if r in background.runs]
+        kept = [background.kept[r] for r in ids if r in background.kept]
         assert 2 <= len(kept) < len(ids)
         held = sum(len(r.frames[i]) for r in kept for i in range(len(r.frames)))
         assert held <= background.recorded_bytes  # what is counted covers the frames' bytes

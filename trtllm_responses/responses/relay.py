@@ -13,13 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
 
 from ..core import ServiceUnavailableError, to_json
 from ..store import RedisStore
+from .background import BackgroundRun, Framing
+from .prepared import PreparedResponse
 
 __all__ = ["RedisRelay"]
 
@@ -28,7 +30,6 @@ logger = logging.getLogger(__name__)
 EVENTS = "trtllm:ev:"
 SNAPSHOT = "trtllm:bg:"
 CANCEL = "trtllm:cancel"
-_TERMINAL = (b"event: response.completed\n", b"event: response.incomplete\n", b"event: response.failed\n")
 _FLUSH_INTERVAL = 0.02
 #: Retrying a failed copy to Redis: the first wait, and the longest (doubling in between).
 _RETRY_FIRST = 0.05
@@ -40,8 +41,9 @@ _COPY_BATCH = 512
 class RedisRelay:
     """Publishes this process's background responses to Redis, and reads other processes' from it."""
 
-    def __init__(self, store: RedisStore, max_events: int, grace: float) -> None:
+    def __init__(self, store: RedisStore, framing: Framing, max_events: int, grace: float) -> None:
         self.store = store
+        self.framing = framing
         self.client = store.client
         self.max_events = max_events
         self.grace = max(1, int(grace))
@@ -49,12 +51,12 @@ class RedisRelay:
 
     # -- the owning process --------------------------------------------------------------------
 
-    async def announce(self, prepared: Any) -> None:
+    async def announce(self, prepared: PreparedResponse) -> None:
         """Make a starting background response visible to every process (its ``queued`` snapshot)."""
         snapshot = to_json(prepared.response.model_copy(update={"status": "queued"}))
         await self._call("set", SNAPSHOT + prepared.generation.request_id, snapshot, ex=self.grace + 3600)
 
-    async def publish(self, run: Any) -> None:
+    async def publish(self, run: BackgroundRun) -> None:
         """Run until ``run`` ends and is copied: mirror its frames and snapshot to Redis.
 
         A Redis error never ends the copy: it is retried (backoff up to :data:`_RETRY_MAX` s) while the
@@ -86,7 +88,7 @@ class RedisRelay:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if run.done and time.monotonic() - run.ended_at > self.grace:
+                if run.done and run.ended_at is not None and time.monotonic() - run.ended_at > self.grace:
                     logger.error("Gave up copying background response %s to Redis: %r", run.id, exc)
                     return
                 if not failing:
@@ -103,7 +105,7 @@ class RedisRelay:
         last = await self.client.xrevrange(key, "+", "-", count=1)
         return int(last[0][1][b"seq"]) + 1 if last else 0
 
-    async def _copy(self, run: Any, key: str, written: int, resync: bool) -> int:
+    async def _copy(self, run: BackgroundRun, key: str, written: int, resync: bool) -> int:
         """Copy the frames from ``written`` on (and the snapshot while it runs); the next frame to copy."""
         written = max(written, run.first_sequence)  # frames dropped by the local budget are gone
         end = run.next_sequence
@@ -124,7 +126,7 @@ class RedisRelay:
             resync = False
         return written
 
-    async def _copy_end(self, run: Any, key: str) -> None:
+    async def _copy_end(self, run: BackgroundRun, key: str) -> None:
         """The run ended and its frames are copied: they expire after its grace; its snapshot goes."""
         await self.client.expire(key, self.grace)
         if run.run.store_failed and run.final is not None:
@@ -133,7 +135,7 @@ class RedisRelay:
         else:
             await self.client.delete(SNAPSHOT + run.id)  # the final response is in the store now
 
-    async def listen_for_cancels(self, cancel: Any) -> None:
+    async def listen_for_cancels(self, cancel: Callable[[str], Awaitable[None]]) -> None:
         """Run until cancelled: cancel local runs that any process asked to cancel."""
         while True:
             pubsub = self.client.pubsub()
@@ -208,7 +210,7 @@ class RedisRelay:
                     continue
             except Exception as exc:
                 logger.error("Lost the Redis event stream of %s: %r", response_id, exc)
-                yield _lost_frame(response_id, snapshot, sent + 1)
+                yield self.framing.failed(_lost_response(response_id, snapshot), sent + 1)
                 return
             out = []
             terminal = False
@@ -219,15 +221,15 @@ class RedisRelay:
                     frame = fields[b"frame"]
                     out.append(frame)
                     sent = seq
-                    terminal = terminal or frame.startswith(_TERMINAL)
+                    terminal = terminal or self.framing.is_terminal(frame)
             if out:
                 yield b"".join(out)
             if terminal:
                 return
 
 
-def _lost_frame(response_id: str, snapshot: bytes | None, sequence_number: int) -> bytes:
-    """A ``response.failed`` frame for a follower whose Redis stream failed (from the last snapshot read)."""
+def _lost_response(response_id: str, snapshot: bytes | None) -> dict[str, Any]:
+    """The failed response a follower whose Redis stream failed ends with (from the last snapshot read)."""
     response: dict[str, Any] = {"id": response_id, "object": "response", "output": []}
     if snapshot:
         try:
@@ -240,5 +242,4 @@ def _lost_frame(response_id: str, snapshot: bytes | None, sequence_number: int) 
         "message": "The response store (Redis) failed while this stream was followed from it; the response "
         "goes on in the process running it: retrieve it once the store is back.",
     }
-    event = {"type": "response.failed", "sequence_number": sequence_number, "response": response}
-    return b"event: response.failed\ndata: " + orjson.dumps(event) + b"\n\n"
+    return response

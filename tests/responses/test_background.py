@@ -169,11 +169,11 @@ def test_background_needs_store(http) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_event_buffers_are_bounded_and_dropped_after_the_grace_period(serve) -> None:  # type: ignore[no-untyped-def]
-    from trtllm_responses.server.background import BackgroundLimits
+    from trtllm_responses.responses import BackgroundLimits
 
     running = serve()
     try:
-        background = running.app.state.background
+        background = running.app.state.service.runs
         background.limits = BackgroundLimits(max_events=20, max_bytes=1 << 20, grace=3600.0)
         with httpx.Client(base_url=running.base_url, timeout=30) as http:
             created = http.post("/v1/responses", json={"input": "#lorem 100", "background": True}).json()
@@ -201,11 +201,11 @@ def test_event_buffers_are_bounded_and_dropped_after_the_grace_period(serve) -> 
 
 
 def test_finished_runs_kept_for_replay_are_capped(serve) -> None:  # type: ignore[no-untyped-def]
-    from trtllm_responses.server.background import BackgroundLimits
+    from trtllm_responses.responses import BackgroundLimits
 
     running = serve()
     try:
-        background = running.app.state.background
+        background = running.app.state.service.runs
         # The server's reaper also runs every 5 s: the cap is lowered only once every run has ended.
         background.limits = BackgroundLimits(max_finished=1000)
         with httpx.Client(base_url=running.base_url, timeout=30) as http:
@@ -217,10 +217,10 @@ def test_finished_runs_kept_for_replay_are_capped(serve) -> None:  # type: ignor
             while any(http.get(f"/v1/responses/{i}").json()["status"] != "completed" for i in ids):
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
-            by_end = sorted(ids, key=lambda i: background.runs[i].ended_at)
+            by_end = sorted(ids, key=lambda i: background.kept[i].ended_at)
             background.limits = BackgroundLimits(max_finished=3)
             background._reap()
-            assert sorted(background.runs) == sorted(by_end[3:])  # the three that ended last
+            assert sorted(background.kept) == sorted(by_end[3:])  # the three that ended last
             assert replay(http, by_end[-1])[-1]["type"] == "response.completed"
             dropped = http.get(f"/v1/responses/{by_end[0]}", params={"stream": "true"})
             assert dropped.status_code == 400 and "no longer kept" in dropped.json()["error"]["message"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trtllm_responses.server.frame_log import CHUNK, INDEX_BYTES, FrameLog
+from trtllm_responses.responses.frame_log import CHUNK, INDEX_BYTES, FrameLog
 
 
 def test_frames_read_back_as_written_across_chunks_and_drops() -> None:

@@ -1,0 +1,101 @@
+"""Keeper: a run's result kept before its terminal event leaves (README, "Layout": the run's life).
+
+A run's driver (``generation.py``) hands it the ended stream: the terminal response is serialized
+once, appended to its conversation (``conversation=``) and stored (``store: true``), and the history
+it leaves is remembered for the turn that continues it (``previous_response_id``). A store that fails
+raises (ServiceUnavailableError, counted): the driver ends the response failed instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..adapter import ConversationHistory, HarmonyAdapter
+from ..core import ByteBoundedCache, ServerError, ServiceUnavailableError, to_dict, to_json
+from ..ops import ServerMetrics
+from ..store import ResponseStore, StoredResponse
+from ..stream import ResponseStream
+from .conversations import ConversationsService
+from .prepared import PreparedResponse
+from .sealing import ContentSealer, is_tool_read, unseal_items
+from .sessions import Chain
+
+__all__ = ["Keeper"]
+
+
+@dataclass(frozen=True, slots=True)
+class Keeper:
+    """Stores ended responses and appends them to their conversations (one per service)."""
+
+    store: ResponseStore
+    conversations: ConversationsService
+    #: The histories of responses stored here, by id: continuing one reads none of it from the store.
+    chain_histories: ByteBoundedCache[Chain]
+    adapter: HarmonyAdapter
+    metrics: ServerMetrics
+    sealer: ContentSealer | None
+    #: Reasoning is stored redacted (sealed): its history is opened with ``sealer``.
+    redact_reasoning: bool
+
+    async def keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
+        """Serialize the terminal response once, and store it (when asked) before anyone sees it."""
+        final = stream.final_response
+        if final is None:
+            raise ServerError("The response ended without a terminal event.")
+        final_json = to_json(final)
+        turn = None
+        if prepared.conversation_id is not None and final.status in ("completed", "incomplete"):
+            items = list(zip(prepared.input_item_ids, prepared.input_items_json, strict=True))
+            items += [(item.id, to_json(item)) for item in final.output if item.id]
+            turn = self.history_after(
+                prepared, [to_dict(item, logprobs=False) for item in stream.model_output]
+            )
+            try:
+                await self.conversations.append(
+                    prepared.conversation_id, items, turn, prepared.conversation_seen
+                )
+            except ServiceUnavailableError:
+                self.metrics.record_store_error()
+                raise  # the driver ends the response failed instead
+        if prepared.request.store:
+            model_output = stream.model_output  # tool items as the model read them
+            history = turn or self.history_after(
+                prepared, [to_dict(item, logprobs=False) for item in model_output]
+            )
+            entry = StoredResponse(
+                id=final.id,
+                response_json=final_json,
+                input_item_ids=prepared.input_item_ids,
+                input_items_json=prepared.input_items_json,
+                history=history,
+                session_key=prepared.session_key,
+                output_item_ids=_item_ids(final.output),
+            )
+            try:
+                kept = await self.store.put(entry)
+            except ServiceUnavailableError:
+                self.metrics.record_store_error()
+                raise  # the driver ends it failed instead: a response asked to be stored never silently is not
+            if kept:
+                self.chain_histories.admit(final.id, Chain(history, prepared.session_key), history.nbytes)
+        return final_json
+
+    def history_after(
+        self, prepared: PreparedResponse, output: Sequence[Mapping[str, Any]]
+    ) -> ConversationHistory:
+        """The conversation after a response: its prompt's plus its ``output`` items (reasoning unredacted).
+
+        A ``compaction`` output item is already in the prompt (as the summary), so it is skipped,
+        as are tool-read carriers: ``output`` is the model's (its tool items have their read fields).
+        """
+        output = [item for item in output if item.get("type") != "compaction" and not is_tool_read(item)]
+        if self.redact_reasoning and self.sealer is not None:
+            output = unseal_items(output, self.sealer, "output")  # type: ignore[assignment]
+        return self.adapter.continue_history(prepared.prompt, output)
+
+
+def _item_ids(output: Sequence[Any]) -> tuple[str, ...]:
+    """The ids of a response's output items (what the store indexes, without reading its JSON back)."""
+    return tuple(i for i in (getattr(item, "id", None) for item in output) if isinstance(i, str))
