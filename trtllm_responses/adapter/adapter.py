@@ -38,12 +38,13 @@ from openai_harmony import (
     ToolNamespaceConfig,
 )
 
-from ..constraints import build_constraint, parse_text_format
+from ..constraints import build_constraint, check_grammar, parse_text_format
 from ..core import ByteBoundedCache
 from ..harmony import (
     CONFIG_EFFORT,
     CONFIG_TEXT,
     HarmonyEncoding,
+    choose_tools,
     developer_message,
     developer_spec,
     items_to_messages,
@@ -59,7 +60,6 @@ from .prompt import (
     PromptDraft,
     RenderedMessage,
 )
-from .tool_choice import choose_tools
 
 __all__ = [
     "EMPTY_HISTORY",
@@ -242,7 +242,15 @@ class HarmonyAdapter:
         configuration = configured_fields(request, calls)
         if configuration:
             request = request.model_copy(update=configuration)
-        chosen = choose_tools(request, namespaces, builtin, self._hidden_logged, loaded_tools(calls))
+        chosen = choose_tools(
+            request.tools,
+            request.tool_choice,
+            namespaces,
+            builtin,
+            check_grammar=check_grammar,
+            logged=self._hidden_logged,
+            loaded=loaded_tools(calls),
+        )
         tools, namespaces = chosen.tools, chosen.namespaces
         response_format = parse_text_format(request.text)
         effort = (
