@@ -50,10 +50,8 @@ from .items import (
 from .parser import ContentDelta, HarmonyStreamParser, MessageEnded, MessageStarted
 from .tool_choice import ChosenTools, builtin_types_shown, choose_tools
 from .tools import (
-    CODE_TOOLS,
     LOADED_TOOL,
     TOOL_SEARCH,
-    WEB_SEARCH_TOOLS,
     CallOption,
     RequestTools,
     Tool,
@@ -76,7 +74,6 @@ __all__ = [
     "convert_item",
     "BROWSER_PAGE",
     "BROWSER_PAGES",
-    "CODE_TOOLS",
     "CONFIG_EFFORT",
     "CONFIG_TEXT",
     "CallOption",
@@ -103,7 +100,6 @@ __all__ = [
     "SpelledControlTokens",
     "VOCAB_FILENAME",
     "VOCAB_SHA256",
-    "WEB_SEARCH_TOOLS",
     "build_output_item",
     "builtin_types_shown",
     "call_headers",

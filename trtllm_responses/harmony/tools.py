@@ -21,9 +21,6 @@ from openai_harmony import ToolNamespaceConfig
 
 from ..core import InvalidRequestError
 from ..request import (
-    CODE_TOOLS,
-    HOSTED_TOOL_TYPES,
-    WEB_SEARCH_TOOLS,
     CustomTool,
     FunctionTool,
     HostedTool,
@@ -36,12 +33,9 @@ from .headers import JSON_CONTENT_TYPE, clean_recipient
 
 __all__ = [
     "BUILTIN_CALLS",
-    "CODE_TOOLS",
     "FUNCTIONS",
-    "HOSTED_TOOL_TYPES",
     "LOADED_TOOL",
     "TOOL_SEARCH",
-    "WEB_SEARCH_TOOLS",
     "CallOption",
     "DeclaredTools",
     "GrammarCheck",
