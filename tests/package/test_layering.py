@@ -52,7 +52,8 @@ CONTRACT: dict[str, frozenset[str]] = {
     "core": frozenset(),
     "ops": frozenset({"core"}),
     "request": frozenset({"core"}),
-    # input items read with the request's field checks and reasoning effort
+    # input items read with the request's field checks and reasoning effort; what tool_choice shows and
+    # requires decided over the request's typed tools and tool_choice (harmony/tool_choice.py)
     "harmony": frozenset({"core", "request"}),
     # a Constraint is made of harmony's header grammar, tool calls and schema checks, and the request's
     # typed text format (request/text_format.py)
@@ -63,9 +64,9 @@ CONTRACT: dict[str, frozenset[str]] = {
     "executors": frozenset({"harmony", "constraints"}),
     # the stream reads the executors' token deltas through harmony's parser
     "stream": frozenset({"core", "harmony", "executors"}),
-    # providers: a request's tools, the adapter's tool_choice rule for built-ins (builtin_types_shown),
+    # providers: a request's tools, harmony's tool_choice rule for built-ins (builtin_types_shown),
     # and a text rewriter they hand the stream (the browser's citations)
-    "tools": frozenset({"core", "request", "harmony", "adapter", "stream"}),
+    "tools": frozenset({"core", "request", "harmony", "stream"}),
     # the store keeps the adapter's rendered histories and pages lists as the request side reads them
     "store": frozenset({"core", "request", "adapter"}),
     "responses": frozenset(

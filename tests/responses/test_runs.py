@@ -1,4 +1,4 @@
-"""Runs: the one registry of a process's runs (README, "Layout": the run's life).
+"""Runs: the one registry of a process's runs (docs/architecture.md#the-runs-life).
 
 A run is in it while it is driven (it enters and leaves itself); a background run is kept, its events
 recorded in the transport's framing, while it runs and for its grace period after, within its budgets;

@@ -38,12 +38,14 @@ from openai_harmony import (
     ToolNamespaceConfig,
 )
 
-from ..constraints import build_constraint, parse_text_format
+from ..constraints import build_constraint, check_grammar, parse_text_format
 from ..core import ByteBoundedCache
 from ..harmony import (
     CONFIG_EFFORT,
     CONFIG_TEXT,
+    ChosenTools,
     HarmonyEncoding,
+    choose_tools,
     developer_message,
     developer_spec,
     items_to_messages,
@@ -59,7 +61,6 @@ from .prompt import (
     PromptDraft,
     RenderedMessage,
 )
-from .tool_choice import choose_tools
 
 __all__ = [
     "EMPTY_HISTORY",
@@ -242,7 +243,7 @@ class HarmonyAdapter:
         configuration = configured_fields(request, calls)
         if configuration:
             request = request.model_copy(update=configuration)
-        chosen = choose_tools(request, namespaces, builtin, self._hidden_logged, loaded_tools(calls))
+        chosen = self._choose_tools(request, namespaces, builtin, calls)
         tools, namespaces = chosen.tools, chosen.namespaces
         response_format = parse_text_format(request.text)
         effort = (
@@ -295,6 +296,25 @@ class HarmonyAdapter:
             layout=tuple(items.layout) if items.hits else None,
             pending=tuple(items.pending),
             new_bytes=items.new_bytes,
+        )
+
+    def _choose_tools(
+        self,
+        request: ResponsesRequest,
+        namespaces: Sequence[Mapping[str, Any]],
+        builtin: Mapping[str, str] | None,
+        calls: Mapping[str, str],
+    ) -> ChosenTools:
+        """What ``request``'s ``tool_choice`` shows and requires (``harmony/tool_choice.py``), with the
+        tools the conversation's ``calls`` loaded and the hosted types logged once per adapter."""
+        return choose_tools(
+            request.tools,
+            request.tool_choice,
+            namespaces,
+            builtin,
+            check_grammar=check_grammar,
+            logged=self._hidden_logged,
+            loaded=loaded_tools(calls),
         )
 
     def finish_prompt(self, draft: PromptDraft, rendered: Sequence[RenderedMessage]) -> Prompt:

@@ -149,66 +149,22 @@ def build_bundle(
     progress: Callable[[str], None] = lambda message: None,
 ) -> BuildResult:
     """Build (or confirm up to date) the bundle of ``checkpoint``; raise CheckpointError or BuildError."""
-    if backend not in ("pytorch", "tensorrt"):
-        raise BuildError(f"backend must be 'pytorch' or 'tensorrt', got {backend!r}")
-    for label, value in (("tp_size", tp_size), ("pp_size", pp_size), ("ep_size", ep_size or tp_size)):
-        if value < 1:
-            raise BuildError(f"{label} must be at least 1")
-    if ep_size is not None and (ep_size > tp_size or tp_size % ep_size):
-        raise BuildError(f"ep_size ({ep_size}) must divide tp_size ({tp_size})")
-
-    progress(f"[1/4] checking checkpoint {checkpoint}")
-    info = inspect_checkpoint(checkpoint, require_gpt_oss=backend == "pytorch")
-    if backend == "tensorrt" and info.model_type == "gpt_oss":
-        progress(
-            "      --backend tensorrt: TensorRT-LLM has no TensorRT-engine definition for gpt-oss and serves it "
-            "through its PyTorch backend only, so this bundle targets the PyTorch backend"
-        )
-        backend = "pytorch"
-    progress(
-        f"      {info.model_type}, {info.num_hidden_layers} layers"
-        + (
-            f", {info.num_local_experts} experts ({info.experts_per_token} per token)"
-            if info.num_local_experts
-            else ""
-        )
-        + f", {info.quantization}, {len(info.shards)} shard(s)"
-    )
-
-    seq_len = max_seq_len or info.max_position_embeddings or 131072
+    _check_sizes(backend, tp_size, pp_size, ep_size)
+    info, backend = _read_checkpoint(checkpoint, backend, progress)
     sizes: dict[str, Any] = {
         "backend": backend,
-        "max_seq_len": seq_len,
+        "max_seq_len": max_seq_len or info.max_position_embeddings or 131072,
         "tensor_parallel_size": tp_size,
         "pipeline_parallel_size": pp_size,
     }
     if ep_size is not None:
         sizes["moe_expert_parallel_size"] = ep_size
-    if backend == "pytorch":
-        options = {
-            **sizes,
-            **profile_options(
-                profile, gpu, max_batch_size=max_batch_size, max_num_tokens=max_num_tokens, tp_size=tp_size
-            ),
-        }
-    else:
-        options = {**sizes, "max_batch_size": max_batch_size or 64, "max_num_tokens": max_num_tokens or 8192}
+    options = _llm_options(sizes, profile, gpu, max_batch_size, max_num_tokens)
     options_yaml = yaml.safe_dump(options, sort_keys=True).encode()
 
     bundle_name = name or info.path.name
     out = Path(output_dir) / bundle_name
-    inputs = {
-        "source": {
-            "config_sha256": info.config_sha256,
-            "weights_sha256": info.weights_sha256,
-            "path": str(info.path),
-        },
-        "options": options,
-        "profile": profile,
-        "gpu": gpu,
-        "harmony_vocab_sha256": VOCAB_SHA256,
-        "versions": _versions(),
-    }
+    inputs = _inputs(info, options, profile, gpu)
     fingerprint = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
     if not force:
         current = _up_to_date(out, fingerprint)
@@ -229,20 +185,10 @@ def build_bundle(
     manifest = {
         "format": 1,
         "name": bundle_name,
-        "source": {
-            "path": str(info.path),
-            "config_sha256": info.config_sha256,
-            "weights_sha256": info.weights_sha256,
-            "shards": list(info.shards),
-        },
-        "model_type": info.model_type,
-        "num_hidden_layers": info.num_hidden_layers,
-        "num_local_experts": info.num_local_experts,
-        "experts_per_token": info.experts_per_token,
-        "quantization": info.quantization,
+        **_described(info),
         "backend": backend,
         "engine_dir": ENGINE_DIR if backend == "tensorrt" else None,
-        "max_seq_len": seq_len,
+        "max_seq_len": options["max_seq_len"],
         "max_batch_size": options["max_batch_size"],
         "max_num_tokens": options["max_num_tokens"],
         "parallelism": {"tp_size": tp_size, "pp_size": pp_size, "ep_size": ep_size},
@@ -256,3 +202,90 @@ def build_bundle(
     progress(f"[4/4] writing {out / MANIFEST}")
     write_atomically(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
     return BuildResult(out, True, manifest)
+
+
+def _llm_options(
+    sizes: dict[str, Any], profile: str, gpu: str, max_batch_size: int | None, max_num_tokens: int | None
+) -> dict[str, Any]:
+    """The bundle's LLM arguments: ``sizes`` (backend, lengths, parallelism) and the batch limits, the
+    profile's for ``gpu`` on the PyTorch backend (the given ones win), else the given ones or 64 and 8192."""
+    if sizes["backend"] == "pytorch":
+        batching = profile_options(
+            profile,
+            gpu,
+            max_batch_size=max_batch_size,
+            max_num_tokens=max_num_tokens,
+            tp_size=sizes["tensor_parallel_size"],
+        )
+        return {**sizes, **batching}
+    return {**sizes, "max_batch_size": max_batch_size or 64, "max_num_tokens": max_num_tokens or 8192}
+
+
+def _inputs(info: CheckpointInfo, options: dict[str, Any], profile: str, gpu: str) -> dict[str, Any]:
+    """Everything a bundle is built from (its fingerprint's input): the checkpoint, the LLM arguments, the
+    profile, the Harmony vocab and the versions of the packages that serve it."""
+    return {
+        "source": {
+            "config_sha256": info.config_sha256,
+            "weights_sha256": info.weights_sha256,
+            "path": str(info.path),
+        },
+        "options": options,
+        "profile": profile,
+        "gpu": gpu,
+        "harmony_vocab_sha256": VOCAB_SHA256,
+        "versions": _versions(),
+    }
+
+
+def _check_sizes(backend: str, tp_size: int, pp_size: int, ep_size: int | None) -> None:
+    """Refuse (BuildError) a backend this builds no bundle for, and a parallelism that cannot be."""
+    if backend not in ("pytorch", "tensorrt"):
+        raise BuildError(f"backend must be 'pytorch' or 'tensorrt', got {backend!r}")
+    for label, value in (("tp_size", tp_size), ("pp_size", pp_size), ("ep_size", ep_size or tp_size)):
+        if value < 1:
+            raise BuildError(f"{label} must be at least 1")
+    if ep_size is not None and (ep_size > tp_size or tp_size % ep_size):
+        raise BuildError(f"ep_size ({ep_size}) must divide tp_size ({tp_size})")
+
+
+def _read_checkpoint(
+    checkpoint: str | Path, backend: str, progress: Callable[[str], None]
+) -> tuple[CheckpointInfo, str]:
+    """Step 1: the checkpoint, described to ``progress``, and the backend its bundle targets (gpt-oss: the
+    PyTorch one, whatever was asked)."""
+    progress(f"[1/4] checking checkpoint {checkpoint}")
+    info = inspect_checkpoint(checkpoint, require_gpt_oss=backend == "pytorch")
+    if backend == "tensorrt" and info.model_type == "gpt_oss":
+        progress(
+            "      --backend tensorrt: TensorRT-LLM has no TensorRT-engine definition for gpt-oss and serves it "
+            "through its PyTorch backend only, so this bundle targets the PyTorch backend"
+        )
+        backend = "pytorch"
+    progress(
+        f"      {info.model_type}, {info.num_hidden_layers} layers"
+        + (
+            f", {info.num_local_experts} experts ({info.experts_per_token} per token)"
+            if info.num_local_experts
+            else ""
+        )
+        + f", {info.quantization}, {len(info.shards)} shard(s)"
+    )
+    return info, backend
+
+
+def _described(info: CheckpointInfo) -> dict[str, Any]:
+    """What a bundle's manifest says of its checkpoint: where it was, its hashes and shards, its model."""
+    return {
+        "source": {
+            "path": str(info.path),
+            "config_sha256": info.config_sha256,
+            "weights_sha256": info.weights_sha256,
+            "shards": list(info.shards),
+        },
+        "model_type": info.model_type,
+        "num_hidden_layers": info.num_hidden_layers,
+        "num_local_experts": info.num_local_experts,
+        "experts_per_token": info.experts_per_token,
+        "quantization": info.quantization,
+    }

@@ -22,11 +22,14 @@ from ..core import APIError, VocabError
 from .serve_options import add_serve_arguments, positive_int, server_config
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from ..executors import Executor
     from ..harmony import HarmonyEncoding
     from ..server import ServerConfig
     from ..tools import ToolSettings
     from .frontends import FrontendGroup, FrontendRole
+    from .launch import LaunchPlan
 
 __all__ = ["build_parser", "main"]
 
@@ -131,38 +134,10 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         logger.info(
             "Under trtllm-llmapi-launch: this process (rank 0) serves HTTP for %d rank(s)", world.size
         )
-    from ..executors.trtllm import TrtllmUnavailableError, import_tensorrt_llm
-
-    try:
-        trtllm = import_tensorrt_llm()
-    except TrtllmUnavailableError as exc:
-        raise LaunchError(str(exc)) from exc
-    from ..executors.trtllm import (
-        Release,
-        TrtllmExecutor,
-        check_backend,
-        check_frontends,
-        check_llm_arguments,
-    )
-    from ..responses import check_defaults
+    _check_release(args, plan)
+    from ..executors.trtllm import TrtllmExecutor
     from .frontends import ENV_FRONTEND
 
-    version = str(getattr(trtllm, "__version__", ""))
-    defaults = server_config(args).sampling
-    unapplied = check_defaults(defaults, Release(version).unapplied_sampling)
-    if (
-        unapplied and defaults.unsupported == "refuse"
-    ):  # before any model loads (the app checks again at start)
-        raise LaunchError(
-            "the sampling defaults cannot be applied: " + " ".join(unapplied) + " Drop the flag, or pass "
-            "--unsupported_sampling ignore to serve without it."
-        )
-    try:
-        check_backend(plan.backend, version)
-        check_llm_arguments(plan.llm_kwargs, plan.backend)
-        check_frontends(args.num_serve_frontends, plan.backend)
-    except ValueError as exc:
-        raise LaunchError(str(exc)) from exc
     encoding = load_encoding(plan.bundle_dir)
     for key, source in sorted(plan.sources.items()):
         logger.info("LLM argument %s from %s", key, source)
@@ -182,10 +157,45 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     return executor, encoding
 
 
+def _check_release(args: argparse.Namespace, plan: LaunchPlan) -> None:
+    """Refuse (LaunchError), before any model loads, what the installed TensorRT-LLM cannot serve: it does
+    not import, the sampling defaults it would not apply (unless ``--unsupported_sampling ignore``), the
+    backend, LLM arguments or frontend count it does not take."""
+    from ..executors.trtllm import (
+        Release,
+        TrtllmUnavailableError,
+        check_backend,
+        check_frontends,
+        check_llm_arguments,
+        import_tensorrt_llm,
+    )
+    from ..responses import check_defaults
+    from .launch import LaunchError
+
+    try:
+        trtllm = import_tensorrt_llm()
+    except TrtllmUnavailableError as exc:
+        raise LaunchError(str(exc)) from exc
+    version = str(getattr(trtllm, "__version__", ""))
+    defaults = server_config(args).sampling
+    unapplied = check_defaults(defaults, Release(version).unapplied_sampling)
+    if (
+        unapplied and defaults.unsupported == "refuse"
+    ):  # before any model loads (the app checks again at start)
+        raise LaunchError(
+            "the sampling defaults cannot be applied: " + " ".join(unapplied) + " Drop the flag, or pass "
+            "--unsupported_sampling ignore to serve without it."
+        )
+    try:
+        check_backend(plan.backend, version)
+        check_llm_arguments(plan.llm_kwargs, plan.backend)
+        check_frontends(args.num_serve_frontends, plan.backend)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from exc
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the server: alone, or as one frontend of a group (``--num_serve_frontends``, ``frontends.py``)."""
-    import uvicorn
-
     from ..adapter import HarmonyAdapter
     from ..server import create_app, uvicorn_config
     from ..store import open_store
@@ -205,45 +215,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config, executor, store, HarmonyAdapter(encoding, render_cache_bytes=config.render_cache_bytes)
     )
     shutdown = app.state.shutdown
-    failed = []  # set by the launcher's watch: a frontend of the group exited
-
-    if group is not None:
-        from .frontends import StartGroupWithApp, serve_argv
-
-        def start_group() -> None:
-            # TensorRT-LLM: each attached frontend attaches to this process's engine (attach_env); the
-            # echo: each runs its own.
-            group.start(serve_argv([*sys.argv[1:], "--port", str(config.port)]), executor.attach_env)
-
-            def lost(pid: int, code: int) -> None:
-                failed.append((pid, code))
-                os.kill(os.getpid(), signal.SIGTERM)  # the group lives and dies together
-
-            group.watch(lost)
-
-        app = StartGroupWithApp(app, start_group)
-    elif role.is_attached:
-        from .frontends import watch_launcher
-
-        watch_launcher(lambda: os.kill(os.getpid(), signal.SIGTERM))
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            super().handle_exit(sig, frame)
-            shutdown.begin()
-            if group is not None:
-                group.terminate()  # every frontend drains as this one does
-            if sig == signal.SIGTERM and sig in self._captured_signals:
-                # A graceful SIGTERM shutdown is a normal exit (0): uvicorn must not re-raise it.
-                self._captured_signals.remove(sig)
-
-        async def startup(self, sockets: list[Any] | None = None) -> None:
-            await super().startup(sockets)
-            if self.started and role.is_attached:
-                from .frontends import signal_ready
-
-                signal_ready()
-
+    failed: list[tuple[int, int]] = []  # set by the launcher's watch: a frontend of the group exited
+    app = _in_group(app, group, role, executor, config, failed)
+    Server = _server_class(shutdown, group, role)
     uvicorn_settings = uvicorn_config(
         app,
         config.http,
@@ -269,6 +243,64 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if failed or (group is not None and not server.started):
         return 1
     return 0
+
+
+def _in_group(
+    app: Any,
+    group: FrontendGroup | None,
+    role: FrontendRole,
+    executor: Executor,
+    config: ServerConfig,
+    failed: list[tuple[int, int]],
+) -> Any:
+    """``app`` as this process serves it in its group: a launcher's starts the other frontends once it
+    starts and records in ``failed`` one that exits (then ends the group: it lives and dies together); an
+    attached frontend ends when its launcher does."""
+    if group is not None:
+        from .frontends import StartGroupWithApp, serve_argv
+
+        def start_group() -> None:
+            # TensorRT-LLM: each attached frontend attaches to this process's engine (attach_env); the
+            # echo: each runs its own.
+            group.start(serve_argv([*sys.argv[1:], "--port", str(config.port)]), executor.attach_env)
+
+            def lost(pid: int, code: int) -> None:
+                failed.append((pid, code))
+                os.kill(os.getpid(), signal.SIGTERM)  # the group lives and dies together
+
+            group.watch(lost)
+
+        return StartGroupWithApp(app, start_group)
+    if role.is_attached:
+        from .frontends import watch_launcher
+
+        watch_launcher(lambda: os.kill(os.getpid(), signal.SIGTERM))
+    return app
+
+
+def _server_class(shutdown: Any, group: FrontendGroup | None, role: FrontendRole) -> type[uvicorn.Server]:
+    """uvicorn's Server, draining this process's responses (``shutdown``) and the group's frontends on
+    exit, a graceful SIGTERM exiting 0, and an attached frontend telling its launcher it is ready."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            shutdown.begin()
+            if group is not None:
+                group.terminate()  # every frontend drains as this one does
+            if sig == signal.SIGTERM and sig in self._captured_signals:
+                # A graceful SIGTERM shutdown is a normal exit (0): uvicorn must not re-raise it.
+                self._captured_signals.remove(sig)
+
+        async def startup(self, sockets: list[Any] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and role.is_attached:
+                from .frontends import signal_ready
+
+                signal_ready()
+
+    return Server
 
 
 def _sockets(sock: Any, config: ServerConfig) -> list[Any] | None:

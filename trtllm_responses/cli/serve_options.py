@@ -296,75 +296,68 @@ def _tool_server(text: str) -> tuple[str, str]:
 
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
-    """Every flag of ``trtllm-responses serve``, each checked as it is parsed, each default its field's."""
-    from ..server import MAX_SERVE_FRONTENDS, ServerConfig
-    from ..tools import PythonLimits, ToolSettings
-    from .launch import DEFAULT_FREE_GPU_MEMORY_FRACTION
-
-    d, tool, python = ServerConfig(), ToolSettings(), PythonLimits()
+    """Every flag of ``trtllm-responses serve``, grouped by concern, each checked as it is parsed, each
+    default its field's."""
     serve.add_argument(
         "model", nargs="?", help="Hugging Face id, checkpoint folder or bundle folder (none: echo)"
     )
-    serve.add_argument(
+    for add_group in (
+        _add_engine,
+        _add_server,
+        _add_store,
+        _add_input,
+        _add_reasoning,
+        _add_http_limits,
+        _add_sampling,
+        _add_mcp_tools,
+        _add_builtin_tools,
+        _add_trtllm,
+    ):
+        add_group(serve)
+
+
+def _add_engine(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("engine (what generates the tokens)")
+    group.add_argument(
         "--engine", choices=["trtllm", "echo"], help="executor (default: trtllm with MODEL, else echo)"
     )
-    serve.add_argument("--host", default=d.host, help=f"address to bind (default: {d.host})")
-    serve.add_argument("--port", type=int, default=d.port, help=f"port to bind (default: {d.port})")
-    serve.add_argument(
+    group.add_argument(
+        "--echo_tokens_per_second",
+        type=_non_negative_float,
+        default=_echo_pace(),
+        help=f"pace the echo executor, tokens a second; 0: unpaced (default: {_echo_pace():g})",
+    )
+
+
+def _add_server(serve: argparse.ArgumentParser) -> None:
+    from ..server import MAX_SERVE_FRONTENDS, ServerConfig
+
+    d = ServerConfig()
+    group = serve.add_argument_group("server (address, names, access, processes, shutdown)")
+    group.add_argument("--host", default=d.host, help=f"address to bind (default: {d.host})")
+    group.add_argument("--port", type=int, default=d.port, help=f"port to bind (default: {d.port})")
+    group.add_argument(
         "--served_model_name",
         help=f"model name in responses and /v1/models (default: MODEL's folder name, else {d.served_model_name})",
     )
-    serve.add_argument(
+    group.add_argument(
         "--model_alias",
         action="append",
         metavar="PATTERN",
         help="a model name (glob pattern) /v1/messages serves as the served model; repeatable (default: '*', any "
         "name, so Claude Code's claude-… names work); names matching none are a 404 (docs/anthropic-messages.md#anthropic-messages)",
     )
-    serve.add_argument(
-        "--max_stored_responses",
-        type=positive_int,
-        default=d.max_stored_responses,
-        help=f"LRU bound on stored responses (default: {d.max_stored_responses})",
-    )
-    serve.add_argument(
-        "--max_store_bytes",
-        type=positive_int,
-        default=d.max_store_bytes,
-        help=f"LRU bound on stored bytes (default: {d.max_store_bytes})",
-    )
-    serve.add_argument(
-        "--store",
-        default=d.store,
-        help=f"where responses are stored: memory, sqlite:///PATH (durable), redis://HOST:PORT/DB "
-        f"(shared by replicas) (default: {d.store})",
-    )
-    serve.add_argument(
-        "--store_ttl",
-        type=int,
-        default=d.store_ttl,
-        help=f"Redis store: seconds an entry lives after its last use; 0: until Redis evicts it "
-        f"(default: {d.store_ttl})",
-    )
-    serve.add_argument(
+    group.add_argument(
         "--api_key",
         help="require 'Authorization: Bearer KEY' on /v1/* (also TRTLLM_RESPONSES_API_KEY)",
     )
-    serve.add_argument(
-        "--shutdown_timeout",
-        type=_non_negative_float,
-        default=d.shutdown_timeout,
-        help=f"on SIGTERM, seconds running responses get to finish before they are ended "
-        f"(default: {d.shutdown_timeout:g})",
+    group.add_argument(
+        "--log_level",
+        default=d.log_level,
+        choices=["critical", "error", "warning", "info", "debug", "trace"],
+        help=f"how much the server logs (default: {d.log_level})",
     )
-    serve.add_argument(
-        "--max_input_bytes",
-        type=_non_negative_int,
-        default=d.max_input_bytes,
-        help=f"refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
-        f"0: 16 bytes per token of the context window (default: {d.max_input_bytes})",
-    )
-    serve.add_argument(
+    group.add_argument(
         "--num_serve_frontends",
         type=_frontend_count,
         default=d.num_serve_frontends,
@@ -372,70 +365,122 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         f"{MAX_SERVE_FRONTENDS}; more than 1 needs --store sqlite:///PATH or redis://... "
         f"(default: {d.num_serve_frontends})",
     )
-    serve.add_argument(
+    group.add_argument(
+        "--shutdown_timeout",
+        type=_non_negative_float,
+        default=d.shutdown_timeout,
+        help=f"on SIGTERM, seconds running responses get to finish before they are ended "
+        f"(default: {d.shutdown_timeout:g})",
+    )
+    group.add_argument(
+        "--websocket_max_seconds",
+        type=_positive_float,
+        default=d.websocket_max_seconds,
+        help=f"close WebSocket connections after this long (default: {d.websocket_max_seconds:g})",
+    )
+
+
+def _add_store(serve: argparse.ArgumentParser) -> None:
+    from ..server import ServerConfig
+
+    d = ServerConfig()
+    group = serve.add_argument_group("store (where responses are kept, and how many)")
+    group.add_argument(
+        "--store",
+        default=d.store,
+        help=f"where responses are stored: memory, sqlite:///PATH (durable), redis://HOST:PORT/DB "
+        f"(shared by replicas) (default: {d.store})",
+    )
+    group.add_argument(
+        "--store_ttl",
+        type=int,
+        default=d.store_ttl,
+        help=f"Redis store: seconds an entry lives after its last use; 0: until Redis evicts it "
+        f"(default: {d.store_ttl})",
+    )
+    group.add_argument(
+        "--max_stored_responses",
+        type=positive_int,
+        default=d.max_stored_responses,
+        help=f"LRU bound on stored responses (default: {d.max_stored_responses})",
+    )
+    group.add_argument(
+        "--max_store_bytes",
+        type=positive_int,
+        default=d.max_store_bytes,
+        help=f"LRU bound on stored bytes (default: {d.max_store_bytes})",
+    )
+
+
+def _add_input(serve: argparse.ArgumentParser) -> None:
+    from ..server import ServerConfig
+
+    d = ServerConfig()
+    group = serve.add_argument_group("request input (its size, where it is rendered, what is kept, prompts)")
+    group.add_argument(
+        "--max_input_bytes",
+        type=_non_negative_int,
+        default=d.max_input_bytes,
+        help=f"refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
+        f"0: 16 bytes per token of the context window (default: {d.max_input_bytes})",
+    )
+    group.add_argument(
         "--render_workers",
         type=_non_negative_int,
         default=d.render_workers,
         help=f"worker processes rendering large inputs off the event loop, ~130 MiB each; "
         f"0: one a core, at most 4 (default: {d.render_workers})",
     )
-    serve.add_argument(
+    group.add_argument(
         "--render_cache_bytes",
         type=_non_negative_int,
         default=d.render_cache_bytes,
         help=f"bytes of rendered input items kept, so a replayed history renders only its new items; "
         f"0: off (default: {d.render_cache_bytes})",
     )
-    serve.add_argument(
+    group.add_argument(
         "--replay_prefix_bytes",
         type=_non_negative_int,
         default=d.replay_prefix_bytes,
         help=f"bytes of large request bodies' prefixes kept, so a replayed history parses only its new bytes; "
         f"0: off (default: {d.replay_prefix_bytes})",
     )
-    serve.add_argument(
+    group.add_argument(
         "--prompts",
         metavar="DIR",
         help="prompt templates for the request field 'prompt': one DIR/<id>/<version>.json per prompt version "
         "(without it, 'prompt' is a 400)",
     )
-    serve.add_argument(
-        "--log_level",
-        default=d.log_level,
-        choices=["critical", "error", "warning", "info", "debug", "trace"],
-        help=f"how much the server logs (default: {d.log_level})",
-    )
-    serve.add_argument(
-        "--echo_tokens_per_second",
-        type=_non_negative_float,
-        default=_echo_pace(),
-        help=f"pace the echo executor, tokens a second; 0: unpaced (default: {_echo_pace():g})",
-    )
-    _add_http_limits(serve)
-    _add_sampling(serve)
-    serve.add_argument(
+
+
+def _add_reasoning(serve: argparse.ArgumentParser) -> None:
+    from ..server import ServerConfig
+
+    d = ServerConfig()
+    group = serve.add_argument_group("reasoning (encrypted items, redaction, summaries)")
+    group.add_argument(
         "--encryption_key_file",
         help="base64 32-byte key for encrypted reasoning/compaction (default: "
         "$TRTLLM_RESPONSES_ENCRYPTION_KEY, else one generated once in the cache folder)",
     )
-    serve.add_argument(
+    group.add_argument(
         "--redact_reasoning",
         action="store_true",
         help="reasoning items carry only encrypted_content; reasoning text is not streamed",
     )
-    serve.add_argument(
+    group.add_argument(
         "--reasoning_summaries",
         choices=("model", "off"),
         default=d.reasoning_summaries,
         help=f"reasoning.summary: summaries the model writes in a side generation (model), or none "
         f"(off: summary: []) (default: {d.reasoning_summaries})",
     )
-    serve.add_argument(
-        "--websocket_max_seconds",
-        type=_positive_float,
-        default=d.websocket_max_seconds,
-        help=f"close WebSocket connections after this long (default: {d.websocket_max_seconds:g})",
-    )
+
+
+def _add_mcp_tools(serve: argparse.ArgumentParser) -> None:
+    from ..tools import ToolSettings
+
+    tool = ToolSettings()
     tools = serve.add_argument_group("server-run tools (MCP servers)")
     tools.add_argument(
         "--mcp_allowed_urls",
@@ -465,6 +510,12 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help=f"longest tool output the model reads; longer is truncated with a note "
         f"(default: {tool.tool_output_max_bytes})",
     )
+
+
+def _add_builtin_tools(serve: argparse.ArgumentParser) -> None:
+    from ..tools import PythonLimits, ToolSettings
+
+    tool, python = ToolSettings(), PythonLimits()
     builtin = serve.add_argument_group(
         "gpt-oss's built-in tools, run by the server (docs/server-run-tools.md#gpt-osss-own-tools-python-code_interpreter-and-browser-web_search: isolation)"
     )
@@ -520,6 +571,11 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="HOST_OR_CIDR,...",
         help="hosts or CIDRs that are not globally reachable (private, loopback, link-local, shared, special-purpose) the browser may fetch anyway (default: none)",
     )
+
+
+def _add_trtllm(serve: argparse.ArgumentParser) -> None:
+    from .launch import DEFAULT_FREE_GPU_MEMORY_FRACTION
+
     trt = serve.add_argument_group("TensorRT-LLM (--engine trtllm), as in trtllm-serve")
     trt.add_argument(
         "--backend", choices=["pytorch", "tensorrt"], help="TensorRT-LLM backend (default: pytorch)"

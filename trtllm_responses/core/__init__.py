@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .lazy import resolver
+from .lazy import lazy_face, resolver
 
 if TYPE_CHECKING:
     from .bounded_cache import ByteBoundedCache
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "lazy_face",
     "resolver",
     "APIError",
     "AuthenticationError",

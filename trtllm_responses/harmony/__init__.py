@@ -3,7 +3,8 @@
 The offline encoding (``encoding.py``, ``linear.py``), the one header grammar (``headers.py``), the
 recovering reader (``parser.py``, ``completion.py``, ``json_cut.py``; ``spelled.py`` before it for
 what was generated under a constraint), JSON Schemas as gpt-oss reads them
-(``schema.py``), the tools a request declares and the calls they allow (``tools.py``), the
+(``schema.py``), the tools a request declares and the calls they allow (``tools.py``), the one
+decision of which of them ``tool_choice`` shows and requires (``tool_choice.py``), the
 developer message (``developer.py``), Responses items ⇄ Harmony messages (``items.py``,
 ``input_messages.py``) and rendering off the event loop (``render_pool.py``). It imports only
 ``core/`` and ``request/``; the :class:`~trtllm_responses.adapter.HarmonyAdapter`, which builds a
@@ -47,18 +48,16 @@ from .items import (
     new_item_ids,
 )
 from .parser import ContentDelta, HarmonyStreamParser, MessageEnded, MessageStarted
+from .tool_choice import ChosenTools, builtin_types_shown, choose_tools
 from .tools import (
-    CODE_TOOLS,
     LOADED_TOOL,
     TOOL_SEARCH,
-    WEB_SEARCH_TOOLS,
     CallOption,
     RequestTools,
     Tool,
     call_options,
     loaded_tools,
     recipient_candidates,
-    select_tools,
     server_call_options,
 )
 
@@ -75,10 +74,10 @@ __all__ = [
     "convert_item",
     "BROWSER_PAGE",
     "BROWSER_PAGES",
-    "CODE_TOOLS",
     "CONFIG_EFFORT",
     "CONFIG_TEXT",
     "CallOption",
+    "ChosenTools",
     "ContentDelta",
     "FINAL_HEADERS",
     "FREE_CHANNELS",
@@ -101,12 +100,13 @@ __all__ = [
     "SpelledControlTokens",
     "VOCAB_FILENAME",
     "VOCAB_SHA256",
-    "WEB_SEARCH_TOOLS",
     "build_output_item",
+    "builtin_types_shown",
     "call_headers",
     "call_options",
     "callable_header",
     "check_strict",
+    "choose_tools",
     "classify",
     "completion_to_output_items",
     "developer_message",
@@ -122,7 +122,6 @@ __all__ = [
     "parse_completion",
     "recipient_candidates",
     "returned_reasoning",
-    "select_tools",
     "server_call_options",
     "trailing_recipient",
     "unreadable_message",

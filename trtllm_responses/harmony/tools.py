@@ -1,10 +1,11 @@
 """The tools of a request, as gpt-oss is shown them and as its calls are read back.
 
-A request's typed ``tools`` and ``tool_choice`` become one :class:`RequestTools`: functions in Harmony's
+A request's typed ``tools`` become :class:`Tool` values (:func:`declare_tools`): functions in Harmony's
 ``functions`` namespace, ``namespace`` tools beside it, ``custom`` tools declared as a one-string
-function, hosted tools nobody runs hidden, and what ``tool_choice`` shows and requires. The calls
-allowed (:func:`call_options`, and :func:`server_call_options` for what the server runs) are the
-options of the response's constraint. docs/tools.md#tools-structured-outputs-and-constraints and
+function, hosted tools nobody runs hidden. What ``tool_choice`` shows and requires of them is decided
+once, in ``tool_choice.py``, as one :class:`RequestTools`. The calls allowed (:func:`call_options`,
+and :func:`server_call_options` for what the server runs) are the options of the response's
+constraint. docs/tools.md#tools-structured-outputs-and-constraints and
 the request's ``tools``/``tool_choice`` under "Endpoints".
 """
 
@@ -20,17 +21,11 @@ from openai_harmony import ToolNamespaceConfig
 
 from ..core import InvalidRequestError
 from ..request import (
-    CODE_TOOLS,
-    HOSTED_TOOL_TYPES,
-    WEB_SEARCH_TOOLS,
-    ChooseAllowed,
-    ChooseTool,
     CustomTool,
     FunctionTool,
     HostedTool,
     NamespaceTool,
     RequestTool,
-    ToolChoice,
     ToolSearchTool,
     deferred,
 )
@@ -38,20 +33,18 @@ from .headers import JSON_CONTENT_TYPE, clean_recipient
 
 __all__ = [
     "BUILTIN_CALLS",
-    "CODE_TOOLS",
     "FUNCTIONS",
-    "HOSTED_TOOL_TYPES",
     "LOADED_TOOL",
     "TOOL_SEARCH",
-    "WEB_SEARCH_TOOLS",
     "CallOption",
+    "DeclaredTools",
     "GrammarCheck",
     "RequestTools",
     "Tool",
     "call_options",
+    "declare_tools",
     "loaded_tools",
     "recipient_candidates",
-    "select_tools",
     "server_call_options",
 ]
 
@@ -234,25 +227,13 @@ def _shown(tool: FunctionTool | CustomTool, where: str, namespace: str, check_gr
         if tool.syntax is not None and tool.definition is not None:
             check_grammar(tool.syntax, tool.definition, f"{where}.format.definition")
         return Tool(
-            namespace=namespace,
-            name=tool.name,
-            custom=True,
-            description=tool.description,
-            syntax=tool.syntax,
-            definition=tool.definition,
+            namespace, tool.name, True, tool.description, syntax=tool.syntax, definition=tool.definition
         )
     if tool.strict and tool.parameters is not None:
         from .schema import check_strict
 
         check_strict(tool.parameters, f"{where}.parameters")
-    return Tool(
-        namespace=namespace,
-        name=tool.name,
-        custom=False,
-        description=tool.description,
-        parameters=tool.parameters,
-        strict=tool.strict,
-    )
+    return Tool(namespace, tool.name, False, tool.description, parameters=tool.parameters, strict=tool.strict)
 
 
 def loaded_tools(calls: Mapping[str, str]) -> tuple[Tool, ...]:
@@ -288,23 +269,31 @@ def _search_tool(tool: ToolSearchTool) -> Tool:
     )
 
 
-def select_tools(
+@dataclass(frozen=True, slots=True)
+class DeclaredTools:
+    """A request's tools as gpt-oss is shown them, before ``tool_choice`` narrows them (:func:`declare_tools`)."""
+
+    shown: tuple[Tool, ...]  # functions, custom tools, namespace members, a client-run tool_search, in order
+    later: tuple[
+        Tool, ...
+    ]  # callable, not shown: deferred tools (a client-run search finds them), loaded ones
+    descriptions: Mapping[str, str]  # namespace → its description
+    hidden: tuple[str, ...]  # hosted tool types declared and not shown
+
+
+def declare_tools(
     tools: Sequence[RequestTool],
-    choice: ToolChoice,
     logged: set[str] | None = None,
-    server_tools: bool = False,
     *,
     check_grammar: GrammarCheck,
     loaded: Sequence[Tool] = (),
-) -> RequestTools:
-    """The request's tools as shown after ``tool_choice``; raise InvalidRequestError naming the field.
+) -> DeclaredTools:
+    """The request's tools as gpt-oss is shown them; raise InvalidRequestError naming the field.
 
     ``check_grammar(syntax, definition, param)`` refuses a custom tool's grammar that cannot
     become a constraint (``constraints.check_grammar``: grammars belong to the layer above, which
-    passes it in).
+    passes it in); a strict function's schema is checked here (``schema.check_strict``).
     A hosted tool type not shown to the model is logged once per ``logged`` set (the adapter's).
-    ``server_tools``: the server runs tools of this request (MCP, python, browser), so a
-    required call may go to one of them (the adapter checks that one exists).
     ``loaded``: tools ``tool_search_output`` items loaded (:func:`loaded_tools`), callable, not shown.
 
     A client-run ``tool_search`` (``execution: "client"``) is shown as ``functions.tool_search``, and
@@ -312,74 +301,52 @@ def select_tools(
     search. With a hosted ``tool_search`` (which this server does not run) deferred tools are shown as any
     other, since nothing else would ever load them (docs/tools.md#tool-search).
     """
-    declared: list[Tool] = []
-    hidden_tools: list[Tool] = list(loaded)
+    shown: list[Tool] = []
+    later: list[Tool] = list(loaded)
     descriptions: dict[str, str] = {}
     hidden: list[str] = []
     searching = any(isinstance(t, ToolSearchTool) and t.execution == "client" for t in tools)
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
         if isinstance(tool, (FunctionTool, CustomTool)):
-            shown = _shown(tool, where, FUNCTIONS, check_grammar)
-            (hidden_tools if searching and deferred(tool) else declared).append(shown)
+            declared = _shown(tool, where, FUNCTIONS, check_grammar)
+            (later if searching and deferred(tool) else shown).append(declared)
         elif isinstance(tool, NamespaceTool):
             descriptions[tool.name] = tool.description
             for j, m in enumerate(tool.tools):
-                shown = _shown(m, f"{where}.tools[{j}]", tool.name, check_grammar)
-                waits = searching and (deferred(tool) or deferred(m))
-                (hidden_tools if waits else declared).append(shown)
+                declared = _shown(m, f"{where}.tools[{j}]", tool.name, check_grammar)
+                (later if searching and (deferred(tool) or deferred(m)) else shown).append(declared)
+        elif isinstance(tool, ToolSearchTool) and tool.execution == "client":
+            shown.append(_search_tool(tool))
         elif isinstance(tool, ToolSearchTool):
-            if tool.execution == "client":
-                declared.append(_search_tool(tool))
-            else:
-                hidden.append("tool_search")
-                if logged is not None and "tool_search" not in logged:
-                    logged.add("tool_search")
-                    logger.info("A hosted tool_search is not run by this server: deferred tools are shown")
+            hidden.append("tool_search")
+            _log_hidden(
+                "tool_search",
+                logged,
+                "A hosted tool_search is not run by this server: deferred tools are shown",
+            )
         elif isinstance(tool, HostedTool):
             hidden.append(tool.kind)
-            if logged is not None and tool.kind not in logged:
-                logged.add(tool.kind)
-                logger.info(
-                    "Tool type %r is not run by this server: echoed, not shown to the model", tool.kind
-                )
+            _log_hidden(
+                tool.kind,
+                logged,
+                "Tool type %r is not run by this server: echoed, not shown to the model",
+                tool.kind,
+            )
         # McpTool: server-run, checked and listed by tools/mcp_request.py, shown as the adapter's namespaces
     seen: set[str] = set()
-    for shown in declared:
-        if shown.recipient in seen:
-            raise InvalidRequestError(f"Tool {shown.recipient!r} is declared twice.", param="tools")
-        seen.add(shown.recipient)
-    later = tuple(hidden_tools)
-    if choice == "none":
-        return RequestTools((), descriptions, False, tuple(hidden))
-    if choice == "auto":
-        return RequestTools(tuple(declared), descriptions, False, tuple(hidden), later)
-    if choice == "required":
-        if not declared and not server_tools:
-            raise InvalidRequestError(
-                "tool_choice is 'required' but no function, custom or namespace tool is declared.",
-                param="tool_choice",
-            )
-        return RequestTools(tuple(declared), descriptions, True, tuple(hidden), later)
-    if isinstance(choice, ChooseTool):
-        chosen = [t for t in declared if choice.name in (t.name, t.recipient) and t.custom == choice.custom]
-        if not chosen:
-            kind = "custom" if choice.custom else "function"
-            raise InvalidRequestError(
-                f"tool_choice names {kind} {choice.name!r}, which is not in tools.",
-                param="tool_choice.name",
-            )
-        return RequestTools((chosen[0],), descriptions, True, tuple(hidden))
-    if isinstance(choice, ChooseAllowed):
-        chosen = [t for t in declared if any(ref.names(t.namespace, t.name) for ref in choice.tools)]
-        if choice.required and not chosen and not server_tools:
-            raise InvalidRequestError(
-                "tool_choice requires a call to one of its allowed tools, but none of them is in tools.",
-                param="tool_choice.tools",
-            )
-        return RequestTools(tuple(chosen), descriptions, choice.required, tuple(hidden), later)
-    # A server-run tool named as the choice (mcp, code_interpreter, web_search): the adapter forces it.
-    return RequestTools(tuple(declared), descriptions, False, tuple(hidden), later)
+    for declared in shown:
+        if declared.recipient in seen:
+            raise InvalidRequestError(f"Tool {declared.recipient!r} is declared twice.", param="tools")
+        seen.add(declared.recipient)
+    return DeclaredTools(tuple(shown), tuple(later), descriptions, tuple(hidden))
+
+
+def _log_hidden(kind: str, logged: set[str] | None, message: str, *args: object) -> None:
+    """Log ``message % args`` once per ``logged`` set for a hosted tool type ``kind`` not shown."""
+    if logged is not None and kind not in logged:
+        logged.add(kind)
+        logger.info(message, *args)
 
 
 def call_options(tools: Iterable[Tool]) -> tuple[CallOption, ...]:

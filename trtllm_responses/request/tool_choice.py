@@ -4,7 +4,7 @@
 function or custom tool), :class:`ChooseAllowed` (``allowed_tools``), :class:`ChooseMcp` or
 :class:`ChooseHosted` (a hosted or other tool type named by its type). Each keeps ``data``, the
 checked choice in the SDK's shape, which is what the response echoes. What a choice shows and
-requires is the adapter's (``adapter/tool_choice.py``).
+requires is decided once, in ``harmony/tool_choice.py``.
 """
 
 from __future__ import annotations

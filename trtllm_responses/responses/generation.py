@@ -5,7 +5,7 @@ engine step's events to a ``deliver`` callback, has the result kept (``keeping.p
 terminal event leaves, and returns the terminal response. Streaming and non-streaming responses both use
 it: one code path, one loop per token (no generator layers between the engine and the socket). The live
 state of the generation (its stream, the executor request it runs, its tool loop, its usage) is the
-driver's, written here only and read through the run's properties (README, "Layout").
+driver's, written here only and read through the run's properties (docs/architecture.md#layout).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Keeper: a run's result kept before its terminal event leaves (README, "Layout": the run's life).
+"""Keeper: a run's result kept before its terminal event leaves (docs/architecture.md#the-runs-life).
 
 A run's driver (``generation.py``) hands it the ended stream: the terminal response is serialized
 once, appended to its conversation (``conversation=``) and stored (``store: true``), and the history

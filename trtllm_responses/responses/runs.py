@@ -1,4 +1,4 @@
-"""Runs: the one registry of this process's runs (README, "Layout": the run's life).
+"""Runs: the one registry of this process's runs (docs/architecture.md#the-runs-life).
 
 It holds the runs being driven, by id (a run enters when its drive starts and leaves when it ends:
 ``ResponseRun.drive``), and the background ones (``background.py``) while they run and for their

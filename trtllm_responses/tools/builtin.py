@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..adapter import builtin_types_shown
 from ..core import InvalidRequestError
+from ..harmony import builtin_types_shown
 from ..request import CODE_TOOLS, WEB_SEARCH_TOOLS, HostedTool, RequestTool, ToolChoice
 from .base import ServerTools, ToolProvider
 from .python_tool import STATELESS_PYTHON_DESCRIPTION, LocalPython, MCPPython
