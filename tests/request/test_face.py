@@ -32,7 +32,7 @@ EXPORTS = """
     NamespaceTool PlainText ROOT_AGENT Reasoning ReasoningEffort ReasoningParam ReplayPrefixes
     RequestTool ResponsesRequest SERVICE_TIERS SESSION_HEADER TextConfig ToolChoice ToolSearchCall
     ToolSearchOutput ToolSearchTool WEB_SEARCH_TOOLS WebSearchCall cache_retention_seconds check_depth
-    choice_data count_values decode_body deferred in_chat_terms in_messages_terms json_object
+    choice_data count_values decode_body deferred json_object
     key_of_cache_key list_page_json multi_agent_beta normalize_input_items not_convertible page_json
     page_of parse_item parse_items parse_multi_agent parse_request parse_text parse_text_update
     service_tier session_key_from_headers tools_data translate_chat translate_messages
