@@ -5,8 +5,9 @@ Run: ``.venv/bin/python scripts/request_walk.py [--stream] [--json]``.
 One ``POST /v1/responses`` (a function tool, a user message, an instruction) is sent to the app built by
 ``create_app`` with the echo executor, in process, and a profile hook records each call into a module of
 ``trtllm_responses`` until the executor's ``generate`` is entered. It prints the files in the order they are
-first entered, and the climbs: calls from a module of a lower layer into a module of a higher one (the layers
-of docs/architecture.md#layout, bottom to top). What is counted is what ran for this request, not what the
+first entered, and the calls from a module of a lower layer into a module of a higher one (the layers of
+docs/architecture.md#layout, bottom to top): climbs, by a name the caller's module imports (none should
+exist), and callbacks, through a function the caller was handed (a transport's ``deliver``). What is counted is what ran for this request, not what the
 code could reach: work done at start-up (the lifespan) or after the first token is not counted.
 tests/package/test_request_walk.py holds the count to its bound.
 """
@@ -50,7 +51,11 @@ BODY = {
             "type": "function",
             "name": "get_weather",
             "description": "The weather in a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         }
     ],
 }
@@ -63,11 +68,14 @@ def layer_of(relative: str) -> int:
 
 
 class Walk:
-    """Records the package files entered, in order, and the calls that climb to a higher layer."""
+    """Records the package files entered, in order, and the calls into a higher layer: by import, or back."""
 
     def __init__(self) -> None:
         self.files: list[str] = []
+        #: Calls into a higher layer by a name the caller's module imports (the layering forbids them).
         self.climbs: list[tuple[str, str]] = []
+        #: Calls into a higher layer through a function the caller was handed (a transport's deliver).
+        self.callbacks: list[tuple[str, str]] = []
         self.recording = False
         self.done = False
         self._prefix = str(PACKAGE) + "/"
@@ -89,16 +97,23 @@ class Walk:
             self.done = True
         if callee not in self.files:
             self.files.append(callee)
-        caller = self._caller(frame.f_back)
-        if caller is not None and caller != callee and layer_of(caller) < layer_of(callee):
-            self.climbs.append((caller, callee))
+        found = self._caller(frame.f_back)
+        if found is None:
+            return
+        caller, caller_frame = found
+        if caller != callee and layer_of(caller) < layer_of(callee):
+            named = caller_frame.f_globals.get(frame.f_code.co_name)
+            if getattr(named, "__code__", None) is frame.f_code:  # the caller's module names it: an import
+                self.climbs.append((caller, callee))
+            else:  # a function the caller was handed (a transport's deliver)
+                self.callbacks.append((caller, callee))
 
-    def _caller(self, frame: FrameType | None) -> str | None:
+    def _caller(self, frame: FrameType | None) -> tuple[str, FrameType] | None:
         """The nearest package file below ``frame`` on the stack (a call through a library still counts)."""
         while frame is not None:
             relative = self._relative(frame)
             if relative is not None:
-                return relative
+                return relative, frame
             frame = frame.f_back
         return None
 
@@ -121,7 +136,14 @@ async def _lifespan(app: Callable[..., Any]) -> tuple[asyncio.Task[None], asynci
 
 async def walk(stream: bool) -> Walk:
     """One request through a fresh app, its walk recorded."""
-    from trtllm_responses import EchoExecutor, HarmonyAdapter, ServerConfig, create_app, load_encoding, open_store
+    from trtllm_responses import (
+        EchoExecutor,
+        HarmonyAdapter,
+        ServerConfig,
+        create_app,
+        load_encoding,
+        open_store,
+    )
 
     config = ServerConfig(served_model_name="gpt-oss-test", start_render_worker=False)
     store = open_store("memory", max_responses=100, max_bytes=1 << 20)
@@ -180,13 +202,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = asyncio.run(walk(args.stream))
     if args.json:
-        print(json.dumps({"files": result.files, "climbs": result.climbs}))
+        print(json.dumps({"files": result.files, "climbs": result.climbs, "callbacks": result.callbacks}))
         return 0
     for index, name in enumerate(result.files, 1):
         print(f"{index:3} {name}")
-    print(f"{len(result.files)} files; {len(result.climbs)} calls climb to a higher layer")
+    print(
+        f"{len(result.files)} files; calls into a higher layer: {len(result.climbs)} by import, {len(result.callbacks)} back"
+    )
     for caller, callee in result.climbs:
         print(f"    climb: {caller} -> {callee}")
+    for caller, callee in result.callbacks:
+        print(f"    callback: {caller} -> {callee}")
     return 0
 
 
