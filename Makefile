@@ -113,7 +113,7 @@ nginx:
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends nginx-light; }
 
 test: $(STAMP) codex-cli claude-code redis-server bubblewrap nginx litellm-client
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 3 --dist loadscope
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
