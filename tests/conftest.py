@@ -136,11 +136,8 @@ LONGEST_FIRST = (
     "server/test_large_answers.py",
 )
 
-#: Modules whose tests share nothing a worker could not start again cheaply (each test deploys its own
-#: replicas, resolves its own install): under ``-n`` each test is a unit of its own, not the module. And
-#: one whose tests run per kind of constraint: a unit per kind (its fake TensorRT-LLM is started once per
-#: worker that runs a kind).
-SPREAD_BY_TEST = ("server/test_nginx_affinity.py", "package/test_install_pins.py")
+#: A module whose tests run per kind of constraint: under ``-n`` a unit per kind, not one for the module
+#: (its fake TensorRT-LLM is started once per worker that runs a kind).
 SPREAD_BY_FIRST_PARAMETER = ("constraints/test_guided_property.py",)
 
 
@@ -159,8 +156,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadscope`` with the units of :data:`SPREAD_BY_TEST` and :data:`SPREAD_BY_FIRST_PARAMETER`,
-    handed out in the collected order (:func:`pytest_collection_modifyitems`) rather than by size."""
+    """``--dist loadscope`` with the units of :data:`SPREAD_BY_FIRST_PARAMETER`, handed out in the collected
+    order (:func:`pytest_collection_modifyitems`) rather than by size."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -168,8 +165,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class Scheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = _module(nodeid)
-            if module in SPREAD_BY_TEST:
-                return nodeid
             if module in SPREAD_BY_FIRST_PARAMETER and "[" in nodeid:
                 return nodeid.rsplit("-", 1)[0]  # ...[kind-seed] -> ...[kind
             return str(super()._split_scope(nodeid))

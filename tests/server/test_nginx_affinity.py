@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -43,9 +42,8 @@ def deploy(redis: RedisServer) -> Iterator[Deploy]:
         database[0] += 1
         url = redis.url.rsplit("/", 1)[0] + f"/{database[0]}"
         replicas = [ServeProcess("--store", url, *flags) for _ in range(2)]
-        started.extend(replicas)  # stopped after the test even if the other one fails to start
-        with ThreadPoolExecutor(2) as pool:  # both start at once: a start is mostly waiting for imports
-            list(pool.map(ServeProcess.start, replicas))
+        for replica in replicas:
+            started.append(replica.start())
         nginx = Nginx([f"127.0.0.1:{r.port}" for r in replicas])
         started.append(nginx.start())
         return nginx, replicas
