@@ -117,7 +117,7 @@ nginx:
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends nginx-light; }
 
 test: $(STAMP) codex-cli claude-code redis-server bubblewrap nginx litellm-client
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 3 --dist loadscope
 
 # The benchmarks draw their charts (benchmarks/charts/*.svg) with matplotlib: the `bench` extra.
 bench: $(STAMP)

@@ -2,7 +2,13 @@
 date, the servers (``serve``, ``server``, ``echo_server``) and clients of them, the fake TensorRT-LLM, an MCP
 server, a loopback web site.
 
-A fixture only one layer needs lives in that layer's ``conftest.py`` (``tests/<layer>/``)."""
+A fixture only one layer needs lives in that layer's ``conftest.py`` (``tests/<layer>/``).
+
+``make test`` runs the suite on workers (pytest-xdist, ``-n 3 --dist loadscope``): each worker is a process
+with a session of its own (its own echo server, Redis, encoding), a module runs whole and in order on one
+worker, and what a test starts (servers, processes, ports, temp folders) is its own. A test that measures
+its process (RSS, loop lag, GC) measures its worker, where tests run one at a time. Below: the order the
+modules are handed out in, and the few modules whose tests are spread over the workers."""
 
 from __future__ import annotations
 
@@ -111,3 +117,57 @@ def site() -> Iterator[str]:
 
     with serve_search_site() as url:
         yield url
+
+
+# -- pytest -n: the order modules are handed out in, and the modules spread over the workers ---------------
+
+#: The modules that take longest (``--durations``; a minute or more on the 2-core machine), longest first:
+#: under ``-n`` they are handed out first, so that none of them starts last and holds the run's end.
+LONGEST_FIRST = (
+    "server/test_nginx_affinity.py",
+    "package/test_install_pins.py",
+    "cli/test_frontends.py",
+    "constraints/test_guided_property.py",
+    "cli/test_trtllm_cli.py",
+    "store/test_redis_outages.py",
+    "cli/test_trtllm_world.py",
+    "ops/test_operations.py",
+    "clients/test_claude_code.py",
+    "server/test_large_answers.py",
+)
+
+#: A module whose tests run per kind of constraint: under ``-n`` a unit per kind, not one for the module
+#: (its fake TensorRT-LLM is started once per worker that runs a kind).
+SPREAD_BY_FIRST_PARAMETER = ("constraints/test_guided_property.py",)
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0].removeprefix("tests/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a worker of ``pytest -n``: the modules of :data:`LONGEST_FIRST` first (every worker collects the
+    same order; the scheduler hands out units in it). A run without ``-n`` keeps pytest's order."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {module: n for n, module in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(rank)))  # stable: the rest as collected
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with the units of :data:`SPREAD_BY_FIRST_PARAMETER`, handed out in the collected
+    order (:func:`pytest_collection_modifyitems`) rather than by size."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = _module(nodeid)
+            if module in SPREAD_BY_FIRST_PARAMETER and "[" in nodeid:
+                return nodeid.rsplit("-", 1)[0]  # ...[kind-seed] -> ...[kind
+            return str(super()._split_scope(nodeid))
+
+    config.option.loadscopereorder = False
+    return Scheduling(config, log)

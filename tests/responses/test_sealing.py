@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zlib
 
 import orjson
@@ -15,6 +17,7 @@ from trtllm_responses.responses.sealing import (
     TOOL_READ_PREFIX,
     ContentSealer,
     is_tool_read,
+    load_key,
     unseal_items,
 )
 
@@ -135,3 +138,23 @@ def test_unseal_items_merges_a_carrier_into_the_item_before_it() -> None:
     assert unseal_items([call, carrier, carrier], SEALER) == [{**call, **READ}, nothing, nothing]
     python = {"type": "code_interpreter_call", "code": "print(1)", "outputs": None}
     assert unseal_items([python, carrier], SEALER)[0] == python, "sealed for another item type"
+
+
+def test_processes_starting_together_share_one_whole_key(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Servers starting at once (the frontends of a group, the suite's workers) with no key yet: each reads the
+    one key made, whole (it is linked into place once written), and nothing is left beside it."""
+    monkeypatch.delenv("TRTLLM_RESPONSES_ENCRYPTION_KEY", raising=False)
+    monkeypatch.setenv("TRTLLM_RESPONSES_CACHE", str(tmp_path))
+    code = "from trtllm_responses.responses.sealing import load_key; print(load_key().hex())"
+    starters = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    answers = [starter.communicate(timeout=120) for starter in starters]
+    assert all(starter.returncode == 0 for starter in starters), [err for _, err in answers]
+    assert len({out for out, _ in answers}) == 1
+    assert load_key() == bytes.fromhex(answers[0][0].strip())
+    assert [p.name for p in tmp_path.iterdir()] == ["encryption.key"]
+    assert (tmp_path / "encryption.key").stat().st_mode & 0o777 == 0o600

@@ -347,31 +347,50 @@ class EchoExecutor(Executor):
         body: str,
         body_tokens: Sequence[int],
     ) -> list[int]:
+        """The completion for the last message (``header``, ``body``): a compaction's summary, the reply to a
+        tool's output, a rule the body spells (``#lorem``, ``call``, ...), else what the request asks for."""
         if self._developer_text(prompt).startswith(_COMPACTING):
             return self._answer(
                 "Summarizing the conversation.",
                 f"Summary of a conversation of {len(prompt)} prompt tokens; the last message said: {body[:200]}",
             )
         role = header.split(" ", 1)[0].split("<|", 1)[0]
+        if (
+            role not in _CONVERSATION_ROLES
+        ):  # a tool's output (``functions.*``: a client's; else the server's)
+            return self._after_tool(prompt, constraint, role, body, body_tokens)
+        ruled = self._rule(prompt, max_tokens, body)
+        if ruled is not None:
+            return ruled
+        return self._requested(prompt, max_tokens, constraint, body, body_tokens)
+
+    def _after_tool(
+        self,
+        prompt: Sequence[int],
+        constraint: Constraint | None,
+        role: str,
+        body: str,
+        body_tokens: Sequence[int],
+    ) -> list[int]:
+        """The reply to the output of the tool ``role``: a scripted step, a found tool called (client
+        ``tool_search``) or an action chained (a server-run tool), else an answer showing the output."""
+        scripted = self._script_step(prompt)  # a client's tool loop scripted by ``#steps`` (Claude Code's)
+        if scripted is not None:
+            return scripted
         if role.startswith("functions."):
-            scripted = self._script_step(
-                prompt
-            )  # a client's tool loop scripted by ``#steps`` (Claude Code's)
-            if scripted is not None:
-                return scripted
             if role == _TOOL_SEARCH:
                 found = self._call_found(body)
                 if found is not None:
                     return found
             return self._tool_answer(role[len("functions.") :], body, body_tokens, constraint)
-        if role not in _CONVERSATION_ROLES:  # a server-run tool's output
-            scripted = self._script_step(prompt)
-            if scripted is not None:
-                return scripted
-            chained = self._act(body)
-            if chained:
-                return chained
-            return self._tool_answer(role, body, body_tokens, constraint)
+        chained = self._act(body)
+        if chained:
+            return chained
+        return self._tool_answer(role, body, body_tokens, constraint)
+
+    def _rule(self, prompt: Sequence[int], max_tokens: int | None, body: str) -> list[int] | None:
+        """The completion a rule spelled by a user's ``body`` asks for (``#harmony``, ``#prompt``, a search,
+        ``#lorem N``, a custom tool's call, ``#steps``, ``call NAME {...}``), or None when it spells none."""
         if body.startswith("#harmony\n"):
             return self._enc.encode(body[len("#harmony\n") :])
         if body == "#prompt":
@@ -395,9 +414,18 @@ class EchoExecutor(Executor):
             scripted = self._script_step(prompt)
             if scripted is not None:
                 return scripted
-        called = self._act(body)
-        if called is not None:
-            return called
+        return self._act(body)
+
+    def _requested(
+        self,
+        prompt: Sequence[int],
+        max_tokens: int | None,
+        constraint: Constraint | None,
+        body: str,
+        body_tokens: Sequence[int],
+    ) -> list[int]:
+        """What the request asks for when the body spells no rule: JSON (a JSON final), the call it requires,
+        a call of the first function it declares, else the body echoed."""
         if constraint is not None and constraint.final == "json":
             # A token holds a few characters at most: no more is built than overflows max_tokens (cut there).
             room = None if max_tokens is None else 8 * max_tokens + 64

@@ -226,24 +226,52 @@ def build_output_item(
             content=[ReasoningContent(type="reasoning_text", text=text)] if status != "in_progress" else [],
             status=status,  # type: ignore[arg-type]
         )
-    if kind is ItemKind.FUNCTION_CALL:
-        assert call_id is not None and target.name is not None
-        extra: dict[str, Any] = {"namespace": target.namespace} if target.namespace else {}
-        return ResponseFunctionToolCall(
+    if kind in _CLIENT_CALL_KINDS:
+        assert call_id is not None
+        return _client_call_item(target, item_id, text, status, call_id)
+    return _server_call_item(target, item_id, text, status, call_id)
+
+
+#: The kinds of item a client runs (it answers each with the call's output).
+_CLIENT_CALL_KINDS = frozenset({ItemKind.FUNCTION_CALL, ItemKind.CUSTOM_TOOL_CALL, ItemKind.TOOL_SEARCH_CALL})
+
+
+def _client_call_item(
+    target: ItemTarget, item_id: str, text: str, status: str, call_id: str
+) -> ResponseOutputItem:
+    """A ``function_call``, ``custom_tool_call`` or ``tool_search_call`` (:data:`_CLIENT_CALL_KINDS`)."""
+    if target.kind is ItemKind.TOOL_SEARCH_CALL:
+        return ResponseToolSearchCall(
             id=item_id,
-            type="function_call",
+            type="tool_search_call",
             call_id=call_id,
-            name=target.name,
-            arguments=text,
+            arguments=_search_arguments(text),
+            execution="client",
             status=status,  # type: ignore[arg-type]
-            **extra,
         )
-    if kind is ItemKind.CUSTOM_TOOL_CALL:
-        assert call_id is not None and target.name is not None
-        custom_extra: dict[str, Any] = {"namespace": target.namespace} if target.namespace else {}
+    assert target.name is not None
+    namespace: dict[str, Any] = {"namespace": target.namespace} if target.namespace else {}
+    if target.kind is ItemKind.CUSTOM_TOOL_CALL:
         return ResponseCustomToolCall(
-            id=item_id, type="custom_tool_call", call_id=call_id, name=target.name, input=text, **custom_extra
+            id=item_id, type="custom_tool_call", call_id=call_id, name=target.name, input=text, **namespace
         )
+    return ResponseFunctionToolCall(
+        id=item_id,
+        type="function_call",
+        call_id=call_id,
+        name=target.name,
+        arguments=text,
+        status=status,  # type: ignore[arg-type]
+        **namespace,
+    )
+
+
+def _server_call_item(
+    target: ItemTarget, item_id: str, text: str, status: str, call_id: str | None
+) -> ResponseOutputItem:
+    """A call of a tool the client does not run: web search, code interpreter, multi-agent, MCP (or its approval
+    request); any other kind (an undeclared function) is an ``mcp_call``."""
+    kind = target.kind
     if kind is ItemKind.WEB_SEARCH_CALL:
         return ResponseFunctionWebSearch(
             id=item_id,
@@ -260,16 +288,6 @@ def build_output_item(
             outputs=None,
             status=status,  # type: ignore[arg-type]
         )
-    if kind is ItemKind.TOOL_SEARCH_CALL:
-        assert call_id is not None
-        return ResponseToolSearchCall(
-            id=item_id,
-            type="tool_search_call",
-            call_id=call_id,
-            arguments=_search_arguments(text),
-            execution="client",
-            status=status,  # type: ignore[arg-type]
-        )
     assert target.name is not None and target.namespace is not None
     if kind is ItemKind.MULTI_AGENT_CALL:  # a beta item: no status field
         assert call_id is not None
@@ -280,22 +298,10 @@ def build_output_item(
             arguments=text,
             call_id=call_id,
         )
+    mcp: dict[str, Any] = {"name": target.name, "server_label": target.namespace, "arguments": text}
     if kind is ItemKind.MCP_APPROVAL_REQUEST:
-        return McpApprovalRequest(
-            id=item_id,
-            type="mcp_approval_request",
-            name=target.name,
-            server_label=target.namespace,
-            arguments=text,
-        )
-    return McpCall(
-        id=item_id,
-        type="mcp_call",
-        name=target.name,
-        server_label=target.namespace,
-        arguments=text,
-        status=status,  # type: ignore[arg-type]
-    )
+        return McpApprovalRequest(id=item_id, type="mcp_approval_request", **mcp)
+    return McpCall(id=item_id, type="mcp_call", status=status, **mcp)  # type: ignore[arg-type]
 
 
 _CALL_KINDS = frozenset(

@@ -24,6 +24,7 @@ import asyncio
 import os
 import time
 from collections import deque
+from functools import partial
 from typing import Any
 
 from prometheus_client import (
@@ -85,19 +86,24 @@ def _summary(samples: deque[float]) -> dict[str, Any]:
     }
 
 
+def _require_multiprocess_mode() -> None:
+    """Refuse a group folder if prometheus_client was imported before ``PROMETHEUS_MULTIPROC_DIR`` was set."""
+    from prometheus_client import values
+
+    if values.ValueClass is values.MutexValue:
+        raise RuntimeError(
+            "PROMETHEUS_MULTIPROC_DIR must be set before prometheus_client is imported "
+            "(serve --num_serve_frontends sets it first thing)"
+        )
+
+
 class ServerMetrics:
     """Counters and latency windows of one server process (``multiprocess_dir``: its group's folder)."""
 
     def __init__(self, window: int = 4096, multiprocess_dir: str | None = None) -> None:
         self.multiprocess_dir = multiprocess_dir
         if multiprocess_dir is not None:
-            from prometheus_client import values
-
-            if values.ValueClass is values.MutexValue:
-                raise RuntimeError(
-                    "PROMETHEUS_MULTIPROC_DIR must be set before prometheus_client is imported "
-                    "(serve --num_serve_frontends sets it first thing)"
-                )
+            _require_multiprocess_mode()
         self.added_latency: deque[float] = deque(maxlen=window)
         self.loop_lag: deque[float] = deque(maxlen=window)
         self.max_loop_lag = 0.0
@@ -108,7 +114,17 @@ class ServerMetrics:
         self.summaries = 0
         self.summary_prompt_tokens = 0  # the side generations' prompts (GPU prefill)
         self.summary_output_tokens = 0
-        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._define_response_metrics(self.registry)
+        self._define_side_counters(self.registry)
+        self._define_gauges(self.registry)
+        self.active = 0  # responses being generated now
+        self.gc_collections = [0, 0, 0]
+        self.gc_max = [0.0, 0.0, 0.0]  # longest collection per generation since reset
+
+    def _define_response_metrics(self, r: CollectorRegistry) -> None:
+        """In ``r``: requests, tokens and responses counted; time to first token, inter-token gap and
+        server-added latency as histograms."""
         self.requests = Counter(
             "trtllm_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=r
         )
@@ -140,6 +156,9 @@ class ServerMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+
+    def _define_side_counters(self, r: CollectorRegistry) -> None:
+        """In ``r``: store errors, executor aborts, the tokens of reasoning summaries' side generations."""
         self.store_errors_total = Counter(
             "trtllm_store_errors", "Store operations that failed (unavailable)", registry=r
         )
@@ -149,35 +168,22 @@ class ServerMetrics:
         self.summary_tokens_total = Counter(
             "trtllm_summary_tokens", "Tokens of reasoning summaries' side generations", ["kind"], registry=r
         )
+
+    def _define_gauges(self, r: CollectorRegistry) -> None:
+        """In ``r``: the gauges of live responses and of the store's size."""
         # Kept up to date as responses start and end (summed over a group's live frontends).
-        self.active_streams = Gauge(
-            "trtllm_active_responses",
-            "Responses being generated (foreground and background)",
-            registry=r,
-            multiprocess_mode="livesum",
+        live = partial(Gauge, registry=r, multiprocess_mode="livesum")
+        self.active_streams = live(
+            "trtllm_active_responses", "Responses being generated (foreground and background)"
         )
-        self.active_background = Gauge(
-            "trtllm_active_background_responses",
-            "Background responses being generated",
-            registry=r,
-            multiprocess_mode="livesum",
+        self.active_background = live(
+            "trtllm_active_background_responses", "Background responses being generated"
         )
         # Read from the (shared) store when scraped: a group shows the last reading.
-        self.store_responses = Gauge(
-            "trtllm_store_responses", "Responses in the store", registry=r, multiprocess_mode="mostrecent"
-        )
-        self.store_bytes = Gauge(
-            "trtllm_store_bytes", "Bytes the store holds", registry=r, multiprocess_mode="mostrecent"
-        )
-        self.store_evictions = Gauge(
-            "trtllm_store_evictions",
-            "Entries the store evicted (or expired)",
-            registry=r,
-            multiprocess_mode="mostrecent",
-        )
-        self.active = 0  # responses being generated now
-        self.gc_collections = [0, 0, 0]
-        self.gc_max = [0.0, 0.0, 0.0]  # longest collection per generation since reset
+        read = partial(Gauge, registry=r, multiprocess_mode="mostrecent")
+        self.store_responses = read("trtllm_store_responses", "Responses in the store")
+        self.store_bytes = read("trtllm_store_bytes", "Bytes the store holds")
+        self.store_evictions = read("trtllm_store_evictions", "Entries the store evicted (or expired)")
 
     def record_handoff(self, seconds: float) -> None:
         """A prompt was handed to the executor ``seconds`` after its request arrived."""

@@ -15,6 +15,7 @@ import binascii
 import logging
 import os
 import secrets
+import tempfile
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -191,17 +192,25 @@ def load_key(key_file: str | None = None) -> bytes:
         return _decode_key(env, ENV_ENCRYPTION_KEY)
     path = default_key_path()
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = base64.b64encode(secrets.token_bytes(32)).decode("ascii") + "\n"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it first: use theirs
-            pass
-        else:
-            with os.fdopen(fd, "w", encoding="ascii") as f:
-                f.write(text)
-            logger.info("Generated the encryption key %s", path)
+        _create_key(path)
     return _decode_key(path.read_text(encoding="ascii"), str(path))
+
+
+def _create_key(path: Path) -> None:
+    """Create ``path`` (mode 0600) holding a new key, unless another process creates it first (then theirs is
+    used). The key is written aside and linked into place, so a process starting at the same moment (another
+    frontend, another test worker) reads no file or the whole key, never an empty one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, aside = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(base64.b64encode(secrets.token_bytes(32)).decode("ascii") + "\n")
+        os.link(aside, path)
+    except FileExistsError:  # another process made it first: use theirs
+        return
+    finally:
+        os.unlink(aside)
+    logger.info("Generated the encryption key %s", path)
 
 
 # --------------------------------------------------------------------------------------------
