@@ -56,7 +56,7 @@ def service_on(executor: RecordingEcho, adapter: HarmonyAdapter, **limits: Any) 
 
 
 async def created(service: ResponsesService, text: str, **body: Any) -> ResponseRun:
-    return service.run(await service.prepare(orjson.dumps({"input": text, **body})))
+    return service.run(await service.prepare(await service.decode(orjson.dumps({"input": text, **body}))))
 
 
 def test_a_run_is_live_in_the_registry_only_while_it_is_driven(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -62,6 +63,17 @@ def types_of(response: dict[str, Any]) -> list[str]:
 def streamed(http: httpx.Client, body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     events = stream_events(http, body)
     return check_stream(events), events
+
+
+@contextmanager
+def served_with(
+    serve: ServerFactory, encoding: HarmonyEncoding, tools: ToolSettings
+) -> Iterator[httpx.Client]:
+    """A client of a server of its own whose operator configured ``tools`` (a service's tool settings are
+    fixed for its life)."""
+    with serve(RecordingEcho(encoding), tools=tools) as running:
+        with httpx.Client(base_url=running.base_url, timeout=60) as client:
+            yield client
 
 
 # -- the loop ----------------------------------------------------------------------------------
@@ -317,18 +329,14 @@ def test_url_allowed_compares_parsed_urls() -> None:
 # -- failure modes: a clean item, the model reads it, the response completes ---------------------------
 
 
-def test_unreachable_server(http: httpx.Client, server: RunningServer) -> None:
+def test_unreachable_server(serve: ServerFactory, encoding: HarmonyEncoding, server: RunningServer) -> None:
     url = closed_port_url()
-    settings = server.app.state.service.tool_settings
-    assert not url_allowed(url, settings.mcp_allowed_urls)
+    assert not url_allowed(url, server.app.state.service.tool_settings.mcp_allowed_urls)
     # The operator's own server for label "down" is down.
     tool = {"type": "mcp", "server_label": "down", "require_approval": "never"}
-    service = server.app.state.service
-    service.tool_settings = ToolSettings(tool_servers=(("down", url),), tool_timeout=3.0)
-    try:
+    with served_with(serve, encoding, ToolSettings(tool_servers=(("down", url),), tool_timeout=3.0)) as http:
         response, events = streamed(http, {"input": 'call down.add {"a": 1}', "tools": [tool]})
-    finally:
-        service.tool_settings = settings
+        assert http.get("/health").status_code == 200
     assert response["status"] == "completed"
     listing = response["output"][0]
     assert listing["type"] == "mcp_list_tools" and "could not connect" in listing["error"]
@@ -336,21 +344,19 @@ def test_unreachable_server(http: httpx.Client, server: RunningServer) -> None:
     failed = response["output"][2]
     assert failed["type"] == "mcp_call" and failed["status"] == "failed"
     assert "not available" in failed["error"]["message"]
-    assert http.get("/health").status_code == 200
 
 
-def test_listing_timeout(http: httpx.Client, server: RunningServer) -> None:
+def test_listing_timeout(serve: ServerFactory, encoding: HarmonyEncoding) -> None:
     silent = SilentServer()
-    service = server.app.state.service
-    settings = service.tool_settings
-    service.tool_settings = ToolSettings(tool_servers=(("slow", silent.url),), tool_timeout=1.0)
     try:
-        started = time.monotonic()
-        tool = {"type": "mcp", "server_label": "slow", "require_approval": "never"}
-        response, _ = streamed(http, {"input": "hello", "tools": [tool]})
-        assert time.monotonic() - started < 30
+        with served_with(
+            serve, encoding, ToolSettings(tool_servers=(("slow", silent.url),), tool_timeout=1.0)
+        ) as http:
+            started = time.monotonic()
+            tool = {"type": "mcp", "server_label": "slow", "require_approval": "never"}
+            response, _ = streamed(http, {"input": "hello", "tools": [tool]})
+            assert time.monotonic() - started < 30
     finally:
-        service.tool_settings = settings
         silent.stop()
     listing = response["output"][0]
     assert "timed out" in listing["error"] and listing["tools"] == []
@@ -369,14 +375,12 @@ def test_tool_that_raises(http: httpx.Client, mcp: MCPTestServer) -> None:
     )
 
 
-def test_tool_timeout(http: httpx.Client, server: RunningServer, mcp: MCPTestServer) -> None:
-    service = server.app.state.service
-    settings = service.tool_settings
-    service.tool_settings = ToolSettings(mcp_allowed_urls=settings.mcp_allowed_urls, tool_timeout=1.0)
-    try:
+def test_tool_timeout(
+    serve: ServerFactory, encoding: HarmonyEncoding, server: RunningServer, mcp: MCPTestServer
+) -> None:
+    allowed = server.app.state.service.tool_settings.mcp_allowed_urls
+    with served_with(serve, encoding, ToolSettings(mcp_allowed_urls=allowed, tool_timeout=1.0)) as http:
         response, _ = streamed(http, {"input": call("sleep", seconds=30), "tools": [mcp_tool(mcp.url)]})
-    finally:
-        service.tool_settings = settings
     failed = response["output"][2]
     assert failed["status"] == "failed" and "timed out after 1 s" in failed["error"]["message"]
     assert response["status"] == "completed"
@@ -638,16 +642,12 @@ def test_tool_choice_mcp_shows_only_that_server_or_tool(http: httpx.Client, mcp:
 
 
 def test_http_error_from_the_mcp_server(
-    http: httpx.Client, server: RunningServer, mcp: MCPTestServer
+    serve: ServerFactory, encoding: HarmonyEncoding, mcp: MCPTestServer
 ) -> None:
-    service = server.app.state.service
-    settings = service.tool_settings
-    service.tool_settings = ToolSettings(tool_servers=(("gone", _origin(mcp.url) + "/no-such-endpoint"),))
-    try:
+    gone = ToolSettings(tool_servers=(("gone", _origin(mcp.url) + "/no-such-endpoint"),))
+    with served_with(serve, encoding, gone) as http:
         tool = {"type": "mcp", "server_label": "gone", "require_approval": "never"}
         response, events = streamed(http, {"input": "hello", "tools": [tool]})
-    finally:
-        service.tool_settings = settings
     assert "Not Found" in response["output"][0]["error"]
     assert "response.mcp_list_tools.failed" in [e["type"] for e in events]
     assert response["status"] == "completed"

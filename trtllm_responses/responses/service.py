@@ -117,7 +117,6 @@ class ResponsesService:
         ``background_limits`` bound what is kept of them. Without ``framing`` no run starts in the background.
         """
         self.prompts = prompts or PromptTemplates(None)
-        self.tool_settings = tool_settings or ToolSettings()
         #: What requests that do not say are sampled with (``serve --temperature`` …).
         self.sampling_defaults = sampling_defaults or SamplingDefaults()
         self.executor = executor
@@ -138,7 +137,12 @@ class ResponsesService:
         self.chains = Chains(store, chain_history_cache_bytes)
         self.chain_histories = self.chains.cache
         self.renderer = Renderer(
-            adapter, self.chains, self.tool_settings, sealer, self.render_pool, inline_render_bytes
+            adapter,
+            self.chains,
+            tool_settings or ToolSettings(),
+            sealer,
+            self.render_pool,
+            inline_render_bytes,
         )
         self.compactor = Compactor(self.renderer, executor, self.sampling_defaults, model_name)
         self.conversations = ConversationsService(
@@ -165,6 +169,12 @@ class ResponsesService:
         )
         #: This process's runs: the live ones by id, the background ones kept for their grace period.
         self.runs = Runs(store, self.metrics, limits=background_limits or BackgroundLimits(), framing=framing)
+
+    @property
+    def tool_settings(self) -> ToolSettings:
+        """The operator's servers and limits for server-run tools (``serve``'s flags), fixed for the service's
+        life: the renderer prepares a request's tools with them, the run's tool loop times calls by them."""
+        return self.renderer.tool_settings
 
     def check_input_size(self, size: int) -> None:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
