@@ -8,16 +8,13 @@ launch, one node or many), ``build.py`` and ``checkpoint.py`` (a checkpoint → 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-__all__ = ["main"]
+from ..core import lazy_face
 
+if TYPE_CHECKING:
+    from .command import main
 
-def __getattr__(name: str) -> Any:
-    # ``main`` is resolved on first use, so ``python -m trtllm_responses.cli.build``-style imports of a
-    # sibling do not load the server.
-    if name == "main":
-        from .command import main
-
-        return main
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``main`` is resolved on first use, so ``python -m trtllm_responses.cli.build``-style imports of a
+#: sibling do not load the server.
+__all__ = lazy_face(globals())

@@ -12,25 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core import resolver
+from ..core import lazy_face
 from .base import Constraint, ResponseFormat, build_constraint, check_grammar, parse_text_format
 
 if TYPE_CHECKING:
     from .guided import structural_tag
 
-__all__ = [
-    "Constraint",
-    "ResponseFormat",
-    "build_constraint",
-    "check_grammar",
-    "parse_text_format",
-    "structural_tag",
-]
-
 #: Resolved on first use: the structural tag is only for the TensorRT-LLM executor.
-_ON_FIRST_USE = {
-    "structural_tag": ".guided",
-}
-
-if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
-    __getattr__ = resolver(__name__, _ON_FIRST_USE)
+__all__ = lazy_face(globals())

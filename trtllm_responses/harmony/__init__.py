@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core import resolver
+from ..core import lazy_face
 from .completion import ANSWER_HEADER, ParsedMessage, parse_completion, returned_reasoning, unreadable_message
 from .encoding import VOCAB_FILENAME, VOCAB_SHA256, HarmonyEncoding, ensure_vocab, load_encoding
 from .headers import (
@@ -68,76 +68,6 @@ if TYPE_CHECKING:
     from .schema import check_strict, minimal_instance
     from .spelled import SpelledControlTokens
 
-__all__ = [
-    "ANSWER_HEADER",
-    "ConvertedInput",
-    "convert_item",
-    "BROWSER_PAGE",
-    "BROWSER_PAGES",
-    "CONFIG_EFFORT",
-    "CONFIG_TEXT",
-    "CallOption",
-    "ChosenTools",
-    "ContentDelta",
-    "FINAL_HEADERS",
-    "FREE_CHANNELS",
-    "HarmonyEncoding",
-    "HarmonyStreamParser",
-    "ItemKind",
-    "ItemTarget",
-    "JSON_CONTENT_TYPE",
-    "JsonCut",
-    "LOADED_TOOL",
-    "MODEL_READ",
-    "MessageEnded",
-    "MessageHeader",
-    "MessageStarted",
-    "ParsedMessage",
-    "RenderPool",
-    "RequestTools",
-    "TOOL_SEARCH",
-    "Tool",
-    "SpelledControlTokens",
-    "VOCAB_FILENAME",
-    "VOCAB_SHA256",
-    "build_output_item",
-    "builtin_types_shown",
-    "call_headers",
-    "call_options",
-    "callable_header",
-    "check_strict",
-    "choose_tools",
-    "classify",
-    "completion_to_output_items",
-    "developer_message",
-    "developer_spec",
-    "ensure_vocab",
-    "input_to_messages",
-    "items_to_messages",
-    "list_tools_key",
-    "load_encoding",
-    "loaded_tools",
-    "minimal_instance",
-    "new_item_ids",
-    "parse_completion",
-    "recipient_candidates",
-    "returned_reasoning",
-    "server_call_options",
-    "trailing_recipient",
-    "unreadable_message",
-]
-
 #: Resolved on first use: a render worker (``render_pool.py``) imports this package, and needs none of
 #: them (``render_pool`` itself stays out of the package's import, so ``python -m`` runs it once).
-_ON_FIRST_USE = {
-    "developer_message": ".developer",
-    "developer_spec": ".developer",
-    "JsonCut": ".json_cut",
-    "RenderPool": ".render_pool",
-    "check_strict": ".schema",
-    "minimal_instance": ".schema",
-    "SpelledControlTokens": ".spelled",
-}
-
-if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
-    __getattr__ = resolver(__name__, _ON_FIRST_USE)
+__all__ = lazy_face(globals())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core import resolver
+from ..core import lazy_face
 
 if TYPE_CHECKING:
     from .access import AccessRecord
@@ -18,24 +18,5 @@ if TYPE_CHECKING:
     from .heap import trim_heap
     from .metrics import ServerMetrics, merge_snapshots, use_group_folder
 
-__all__ = [
-    "AccessRecord",
-    "CollectorSchedule",
-    "ServerMetrics",
-    "merge_snapshots",
-    "trim_heap",
-    "use_group_folder",
-]
-
 #: Resolved on first use: importing the package loads none of them (metrics pulls prometheus-client).
-_ON_FIRST_USE = {
-    "AccessRecord": ".access",
-    "CollectorSchedule": ".gc_schedule",
-    "ServerMetrics": ".metrics",
-    "merge_snapshots": ".metrics",
-    "trim_heap": ".heap",
-    "use_group_folder": ".metrics",
-}
-
-if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
-    __getattr__ = resolver(__name__, _ON_FIRST_USE)
+__all__ = lazy_face(globals())

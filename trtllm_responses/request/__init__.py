@@ -123,8 +123,5 @@ if TYPE_CHECKING:
 
 #: Every name is resolved on first use: a render worker (``harmony/render_pool.py``) reads a request's
 #: fields and protocol types, never the Chat Completions side, input items or pages. The names are those
-#: the imports above name, each once (``core.lazy_face``; ``tests/request/test_face.py`` pins them).
-__all__, _resolve = lazy_face(__name__, __file__)
-
-if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
-    __getattr__ = _resolve
+#: the imports above name, each once (``core.lazy_face``; ``tests/package/test_faces.py`` pins them).
+__all__ = lazy_face(globals())

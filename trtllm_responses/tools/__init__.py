@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core import resolver
+from ..core import lazy_face
 from .base import ApprovedCall, ServerTools, ToolNamespace, ToolOutcome, ToolProvider, truncate_output
 from .settings import DEFAULT_TOOL_TIMEOUT, PythonLimits, ToolSettings, url_allowed
 
@@ -15,39 +15,6 @@ if TYPE_CHECKING:
     from .sandbox import SandboxUnavailable, setup_sandbox
     from .unavailable import UNAVAILABLE_KINDS, UnavailableTool
 
-__all__ = [
-    "ApprovedCall",
-    "Coordinator",
-    "DEFAULT_TOOL_TIMEOUT",
-    "MultiAgentProvider",
-    "PythonLimits",
-    "SandboxUnavailable",
-    "ServerTools",
-    "ToolNamespace",
-    "ToolOutcome",
-    "ToolProvider",
-    "ToolSettings",
-    "UNAVAILABLE_KINDS",
-    "UnavailableTool",
-    "parse_allow_private",
-    "prepare_server_tools",
-    "setup_sandbox",
-    "truncate_output",
-    "url_allowed",
-]
-
 #: Resolved on first use: MCP's client (``prepare``, ``unavailable``) costs seconds to import, the
 #: sandbox and the guarded fetch are for the server and its flags.
-_ON_FIRST_USE = {
-    "parse_allow_private": ".fetch",
-    "Coordinator": ".multi_agent",
-    "MultiAgentProvider": ".multi_agent",
-    "prepare_server_tools": ".prepare",
-    "SandboxUnavailable": ".sandbox",
-    "setup_sandbox": ".sandbox",
-    "UNAVAILABLE_KINDS": ".unavailable",
-    "UnavailableTool": ".unavailable",
-}
-
-if not TYPE_CHECKING:  # a type checker reads the imports above; this resolves them at run time
-    __getattr__ = resolver(__name__, _ON_FIRST_USE)
+__all__ = lazy_face(globals())

@@ -93,6 +93,11 @@ _JSON_DELTA = (
     b'"delta":{"type":"input_json_delta","partial_json":'
 )
 _DELTA_END = b"}}\n\n"
+#: The blocks opened at their first text (or a thinking block when its item is done), as they start.
+_OPENED_AT_FIRST_TEXT: dict[str, dict[str, Any]] = {
+    "text": {"type": "text", "text": ""},
+    "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+}
 _STOP = b'event: content_block_stop\ndata: {"type":"content_block_stop","index":%d}\n\n'
 _TERMINAL = frozenset({ResponseCompletedEvent, ResponseIncompleteEvent, ResponseFailedEvent})
 
@@ -306,18 +311,19 @@ class MessageWriter(EventWriter):
                     if self._stream:
                         out += _STOP % block.index
                     return out
-                out = self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+                out = self._open("thinking", dict(_OPENED_AT_FIRST_TEXT["thinking"]))
             return out + self._close({"signature": sealed})
         return self._close()
 
     def _delta(self, kind: str, text: str) -> bytes:
-        """Thinking text or tool arguments for the open block (a thinking block opens at its first text)."""
+        """Text, thinking text or tool arguments for the open block (a text or thinking block opens at its
+        first text: ``kind`` is then the pending one)."""
         block = self._block
         out = b""
         if block is None:
-            if kind != "thinking" or self._pending != "thinking":
+            if kind != self._pending:  # pending: "text", "thinking" or None, never "tool_use"
                 return b""
-            out = self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            out = self._open(kind, dict(_OPENED_AT_FIRST_TEXT[kind]))
             block = self._block
             assert block is not None
         if not self._stream:
@@ -331,33 +337,18 @@ class MessageWriter(EventWriter):
             text, stopped = self._matcher.feed(text)
             if stopped:
                 self.stopped = self._matcher.matched
-                out = self._write_text(text)
+                out = self._delta("text", text) if text else b""
                 if self._on_stop is not None:
                     self._on_stop()
                 return out
-        return self._write_text(text)
-
-    def _write_text(self, text: str) -> bytes:
-        if not text:
-            return b""
-        block = self._block
-        out = b""
-        if block is None:
-            if self._pending != "text":
-                return b""
-            out = self._open("text", {"type": "text", "text": ""})
-            block = self._block
-            assert block is not None
-        if not self._stream:
-            block.parts.append(text)
-            return out
-        return out + block.head + json_string(text) + _DELTA_END
+        return self._delta("text", text) if text else b""
 
     def _release(self) -> bytes:
         """Text held back for stop sequences, once the text has ended without one."""
         if self._matcher is None or self.stopped is not None:
             return b""
-        return self._write_text(self._matcher.flush())
+        held = self._matcher.flush()
+        return self._delta("text", held) if held else b""
 
     def _finish(self, reason: str, usage: ResponseUsage | None) -> bytes:
         out = self._close()
