@@ -35,8 +35,8 @@ from micro_pipeline import completion_tokens  # noqa: E402
 from trtllm_responses.cli.bench import BenchConfig, run_bench  # noqa: E402
 from trtllm_responses.executors.base import TokenDelta  # noqa: E402
 from trtllm_responses.request.protocol import parse_request  # noqa: E402
-from trtllm_responses.server.chat_chunks import ChatChoice, ChunkFrames  # noqa: E402
-from trtllm_responses.server.messages_events import MessageWriter  # noqa: E402
+from trtllm_responses.server.dialects.chat_chunks import ChatChoice, ChunkFrames  # noqa: E402
+from trtllm_responses.server.dialects.messages_events import MessageWriter  # noqa: E402
 from trtllm_responses.server.sse import encode_events  # noqa: E402
 from trtllm_responses.stream import ResponseStream, TokenStreamProcessor  # noqa: E402
 
