@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import sys
 import threading
@@ -26,22 +27,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "trtllm_responses"
-#: Bottom to top, as tests/package/test_layering.py's LAYERS.
-LAYERS = [
-    "core",
-    "ops",
-    "request",
-    "harmony",
-    "constraints",
-    "adapter",
-    "executors",
-    "stream",
-    "tools",
-    "store",
-    "responses",
-    "server",
-    "cli",
-]
 BODY = {
     "model": "gpt-oss-test",
     "instructions": "Answer briefly.",
@@ -59,6 +44,21 @@ BODY = {
         }
     ],
 }
+
+
+def _layers() -> list[str]:
+    """The layers, bottom to top, as the layering contract pins them (tests/package/test_layering.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))  # the contract's module imports the tests' support package
+    spec = importlib.util.spec_from_file_location(
+        "test_layering", ROOT / "tests" / "package" / "test_layering.py"
+    )
+    assert spec is not None and spec.loader is not None
+    contract = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(contract)
+    return list(contract.LAYERS)
+
+
+LAYERS = _layers()
 
 
 def layer_of(relative: str) -> int:
