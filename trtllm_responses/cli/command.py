@@ -141,6 +141,9 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
     encoding = load_encoding(plan.bundle_dir)
     for key, source in sorted(plan.sources.items()):
         logger.info("LLM argument %s from %s", key, source)
+    attached = (
+        ENV_FRONTEND in os.environ
+    )  # an attached frontend of a group: attaches to the launcher's engine
     try:
         executor = TrtllmExecutor(
             plan.llm_kwargs,
@@ -148,8 +151,7 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
             backend=plan.backend,
             frontends=args.num_serve_frontends,
             guided=args.guided_decoding,
-            attached=ENV_FRONTEND
-            in os.environ,  # an attached frontend of a group: attaches to the launcher's engine
+            attached=attached,
             encoding=encoding,
         )
     except ValueError as exc:
