@@ -46,6 +46,13 @@ FACES = {
         """,
         "",
     ),
+    "tenants": Face(
+        """
+        Limits OPEN SERVICE_TIER_ORDER Tenant TenantDirectory TenantFileError Tenants hash_key
+        presented_keys
+        """,
+        "",
+    ),
     "request": Face(
         """
         AFFINITY_HEADERS AgentMessage BodyDecoder CODE_TOOLS ChatOptions ChatRequest ChooseAllowed

@@ -33,6 +33,7 @@ from support.paths import PACKAGE
 LAYERS = [
     "core",
     "ops",
+    "tenants",
     "request",
     "harmony",
     "constraints",
@@ -51,6 +52,8 @@ LAYERS = [
 CONTRACT: dict[str, frozenset[str]] = {
     "core": frozenset(),
     "ops": frozenset({"core"}),
+    # who is asking: keys, limits, fair share (docs/tenants.md); nothing above core
+    "tenants": frozenset({"core"}),
     "request": frozenset({"core"}),
     # input items read with the request's field checks and reasoning effort; what tool_choice shows and
     # requires decided over the request's typed tools and tool_choice (harmony/tool_choice.py)
@@ -70,10 +73,21 @@ CONTRACT: dict[str, frozenset[str]] = {
     # the store keeps the adapter's rendered histories and pages lists as the request side reads them
     "store": frozenset({"core", "request", "adapter"}),
     "responses": frozenset(
-        {"core", "ops", "request", "harmony", "adapter", "executors", "stream", "tools", "store"}
+        {"core", "ops", "tenants", "request", "harmony", "adapter", "executors", "stream", "tools", "store"}
     ),
     "server": frozenset(
-        {"core", "ops", "request", "harmony", "adapter", "executors", "tools", "store", "responses"}
+        {
+            "core",
+            "ops",
+            "tenants",
+            "request",
+            "harmony",
+            "adapter",
+            "executors",
+            "tools",
+            "store",
+            "responses",
+        }
     ),
     # cli starts the process (and a group of frontends: the group's metrics folder, ops)
     "cli": frozenset(

@@ -4,7 +4,7 @@
 one, else a fresh ``req_…``; echoed on every response, errors and streams included.
 
 One line per request on the ``trtllm_responses.access`` logger at info, written when the
-response has been sent: method, path, status, request id, and for ``POST /v1/responses``
+response has been sent: method, path, status, request id, the tenant's name, and for ``POST /v1/responses``
 the response id, its session key (checked: ``request/affinity.py``), input/output/cached tokens,
 duration and first-token latency. Nothing else a client sent (headers, keys, bodies) is logged
 beyond the path.
@@ -50,6 +50,7 @@ class AccessRecord:
     status: int = 0
     response_id: str | None = None
     session_id: str | None = None  # the response's session key, returned as x-session-id
+    tenant: str | None = None  # the tenant's name (docs/tenants.md), never its key
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int | None = None
@@ -81,6 +82,8 @@ class AccessRecord:
             return
         elapsed = (time.perf_counter() - self.started) * 1000
         parts = [f"{self.method} {self.path} {self.status}", f"request_id={self.request_id}"]
+        if self.tenant is not None:
+            parts.append(f"tenant={self.tenant}")
         if self.response_id is not None:
             parts.append(f"response_id={self.response_id}")
         if self.session_id is not None:

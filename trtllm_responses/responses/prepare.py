@@ -44,6 +44,7 @@ from ..request import (
     parse_request,
 )
 from ..store import ResponseStore
+from ..tenants import OPEN, Tenant
 from ..tools import Coordinator, ServerTools
 from .budget import InputBudget
 from .cache_diagnostics import prompt_cache_diagnostics
@@ -117,6 +118,8 @@ class Origin:
     compact: bool = True
     #: A sub-agent's turn is shown the multi-agent actions of its own seat in its team.
     coordinator: Coordinator | None = None
+    #: Who asked (the tenant its key names; docs/tenants.md): what it reads and stores is its own.
+    tenant: Tenant = OPEN
 
 
 @dataclass(slots=True)

@@ -15,7 +15,9 @@ from starlette.types import Receive, Scope, Send
 
 from ..ops import AccessRecord
 from ..responses import ResponseRun
+from ..tenants import Tenant
 from .body import BodyLimit, read_body
+from .operations import tenant_of
 from .responses import unless_client_leaves
 
 __all__ = ["Call"]
@@ -36,6 +38,11 @@ class Call:
         self.record = record
         #: The generations answering this request (set by the handler once it starts them).
         self.runs: Sequence[ResponseRun] = ()
+
+    @property
+    def tenant(self) -> Tenant:
+        """Who asked: the tenant the request's key names (set by the app before the route runs)."""
+        return tenant_of(self.scope)
 
     @property
     def headers(self) -> list[tuple[bytes, bytes]]:

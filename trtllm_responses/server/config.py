@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ..adapter import DEFAULT_RENDER_CACHE_BYTES
 from ..request import DEFAULT_REPLAY_PREFIX_BYTES
 from ..responses import BackgroundLimits, SamplingDefaults, SubagentLimits
+from ..tenants import TenantDirectory
 from ..tools import ToolSettings
 from .http_limits import HTTPLimits
 
@@ -30,6 +31,8 @@ class ServerConfig:
     store: str = "memory"  # memory | sqlite:///PATH | redis://HOST:PORT/DB
     store_ttl: int = 0  # Redis: seconds an entry lives after its last use (0: until Redis evicts it)
     api_key: str | None = None  # Bearer key required on /v1/* (None: open)
+    #: The tenants file (``--tenants``; docs/tenants.md#the-tenants-file): keys, limits; exclusive with api_key.
+    tenants_file: str | None = None
     shutdown_timeout: float = 30.0  # SIGTERM: seconds running responses get to finish
     #: Seconds a finished background response's events stay replayable (BackgroundLimits' own default).
     background_grace: float = BackgroundLimits().grace
@@ -74,3 +77,8 @@ class ServerConfig:
     sampling: SamplingDefaults = field(
         default_factory=SamplingDefaults
     )  # server-run tools' allow-lists and limits
+
+    def tenant_directory(self) -> TenantDirectory:
+        """The tenants this configuration serves (``--tenants``, else ``--api_key``, else open); a fresh
+        directory (the app keeps one and reloads it on SIGHUP); TenantFileError for a file that does not read."""
+        return TenantDirectory.configured(self.api_key, self.tenants_file)

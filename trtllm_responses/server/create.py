@@ -30,7 +30,10 @@ async def create_response(service: ResponsesService, call: Call) -> Response:
     affinity = session_key_from_headers(headers)
     body = await call.body(model_input(service))
     origin = Origin(
-        received_at=time.perf_counter(), affinity=affinity, multi_agent_beta=multi_agent_beta(headers)
+        received_at=time.perf_counter(),
+        affinity=affinity,
+        multi_agent_beta=multi_agent_beta(headers),
+        tenant=call.tenant,
     )
     prepared = await service.prepare(await service.decode(body), origin)
     call.record.response_id = prepared.response.id

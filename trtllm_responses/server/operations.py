@@ -1,8 +1,8 @@
 """What an operator needs: API-key checks, route labels for metrics, ``/metrics``, graceful shutdown.
 
-- ``--api_key``: ``Authorization: Bearer KEY`` (or Anthropic's ``x-api-key: KEY``) is required on ``/v1/*`` (``/health``
-  and ``/metrics`` stay open for probes and scrapers); keys are compared in constant
-  time and never logged or echoed.
+- ``--api_key`` or ``--tenants``: ``Authorization: Bearer KEY`` (or Anthropic's ``x-api-key: KEY``) naming a
+  tenant is required on ``/v1/*`` (``/health`` and ``/metrics`` stay open for probes and scrapers; ``/stats``
+  needs an admin tenant's key); keys are never logged or echoed (``tenants/directory.py``).
 - :class:`GracefulShutdown`: on SIGTERM, running responses (streams and background
   ones) get ``--shutdown_timeout`` seconds to finish; then each is aborted in the
   executor, so it ends with a terminal event (``response.failed``, status
@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import re
 
@@ -20,8 +19,17 @@ from starlette.types import Scope
 
 from ..core import AuthenticationError, ServiceUnavailableError
 from ..responses import ResponsesService
+from ..tenants import Tenant
 
-__all__ = ["CLIENT_CLOSED", "GracefulShutdown", "authorized", "metrics_text", "route_label", "unauthorized"]
+__all__ = [
+    "CLIENT_CLOSED",
+    "TENANT",
+    "GracefulShutdown",
+    "metrics_text",
+    "route_label",
+    "tenant_of",
+    "unauthorized",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -60,17 +68,13 @@ def route_label(path: str) -> str:
     return "other"
 
 
-def authorized(scope: Scope, api_key: str) -> bool:
-    """Whether the request carries ``Authorization: Bearer <api_key>`` or ``x-api-key: <api_key>`` (Anthropic's
-    header), compared in constant time."""
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, token = value.partition(b" ")
-            if scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), api_key.encode()):
-                return True
-        elif name == b"x-api-key" and hmac.compare_digest(value.strip(), api_key.encode()):
-            return True
-    return False
+#: The ASGI scope's key for the tenant the request's key names (set by the app before any route runs).
+TENANT = "trtllm_responses.tenant"
+
+
+def tenant_of(scope: Scope) -> Tenant:
+    """The tenant of a request the app has let in (``router.ResponsesApp``); KeyError if it never was."""
+    return scope[TENANT]  # type: ignore[no-any-return]
 
 
 def unauthorized(scope: Scope) -> AuthenticationError:

@@ -4,7 +4,8 @@ The routes that generate (``POST /v1/responses``, ``/v1/chat/completions``, ``/v
 the per-token hot path: served from :func:`api_routes` here, each write of their streams goes straight
 to the server's ``send``. Every other path, the lifespan and the framework's error handlers are a
 FastAPI app inside (``app.create_app``). Around every HTTP request, once: the access record and the
-request counter; on ``/v1/*``, the API key (a 401 in Anthropic's envelope for an Anthropic client).
+request counter, and the tenant its key names (``scope[TENANT]``, docs/tenants.md); on ``/v1/*`` a
+request without a tenant's key is a 401 (in Anthropic's envelope for an Anthropic client).
 A route of the table answers a method it does not serve with a 405 (``Allow``), its errors in its
 own envelope, and its runs' usage into the access record once the answer is written.
 """
@@ -22,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 from ..core import APIError, MethodNotAllowedError
 from ..ops import AccessRecord
 from ..responses import ResponsesService
+from ..tenants import Tenant, TenantDirectory
 from .call import Call
 from .config import ServerConfig
 from .create import PATH, create_response
@@ -36,7 +38,7 @@ from .dialects import (
     wants_anthropic,
 )
 from .errors import answer, error_response
-from .operations import CLIENT_CLOSED, authorized, route_label, unauthorized
+from .operations import CLIENT_CLOSED, TENANT, route_label, unauthorized
 from .websocket import serve_websocket
 
 __all__ = ["ResponsesApp", "Route", "api_routes"]
@@ -88,11 +90,14 @@ class ResponsesApp:
         api: FastAPI,
         service: ResponsesService,
         config: ServerConfig | None = None,
+        tenants: TenantDirectory | None = None,
     ) -> None:
         self.api = api
         self.service = service
         self.config = config = config or ServerConfig()
-        self.api_key = config.api_key
+        #: Who may ask, by key (reloaded on SIGHUP: ``reload_tenants``).
+        self.tenants = tenants = tenants or config.tenant_directory()
+        api.state.tenants = tenants
         self._requests = service.metrics.requests
         #: The routes of the table, by path (and those that take every path below theirs).
         self.routes = api_routes(service, config)
@@ -116,9 +121,11 @@ class ResponsesApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
-            if self.api_key is not None and not authorized(scope, self.api_key):
+            tenant = self.tenants.identify(scope["headers"])
+            if tenant is None:
                 await send({"type": "websocket.close", "code": 1008})  # before accept: an HTTP 403
                 return
+            scope[TENANT] = tenant
             if scope["path"] == PATH:
                 await serve_websocket(self.service, self.config, scope, receive, send)
                 return
@@ -135,7 +142,11 @@ class ResponsesApp:
     async def _http(self, scope: Scope, receive: Receive, send: Send, record: AccessRecord) -> int:
         """Serve one HTTP request; its status (499: the client left before any answer)."""
         path = scope["path"]
-        if self.api_key is not None and path.startswith("/v1/") and not authorized(scope, self.api_key):
+        tenant = self._tenant(scope)
+        if tenant is not None:
+            scope[TENANT] = tenant
+            record.tenant = tenant.name
+        elif path.startswith("/v1/"):
             render = anthropic_error_response if wants_anthropic(scope) else error_response
             return await answer(_raising(unauthorized(scope)), scope, receive, send, record, path, render)
         route = self.route(path)
@@ -148,6 +159,10 @@ class ResponsesApp:
         status = await answer(serve, scope, receive, send, record, path, route.render)
         call.account()
         return status
+
+    def _tenant(self, scope: Scope) -> Tenant | None:
+        """The tenant of the request's key (the open tenant when no key is asked); None: no valid key."""
+        return self.tenants.identify(scope["headers"])
 
 
 def _raising(error: APIError) -> Callable[[], Awaitable[Response]]:

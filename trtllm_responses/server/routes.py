@@ -9,14 +9,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..core import InvalidRequestError, NotFoundError, check_id
+from ..core import AuthenticationError, InvalidRequestError, NotFoundError, check_id
 from ..ops import merge_snapshots
 from ..request import ReplayPrefixes
 from ..responses import ResponsesService
+from ..tenants import TenantDirectory
 from .config import ServerConfig
 from .dialects import anthropic_error_response, anthropic_models
 from .group import FORWARDED, forward, gather_stats
-from .operations import authorized, metrics_text, unauthorized
+from .operations import metrics_text, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
 __all__ = ["build_model_router", "build_operations_router", "build_router"]
@@ -212,12 +213,19 @@ def build_operations_router(service: ResponsesService, config: ServerConfig) -> 
 
 async def _stats(service: ResponsesService, config: ServerConfig, request: Request) -> dict[str, object]:
     """``/stats``: this frontend's (``scope=frontend``) or its group's metrics, caches and store."""
-    reset = False
-    if "reset" in request.query_params:
-        # Reading is open (as /metrics); clearing the windows others read needs the key.
-        if config.api_key is not None and not authorized(request.scope, config.api_key):
-            raise unauthorized(request.scope)
-        reset = request.query_params["reset"] == "1"
+    # What the caches and windows count crosses tenants (docs/tenants.md#isolation): reading or resetting
+    # them needs an admin tenant's key once keys are asked for (a 401, as OpenAI answers a key missing a scope).
+    tenants: TenantDirectory = request.app.state.tenants
+    tenant = tenants.identify(request.scope["headers"])
+    if tenant is None or not tenant.admin:
+        raise (
+            unauthorized(request.scope)
+            if tenant is None
+            else AuthenticationError(
+                "You have insufficient permissions for this operation: /stats needs an admin tenant's key."
+            )
+        )
+    reset = request.query_params.get("reset") == "1"
     own = request.query_params.get("scope") == "frontend"  # one frontend's own, for the group's view
     group: dict[str, object] = {}
     if config.group_dir is not None and not own:

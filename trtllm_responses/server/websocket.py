@@ -37,7 +37,9 @@ from ..responses import (
     Successor,
     as_items,
 )
+from ..tenants import OPEN, Tenant
 from .config import ServerConfig
+from .operations import tenant_of
 from .sse import APART_TOKENS, event_json, written_apart
 from .websocket_drain import DRAIN, SERVICE_RESTART
 
@@ -90,8 +92,11 @@ class ResponsesSocket:
         send: Send,
         affinity: str | None = None,
         multi_agent: bool = False,
+        tenant: Tenant = OPEN,
     ) -> None:
         self.service = service
+        #: Who opened the connection (its handshake's key): every response on it is this tenant's.
+        self.tenant = tenant
         #: The handshake carried ``openai-beta: responses_multi_agent=v1``: ``multi_agent`` is read.
         self.multi_agent = multi_agent
         self.config = config
@@ -390,6 +395,7 @@ class ResponsesSocket:
                 generate=generate is not False,
                 affinity=self.affinity,
                 multi_agent_beta=self.multi_agent,
+                tenant=self.tenant,
             )
             if isinstance(message, JsonBody) and not queued:
                 checked = JsonBody(body, message.size, message.values, message.items)
@@ -563,7 +569,8 @@ async def serve_websocket(
         await send({"type": "websocket.close", "code": 1008})
         return
     beta = multi_agent_beta(scope.get("headers") or ())
-    await ResponsesSocket(service, config, receive, send, affinity, multi_agent=beta).run()
+    tenant = tenant_of(scope)
+    await ResponsesSocket(service, config, receive, send, affinity, multi_agent=beta, tenant=tenant).run()
 
 
 def _payloads(events: Sequence[ResponseStreamEvent], suffix: bytes | None) -> list[bytes]:

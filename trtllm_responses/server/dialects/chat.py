@@ -211,7 +211,11 @@ async def create_chat_completion(service: ResponsesService, call: Call) -> Respo
     translation = translate_chat(body)
     try:
         origin = Origin(
-            received_at=received, affinity=affinity, sent_bytes=body.size, choices=translation.options.n
+            received_at=received,
+            affinity=affinity,
+            sent_bytes=body.size,
+            choices=translation.options.n,
+            tenant=call.tenant,
         )
         prepared = await service.prepare(service.body_of(translation.body, origin), origin)
     except APIError as exc:
