@@ -16,7 +16,7 @@ from trtllm_responses.cli.command import build_parser
 SERVE_FLAGS = frozenset(
     """
     --engine --echo_tokens_per_second
-    --host --port --served_model_name --model_alias --api_key --log_level --num_serve_frontends
+    --host --port --served_model_name --model_alias --api_key --tenants --log_level --num_serve_frontends
     --shutdown_timeout --websocket_max_seconds
     --store --store_ttl --max_stored_responses --max_store_bytes
     --max_input_bytes --render_workers --render_cache_bytes --replay_prefix_bytes --prompts

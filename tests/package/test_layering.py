@@ -91,7 +91,19 @@ CONTRACT: dict[str, frozenset[str]] = {
     ),
     # cli starts the process (and a group of frontends: the group's metrics folder, ops)
     "cli": frozenset(
-        {"core", "ops", "request", "harmony", "adapter", "executors", "tools", "store", "responses", "server"}
+        {
+            "core",
+            "ops",
+            "tenants",
+            "request",
+            "harmony",
+            "adapter",
+            "executors",
+            "tools",
+            "store",
+            "responses",
+            "server",
+        }
     ),
 }
 #: Modules another layer may import by their own path, not through their layer's face, and why.

@@ -217,6 +217,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config, executor, store, HarmonyAdapter(encoding, render_cache_bytes=config.render_cache_bytes)
     )
     shutdown = app.state.shutdown
+    _reload_tenants_on_sighup(app, group)
     failed: list[tuple[int, int]] = []  # set by the launcher's watch: a frontend of the group exited
     app = _in_group(app, group, role, executor, config, failed)
     Server = _server_class(shutdown, group, role)
@@ -245,6 +246,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if failed or (group is not None and not server.started):
         return 1
     return 0
+
+
+def _reload_tenants_on_sighup(app: Any, group: FrontendGroup | None) -> None:
+    """SIGHUP reads the tenants file again (docs/tenants.md#the-tenants-file), in this frontend and, from
+    the launcher, in every other of its group. Streams running keep the tenant they began with."""
+
+    def reload(signum: int, frame: Any) -> None:
+        app.tenants.reload()  # swaps one reference: safe between any two bytecodes of the loop
+        if group is not None:
+            group.forward_signal(signal.SIGHUP)
+
+    signal.signal(signal.SIGHUP, reload)
 
 
 def _in_group(
@@ -491,7 +504,26 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("completion", help="completion text with Harmony control tokens ('-' for stdin)")
     parse.add_argument("--ids", action="store_true", help="the file holds a JSON list of token ids")
     parse.set_defaults(func=cmd_parse)
+
+    hash_key = sub.add_parser(
+        "hash-key",
+        help="print the sha256 digest a tenants file holds for the key read from stdin (docs/tenants.md#the-tenants-file)",
+    )
+    hash_key.set_defaults(func=cmd_hash_key)
     return parser
+
+
+def cmd_hash_key(args: argparse.Namespace) -> int:
+    """Print ``sha256:<hex>`` of the key on stdin (its first line, without the line's end): never an argument,
+    so the key stays out of the shell's history and the process list."""
+    from ..tenants import hash_key
+
+    key = sys.stdin.readline().rstrip("\r\n")
+    if not key:
+        print("trtllm-responses hash-key: no key on stdin", file=sys.stderr)
+        return 2
+    print(hash_key(key))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

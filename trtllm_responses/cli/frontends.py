@@ -223,6 +223,12 @@ class FrontendGroup:
         for child in self.children:
             threading.Thread(target=wait, args=(child,), name=f"frontend-{child.pid}", daemon=True).start()
 
+    def forward_signal(self, signum: int) -> None:
+        """Send ``signum`` to every attached frontend still running (SIGHUP: each reloads its tenants)."""
+        for child in self.children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
     def terminate(self) -> None:
         """SIGTERM every attached frontend (each drains, as the launcher does)."""
         self._stopping.set()

@@ -52,6 +52,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         store=args.store,
         store_ttl=args.store_ttl,
         api_key=args.api_key or os.environ.get("TRTLLM_RESPONSES_API_KEY") or None,
+        tenants_file=args.tenants,
         shutdown_timeout=args.shutdown_timeout,
         encryption_key_file=args.encryption_key_file,
         redact_reasoning=args.redact_reasoning,
@@ -350,6 +351,12 @@ def _add_server(serve: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--api_key",
         help="require 'Authorization: Bearer KEY' on /v1/* (also TRTLLM_RESPONSES_API_KEY)",
+    )
+    group.add_argument(
+        "--tenants",
+        metavar="FILE",
+        help="a tenants file (JSON, or TOML ending .toml): keys as sha256 digests, limits, weights; reloaded on "
+        "SIGHUP by every frontend (docs/tenants.md#the-tenants-file); exclusive with --api_key",
     )
     group.add_argument(
         "--log_level",
