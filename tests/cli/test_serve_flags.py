@@ -45,7 +45,7 @@ def test_serve_has_every_flag_by_the_same_names() -> None:
     serve = _serve()
     options = {o for a in serve._actions for o in a.option_strings if a.dest != "help"}
     assert options == SERVE_FLAGS
-    assert len({a.dest for a in serve._actions if a.option_strings and a.dest != "help"}) == 61  # and MODEL
+    assert len({a.dest for a in serve._actions if a.option_strings and a.dest != "help"}) == 62  # and MODEL
 
 
 def test_serve_help_lists_every_flag() -> None:
