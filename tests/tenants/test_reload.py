@@ -105,3 +105,29 @@ def test_a_tenants_file_with_a_plain_key_refuses_to_start_without_echoing_it(tmp
     else:
         server.terminate()
         raise AssertionError("serve started with a plain key in its tenants file")
+
+
+def test_a_websocket_whose_key_was_removed_takes_no_more_messages(serve: Any, tmp_path: Path) -> None:
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    tenants = tmp_path / "tenants.json"
+    write_tenants(tenants, a=KEY_A, b=KEY_B)
+    with serve(tenants_file=str(tenants)) as running:
+        url = running.base_url.replace("http://", "ws://") + "/v1/responses"
+        create = json.dumps({"type": "response.create", "model": "m", "input": "hello", "store": False})
+        with connect(url, additional_headers={"authorization": f"Bearer {KEY_A}"}) as socket:
+            socket.send(create)
+            while json.loads(socket.recv(timeout=30))["type"] != "response.completed":
+                pass
+            write_tenants(tenants, b=KEY_B)
+            assert running.app.tenants.reload()
+            socket.send(create)
+            error = json.loads(socket.recv(timeout=30))
+            assert error["type"] == "error" and error["error"]["code"] == "invalid_api_key", error
+            try:
+                socket.recv(timeout=10)
+            except ConnectionClosed as closed:
+                assert closed.rcvd is not None and closed.rcvd.code == 1008
+            else:
+                raise AssertionError("the connection stays open")

@@ -127,7 +127,7 @@ class ResponsesApp:
                 return
             scope[TENANT] = tenant
             if scope["path"] == PATH:
-                await serve_websocket(self.service, self.config, scope, receive, send)
+                await serve_websocket(self.service, self.config, scope, receive, send, self.tenants)
                 return
         if scope["type"] != "http":
             await self.api(scope, receive, send)

@@ -14,16 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 from openai.types.responses import ResponseStreamEvent
 from starlette.types import Receive, Scope, Send
 
-from ..core import APIError, InvalidRequestError, ServerError, ServiceUnavailableError, held_tokens, to_dict
+from ..core import (
+    APIError,
+    AuthenticationError,
+    InvalidRequestError,
+    ServerError,
+    ServiceUnavailableError,
+    held_tokens,
+    to_dict,
+)
 from ..request import JsonBody, multi_agent_beta, session_key_from_headers
 from ..responses import (
     Chain,
@@ -37,7 +46,7 @@ from ..responses import (
     Successor,
     as_items,
 )
-from ..tenants import OPEN, Tenant
+from ..tenants import OPEN, Tenant, TenantDirectory
 from .config import ServerConfig
 from .operations import tenant_of
 from .sse import APART_TOKENS, event_json, written_apart
@@ -93,10 +102,14 @@ class ResponsesSocket:
         affinity: str | None = None,
         multi_agent: bool = False,
         tenant: Tenant = OPEN,
+        admitted: Callable[[], bool] | None = None,
     ) -> None:
         self.service = service
         #: Who opened the connection (its handshake's key): every response on it is this tenant's.
         self.tenant = tenant
+        #: Whether the handshake's key still names that tenant (a tenants file reloaded without it: no more
+        #: messages are taken on the connection; None: keys never change).
+        self._admitted = admitted
         #: The handshake carried ``openai-beta: responses_multi_agent=v1``: ``multi_agent`` is read.
         self.multi_agent = multi_agent
         self.config = config
@@ -197,7 +210,17 @@ class ResponsesSocket:
             raw = message.get("text")
             if raw is None:
                 raw = message.get("bytes") or b""
+            if self._admitted is not None and not self._admitted():
+                await self._revoked()
+                return
             await self._on_message(raw)
+
+    async def _revoked(self) -> None:
+        """The key that opened the connection was removed (SIGHUP): say so, then close (policy violation);
+        the responses already running on it end as they would had the client left."""
+        with contextlib.suppress(Exception):
+            await self._send_error(AuthenticationError("The API key of this connection is no longer valid."))
+            await self._send({"type": "websocket.close", "code": 1008})
 
     async def _on_message(self, raw: str | bytes) -> None:
         limit = self.service.max_input_bytes
@@ -556,12 +579,18 @@ def _restarting() -> ServiceUnavailableError:
 
 
 async def serve_websocket(
-    service: ResponsesService, config: ServerConfig, scope: Scope, receive: Receive, send: Send
+    service: ResponsesService,
+    config: ServerConfig,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    tenants: TenantDirectory | None = None,
 ) -> None:
     """Serve one WebSocket connection on ``/v1/responses``.
 
     A session key in the handshake's headers (``request/affinity.py``) is every response's on it; one that
-    is not a key refuses the connection (closed before it is accepted: HTTP 403).
+    is not a key refuses the connection (closed before it is accepted: HTTP 403). With ``tenants``, each
+    message is taken only while the handshake's key still names the connection's tenant (docs/tenants.md#the-tenants-file).
     """
     try:
         affinity = session_key_from_headers(scope.get("headers") or ())
@@ -570,7 +599,16 @@ async def serve_websocket(
         return
     beta = multi_agent_beta(scope.get("headers") or ())
     tenant = tenant_of(scope)
-    await ResponsesSocket(service, config, receive, send, affinity, multi_agent=beta, tenant=tenant).run()
+    admitted = None if tenants is None or tenants.open else functools.partial(_admits, tenants, scope, tenant)
+    await ResponsesSocket(
+        service, config, receive, send, affinity, multi_agent=beta, tenant=tenant, admitted=admitted
+    ).run()
+
+
+def _admits(tenants: TenantDirectory, scope: Scope, tenant: Tenant) -> bool:
+    """Whether the request's key names ``tenant`` still (one hash of the key: a message's cost, not a token's)."""
+    now = tenants.identify(scope["headers"])
+    return now is not None and now.name == tenant.name
 
 
 def _payloads(events: Sequence[ResponseStreamEvent], suffix: bytes | None) -> list[bytes]:
