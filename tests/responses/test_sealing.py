@@ -158,3 +158,55 @@ def test_processes_starting_together_share_one_whole_key(tmp_path, monkeypatch) 
     assert load_key() == bytes.fromhex(answers[0][0].strip())
     assert [p.name for p in tmp_path.iterdir()] == ["encryption.key"]
     assert (tmp_path / "encryption.key").stat().st_mode & 0o777 == 0o600
+
+
+# -- tenants and kinds (docs/tenants.md#sealed-content-kv-prefixes-and-caches) -----------------------------
+
+
+def _legacy_blob(key: bytes, kind: str, payload: dict[str, str]) -> str:
+    """A blob as sealed before tenants existed: associated data ``trtllm-responses/v1/<kind>``."""
+    import base64
+    import secrets
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = secrets.token_bytes(12)
+    sealed = AESGCM(key).encrypt(nonce, orjson.dumps(payload), b"trtllm-responses/v1/" + kind.encode())
+    return "v1." + base64.urlsafe_b64encode(nonce + sealed).decode()
+
+
+def test_a_blob_opens_only_for_the_tenant_and_kind_it_was_sealed_for() -> None:
+    a, b = SEALER.bound("a/"), SEALER.bound("b/")
+    assert SEALER.bound("a/") is a and SEALER.bound("", False) is SEALER  # one sealer per tenant and API
+    for sealer in (SEALER, a, b, a.bound("a/", thinking=True)):
+        assert sealer.open(sealer.reasoning_kind, sealer.seal_reasoning("t"), "p") == {"text": "t"}
+    blob = a.seal_reasoning("secret")
+    for other in (b, SEALER):
+        with pytest.raises(InvalidRequestError) as refused:
+            other.open("reasoning", blob, "input[0].encrypted_content")
+        assert refused.value.code == "invalid_encrypted_content"
+    with pytest.raises(InvalidRequestError):
+        a.bound("a/", thinking=True).open("thinking", blob, "p")  # a Responses blob is no signature
+    signature = SEALER.bound("", thinking=True).seal_reasoning("hidden")
+    with pytest.raises(InvalidRequestError):
+        unseal_items([{"type": "reasoning", "encrypted_content": signature}], SEALER)  # nor the reverse
+    summary = a.seal_summary("S")
+    assert unseal_items([{"type": "compaction", "encrypted_content": summary}], a)[0]["role"] == "user"
+    with pytest.raises(InvalidRequestError):
+        unseal_items([{"type": "compaction", "encrypted_content": summary}], b)
+
+
+def test_blobs_sealed_before_tenants_open_for_the_unscoped_tenant_alone() -> None:
+    """A server with one key or none keeps opening what it sealed before (then a thinking signature was a
+    reasoning blob: it opens as either, as it did); no scoped tenant opens them."""
+    key = b"s" * 32
+    old = _legacy_blob(key, "reasoning", {"text": "before"})
+    assert SEALER.open("reasoning", old, "p") == {"text": "before"}
+    assert SEALER.bound("", thinking=True).open("thinking", old, "p") == {"text": "before"}
+    old_summary = _legacy_blob(key, "compaction", {"summary": "S"})
+    assert SEALER.open("compaction", old_summary, "p") == {"summary": "S"}
+    with pytest.raises(InvalidRequestError):
+        SEALER.open("reasoning", old_summary, "p")  # the kinds were bound then already
+    for scoped in (SEALER.bound("a/"), SEALER.bound("a/", thinking=True)):
+        with pytest.raises(InvalidRequestError):
+            scoped.open(scoped.reasoning_kind, old, "p")

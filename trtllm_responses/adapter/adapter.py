@@ -225,6 +225,7 @@ class HarmonyAdapter:
         history: ConversationHistory = EMPTY_HISTORY,
         namespaces: Sequence[Mapping[str, Any]] = (),
         builtin: Mapping[str, str] | None = None,
+        scope: str = "",
     ) -> PromptDraft:
         """Everything of the prompt but the rendering of its new messages (``draft.to_render``).
 
@@ -234,10 +235,13 @@ class HarmonyAdapter:
         (``{"browser"|"python": instruction text}``): a declared built-in tool is shown
         only when it is there, with that text (None: the server runs none, so none is shown).
 
+        ``scope``: the requesting tenant's (``Tenant.scope``): the renders it finds in the caches (input
+        items, developer messages) are its own, so how fast a prompt renders says nothing of another's.
+
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
         tokenizes nothing here except the small, cached system message.
         """
-        items = convert_items(request.input, history.calls, self.item_renders)
+        items = convert_items(request.input, history.calls, self.item_renders, scope=scope)
         converted = items.converted
         calls = {**history.calls, **converted.calls}
         configuration = configured_fields(request, calls)
@@ -264,6 +268,7 @@ class HarmonyAdapter:
         # The request's own tools, choice and format, and the server-run namespaces, determine the rest of
         # the message: their JSON is the key (cheap); the spec (schemas rewritten) is built only on a miss.
         developer_key = (
+            scope,
             instructions,
             orjson.dumps(
                 [
@@ -354,7 +359,7 @@ class HarmonyAdapter:
             self.item_renders.admit(prompt.item_renders)
         developer = prompt.developer
         if developer is not None and self._developers.get(prompt.developer_key) is None:
-            instructions, functions_json = prompt.developer_key
+            _, instructions, functions_json = prompt.developer_key
             key_bytes = sys.getsizeof(instructions) + sys.getsizeof(functions_json)
             self._developers.admit(prompt.developer_key, developer, developer.nbytes + key_bytes)
 

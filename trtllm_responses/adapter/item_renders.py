@@ -85,7 +85,7 @@ class ItemRenders:
     def admit(self, entries: Sequence[tuple[ItemKey, CachedItem]]) -> None:
         """Keep the renders of an accepted prompt's new items (each counts its key: the item's JSON)."""
         for key, entry in entries:
-            kind, context, raw = key
+            _, kind, context, raw = key
             size = sys.getsizeof(key) + sys.getsizeof(context) + sys.getsizeof(raw)
             self._cache.admit(key, entry, entry.nbytes + size)
 
@@ -119,8 +119,13 @@ def convert_items(
     known_calls: Mapping[str, str],
     cache: ItemRenders | None,
     param: str = "input",
+    scope: str = "",
 ) -> ConvertedItems:
     """Convert ``items`` into Harmony messages, taking each cached item's render instead of converting it.
+
+    Only renders cached for ``scope`` (the requesting tenant's, ``Tenant.scope``) are found, and those made
+    here are kept for it: a tenant's hits (``/stats``, and how fast its prompt renders) say nothing of
+    what another tenant sent.
 
     Errors are those of converting the items one by one (``harmony.convert_item``): an item found in the
     cache converted without one before, in the same context. A string input is one user message.
@@ -143,7 +148,8 @@ def convert_items(
             continue
         assert cache is not None and kept is not None
         raw = item.json()  # made once an item: a replay's repeated items are the same objects
-        key = (kept[0], context, raw)  # the item's JSON itself: found again only when equal to the byte
+        # The item's JSON itself (found again only when equal to the byte), for its tenant alone.
+        key = (scope, kept[0], context, raw)
         found = cache.get(key)
         if found is not None:
             layout.extend(found.messages)

@@ -24,6 +24,7 @@ __all__ = [
     "EMPTY_HISTORY",
     "EMPTY_TOOLS",
     "CachedItem",
+    "DeveloperKey",
     "ItemKey",
     "ConversationHistory",
     "Prompt",
@@ -39,9 +40,13 @@ _MESSAGE_OVERHEAD = 96
 _HISTORY_OVERHEAD = 160
 # A CachedItem, its tuples and the cache's bookkeeping, with headroom for allocator rounding.
 _ENTRY_OVERHEAD = 240
-#: An input item's key in the item cache (``item_renders.py``): its kind, what its render read (a tool
-#: output's recipient, else ""), its JSON.
-ItemKey: TypeAlias = tuple[str, str, bytes]
+#: An input item's key in the item cache (``item_renders.py``): its tenant's scope (``Tenant.scope``: a
+#: tenant finds only its own renders, docs/tenants.md#sealed-content-kv-prefixes-and-caches), its kind, what
+#: its render read (a tool output's recipient, else ""), its JSON.
+ItemKey: TypeAlias = tuple[str, str, str, bytes]
+#: A developer message's key in the adapter's cache: its tenant's scope, its instructions, the JSON of its
+#: tools, tool choice, text format and server-run namespaces.
+DeveloperKey: TypeAlias = tuple[str, str | None, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,10 +140,7 @@ class Prompt:
     developer: RenderedMessage | None
     history: ConversationHistory  # history including this request's input
     instructions: str | None  # effective instructions (request + system/developer input messages)
-    developer_key: tuple[str | None, str] = (
-        None,
-        "[]",
-    )  # (instructions, JSON of tools, tool_choice, text): the cache key
+    developer_key: DeveloperKey = ("", None, "[]")  # the developer message's cache key
     tools: RequestTools = EMPTY_TOOLS  # the tools shown to the model: how its calls read back
     constraint: Constraint | None = None  # what the output must obey (executors enforce it)
     #: Request fields set by configuration_update items of the conversation (``reasoning``, ``text``).
@@ -163,7 +165,7 @@ class PromptDraft:
 
     system: RenderedMessage
     developer: RenderedMessage | None
-    developer_key: tuple[str | None, str]
+    developer_key: DeveloperKey
     renders_developer: bool
     to_render: list[Message]
     history: ConversationHistory
@@ -185,5 +187,5 @@ class PromptDraft:
         """About how much text ``to_render`` holds: the new items' JSON, and the developer message's."""
         if not self.renders_developer:
             return self.new_bytes
-        instructions, tools_json = self.developer_key
+        _, instructions, tools_json = self.developer_key
         return self.new_bytes + len(instructions or "") + len(tools_json)

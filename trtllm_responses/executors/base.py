@@ -74,6 +74,10 @@ class GenerationRequest:
     #: The session this generation belongs to (``request/affinity.py``): turns of one session extend one
     #: KV-cache prefix, so an engine that places requests (attention-DP ranks) keeps them together.
     session_key: str | None = None
+    #: The KV-cache salt of the tenant asking (``Tenant.salt``): its prompt reuses only blocks made by
+    #: requests with the same salt (None: any), so prefix reuse, and the time to first token it saves, never
+    #: crosses tenants (docs/tenants.md#sealed-content-kv-prefixes-and-caches).
+    cache_salt: str | None = None
 
 
 @dataclass(slots=True)
@@ -119,6 +123,10 @@ class Executor(abc.ABC):
     #: Why the engine cannot run constrained generations (structured outputs, required tool calls, grammars),
     #: or ``None`` when it can: such requests are refused with a 400 saying this.
     constraint_refusal: str | None = None
+    #: Why the engine would reuse one tenant's KV-cache prefix for another's prompt (it cannot take
+    #: ``GenerationRequest.cache_salt``), or ``None`` when it keeps salts apart or reuses nothing: a server
+    #: with a tenants file refuses to start on such an engine. Known once :meth:`start` has run.
+    prefix_isolation_refusal: str | None = None
 
     def healthy(self) -> bool:
         """Whether the engine can still generate (``/health`` answers 503 when it cannot)."""

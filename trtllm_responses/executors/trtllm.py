@@ -192,11 +192,27 @@ class TrtllmExecutor(Executor):
             if self.takes_sessions
             else "are not passed to TensorRT-LLM (its generate_async has no conversation_params)",
         )
+        self.prefix_isolation_refusal = self._prefix_isolation_refusal()
         logger.info(
             "TensorRT-LLM takes prompts of %s",
             "any length the context window holds (chunked prefill)"
             if self.max_prompt_tokens is None
             else f"at most {self.max_prompt_tokens} tokens (max_num_tokens; chunked prefill is off)",
+        )
+
+    def _prefix_isolation_refusal(self) -> str | None:
+        """Why tenants' KV-cache prefixes would be shared on this engine: its ``generate_async`` takes no
+        ``cache_salt`` (NVIDIA/TensorRT-LLM PR #7106 brought it) while it reuses blocks; None otherwise."""
+        if "cache_salt" in self._parameters():
+            return None
+        kv = getattr(getattr(self._llm, "args", None), "kv_cache_config", None)
+        if kv is not None and getattr(kv, "enable_block_reuse", True) is False:
+            return None  # nothing is reused, so nothing crosses tenants
+        version = self.release.version if self.release is not None else "?"
+        return (
+            f"TensorRT-LLM {version}'s generate_async takes no cache_salt (NVIDIA/TensorRT-LLM PR #7106): one "
+            "tenant's prompt would reuse another's KV-cache blocks, and its time to first token would show it. "
+            "Use a release that has it, or turn block reuse off (kv_cache_config.enable_block_reuse: false)."
         )
 
     def _log_guided(self) -> None:
@@ -290,6 +306,11 @@ class TrtllmExecutor(Executor):
         "the scheduling priority for the request, in the range [0, 1]" (``tensorrt_llm/llmapi/llm.py``);
         versions without it serve every request at the same priority.
 
+        ``cache_salt`` (the tenant's ``Tenant.salt``): ``LLM.generate_async(..., cache_salt: Optional[str] =
+        None, ...)``, "If specified, KV cache will be salted with the provided string to limit the kv cache reuse
+        to the requests with the same string" (``tensorrt_llm/llmapi/llm.py``; NVIDIA/TensorRT-LLM PR #7106).
+        A release without it is refused at start when tenants are configured (``prefix_isolation_refusal``).
+
         ``conversation_params`` (the session key): ``LLM.generate_async(...,
         conversation_params: Optional[ConversationParams] = None, ...)``, "Conversation parameters",
         ``ConversationParams(conversation_id=...)`` (``tensorrt_llm/conversation_params.py``), which
@@ -308,6 +329,7 @@ class TrtllmExecutor(Executor):
             request.priority is None
             and request.cache_retention_seconds is None
             and request.session_key is None
+            and request.cache_salt is None
         ):
             return {}
         parameters = self._parameters()
@@ -316,6 +338,8 @@ class TrtllmExecutor(Executor):
             options["priority"] = request.priority
         if request.cache_retention_seconds is not None and "kv_cache_retention_config" in parameters:
             options["kv_cache_retention_config"] = self._retention(request)
+        if request.cache_salt is not None and "cache_salt" in parameters:
+            options["cache_salt"] = request.cache_salt
         if request.session_key is not None and "conversation_params" in parameters:
             options["conversation_params"] = _conversation_params(request.session_key)
         if request.session_key is not None and self._dp_ranks > 1 and "scheduling_params" in parameters:

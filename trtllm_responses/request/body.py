@@ -175,9 +175,9 @@ class Prefixes(Protocol):
 
     min_bytes: int
 
-    def decode(self, raw: bytes, max_values: int, inline_values: int) -> JsonBody | None: ...
+    def decode(self, raw: bytes, max_values: int, inline_values: int, scope: str = "") -> JsonBody | None: ...
 
-    def remember(self, raw: bytes | str, body: JsonBody) -> JsonBody: ...
+    def remember(self, raw: bytes | str, body: JsonBody, scope: str = "") -> JsonBody: ...
 
 
 class BodyDecoder:
@@ -205,18 +205,19 @@ class BodyDecoder:
         #: Bodies decoded in the thread (for tests and ``/stats``-style checks).
         self.offloaded = 0
 
-    async def decode(self, raw: bytes | str) -> JsonBody:
-        """``raw`` decoded and checked; InvalidRequestError as ``decode_body`` says."""
+    async def decode(self, raw: bytes | str, scope: str = "") -> JsonBody:
+        """``raw`` decoded and checked; InvalidRequestError as ``decode_body`` says. ``scope``: the sending
+        tenant's (``Tenant.scope``): a large body is decoded from that tenant's remembered prefixes only."""
         prefixes = self.prefixes
         if prefixes is None or len(raw) < prefixes.min_bytes:
             return await self._decode(raw)
         if isinstance(raw, str):  # a WebSocket's text message: its bytes are what turns repeat
             raw = raw.encode()
-        found = prefixes.decode(raw, self.max_values, self.inline_values)
+        found = prefixes.decode(raw, self.max_values, self.inline_values, scope)
         if found is not None:
             return found
         body = await self._decode(raw)
-        return prefixes.remember(raw, body)
+        return prefixes.remember(raw, body, scope)
 
     async def _decode(self, raw: bytes | str) -> JsonBody:
         if len(raw) <= self.inline_bytes:

@@ -22,8 +22,10 @@ the ``openai`` SDK (httpx's compact ``json.dumps``) and orjson itself write; a b
 way (indented, ASCII-escaped) is parsed whole every turn, as before.
 
 Bounded: only bodies of at least :data:`MIN_BYTES` are remembered or looked up (smaller ones parse in
-a few hundred microseconds); entries are found by their first :data:`MIN_BYTES` (at most
-:data:`BUCKET_ENTRIES` a bucket) and held within ``max_bytes`` (each counts its bytes plus
+a few hundred microseconds); entries are found by their tenant's scope and their first :data:`MIN_BYTES`
+(at most :data:`BUCKET_ENTRIES` a bucket: a tenant's body repeats only its own tenant's prefixes, so
+neither ``hits`` nor how fast a body parses says what another tenant sent,
+docs/tenants.md#sealed-content-kv-prefixes-and-caches) and held within ``max_bytes`` (each counts its bytes plus
 ``VALUE_BYTES`` a value, three times over: ``_Entry.nbytes``), least recently used first out. Not thread-safe: the event loop's.
 """
 
@@ -65,6 +67,8 @@ _SEPARATOR = re.compile(rb"[ \t\r\n]*,[ \t\r\n]*")
 _OPEN = re.compile(rb"[ \t\r\n]*")
 # A key "" after the remembered prefix would meet the "" the rest is parsed under: parsed whole instead.
 _EMPTY_KEY = re.compile(rb'""[ \t\r\n]*:')
+#: Where an entry is found: its tenant's scope and the hash of its first MIN_BYTES.
+_Bucket = tuple[str, int]
 
 
 def _count(raw: bytes, start: int, end: int) -> int:
@@ -76,7 +80,7 @@ def _count(raw: bytes, start: int, end: int) -> int:
 class _Entry:
     """A remembered body: its bytes up to the end of its last input item, and what they parse to."""
 
-    bucket: int
+    bucket: _Bucket
     #: The body's bytes up to the end of its last input item.
     prefix: bytes
     #: The fields before ``input``, as parsed.
@@ -121,7 +125,7 @@ class ReplayPrefixes:
         #: Bodies smaller than this are not remembered nor looked up (tests lower it).
         self.min_bytes = min_bytes
         self.bytes = 0
-        self._buckets: dict[int, list[_Entry]] = {}
+        self._buckets: dict[_Bucket, list[_Entry]] = {}
         self._lru: OrderedDict[_Entry, None] = OrderedDict()
         #: Bodies decoded from a prefix, and their items taken as they were (for tests and benchmarks).
         self.hits = 0
@@ -130,14 +134,14 @@ class ReplayPrefixes:
     def __len__(self) -> int:
         return len(self._lru)
 
-    def decode(self, raw: bytes, max_values: int, inline_values: int) -> JsonBody | None:
+    def decode(self, raw: bytes, max_values: int, inline_values: int, scope: str = "") -> JsonBody | None:
         """``raw`` decoded from the longest remembered prefix it repeats, and remembered; None when it repeats
         none, or when anything is in doubt (the caller decodes it whole, with its errors). Only what follows
         the prefix is counted against ``inline_values`` (what the loop parses) and, with the prefix's count,
-        ``max_values``."""
+        ``max_values``. Only prefixes remembered for ``scope`` (the tenant's) are looked at."""
         if len(raw) < self.min_bytes:
             return None
-        bucket = hash(raw[: self.min_bytes])
+        bucket = (scope, hash(raw[: self.min_bytes]))
         best, count = None, 0
         for entry in self._buckets.get(bucket, ()):
             n = entry.matched(raw)
@@ -185,9 +189,9 @@ class ReplayPrefixes:
             self._lru.move_to_end(best)
         return JsonBody(data, len(raw), values + added, typed)
 
-    def remember(self, raw: bytes | str, body: JsonBody) -> JsonBody:
-        """``body`` (``raw`` parsed whole) remembered when it is large and its items are found in it; the body,
-        with its items typed when they were."""
+    def remember(self, raw: bytes | str, body: JsonBody, scope: str = "") -> JsonBody:
+        """``body`` (``raw`` parsed whole) remembered for ``scope`` when it is large and its items are found in
+        it; the body, with its items typed when they were."""
         items = body.data.get("input")
         if (
             not isinstance(raw, bytes)
@@ -212,7 +216,7 @@ class ReplayPrefixes:
         if not isinstance(head, dict) or next(reversed(head), None) != "input" or head.pop("input") != 0:
             return body
         counts = (_count(raw, 0, at),)
-        typed = self._learn(raw, hash(raw[: self.min_bytes]), head, (at,), counts, (), (), items)
+        typed = self._learn(raw, (scope, hash(raw[: self.min_bytes])), head, (at,), counts, (), (), items)
         if typed is None or len(typed) != len(items):
             return body
         return JsonBody(body.data, body.size, body.values, typed)
@@ -222,7 +226,7 @@ class ReplayPrefixes:
     def _learn(
         self,
         raw: bytes,
-        bucket: int,
+        bucket: _Bucket,
         head: dict[str, Any],
         placed: Sequence[int],
         counted: Sequence[int],

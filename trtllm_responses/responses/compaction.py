@@ -23,6 +23,7 @@ from ..core import InvalidRequestError, ServerError, new_id
 from ..executors import Generating, GenerationRequest
 from ..harmony import parse_completion
 from ..request import CompactionTrigger, InputItem, Message, ResponsesRequest
+from ..tenants import OPEN, Tenant
 from .sampling import sampling_settings
 from .sealing import SUMMARY_PREFIX
 
@@ -184,6 +185,7 @@ class Compactor:
         self,
         request: ResponsesRequest,
         *,
+        tenant: Tenant = OPEN,
         size: int = 0,
         session_key: str | None = None,
         lookup: HistoryLookup | None = None,
@@ -192,18 +194,19 @@ class Compactor:
 
         ``size``: the request's bytes, which decides where its new messages are rendered. ``session_key``:
         the session of the response being compacted for (its prompt extends the session's). ``lookup``:
-        asked for its ``previous_response_id`` before the store.
+        asked for its ``previous_response_id`` before the store. ``tenant``: who asks: its encrypted items are
+        opened, the summary is sealed for it, the summarization salted with its ``salt``.
         """
-        sealer = self.renderer.sealer
-        if sealer is None:
+        if self.renderer.sealer is None:
             raise InvalidRequestError("Compaction needs an encryption key; this server has none.")
+        sealer = self.renderer.sealer.bound(tenant.scope)
         instructions = COMPACTION_INSTRUCTION
         if request.instructions:
             instructions += "\n\nThe instructions the conversation ran under:\n" + request.instructions
         summarizing = request.model_copy(
             update={"instructions": instructions, "tool_choice": "none", "tools": ()}
         )
-        prompt, _ = await self.renderer.render(summarizing, lookup=lookup, size=size)
+        prompt, _ = await self.renderer.render(summarizing, scope=tenant.scope, lookup=lookup, size=size)
         refusal = self.executor.prompt_refusal(len(prompt.token_ids))
         if refusal is not None:
             raise InvalidRequestError(
@@ -211,7 +214,7 @@ class Compactor:
                 param="input",
                 code="context_length_exceeded",
             )
-        tokens = await self._summarize(prompt, session_key)
+        tokens = await self._summarize(prompt, session_key, tenant.salt)
         summary, reasoning_tokens = _read_summary(self.renderer.adapter, tokens)
         logger.info(
             "Compacted %d prompt tokens into a %d-character summary", len(prompt.token_ids), len(summary)
@@ -229,7 +232,7 @@ class Compactor:
             reasoning_tokens=reasoning_tokens,
         )
 
-    async def _summarize(self, prompt: Prompt, session_key: str | None) -> list[int]:
+    async def _summarize(self, prompt: Prompt, session_key: str | None, salt: str | None) -> list[int]:
         """The summarization generation's tokens (run to its end, not streamed); ServerError if it failed."""
         executor = self.executor
         room = executor.max_seq_len - len(prompt.token_ids)
@@ -244,6 +247,7 @@ class Compactor:
                 unapplied=executor.unapplied_sampling,
             ),
             session_key=session_key,
+            cache_salt=salt,
         )
         tokens: list[int] = []
         async with Generating(executor, generation) as deltas:

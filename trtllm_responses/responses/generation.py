@@ -400,7 +400,9 @@ class RunDriver:
         mode = run.prepared.summary_mode
         assert mode is not None  # summaries run only for responses that asked for them
         side_id = f"{run.id}.summary{parked.output_index}"
-        request = self._g.summarizer.request(side_id, parked.text, mode, self._g.executor.max_seq_len)
+        request = self._g.summarizer.request(
+            side_id, parked.text, mode, self._g.executor.max_seq_len, run.prepared.generation.cache_salt
+        )
         reader = self._g.summarizer.reader()
         self.summarizing = side_id
         cut = False

@@ -36,7 +36,8 @@ class Keeper:
     adapter: HarmonyAdapter
     metrics: ServerMetrics
     sealer: ContentSealer | None
-    #: Reasoning is stored redacted (sealed): its history is opened with ``sealer``.
+    #: Reasoning is stored redacted (sealed): its history is opened with the response's own sealer
+    #: (``PreparedResponse.sealer``: ``sealer`` bound to its tenant).
     redact_reasoning: bool
 
     async def keep(self, prepared: PreparedResponse, stream: ResponseStream) -> bytes:
@@ -91,8 +92,8 @@ class Keeper:
         as are tool-read carriers: ``output`` is the model's (its tool items have their read fields).
         """
         output = [item for item in output if item.get("type") != "compaction" and not is_tool_read(item)]
-        if self.redact_reasoning and self.sealer is not None:
-            output = unseal_items(output, self.sealer, "output")  # type: ignore[assignment]
+        if self.redact_reasoning and prepared.sealer is not None:
+            output = unseal_items(output, prepared.sealer, "output")  # type: ignore[assignment]
         return self.adapter.continue_history(prepared.prompt, output)
 
 

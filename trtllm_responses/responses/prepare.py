@@ -66,7 +66,7 @@ from .rendering import Renderer
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer
 from .sessions import Chain, HistoryLookup, session_key
-from .subagent_limits import SubagentHost, SubagentPool
+from .subagent_limits import SubagentHost, SubagentPool, TenantsHost
 from .subagents import Team
 from .summaries import summary_cutoff, summary_mode
 from .truncation import truncate_prompt
@@ -118,8 +118,16 @@ class Origin:
     compact: bool = True
     #: A sub-agent's turn is shown the multi-agent actions of its own seat in its team.
     coordinator: Coordinator | None = None
-    #: Who asked (the tenant its key names; docs/tenants.md): what it reads and stores is its own.
+    #: Who asked (the tenant its key names; docs/tenants.md): what it reads and stores is its own, what is
+    #: sealed for it opens for it alone, its prompts' KV-cache blocks are salted with its ``salt``.
     tenant: Tenant = OPEN
+    #: It came through ``/v1/messages``: its reasoning is sealed and opened as thinking signatures (kind
+    #: ``thinking``), which never open as a Responses ``encrypted_content``, nor those as signatures.
+    thinking_signatures: bool = False
+
+    def sealer(self, sealer: ContentSealer | None) -> ContentSealer | None:
+        """``sealer`` bound to this request's tenant and API (None without one)."""
+        return None if sealer is None else sealer.bound(self.tenant.scope, self.thinking_signatures)
 
 
 @dataclass(slots=True)
@@ -174,7 +182,7 @@ def form_team(p: Preparation, host: SubagentHost, pool: SubagentPool, tool_timeo
     sub-agents (run by ``host`` within ``pool``), whose coordinator its tools show."""
     config = parse_multi_agent(p.request.multi_agent) if p.origin.multi_agent_beta else None
     if config is not None:
-        p.team = Team(host, pool, config, p.body.data, tool_timeout)
+        p.team = Team(TenantsHost(host, p.origin.tenant), pool, config, p.body.data, tool_timeout)
         p.coordinator = p.team.coordinator()
 
 
@@ -233,6 +241,8 @@ async def render_prompt(p: Preparation, renderer: Renderer) -> None:
     ``configuration_update`` items leave it (the response says what it used)."""
     p.prompt, p.tools = await renderer.render(
         p.request,
+        scope=p.origin.tenant.scope,
+        thinking=p.origin.thinking_signatures,
         lookup=p.origin.lookup,
         size=p.budget.spent,
         history=p.history,
@@ -252,14 +262,15 @@ async def compact_if_asked(p: Preparation, compactor: Compactor) -> None:
     if not p.origin.compact or not (p.compaction_asked or over):
         return
     request = p.request
+    tenant = p.origin.tenant
     p.compaction = await compactor.compact(
-        request, lookup=p.origin.lookup, size=p.budget.spent, session_key=p.session
+        request, tenant=tenant, lookup=p.origin.lookup, size=p.budget.spent, session_key=p.session
     )
     window = request.model_copy(
         update={"input": parse_items(window_for_turn(p.compaction, request)), "previous_response_id": None}
     )
     p.prompt, _ = await compactor.renderer.render(
-        window, size=p.budget.spent, tools=p.tools, prepare_tools=False
+        window, scope=tenant.scope, size=p.budget.spent, tools=p.tools, prepare_tools=False
     )
 
 
@@ -310,6 +321,7 @@ def generation_of(
         priority=service_tier(request)[1],
         cache_retention_seconds=cache_retention_seconds(request),
         session_key=p.session,
+        cache_salt=p.origin.tenant.salt,
     )
 
 
@@ -348,6 +360,7 @@ def freeze(
     ``redact_reasoning``)."""
     request = p.request
     items = normalize_input_items(request.input) if request.store or p.conversation else []
+    sealer = p.origin.sealer(sealer)
     encrypted = sealer is not None and (redact_reasoning or ENCRYPTED_REASONING in (request.include or ()))
     return PreparedResponse(
         prompt=p.prompt,
@@ -357,6 +370,7 @@ def freeze(
         received_at=p.received_at,
         input_item_ids=tuple(item["id"] for item in items),
         input_items_json=tuple(orjson.dumps(item) for item in items),
+        sealer=sealer,
         seal_reasoning=sealer.seal_reasoning if sealer is not None and encrypted else None,
         seal_tool_read=sealer.seal_tool_read if sealer is not None and encrypted else None,
         compaction=p.compaction,

@@ -31,6 +31,7 @@ from ..request import service_tier as tier_of
 from ..tools import DEFAULT_TOOL_TIMEOUT, ServerTools
 from .compaction import Compaction
 from .sampling import SamplingDefaults, echo_fields, sampling_settings
+from .sealing import ContentSealer
 from .sessions import HistoryLookup
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class PreparedResponse:
     # The input items as stored (serialized before generation: what cannot be stored fails as a 400).
     input_item_ids: tuple[str, ...] = ()
     input_items_json: tuple[bytes, ...] = ()
+    #: The sealer of the request's tenant and API (``ContentSealer.bound``): what it seals, it opens.
+    sealer: ContentSealer | None = None
     #: Seals each reasoning item's ``encrypted_content`` (asked for with ``include``, or redacting).
     seal_reasoning: Callable[[str], str] | None = None
     #: Seals a tool-read carrier (sealing.py) after each server-run tool item the client sees less of.

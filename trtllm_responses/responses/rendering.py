@@ -44,6 +44,8 @@ class Renderer:
         self,
         request: ResponsesRequest,
         *,
+        scope: str = "",
+        thinking: bool = False,
         lookup: HistoryLookup | None = None,
         size: int = 0,
         tools: ServerTools | None = None,
@@ -55,7 +57,9 @@ class Renderer:
         """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
         and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``);
         with ``coordinator``, the multi-agent actions among them. ``size``: the request's bytes so far
-        (its budget's ``spent``), which with what is new decides where it is rendered."""
+        (its budget's ``spent``), which with what is new decides where it is rendered. ``scope``: the
+        request's tenant's (``Tenant.scope``): its encrypted items open only if sealed for that tenant (as
+        Messages thinking signatures when ``thinking``), and the item cache's renders are that tenant's."""
         if history is None:  # else: the conversation's (``conversation=``), or the previous response's
             history = EMPTY_HISTORY
             if request.previous_response_id is not None:
@@ -69,10 +73,12 @@ class Renderer:
         # The built-in tools shown ({} hides every declared one: their backends are off).
         builtin = tools.builtin if tools is not None else {}
         if self.sealer is not None and not isinstance(request.input, str):
-            opened = unseal_input(request.input, self.sealer)
+            opened = unseal_input(request.input, self.sealer.bound(scope, thinking))
             if opened is not request.input:
                 request = request.model_copy(update={"input": opened})
-        prompt = await self.build_prompt(request, history, size, namespaces, builtin, steps or LoopSteps())
+        prompt = await self.build_prompt(
+            request, history, size, namespaces, builtin, steps or LoopSteps(), scope=scope
+        )
         return prompt, tools
 
     async def build_prompt(
@@ -83,6 +89,7 @@ class Renderer:
         namespaces: Sequence[Mapping[str, Any]] = (),
         builtin: Mapping[str, str] | None = None,
         steps: LoopSteps | None = None,
+        scope: str = "",
     ) -> Prompt:
         """The prompt; a large request's new messages are rendered in the worker process, off the event loop.
 
@@ -90,7 +97,7 @@ class Renderer:
         again (``adapter/item_renders.py``), so only the rest counts.
         """
         adapter = self.adapter
-        draft = adapter.draft_prompt(request, history, namespaces, builtin)
+        draft = adapter.draft_prompt(request, history, namespaces, builtin, scope)
         if min(size, draft.render_bytes) <= self.inline_render_bytes or not draft.to_render:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         steps = steps or LoopSteps()

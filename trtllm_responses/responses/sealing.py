@@ -1,17 +1,21 @@
 """Encrypted content: what a stateless client carries between turns without reading it.
 
-:class:`ContentSealer` seals and opens three kinds, each authenticated as its own (reasoning text,
-a compaction's handoff summary, a server-run tool item's *tool read*), and ``unseal_items`` turns
-input items carrying them back into what a ``previous_response_id`` continuation reads; anything
-that does not open is a 400 ``invalid_encrypted_content`` naming the item. The format, the key's
-sources, tool reads and their cap (:data:`TOOL_READ_MAX_BYTES`):
-docs/agents-and-long-sessions.md#encrypted-reasoning.
+:class:`ContentSealer` seals and opens four kinds, each authenticated as its own (a Responses reasoning
+item's text, a Messages thinking block's signature, a compaction's handoff summary, a server-run tool
+item's *tool read*), each for one tenant (:meth:`ContentSealer.bound`: the tenant's scope is in the
+associated data, so a blob opens only for the tenant it was sealed for, and only as its kind), and
+``unseal_items`` turns input items carrying them back into what a ``previous_response_id`` continuation
+reads; anything that does not open is a 400 ``invalid_encrypted_content`` naming the item. The format,
+the key's sources, tool reads and their cap (:data:`TOOL_READ_MAX_BYTES`):
+docs/agents-and-long-sessions.md#encrypted-reasoning; the binding to tenants and kinds:
+docs/tenants.md#sealed-content-kv-prefixes-and-caches.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import logging
 import os
 import secrets
@@ -29,7 +33,10 @@ from ..core import InvalidRequestError
 from ..request import Compaction, InputItem, Reasoning, parse_item
 
 __all__ = [
+    "COMPACTION",
     "ENV_ENCRYPTION_KEY",
+    "REASONING",
+    "THINKING",
     "SUMMARY_PREFIX",
     "TOOL_READ_MAX_BYTES",
     "ContentSealer",
@@ -47,12 +54,21 @@ _VERSION = "v1."
 #: The prefix of a tool-read blob (its plaintext is zlib-compressed JSON); it only routes the
 #: item: the kind is authenticated, so a relabelled blob does not open.
 TOOL_READ_PREFIX = "v1z."
+#: The kinds (each authenticated as its own: a blob of one never opens as another).
+REASONING = "reasoning"  # a Responses reasoning item's ``encrypted_content``
+THINKING = "thinking"  # a Messages thinking block's ``signature`` (or ``redacted_thinking`` data)
+COMPACTION = "compaction"
 TOOL_READ = "tool_read"
 #: The most JSON a tool read carries (and is decompressed to): a browser page is capped at
 #: 256 Ki characters (``tools/browser/pages.py``), up to 1 MiB of UTF-8, plus what the model read.
 TOOL_READ_MAX_BYTES = 4 << 20
 _NONCE_BYTES = 12
-_AAD = b"trtllm-responses/v1/"
+#: The associated data of a blob: this, its kind, "/", and its tenant's scope ("" or "<name>/").
+_AAD = b"trtllm-responses/v2/"
+#: What blobs sealed before tenants existed were authenticated with (this and the kind; a thinking
+#: signature was a reasoning blob): they open for the unscoped tenant only (see ``_open_bytes``).
+_LEGACY_AAD = b"trtllm-responses/v1/"
+_LEGACY_KIND = {THINKING: REASONING}
 #: How a compaction summary reads to the model (a user message, where the compaction item stands).
 SUMMARY_PREFIX = (
     "Another model worked on this conversation before you and left this handoff summary of "
@@ -61,20 +77,41 @@ SUMMARY_PREFIX = (
 
 
 class ContentSealer:
-    """Seals and opens encrypted content under one 32-byte key."""
+    """Seals and opens encrypted content under one 32-byte key, for one tenant's ``scope`` ("": the open
+    or one-key tenant, this object; :meth:`bound` gives another tenant's)."""
 
     def __init__(self, key: bytes) -> None:
         if len(key) != 32:
             raise ValueError(f"the encryption key must be 32 bytes, got {len(key)}")
         self._aead = AESGCM(key)
+        #: The tenant's scope bound into every blob sealed or opened here.
+        self.scope = ""
+        #: The kind its reasoning is sealed and opened as: REASONING (Responses) or THINKING (Messages).
+        self.reasoning_kind = REASONING
+        self._views: dict[tuple[str, bool], ContentSealer] = {("", False): self}
+
+    def bound(self, scope: str, thinking: bool = False) -> ContentSealer:
+        """This key's sealer for the tenant of ``scope``, its reasoning as Messages thinking signatures when
+        ``thinking``. One object per (scope, thinking), kept: items opened by it stay opened across turns
+        (``InputItem.opened`` is keyed by the sealer), and no other tenant's sealer shares them."""
+        view = self._views.get((scope, thinking))
+        if view is None:
+            view = copy.copy(self)  # the same key, AESGCM object and table of views
+            view.scope = scope
+            view.reasoning_kind = THINKING if thinking else REASONING
+            self._views[(scope, thinking)] = view
+        return view
+
+    def _aad(self, kind: str) -> bytes:
+        return _AAD + kind.encode() + b"/" + self.scope.encode()
 
     def seal(self, kind: str, payload: Mapping[str, Any]) -> str:
-        """The encrypted blob of ``payload`` for an item of ``kind``."""
+        """The encrypted blob of ``payload`` for an item of ``kind``, for this sealer's tenant."""
         return self._seal_bytes(kind, orjson.dumps(payload), _VERSION)
 
     def _seal_bytes(self, kind: str, plain: bytes, prefix: str) -> str:
         nonce = secrets.token_bytes(_NONCE_BYTES)
-        sealed = self._aead.encrypt(nonce, plain, _AAD + kind.encode())
+        sealed = self._aead.encrypt(nonce, plain, self._aad(kind))
         return prefix + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
 
     def open(self, kind: str, blob: Any, param: str) -> dict[str, Any]:
@@ -91,20 +128,28 @@ class ContentSealer:
             raise _unverified(param) from None
         if len(raw) < _NONCE_BYTES + 16:
             raise _unverified(param)
+        nonce, sealed = raw[:_NONCE_BYTES], raw[_NONCE_BYTES:]
         try:
-            return self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _AAD + kind.encode())
+            return self._aead.decrypt(nonce, sealed, self._aad(kind))
         except InvalidTag:
-            raise _unverified(param) from None
+            pass
+        if not self.scope:  # sealed before tenants existed: the unscoped tenant's, as it opened then
+            try:
+                return self._aead.decrypt(nonce, sealed, _LEGACY_AAD + _LEGACY_KIND.get(kind, kind).encode())
+            except InvalidTag:
+                pass
+        raise _unverified(param)
 
     # -- the kinds ---------------------------------------------------------------------------
 
     def seal_reasoning(self, text: str) -> str:
-        """A reasoning item's ``encrypted_content``: its analysis text."""
-        return self.seal("reasoning", {"text": text})
+        """A reasoning item's ``encrypted_content`` (a thinking block's ``signature`` for a Messages
+        sealer): its analysis text."""
+        return self.seal(self.reasoning_kind, {"text": text})
 
     def seal_summary(self, summary: str) -> str:
         """A compaction item's ``encrypted_content``: the handoff summary."""
-        return self.seal("compaction", {"summary": summary})
+        return self.seal(COMPACTION, {"summary": summary})
 
     def seal_tool_read(self, item_type: str, fields: Mapping[str, Any]) -> str | None:
         """A tool-read carrier's ``encrypted_content``: ``fields`` for the ``item_type`` item before it.
@@ -142,7 +187,8 @@ _ZLIB_LEVEL = 1
 def _unverified(param: str) -> InvalidRequestError:
     return InvalidRequestError(
         f"The encrypted content at '{param}' could not be verified: it was altered, truncated, or "
-        "sealed by a server with another key.",
+        "sealed by a server with another key (or for another API key's tenant, or by the other API: a "
+        "Messages thinking signature is not a Responses encrypted_content, nor the reverse).",
         param=param,
         code="invalid_encrypted_content",
     )
@@ -232,11 +278,11 @@ def _unseal_item(item: Mapping[str, Any], where: str, sealer: ContentSealer) -> 
     kind = item.get("type")
     param = f"{where}.encrypted_content"
     if kind == "reasoning" and item.get("encrypted_content") is not None:
-        payload = sealer.open("reasoning", item["encrypted_content"], param)
+        payload = sealer.open(sealer.reasoning_kind, item["encrypted_content"], param)
         text = _opened_string(payload, "text", param, "a reasoning item's")
         return {**item, "content": [{"type": "reasoning_text", "text": text}]}
     if kind == "compaction":
-        payload = sealer.open("compaction", item.get("encrypted_content"), param)
+        payload = sealer.open(COMPACTION, item.get("encrypted_content"), param)
         summary = _opened_string(payload, "summary", param, "a compaction summary")
         return {
             "type": "message",

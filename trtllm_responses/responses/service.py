@@ -34,6 +34,7 @@ from ..request import (
     list_page_json,
 )
 from ..store import ResponseStore, StoredResponse
+from ..tenants import OPEN, Tenant
 from ..tools import Coordinator, ToolSettings
 from .background import BackgroundLimits, BackgroundRun, Framing
 from .budget import check_size
@@ -180,10 +181,11 @@ class ResponsesService:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
         check_size(size, self.max_input_bytes, self.executor.max_seq_len)
 
-    async def decode(self, raw: bytes | str) -> JsonBody:
-        """A request body parsed and checked once (size, shape, depth), off the event loop when large."""
+    async def decode(self, raw: bytes | str, scope: str = "") -> JsonBody:
+        """A request body parsed and checked once (size, shape, depth), off the event loop when large; a
+        replay decoded from what the same tenant (``scope``, its ``Tenant.scope``) sent before."""
         self.check_input_size(len(raw))
-        return await self.decoder.decode(raw)
+        return await self.decoder.decode(raw, scope)
 
     def body_of(self, data: dict[str, Any], origin: Origin = NO_ORIGIN) -> JsonBody:
         """A body built in this process (a Chat or Messages translation, a steered WebSocket message, a
@@ -220,13 +222,14 @@ class ResponsesService:
             p, generation, response, self.sealer, self.redact_reasoning, self.tool_settings.tool_timeout
         )
 
-    async def count_input_tokens(self, body: bytes) -> bytes:
+    async def count_input_tokens(self, body: bytes, tenant: Tenant = OPEN) -> bytes:
         """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send.
 
         Counting never generates: with ``context_management`` it is the prompt before any
-        compaction, the number the threshold is compared with.
+        compaction, the number the threshold is compared with. ``tenant``: who asks (its sealed items open).
         """
-        prepared = await self.prepare(await self.decode(body), Origin(compact=False))
+        origin = Origin(compact=False, tenant=tenant)
+        prepared = await self.prepare(await self.decode(body, tenant.scope), origin)
         count = len(prepared.prompt.token_ids)
         return orjson.dumps({"object": "response.input_tokens", "input_tokens": count})
 
@@ -243,13 +246,19 @@ class ResponsesService:
         return run
 
     async def run_subagent_turn(
-        self, body: dict[str, Any], lookup: HistoryLookup, coordinator: Coordinator | None
+        self,
+        body: dict[str, Any],
+        lookup: HistoryLookup,
+        coordinator: Coordinator | None,
+        tenant: Tenant = OPEN,
     ) -> tuple[dict[str, Any], str | None, Chain | None]:
-        """One turn of a sub-agent (``subagents.SubagentHost``): prepared and driven here, not stored.
+        """One turn of a sub-agent (``subagents.SubagentHost``): prepared and driven here, not stored, as
+        ``tenant``'s (its parent's: sealed, KV-salted and cached as the parent is).
 
         Returns its final response, its id and its continuation (None: it failed). Raises APIError.
         """
-        prepared = await self.prepare(self.body_of(body), Origin(lookup=lookup, coordinator=coordinator))
+        origin = Origin(lookup=lookup, coordinator=coordinator, tenant=tenant)
+        prepared = await self.prepare(self.body_of(body), origin)
         run = self.run(prepared)
         final = orjson.loads(await run.drive())
         stream = run.stream
@@ -285,16 +294,20 @@ class ResponsesService:
 
     # -- stored responses --------------------------------------------------------------------
 
-    async def compact(self, body: bytes) -> bytes:
-        """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary."""
-        p = open_request(await self.decode(body), NO_ORIGIN, self.max_input_bytes, self.executor.max_seq_len)
+    async def compact(self, body: bytes, tenant: Tenant = OPEN) -> bytes:
+        """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary, sealed
+        for ``tenant`` (whose sealed items, alone, open)."""
+        origin = Origin(tenant=tenant)
+        p = open_request(
+            await self.decode(body, tenant.scope), origin, self.max_input_bytes, self.executor.max_seq_len
+        )
         if p.request.model is None:  # required here, as in the SDK's ResponseCompactParams
             raise InvalidRequestError(
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
             )
         await apply_template(p, self.prompts)
         request = await expand_references(p.request, self.store, p.budget)
-        compaction = await self.compactor.compact(request, size=p.budget.spent)
+        compaction = await self.compactor.compact(request, tenant=tenant, size=p.budget.spent)
         return orjson.dumps(compacted_response_json(compaction))
 
     async def retrieve(self, response_id: str) -> bytes:

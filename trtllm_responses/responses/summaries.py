@@ -120,8 +120,11 @@ class Summarizer:
         self.adapter = adapter
         self.encoding = adapter.encoding
 
-    def request(self, request_id: str, text: str, mode: str, max_seq_len: int) -> GenerationRequest:
-        """The generation summarizing ``text`` (an analysis message) in ``mode``."""
+    def request(
+        self, request_id: str, text: str, mode: str, max_seq_len: int, cache_salt: str | None = None
+    ) -> GenerationRequest:
+        """The generation summarizing ``text`` (an analysis message) in ``mode``, salted as the response it
+        summarizes (``cache_salt``: its tenant's)."""
         prompt = self.adapter.side_prompt(SUMMARY_INSTRUCTION + _MODE_HINTS[mode], _bounded(text))
         budget = min(SUMMARY_TOKENS[mode], max(1, max_seq_len - len(prompt)))
         return GenerationRequest(
@@ -132,6 +135,7 @@ class Summarizer:
                 stop_token_ids=self.adapter.stop_token_ids,
                 temperature=0.0,
             ),
+            cache_salt=cache_salt,
         )
 
     def reader(self) -> SummaryReader:

@@ -156,4 +156,8 @@ async def _start_executor(config: ServerConfig, executor: Executor) -> None:
         raise RuntimeError("the sampling defaults cannot be applied: " + " ".join(unapplied))
     for reason in unapplied:
         logger.warning("Sampling default dropped (--unsupported_sampling ignore): %s", reason)
+    if config.tenants_file is not None and executor.prefix_isolation_refusal is not None:
+        # Tenants were promised KV prefixes of their own (docs/tenants.md#sealed-content-kv-prefixes-and-caches).
+        await executor.shutdown()
+        raise RuntimeError("cannot keep tenants apart: " + executor.prefix_isolation_refusal)
     logger.info("Serving %s with the %s executor", config.served_model_name, executor.name)

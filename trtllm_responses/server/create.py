@@ -35,7 +35,7 @@ async def create_response(service: ResponsesService, call: Call) -> Response:
         multi_agent_beta=multi_agent_beta(headers),
         tenant=call.tenant,
     )
-    prepared = await service.prepare(await service.decode(body), origin)
+    prepared = await service.prepare(await service.decode(body, call.tenant.scope), origin)
     call.record.response_id = prepared.response.id
     call.record.session_id = prepared.session_key
     run = service.run(prepared)

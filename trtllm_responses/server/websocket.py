@@ -233,7 +233,7 @@ class ResponsesSocket:
             )
             return
         try:  # parsed once, here (off the event loop when large), and kept parsed while it waits
-            message = await self.service.decoder.decode(raw)
+            message = await self.service.decoder.decode(raw, self.tenant.scope)
         except APIError as exc:
             await self._send_error(exc)
             return

@@ -120,7 +120,7 @@ async def read_request(call: Call, service: ResponsesService) -> JsonBody:
     """A dialect request's body, read under the model-input limit and parsed once; a size error names
     ``messages`` (what every dialect calls its input)."""
     try:
-        return await service.decode(await call.body(model_input(service)))
+        return await service.decode(await call.body(model_input(service)), call.tenant.scope)
     except APIError as exc:
         if exc.param == "input":
             exc.message, exc.param = exc.message.replace("'input'", "'messages'"), "messages"

@@ -164,7 +164,13 @@ class MessagesEdge:
         if translation.options.hidden_tools:
             logger.info("Tools not shown to the model: %s", ", ".join(translation.options.hidden_tools))
         try:
-            origin = Origin(received_at=received, compact=False, sent_bytes=body.size, tenant=call.tenant)
+            origin = Origin(
+                received_at=received,
+                compact=False,
+                sent_bytes=body.size,
+                tenant=call.tenant,
+                thinking_signatures=True,
+            )
             prepared = await service.prepare(service.body_of(translation.body, origin), origin)
         except APIError as exc:
             raise translation.in_own_terms(exc) from None

@@ -77,11 +77,13 @@ class GenerationExecutorProxy:
         with connection:
             while True:
                 try:
-                    op, tokens = connection.recv()
+                    op, tokens, salt = connection.recv()
                 except (EOFError, OSError):
                     return
                 with self._lock:
-                    connection.send(self._kv.reuse(tokens) if op == "reuse" else self._kv.store(tokens))
+                    connection.send(
+                        self._kv.reuse(tokens, salt) if op == "reuse" else self._kv.store(tokens, salt)
+                    )
 
     def shutdown(self) -> None:
         self._shut_down = True
@@ -110,13 +112,13 @@ class RemoteKvBlocks:
         self._lock = threading.Lock()
         self.frontend_id = frontend_id
 
-    def _call(self, op: str, tokens: list[int]) -> Any:
+    def _call(self, op: str, tokens: list[int], salt: Optional[str]) -> Any:
         with self._lock:
-            self._connection.send((op, tokens))
+            self._connection.send((op, tokens, salt))
             return self._connection.recv()
 
-    def reuse(self, prompt: list[int]) -> int:
-        return int(self._call("reuse", list(prompt)))
+    def reuse(self, prompt: list[int], salt: Optional[str] = None) -> int:
+        return int(self._call("reuse", list(prompt), salt))
 
-    def store(self, tokens: list[int]) -> None:
-        self._call("store", list(tokens))
+    def store(self, tokens: list[int], salt: Optional[str] = None) -> None:
+        self._call("store", list(tokens), salt)

@@ -89,6 +89,8 @@ class GenerationResult:
         self._llm = llm
         #: The KV-cache blocks of the attention-DP rank the request runs on (``generate_async`` sets it).
         self.kv = llm._kv
+        #: The request's ``cache_salt`` (``generate_async`` sets it): its blocks are reused only by its salt's.
+        self.cache_salt: Optional[str] = None
         self.request_id = request_id
         self.prompt_token_ids = prompt_token_ids
         self.outputs = [CompletionOutput(0)]
@@ -112,7 +114,7 @@ class GenerationResult:
         self._abort_requested = True
         self._llm._log({"event": "abort", "request_id": self.request_id})
         if not self._done and self._responses:  # the engine lets it go: its computed blocks are stored
-            self.kv.store(self.prompt_token_ids + self._all_tokens)
+            self.kv.store(self.prompt_token_ids + self._all_tokens, self.cache_salt)
 
     def aborted(self) -> bool:
         return self._abort_requested
@@ -131,7 +133,7 @@ class GenerationResult:
             self._done = True
             raise RequestError(self._error)
         if self._responses == 0:
-            self.cached_tokens = self.kv.reuse(self.prompt_token_ids)
+            self.cached_tokens = self.kv.reuse(self.prompt_token_ids, self.cache_salt)
         interval = 1 if self._responses == 0 else self._llm.args.stream_interval
         self._responses += 1
         for _ in range(interval):
@@ -198,7 +200,7 @@ class GenerationResult:
         self._done = True
         self.outputs[0].finish_reason = reason
         if reason in ("stop", "length", "cancelled"):
-            self.kv.store(self.prompt_token_ids + self._all_tokens)
+            self.kv.store(self.prompt_token_ids + self._all_tokens, self.cache_salt)
 
 
 RequestOutput = GenerationResult

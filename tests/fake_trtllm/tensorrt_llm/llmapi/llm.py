@@ -16,6 +16,14 @@ As there:
   ``tokens_per_block`` that finished requests stored (prompt and output), least recently used
   dropped past the cache's capacity (``kv_cache_config.max_tokens``, else 64 Ki tokens here), leaves
   first; an aborted request's blocks are stored when the engine lets it go; the last prompt token is always computed, so at most ``prompt_len - 1`` tokens are reused.
+- ``generate_async(..., cache_salt: Optional[str] = None, ...)``: "If specified, KV cache will be salted
+  with the provided string to limit the kv cache reuse to the requests with the same string"
+  (``LLM.generate_async``'s docstring; NVIDIA/TensorRT-LLM PR #7106, "Support KV cache salting for secure
+  KV cache reuse", August 2025: the salt's id is mixed into the first block's hash only, and every later
+  block's hash chains from it, ``cpp/tensorrt_llm/batch_manager/blockKey.cpp``, as PR #13793 describes).
+  So blocks are found by (salt, whole prefix) here; no salt is a namespace of its own. Played on every
+  release (PR #7106 merged before 1.1.0: the fake's reading of the dates); each call's salt is kept in
+  ``llm.cache_salts``.
 - ``generate_async(..., conversation_params: Optional[ConversationParams] = None, ...)`` as on
   TensorRT-LLM's main branch after 1.2.1 (``LLM.generate_async``, "conversation_params
   (tensorrt_llm.conversation_params.ConversationParams, optional): Conversation parameters"), handed on
@@ -54,37 +62,38 @@ DEFAULT_REQUEST_PRIORITY = 0.5
 
 
 class _KvBlocks:
-    """Reusable KV-cache blocks, keyed by the whole prefix they end (as block hashes chain there)."""
+    """Reusable KV-cache blocks, keyed by the request's ``cache_salt`` and the whole prefix they end (as
+    block hashes chain there, from a first block whose hash mixes in the salt)."""
 
     def __init__(self, args: TorchLlmArgs) -> None:
         kv = args.kv_cache_config
         self.enabled = kv.enable_block_reuse
         self.block = kv.tokens_per_block
         self.capacity = max(1, (kv.max_tokens or DEFAULT_CACHE_TOKENS) // self.block)
-        self._blocks: OrderedDict[tuple[int, ...], None] = OrderedDict()
+        self._blocks: OrderedDict[tuple[Optional[str], tuple[int, ...]], None] = OrderedDict()
 
-    def store(self, tokens: list[int]) -> None:
+    def store(self, tokens: list[int], salt: Optional[str] = None) -> None:
         if not self.enabled:
             return
         # Longest first: a prefix is used more recently than what extends it, so leaves are evicted first
         # (the radix tree of KVCacheManager frees leaf blocks before the blocks they hang from).
         for end in range(len(tokens) // self.block * self.block, 0, -self.block):
-            key = tuple(tokens[:end])
+            key = (salt, tuple(tokens[:end]))
             self._blocks[key] = None
             self._blocks.move_to_end(key)
         while len(self._blocks) > self.capacity:
             self._blocks.popitem(last=False)
 
-    def reuse(self, prompt: list[int]) -> int:
+    def reuse(self, prompt: list[int], salt: Optional[str] = None) -> int:
         if not self.enabled:
             return 0
         reused = 0
         for end in range(self.block, len(prompt), self.block):  # never the last prompt token
-            if tuple(prompt[:end]) not in self._blocks:
+            if (salt, tuple(prompt[:end])) not in self._blocks:
                 break
             reused = end
         for end in range(reused, 0, -self.block):
-            self._blocks.move_to_end(tuple(prompt[:end]))
+            self._blocks.move_to_end((salt, tuple(prompt[:end])))
         return reused
 
 
@@ -129,6 +138,7 @@ class LLM:
         self.retention_configs: list[Any] = []  # and its kv_cache_retention_config
         self.conversation_ids: list[Optional[str]] = []  # and its conversation_params.conversation_id
         self.scheduling: list[Optional[SchedulingParams]] = []  # and its scheduling_params
+        self.cache_salts: list[Optional[str]] = []  # and its cache_salt
         self.ranks: list[int] = []  # and the attention-DP rank it ran on
         self.shutdown_called = False
 
@@ -215,6 +225,7 @@ class LLM:
         conversation_params: Optional[ConversationParams] = None,
         priority: float = DEFAULT_REQUEST_PRIORITY,
         scheduling_params: Optional[SchedulingParams] = None,
+        cache_salt: Optional[str] = None,
         **kwargs: Any,
     ) -> GenerationResult:
         # ``priority`` as in tensorrt_llm/llmapi/llm.py's LLM.generate_async: "The scheduling priority for the
@@ -250,6 +261,7 @@ class LLM:
         conversation_id = conversation_params.conversation_id if conversation_params is not None else None
         self.conversation_ids.append(conversation_id)
         self.scheduling.append(scheduling_params)
+        self.cache_salts.append(cache_salt)
         self.ranks.append(rank)
         self._log(
             {
@@ -259,6 +271,7 @@ class LLM:
                 "priority": priority,
                 "conversation_id": conversation_id,
                 "attention_dp_rank": rank,
+                "cache_salt": cache_salt,
             }
         )
         error = None
@@ -278,6 +291,7 @@ class LLM:
             tokens = iter(self._plan(inputs))
         result = GenerationResult(self, self._next_id, inputs, tokens, params, error=error)
         result.kv = self._kv_ranks[rank]
+        result.cache_salt = cache_salt
         return result
 
     def _rank(self, scheduling: Optional[SchedulingParams]) -> int:
