@@ -108,9 +108,12 @@ def test_duplicate_item_ids_are_refused(http: httpx.Client) -> None:
     assert fresh.status_code == 200
 
 
-def test_stats_reset_needs_the_api_key(server: RunningServer) -> None:
+def test_stats_and_their_reset_need_the_api_key(server: RunningServer) -> None:
     with httpx.Client(base_url=server.base_url, timeout=30) as anonymous:
-        assert anonymous.get("/stats").status_code == 200  # reading stays open
+        # What /stats counts crosses requests (docs/tenants.md#isolation): reading it needs the key too.
+        read = anonymous.get("/stats")
+        assert read.status_code == 401 and read.json()["error"]["code"] == "invalid_api_key"
+        assert anonymous.get("/stats", headers={"authorization": "Bearer k"}).status_code == 200
         refused = anonymous.get("/stats", params={"reset": "1"})
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
         wrong = anonymous.get("/stats", params={"reset": "1"}, headers={"authorization": "Bearer nope"})
