@@ -23,6 +23,7 @@ from ..core import InvalidRequestError, ServerError, new_id
 from ..executors import Generating, GenerationRequest
 from ..harmony import parse_completion
 from ..request import CompactionTrigger, InputItem, Message, ResponsesRequest
+from ..tenants import OPEN, Tenant
 from .sampling import sampling_settings
 from .sealing import SUMMARY_PREFIX
 
@@ -187,12 +188,13 @@ class Compactor:
         size: int = 0,
         session_key: str | None = None,
         lookup: HistoryLookup | None = None,
+        tenant: Tenant = OPEN,
     ) -> Compaction:
         """Summarize the conversation ``request`` describes (its input, ``previous_response_id``).
 
         ``size``: the request's bytes, which decides where its new messages are rendered. ``session_key``:
         the session of the response being compacted for (its prompt extends the session's). ``lookup``:
-        asked for its ``previous_response_id`` before the store.
+        asked for its ``previous_response_id`` before the store (``tenant``'s: docs/tenants.md#isolation).
         """
         sealer = self.renderer.sealer
         if sealer is None:
@@ -203,7 +205,7 @@ class Compactor:
         summarizing = request.model_copy(
             update={"instructions": instructions, "tool_choice": "none", "tools": ()}
         )
-        prompt, _ = await self.renderer.render(summarizing, lookup=lookup, size=size)
+        prompt, _ = await self.renderer.render(summarizing, lookup=lookup, size=size, tenant=tenant)
         refusal = self.executor.prompt_refusal(len(prompt.token_ids))
         if refusal is not None:
             raise InvalidRequestError(

@@ -174,7 +174,7 @@ def form_team(p: Preparation, host: SubagentHost, pool: SubagentPool, tool_timeo
     sub-agents (run by ``host`` within ``pool``), whose coordinator its tools show."""
     config = parse_multi_agent(p.request.multi_agent) if p.origin.multi_agent_beta else None
     if config is not None:
-        p.team = Team(host, pool, config, p.body.data, tool_timeout)
+        p.team = Team(host, pool, config, p.body.data, tool_timeout, p.origin.tenant)
         p.coordinator = p.team.coordinator()
 
 
@@ -199,13 +199,14 @@ async def read_conversation(p: Preparation, conversations: ConversationsService)
         for i in p.request.input
         if not isinstance(i, (str, ItemReference)) and isinstance(i.data.get("id"), str)
     ]
-    p.history, p.seen, stored = await conversations.history(p.conversation, given, p.budget.spent)
-    p.conversation_items = conversations.items_reader(p.conversation, stored)
+    tenant = p.origin.tenant
+    p.history, p.seen, stored = await conversations.history(p.conversation, given, p.budget.spent, tenant)
+    p.conversation_items = conversations.items_reader(p.conversation, stored, tenant)
 
 
 async def read_input(p: Preparation, store: ResponseStore) -> None:
-    """Expand ``item_reference`` items (their bytes spent from the budget), then take a final
-    ``compaction_trigger`` off the input (anywhere else, a 400)."""
+    """Expand ``item_reference`` items (their bytes spent from the budget; ``store``: the tenant's view),
+    then take a final ``compaction_trigger`` off the input (anywhere else, a 400)."""
     p.request = await expand_references(p.request, store, p.budget, p.conversation_items)
     p.request, p.compaction_asked = compaction_triggered(p.request)
 
@@ -214,7 +215,7 @@ async def continue_chain(p: Preparation, chains: Chains) -> None:
     """What ``previous_response_id`` continues (its history is the conversation so far), then the
     response's id and session key (``sessions.py``)."""
     if p.request.previous_response_id is not None:
-        p.previous = await chains.chain_of(p.request.previous_response_id, p.origin.lookup)
+        p.previous = await chains.chain_of(p.request.previous_response_id, p.origin.lookup, p.origin.tenant)
         p.history = p.previous.history
     p.response_id = new_id("resp")
     # Whether a later turn can continue it by previous_response_id: stored, or on a WebSocket.
@@ -253,7 +254,7 @@ async def compact_if_asked(p: Preparation, compactor: Compactor) -> None:
         return
     request = p.request
     p.compaction = await compactor.compact(
-        request, lookup=p.origin.lookup, size=p.budget.spent, session_key=p.session
+        request, lookup=p.origin.lookup, size=p.budget.spent, session_key=p.session, tenant=p.origin.tenant
     )
     window = request.model_copy(
         update={"input": parse_items(window_for_turn(p.compaction, request)), "previous_response_id": None}
@@ -321,7 +322,8 @@ async def first_snapshot(
     adapter: HarmonyAdapter,
 ) -> Response:
     """The in_progress response (``initial_response``), with ``prompt_cache_diagnostics`` against the stored
-    response ``prompt_cache_options.comparison_response_id`` names, when it names one."""
+    response ``prompt_cache_options.comparison_response_id`` names, when it names one (in ``store``: the
+    tenant's view)."""
     request = p.request
     response = initial_response(
         p.response_id, request, model_name, p.conversation, p.truncated, sampling=generation.sampling
@@ -357,6 +359,7 @@ def freeze(
         received_at=p.received_at,
         input_item_ids=tuple(item["id"] for item in items),
         input_items_json=tuple(orjson.dumps(item) for item in items),
+        minted_input_ids=_minted_ids(request, items),
         seal_reasoning=sealer.seal_reasoning if sealer is not None and encrypted else None,
         seal_tool_read=sealer.seal_tool_read if sealer is not None and encrypted else None,
         compaction=p.compaction,
@@ -369,6 +372,17 @@ def freeze(
         generate=p.origin.generate,
         session_key=p.session,
         team=p.team,
+        tenant=p.origin.tenant,
+    )
+
+
+def _minted_ids(request: ResponsesRequest, items: list[dict[str, object]]) -> tuple[str, ...]:
+    """The ids of ``items`` (``request.input`` normalized, one item each) that the server minted: those the
+    client gave none for (docs/tenants.md#isolation)."""
+    if not items or isinstance(request.input, str):
+        return tuple(str(item["id"]) for item in items)
+    return tuple(
+        str(item["id"]) for typed, item in zip(request.input, items, strict=True) if "id" not in typed.data
     )
 
 

@@ -17,6 +17,7 @@ from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
 from ..core import LoopSteps
 from ..harmony import RenderPool
 from ..request import MULTI_AGENT_NAMESPACE, ResponsesRequest
+from ..tenants import OPEN, Tenant
 from ..tools import Coordinator, MultiAgentProvider, ServerTools, ToolSettings, prepare_server_tools
 from .chains import Chains
 from .sealing import ContentSealer, unseal_input
@@ -51,15 +52,16 @@ class Renderer:
         history: ConversationHistory | None = None,
         steps: LoopSteps | None = None,
         coordinator: Coordinator | None = None,
+        tenant: Tenant = OPEN,
     ) -> tuple[Prompt, ServerTools | None]:
         """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
         and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``);
-        with ``coordinator``, the multi-agent actions among them. ``size``: the request's bytes so far
+        with ``coordinator``, the multi-agent actions among them; ``tenant``: whose ``previous_response_id``. ``size``: the request's bytes so far
         (its budget's ``spent``), which with what is new decides where it is rendered."""
         if history is None:  # else: the conversation's (``conversation=``), or the previous response's
             history = EMPTY_HISTORY
             if request.previous_response_id is not None:
-                history = await self.chains.history_of(request.previous_response_id, lookup)
+                history = await self.chains.history_of(request.previous_response_id, lookup, tenant)
         if prepare_tools:
             tools = await prepare_server_tools(request, history.calls, self.tool_settings)
         if coordinator is not None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..tenants import Tenant
 from ..tools import Coordinator
 from .sessions import Chain
 
@@ -55,8 +56,8 @@ class SubagentHost(Protocol):
     """Runs one turn of a sub-agent: the service's (``ResponsesService.run_subagent_turn``)."""
 
     async def run_subagent_turn(
-        self, body: dict[str, Any], lookup: Lookup, coordinator: Coordinator | None
+        self, body: dict[str, Any], lookup: Lookup, coordinator: Coordinator | None, tenant: Tenant
     ) -> tuple[dict[str, Any], str | None, Chain | None]:
-        """Prepare and drive the response ``body`` asks for; its final JSON, id and continuation (None:
-        it cannot be continued). Raises APIError when it cannot be prepared."""
+        """Prepare and drive the response ``body`` asks for, as ``tenant``'s; its final JSON, id and
+        continuation (None: it cannot be continued). Raises APIError when it cannot be prepared."""
         ...

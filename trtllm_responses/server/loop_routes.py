@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from ..responses import ResponsesService
 from .body import model_input, read_body
+from .operations import tenant_of
 from .responses import JSONBytesResponse
 
 __all__ = ["build_loop_router"]
@@ -24,10 +25,12 @@ def build_loop_router(service: ResponsesService) -> APIRouter:
 
     @router.post("/v1/responses/input_tokens")
     async def count_input_tokens(request: Request) -> Response:
-        return JSONBytesResponse(await service.count_input_tokens(await body(request)))
+        return JSONBytesResponse(
+            await service.count_input_tokens(await body(request), tenant_of(request.scope))
+        )
 
     @router.post("/v1/responses/compact")
     async def compact(request: Request) -> Response:
-        return JSONBytesResponse(await service.compact(await body(request)))
+        return JSONBytesResponse(await service.compact(await body(request), tenant_of(request.scope)))
 
     return router
