@@ -97,6 +97,8 @@ def item_ids(entry: StoredResponse) -> tuple[str, ...]:
 
     The output's are read from the response's JSON unless the entry names them (the service does: a
     response with large logprobs is megabytes of JSON, parsed in one step of the event loop)."""
+    if entry.indexed_item_ids is not None:
+        return tuple(dict.fromkeys(entry.indexed_item_ids))
     if entry.output_item_ids is not None:
         return tuple(dict.fromkeys((*entry.input_item_ids, *entry.output_item_ids)))
     try:
