@@ -54,7 +54,7 @@ class Keeper:
             )
             try:
                 await self.conversations.append(
-                    prepared.conversation_id, items, turn, prepared.conversation_seen, prepared.tenant
+                    prepared.conversation_id, items, turn, prepared.conversation_seen, prepared.owner
                 )
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
@@ -77,13 +77,13 @@ class Keeper:
                 indexed_item_ids=(*prepared.minted_input_ids, *output_ids),
             )
             try:
-                kept = await scoped(self.store, prepared.tenant.scope).put(entry)
+                kept = await scoped(self.store, prepared.owner.scope).put(entry)
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
                 raise  # the driver ends it failed instead: a response asked to be stored never silently is not
             if kept:
                 chain = Chain(history, prepared.session_key)
-                self.chain_histories.admit(prepared.tenant.scope + final.id, chain, history.nbytes)
+                self.chain_histories.admit(prepared.owner.scope + final.id, chain, history.nbytes)
         return final_json
 
     def history_after(

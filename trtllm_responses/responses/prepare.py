@@ -372,7 +372,7 @@ def freeze(
         generate=p.origin.generate,
         session_key=p.session,
         team=p.team,
-        tenant=p.origin.tenant,
+        owner=p.origin.tenant,
     )
 
 

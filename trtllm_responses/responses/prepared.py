@@ -99,8 +99,8 @@ class PreparedResponse:
     session_key: str | None = None
     #: Its sub-agents (the beta multi-agent surface, ``subagents.Team``), when it asked for them.
     team: Team | None = None
-    #: Who asked: what it reads and stores is this tenant's (docs/tenants.md#isolation).
-    tenant: Tenant = OPEN
+    #: The tenant that asked: what it reads and stores is this tenant's (docs/tenants.md#isolation).
+    owner: Tenant = OPEN
 
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"

@@ -56,7 +56,7 @@ class RedisRelay:
     async def announce(self, prepared: PreparedResponse) -> None:
         """Make a starting background response visible to every process (its ``queued`` snapshot)."""
         snapshot = to_json(prepared.response.model_copy(update={"status": "queued"}))
-        key = prepared.tenant.scope + prepared.generation.request_id  # as ResponseRun.key
+        key = prepared.owner.scope + prepared.generation.request_id  # as ResponseRun.key
         await self._call("set", SNAPSHOT + key, snapshot, ex=self.grace + 3600)
 
     async def publish(self, run: BackgroundRun) -> None:

@@ -97,7 +97,7 @@ class ResponseRun:
         a stop string, the server's abort: ``trtllm_executor_aborts_total``)."""
         self._prepared = prepared
         self._id = prepared.generation.request_id
-        self._key = prepared.tenant.scope + self._id
+        self._key = prepared.owner.scope + self._id
         self._state = RunState.QUEUED
         self._final_json: bytes | None = None
         self._driver = RunDriver(generator)  # its generation's state; called by this run alone

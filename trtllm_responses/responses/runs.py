@@ -302,7 +302,7 @@ class Runs:
         """Cancel the run of ``key`` if this process runs it (another process asked, through the relay)."""
         kept = self.kept.get(key)
         if kept is not None:
-            await self.cancel(kept.id, kept.run.prepared.tenant)
+            await self.cancel(kept.id, kept.run.prepared.owner)
 
     async def delete(self, response_id: str, tenant: Tenant = OPEN) -> bytes:
         """``DELETE``: forget a response. A running background response is cancelled first (its
