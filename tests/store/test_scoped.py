@@ -97,3 +97,16 @@ async def test_a_tenant_reads_none_of_anothers_conversations(backend: ResponseSt
     updated = await a.update_conversation("conv_1", b'{"k":"a2"}')
     assert updated is not None and updated.id == "conv_1"
     assert await a.delete_conversation("conv_1")
+
+
+async def test_a_view_adds_no_copy_of_an_entrys_bytes() -> None:
+    """Reading through a view costs O(1) more, whatever the entry's size: its bytes are the store's own."""
+    from trtllm_responses.store import ConversationHistoryStore
+
+    backend = ConversationHistoryStore()
+    view = scoped(backend, "a/")
+    assert await view.put(entry("resp_1", "msg_1", "x" * 100_000, indexed=("msg_1",)))
+    held, got = await backend.get("a/resp_1"), await view.get("resp_1")
+    assert held is not None and got is not None and held.indexed_item_ids == ("a/msg_1",)
+    assert got.response_json is held.response_json and got.input_items_json is held.input_items_json
+    assert (got.id, got.indexed_item_ids) == ("resp_1", ("msg_1",))

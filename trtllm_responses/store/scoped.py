@@ -14,6 +14,7 @@ was stored before tenants existed stays readable.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection
 from dataclasses import replace
 
@@ -29,6 +30,15 @@ from .base import (
 )
 
 __all__ = ["ScopedStore", "scoped"]
+
+
+def _renamed(entry: StoredResponse, entry_id: str, indexed: tuple[str, ...] | None) -> StoredResponse:
+    """``entry`` under another id (and index ids): a shallow copy, its bytes shared, not copied again as
+    its constructor would (a view adds O(1) to each read and write, whatever the entry's size)."""
+    renamed = copy.copy(entry)
+    object.__setattr__(renamed, "id", entry_id)
+    object.__setattr__(renamed, "indexed_item_ids", indexed)
+    return renamed
 
 
 def scoped(store: ResponseStore, scope: str) -> ResponseStore:
@@ -51,14 +61,18 @@ class ScopedStore:
 
     async def get(self, response_id: str) -> StoredResponse | None:
         entry = await self.store.get(self.scope + response_id)
-        return None if entry is None else replace(entry, id=response_id)
+        if entry is None:
+            return None
+        indexed = entry.indexed_item_ids  # the memory store's own entry: its index ids are scoped
+        own = None if indexed is None else tuple(i for i in map(self._own, indexed) if i is not None)
+        return _renamed(entry, response_id, own)
 
     async def touch(self, response_id: str) -> bool:
         return await self.store.touch(self.scope + response_id)
 
     async def put(self, entry: StoredResponse) -> bool:
         indexed = tuple(self.scope + i for i in item_ids(entry))
-        return await self.store.put(replace(entry, id=self.scope + entry.id, indexed_item_ids=indexed))
+        return await self.store.put(_renamed(entry, self.scope + entry.id, indexed))
 
     async def delete(self, response_id: str) -> bool:
         return await self.store.delete(self.scope + response_id)
