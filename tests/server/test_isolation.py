@@ -164,6 +164,16 @@ def test_another_tenant_reaches_nothing_of_a_tenants(server: RunningServer) -> N
     for owned in (minted, item_id):
         assert same_as_unknown(b, "POST", "/v1/responses", owned, "fc_" + "0" * 32, json=reference) == 400
 
+    # A's response as the comparison of B's prompt cache diagnostics: not found
+    for the_id in (resp, fake_resp):
+        compared = b.post(
+            "/v1/responses",
+            json={"model": "m", "input": "hi", "prompt_cache_options": {"comparison_response_id": the_id}},
+        )
+        assert compared.json()["prompt_cache_diagnostics"]["type"] == "comparison_response_not_found", (
+            compared.text
+        )
+
     # -- a WebSocket of B's continuing A's response ----------------------------------------------
     url = server.base_url.replace("http://", "ws://") + "/v1/responses"
     with ws_connect(url, additional_headers={"Authorization": f"Bearer {KEYS['b']}"}) as ws:
