@@ -245,6 +245,14 @@ def test_a_client_chosen_item_id_never_shadows_another(server: RunningServer) ->
         "/v1/responses", json={"model": "m", "input": [{"type": "item_reference", "id": minted}]}
     )
     assert by_other.status_code == 400 and by_other.json()["error"]["code"] == "item_not_found"
+    # so is an input item's id the server minted (the client gave none)
+    plain = a.post("/v1/responses", json={"model": "m", "input": "A's minted input", "store": True}).json()
+    input_id = a.get(f"/v1/responses/{plain['id']}/input_items").json()["data"][0]["id"]
+    reference = {"model": "m", "input": [{"type": "item_reference", "id": input_id}]}
+    by_owner = a.post("/v1/responses", json=reference)
+    assert by_owner.status_code == 200 and "A's minted input" in by_owner.text, by_owner.text
+    by_other = b.post("/v1/responses", json=reference)
+    assert by_other.status_code == 400 and "minted input" not in by_other.text
 
 
 def test_sub_agents_are_their_tenants(server: RunningServer) -> None:
