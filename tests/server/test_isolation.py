@@ -10,6 +10,7 @@ all; A still reads its own after. One server per backend (memory, SQLite, a real
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -277,3 +278,32 @@ def test_sub_agents_are_their_tenants(server: RunningServer) -> None:
     reference = {"model": "m", "input": [{"type": "item_reference", "id": kid["id"]}]}
     assert b.post("/v1/responses", json=reference).status_code == 400
     assert a.post("/v1/responses", json=reference).status_code == 200
+
+
+def test_a_running_sub_agent_is_its_tenants(server: RunningServer) -> None:
+    """While a sub-agent's turn runs, its id shows its owner the live response and is unknown to another."""
+    a, b = http(server, "a"), http(server, "b")
+    executor = server.executor
+    assert isinstance(executor, RecordingEcho)
+    before = len(executor.requests)
+    spawn = 'call multi_agent.spawn_agent {"task": "#lorem 20000", "name": "slow"}'  # ~50 s
+    body = {
+        "model": "m",
+        "input": steps(spawn, "call multi_agent.wait_agent {}", "Done."),
+        "background": True,
+    }
+    root = a.post(
+        "/v1/responses", json=body | {"multi_agent": {"enabled": True}, "store": True}, headers=BETA
+    )
+    root_id = root.json()["id"]
+    deadline = time.monotonic() + 20
+    subs: list[str] = []
+    while not subs and time.monotonic() < deadline:
+        subs = [r.request_id for r in executor.requests[before:] if r.request_id.split(".")[0] != root_id]
+        time.sleep(0.05)
+    assert subs, "the sub-agent's turn did not start"
+    sub = subs[0].split(".")[0]
+    assert a.get(f"/v1/responses/{sub}").json()["status"] == "in_progress"
+    assert same_as_unknown(b, "GET", "/v1/responses/{ID}", sub, "resp_" + "0" * 32) == 404
+    assert same_as_unknown(b, "POST", "/v1/responses/{ID}/cancel", sub, "resp_" + "0" * 32) == 404
+    assert a.post(f"/v1/responses/{root_id}/cancel").json()["status"] == "cancelled"
