@@ -127,10 +127,10 @@ FACES = {
     "store": Face(
         """
         CodecError ConversationHead ConversationHistoryStore ConversationItem ConversationPage
-        RedisStore ResponseStore SQLiteStore StoreStats StoredConversation StoredResponse
-        decode_entry encode_entry item_ids open_store
+        RedisStore ResponseStore SQLiteStore ScopedStore StoreStats StoredConversation StoredResponse
+        decode_entry encode_entry item_ids open_store scoped
         """,
-        "base codec from_url memory",
+        "base codec from_url memory scoped",
     ),
     "responses": Face(
         """

@@ -21,15 +21,22 @@ from trtllm_responses.store import (
     decode_entry,
     encode_entry,
     open_store,
+    scoped,
 )
 from trtllm_responses.store.sqlite import _INDEX_ROW
 
 
 @pytest.fixture(params=BACKENDS)
-async def store(request, tmp_path) -> AsyncIterator[ResponseStore]:  # type: ignore[no-untyped-def]
-    backend = open_store(backend_url(request, tmp_path), max_responses=100, max_bytes=1 << 24)
-    yield backend
-    await backend.close()
+async def backend(request, tmp_path) -> AsyncIterator[ResponseStore]:  # type: ignore[no-untyped-def]
+    opened = open_store(backend_url(request, tmp_path), max_responses=100, max_bytes=1 << 24)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture(params=["", "team-a/"], ids=["whole", "scoped"])
+def store(request, backend: ResponseStore) -> ResponseStore:  # type: ignore[no-untyped-def]
+    """Each backend, and each backend as one tenant sees it (``store/scoped.py``): the same contract."""
+    return scoped(backend, request.param)
 
 
 def turn(

@@ -106,6 +106,11 @@ class BackgroundRun:
         return self.run.id
 
     @property
+    def key(self) -> str:
+        """What the registry and the relay know it by: its tenant's scope and its id (``ResponseRun.key``)."""
+        return self.run.key
+
+    @property
     def final(self) -> bytes | None:
         """The final response's JSON once it ended (retrieved from here while the store cannot give it)."""
         return self.run.final_json

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..adapter import ConversationHistory
 from ..core import ByteBoundedCache, InvalidRequestError, NotFoundError, check_id
-from ..store import ResponseStore
+from ..store import ResponseStore, scoped
+from ..tenants import OPEN, Tenant
 from .sessions import Chain, HistoryLookup
 
 __all__ = ["CHAIN_HISTORY_CACHE_BYTES", "Chains"]
@@ -23,19 +24,25 @@ CHAIN_HISTORY_CACHE_BYTES = 128 << 20
 
 
 class Chains:
-    """The continuations ``previous_response_id`` names, remembered up to ``cache_bytes`` of histories."""
+    """The continuations ``previous_response_id`` names, remembered up to ``cache_bytes`` of histories (by
+    tenant's scope and id)."""
 
     def __init__(self, store: ResponseStore, cache_bytes: int = CHAIN_HISTORY_CACHE_BYTES) -> None:
         self.store = store
         #: The histories (and session keys) of responses this process stored or read, by id.
         self.cache: ByteBoundedCache[Chain] = ByteBoundedCache(cache_bytes)
 
-    async def history_of(self, response_id: str, lookup: HistoryLookup | None = None) -> ConversationHistory:
-        """The conversation a ``previous_response_id`` names; NotFoundError if none does."""
-        return (await self.chain_of(response_id, lookup)).history
+    async def history_of(
+        self, response_id: str, lookup: HistoryLookup | None = None, tenant: Tenant = OPEN
+    ) -> ConversationHistory:
+        """The conversation a ``previous_response_id`` of ``tenant``'s names; NotFoundError if none does."""
+        return (await self.chain_of(response_id, lookup, tenant)).history
 
-    async def chain_of(self, response_id: str, lookup: HistoryLookup | None = None) -> Chain:
-        """The conversation and session key a ``previous_response_id`` names; NotFoundError if none does
+    async def chain_of(
+        self, response_id: str, lookup: HistoryLookup | None = None, tenant: Tenant = OPEN
+    ) -> Chain:
+        """The conversation and session key a ``previous_response_id`` names among ``tenant``'s responses
+        (another tenant's reads as unknown: docs/tenants.md#isolation); NotFoundError if none does
         (over HTTP: a 404), ``previous_response_not_found`` (a 400) where ``lookup`` was asked first.
 
         Its session key was stored with it, so the root of a chain is known without walking the chain,
@@ -46,10 +53,11 @@ class Chains:
             local = lookup(response_id)
             if local is not None:
                 return local
-        remembered = self.cache.get(response_id)
-        if remembered is not None and await self.store.touch(response_id):
+        store, key = scoped(self.store, tenant.scope), tenant.scope + response_id
+        remembered = self.cache.get(key)
+        if remembered is not None and await store.touch(response_id):
             return remembered
-        previous = await self.store.get(response_id)
+        previous = await store.get(response_id)
         if previous is None:
             if lookup is not None:
                 raise InvalidRequestError(
@@ -61,5 +69,5 @@ class Chains:
                 f"Previous response with id '{response_id}' not found.", param="previous_response_id"
             )
         chain = Chain(previous.history, previous.session_key)
-        self.cache.admit(response_id, chain, previous.history.nbytes)
+        self.cache.admit(key, chain, previous.history.nbytes)
         return chain

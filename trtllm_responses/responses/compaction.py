@@ -189,13 +189,15 @@ class Compactor:
         size: int = 0,
         session_key: str | None = None,
         lookup: HistoryLookup | None = None,
+        tenant: Tenant = OPEN,
     ) -> Compaction:
         """Summarize the conversation ``request`` describes (its input, ``previous_response_id``).
 
         ``size``: the request's bytes, which decides where its new messages are rendered. ``session_key``:
         the session of the response being compacted for (its prompt extends the session's). ``lookup``:
-        asked for its ``previous_response_id`` before the store. ``tenant``: who asks: its encrypted items are
-        opened, the summary is sealed for it, the summarization salted with its ``salt``.
+        asked for its ``previous_response_id`` before the store (``tenant``'s: docs/tenants.md#isolation).
+        ``tenant``: who asks: its encrypted items are opened, the summary is sealed for it, the summarization
+        salted with its ``salt``.
         """
         if self.renderer.sealer is None:
             raise InvalidRequestError("Compaction needs an encryption key; this server has none.")
@@ -206,7 +208,7 @@ class Compactor:
         summarizing = request.model_copy(
             update={"instructions": instructions, "tool_choice": "none", "tools": ()}
         )
-        prompt, _ = await self.renderer.render(summarizing, scope=tenant.scope, lookup=lookup, size=size)
+        prompt, _ = await self.renderer.render(summarizing, tenant=tenant, lookup=lookup, size=size)
         refusal = self.executor.prompt_refusal(len(prompt.token_ids))
         if refusal is not None:
             raise InvalidRequestError(

@@ -22,7 +22,8 @@ from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Render
 from ..core import ByteBoundedCache, InvalidRequestError, NotFoundError, check_id, new_id
 from ..harmony import input_to_messages, items_to_messages
 from ..request import BodyDecoder, list_page_json, normalize_input_items, page_json, parse_items
-from ..store import ConversationHead, ConversationItem, ResponseStore, StoredConversation
+from ..store import ConversationHead, ConversationItem, ResponseStore, StoredConversation, scoped
+from ..tenants import OPEN, Tenant
 
 __all__ = ["MAX_ITEMS_PER_REQUEST", "ConversationsService", "conversation_id"]
 
@@ -132,51 +133,60 @@ class ConversationsService:
             return {}
         return (await self.decoder.decode(raw)).data
 
-    async def _conversation(self, conversation_id: str) -> StoredConversation:
-        conversation = await self.store.get_conversation(conversation_id)
+    def _store(self, tenant: Tenant) -> ResponseStore:
+        """The tenant's part of the store: another tenant's conversation reads as unknown
+        (docs/tenants.md#isolation)."""
+        return scoped(self.store, tenant.scope)
+
+    async def _conversation(self, conversation_id: str, tenant: Tenant) -> StoredConversation:
+        conversation = await self._store(tenant).get_conversation(conversation_id)
         if conversation is None:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         return conversation
 
-    async def create(self, raw: bytes) -> bytes:
-        """``POST /v1/conversations``: a new conversation (``items``, ``metadata``)."""
+    async def create(self, raw: bytes, tenant: Tenant = OPEN) -> bytes:
+        """``POST /v1/conversations``: a new conversation (``items``, ``metadata``), ``tenant``'s (as every
+        conversation a method here names: another tenant's is a 404)."""
         body = await self._body(raw)
         items = self._items(body.get("items"))
         self._refuse_past_store(None, 0, _held_bytes(items), "items")
         conversation = StoredConversation(new_id("conv"), int(time.time()), _metadata(body.get("metadata")))
-        await self.store.create_conversation(conversation, items)
+        await self._store(tenant).create_conversation(conversation, items)
         return _conversation_json(conversation)
 
-    async def retrieve(self, conversation_id: str) -> bytes:
+    async def retrieve(self, conversation_id: str, tenant: Tenant = OPEN) -> bytes:
         """``GET /v1/conversations/{id}``."""
-        return _conversation_json(await self._conversation(conversation_id))
+        return _conversation_json(await self._conversation(conversation_id, tenant))
 
-    async def update(self, conversation_id: str, raw: bytes) -> bytes:
+    async def update(self, conversation_id: str, raw: bytes, tenant: Tenant = OPEN) -> bytes:
         """``POST /v1/conversations/{id}``: replace its metadata."""
         body = await self._body(raw)
         if "metadata" not in body:
             raise InvalidRequestError("'metadata' is required.", param="metadata")
-        updated = await self.store.update_conversation(conversation_id, _metadata(body["metadata"]))
+        updated = await self._store(tenant).update_conversation(conversation_id, _metadata(body["metadata"]))
         if updated is None:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         return _conversation_json(updated)
 
-    async def delete(self, conversation_id: str) -> bytes:
+    async def delete(self, conversation_id: str, tenant: Tenant = OPEN) -> bytes:
         """``DELETE /v1/conversations/{id}``."""
-        if not await self.store.delete_conversation(conversation_id):
+        if not await self._store(tenant).delete_conversation(conversation_id):
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         return orjson.dumps({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
 
-    async def _all_items(self, conversation_id: str) -> list[ConversationItem]:
-        items = await self.store.conversation_items(conversation_id)
+    async def _all_items(self, conversation_id: str, tenant: Tenant) -> list[ConversationItem]:
+        items = await self._store(tenant).conversation_items(conversation_id)
         if items is None:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         return items
 
-    async def list_items(self, conversation_id: str, *, after: str | None, limit: int, order: str) -> bytes:
+    async def list_items(
+        self, conversation_id: str, *, after: str | None, limit: int, order: str, tenant: Tenant = OPEN
+    ) -> bytes:
         """``GET /v1/conversations/{id}/items``: a page, newest first unless ``order=asc``."""
+        store = self._store(tenant)
         try:
-            found = await self.store.conversation_page(conversation_id, after=after, limit=limit, order=order)
+            found = await store.conversation_page(conversation_id, after=after, limit=limit, order=order)
         except LookupError:
             raise InvalidRequestError(
                 f"No item with id '{after}' in this conversation.", param="after"
@@ -185,21 +195,24 @@ class ConversationsService:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         return page_json(*found)
 
-    async def add_items(self, conversation_id: str, raw: bytes) -> bytes:
+    async def add_items(self, conversation_id: str, raw: bytes, tenant: Tenant = OPEN) -> bytes:
         """``POST /v1/conversations/{id}/items``: append items; the list of those added."""
         body = await self._body(raw)
         if "items" not in body:
             raise InvalidRequestError("'items' is required.", param="items")
         items = self._items(body["items"])
-        await self._check_room(conversation_id, items)
-        if not await self.store.append_conversation_items(conversation_id, items):
+        store = self._store(tenant)
+        await self._check_room(store, conversation_id, items)
+        if not await store.append_conversation_items(conversation_id, items):
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         return list_page_json(items, after=None, limit=len(items), order="asc", where="the added items")
 
-    async def _check_room(self, conversation_id: str, adding: list[ConversationItem]) -> None:
+    async def _check_room(
+        self, store: ResponseStore, conversation_id: str, adding: list[ConversationItem]
+    ) -> None:
         """400 for items past the conversation's bound or whose ids it holds (its head and an id lookup:
         no item is read)."""
-        head = await self.store.conversation_head(conversation_id)
+        head = await store.conversation_head(conversation_id)
         if head is None:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         if head.count + len(adding) > MAX_ITEMS_PER_CONVERSATION:
@@ -208,31 +221,31 @@ class ConversationsService:
             )
         self._refuse_past_store(conversation_id, _held_bytes_of(head), _held_bytes(adding), "items")
         ids = [item_id for item_id, _ in adding]
-        held = await self.store.conversation_holds(conversation_id, ids)
+        held = await store.conversation_holds(conversation_id, ids)
         if held is None:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         _refuse_duplicates(ids, held, "items")
 
-    async def get_item(self, conversation_id: str, item_id: str) -> bytes:
+    async def get_item(self, conversation_id: str, item_id: str, tenant: Tenant = OPEN) -> bytes:
         """``GET /v1/conversations/{id}/items/{item_id}``."""
-        for iid, data in await self._all_items(conversation_id):
+        for iid, data in await self._all_items(conversation_id, tenant):
             if iid == item_id:
                 return data
         raise NotFoundError(f"Item with id '{item_id}' not found in conversation '{conversation_id}'.")
 
-    async def delete_item(self, conversation_id: str, item_id: str) -> bytes:
+    async def delete_item(self, conversation_id: str, item_id: str, tenant: Tenant = OPEN) -> bytes:
         """``DELETE /v1/conversations/{id}/items/{item_id}``: the conversation."""
-        deleted = await self.store.delete_conversation_item(conversation_id, item_id)
+        deleted = await self._store(tenant).delete_conversation_item(conversation_id, item_id)
         if deleted is None:
             raise NotFoundError(f"Conversation with id '{conversation_id}' not found.")
         if not deleted:
             raise NotFoundError(f"Item with id '{item_id}' not found in conversation '{conversation_id}'.")
-        return await self.retrieve(conversation_id)
+        return await self.retrieve(conversation_id, tenant)
 
     # -- responses in a conversation ---------------------------------------------------------
 
     async def history(
-        self, conversation_id: str, new_ids: Collection[str] = (), input_bytes: int = 0
+        self, conversation_id: str, new_ids: Collection[str] = (), input_bytes: int = 0, tenant: Tenant = OPEN
     ) -> tuple[ConversationHistory, tuple[int, str | None], Sequence[ConversationItem] | None]:
         """The conversation's items as a Harmony history, to render before a request's input, what
         was rendered (item count, last item id), and the items as stored if they were read (None when
@@ -247,11 +260,12 @@ class ConversationsService:
         items are read once, converted (large ones in a thread) and rendered (large ones in the render
         worker), off the event loop.
         """
-        head = await self.store.conversation_head(conversation_id)
+        store, key = self._store(tenant), tenant.scope + conversation_id
+        head = await store.conversation_head(conversation_id)
         if head is None:
             raise _not_found(conversation_id)
         if new_ids:
-            held = await self.store.conversation_holds(conversation_id, new_ids)
+            held = await store.conversation_holds(conversation_id, new_ids)
             if held is None:
                 raise _not_found(conversation_id)
             _refuse_duplicates(list(new_ids), held, "input")
@@ -259,11 +273,11 @@ class ConversationsService:
         seen = (head.count, head.last_id)
         if not head.count:
             return EMPTY_HISTORY, seen, ()
-        cached = self._histories.get(conversation_id)
+        cached = self._histories.get(key)
         if cached is not None and cached[:2] == seen:
             return cached[2], seen, None
         self._refuse_too_large(conversation_id, head.nbytes, head.count, input_bytes)
-        items = await self.store.conversation_items(conversation_id)
+        items = await store.conversation_items(conversation_id)
         if items is None:
             raise _not_found(conversation_id)
         seen = (len(items), items[-1][0] if items else None)  # what is rendered: it may have grown since
@@ -283,7 +297,7 @@ class ConversationsService:
         else:
             rendered = self.adapter.render_messages(converted.messages)
         history = EMPTY_HISTORY.extended(rendered, converted.calls)
-        self._histories.admit(conversation_id, (*seen, history), history.nbytes)
+        self._histories.admit(key, (*seen, history), history.nbytes)
         return history, seen, items
 
     def _refuse_past_store(self, conversation_id: str | None, held: int, adding: int, param: str) -> None:
@@ -312,7 +326,7 @@ class ConversationsService:
             )
 
     def items_reader(
-        self, conversation_id: str, items: Sequence[ConversationItem] | None
+        self, conversation_id: str, items: Sequence[ConversationItem] | None, tenant: Tenant = OPEN
     ) -> Callable[[], Awaitable[Sequence[ConversationItem]]]:
         """What reads the conversation's items for ``item_reference``s: ``items`` if :meth:`history`
         read them, else the store, only when called."""
@@ -320,7 +334,7 @@ class ConversationsService:
         async def read() -> Sequence[ConversationItem]:
             if items is not None:
                 return items
-            found = await self.store.conversation_items(conversation_id)
+            found = await self._store(tenant).conversation_items(conversation_id)
             if found is None:
                 raise _not_found(conversation_id)
             return found
@@ -333,16 +347,17 @@ class ConversationsService:
         items: list[ConversationItem],
         history: ConversationHistory | None = None,
         seen: tuple[int, str | None] = (0, None),
+        tenant: Tenant = OPEN,
     ) -> bool:
         """Append a response's input and output items; False if the conversation is gone.
 
         ``history`` is the conversation's history after them (the turn's prompt history plus its
         output) when ``seen`` is what the turn rendered; it is remembered for the next turn.
         """
-        appended = await self.store.append_conversation_items(conversation_id, items)
+        appended = await self._store(tenant).append_conversation_items(conversation_id, items)
         if appended and history is not None and items:
             self._histories.admit(
-                conversation_id, (seen[0] + len(items), items[-1][0], history), history.nbytes
+                tenant.scope + conversation_id, (seen[0] + len(items), items[-1][0], history), history.nbytes
             )
         return appended
 

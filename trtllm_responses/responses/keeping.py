@@ -15,7 +15,7 @@ from typing import Any
 from ..adapter import ConversationHistory, HarmonyAdapter
 from ..core import ByteBoundedCache, ServerError, ServiceUnavailableError, to_dict, to_json
 from ..ops import ServerMetrics
-from ..store import ResponseStore, StoredResponse
+from ..store import ResponseStore, StoredResponse, scoped
 from ..stream import ResponseStream
 from .conversations import ConversationsService
 from .prepared import PreparedResponse
@@ -55,7 +55,7 @@ class Keeper:
             )
             try:
                 await self.conversations.append(
-                    prepared.conversation_id, items, turn, prepared.conversation_seen
+                    prepared.conversation_id, items, turn, prepared.conversation_seen, prepared.owner
                 )
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
@@ -65,6 +65,7 @@ class Keeper:
             history = turn or self.history_after(
                 prepared, [to_dict(item, logprobs=False) for item in model_output]
             )
+            output_ids = _item_ids(final.output)
             entry = StoredResponse(
                 id=final.id,
                 response_json=final_json,
@@ -72,15 +73,18 @@ class Keeper:
                 input_items_json=prepared.input_items_json,
                 history=history,
                 session_key=prepared.session_key,
-                output_item_ids=_item_ids(final.output),
+                output_item_ids=output_ids,
+                # Only ids the server minted are found store-wide (docs/tenants.md#isolation).
+                indexed_item_ids=(*prepared.minted_input_ids, *output_ids),
             )
             try:
-                kept = await self.store.put(entry)
+                kept = await scoped(self.store, prepared.owner.scope).put(entry)
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
                 raise  # the driver ends it failed instead: a response asked to be stored never silently is not
             if kept:
-                self.chain_histories.admit(final.id, Chain(history, prepared.session_key), history.nbytes)
+                chain = Chain(history, prepared.session_key)
+                self.chain_histories.admit(prepared.owner.scope + final.id, chain, history.nbytes)
         return final_json
 
     def history_after(

@@ -66,7 +66,7 @@ from .rendering import Renderer
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer
 from .sessions import Chain, HistoryLookup, session_key
-from .subagent_limits import SubagentHost, SubagentPool, TenantsHost
+from .subagent_limits import SubagentHost, SubagentPool
 from .subagents import Team
 from .summaries import summary_cutoff, summary_mode
 from .truncation import truncate_prompt
@@ -182,7 +182,7 @@ def form_team(p: Preparation, host: SubagentHost, pool: SubagentPool, tool_timeo
     sub-agents (run by ``host`` within ``pool``), whose coordinator its tools show."""
     config = parse_multi_agent(p.request.multi_agent) if p.origin.multi_agent_beta else None
     if config is not None:
-        p.team = Team(TenantsHost(host, p.origin.tenant), pool, config, p.body.data, tool_timeout)
+        p.team = Team(host, pool, config, p.body.data, tool_timeout, p.origin.tenant)
         p.coordinator = p.team.coordinator()
 
 
@@ -207,13 +207,14 @@ async def read_conversation(p: Preparation, conversations: ConversationsService)
         for i in p.request.input
         if not isinstance(i, (str, ItemReference)) and isinstance(i.data.get("id"), str)
     ]
-    p.history, p.seen, stored = await conversations.history(p.conversation, given, p.budget.spent)
-    p.conversation_items = conversations.items_reader(p.conversation, stored)
+    tenant = p.origin.tenant
+    p.history, p.seen, stored = await conversations.history(p.conversation, given, p.budget.spent, tenant)
+    p.conversation_items = conversations.items_reader(p.conversation, stored, tenant)
 
 
 async def read_input(p: Preparation, store: ResponseStore) -> None:
-    """Expand ``item_reference`` items (their bytes spent from the budget), then take a final
-    ``compaction_trigger`` off the input (anywhere else, a 400)."""
+    """Expand ``item_reference`` items (their bytes spent from the budget; ``store``: the tenant's view),
+    then take a final ``compaction_trigger`` off the input (anywhere else, a 400)."""
     p.request = await expand_references(p.request, store, p.budget, p.conversation_items)
     p.request, p.compaction_asked = compaction_triggered(p.request)
 
@@ -222,7 +223,7 @@ async def continue_chain(p: Preparation, chains: Chains) -> None:
     """What ``previous_response_id`` continues (its history is the conversation so far), then the
     response's id and session key (``sessions.py``)."""
     if p.request.previous_response_id is not None:
-        p.previous = await chains.chain_of(p.request.previous_response_id, p.origin.lookup)
+        p.previous = await chains.chain_of(p.request.previous_response_id, p.origin.lookup, p.origin.tenant)
         p.history = p.previous.history
     p.response_id = new_id("resp")
     # Whether a later turn can continue it by previous_response_id: stored, or on a WebSocket.
@@ -241,7 +242,7 @@ async def render_prompt(p: Preparation, renderer: Renderer) -> None:
     ``configuration_update`` items leave it (the response says what it used)."""
     p.prompt, p.tools = await renderer.render(
         p.request,
-        scope=p.origin.tenant.scope,
+        tenant=p.origin.tenant,
         thinking=p.origin.thinking_signatures,
         lookup=p.origin.lookup,
         size=p.budget.spent,
@@ -270,7 +271,7 @@ async def compact_if_asked(p: Preparation, compactor: Compactor) -> None:
         update={"input": parse_items(window_for_turn(p.compaction, request)), "previous_response_id": None}
     )
     p.prompt, _ = await compactor.renderer.render(
-        window, scope=tenant.scope, size=p.budget.spent, tools=p.tools, prepare_tools=False
+        window, tenant=tenant, size=p.budget.spent, tools=p.tools, prepare_tools=False
     )
 
 
@@ -333,7 +334,8 @@ async def first_snapshot(
     adapter: HarmonyAdapter,
 ) -> Response:
     """The in_progress response (``initial_response``), with ``prompt_cache_diagnostics`` against the stored
-    response ``prompt_cache_options.comparison_response_id`` names, when it names one."""
+    response ``prompt_cache_options.comparison_response_id`` names, when it names one (in ``store``: the
+    tenant's view)."""
     request = p.request
     response = initial_response(
         p.response_id, request, model_name, p.conversation, p.truncated, sampling=generation.sampling
@@ -371,6 +373,7 @@ def freeze(
         input_item_ids=tuple(item["id"] for item in items),
         input_items_json=tuple(orjson.dumps(item) for item in items),
         sealer=sealer,
+        minted_input_ids=_minted_ids(request, items),
         seal_reasoning=sealer.seal_reasoning if sealer is not None and encrypted else None,
         seal_tool_read=sealer.seal_tool_read if sealer is not None and encrypted else None,
         compaction=p.compaction,
@@ -383,6 +386,17 @@ def freeze(
         generate=p.origin.generate,
         session_key=p.session,
         team=p.team,
+        owner=p.origin.tenant,
+    )
+
+
+def _minted_ids(request: ResponsesRequest, items: list[dict[str, object]]) -> tuple[str, ...]:
+    """The ids of ``items`` (``request.input`` normalized, one item each) that the server minted: those the
+    client gave none for (docs/tenants.md#isolation)."""
+    if not items or isinstance(request.input, str):
+        return tuple(str(item["id"]) for item in items)
+    return tuple(
+        str(item["id"]) for typed, item in zip(request.input, items, strict=True) if "id" not in typed.data
     )
 
 

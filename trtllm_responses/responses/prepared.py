@@ -28,6 +28,7 @@ from ..request import (
 )
 from ..request import cache_retention_seconds as retention_seconds
 from ..request import service_tier as tier_of
+from ..tenants import OPEN, Tenant
 from ..tools import DEFAULT_TOOL_TIMEOUT, ServerTools
 from .compaction import Compaction
 from .sampling import SamplingDefaults, echo_fields, sampling_settings
@@ -79,6 +80,9 @@ class PreparedResponse:
     input_items_json: tuple[bytes, ...] = ()
     #: The sealer of the request's tenant and API (``ContentSealer.bound``): what it seals, it opens.
     sealer: ContentSealer | None = None
+    #: Of ``input_item_ids``, those the server minted (the item index holds only minted ids:
+    #: docs/tenants.md#isolation).
+    minted_input_ids: tuple[str, ...] = ()
     #: Seals each reasoning item's ``encrypted_content`` (asked for with ``include``, or redacting).
     seal_reasoning: Callable[[str], str] | None = None
     #: Seals a tool-read carrier (sealing.py) after each server-run tool item the client sees less of.
@@ -98,6 +102,8 @@ class PreparedResponse:
     session_key: str | None = None
     #: Its sub-agents (the beta multi-agent surface, ``subagents.Team``), when it asked for them.
     team: Team | None = None
+    #: The tenant that asked: what it reads and stores is this tenant's (docs/tenants.md#isolation).
+    owner: Tenant = OPEN
 
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"

@@ -6,7 +6,9 @@ order, among the items earlier in the same input, the request's conversation's i
 and output items of the stored responses of its ``previous_response_id`` chain (newest first, at most
 :data:`MAX_CHAIN_RESPONSES` of them), and then, as OpenAI does, any stored response's: the store's item
 index names the response holding each id still missing (``ResponseStore.item_responses``), which is
-read. An id found nowhere is a 400 naming it and the reference's place.
+read. The index holds only ids the server minted, and only the tenant's (``store/scoped.py``): an id a
+client chose is found in its own input, conversation and chain alone, so it never shadows another
+session's item (docs/tenants.md#isolation). An id found nowhere is a 400 naming it and the reference's place.
 
 A reference is a few bytes that stand for an item of any size, any number of times (150 references to
 one 100 KB message in a 13.6 KB body), so the expansion is measured (the JSON bytes of each item a

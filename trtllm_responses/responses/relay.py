@@ -5,7 +5,9 @@ events to a Redis stream and its snapshot to a key, so every other process can p
 stream and cancel it (a cancel is published; the running process aborts). Generation never waits
 for Redis, and a process following another's response ends its stream with ``response.failed`` if
 Redis fails under it: a stream never ends without a terminal event. Keys and behaviour:
-docs/stores-and-frontends.md#stores (replicas, "When Redis fails").
+docs/stores-and-frontends.md#stores (replicas, "When Redis fails"). A run is known here by its key, its
+tenant's scope and its id (``ResponseRun.key``), as the store knows its response (``store/scoped.py``):
+the methods of any process take that key, so one tenant never follows or cancels another's.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class RedisRelay:
     async def announce(self, prepared: PreparedResponse) -> None:
         """Make a starting background response visible to every process (its ``queued`` snapshot)."""
         snapshot = to_json(prepared.response.model_copy(update={"status": "queued"}))
-        await self._call("set", SNAPSHOT + prepared.generation.request_id, snapshot, ex=self.grace + 3600)
+        key = prepared.owner.scope + prepared.generation.request_id  # as ResponseRun.key
+        await self._call("set", SNAPSHOT + key, snapshot, ex=self.grace + 3600)
 
     async def publish(self, run: BackgroundRun) -> None:
         """Run until ``run`` ends and is copied: mirror its frames and snapshot to Redis.
@@ -64,7 +67,7 @@ class RedisRelay:
         (all of them again if Redis came back empty), so once Redis is back every process serves the
         run's state and, when its store write failed, its final (failed) response instead of a 404.
         """
-        key = EVENTS + run.id
+        key = EVENTS + run.key
         written: int | None = 0  # the next frame to copy; None: unknown after an error, asked of Redis
         delay = _RETRY_FIRST
         failing = False
@@ -120,7 +123,7 @@ class RedisRelay:
                     approximate=True,
                 )
             if not run.done:
-                pipe.set(SNAPSHOT + run.id, run.snapshot(), ex=self.grace + 3600)
+                pipe.set(SNAPSHOT + run.key, run.snapshot(), ex=self.grace + 3600)
             await pipe.execute()
             written = upto
             resync = False
@@ -131,9 +134,9 @@ class RedisRelay:
         await self.client.expire(key, self.grace)
         if run.run.store_failed and run.final is not None:
             # Not in the store: every process answers with the failed response for a while.
-            await self.client.set(SNAPSHOT + run.id, run.final, ex=self.grace)
+            await self.client.set(SNAPSHOT + run.key, run.final, ex=self.grace)
         else:
-            await self.client.delete(SNAPSHOT + run.id)  # the final response is in the store now
+            await self.client.delete(SNAPSHOT + run.key)  # the final response is in the store now
 
     async def listen_for_cancels(self, cancel: Callable[[str], Awaitable[None]]) -> None:
         """Run until cancelled: cancel local runs that any process asked to cancel."""
@@ -167,7 +170,8 @@ class RedisRelay:
         return bytes(data) if data is not None else None
 
     async def request_cancel(self, response_id: str, timeout: float = 30) -> bytes | None:
-        """Ask the owning process to cancel; the stored response once it ended (None if nobody runs it)."""
+        """Ask the owning process to cancel; the stored response once it ended (None if nobody runs it).
+        ``response_id`` is the run's key, which is also its response's key in the store."""
         if await self.snapshot(response_id) is None:
             return None
         await self._call("publish", CANCEL, response_id)
@@ -210,7 +214,8 @@ class RedisRelay:
                     continue
             except Exception as exc:
                 logger.error("Lost the Redis event stream of %s: %r", response_id, exc)
-                yield self.framing.failed(_lost_response(response_id, snapshot), sent + 1)
+                own_id = response_id.rpartition("/")[2]  # the key less its tenant's scope
+                yield self.framing.failed(_lost_response(own_id, snapshot), sent + 1)
                 return
             out = []
             terminal = False

@@ -17,6 +17,7 @@ from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt
 from ..core import LoopSteps
 from ..harmony import RenderPool
 from ..request import MULTI_AGENT_NAMESPACE, ResponsesRequest
+from ..tenants import OPEN, Tenant
 from ..tools import Coordinator, MultiAgentProvider, ServerTools, ToolSettings, prepare_server_tools
 from .chains import Chains
 from .sealing import ContentSealer, unseal_input
@@ -44,7 +45,6 @@ class Renderer:
         self,
         request: ResponsesRequest,
         *,
-        scope: str = "",
         thinking: bool = False,
         lookup: HistoryLookup | None = None,
         size: int = 0,
@@ -53,17 +53,20 @@ class Renderer:
         history: ConversationHistory | None = None,
         steps: LoopSteps | None = None,
         coordinator: Coordinator | None = None,
+        tenant: Tenant = OPEN,
     ) -> tuple[Prompt, ServerTools | None]:
         """The prompt ``request`` builds (its conversation so far, encrypted items opened, its input),
         and its server-run tools (prepared here unless ``prepare_tools`` is False: then ``tools``);
         with ``coordinator``, the multi-agent actions among them. ``size``: the request's bytes so far
-        (its budget's ``spent``), which with what is new decides where it is rendered. ``scope``: the
-        request's tenant's (``Tenant.scope``): its encrypted items open only if sealed for that tenant (as
-        Messages thinking signatures when ``thinking``), and the item cache's renders are that tenant's."""
+        (its budget's ``spent``), which with what is new decides where it is rendered. ``tenant``: who asks:
+        its ``previous_response_id`` is looked up in its part of the store, its encrypted items open only if
+        sealed for it (as Messages thinking signatures when ``thinking``), and the item cache's renders are
+        its own (docs/tenants.md#isolation)."""
+        scope = tenant.scope
         if history is None:  # else: the conversation's (``conversation=``), or the previous response's
             history = EMPTY_HISTORY
             if request.previous_response_id is not None:
-                history = await self.chains.history_of(request.previous_response_id, lookup)
+                history = await self.chains.history_of(request.previous_response_id, lookup, tenant)
         if prepare_tools:
             tools = await prepare_server_tools(request, history.calls, self.tool_settings)
         if coordinator is not None:

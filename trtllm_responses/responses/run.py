@@ -97,6 +97,7 @@ class ResponseRun:
         a stop string, the server's abort: ``trtllm_executor_aborts_total``)."""
         self._prepared = prepared
         self._id = prepared.generation.request_id
+        self._key = prepared.owner.scope + self._id
         self._state = RunState.QUEUED
         self._final_json: bytes | None = None
         self._driver = RunDriver(generator)  # its generation's state; called by this run alone
@@ -115,6 +116,8 @@ class ResponseRun:
     #: Its prepared request (immutable), and the response's id (also its first executor request's).
     prepared = _ReadOnly[PreparedResponse]("_prepared")
     id = _ReadOnly[str]("_id")
+    #: What the registry and the relay know it by: its tenant's scope and its id (docs/tenants.md#isolation).
+    key = _ReadOnly[str]("_key")
     #: Queued, running or ended.
     state = _ReadOnly[RunState]("_state")
     #: The terminal response's JSON, once ended: an allocation of its own length (``exact_bytes``), as

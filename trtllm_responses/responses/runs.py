@@ -7,6 +7,10 @@ grace period after, within the budgets of :class:`~.background.BackgroundLimits`
 (``relay.py``), and reads theirs. ``GET``, ``DELETE`` and ``cancel`` of a response (the service's
 ``retrieve``, ``replay``, ``delete`` and ``cancel``) are answered here, one method each, from the run
 here, the relay or the store, in that order; nothing else keeps a run by id.
+
+Runs are kept by key, their tenant's scope and their id (``ResponseRun.key``), and the relay's keys are
+those keys: each method here answers as the tenant it is given, so another tenant's id reads as unknown,
+here, in the relay and in the store alike (docs/tenants.md#isolation).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import orjson
 
 from ..core import InvalidRequestError, NotFoundError, TooManyRequestsError, to_json
 from ..ops import ServerMetrics, trim_heap
-from ..store import RedisStore, ResponseStore
+from ..store import RedisStore, ResponseStore, scoped
+from ..tenants import OPEN, Tenant
 from .background import BackgroundLimits, BackgroundRun, Framing
 from .relay import RedisRelay
 from .run import ResponseRun
@@ -70,21 +75,21 @@ class Runs:
 
     def enter(self, run: ResponseRun) -> None:
         """``run``'s drive started (called by the run alone)."""
-        self._live[run.id] = run
+        self._live[run.key] = run
 
     def leave(self, run: ResponseRun) -> None:
         """``run``'s drive ended (called by the run alone)."""
-        if self._live.get(run.id) is run:
-            del self._live[run.id]
+        if self._live.get(run.key) is run:
+            del self._live[run.key]
 
     @property
     def live(self) -> Mapping[str, ResponseRun]:
-        """The runs being driven in this process, by id (foreground and background)."""
+        """The runs being driven in this process, by key (foreground and background)."""
         return self._live
 
-    def find(self, response_id: str) -> ResponseRun | None:
-        """The run of ``response_id`` if it is being driven in this process."""
-        return self._live.get(response_id)
+    def find(self, response_id: str, tenant: Tenant = OPEN) -> ResponseRun | None:
+        """``tenant``'s run of ``response_id`` if it is being driven in this process."""
+        return self._live.get(tenant.scope + response_id)
 
     def abort_all(self) -> int:
         """Abort every run being driven and every background run not ended yet (each ends ``failed`` with a
@@ -99,9 +104,9 @@ class Runs:
 
     # -- background runs ---------------------------------------------------------------------------
 
-    def get(self, response_id: str) -> BackgroundRun | None:
-        """The background run of ``response_id`` while its events are kept."""
-        return self.kept.get(response_id)
+    def get(self, response_id: str, tenant: Tenant = OPEN) -> BackgroundRun | None:
+        """``tenant``'s background run of ``response_id`` while its events are kept."""
+        return self.kept.get(tenant.scope + response_id)
 
     @property
     def active(self) -> int:
@@ -127,7 +132,7 @@ class Runs:
             await self.relay.announce(run.prepared)  # 503 if Redis is down: nothing has started yet
         self._reap()
         recorded = BackgroundRun(run, self.limits, self.framing, account=self._account)
-        self.kept[recorded.id] = recorded
+        self.kept[recorded.key] = recorded
         self.metrics.active_background.inc()
         run.subscribe(recorded.record)
         task = recorded.task = asyncio.ensure_future(run.drive(run.publish))
@@ -149,8 +154,8 @@ class Runs:
         recorded.finish()
         self._trim_due = True  # its last chunk shrank
         self.metrics.active_background.dec()
-        if self.kept.get(recorded.id) is recorded:
-            self._finished[recorded.id] = recorded
+        if self.kept.get(recorded.key) is recorded:
+            self._finished[recorded.key] = recorded
 
     def _account(self, run: BackgroundRun, grown: int) -> None:
         """Keep every run's frames within ``max_total_bytes``: finished runs go first (oldest-ended
@@ -170,11 +175,11 @@ class Runs:
     def forget(self, run: BackgroundRun) -> None:
         """Drop a background run's kept events (its grace is over, its budget needed, or it was deleted)."""
         self._trim_due = True
-        if self.kept.get(run.id) is run:
-            del self.kept[run.id]
+        if self.kept.get(run.key) is run:
+            del self.kept[run.key]
             self.recorded_bytes -= run.nbytes
-        if self._finished.get(run.id) is run:
-            del self._finished[run.id]
+        if self._finished.get(run.key) is run:
+            del self._finished[run.key]
 
     def _reap(self) -> None:
         """Forget runs whose grace period is over."""
@@ -215,36 +220,40 @@ class Runs:
 
     # -- by id: what GET, DELETE and cancel answer -------------------------------------------------
 
-    async def retrieve(self, response_id: str) -> bytes:
+    async def retrieve(self, response_id: str, tenant: Tenant = OPEN) -> bytes:
         """A response's JSON: ``queued`` until its generation starts, then its live snapshot while it is
         generated here, else the stored one (or, with a relay, another process's snapshot of it)."""
-        kept = self.kept.get(response_id)
+        key = tenant.scope + response_id
+        kept = self.kept.get(key)
         if kept is not None and kept.run.stream is None and not kept.done:
             return kept.snapshot()  # queued
         if kept is not None and kept.final is not None and kept.run.store_failed:
             return kept.final  # failed, saying it could not be stored: never a silent 404
-        live = self._live.get(response_id)
+        live = self._live.get(key)
         if live is not None and live.stream is not None:
             return to_json(live.stream.snapshot())
-        entry = await self.store.get(response_id)
+        entry = await scoped(self.store, tenant.scope).get(response_id)
         if entry is not None:
             return entry.response_json
         if kept is None and self.relay is not None:  # running in another process, not stored yet
-            snapshot = await self.relay.snapshot(response_id)
+            snapshot = await self.relay.snapshot(key)
             if snapshot is not None:
                 return snapshot
         raise NotFoundError(f"Response with id '{response_id}' not found.")
 
-    async def replay(self, response_id: str, starting_after: int | None) -> AsyncIterator[bytes]:
+    async def replay(
+        self, response_id: str, starting_after: int | None, tenant: Tenant = OPEN
+    ) -> AsyncIterator[bytes]:
         """A background response's frames after ``starting_after``, live until its end; 400/404 (checked
         here, before any byte is sent) when there are none to give."""
-        kept = self.kept.get(response_id)
+        key = tenant.scope + response_id
+        kept = self.kept.get(key)
         if kept is not None:
             return kept.follow(starting_after)
         if self.relay is not None and (
-            await self.relay.has_events(response_id) or await self.relay.snapshot(response_id) is not None
+            await self.relay.has_events(key) or await self.relay.snapshot(key) is not None
         ):
-            first = await self.relay.first_sequence(response_id)
+            first = await self.relay.first_sequence(key)
             if (
                 starting_after is not None
                 and starting_after + 1 < first
@@ -255,11 +264,11 @@ class Runs:
                     f"Events before sequence number {first} of this response are no longer kept.",
                     param="starting_after",
                 )
-            return self.relay.follow(response_id, starting_after)
-        live = self._live.get(response_id)
+            return self.relay.follow(key, starting_after)
+        live = self._live.get(key)
         if live is not None and not live.prepared.request.background:
             raise InvalidRequestError(_NOT_BACKGROUND.format(response_id), param="stream")
-        if not _is_background(await self.retrieve(response_id)):  # NotFoundError if unknown
+        if not _is_background(await self.retrieve(response_id, tenant)):  # NotFoundError if unknown
             raise InvalidRequestError(_NOT_BACKGROUND.format(response_id), param="stream")
         raise InvalidRequestError(
             f"The events of background response '{response_id}' are no longer kept; retrieve it without "
@@ -267,19 +276,20 @@ class Runs:
             param="stream",
         )
 
-    async def cancel(self, response_id: str) -> bytes:
+    async def cancel(self, response_id: str, tenant: Tenant = OPEN) -> bytes:
         """Cancel a background response, here or in the process running it; return it (status
         ``cancelled``, or as it ended). 400 for a response that is not a background one."""
-        kept = self.kept.get(response_id)
+        key = tenant.scope + response_id
+        kept = self.kept.get(key)
         if kept is None and self.relay is not None:
-            body = await self.relay.request_cancel(response_id)
+            body = await self.relay.request_cancel(key)
             if body is not None:
                 return body
         if kept is not None and not kept.done:
             assert kept.task is not None
             kept.run.cancel()  # an event the run reacts to at once, queued or generating
             await asyncio.wait({kept.task}, timeout=CANCEL_WAIT_SECONDS)
-        body = await self.retrieve(response_id)
+        body = await self.retrieve(response_id, tenant)
         if kept is None and not _is_background(body):
             raise InvalidRequestError(
                 f"Response '{response_id}' is not a background response; only background responses can be "
@@ -288,30 +298,34 @@ class Runs:
             )
         return body
 
-    async def _cancel_here(self, response_id: str) -> None:
-        """Cancel ``response_id`` if this process runs it (another process asked, through the relay)."""
-        if response_id in self.kept:
-            await self.cancel(response_id)
+    async def _cancel_here(self, key: str) -> None:
+        """Cancel the run of ``key`` if this process runs it (another process asked, through the relay)."""
+        kept = self.kept.get(key)
+        if kept is not None:
+            await self.cancel(kept.id, kept.run.prepared.owner)
 
-    async def delete(self, response_id: str) -> bytes:
+    async def delete(self, response_id: str, tenant: Tenant = OPEN) -> bytes:
         """``DELETE``: forget a response. A running background response is cancelled first (its
         generation aborted, here or in the process running it) and then forgotten everywhere: its
         events, its snapshot and the response it stored as it ended. Any other response: the store's."""
-        kept = self.kept.get(response_id)
+        key, store = tenant.scope + response_id, scoped(self.store, tenant.scope)
+        kept = self.kept.get(key)
         running_elsewhere = (
-            kept is None and self.relay is not None and await self.relay.snapshot(response_id) is not None
+            kept is None and self.relay is not None and await self.relay.snapshot(key) is not None
         )
         if kept is None and not running_elsewhere:
-            if not await self.store.delete(response_id):
+            if not await store.delete(response_id):
                 raise NotFoundError(f"Response with id '{response_id}' not found.")
         else:
-            await self.cancel(response_id)  # returns once it ended and was stored (or its store write failed)
+            await self.cancel(
+                response_id, tenant
+            )  # returns once it ended and was stored (or its write failed)
             if kept is not None:
                 self.forget(kept)
         if self.relay is not None:
-            await self.relay.forget(response_id)  # a background response's replayable events
+            await self.relay.forget(key)  # a background response's replayable events
         if kept is not None or running_elsewhere:
-            await self.store.delete(response_id)
+            await store.delete(response_id)
         return orjson.dumps({"id": response_id, "object": "response.deleted", "deleted": True})
 
 

@@ -33,7 +33,7 @@ from ..request import (
     check_depth,
     list_page_json,
 )
-from ..store import ResponseStore, StoredResponse
+from ..store import ResponseStore, scoped
 from ..tenants import OPEN, Tenant
 from ..tools import Coordinator, ToolSettings
 from .background import BackgroundLimits, BackgroundRun, Framing
@@ -207,23 +207,25 @@ class ResponsesService:
         ``origin``: what the transport knows of the request besides its body (``prepare.Origin``).
         """
         p = open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
+        store = scoped(self.store, origin.tenant.scope)  # what it reads is its tenant's
         await apply_template(p, self.prompts)
         form_team(p, self, self.subagents, self.tool_settings.tool_timeout)
-        await check_options(p, self.store)
+        await check_options(p, store)
         await read_conversation(p, self.conversations)
-        await read_input(p, self.store)
+        await read_input(p, store)
         await continue_chain(p, self.chains)
         await render_prompt(p, self.renderer)
         await compact_if_asked(p, self.compactor)
         fit_window(p, self.executor, self.adapter)
         generation = generation_of(p, self.executor, self.adapter, self.sampling_defaults)
-        response = await first_snapshot(p, generation, self.model_name, self.store, self.adapter)
+        response = await first_snapshot(p, generation, self.model_name, store, self.adapter)
         return freeze(
             p, generation, response, self.sealer, self.redact_reasoning, self.tool_settings.tool_timeout
         )
 
     async def count_input_tokens(self, body: bytes, tenant: Tenant = OPEN) -> bytes:
-        """``POST /v1/responses/input_tokens``: the length of the prompt the same create would send.
+        """``POST /v1/responses/input_tokens``: the length of the prompt the same create by ``tenant`` would
+        send.
 
         Counting never generates: with ``context_management`` it is the prompt before any
         compaction, the number the threshold is compared with. ``tenant``: who asks (its sealed items open).
@@ -275,9 +277,9 @@ class ResponsesService:
         self._aborting = True
         return self.runs.abort_all()
 
-    def find(self, response_id: str) -> ResponseRun | None:
-        """The run of ``response_id`` if it is being driven in this process."""
-        return self.runs.find(response_id)
+    def find(self, response_id: str, tenant: Tenant = OPEN) -> ResponseRun | None:
+        """``tenant``'s run of ``response_id`` if it is being driven in this process."""
+        return self.runs.find(response_id, tenant)
 
     async def start_background(self, run: ResponseRun) -> BackgroundRun:
         """Drive ``run`` in a task of the service's, its events kept for replay; return at once.
@@ -306,37 +308,38 @@ class ResponsesService:
                 "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
             )
         await apply_template(p, self.prompts)
-        request = await expand_references(p.request, self.store, p.budget)
+        request = await expand_references(p.request, scoped(self.store, tenant.scope), p.budget)
         compaction = await self.compactor.compact(request, tenant=tenant, size=p.budget.spent)
         return orjson.dumps(compacted_response_json(compaction))
 
-    async def retrieve(self, response_id: str) -> bytes:
+    async def retrieve(self, response_id: str, tenant: Tenant = OPEN) -> bytes:
         """``GET``: the response's JSON: ``queued``, its live snapshot while it is generated (here or, through
-        the relay, elsewhere), else the stored one. NotFoundError if none is known."""
-        return await self.runs.retrieve(response_id)
+        the relay, elsewhere), else the stored one. NotFoundError if ``tenant`` knows none (another tenant's
+        id reads as unknown: docs/tenants.md#isolation; so for every method below)."""
+        return await self.runs.retrieve(response_id, tenant)
 
-    async def replay(self, response_id: str, starting_after: int | None) -> AsyncIterator[bytes]:
+    async def replay(
+        self, response_id: str, starting_after: int | None, tenant: Tenant = OPEN
+    ) -> AsyncIterator[bytes]:
         """``GET ?stream=true``: a background response's event frames after ``starting_after``, live until its
         end. InvalidRequestError (before any byte) if they are not kept; NotFoundError if it is unknown."""
-        return await self.runs.replay(response_id, starting_after)
+        return await self.runs.replay(response_id, starting_after, tenant)
 
-    async def cancel(self, response_id: str) -> bytes:
+    async def cancel(self, response_id: str, tenant: Tenant = OPEN) -> bytes:
         """Cancel a background response (wherever it runs) and return it once it ended (idempotent)."""
-        return await self.runs.cancel(response_id)
+        return await self.runs.cancel(response_id, tenant)
 
-    async def delete(self, response_id: str) -> bytes:
+    async def delete(self, response_id: str, tenant: Tenant = OPEN) -> bytes:
         """Delete a response (a running background one is cancelled first, then forgotten everywhere); the
         deletion confirmation as JSON. NotFoundError if none is known."""
-        return await self.runs.delete(response_id)
+        return await self.runs.delete(response_id, tenant)
 
-    async def input_items(self, response_id: str, *, after: str | None, limit: int, order: str) -> bytes:
+    async def input_items(
+        self, response_id: str, *, after: str | None, limit: int, order: str, tenant: Tenant = OPEN
+    ) -> bytes:
         """A page of the stored response's input items, as a ``list`` object."""
-        entry = await self._get(response_id)
-        items = zip(entry.input_item_ids, entry.input_items_json, strict=True)
-        return list_page_json(tuple(items), after=after, limit=limit, order=order, where="this response")
-
-    async def _get(self, response_id: str) -> StoredResponse:
-        entry = await self.store.get(response_id)
+        entry = await scoped(self.store, tenant.scope).get(response_id)
         if entry is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.")
-        return entry
+        items = zip(entry.input_item_ids, entry.input_items_json, strict=True)
+        return list_page_json(tuple(items), after=after, limit=limit, order=order, where="this response")

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..tenants import OPEN, Tenant
+from ..tenants import Tenant
 from ..tools import Coordinator
 from .sessions import Chain
 
-__all__ = ["Lookup", "SubagentHost", "SubagentLimits", "SubagentPool", "TenantsHost"]
+__all__ = ["Lookup", "SubagentHost", "SubagentLimits", "SubagentPool"]
 
 #: Finds a sub-agent's last response by id (``prepared.HistoryLookup``'s shape).
 Lookup = Callable[[str], Chain | None]
@@ -56,30 +56,8 @@ class SubagentHost(Protocol):
     """Runs one turn of a sub-agent: the service's (``ResponsesService.run_subagent_turn``)."""
 
     async def run_subagent_turn(
-        self,
-        body: dict[str, Any],
-        lookup: Lookup,
-        coordinator: Coordinator | None,
-        tenant: Tenant = OPEN,
+        self, body: dict[str, Any], lookup: Lookup, coordinator: Coordinator | None, tenant: Tenant
     ) -> tuple[dict[str, Any], str | None, Chain | None]:
         """Prepare and drive the response ``body`` asks for, as ``tenant``'s; its final JSON, id and
         continuation (None: it cannot be continued). Raises APIError when it cannot be prepared."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class TenantsHost:
-    """``host`` running every sub-agent turn as ``tenant``'s (its parent response's tenant)."""
-
-    host: SubagentHost
-    tenant: Tenant
-
-    async def run_subagent_turn(
-        self,
-        body: dict[str, Any],
-        lookup: Lookup,
-        coordinator: Coordinator | None,
-        tenant: Tenant = OPEN,
-    ) -> tuple[dict[str, Any], str | None, Chain | None]:
-        """The host's turn, as this tenant's (``tenant`` is ignored: a team never changes tenant)."""
-        return await self.host.run_subagent_turn(body, lookup, coordinator, self.tenant)

@@ -32,6 +32,7 @@ from pydantic import TypeAdapter
 from ..core import APIError, InvalidRequestError, new_id
 from ..request import ROOT_AGENT, MultiAgentConfig
 from ..stream import AgentItem
+from ..tenants import OPEN, Tenant
 from ..tools import Coordinator
 from .sessions import Chain
 from .subagent_limits import SubagentHost, SubagentPool
@@ -93,8 +94,11 @@ class Team:
         config: MultiAgentConfig,
         template: Mapping[str, Any],
         tool_timeout: float = float("inf"),
+        tenant: Tenant = OPEN,
     ) -> None:
         self._host = host
+        #: Whose response it is: its sub-agents' turns are this tenant's (docs/tenants.md#isolation).
+        self._tenant = tenant
         #: A wait ends before the tool loop's timeout would fail the call (``--tool_timeout``).
         self._max_wait = min(pool.limits.wait_seconds, tool_timeout * 0.9)
         self._pool = pool
@@ -291,7 +295,7 @@ class Team:
         try:
             with anyio.fail_after(self.limits.task_seconds):
                 final, response_id, chain = await self._host.run_subagent_turn(
-                    body, self._chains.get, self.coordinator(child.name, child.depth)
+                    body, self._chains.get, self.coordinator(child.name, child.depth), self._tenant
                 )
             if chain is not None and response_id is not None:
                 if child.last_id is not None:

@@ -17,7 +17,7 @@ from ..tenants import TenantDirectory
 from .config import ServerConfig
 from .dialects import anthropic_error_response, anthropic_models
 from .group import FORWARDED, forward, gather_stats
-from .operations import metrics_text, unauthorized
+from .operations import metrics_text, tenant_of, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
 __all__ = ["build_model_router", "build_operations_router", "build_router"]
@@ -73,7 +73,8 @@ def page_query(request: Request) -> dict[str, Any]:
 
 def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
     """Routes of stored responses, by id: each one call into the service (``GET``, ``?stream=true``
-    replay, ``cancel``, ``DELETE``, ``input_items``), framed here."""
+    replay, ``cancel``, ``DELETE``, ``input_items``) as the request's tenant (another tenant's id is a 404:
+    docs/tenants.md#isolation), framed here."""
     router = APIRouter()
     # A group of frontends on a store without a relay (SQLite): a background response runs in one of them;
     # what this frontend cannot find is asked of the others (``group.py``).
@@ -90,28 +91,30 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
             raise InvalidRequestError("'stream' must be true or false.", param="stream")
         if stream == "true":
             starting_after = _int_param(request, "starting_after", -1, -1, 1 << 62)
-            replay = service.replay(response_id, None if starting_after < 0 else starting_after)
+            after = None if starting_after < 0 else starting_after
+            replay = service.replay(response_id, after, tenant_of(request.scope))
             return await or_from_peers(request, _frames(replay))
         if "starting_after" in request.query_params:
             raise InvalidRequestError(
                 "'starting_after' only applies with stream=true.", param="starting_after"
             )
-        return await or_from_peers(request, _json(service.retrieve(response_id)))
+        return await or_from_peers(request, _json(service.retrieve(response_id, tenant_of(request.scope))))
 
     @router.post("/v1/responses/{response_id}/cancel")
     async def cancel_response(response_id: str, request: Request) -> Response:
         check_id(response_id, "response_id", "resp")
-        return await or_from_peers(request, _json(service.cancel(response_id)))
+        return await or_from_peers(request, _json(service.cancel(response_id, tenant_of(request.scope))))
 
     @router.delete("/v1/responses/{response_id}")
-    async def delete_response(response_id: str) -> Response:
+    async def delete_response(response_id: str, request: Request) -> Response:
         check_id(response_id, "response_id", "resp")
-        return JSONBytesResponse(await service.delete(response_id))
+        return JSONBytesResponse(await service.delete(response_id, tenant_of(request.scope)))
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(response_id: str, request: Request) -> Response:
         check_id(response_id, "response_id", "resp")
-        return JSONBytesResponse(await service.input_items(response_id, **page_query(request)))
+        tenant = tenant_of(request.scope)
+        return JSONBytesResponse(await service.input_items(response_id, **page_query(request), tenant=tenant))
 
     return router
 
@@ -126,18 +129,25 @@ async def _or_from_peers(request: Request, answer: Awaitable[Response], config: 
             raise
         assert config.group_dir is not None
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        auth = request.headers.get("authorization")
         found = await forward(
             config.group_dir,
             config.num_serve_frontends,
             config.frontend_index,
             request.method,
             target,
-            {"Authorization": auth} if auth else {},
+            _identity(request),
         )
         if found is None:
             raise
         return StreamingResponse(found.body, status_code=found.status, media_type=found.content_type)
+
+
+def _identity(request: Request) -> dict[str, str]:
+    """The headers that name a request's tenant (its key, as Bearer or Anthropic's ``x-api-key``): a peer
+    frontend identifies it again from them, and answers only what that tenant owns
+    (docs/tenants.md#isolation)."""
+    names = ("authorization", "x-api-key")
+    return {name: request.headers[name] for name in names if name in request.headers}
 
 
 def build_model_router(config: ServerConfig) -> APIRouter:

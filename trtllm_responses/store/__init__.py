@@ -27,6 +27,7 @@ from .base import (
 from .codec import CodecError, decode_entry, encode_entry
 from .from_url import open_store
 from .memory import ConversationHistoryStore
+from .scoped import ScopedStore, scoped
 
 if TYPE_CHECKING:
     from .redis import RedisStore

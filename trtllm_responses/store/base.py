@@ -9,9 +9,11 @@ A :class:`StoredResponse` keeps what later requests need:
 - its session key (``request/affinity.py``), which a response continuing it inherits, so the root
   of a ``previous_response_id`` chain is known without walking the chain, on any replica.
 
-Every backend also indexes the ids of each stored response's input and output items (``item_responses``),
-so an ``item_reference`` finds any item the store holds, whichever chain it was in; the index lives and
-dies with the responses (docs/stores-and-frontends.md#stores).
+Every backend also indexes item ids of each stored response (``item_responses``), so an ``item_reference``
+finds an item the store holds whichever chain it was in; the index lives and dies with the responses
+(docs/stores-and-frontends.md#stores). Which ids are indexed is the writer's to say
+(``indexed_item_ids``): the service names only ids the server minted, so an id a client chose never
+shadows another session's (docs/tenants.md#isolation).
 
 Everything in an entry is immutable (bytes, tuples, a frozen history), so a
 reader can never see an entry change, and concurrent continuations of one
@@ -67,6 +69,9 @@ class StoredResponse:
     session_key: str | None = None  # None: stored before session keys were kept
     #: The output items' ids, when the writer knows them (None: :func:`item_ids` reads them from the JSON).
     output_item_ids: tuple[str, ...] | None = None
+    #: The ids the item index maps to this entry, when the writer names them (None: :func:`item_ids` takes
+    #: every input and output item's, as entries written before the writer named them).
+    indexed_item_ids: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         # Exact-size copies: what is stored must not keep a serializer's spare buffer alive.
@@ -80,16 +85,20 @@ class StoredResponse:
         size += sys.getsizeof(self.session_key) if self.session_key is not None else 0
         size += sys.getsizeof(self.input_item_ids) + sum(sys.getsizeof(i) for i in self.input_item_ids)
         size += sys.getsizeof(self.input_items_json) + sum(sys.getsizeof(b) for b in self.input_items_json)
-        if self.output_item_ids is not None:
-            size += sys.getsizeof(self.output_item_ids) + sum(sys.getsizeof(i) for i in self.output_item_ids)
+        for ids in (self.output_item_ids, self.indexed_item_ids):
+            if ids is not None:
+                size += sys.getsizeof(ids) + sum(sys.getsizeof(i) for i in ids)
         return size
 
 
 def item_ids(entry: StoredResponse) -> tuple[str, ...]:
-    """The ids of an entry's input items and output items (what the item index maps to it), each once.
+    """What the item index maps to an entry, each once: its ``indexed_item_ids`` when named, else the ids of
+    its input items and output items.
 
     The output's are read from the response's JSON unless the entry names them (the service does: a
     response with large logprobs is megabytes of JSON, parsed in one step of the event loop)."""
+    if entry.indexed_item_ids is not None:
+        return tuple(dict.fromkeys(entry.indexed_item_ids))
     if entry.output_item_ids is not None:
         return tuple(dict.fromkeys((*entry.input_item_ids, *entry.output_item_ids)))
     try:
