@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .admission_options import add_admission, admission_limits
+
 if TYPE_CHECKING:
     from ..server import ServerConfig
 
@@ -65,6 +67,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         replay_prefix_bytes=args.replay_prefix_bytes,
         prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
+        admission=admission_limits(args),
         sampling=SamplingDefaults(
             **{name: getattr(args, name) for name in SAMPLING_FLAGS}, unsupported=args.unsupported_sampling
         ),
@@ -309,6 +312,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         _add_input,
         _add_reasoning,
         _add_http_limits,
+        add_admission,
         _add_sampling,
         _add_mcp_tools,
         _add_builtin_tools,
