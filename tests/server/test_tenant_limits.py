@@ -17,13 +17,15 @@ import httpx
 import openai
 import pytest
 from support.server_harness import RunningServer
+from websockets.sync.client import connect as ws_connect
 
 from trtllm_responses.executors.echo import EchoExecutor
-from trtllm_responses.responses import AdmissionLimits
+from trtllm_responses.responses import AdmissionLimits, BackgroundLimits
 from trtllm_responses.tenants import hash_key
 
 TENANTS = {
     "retry": {"requests_per_minute": 1},
+    "socket": {"requests_per_minute": 1},
     "wire": {"requests_per_minute": 1},
     "tokens": {"tokens_per_minute": 20, "requests_per_minute": 100},
     "claude": {"requests_per_minute": 1},
@@ -136,6 +138,24 @@ def test_the_anthropic_sdk_reads_its_429(limited: RunningServer) -> None:
     assert int(error.response.headers["retry-after"]) >= 1
 
 
+def test_a_websocket_turn_is_counted_and_refused_in_its_error_event(limited: RunningServer) -> None:
+    url = limited.base_url.replace("http", "ws", 1) + "/v1/responses"
+    with ws_connect(url, additional_headers={"Authorization": "Bearer key-socket"}) as ws:
+        ws.send(json.dumps({"type": "response.create", "model": "m", "input": "hi", "store": False}))
+        while (event := json.loads(ws.recv()))["type"] != "response.completed":
+            assert event["type"] != "error", event
+        ws.send(json.dumps({"type": "response.create", "model": "m", "input": "hi", "store": False}))
+        refused = json.loads(ws.recv())
+    assert refused["type"] == "error" and refused["status"] == 429
+    assert refused["error"]["code"] == "rate_limit_exceeded" and refused["error"]["type"] == "requests"
+
+
+def test_a_request_is_served_in_at_most_its_tenants_tier(limited: RunningServer) -> None:
+    """``priority`` asked by a ``default`` tenant is served, and answered, as ``default``; ``flex`` stays."""
+    assert create(limited, "free", service_tier="priority").json()["service_tier"] == "default"
+    assert create(limited, "free", service_tier="flex").json()["service_tier"] == "flex"
+
+
 def test_usage_per_tenant_in_metrics_and_stats(limited: RunningServer) -> None:
     metrics = httpx.get(limited.base_url + "/metrics").text
     assert 'trtllm_tenant_requests_total{tenant="retry"}' in metrics
@@ -227,6 +247,21 @@ def test_concurrent_responses_of_a_tenant(full: RunningServer) -> None:
     assert status == "completed"
     time.sleep(0.2)  # its lease is given back once it ends
     assert create(full, "capped").status_code == 200
+
+
+def test_a_refused_background_start_gives_its_turn_back(
+    full: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background turn let in whose start is then refused (the process's background limit) never runs: its
+    slot and its concurrency lease are given back, so its tenant's next turn runs at once."""
+    monkeypatch.setattr(full.app.service.runs, "limits", BackgroundLimits(max_running=0))
+    refused = create(full, "capped", background=True)
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_background_responses"
+    monkeypatch.undo()
+    time.sleep(0.1)
+    started = time.monotonic()
+    assert create(full, "capped").status_code == 200
+    assert time.monotonic() - started < 5
 
 
 def test_the_waiting_queue_is_bounded(full: RunningServer) -> None:

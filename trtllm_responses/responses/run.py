@@ -173,6 +173,12 @@ class ResponseRun:
             self._subscribers.clear()
             self._ended.set()
 
+    def abandon(self) -> None:
+        """It will never be driven (its background start was refused): its turn is given back."""
+        if self._state is RunState.QUEUED and self._admission is not None:
+            self._admission.release(None)
+            self._admission = None
+
     def subscribe(self, deliver: Deliver) -> None:
         """Receive this run's events when the service drives it in the background (``publish``)."""
         self._subscribers.append(deliver)

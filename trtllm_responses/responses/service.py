@@ -297,9 +297,14 @@ class ResponsesService:
     async def start_background(self, run: ResponseRun) -> BackgroundRun:
         """Drive ``run`` in a task of the service's, its events kept for replay; return at once.
 
-        429 past ``max_running`` background responses; 503 if the shared store cannot announce it.
+        429 past ``max_running`` background responses; 503 if the shared store cannot announce it (the
+        run then gives its turn back: it will never be driven).
         """
-        return await self.runs.start(run)
+        try:
+            return await self.runs.start(run)
+        except BaseException:
+            run.abandon()
+            raise
 
     def history_after(
         self, prepared: PreparedResponse, output: Sequence[Mapping[str, Any]]
