@@ -46,6 +46,21 @@ class TenantMetrics:
             registry=registry,
         )
         self._counts: dict[str, dict[str, float]] = {}
+        #: Each tenant's labelled children, found once (``labels()`` costs a lock and a tuple per call).
+        self._children: dict[str, tuple[Any, Any, Any, Any, Any]] = {}
+
+    def _of(self, tenant: str) -> tuple[Any, Any, Any, Any, Any]:
+        children = self._children.get(tenant)
+        if children is None:
+            tokens = self.tokens
+            children = self._children[tenant] = (
+                self.requests.labels(tenant),
+                tokens.labels(tenant, "input"),
+                tokens.labels(tenant, "cached"),
+                tokens.labels(tenant, "output"),
+                self.queue.labels(tenant),
+            )
+        return children
 
     def _count(self, tenant: str, key: str, amount: float) -> None:
         counts = self._counts.setdefault(tenant, {})
@@ -53,7 +68,7 @@ class TenantMetrics:
 
     def request(self, tenant: str) -> None:
         """A turn of ``tenant`` was admitted."""
-        self.requests.labels(tenant).inc()
+        self._of(tenant)[0].inc()
         self._count(tenant, "requests", 1)
 
     def refusal(self, tenant: str, kind: str) -> None:
@@ -63,13 +78,18 @@ class TenantMetrics:
 
     def used(self, tenant: str, input_tokens: int, cached: int, output: int) -> None:
         """A turn of ``tenant`` ended having used these tokens."""
-        for kind, amount in (("input", input_tokens), ("cached", cached), ("output", output)):
-            self.tokens.labels(tenant, kind).inc(amount)
+        _, inputs, cached_tokens, outputs, _ = self._of(tenant)
+        for kind, child, amount in (
+            ("input", inputs, input_tokens),
+            ("cached", cached_tokens, cached),
+            ("output", outputs, output),
+        ):
+            child.inc(amount)
             self._count(tenant, f"{kind}_tokens", amount)
 
     def queued(self, tenant: str, seconds: float) -> None:
         """A turn of ``tenant`` waited ``seconds`` for a slot."""
-        self.queue.labels(tenant).observe(seconds)
+        self._of(tenant)[4].observe(seconds)
         self._count(tenant, "queued", 1)
         self._count(tenant, "queue_seconds", seconds)
 
