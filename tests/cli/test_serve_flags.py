@@ -23,6 +23,7 @@ SERVE_FLAGS = frozenset(
     --encryption_key_file --redact_reasoning --reasoning_summaries
     --max_head_bytes --max_header_count --timeout_request_head --timeout_request_body --timeout_keep_alive
     --limit_concurrency --max_connections_per_client
+    --max_running_responses --max_waiting_responses --max_wait_seconds --rate_window_seconds
     --temperature --top_p --top_k --min_p --frequency_penalty --presence_penalty --unsupported_sampling
     --mcp_allowed_urls --tool_server --tool_timeout --tool_output_max_bytes
     --python_tool --python_timeout --python_memory_mb --python_concurrent_calls --browser_backend
@@ -45,7 +46,7 @@ def test_serve_has_every_flag_by_the_same_names() -> None:
     serve = _serve()
     options = {o for a in serve._actions for o in a.option_strings if a.dest != "help"}
     assert options == SERVE_FLAGS
-    assert len({a.dest for a in serve._actions if a.option_strings and a.dest != "help"}) == 62  # and MODEL
+    assert len({a.dest for a in serve._actions if a.option_strings and a.dest != "help"}) == 66  # and MODEL
 
 
 def test_serve_help_lists_every_flag() -> None:

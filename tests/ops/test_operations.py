@@ -66,6 +66,12 @@ def test_metrics_after_a_load(serve) -> None:  # type: ignore[no-untyped-def]
         assert got[("trtllm_active_responses", ())] == 0
         assert got[("trtllm_executor_aborts_total", ())] == 0
         assert ("trtllm_store_errors_total", ()) in got
+        # per tenant (docs/tenants.md#usage): the open server's one tenant, every turn and token of it
+        tenant = (("tenant", "default"),)
+        assert got[("trtllm_tenant_requests_total", tenant)] == 8
+        for kind in ("input", "output"):
+            key = ("trtllm_tenant_tokens_total", (("kind", kind), *tenant))
+            assert got[key] == got[(f"trtllm_{kind}_tokens_total", ())]
     finally:
         running.stop()
 

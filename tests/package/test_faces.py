@@ -48,8 +48,9 @@ FACES = {
     ),
     "tenants": Face(
         """
-        Limits OPEN SERVICE_TIER_ORDER Tenant TenantDirectory TenantFileError Tenants hash_key
-        presented_keys
+        Counters EngineFull FairShare LEASE_SECONDS Limits OPEN Quota RateLimitError RateLimiter
+        SERVICE_TIER_ORDER Tenant TenantDirectory TenantFileError Tenants Ticket WINDOW_SECONDS Window
+        hash_key limited presented_keys
         """,
         "",
     ),
@@ -130,16 +131,16 @@ FACES = {
         RedisStore ResponseStore SQLiteStore ScopedStore StoreStats StoredConversation StoredResponse
         decode_entry encode_entry item_ids open_store scoped
         """,
-        "base codec from_url memory scoped",
+        "base codec counters from_url memory scoped",
     ),
     "responses": Face(
         """
-        BackgroundLimits BackgroundRun Chain ContentSealer ConversationsService Framing Held Origin
+        Admission AdmissionLimits BackgroundLimits BackgroundRun Chain ContentSealer ConversationsService Framing Held Origin
         PreparedResponse PromptTemplates ResponseRun ResponsesService RunState Runs SamplingDefaults
         Steer SteerRefused Steered Steering SubagentLimits Successor as_items check_defaults
         load_key
         """,
-        "background budget cache_diagnostics chains compaction conversations delta_pump frame_log generation keeping logprobs prepare prepared prompts references relay rendering run runs sampling sealing service sessions steering subagent_limits subagents summaries tool_loop truncation",
+        "background budget cache_diagnostics chains compaction conversations delta_pump frame_log gate generation keeping logprobs prepare prepared prompts references relay rendering run runs sampling sealing service sessions steering subagent_limits subagents summaries tool_loop truncation",
     ),
     "server": Face(
         """

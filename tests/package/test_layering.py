@@ -70,8 +70,9 @@ CONTRACT: dict[str, frozenset[str]] = {
     # providers: a request's tools, harmony's tool_choice rule for built-ins (builtin_types_shown),
     # and a text rewriter they hand the stream (the browser's citations)
     "tools": frozenset({"core", "request", "harmony", "stream"}),
-    # the store keeps the adapter's rendered histories and pages lists as the request side reads them
-    "store": frozenset({"core", "request", "adapter"}),
+    # the store keeps the adapter's rendered histories and pages lists as the request side reads them; it
+    # keeps the counts of tenants' limits (its ``counters()`` are tenants' Counters, docs/tenants.md#limits)
+    "store": frozenset({"core", "tenants", "request", "adapter"}),
     "responses": frozenset(
         {"core", "ops", "tenants", "request", "harmony", "adapter", "executors", "stream", "tools", "store"}
     ),

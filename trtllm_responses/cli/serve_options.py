@@ -14,6 +14,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .admission_options import add_admission, admission_limits
+from .arg_types import non_negative_int, positive_float
+
 if TYPE_CHECKING:
     from ..server import ServerConfig
 
@@ -65,6 +68,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         replay_prefix_bytes=args.replay_prefix_bytes,
         prompts=args.prompts,
         http=HTTPLimits(**{name: getattr(args, name) for name in HTTP_LIMIT_FLAGS}),
+        admission=admission_limits(args),
         sampling=SamplingDefaults(
             **{name: getattr(args, name) for name in SAMPLING_FLAGS}, unsupported=args.unsupported_sampling
         ),
@@ -95,24 +99,10 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
@@ -186,20 +176,20 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--timeout_request_head",
-        type=_positive_float,
+        type=positive_float,
         default=d.timeout_request_head,
         help=f"seconds to receive a request head, from connecting or its first byte; then 408 "
         f"(default: {d.timeout_request_head:g})",
     )
     group.add_argument(
         "--timeout_request_body",
-        type=_positive_float,
+        type=positive_float,
         default=d.timeout_request_body,
         help=f"seconds to receive a request body after its head; then 408 (default: {d.timeout_request_body:g})",
     )
     group.add_argument(
         "--timeout_keep_alive",
-        type=_positive_float,
+        type=positive_float,
         default=d.timeout_keep_alive,
         help=f"seconds an idle keep-alive connection stays open (default: {d.timeout_keep_alive:g})",
     )
@@ -212,7 +202,7 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--max_connections_per_client",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=d.max_connections_per_client,
         help=f"open connections from one client address; one more gets 503 and is closed; 0: no limit "
         f"(default: {d.max_connections_per_client})",
@@ -251,7 +241,7 @@ def _add_sampling(serve: argparse.ArgumentParser) -> None:
         help=f"top_p of requests that set none (default: {d.top_p:g})",
     )
     for name, check in (
-        ("top_k", _non_negative_int),
+        ("top_k", non_negative_int),
         ("min_p", _ranged(0.0, 1.0)),
         ("frequency_penalty", _ranged(-2.0, 2.0)),
         ("presence_penalty", _ranged(-2.0, 2.0)),
@@ -309,6 +299,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         _add_input,
         _add_reasoning,
         _add_http_limits,
+        add_admission,
         _add_sampling,
         _add_mcp_tools,
         _add_builtin_tools,
@@ -381,7 +372,7 @@ def _add_server(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--websocket_max_seconds",
-        type=_positive_float,
+        type=positive_float,
         default=d.websocket_max_seconds,
         help=f"close WebSocket connections after this long (default: {d.websocket_max_seconds:g})",
     )
@@ -426,28 +417,28 @@ def _add_input(serve: argparse.ArgumentParser) -> None:
     group = serve.add_argument_group("request input (its size, where it is rendered, what is kept, prompts)")
     group.add_argument(
         "--max_input_bytes",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=d.max_input_bytes,
         help=f"refuse larger request bodies before tokenizing them (400 context_length_exceeded); "
         f"0: 16 bytes per token of the context window (default: {d.max_input_bytes})",
     )
     group.add_argument(
         "--render_workers",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=d.render_workers,
         help=f"worker processes rendering large inputs off the event loop, ~130 MiB each; "
         f"0: one a core, at most 4 (default: {d.render_workers})",
     )
     group.add_argument(
         "--render_cache_bytes",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=d.render_cache_bytes,
         help=f"bytes of rendered input items kept, so a replayed history renders only its new items; "
         f"0: off (default: {d.render_cache_bytes})",
     )
     group.add_argument(
         "--replay_prefix_bytes",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=d.replay_prefix_bytes,
         help=f"bytes of large request bodies' prefixes kept, so a replayed history parses only its new bytes; "
         f"0: off (default: {d.replay_prefix_bytes})",
@@ -506,7 +497,7 @@ def _add_mcp_tools(serve: argparse.ArgumentParser) -> None:
     )
     tools.add_argument(
         "--tool_timeout",
-        type=_positive_float,
+        type=positive_float,
         default=tool.tool_timeout,
         help=f"seconds a tool call or listing may take (default: {tool.tool_timeout:g})",
     )
@@ -536,7 +527,7 @@ def _add_builtin_tools(serve: argparse.ArgumentParser) -> None:
     )
     builtin.add_argument(
         "--python_timeout",
-        type=_positive_float,
+        type=positive_float,
         default=python.timeout,
         help=f"wall-clock seconds of one local python call (default: {python.timeout:g})",
     )

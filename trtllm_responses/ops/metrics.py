@@ -36,6 +36,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from .tenant_metrics import TenantMetrics
+
 __all__ = ["ServerMetrics", "merge_snapshots", "use_group_folder"]
 
 _LATENCY_BUCKETS = (
@@ -118,6 +120,8 @@ class ServerMetrics:
         self._define_response_metrics(self.registry)
         self._define_side_counters(self.registry)
         self._define_gauges(self.registry)
+        #: What each tenant used (``tenant_metrics.py``).
+        self.tenants = TenantMetrics(self.registry)
         self.active = 0  # responses being generated now
         self.gc_collections = [0, 0, 0]
         self.gc_max = [0.0, 0.0, 0.0]  # longest collection per generation since reset
@@ -299,6 +303,7 @@ class ServerMetrics:
                 "max_since_reset_ms": round(self.max_loop_lag * 1000, 3),
             },
             "active_responses": self.active,
+            "tenants": self.tenants.view(),
             "reasoning_summaries": {
                 "count": self.summaries,
                 "prompt_tokens": self.summary_prompt_tokens,
@@ -329,6 +334,7 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
             "max_since_reset_ms": max(s["event_loop_lag"]["max_since_reset_ms"] for s in snapshots),
         },
         "active_responses": total("active_responses"),
+        "tenants": _merged_tenants([s.get("tenants", {}) for s in snapshots]),
         "reasoning_summaries": {
             key: total("reasoning_summaries", key) for key in ("count", "prompt_tokens", "output_tokens")
         },
@@ -342,6 +348,17 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
             for g in range(3)
         },
     }
+
+
+def _merged_tenants(views: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Several processes' per-tenant counts, summed."""
+    merged: dict[str, dict[str, Any]] = {}
+    for view in views:
+        for name, counts in view.items():
+            into = merged.setdefault(name, {})
+            for key, value in counts.items():
+                into[key] = into.get(key, 0) + value
+    return dict(sorted(merged.items()))
 
 
 def _at(snapshot: dict[str, Any], path: tuple[str, ...]) -> Any:

@@ -8,7 +8,7 @@
 and replayable for their grace period: ``background.py``, ``frame_log.py``, and across processes through
 Redis, ``relay.py``); ``sessions.py`` decides which
 session a response belongs to (its key, inherited along a chain); ``steering.py`` decides
-what WebSocket steering does to runs. docs/architecture.md#the-runs-life. Transports (``server/``) are
+what WebSocket steering does to runs; ``gate.py`` lets each turn in (tenants' limits, fair share). docs/architecture.md#the-runs-life. Transports (``server/``) are
 the only layer above it.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from .background import BackgroundLimits, BackgroundRun, Framing
 from .conversations import ConversationsService
+from .gate import Admission, AdmissionLimits
 from .prepare import Origin
 from .prepared import PreparedResponse
 from .prompts import PromptTemplates
@@ -29,6 +30,8 @@ from .steering import Held, Steer, Steered, Steering, SteerRefused, Successor, a
 from .subagent_limits import SubagentLimits
 
 __all__ = [
+    "Admission",
+    "AdmissionLimits",
     "BackgroundLimits",
     "BackgroundRun",
     "Chain",

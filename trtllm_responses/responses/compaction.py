@@ -189,7 +189,6 @@ class Compactor:
         size: int = 0,
         session_key: str | None = None,
         lookup: HistoryLookup | None = None,
-        tenant: Tenant = OPEN,
     ) -> Compaction:
         """Summarize the conversation ``request`` describes (its input, ``previous_response_id``).
 

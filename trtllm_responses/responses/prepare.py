@@ -51,6 +51,7 @@ from .cache_diagnostics import prompt_cache_diagnostics
 from .chains import Chains
 from .compaction import Compaction, Compactor, compact_threshold, compaction_triggered, window_for_turn
 from .conversations import ConversationsService, conversation_id
+from .gate import capped_tier
 from .prepared import (
     ENCRYPTED_REASONING,
     PreparedResponse,
@@ -167,7 +168,7 @@ def open_request(body: JsonBody, origin: Origin, limit: int, window: int) -> Pre
     steps = LoopSteps()
     budget = InputBudget(limit, window, spent=body.size)
     budget.check(body.size if origin.sent_bytes is None else origin.sent_bytes)
-    request = parse_request(body)
+    request = capped_tier(parse_request(body), origin.tenant)
     return Preparation(body, origin, budget, request, received, steps, coordinator=origin.coordinator)
 
 

@@ -30,6 +30,7 @@ from openai.types.responses import ResponseStreamEvent, ResponseUsage
 
 from ..core import InvalidRequestError, exact_bytes
 from ..stream import ResponseStream
+from .gate import Admission
 from .generation import Generator, RunDriver
 from .prepared import Deliver, PreparedResponse
 
@@ -91,10 +92,12 @@ class ResponseRun:
         generator: Generator,
         registry: Registry | None = None,
         on_abort: Callable[[], None] | None = None,
+        admission: Admission | None = None,
     ) -> None:
         """``generator``: what its driver generates with (the service's); ``registry``: where it is found
         while driven. ``on_abort`` is called each time the run aborts a request in the executor (a cancel,
-        a stop string, the server's abort: ``trtllm_executor_aborts_total``)."""
+        a stop string, the server's abort: ``trtllm_executor_aborts_total``). ``admission``: its turn's place
+        (``gate.py``): a background run waits for its slot when its drive starts; it is given back at the end."""
         self._prepared = prepared
         self._id = prepared.generation.request_id
         self._key = prepared.owner.scope + self._id
@@ -110,6 +113,9 @@ class ResponseRun:
         self._stop_reason: str | None = None
         self._ended = asyncio.Event()
         self._subscribers: list[Deliver] = []
+        self._admission = admission
+        if admission is not None:
+            admission.hold()
 
     # -- what it is: read-only views of its private state ----------------------------------------
 
@@ -143,6 +149,15 @@ class ResponseRun:
         """
         if self._state is not RunState.QUEUED:
             raise RuntimeError(f"response {self.id} is already {self._state.value}")
+        admission = self._admission
+        if admission is not None:
+            try:
+                await admission.turn()  # a background run waits here, queued, for a slot of the engine
+            except BaseException:  # the server ends it while it waits: it ends without a response
+                admission.release(None)
+                self._state = RunState.ENDED
+                self._ended.set()
+                raise
         self._state = RunState.RUNNING
         registry = self._registry
         if registry is not None:
@@ -151,6 +166,8 @@ class ResponseRun:
             self._final_json = exact_bytes(await self._driver.drive(self, deliver))
             return self._final_json
         finally:
+            if admission is not None:
+                admission.release(self.usage)
             if registry is not None:
                 registry.leave(self)
             self._state = RunState.ENDED
@@ -158,6 +175,12 @@ class ResponseRun:
             # keeping it here made a cycle: a forgotten run's memory waited for a full collection.
             self._subscribers.clear()
             self._ended.set()
+
+    def abandon(self) -> None:
+        """It will never be driven (its background start was refused): its turn is given back."""
+        if self._state is RunState.QUEUED and self._admission is not None:
+            self._admission.release(None)
+            self._admission = None
 
     def subscribe(self, deliver: Deliver) -> None:
         """Receive this run's events when the service drives it in the background (``publish``)."""
@@ -219,6 +242,8 @@ class ResponseRun:
         if self._state is RunState.ENDED:
             return
         self._interrupted = True
+        if self._admission is not None:
+            self._admission.withdraw()  # still queued: its drive goes on now and ends at once
         self._driver.interrupt(self._abort_in_executor)
 
     def _abort_in_executor(self, request_id: str) -> None:

@@ -32,6 +32,7 @@ from ..request import (
     ReplayPrefixes,
     check_depth,
     list_page_json,
+    service_tier,
 )
 from ..store import ResponseStore, scoped
 from ..tenants import OPEN, Tenant
@@ -41,6 +42,7 @@ from .budget import check_size
 from .chains import CHAIN_HISTORY_CACHE_BYTES, Chains
 from .compaction import Compactor, compacted_response_json
 from .conversations import ConversationsService
+from .gate import Admission, AdmissionLimits, Gate
 from .generation import Generator
 from .keeping import Keeper
 from .prepare import (
@@ -72,6 +74,8 @@ from .subagent_limits import SubagentLimits, SubagentPool
 from .summaries import Summarizer
 
 __all__ = [
+    "Admission",
+    "AdmissionLimits",
     "Deliver",
     "HistoryLookup",
     "Origin",
@@ -113,9 +117,11 @@ class ResponsesService:
         replay_prefix_bytes: int = DEFAULT_REPLAY_PREFIX_BYTES,
         background_limits: BackgroundLimits | None = None,
         framing: Framing | None = None,
+        admission_limits: AdmissionLimits | None = None,
     ) -> None:
         """``framing`` (the transport's, ``server/sse.py``) is what background runs record their events as;
         ``background_limits`` bound what is kept of them. Without ``framing`` no run starts in the background.
+        ``admission_limits``: how full the engine gets and how long a turn waits for it (``gate.py``).
         """
         self.prompts = prompts or PromptTemplates(None)
         #: What requests that do not say are sampled with (``serve --temperature`` …).
@@ -170,6 +176,8 @@ class ResponsesService:
         )
         #: This process's runs: the live ones by id, the background ones kept for their grace period.
         self.runs = Runs(store, self.metrics, limits=background_limits or BackgroundLimits(), framing=framing)
+        #: Tenants' limits and the fair share of a full engine: every turn passes it (``admit``).
+        self.gate = Gate(store, self.metrics, admission_limits or AdmissionLimits())
 
     @property
     def tool_settings(self) -> ToolSettings:
@@ -237,12 +245,27 @@ class ResponsesService:
 
     # -- run -----------------------------------------------------------------------------------
 
-    def run(self, prepared: PreparedResponse) -> ResponseRun:
-        """The handle on ``prepared``'s response: drive it (``run.drive``) or ``start_background`` it.
+    async def admit(self, prepared: PreparedResponse, tenant: Tenant) -> Admission:
+        """Let a prepared turn of ``tenant`` in (``gate.py``): its limits counted, its place in the engine's
+        queue taken; RateLimitError (429) otherwise. A foreground turn then waits for its slot
+        (``admission.turn()``) before it answers anything; a background one waits in its run. Its runs
+        (``run(prepared, admission)``) give it back when they end."""
+        request = prepared.request
+        tokens = len(prepared.prompt.token_ids)
+        tier = service_tier(request.service_tier)[0]
+        return await self.gate.admit(
+            tenant, prepared.response.id, tier, tokens, background=bool(request.background)
+        )
+
+    def run(self, prepared: PreparedResponse, admission: Admission | None = None) -> ResponseRun:
+        """The handle on ``prepared``'s response: drive it (``run.drive``) or ``start_background`` it; it holds
+        ``admission`` (``admit``) until it ends.
 
         After ``abort_all`` (the server's shutdown timeout) a new run is aborted from the start.
         """
-        run = ResponseRun(prepared, self.generator, self.runs, on_abort=self.metrics.record_abort)
+        run = ResponseRun(
+            prepared, self.generator, self.runs, on_abort=self.metrics.record_abort, admission=admission
+        )
         if self._aborting:
             run.abort()
         return run
@@ -284,9 +307,14 @@ class ResponsesService:
     async def start_background(self, run: ResponseRun) -> BackgroundRun:
         """Drive ``run`` in a task of the service's, its events kept for replay; return at once.
 
-        429 past ``max_running`` background responses; 503 if the shared store cannot announce it.
+        429 past ``max_running`` background responses; 503 if the shared store cannot announce it (the
+        run then gives its turn back: it will never be driven).
         """
-        return await self.runs.start(run)
+        try:
+            return await self.runs.start(run)
+        except BaseException:
+            run.abandon()
+            raise
 
     def history_after(
         self, prepared: PreparedResponse, output: Sequence[Mapping[str, Any]]

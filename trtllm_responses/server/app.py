@@ -103,6 +103,7 @@ def _service(
         replay_prefix_bytes=config.replay_prefix_bytes,
         background_limits=BackgroundLimits(grace=config.background_grace),
         framing=SSE_FRAMING,
+        admission_limits=config.admission,
     )
 
 

@@ -4,6 +4,9 @@ A handler reads the request from it (the ASGI channel, the headers, the body und
 :class:`~.body.BodyLimit`), notes on its access record what it answered (``response_id``,
 ``session_id``) and names the generations that answer it (``runs``); once the answer is written,
 the router puts their usage into the access record (:meth:`Call.account`), the same for every API.
+A handler lets its turn in through :meth:`Call.admit` (its tenant's limits and the engine's fair share,
+``responses/gate.py``): the call keeps what its tenant had left (:attr:`Call.quota`), which the router
+writes as the rate-limit headers of the answer, and gives the turn back if no run took it.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from typing import Any, TypeVar
 from starlette.types import Receive, Scope, Send
 
 from ..ops import AccessRecord
-from ..responses import ResponseRun
-from ..tenants import Tenant
+from ..responses import Admission, PreparedResponse, ResponseRun, ResponsesService
+from ..tenants import Quota, RateLimitError, Tenant
 from .body import BodyLimit, read_body
 from .operations import tenant_of
 from .responses import unless_client_leaves
@@ -29,7 +32,7 @@ class Call:
     """One request a route of the table serves: its ASGI scope and channel, its access record, and the
     runs that answer it (one per generation: a chat completion's ``n`` choices are ``n`` runs)."""
 
-    __slots__ = ("scope", "receive", "send", "record", "runs")
+    __slots__ = ("scope", "receive", "send", "record", "runs", "admission", "quota")
 
     def __init__(self, scope: Scope, receive: Receive, send: Send, record: AccessRecord) -> None:
         self.scope = scope
@@ -38,6 +41,9 @@ class Call:
         self.record = record
         #: The generations answering this request (set by the handler once it starts them).
         self.runs: Sequence[ResponseRun] = ()
+        #: Its turn, once let in (:meth:`admit`), and what its tenant had left then (or when refused).
+        self.admission: Admission | None = None
+        self.quota: Quota | None = None
 
     @property
     def tenant(self) -> Tenant:
@@ -56,6 +62,28 @@ class Call:
     async def unless_client_leaves(self, work: Coroutine[Any, Any, T]) -> T:
         """Await a non-streamed answer's ``work``, cancelled if the client hangs up first (``ClientGone``)."""
         return await unless_client_leaves(self.receive, work)
+
+    async def admit(self, service: ResponsesService, prepared: PreparedResponse) -> Admission:
+        """Let the prepared turn in (``ResponsesService.admit``), a foreground one once it has a slot of the
+        engine: RateLimitError (429) if its tenant's limits or the engine's queue refuse it (or it waited
+        ``--max_wait_seconds``); either way :attr:`quota` says what the tenant has left."""
+        try:
+            admission = self.admission = await service.admit(prepared, self.tenant)
+            self.quota = admission.quota
+            if admission.waiting and not admission.background:
+                # a full engine: wait for a slot, nothing written yet; a client that leaves gives its place up
+                await self.unless_client_leaves(admission.turn())
+        except RateLimitError as error:
+            self.quota = error.quota if self.quota is None else self.quota
+            raise
+        return admission
+
+    def done(self) -> None:
+        """The answer is written: a foreground turn's slot is given back if its runs have not (a run never
+        driven); a background one's stays with its run."""
+        admission = self.admission
+        if admission is not None and not admission.background:
+            admission.close()
 
     def account(self) -> None:
         """Put the runs' usage into the access record, once every one has ended with one: the prompt counted

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ..adapter import DEFAULT_RENDER_CACHE_BYTES
 from ..request import DEFAULT_REPLAY_PREFIX_BYTES
-from ..responses import BackgroundLimits, SamplingDefaults, SubagentLimits
+from ..responses import AdmissionLimits, BackgroundLimits, SamplingDefaults, SubagentLimits
 from ..tenants import TenantDirectory
 from ..tools import ToolSettings
 from .http_limits import HTTPLimits
@@ -73,6 +73,9 @@ class ServerConfig:
     #: Budgets of the beta multi-agent surface's sub-agents
     #: (docs/agent-clients.md#multi-agent-responses-beta).
     subagents: SubagentLimits = field(default_factory=SubagentLimits)
+    #: How full the engine gets, how long and how many turns wait, the rate window
+    #: (``--max_running_responses`` …; docs/tenants.md#fair-share).
+    admission: AdmissionLimits = field(default_factory=AdmissionLimits)
     #: What a request that does not say is sampled with (``--temperature``, ``--top_p`` …).
     sampling: SamplingDefaults = field(
         default_factory=SamplingDefaults

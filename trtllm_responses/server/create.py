@@ -38,7 +38,7 @@ async def create_response(service: ResponsesService, call: Call) -> Response:
     prepared = await service.prepare(await service.decode(body, call.tenant.scope), origin)
     call.record.response_id = prepared.response.id
     call.record.session_id = prepared.session_key
-    run = service.run(prepared)
+    run = service.run(prepared, await call.admit(service, prepared))
     call.runs = (run,)
     if prepared.request.background:
         events = await service.start_background(run)

@@ -57,14 +57,16 @@ async def answer(
     record: AccessRecord,
     path: str,
     render: Callable[[APIError], Response] = error_response,
+    headers: Callable[[], Awaitable[list[tuple[bytes, bytes]]]] | None = None,
 ) -> int:
     """Serve one request of a route outside FastAPI (the app's table, ``router.py``).
 
     ``handler`` builds the response; an APIError it raises becomes the error body (``render``: OpenAI's
     envelope unless the route says, e.g. Anthropic's), anything else a logged 500, and a client gone
     before it was answered (``ConnectionResetError``) is recorded as 499 with nothing sent. The response
-    carries the request id, and the session key when it was decided (``x-session-id``,
-    docs/stores-and-frontends.md#session-affinity); ``record`` gets its status, which is returned.
+    carries the request id, the session key when it was decided (``x-session-id``,
+    docs/stores-and-frontends.md#session-affinity) and ``headers()`` (a tenant's rate limits); ``record``
+    gets its status, which is returned.
     """
     response: Response
     try:
@@ -78,6 +80,8 @@ async def answer(
         logger.exception("Unhandled error on POST %s", path)
         response = render(ServerError("The server had an error while processing your request."))
     response.raw_headers.append(record.header())
+    if headers is not None:
+        response.raw_headers.extend(await headers())
     if record.session_id is not None and response.status_code < 400:
         response.raw_headers.append((_SESSION_HEADER, record.session_id.encode("ascii")))
     record.status = response.status_code

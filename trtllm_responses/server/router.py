@@ -7,7 +7,9 @@ FastAPI app inside (``app.create_app``). Around every HTTP request, once: the ac
 request counter, and the tenant its key names (``scope[TENANT]``, docs/tenants.md); on ``/v1/*`` a
 request without a tenant's key is a 401 (in Anthropic's envelope for an Anthropic client).
 A route of the table answers a method it does not serve with a 405 (``Allow``), its errors in its
-own envelope, and its runs' usage into the access record once the answer is written.
+own envelope, and its runs' usage into the access record once the answer is written. Every answer on
+``/v1/*`` to a tenant with rate limits carries them (``x-ratelimit-*``, or ``anthropic-ratelimit-*`` for an
+Anthropic client; docs/tenants.md#limits), written here for every route.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-from ..core import APIError, MethodNotAllowedError
+from ..core import APIError, MethodNotAllowedError, ServiceUnavailableError
 from ..ops import AccessRecord
 from ..responses import ResponsesService
-from ..tenants import Tenant, TenantDirectory
+from ..tenants import Quota, Tenant, TenantDirectory, limited
 from .call import Call
 from .config import ServerConfig
 from .create import PATH, create_response
@@ -149,16 +151,52 @@ class ResponsesApp:
         elif path.startswith("/v1/"):
             render = anthropic_error_response if wants_anthropic(scope) else error_response
             return await answer(_raising(unauthorized(scope)), scope, receive, send, record, path, render)
+        rated = tenant is not None and limited(tenant.limits) and path.startswith("/v1/")
         route = self.route(path)
         if route is None:
             record.status = CLIENT_CLOSED  # until a response starts
+            if rated:
+                assert tenant is not None
+                send = await self._with_rate_headers(scope, tenant, send)
             await self.api(scope, receive, record.wrap(send))
             return record.status
         call = Call(scope, receive, send, record)
         serve = functools.partial(route.serve, call)
-        status = await answer(serve, scope, receive, send, record, path, route.render)
+        headers = functools.partial(self._rate_headers, call) if rated else None
+        try:
+            status = await answer(serve, scope, receive, send, record, path, route.render, headers)
+        finally:
+            call.done()
         call.account()
         return status
+
+    async def _rate_headers(self, call: Call) -> list[tuple[bytes, bytes]]:
+        """The rate-limit headers of a table route's answer: what the tenant had left at its turn's
+        admission (or refusal), else now."""
+        quota = call.quota or await self._quota(call.tenant)
+        return quota.headers(anthropic=wants_anthropic(call.scope)) if quota is not None else []
+
+    async def _quota(self, tenant: Tenant) -> Quota | None:
+        """What ``tenant`` has left now; None if it has no rate limit or the store cannot say (its 503 is
+        logged; the answer goes out without the headers)."""
+        try:
+            return await self.service.gate.quota(tenant)
+        except ServiceUnavailableError:
+            return None
+
+    async def _with_rate_headers(self, scope: Scope, tenant: Tenant, send: Send) -> Send:
+        """``send`` that adds the tenant's rate-limit headers (read now) to the answer's head."""
+        quota = await self._quota(tenant)
+        if quota is None:
+            return send
+        extra = quota.headers(anthropic=wants_anthropic(scope))
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *extra]}
+            await send(message)
+
+        return sending
 
     def _tenant(self, scope: Scope) -> Tenant | None:
         """The tenant of the request's key (the open tenant when no key is asked); None: no valid key."""

@@ -425,13 +425,15 @@ class ResponsesSocket:
             else:
                 checked = self.service.body_of(body, origin)
             prepared = await self.service.prepare(checked, origin)
+            admission = await self.service.admit(prepared, self.tenant)
+            await admission.turn()  # a full engine: the turn waits here, nothing sent for it yet
         except APIError as exc:
             self._evict(previous if isinstance(previous, str) else None)
             await self._send_error(exc, stream_id)
             for steer in steers:
                 await self._steer_failed(steer, "successor_creation_failed", exc.message, stream_id)
             return None
-        running = self._steering.begin(self.service.run(prepared), body, stream_id)
+        running = self._steering.begin(self.service.run(prepared, admission), body, stream_id)
 
         suffix = b',"stream_id":' + orjson.dumps(stream_id) + b"}" if stream_id is not None else None
 

@@ -29,7 +29,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..tenants import Counters
 
 import orjson
 
@@ -177,6 +180,10 @@ class ResponseStore(Protocol):
 
     async def close(self) -> None:
         """Flush and release the storage (at server shutdown)."""
+
+    def counters(self) -> Counters:
+        """The counts tenants' limits are kept in (``tenants.Counters``; docs/tenants.md#limits): shared by
+        every process of this store (``store/counters.py``)."""
 
     # -- conversations (the Conversations API): a conversation and its ordered items ------------
 

@@ -32,6 +32,7 @@ from .base import (
     StoreStats,
     item_ids,
 )
+from .counters import MemoryCounters
 
 __all__ = ["ConversationHistoryStore", "accounted_bytes"]
 
@@ -100,6 +101,7 @@ class ConversationHistoryStore:
         self._evictions = 0
         self._rejected = 0
         self._lock = threading.Lock()
+        self._counters = MemoryCounters()
         # Conversations: least recently used dropped past max_responses of them, or past max_bytes of
         # items (a budget of their own, beside the responses').
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
@@ -178,6 +180,10 @@ class ConversationHistoryStore:
         with self._lock:
             index = self._items
             return {i: index[i] for i in item_ids if i in index}
+
+    def counters(self) -> MemoryCounters:
+        """This process's counts of tenants' limits (the memory store serves one process)."""
+        return self._counters
 
     async def ping(self) -> None:
         """In this process: always reachable."""

@@ -39,6 +39,7 @@ from .base import (
     item_ids,
 )
 from .codec import decode_stored, encode_entry
+from .counters import RedisCounters
 
 __all__ = ["RedisStore", "redis_client"]
 
@@ -120,6 +121,7 @@ class RedisStore:
         self._rejected = 0
         self._puts = 0  # puts that found the index over INDEX_SWEEP_FIELDS since it was last swept
         self._sweep_cursor = 0
+        self._counters = RedisCounters(self._call)
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         import redis.exceptions
@@ -129,6 +131,10 @@ class RedisStore:
         except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
             logger.error("The Redis store failed on %s: %r", name, exc)
             raise ServiceUnavailableError("The response store is unavailable; retry later.") from exc
+
+    def counters(self) -> RedisCounters:
+        """Counts of tenants' limits in this Redis (atomic scripts): every process and replica counts together."""
+        return self._counters
 
     async def ping(self) -> None:
         """ServiceUnavailableError (503) unless Redis answers within its timeout."""

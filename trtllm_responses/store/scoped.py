@@ -18,6 +18,7 @@ import copy
 from collections.abc import Collection
 from dataclasses import replace
 
+from ..tenants import Counters
 from .base import (
     ConversationHead,
     ConversationItem,
@@ -92,6 +93,10 @@ class ScopedStore:
 
     async def close(self) -> None:
         await self.store.close()
+
+    def counters(self) -> Counters:
+        """The store's counts (tenants' limits name their tenant in each key already)."""
+        return self.store.counters()
 
     # -- conversations: the conversation id is scoped, its items' ids are its own ---------------
 

@@ -40,6 +40,7 @@ from .base import (
     item_ids,
 )
 from .codec import decode_stored, encode_entry
+from .counters import SQLiteCounters
 
 __all__ = ["SQLiteStore"]
 
@@ -128,6 +129,7 @@ class SQLiteStore:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
         self._local = threading.local()
         self._thread.submit(self._connect).result()  # fail at startup, not on the first request
+        self._counters = SQLiteCounters(self._run, self._connect)
 
     # -- the store thread --------------------------------------------------------------------
 
@@ -481,6 +483,10 @@ class SQLiteStore:
     async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:
         """The stored responses holding ``item_ids``: the index's primary key, no entry read."""
         return await self._run(self._item_responses, list(dict.fromkeys(item_ids)))
+
+    def counters(self) -> SQLiteCounters:
+        """Counts of tenants' limits in this file's tables: every process on the file counts together."""
+        return self._counters
 
     async def ping(self) -> None:
         """In this process: always reachable."""

@@ -28,7 +28,7 @@ from starlette.types import Send
 
 from ...core import APIError, ServerError, new_id
 from ...request import ChatOptions, session_key_from_headers, translate_chat
-from ...responses import Origin, PreparedResponse, ResponseRun, ResponsesService
+from ...responses import Admission, Origin, PreparedResponse, ResponseRun, ResponsesService
 from ..call import Call
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
 from .edge import NOTHING, Deliver, drive_writing, quietly, read_request, respond, writing
@@ -41,7 +41,13 @@ CHAT_PATH = "/v1/chat/completions"
 class ChatCompletionRun:
     """One chat completion: its choices' generations, driven and written as chat."""
 
-    def __init__(self, service: ResponsesService, prepared: PreparedResponse, options: ChatOptions) -> None:
+    def __init__(
+        self,
+        service: ResponsesService,
+        prepared: PreparedResponse,
+        options: ChatOptions,
+        admission: Admission | None = None,
+    ) -> None:
         self.service = service
         self.options = options
         self.id = f"chatcmpl-{os.urandom(16).hex()}"
@@ -51,7 +57,7 @@ class ChatCompletionRun:
         self.service_tier = prepared.response.service_tier or "default"
         prepared_choices = [prepared] + [self._another(prepared, i) for i in range(1, options.n)]
         #: One run per choice.
-        self.runs = [service.run(p) for p in prepared_choices]
+        self.runs = [service.run(p, admission) for p in prepared_choices]
         self.frames = (
             ChunkFrames(
                 self.id,
@@ -220,6 +226,6 @@ async def create_chat_completion(service: ResponsesService, call: Call) -> Respo
         prepared = await service.prepare(service.body_of(translation.body, origin), origin)
     except APIError as exc:
         raise translation.in_own_terms(exc) from None
-    answer = ChatCompletionRun(service, prepared, translation.options)
+    answer = ChatCompletionRun(service, prepared, translation.options, await call.admit(service, prepared))
     call.record.session_id = prepared.session_key
     return await respond(call, answer, translation.options.stream)

@@ -26,7 +26,7 @@ from starlette.types import Scope, Send
 
 from ...core import APIError, NotFoundError, new_id
 from ...request import MessagesOptions, MessagesTranslation, translate_messages
-from ...responses import Origin, PreparedResponse, ResponsesService
+from ...responses import Admission, Origin, PreparedResponse, ResponsesService
 from ..call import Call
 from ..responses import JSONBytesResponse
 from .edge import drive_writing, quietly, read_request, respond, writing
@@ -86,9 +86,13 @@ class MessageRun:
     """One Anthropic message: its generation, driven and written as Messages events or a ``message``."""
 
     def __init__(
-        self, service: ResponsesService, prepared: PreparedResponse, options: MessagesOptions
+        self,
+        service: ResponsesService,
+        prepared: PreparedResponse,
+        options: MessagesOptions,
+        admission: Admission | None = None,
     ) -> None:
-        self.run = service.run(prepared)
+        self.run = service.run(prepared, admission)
         #: Its one generation.
         self.runs = (self.run,)
         self.id = new_id("msg")
@@ -146,7 +150,9 @@ class MessagesEdge:
     async def create(self, call: Call) -> Response:
         """A ``message``, or its stream of Messages events."""
         translation, prepared = await self._prepare(call, counting=False)
-        answer = MessageRun(self.service, prepared, translation.options)
+        answer = MessageRun(
+            self.service, prepared, translation.options, await call.admit(self.service, prepared)
+        )
         return await respond(call, answer, translation.options.stream)
 
     async def count_tokens(self, call: Call) -> Response:
