@@ -48,6 +48,7 @@ __all__ = [
     "StoredConversation",
     "StoredResponse",
     "item_ids",
+    "scope_of",
 ]
 
 #: One conversation item: its id and its JSON.
@@ -114,6 +115,12 @@ def item_ids(entry: StoredResponse) -> tuple[str, ...]:
     return tuple(dict.fromkeys(ids))
 
 
+def scope_of(response_id: str) -> str:
+    """The scope a stored id is under (``store/scoped.py``): its prefix up to and including the first ``/``,
+    ``""`` for an id of the open or one-key tenant."""
+    return response_id[: response_id.find("/") + 1]
+
+
 @dataclass(frozen=True, slots=True)
 class StoredConversation:
     """A conversation's own fields (its items are kept beside it, in order). Immutable."""
@@ -174,6 +181,13 @@ class ResponseStore(Protocol):
 
     async def stats(self) -> StoreStats:
         """Counters for logs and benchmarks."""
+
+    async def scope_bytes(self, scope: str, limit: int | None = None) -> int:
+        """The bytes of the responses stored under ``scope`` (:func:`scope_of`; conversations not counted),
+        as ``StoreStats.bytes`` counts them: kept by every put, replace, delete and eviction, so reading it
+        reads one number. ``limit``: the caller refuses at it, so a backend whose count can lag behind
+        (Redis: entries expire unseen) checks its count first when it is at or over ``limit``
+        (docs/tenants.md#limits)."""
 
     async def ping(self) -> None:
         """Raise ServiceUnavailableError if the store cannot be reached now (a store in this process always can)."""

@@ -31,6 +31,7 @@ from .base import (
     StoredResponse,
     StoreStats,
     item_ids,
+    scope_of,
 )
 from .counters import MemoryCounters
 
@@ -98,6 +99,8 @@ class ConversationHistoryStore:
         self._items: dict[str, str] = {}
         self._item_ids: dict[str, tuple[str, ...]] = {}
         self._bytes = 0
+        #: Each scope's part of ``_bytes`` (``scope_bytes``), moved with it by every put, delete and eviction.
+        self._scope_bytes: dict[str, int] = {}
         self._evictions = 0
         self._rejected = 0
         self._lock = threading.Lock()
@@ -142,23 +145,34 @@ class ConversationHistoryStore:
             )
             return False
         with self._lock:
-            old = self._sizes.pop(entry.id, None)
-            if old is not None:
-                self._bytes -= old
+            if entry.id in self._sizes:
                 del self._entries[entry.id]
-                self._unindex(entry.id)
+                self._forget(entry.id)
             self._entries[entry.id] = entry
             self._sizes[entry.id] = size
             self._bytes += size
+            scope = scope_of(entry.id)
+            self._scope_bytes[scope] = self._scope_bytes.get(scope, 0) + size
             self._item_ids[entry.id] = ids
             for item_id in ids:
                 self._items[item_id] = entry.id
             while len(self._entries) > self.max_responses or self._bytes > self.max_bytes:
                 evicted, _ = self._entries.popitem(last=False)
-                self._bytes -= self._sizes.pop(evicted)
-                self._unindex(evicted)
+                self._forget(evicted)
                 self._evictions += 1
         return True
+
+    def _forget(self, response_id: str) -> None:
+        """Take a response whose entry is gone out of the totals and the item index."""
+        size = self._sizes.pop(response_id)
+        self._bytes -= size
+        scope = scope_of(response_id)
+        left = self._scope_bytes[scope] - size
+        if left:
+            self._scope_bytes[scope] = left
+        else:
+            del self._scope_bytes[scope]
+        self._unindex(response_id)
 
     def _unindex(self, response_id: str) -> None:
         """Drop a response's items from the item index (those another response took since stay its)."""
@@ -171,8 +185,7 @@ class ConversationHistoryStore:
         with self._lock:
             if self._entries.pop(response_id, None) is None:
                 return False
-            self._bytes -= self._sizes.pop(response_id)
-            self._unindex(response_id)
+            self._forget(response_id)
             return True
 
     async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:
@@ -180,6 +193,10 @@ class ConversationHistoryStore:
         with self._lock:
             index = self._items
             return {i: index[i] for i in item_ids if i in index}
+
+    async def scope_bytes(self, scope: str, limit: int | None = None) -> int:
+        """The accounted bytes (``accounted_bytes``) of the responses under ``scope``: exact, one lookup."""
+        return self._scope_bytes.get(scope, 0)
 
     def counters(self) -> MemoryCounters:
         """This process's counts of tenants' limits (the memory store serves one process)."""

@@ -37,9 +37,11 @@ from .base import (
     StoredResponse,
     StoreStats,
     item_ids,
+    scope_of,
 )
 from .codec import decode_stored, encode_entry
 from .counters import RedisCounters
+from .redis_scopes import SCOPES, ScopeSizes
 
 __all__ = ["RedisStore", "redis_client"]
 
@@ -122,6 +124,7 @@ class RedisStore:
         self._puts = 0  # puts that found the index over INDEX_SWEEP_FIELDS since it was last swept
         self._sweep_cursor = 0
         self._counters = RedisCounters(self._call)
+        self._scopes = ScopeSizes(PREFIX)
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         import redis.exceptions
@@ -166,8 +169,9 @@ class RedisStore:
         def build(pipe: Any) -> None:
             pipe.set(key, data, ex=self.ttl or None)
             pipe.eval(_INDEX, 1, ITEMS, entry.id, *ids)
+            self._scopes.put(pipe, scope_of(entry.id), entry.id, len(data))
 
-        fields = (await self._multi(build))[-1]
+        fields = (await self._multi(build))[1]
         if int(fields) > INDEX_SWEEP_FIELDS:
             self._puts += 1
             if self._puts >= INDEX_SWEEP_EVERY:
@@ -197,10 +201,12 @@ class RedisStore:
 
     async def delete(self, response_id: str) -> bool:
         """Forget an entry and take its items out of the index (one transaction)."""
-        deleted = await self._multi(
-            lambda p: p.eval(_UNINDEX, 1, ITEMS, response_id).delete(PREFIX + response_id)
-        )
-        return bool(deleted[-1])
+
+        def build(pipe: Any) -> None:
+            pipe.eval(_UNINDEX, 1, ITEMS, response_id).delete(PREFIX + response_id)
+            self._scopes.delete(pipe, scope_of(response_id), response_id)
+
+        return bool((await self._multi(build))[1])
 
     async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:
         """HMGET on the index, then EXISTS on the responses named (those gone leave the index)."""
@@ -212,12 +218,22 @@ class RedisStore:
         gone = await self._gone(found.values())
         return {i: r for i, r in found.items() if r not in gone}
 
+    async def scope_bytes(self, scope: str, limit: int | None = None) -> int:
+        """The encoded bytes of the responses under ``scope``, as their puts and deletes counted them; at or
+        over ``limit``, first reconciled with the responses that expired or were evicted (``redis_scopes.py``)."""
+        return int(
+            (await self._multi(lambda p: self._scopes.read(p, scope, limit), transaction=False))[0] or 0
+        )
+
     async def stats(self) -> StoreStats:
-        """Keys in this database (the item index's hash not counted), Redis's memory, and its evictions."""
-        keys, index = await self._multi(lambda p: p.dbsize().exists(ITEMS), transaction=False)
+        """Keys in this database (the item index's hash and the scopes' sizes not counted), Redis's memory, and
+        its evictions."""
+        keys, index, scopes, hashes = await self._multi(
+            lambda p: p.dbsize().exists(ITEMS).exists(SCOPES).scard(SCOPES), transaction=False
+        )
         info = await self._call("info")
         return StoreStats(
-            responses=int(keys) - int(index),
+            responses=int(keys) - int(index) - int(scopes) - int(hashes),
             bytes=int(info.get("used_memory", 0)),
             max_responses=0,
             max_bytes=int(info.get("maxmemory", 0)),

@@ -88,6 +88,10 @@ class ScopedStore:
     async def stats(self) -> StoreStats:
         return await self.store.stats()
 
+    async def scope_bytes(self, scope: str = "", limit: int | None = None) -> int:
+        """The bytes under ``scope`` within this view (``""``: the tenant's own, all it can store)."""
+        return await self.store.scope_bytes(self.scope + scope, limit)
+
     async def ping(self) -> None:
         await self.store.ping()
 

@@ -109,6 +109,20 @@ CREATE TRIGGER IF NOT EXISTS conversations_size AFTER UPDATE OF nbytes ON conver
 END;
 """
 
+#: Each scope's bytes (``scope_bytes``; a scope is an id's prefix up to and including its first ``/``), kept
+#: by triggers in the transaction that inserts, replaces, deletes or evicts a response, whichever process
+#: writes. Created with the sums of the rows already there (``_count_scopes``), so an older file reads right.
+_SCOPE = "substr({row}.id, 1, instr({row}.id, '/'))"
+_SCOPE_TRIGGERS = (
+    f"""CREATE TRIGGER responses_scope_ins AFTER INSERT ON responses BEGIN
+  INSERT OR IGNORE INTO scope_bytes VALUES ({_SCOPE.format(row="new")}, 0);
+  UPDATE scope_bytes SET v = v + new.nbytes WHERE scope = {_SCOPE.format(row="new")};
+END""",
+    f"""CREATE TRIGGER responses_scope_del AFTER DELETE ON responses BEGIN
+  UPDATE scope_bytes SET v = v - old.nbytes WHERE scope = {_SCOPE.format(row="old")};
+END""",
+)
+
 
 def _items_bytes(items: list[ConversationItem]) -> int:
     return sum(len(item_id) + len(data) for item_id, data in items)
@@ -144,6 +158,7 @@ class SQLiteStore:
             db.executescript(_SCHEMA)
             self._bound_conversations(db)
             db.executescript(_CONVERSATION_SCHEMA)
+            self._count_scopes(db)
             self._local.db = db
         return db
 
@@ -173,6 +188,21 @@ class SQLiteStore:
             db.execute(
                 "INSERT OR IGNORE INTO totals SELECT 'conversation_bytes', COALESCE(SUM(nbytes), 0) FROM conversations"
             )
+
+    @staticmethod
+    def _count_scopes(db: sqlite3.Connection) -> None:
+        """Give a file without per-scope sums its table, filled from its rows, and the triggers keeping it (in
+        one transaction, so a put of another process is counted either in the fill or by the triggers)."""
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            there = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scope_bytes'")
+            if there.fetchone() is not None:
+                return
+            db.execute("CREATE TABLE scope_bytes (scope TEXT PRIMARY KEY, v INTEGER NOT NULL)")
+            scope = _SCOPE.format(row="responses")
+            db.execute(f"INSERT INTO scope_bytes SELECT {scope}, SUM(nbytes) FROM responses GROUP BY {scope}")
+            for trigger in _SCOPE_TRIGGERS:
+                db.execute(trigger)
 
     def _tick(self, db: sqlite3.Connection) -> int:
         return int(db.execute("UPDATE totals SET v = v + 1 WHERE k = 'clock' RETURNING v").fetchone()[0])
@@ -244,6 +274,10 @@ class SQLiteStore:
         db = self._connect()
         with db:
             return db.execute("DELETE FROM responses WHERE id = ?", (response_id,)).rowcount > 0
+
+    def _scope_bytes(self, scope: str) -> int:
+        row = self._connect().execute("SELECT v FROM scope_bytes WHERE scope = ?", (scope,)).fetchone()
+        return 0 if row is None else int(row[0])
 
     def _stats(self) -> StoreStats:
         values = dict(self._connect().execute("SELECT k, v FROM totals").fetchall())
@@ -483,6 +517,11 @@ class SQLiteStore:
     async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:
         """The stored responses holding ``item_ids``: the index's primary key, no entry read."""
         return await self._run(self._item_responses, list(dict.fromkeys(item_ids)))
+
+    async def scope_bytes(self, scope: str, limit: int | None = None) -> int:
+        """The encoded bytes (rows' ``nbytes``, item index rows included) of the responses under ``scope``:
+        exact, kept by triggers; one row read."""
+        return await self._run(self._scope_bytes, scope)
 
     def counters(self) -> SQLiteCounters:
         """Counts of tenants' limits in this file's tables: every process on the file counts together."""
