@@ -68,3 +68,27 @@ def test_replicas_sharing_redis_count_one_window(tmp_path: Path, request: pytest
     finally:
         for replica in replicas:
             replica.terminate()
+
+
+def test_stored_bytes_are_one_count_for_a_groups_frontends(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.json"
+    entry = {"keys": [hash_key("key-team")], "max_stored_bytes": 1}
+    path.write_text(json.dumps({"tenants": {"team": entry}}))
+    flags = ("--num_serve_frontends", "2", "--store", f"sqlite:///{tmp_path / 'group.db'}")
+    server = ServeProcess(*flags, "--tenants", str(path)).start()
+    try:
+        with closing(on_frontend(server, 0)) as client:
+            stored = client.post("/v1/responses", json=BODY, headers=KEY)
+            assert stored.status_code == 200, (
+                stored.text
+            )  # under the limit (0 bytes): it overshoots by its own
+        for index in (1, 0):
+            with closing(on_frontend(server, index)) as client:
+                refused = client.post("/v1/responses", json=BODY, headers=KEY)
+                assert refused.status_code == 429 and refused.json()["error"]["code"] == "insufficient_quota"
+        with closing(on_frontend(server, 1)) as client:
+            assert client.delete(f"/v1/responses/{stored.json()['id']}", headers=KEY).status_code == 200
+        with closing(on_frontend(server, 0)) as client:
+            assert client.post("/v1/responses", json=BODY, headers=KEY).status_code == 200
+    finally:
+        server.terminate()

@@ -8,14 +8,16 @@ file, so the labels are as few as its tenants). Per turn, not per token:
   cache) and ``output`` tokens of the turns that ended;
 - ``trtllm_tenant_refusals_total{tenant,type}``: 429s of its limits and of a full engine (``requests``,
   ``tokens``);
-- ``trtllm_tenant_queue_seconds{tenant}``: how long turns that waited for a slot of the engine waited.
+- ``trtllm_tenant_queue_seconds{tenant}``: how long turns that waited for a slot of the engine waited;
+- ``trtllm_tenant_stored_bytes{tenant}``: the bytes of its stored responses, read from the (shared) store
+  when scraped (a group shows the last reading).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["TenantMetrics"]
 
@@ -44,6 +46,13 @@ class TenantMetrics:
             ["tenant"],
             buckets=_QUEUE_BUCKETS,
             registry=registry,
+        )
+        self.stored_bytes = Gauge(
+            "trtllm_tenant_stored_bytes",
+            "Bytes of the tenant's stored responses (docs/tenants.md#limits)",
+            ["tenant"],
+            registry=registry,
+            multiprocess_mode="mostrecent",
         )
         self._counts: dict[str, dict[str, float]] = {}
         #: Each tenant's labelled children, found once (``labels()`` costs a lock and a tuple per call).

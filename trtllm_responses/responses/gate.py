@@ -6,7 +6,9 @@ after ``prepare`` (its prompt's tokens known) and before anything of its answer 
 counting nothing) and takes a slot of the engine (``tenants/admission.py``), waiting for one when all are
 taken: a foreground turn waits there (a streamed one has sent nothing yet: a refusal is a plain 429), a
 background one answers ``queued`` at once and waits in its run (``ResponseRun.drive``). The run gives its
-slot, its lease and its output tokens back when it ends (:meth:`Admission.release`).
+slot, its lease and its output tokens back when it ends (:meth:`Admission.release`). A turn that stores, of
+a tenant with ``max_stored_bytes``, is first refused (:class:`StorageQuotaExceeded`) while the tenant's stored
+bytes are at or over it (one small store read; none for any other tenant or turn).
 docs/tenants.md#limits, docs/tenants.md#fair-share.
 """
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 from openai.types.responses import ResponseUsage
 
+from ..core import TooManyRequestsError
 from ..ops import ServerMetrics
 from ..request import ResponsesRequest, service_tier
 from ..store import ResponseStore
@@ -34,7 +37,7 @@ from ..tenants import (
     limited,
 )
 
-__all__ = ["Admission", "AdmissionLimits", "Gate", "capped_tier"]
+__all__ = ["Admission", "AdmissionLimits", "Gate", "StorageQuotaExceeded", "capped_tier"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +54,15 @@ class AdmissionLimits:
     max_wait: float = 30.0
     #: A rate window's seconds (``--rate_window_seconds``): the ``*_per_minute`` limits count per window.
     window: float = WINDOW_SECONDS
+
+
+class StorageQuotaExceeded(TooManyRequestsError):
+    """A tenant's stored bytes are at its ``max_stored_bytes``: OpenAI's 429 ``insufficient_quota``, with
+    ``x-should-retry: false`` (the SDKs do not retry: waiting frees no bytes)."""
+
+    error_type = "insufficient_quota"
+    default_code = "insufficient_quota"
+    headers = {"x-should-retry": "false"}
 
 
 def capped_tier(request: ResponsesRequest, tenant: Tenant) -> ResponsesRequest:
@@ -89,11 +101,21 @@ class Gate:
         return await self.limiter.quota(tenant)
 
     async def admit(
-        self, tenant: Tenant, member: str, tier: str, input_tokens: int, *, background: bool
+        self,
+        tenant: Tenant,
+        member: str,
+        tier: str,
+        input_tokens: int,
+        *,
+        background: bool,
+        stores: bool = False,
     ) -> Admission:
-        """Let one turn of ``tenant`` in (``member``: its response id): its limits counted, its place in the
-        engine's queue taken (it may still have to wait: ``Admission.turn``). RateLimitError (429) if a limit
-        is crossed or the queue is full."""
+        """Let one turn of ``tenant`` in (``member``: its response id; ``stores``: it will store its response):
+        its limits counted, its place in the engine's queue taken (it may still have to wait:
+        ``Admission.turn``). RateLimitError (429) if a limit is crossed or the queue is full;
+        StorageQuotaExceeded (429) if it stores and its tenant's stored bytes are at their limit."""
+        if stores and tenant.limits.max_stored_bytes is not None:
+            await self._check_stored(tenant, tenant.limits.max_stored_bytes)
         admission = Admission(self, tenant, member, background)
         try:
             if self.share.capacity > 0:  # a full queue refuses before anything is counted
@@ -107,6 +129,17 @@ class Gate:
             raise
         self.metrics.tenants.request(tenant.name)
         return admission
+
+    async def _check_stored(self, tenant: Tenant, limit: int) -> None:
+        """StorageQuotaExceeded if ``tenant``'s stored bytes are at or over ``limit`` (nothing counted yet)."""
+        stored = await self._store.scope_bytes(tenant.scope, limit)
+        if stored >= limit:
+            self.metrics.tenants.refusal(tenant.name, StorageQuotaExceeded.error_type)
+            raise StorageQuotaExceeded(
+                f"Tenant {tenant.name!r} stores {stored} bytes of responses, at its limit of {limit} "
+                "stored bytes: delete responses (DELETE /v1/responses/{id}) or ask the operator to raise "
+                "max_stored_bytes, or send store: false."
+            )
 
     def wake(self, tickets: list[Ticket]) -> None:
         """``tickets`` hold a slot now: their waiters go on."""

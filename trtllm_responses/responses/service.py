@@ -254,7 +254,12 @@ class ResponsesService:
         tokens = len(prepared.prompt.token_ids)
         tier = service_tier(request.service_tier)[0]
         return await self.gate.admit(
-            tenant, prepared.response.id, tier, tokens, background=bool(request.background)
+            tenant,
+            prepared.response.id,
+            tier,
+            tokens,
+            background=bool(request.background),
+            stores=bool(request.store),
         )
 
     def run(self, prepared: PreparedResponse, admission: Admission | None = None) -> ResponseRun:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Iterable
 
 from starlette.types import Scope
 
@@ -26,6 +27,7 @@ __all__ = [
     "TENANT",
     "GracefulShutdown",
     "metrics_text",
+    "stored_bytes",
     "route_label",
     "tenant_of",
     "unauthorized",
@@ -87,17 +89,27 @@ def unauthorized(scope: Scope) -> AuthenticationError:
     )
 
 
-async def metrics_text(service: ResponsesService) -> tuple[bytes, str]:
-    """The Prometheus exposition of this server (gauges read now), and its content type."""
+async def stored_bytes(service: ResponsesService, tenants: Iterable[Tenant]) -> dict[str, int]:
+    """The bytes each of a file's ``tenants`` stores (``ResponseStore.scope_bytes``: one small read each;
+    the open and one-key tenants, whose ids have no scope, are not counted)."""
+    return {t.name: await service.store.scope_bytes(t.scope) for t in tenants if t.scope}
+
+
+async def metrics_text(service: ResponsesService, tenants: Iterable[Tenant] = ()) -> tuple[bytes, str]:
+    """The Prometheus exposition of this server (gauges read now: the store's, and what ``tenants`` store),
+    and its content type."""
     metrics = service.metrics
     try:
         stats = await service.store.stats()
+        stored = await stored_bytes(service, tenants)
     except ServiceUnavailableError:
         metrics.record_store_error()
     else:
         metrics.store_responses.set(stats.responses)
         metrics.store_bytes.set(stats.bytes)
         metrics.store_evictions.set(stats.evictions)
+        for name, nbytes in stored.items():
+            metrics.tenants.stored_bytes.labels(name).set(nbytes)
     return metrics.exposition()
 
 

@@ -17,7 +17,7 @@ from ..tenants import TenantDirectory
 from .config import ServerConfig
 from .dialects import anthropic_error_response, anthropic_models
 from .group import FORWARDED, forward, gather_stats
-from .operations import metrics_text, tenant_of, unauthorized
+from .operations import metrics_text, stored_bytes, tenant_of, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
 __all__ = ["build_model_router", "build_operations_router", "build_router"]
@@ -199,8 +199,9 @@ def build_operations_router(service: ResponsesService, config: ServerConfig) -> 
         return await _stats(service, config, request)
 
     @router.get("/metrics")
-    async def prometheus_metrics() -> Response:
-        body, content_type = await metrics_text(service)
+    async def prometheus_metrics(request: Request) -> Response:
+        tenants: TenantDirectory = request.app.state.tenants
+        body, content_type = await metrics_text(service, tenants.tenants.tenants.values())
         return Response(body, media_type=content_type)
 
     @router.get("/health")
@@ -255,6 +256,8 @@ async def _stats(service: ResponsesService, config: ServerConfig, request: Reque
             service.metrics.reset()
         snapshot = service.metrics.snapshot(samples=own)
     store = await service.store.stats()
+    for name, nbytes in (await stored_bytes(service, tenants.tenants.tenants.values())).items():
+        snapshot["tenants"].setdefault(name, {})["stored_bytes"] = nbytes
     return {
         **snapshot,
         **group,
