@@ -15,6 +15,7 @@ from support.store_urls import BACKENDS, backend_url
 from trtllm_responses.adapter import EMPTY_HISTORY
 from trtllm_responses.store import ResponseStore, StoredResponse, encode_entry, item_ids, open_store, scoped
 from trtllm_responses.store.memory import accounted_bytes
+from trtllm_responses.store.redis_scopes import PUT_SWEEP_EVERY
 from trtllm_responses.store.sqlite import _INDEX_ROW
 
 
@@ -119,6 +120,7 @@ async def test_redis_reconciles_what_expired(redis_server) -> None:  # type: ign
     assert await store.scope_bytes("a/", limit=counted) == 0  # ...which a reading at its limit does
     await store.put(gone)
     await asyncio.sleep(1.6)
-    await store.put(kept)  # a put's sweep step drops the expired member too
+    for _ in range(PUT_SWEEP_EVERY):  # a sweep step of every so many puts drops the expired member too
+        await store.put(kept)
     assert await store.scope_bytes("a/") == size("redis", kept)
     await store.close()
