@@ -35,7 +35,9 @@ class ServeProcess:
         """An ``openai`` client of this server (no retries: a test sees each answer as it is)."""
         return openai.OpenAI(base_url=self.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)
 
-    def start(self, timeout: float = 60) -> ServeProcess:
+    def start(self, timeout: float = 120) -> ServeProcess:
+        """Start it; return once ``/health`` answers (a group of frontends takes ~13 s on a quiet 2-core
+        machine, several times that while the suite's other workers start theirs: hence 120 s)."""
         command = [sys.executable, "-m", "trtllm_responses.cli", "serve", "--engine", "echo"]
         command += ["--port", str(self.port), "--log_level", "warning", *self.flags]
         with self.log.open("ab") as log:

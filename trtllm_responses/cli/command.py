@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import APIError, VocabError
-from .serve_options import add_serve_arguments, positive_int, server_config
+from .arg_types import positive_int
+from .serve_options import add_serve_arguments, server_config
 
 if TYPE_CHECKING:
     import uvicorn

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .admission_options import add_admission, admission_limits
-from .arg_types import non_negative_int, positive_float
+from .arg_types import non_negative_float, non_negative_int, positive_float, positive_int
 
 if TYPE_CHECKING:
     from ..server import ServerConfig
 
-__all__ = ["HTTP_LIMIT_FLAGS", "SAMPLING_FLAGS", "add_serve_arguments", "positive_int", "server_config"]
+__all__ = ["HTTP_LIMIT_FLAGS", "SAMPLING_FLAGS", "add_serve_arguments", "server_config"]
 
 #: ``serve`` flags that are fields of SamplingDefaults (same names).
 SAMPLING_FLAGS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty")
@@ -90,20 +90,6 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
             fetch_allow_private=tuple(args.fetch_allow_private),
         ),
     )
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
 def _python_tool(text: str) -> str:
@@ -315,7 +301,7 @@ def _add_engine(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--echo_tokens_per_second",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=_echo_pace(),
         help=f"pace the echo executor, tokens a second; 0: unpaced (default: {_echo_pace():g})",
     )
@@ -365,7 +351,7 @@ def _add_server(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--shutdown_timeout",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=d.shutdown_timeout,
         help=f"on SIGTERM, seconds running responses get to finish before they are ended "
         f"(default: {d.shutdown_timeout:g})",
