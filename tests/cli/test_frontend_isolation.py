@@ -7,39 +7,15 @@ from either (docs/tenants.md#isolation). The in-process matrix is ``tests/server
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
-import httpx
 import pytest
-from support.process_harness import ServeProcess
-from support.redis_harness import RedisServer, redis_binary
+from support.process_harness import ServeProcess, on_frontend
 
 from trtllm_responses.tenants import hash_key
 
 KEYS = {"a": "key-of-a", "b": "key-of-b"}
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    if redis_binary() is None:
-        pytest.fail("redis-server is not installed: run `make test` (it installs it)")
-    running = RedisServer().start()
-    yield running
-    running.stop()
-
-
-def on_frontend(server: ServeProcess, index: int, headers: dict[str, str], tries: int = 200) -> httpx.Client:
-    """A client with ``headers`` whose one connection is served by frontend ``index``."""
-    for _ in range(tries):
-        client = httpx.Client(
-            base_url=server.base_url, headers=headers, timeout=30, limits=httpx.Limits(max_connections=1)
-        )
-        if client.get("/health").json()["frontend"] == index:
-            return client
-        client.close()
-    raise AssertionError(f"no connection reached frontend {index} in {tries} tries")
 
 
 def bearer(tenant: str) -> dict[str, str]:

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.process_harness import ServeProcess
+from support.process_harness import ServeProcess, on_frontend
 from support.redis_harness import RedisServer
-from test_frontends import on_frontend, redis  # noqa: F401 (redis: its fixture, asked for by name)
 
 from trtllm_responses.tenants import hash_key
 

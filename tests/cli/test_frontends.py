@@ -22,21 +22,9 @@ from typing import Any
 
 import httpx
 import pytest
-from support.process_harness import ServeProcess
-from support.redis_harness import RedisServer, redis_binary
+from support.process_harness import ServeProcess, on_frontend
 
 from trtllm_responses.server import MAX_SERVE_FRONTENDS
-
-
-def on_frontend(server: ServeProcess | str, index: int, tries: int = 200) -> httpx.Client:
-    """A client whose one connection is served by frontend ``index`` (of a server, or at a base URL)."""
-    base_url = server if isinstance(server, str) else server.base_url
-    for _ in range(tries):
-        client = httpx.Client(base_url=base_url, timeout=30, limits=httpx.Limits(max_connections=1))
-        if client.get("/health").json()["frontend"] == index:
-            return client
-        client.close()
-    raise AssertionError(f"no connection reached frontend {index} in {tries} tries")
 
 
 def children_of(pid: int) -> list[int]:
@@ -62,15 +50,6 @@ def sqlite_group(tmp_path: Path) -> Iterator[ServeProcess]:
     yield server
     if server.process is not None:
         server.terminate()
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    if redis_binary() is None:
-        pytest.fail("redis-server is not installed: run `make test` (it installs it)")
-    running = RedisServer().start()
-    yield running
-    running.stop()
 
 
 def test_two_frontends_answer_on_one_port(sqlite_group: ServeProcess) -> None:

@@ -14,7 +14,7 @@ import openai
 
 from support.redis_harness import free_port
 
-__all__ = ["ServeProcess", "host_processes", "wait_gone"]
+__all__ = ["ServeProcess", "host_processes", "on_frontend", "wait_gone"]
 
 
 class ServeProcess:
@@ -74,6 +74,23 @@ class ServeProcess:
         code = self.process.wait(timeout=timeout)
         self.process = None
         return code
+
+
+def on_frontend(
+    server: ServeProcess | str, index: int, headers: dict[str, str] | None = None, tries: int = 200
+) -> httpx.Client:
+    """A client (sending ``headers``) whose one connection is served by frontend ``index`` of a group (of a
+    server, or at a base URL): which frontend answers a connection is the kernel's choice (``SO_REUSEPORT``),
+    so connections are opened until ``/health`` on one names it."""
+    base_url = server if isinstance(server, str) else server.base_url
+    for _ in range(tries):
+        client = httpx.Client(
+            base_url=base_url, headers=headers, timeout=30, limits=httpx.Limits(max_connections=1)
+        )
+        if client.get("/health").json()["frontend"] == index:
+            return client
+        client.close()
+    raise AssertionError(f"no connection reached frontend {index} in {tries} tries")
 
 
 def host_processes(marker: str) -> list[int]:
