@@ -141,6 +141,20 @@ class Gate:
                 "max_stored_bytes, or send store: false."
             )
 
+    def enqueue(self, ticket: Ticket) -> None:
+        """Take ``ticket``'s place in the fair share; a waiter for it when it has no slot yet."""
+        if not self.share.arrive(ticket):
+            self._waiters[ticket] = asyncio.get_running_loop().create_future()
+
+    def waiter(self, ticket: Ticket) -> asyncio.Future[None] | None:
+        """What ``ticket`` waits on (None: it holds a slot, or has left)."""
+        return self._waiters.get(ticket)
+
+    def leave(self, ticket: Ticket) -> None:
+        """``ticket`` gives its place or slot up; the tickets that get a slot by it go on."""
+        self._waiters.pop(ticket, None)
+        self.wake(self.share.leave(ticket))
+
     def wake(self, tickets: list[Ticket]) -> None:
         """``tickets`` hold a slot now: their waiters go on."""
         for ticket in tickets:
@@ -189,13 +203,11 @@ class Admission:
     @property
     def waiting(self) -> bool:
         """It waits for a slot of the engine (``turn`` returns when it has one)."""
-        return self._ticket is not None and self._ticket in self.gate._waiters
+        return self._ticket is not None and self.gate.waiter(self._ticket) is not None
 
     def queue(self, ticket: Ticket) -> None:
         """Ask for a slot of the engine (EngineFull if the queue is full)."""
-        gate = self.gate
-        if not gate.share.arrive(ticket):
-            gate._waiters[ticket] = asyncio.get_running_loop().create_future()
+        self.gate.enqueue(ticket)
         self._ticket = ticket
 
     async def turn(self) -> None:
@@ -203,7 +215,7 @@ class Admission:
         foreground one ``max_wait`` seconds (then EngineFull, its place given up). A caller cancelled
         while it waits gives its place up."""
         ticket = self._ticket
-        future = self.gate._waiters.get(ticket) if ticket is not None else None
+        future = self.gate.waiter(ticket) if ticket is not None else None
         if future is None:
             return
         started = time.perf_counter()
@@ -225,7 +237,7 @@ class Admission:
         ticket = self._ticket
         if ticket is not None and not ticket.running:
             self.gate.wake([ticket])
-            self.gate.wake(self.gate.share.leave(ticket))
+            self.gate.leave(ticket)
 
     def hold(self) -> None:
         """A run answering this turn holds it until :meth:`release`."""
@@ -249,8 +261,7 @@ class Admission:
         if self._renewal is not None:
             self._renewal.cancel()
         if self._ticket is not None:
-            self.gate._waiters.pop(self._ticket, None)
-            gate.wake(gate.share.leave(self._ticket))
+            gate.leave(self._ticket)
         if self._usage is not None:
             details = self._usage.input_tokens_details
             gate.metrics.tenants.used(
