@@ -36,6 +36,16 @@ across sessions:
                                        [--ways replay,previous_response_id,websocket] [--no-reuse] [--json]
                                        [--no-charts]
 
+``--kv`` is the KV mode (``_kv_sessions.py``): no server; Codex-shaped sessions (64 and 256 by default, 40
+turns, tool pauses and users' pauses drawn from a Codex trace's shape) in simulated time against the fake
+TensorRT-LLM's KV pool (``tests/fake_trtllm/tensorrt_llm/_kv_pool.py``) holding a quarter of their working
+set, with the retention the TensorRT-LLM executor sends before issue 41 (``main``: none) and after it
+(``paused``, ``ended``), with and without a host tier: prefill tokens recomputed per turn and turns that
+missed their prefix (docs/sessions-and-kv-cache.md#retention).
+
+    python benchmarks/agent_session.py --kv [--kv-sessions 64,256] [--kv-pool-share 0.25]
+                                            [--kv-host-shares 0,0.5] [--kv-scale 4] [--json]
+
 Unless ``--no-charts``, it draws the per-turn server-added latency of each way and session count into
 ``benchmarks/charts/agent_session.svg`` (``charts.py``; matplotlib, the ``bench`` extra).
 """
@@ -57,11 +67,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from trtllm_responses.executors.trtllm_kv import DEFAULT_TOOL_PAUSE_SECONDS
 from websockets.asyncio.client import ClientConnection, connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import charts  # noqa: E402
 from _codex_session import WAYS, Session, is_answer_turn, request_body  # noqa: E402
+from _kv_sessions import kv_main, table  # noqa: E402
 from _server import pin_this_process, start_server, stop  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -547,6 +559,23 @@ def draw_chart(result: dict[str, Any]) -> None:
         print(f"chart: {path}", file=sys.stderr)
 
 
+def kv_mode(args: argparse.Namespace) -> int:
+    """``--kv``: every policy of ``_kv_sessions.py`` at each session count and host tier, printed as a table."""
+    rows = kv_main(
+        [int(n) for n in args.kv_sessions.split(",") if n],
+        [float(x) for x in args.kv_host_shares.split(",") if x],
+        pool_share=args.kv_pool_share,
+        seed=args.kv_seed,
+        tool_pause=DEFAULT_TOOL_PAUSE_SECONDS,
+        scale=args.kv_scale,
+    )
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print("\n".join(table(rows)))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -576,6 +605,18 @@ def main() -> int:
         default=1,
         help="runs of each way and session count, each on a fresh server; per turn, the median of the runs",
     )
+    parser.add_argument(
+        "--kv",
+        action="store_true",
+        help="the KV mode (_kv_sessions.py): sessions against the fake TensorRT-LLM's KV pool in simulated time",
+    )
+    parser.add_argument("--kv-sessions", default="64,256", help="--kv: session counts, comma-separated")
+    parser.add_argument("--kv-pool-share", type=float, default=0.25, help="--kv: device pool / working set")
+    parser.add_argument(
+        "--kv-host-shares", default="0,0.5", help="--kv: host tiers / working set, comma-separated"
+    )
+    parser.add_argument("--kv-scale", type=int, default=4, help="--kv: token counts divided by this (speed)")
+    parser.add_argument("--kv-seed", type=int, default=41)
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--no-charts",
@@ -583,6 +624,8 @@ def main() -> int:
         help="draw no chart (default: benchmarks/charts/agent_session.svg)",
     )
     args = parser.parse_args()
+    if args.kv:
+        return kv_mode(args)
     ways = [w for w in args.ways.split(",") if w]
     unknown = set(ways) - set(WAYS)
     if unknown:
