@@ -189,9 +189,11 @@ def full(serve, encoding, tmp_path_factory) -> RunningServer:  # type: ignore[no
         yield running
 
 
-async def timed_stream(client: httpx.AsyncClient, tenant: str, started: float) -> tuple[str, float, float]:
-    """A streamed turn: its tenant, when its head came and when it ended (since ``started``)."""
-    body = {"model": "m", "input": "#lorem 20", "stream": True}
+async def timed_stream(
+    client: httpx.AsyncClient, tenant: str, started: float, words: int = 20
+) -> tuple[str, float, float]:
+    """A streamed turn of ``words`` words: its tenant, when its head came and when it ended (since ``started``)."""
+    body = {"model": "m", "input": f"#lorem {words}", "stream": True}
     headers = {"Authorization": f"Bearer key-{tenant}"}
     async with client.stream("POST", "/v1/responses", json=body, headers=headers) as response:
         head = time.monotonic() - started
@@ -227,6 +229,32 @@ async def test_a_client_that_leaves_while_waiting_frees_its_place(full: RunningS
         assert full.app.service.gate.share.total_waiting == 0
         await running
     assert full.app.service.gate.share.total_running == 0
+
+
+async def test_a_websocket_that_leaves_while_its_turn_waits_frees_its_place(full: RunningServer) -> None:
+    """The WebSocket mode: a turn waits for a slot in its lane's worker; the client closing the connection
+    gives the place up at once (not after ``--max_wait_seconds``)."""
+    url = full.base_url.replace("http://", "ws://") + "/v1/responses"
+    headers = {"Authorization": "Bearer key-flood"}
+    async with httpx.AsyncClient(base_url=full.base_url, timeout=60) as client:
+        running = asyncio.ensure_future(timed_stream(client, "flood", time.monotonic(), words=400))
+        await asyncio.sleep(0.1)
+
+        def wait_then_leave() -> None:
+            with ws_connect(url, additional_headers=headers) as socket:
+                socket.send(json.dumps({"type": "response.create", "model": "m", "input": "hi"}))
+                deadline = time.monotonic() + 5
+                while full.app.service.gate.share.total_waiting == 0 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert full.app.service.gate.share.total_waiting == 1
+
+        await asyncio.to_thread(wait_then_leave)
+        deadline = time.monotonic() + 2
+        while full.app.service.gate.share.total_waiting and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert full.app.service.gate.share.total_waiting == 0
+        assert not running.done()  # given up while the running turn still ran, not when it ended
+        await running
 
 
 def test_concurrent_responses_of_a_tenant(full: RunningServer) -> None:
