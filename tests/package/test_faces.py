@@ -59,19 +59,19 @@ FACES = {
         AFFINITY_HEADERS AgentMessage BodyDecoder CODE_TOOLS ChatOptions ChatRequest ChooseAllowed
         ChooseHosted ChooseMcp ChooseTool CodeInterpreterCall Compaction CompactionTrigger
         ConfigurationUpdate CustomTool CustomToolCall CustomToolCallOutput
-        DEFAULT_REPLAY_PREFIX_BYTES EFFORT_LEVELS FunctionCall FunctionCallOutput FunctionTool
+        DEFAULT_REPLAY_PREFIX_BYTES EFFORT_LEVELS FINAL_HEADER FunctionCall FunctionCallOutput FunctionTool
         HOSTED_TOOL_TYPES HostedTool INLINE_PARSE_BYTES INLINE_PARSE_VALUES InputItem ItemReference
         JsonBody JsonObjectFormat JsonSchemaFormat MAX_JSON_VALUES MAX_SESSION_KEY MULTI_AGENT_BETA
-        MULTI_AGENT_NAMESPACE McpApprovalRequest McpApprovalResponse McpCall McpListTools McpTool
+        MULTI_AGENT_NAMESPACE NO_IDENTITY McpApprovalRequest McpApprovalResponse McpCall McpListTools McpTool
         Message MessagesOptions MessagesRequest MessagesTranslation MultiAgentCall
         MultiAgentCallOutput MultiAgentConfig NamespaceTool PlainText ROOT_AGENT Reasoning
         ReasoningEffort ReasoningParam ReplayPrefixes RequestTool ResponsesRequest SERVICE_TIERS
-        SESSION_HEADER TextConfig ToolChoice ToolSearchCall ToolSearchOutput ToolSearchTool
+        SESSION_HEADER SessionIdentity TextConfig ToolChoice ToolSearchCall ToolSearchOutput ToolSearchTool
         WEB_SEARCH_TOOLS WebSearchCall cache_retention_seconds check_depth choice_data count_values
         decode_body deferred json_object key_of_cache_key list_page_json multi_agent_beta
         normalize_input_items not_convertible page_json page_of parse_item parse_items
         parse_multi_agent parse_request parse_text parse_text_update service_tier
-        session_key_from_headers tools_data translate_chat translate_messages
+        session_identity tools_data translate_chat translate_messages
         """,
         "",
     ),

@@ -194,7 +194,7 @@ def test_a_chain_is_continued_from_the_lookup_first_and_names_the_session(
     origin = Origin(lookup={"resp_a": chain}.get)
     p = opened(service, {"input": "go on", "previous_response_id": "resp_a", "store": False}, origin)
     asyncio.run(stages.continue_chain(p, service.chains))
-    assert p.history is chain.history and p.session == "session-1" and p.response_id.startswith("resp_")
+    assert p.history is chain.history and p.session.key == "session-1" and p.response_id.startswith("resp_")
     p = opened(service, {"input": "go on", "previous_response_id": "resp_b"}, origin)
     with pytest.raises(InvalidRequestError) as exc:  # over a WebSocket: a 400
         asyncio.run(stages.continue_chain(p, service.chains))
@@ -208,7 +208,7 @@ def test_a_chain_is_continued_from_the_lookup_first_and_names_the_session(
     for store, session_is_own in ((True, True), (False, False)):  # a stored response roots its own session
         p = opened(service, {"input": "hi", "store": store})
         asyncio.run(stages.continue_chain(p, service.chains))
-        assert (p.session == p.response_id) == session_is_own and (p.session is None) == (not store)
+        assert (p.session.key == p.response_id) == session_is_own and (p.session.key is None) == (not store)
 
 
 def prepared_to(

@@ -148,4 +148,5 @@ def test_a_websocket_takes_its_handshakes_key(
         assert executor._llm.conversation_ids == ["ws-1", "ws-1", ids[0], ids[0]]
         with pytest.raises(InvalidStatus) as refused:
             ws_connect(url, additional_headers={"x-session-id": "not a key"})
-        assert refused.value.response.status_code == 403
+        assert refused.value.response.status_code == 400
+        assert json.loads(refused.value.response.body or b"{}")["error"]["code"] == "invalid_session_id"

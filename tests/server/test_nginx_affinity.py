@@ -146,6 +146,23 @@ def test_codex_and_clients_that_return_the_servers_key_stay_on_one_replica(deplo
             seen.add(served_by(answer))
             previous = answer.json()["id"]
         assert len(seen) == 1
+        # Codex 0.171's sub-agent (its thread under its tree) and Claude Code on /v1/messages: each thread's
+        # turns stay on one replica, keyed by the thread (docs/sessions-and-kv-cache.md#identity).
+        codex = {"session-id": "0195e3b4-tree", "thread-id": "0195e3b4-thread-2"}
+        claude = {"x-claude-code-session-id": "cc-session", "x-claude-code-agent-id": "cc-agent-1"}
+        message = {"model": "gpt-oss", "max_tokens": 32, "messages": [{"role": "user", "content": "hi"}]}
+        for path, headers, body, key in (
+            (
+                "/v1/responses",
+                codex,
+                {"model": "gpt-oss", "input": "hi", "store": False},
+                "0195e3b4-thread-2",
+            ),
+            ("/v1/messages", claude, message, "cc-agent-1"),
+        ):
+            answers = [http.post(path, json=body, headers=headers) for _ in range(8)]
+            assert {a.headers["x-session-id"] for a in answers} == {key}
+            assert len({served_by(a) for a in answers}) == 1
 
 
 def test_a_websocket_goes_through_with_its_key(deploy: Deploy) -> None:

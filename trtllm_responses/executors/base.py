@@ -74,6 +74,12 @@ class GenerationRequest:
     #: The session this generation belongs to (``request/affinity.py``): turns of one session extend one
     #: KV-cache prefix, so an engine that places requests (attention-DP ranks) keeps them together.
     session_key: str | None = None
+    #: The session key of the agent that spawned this one (a sub-agent's parent, named by the client's headers:
+    #: docs/sessions-and-kv-cache.md#identity): its prefix may be where this session's first turn finds one.
+    session_parent: str | None = None
+    #: The client said the session ends with this response (Dynamo's ``x-dynamo-session-final: true``): nothing
+    #: will extend this prompt after the response.
+    session_final: bool = False
     #: The KV-cache salt of the tenant asking (``Tenant.salt``): its prompt reuses only blocks made by
     #: requests with the same salt (None: any), so prefix reuse, and the time to first token it saves, never
     #: crosses tenants (docs/tenants.md#sealed-content-kv-prefixes-and-caches).

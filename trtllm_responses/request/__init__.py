@@ -6,8 +6,8 @@ values ``tools``, ``tool_choice``, ``text`` and ``input`` are parsed into, once)
 (input items as ``input_items`` lists them), ``body.py`` (a body parsed once, its shape bounded, off
 the event loop when large), ``replay_prefix.py`` (a replayed body parsed by what follows its last turn's
 bytes),
-``pagination.py`` (cursor pages of ``list`` objects), ``affinity.py`` (session keys: the headers that
-name a session, their bounds), ``chat.py`` and ``chat_messages.py`` (a Chat Completions request read as
+``pagination.py`` (cursor pages of ``list`` objects), ``affinity.py`` (session identity: the headers that
+name a session, its parent and its end, their bounds), ``chat.py`` and ``chat_messages.py`` (a Chat Completions request read as
 a Responses request), ``anthropic.py`` and ``anthropic_messages.py`` (an Anthropic Messages request read
 as one), ``dialect.py`` (what those two edges share). Imports only ``core/``.
 """
@@ -21,10 +21,13 @@ from ..core import lazy_face
 if TYPE_CHECKING:
     from .affinity import (
         AFFINITY_HEADERS,
+        FINAL_HEADER,
         MAX_SESSION_KEY,
+        NO_IDENTITY,
         SESSION_HEADER,
+        SessionIdentity,
         key_of_cache_key,
-        session_key_from_headers,
+        session_identity,
     )
     from .anthropic import (
         MessagesOptions,

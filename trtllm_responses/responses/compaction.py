@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import InvalidRequestError, ServerError, new_id
 from ..executors import Generating, GenerationRequest
 from ..harmony import parse_completion
-from ..request import CompactionTrigger, InputItem, Message, ResponsesRequest
+from ..request import NO_IDENTITY, CompactionTrigger, InputItem, Message, ResponsesRequest, SessionIdentity
 from ..tenants import OPEN, Tenant
 from .sampling import sampling_settings
 from .sealing import SUMMARY_PREFIX
@@ -187,12 +187,12 @@ class Compactor:
         *,
         tenant: Tenant = OPEN,
         size: int = 0,
-        session_key: str | None = None,
+        session: SessionIdentity = NO_IDENTITY,
         lookup: HistoryLookup | None = None,
     ) -> Compaction:
         """Summarize the conversation ``request`` describes (its input, ``previous_response_id``).
 
-        ``size``: the request's bytes, which decides where its new messages are rendered. ``session_key``:
+        ``size``: the request's bytes, which decides where its new messages are rendered. ``session``:
         the session of the response being compacted for (its prompt extends the session's). ``lookup``:
         asked for its ``previous_response_id`` before the store (``tenant``'s: docs/tenants.md#isolation).
         ``tenant``: who asks: its encrypted items are opened, the summary is sealed for it, the summarization
@@ -215,7 +215,7 @@ class Compactor:
                 param="input",
                 code="context_length_exceeded",
             )
-        tokens = await self._summarize(prompt, session_key, tenant.salt)
+        tokens = await self._summarize(prompt, session, tenant.salt)
         summary, reasoning_tokens = _read_summary(self.renderer.adapter, tokens)
         logger.info(
             "Compacted %d prompt tokens into a %d-character summary", len(prompt.token_ids), len(summary)
@@ -233,7 +233,7 @@ class Compactor:
             reasoning_tokens=reasoning_tokens,
         )
 
-    async def _summarize(self, prompt: Prompt, session_key: str | None, salt: str | None) -> list[int]:
+    async def _summarize(self, prompt: Prompt, session: SessionIdentity, salt: str | None) -> list[int]:
         """The summarization generation's tokens (run to its end, not streamed); ServerError if it failed."""
         executor = self.executor
         room = executor.max_seq_len - len(prompt.token_ids)
@@ -247,7 +247,9 @@ class Compactor:
                 stop_token_ids=self.renderer.adapter.stop_token_ids,
                 unapplied=executor.unapplied_sampling,
             ),
-            session_key=session_key,
+            session_key=session.key,
+            session_parent=session.parent,
+            session_final=session.final,
             cache_salt=salt,
         )
         tokens: list[int] = []

@@ -35,9 +35,11 @@ from ..adapter import ConversationHistory, HarmonyAdapter, Prompt
 from ..core import InvalidRequestError, LoopSteps, new_id, to_dict
 from ..executors import Executor, GenerationRequest
 from ..request import (
+    NO_IDENTITY,
     ItemReference,
     JsonBody,
     ResponsesRequest,
+    SessionIdentity,
     normalize_input_items,
     parse_items,
     parse_multi_agent,
@@ -66,7 +68,7 @@ from .references import ConversationItems, expand_references
 from .rendering import Renderer
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer
-from .sessions import Chain, HistoryLookup, session_key
+from .sessions import Chain, HistoryLookup, session_of
 from .subagent_limits import SubagentHost, SubagentPool
 from .subagents import Team
 from .summaries import summary_cutoff, summary_mode
@@ -97,9 +99,9 @@ class Origin:
 
     #: ``time.perf_counter()`` when its body was read (None: when ``prepare`` starts).
     received_at: float | None = None
-    #: The session key the client's headers give (``request/affinity.py``); the response's own key is
-    #: decided by ``sessions.py``.
-    affinity: str | None = None
+    #: The session the client's headers name (``request/affinity.py``: key, parent, end); the response's own
+    #: key is decided by ``sessions.py``.
+    identity: SessionIdentity = NO_IDENTITY
     #: It came with ``openai-beta: responses_multi_agent=v1``: its ``multi_agent`` is read, and when enabled
     #: the response gets a team of sub-agents (``subagents.py``).
     multi_agent_beta: bool = False
@@ -157,7 +159,7 @@ class Preparation:
     compaction: Compaction | None = None
     truncated: int = 0  # messages truncation left out
     response_id: str = field(init=False)  # set by continue_chain
-    session: str | None = field(init=False)  # set by continue_chain
+    session: SessionIdentity = field(init=False)  # set by continue_chain
     prompt: Prompt = field(init=False)  # set by render_prompt
 
 
@@ -229,9 +231,9 @@ async def continue_chain(p: Preparation, chains: Chains) -> None:
     p.response_id = new_id("resp")
     # Whether a later turn can continue it by previous_response_id: stored, or on a WebSocket.
     continuable = p.request.store or p.origin.lookup is not None
-    p.session = session_key(
+    p.session = session_of(
         p.request,
-        header=p.origin.affinity,
+        identity=p.origin.identity,
         conversation=p.conversation,
         previous=p.previous,
         own_id=p.response_id if continuable else None,
@@ -266,7 +268,7 @@ async def compact_if_asked(p: Preparation, compactor: Compactor) -> None:
     request = p.request
     tenant = p.origin.tenant
     p.compaction = await compactor.compact(
-        request, tenant=tenant, lookup=p.origin.lookup, size=p.budget.spent, session_key=p.session
+        request, tenant=tenant, lookup=p.origin.lookup, size=p.budget.spent, session=p.session
     )
     window = request.model_copy(
         update={"input": parse_items(window_for_turn(p.compaction, request)), "previous_response_id": None}
@@ -322,7 +324,9 @@ def generation_of(
         constraint=prompt.constraint,
         priority=service_tier(request)[1],
         cache_retention_seconds=cache_retention_seconds(request),
-        session_key=p.session,
+        session_key=p.session.key,
+        session_parent=p.session.parent,
+        session_final=p.session.final,
         cache_salt=p.origin.tenant.salt,
     )
 
@@ -385,7 +389,9 @@ def freeze(
         tools=p.tools,
         tool_timeout=tool_timeout,
         generate=p.origin.generate,
-        session_key=p.session,
+        session_key=p.session.key,
+        session_parent=p.session.parent,
+        session_final=p.session.final,
         team=p.team,
         owner=p.origin.tenant,
     )

@@ -100,6 +100,10 @@ class PreparedResponse:
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # seconds a server-run tool call may take
     #: The session it belongs to (``sessions.py``): the ``x-session-id`` it is answered with, stored with it.
     session_key: str | None = None
+    #: The parent agent's session key, for a sub-agent whose headers name one (``request/affinity.py``).
+    session_parent: str | None = None
+    #: The client said its session ends with this response (``x-dynamo-session-final: true``).
+    session_final: bool = False
     #: Its sub-agents (the beta multi-agent surface, ``subagents.Team``), when it asked for them.
     team: Team | None = None
     #: The tenant that asked: what it reads and stores is this tenant's (docs/tenants.md#isolation).

@@ -27,9 +27,11 @@ from ..ops import ServerMetrics
 from ..request import (
     DEFAULT_REPLAY_PREFIX_BYTES,
     MAX_JSON_VALUES,
+    NO_IDENTITY,
     BodyDecoder,
     JsonBody,
     ReplayPrefixes,
+    SessionIdentity,
     check_depth,
     list_page_json,
     service_tier,
@@ -329,9 +331,11 @@ class ResponsesService:
 
     # -- stored responses --------------------------------------------------------------------
 
-    async def compact(self, body: bytes, tenant: Tenant = OPEN) -> bytes:
+    async def compact(
+        self, body: bytes, tenant: Tenant = OPEN, identity: SessionIdentity = NO_IDENTITY
+    ) -> bytes:
         """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary, sealed
-        for ``tenant`` (whose sealed items, alone, open)."""
+        for ``tenant`` (whose sealed items, alone, open); its generation in the session ``identity`` names."""
         origin = Origin(tenant=tenant)
         p = open_request(
             await self.decode(body, tenant.scope), origin, self.max_input_bytes, self.executor.max_seq_len
@@ -342,7 +346,9 @@ class ResponsesService:
             )
         await apply_template(p, self.prompts)
         request = await expand_references(p.request, scoped(self.store, tenant.scope), p.budget)
-        compaction = await self.compactor.compact(request, tenant=tenant, size=p.budget.spent)
+        compaction = await self.compactor.compact(
+            request, tenant=tenant, size=p.budget.spent, session=identity
+        )
         return orjson.dumps(compacted_response_json(compaction))
 
     async def retrieve(self, response_id: str, tenant: Tenant = OPEN) -> bytes:

@@ -366,5 +366,7 @@ class ToolLoop:
             # A call was made: a required one no longer is; a structured-output format still holds.
             constraint=first.constraint.after_call() if first.constraint is not None else None,
             session_key=first.session_key,  # the same session: its prompt extends the first one's
+            session_parent=first.session_parent,
+            session_final=first.session_final,
             cache_salt=first.cache_salt,
         )

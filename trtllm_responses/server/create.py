@@ -13,7 +13,7 @@ import time
 from starlette.responses import Response
 
 from ..core import to_json
-from ..request import multi_agent_beta, session_key_from_headers
+from ..request import multi_agent_beta, session_identity
 from ..responses import Origin, ResponsesService
 from .body import model_input
 from .call import Call
@@ -27,11 +27,11 @@ PATH = "/v1/responses"
 async def create_response(service: ResponsesService, call: Call) -> Response:
     """Serve one ``POST /v1/responses``: a JSON response, or an SSE stream (a background one: queued)."""
     headers = call.headers
-    affinity = session_key_from_headers(headers)
+    identity = session_identity(headers)
     body = await call.body(model_input(service))
     origin = Origin(
         received_at=time.perf_counter(),
-        affinity=affinity,
+        identity=identity,
         multi_agent_beta=multi_agent_beta(headers),
         tenant=call.tenant,
     )

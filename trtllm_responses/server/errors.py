@@ -65,7 +65,7 @@ async def answer(
     envelope unless the route says, e.g. Anthropic's), anything else a logged 500, and a client gone
     before it was answered (``ConnectionResetError``) is recorded as 499 with nothing sent. The response
     carries the request id, the session key when it was decided (``x-session-id``,
-    docs/stores-and-frontends.md#session-affinity) and ``headers()`` (a tenant's rate limits); ``record``
+    docs/sessions-and-kv-cache.md#identity) and ``headers()`` (a tenant's rate limits); ``record``
     gets its status, which is returned.
     """
     response: Response

@@ -8,6 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from ..request import session_identity
 from ..responses import ResponsesService
 from .body import model_input, read_body
 from .operations import tenant_of
@@ -31,6 +32,9 @@ def build_loop_router(service: ResponsesService) -> APIRouter:
 
     @router.post("/v1/responses/compact")
     async def compact(request: Request) -> Response:
-        return JSONBytesResponse(await service.compact(await body(request), tenant_of(request.scope)))
+        identity = session_identity(request.scope["headers"])
+        return JSONBytesResponse(
+            await service.compact(await body(request), tenant_of(request.scope), identity)
+        )
 
     return router

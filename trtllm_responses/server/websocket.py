@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -33,7 +34,7 @@ from ..core import (
     held_tokens,
     to_dict,
 )
-from ..request import JsonBody, multi_agent_beta, session_key_from_headers
+from ..request import NO_IDENTITY, JsonBody, SessionIdentity, multi_agent_beta, session_identity
 from ..responses import (
     Chain,
     Held,
@@ -99,7 +100,7 @@ class ResponsesSocket:
         config: ServerConfig,
         receive: Receive,
         send: Send,
-        affinity: str | None = None,
+        identity: SessionIdentity = NO_IDENTITY,
         multi_agent: bool = False,
         tenant: Tenant = OPEN,
         admitted: Callable[[], bool] | None = None,
@@ -113,7 +114,7 @@ class ResponsesSocket:
         #: The handshake carried ``openai-beta: responses_multi_agent=v1``: ``multi_agent`` is read.
         self.multi_agent = multi_agent
         self.config = config
-        self.affinity = affinity  # the session key of the handshake's headers, for every response on it
+        self.identity = identity  # the session its handshake's headers name, for every response on it
         self._receive = receive
         self._send = send
         self._send_lock = asyncio.Lock()
@@ -416,7 +417,7 @@ class ResponsesSocket:
                 received_at=received,
                 lookup=self._lookup,
                 generate=generate is not False,
-                affinity=self.affinity,
+                identity=self.identity,
                 multi_agent_beta=self.multi_agent,
                 tenant=self.tenant,
             )
@@ -590,21 +591,36 @@ async def serve_websocket(
 ) -> None:
     """Serve one WebSocket connection on ``/v1/responses``.
 
-    A session key in the handshake's headers (``request/affinity.py``) is every response's on it; one that
-    is not a key refuses the connection (closed before it is accepted: HTTP 403). With ``tenants``, each
-    message is taken only while the handshake's key still names the connection's tenant (docs/tenants.md#the-tenants-file).
+    The session the handshake's headers name (``request/affinity.py``) is every response's on it, without
+    an end-of-session flag (which would end it at the first response); a header that is not a key refuses
+    the connection before it is accepted: a 400 ``invalid_session_id`` as over HTTP where the server can
+    answer a handshake with a response (ASGI's ``websocket.http.response``: uvicorn), else closed (HTTP
+    403). With ``tenants``, each message is taken only while the handshake's key still names the
+    connection's tenant (docs/tenants.md#the-tenants-file).
     """
     try:
-        affinity = session_key_from_headers(scope.get("headers") or ())
-    except APIError:
-        await send({"type": "websocket.close", "code": 1008})
+        identity = dataclasses.replace(session_identity(scope.get("headers") or ()), final=False)
+    except APIError as exc:
+        await _refuse(scope, send, exc)
         return
     beta = multi_agent_beta(scope.get("headers") or ())
     tenant = tenant_of(scope)
     admitted = None if tenants is None or tenants.open else functools.partial(_admits, tenants, scope, tenant)
     await ResponsesSocket(
-        service, config, receive, send, affinity, multi_agent=beta, tenant=tenant, admitted=admitted
+        service, config, receive, send, identity, multi_agent=beta, tenant=tenant, admitted=admitted
     ).run()
+
+
+async def _refuse(scope: Scope, send: Send, error: APIError) -> None:
+    """Refuse a handshake: ``error``'s status and JSON body where the server can send a response instead of
+    accepting (ASGI's WebSocket denial response), else a close before accepting (a 403)."""
+    if "websocket.http.response" not in (scope.get("extensions") or {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    body = orjson.dumps(error.to_dict())
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "websocket.http.response.start", "status": error.status_code, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body})
 
 
 def _admits(tenants: TenantDirectory, scope: Scope, tenant: Tenant) -> bool:

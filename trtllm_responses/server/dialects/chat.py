@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.types import Send
 
 from ...core import APIError, ServerError, new_id
-from ...request import ChatOptions, session_key_from_headers, translate_chat
+from ...request import ChatOptions, session_identity, translate_chat
 from ...responses import Admission, Origin, PreparedResponse, ResponseRun, ResponsesService
 from ..call import Call
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
@@ -211,14 +211,14 @@ class ChatCompletionRun:
 
 async def create_chat_completion(service: ResponsesService, call: Call) -> Response:
     """Serve one ``POST /v1/chat/completions``: a ``chat.completion``, or a stream of chunks."""
-    affinity = session_key_from_headers(call.headers)
+    identity = session_identity(call.headers)
     body = await read_request(call, service)
     received = time.perf_counter()
     translation = translate_chat(body)
     try:
         origin = Origin(
             received_at=received,
-            affinity=affinity,
+            identity=identity,
             sent_bytes=body.size,
             choices=translation.options.n,
             tenant=call.tenant,

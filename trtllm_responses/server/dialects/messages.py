@@ -25,7 +25,7 @@ from starlette.responses import Response
 from starlette.types import Scope, Send
 
 from ...core import APIError, NotFoundError, new_id
-from ...request import MessagesOptions, MessagesTranslation, translate_messages
+from ...request import MessagesOptions, MessagesTranslation, session_identity, translate_messages
 from ...responses import Admission, Origin, PreparedResponse, ResponsesService
 from ..call import Call
 from ..responses import JSONBytesResponse
@@ -163,6 +163,7 @@ class MessagesEdge:
     async def _prepare(self, call: Call, counting: bool) -> tuple[MessagesTranslation, PreparedResponse]:
         """The request read, translated (its model one of the aliases) and prepared by the service."""
         service = self.service
+        identity = session_identity(call.headers)  # a header that is not a key: a 400 before the body is read
         body = await read_request(call, service)
         received = time.perf_counter()
         translation = translate_messages(body, counting=counting)
@@ -176,8 +177,11 @@ class MessagesEdge:
                 sent_bytes=body.size,
                 tenant=call.tenant,
                 thinking_signatures=True,
+                identity=identity,
             )
             prepared = await service.prepare(service.body_of(translation.body, origin), origin)
         except APIError as exc:
             raise translation.in_own_terms(exc) from None
+        # Answered with x-session-id (server/errors.py: never on an error), a stream as a message.
+        call.record.session_id = prepared.session_key
         return translation, prepared
