@@ -69,6 +69,7 @@ class SessionMetrics:
         #: The engine gauges, each made when the engine first says its value (absent until then).
         self._gauges: dict[str, Gauge] = {}
         self._gauge = partial(Gauge, registry=registry, multiprocess_mode="mostrecent")
+        self._children: dict[str, tuple[Any, Any, Any]] = {}
         self._remembered = remembered
         self._last_prompt: OrderedDict[tuple[str, str], int] = OrderedDict()
 
@@ -77,7 +78,8 @@ class SessionMetrics:
         ``block`` tokens (None: the engine keeps no KV cache, as the echo executor, so no turn can miss). O(1)."""
         if prompt <= 0:
             return
-        self.ratio.labels(tenant).observe(min(1.0, cached / prompt))
+        ratio, turns, misses = self._of(tenant)
+        ratio.observe(min(1.0, cached / prompt))
         if session is None or block is None:
             return
         key = (tenant, session)
@@ -87,10 +89,20 @@ class SessionMetrics:
             self._last_prompt.popitem(last=False)
         if previous is None:
             return
-        self.turns.labels(tenant).inc()
-        misses = self.misses.labels(tenant)  # shown (at 0) from a tenant's first session turn on
+        turns.inc()
         if missed_prefix(previous, prompt, cached, block):
             misses.inc()
+
+    def _of(self, tenant: str) -> tuple[Any, Any, Any]:
+        """A tenant's labelled children, found once (``labels()`` costs a lock and a tuple per call)."""
+        children = self._children.get(tenant)
+        if children is None:
+            children = self._children[tenant] = (
+                self.ratio.labels(tenant),
+                self.turns.labels(tenant),
+                self.misses.labels(tenant),  # shown at 0 from the tenant's first turn on
+            )
+        return children
 
     def engine(self, load: Any) -> None:
         """Set the engine gauges from an ``EngineLoad`` (its fields None where the engine said nothing)."""
