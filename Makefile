@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # `make run` installs what serving needs and nothing else (`pip install -e .`: docs/index.md#set-up, measured
 # there);
-# `make test` adds the test stack below (CPU torch, xgrammar, the test and client extras).
+# `make test` adds the test stack below (CPU torch, xgrammar, the test, client and kv-events extras).
 RUN_STAMP := $(VENV)/.installed-run
 # The guided-decoding proof (tests/constraints/test_guided_*.py, the fake TensorRT-LLM) runs xgrammar on CPU, with the
 # xgrammar TensorRT-LLM 1.1/1.2.0 pins and a torch, installed here, not declared by the package (its `guided`
@@ -35,10 +35,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test, client and docs extras: a few minutes)"
+	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test, client, docs and kv-events extras: a few minutes)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" "$(XGRAMMAR_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided,docs,kv-events]"
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python

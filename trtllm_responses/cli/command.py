@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     import uvicorn
 
     from ..executors import Executor
+    from ..executors.trtllm import KvEventsSettings
     from ..harmony import HarmonyEncoding
     from ..server import ServerConfig
     from ..tools import ToolSettings
@@ -98,6 +100,8 @@ _TRTLLM_FLAGS = (
     "trust_remote_code",
     "extra_llm_api_options",
     "enable_chunked_prefill",
+    "kv_events_endpoint",
+    "kv_events_replica_id",
 )
 
 
@@ -154,10 +158,24 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
             guided=args.guided_decoding,
             attached=attached,
             encoding=encoding,
+            kv_events=_kv_events(args),
         )
     except ValueError as exc:
         raise LaunchError(str(exc)) from exc
     return executor, encoding
+
+
+def _kv_events(args: argparse.Namespace) -> KvEventsSettings | None:
+    """Where the engine's KV cache events go (``--kv_events_endpoint``), and this replica's id; None: off."""
+    from ..executors.trtllm import KvEventsSettings
+    from .launch import LaunchError
+
+    if args.kv_events_endpoint is None:
+        if args.kv_events_replica_id is not None:
+            raise LaunchError("--kv_events_replica_id needs --kv_events_endpoint")
+        return None
+    host = args.host if args.host not in ("", "0.0.0.0", "::") else socket.gethostname()
+    return KvEventsSettings(args.kv_events_endpoint, args.kv_events_replica_id or f"{host}:{args.port}")
 
 
 def _check_release(args: argparse.Namespace, plan: LaunchPlan) -> None:

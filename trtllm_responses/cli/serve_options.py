@@ -614,6 +614,16 @@ def _add_trtllm(serve: argparse.ArgumentParser) -> None:
         "--trust_remote_code", action="store_true", help="let Hugging Face code in the checkpoint run"
     )
     trt.add_argument(
+        "--kv_events_endpoint",
+        help="publish the engine's KV cache events on this ZMQ endpoint (tcp://*:5557), in the wire format "
+        "Dynamo's KV router reads (docs/sessions-and-kv-cache.md#kv-events-and-metrics; default: off)",
+    )
+    trt.add_argument(
+        "--kv_events_replica_id",
+        help="this replica's id in its KV events (the topic of every message; default: HOST:PORT, the host "
+        "name where --host is a wildcard)",
+    )
+    trt.add_argument(
         "--extra_llm_api_options",
         "--config",
         dest="extra_llm_api_options",

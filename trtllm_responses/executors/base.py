@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..constraints import Constraint
 
 __all__ = [
+    "EngineLoad",
     "Executor",
     "ExecutorError",
     "FinishReason",
@@ -108,6 +109,17 @@ class TokenDelta:
     logprobs: Sequence[tuple[float, Sequence[tuple[int, float]]]] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class EngineLoad:
+    """What the engine last said of its load (TensorRT-LLM's iteration stats and KV capacity); None: not said."""
+
+    kv_used_blocks: int | None = None
+    kv_max_blocks: int | None = None
+    kv_tokens_per_block: int | None = None
+    queued_requests: int | None = None
+    active_requests: int | None = None
+
+
 class ExecutorError(RuntimeError):
     """The executor failed to run a generation (reported to the client as ``response.failed``)."""
 
@@ -133,6 +145,13 @@ class Executor(abc.ABC):
     #: ``GenerationRequest.cache_salt``), or ``None`` when it keeps salts apart or reuses nothing: a server
     #: with a tenants file refuses to start on such an engine. Known once :meth:`start` has run.
     prefix_isolation_refusal: str | None = None
+    #: Tokens per KV-cache block of the engine (what a prefix is reused in); None: the engine caches none.
+    kv_block_tokens: int | None = None
+
+    def engine_load(self) -> EngineLoad | None:
+        """The engine's load as last sampled (docs/sessions-and-kv-cache.md#kv-events-and-metrics); None when
+        the engine reports none."""
+        return None
 
     def healthy(self) -> bool:
         """Whether the engine can still generate (``/health`` answers 503 when it cannot)."""

@@ -26,7 +26,8 @@ from typing import Any
 
 from ..constraints import Constraint, structural_tag
 from ..harmony import HarmonyEncoding, SpelledControlTokens, load_encoding
-from .base import Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
+from .base import EngineLoad, Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
+from .kv_publisher import KvEventsSettings
 from .trtllm_releases import Release
 from .trtllm_setup import (
     MIN_TRTLLM_VERSION,
@@ -39,10 +40,12 @@ from .trtllm_setup import (
     check_trtllm_version,
     import_tensorrt_llm,
 )
+from .trtllm_watch import EngineWatch, kv_block_tokens, watch_for, with_kv_events
 
 __all__ = [
     "MIN_TRTLLM_VERSION",
     "MULTI_FRONTEND_SINCE",
+    "KvEventsSettings",
     "Release",
     "TrtllmExecutor",
     "TrtllmUnavailableError",
@@ -77,7 +80,8 @@ class TrtllmExecutor(Executor):
     merged from flags, bundle and YAML and checked. ``end_id`` is the token
     TensorRT-LLM treats as end of sequence (Harmony's ``<|return|>``). ``guided``
     (``serve --guided_decoding``): ``on`` builds the LLM with xgrammar guided decoding,
-    ``off`` without it (constrained requests are then refused).
+    ``off`` without it (constrained requests are then refused). ``kv_events`` (``serve --kv_events_endpoint``):
+    the engine's KV cache events published for a KV-aware router (``trtllm_watch.py``).
     """
 
     name = "trtllm"
@@ -92,8 +96,12 @@ class TrtllmExecutor(Executor):
         attached: bool = False,
         encoding: HarmonyEncoding | None = None,
         guided: str = "on",
+        kv_events: KvEventsSettings | None = None,
     ) -> None:
-        self._kwargs = dict(llm_kwargs)
+        self._kv_events = kv_events
+        self._kwargs = with_kv_events(dict(llm_kwargs), kv_events)
+        self._watch: EngineWatch | None = None
+        self.kv_block_tokens = kv_block_tokens(self._kwargs.get("kv_cache_config"))
         #: The vocabulary constrained generations are read with (spelled control tokens, ``harmony/spelled.py``).
         self._encoding = encoding
         #: ``serve --num_serve_frontends``: K frontends on one engine; ``attached``: this one is not the launcher.
@@ -193,6 +201,11 @@ class TrtllmExecutor(Executor):
             else "are not passed to TensorRT-LLM (its generate_async has no conversation_params)",
         )
         self.prefix_isolation_refusal = self._prefix_isolation_refusal()
+        if args is not None:  # the block size the engine was built with
+            self.kv_block_tokens = kv_block_tokens(getattr(args, "kv_cache_config", None))
+        self._watch = watch_for(self._llm, self._kv_events, self._attached)
+        if self._watch is not None:
+            await self._watch.start()
         logger.info(
             "TensorRT-LLM takes prompts of %s",
             "any length the context window holds (chunked prefill)"
@@ -239,6 +252,10 @@ class TrtllmExecutor(Executor):
                 "KV-cache prefix is",
                 self._dp_ranks,
             )
+
+    def engine_load(self) -> EngineLoad | None:
+        """The engine's load as its iteration stats last said (LLM built with ``enable_iter_perf_stats``)."""
+        return self._watch.load if self._watch is not None else None
 
     def healthy(self) -> bool:
         """TensorRT-LLM's own health check, as trtllm-serve's ``/health`` asks it (``BaseLLM._check_health``:
@@ -391,6 +408,8 @@ class TrtllmExecutor(Executor):
         except Exception as exc:
             raise ExecutorError(f"TensorRT-LLM refused the request: {type(exc).__name__}: {exc}") from exc
         self._running[request.request_id] = result
+        if self._watch is not None and not self._watch.submitted.is_set():
+            self._watch.submitted.set()  # the engine has a request now: its events and stats can be read
         top = request.sampling.logprobs
         # Under guided decoding xgrammar lets a control token be spelled in ordinary tokens: read as the token.
         spelled = None if request.constraint is None else SpelledControlTokens(self._vocabulary())
@@ -439,6 +458,9 @@ class TrtllmExecutor(Executor):
         """Abort what runs and shut TensorRT-LLM down."""
         for request_id in list(self._running):
             self.abort(request_id)
+        if self._watch is not None:
+            watch, self._watch = self._watch, None
+            await watch.stop()
         if self._llm is not None:
             llm, self._llm = self._llm, None
             await asyncio.to_thread(llm.shutdown)

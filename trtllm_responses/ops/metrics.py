@@ -36,6 +36,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from .session_metrics import SessionMetrics
 from .tenant_metrics import TenantMetrics
 
 __all__ = ["ServerMetrics", "merge_snapshots", "use_group_folder"]
@@ -122,6 +123,8 @@ class ServerMetrics:
         self._define_gauges(self.registry)
         #: What each tenant used (``tenant_metrics.py``).
         self.tenants = TenantMetrics(self.registry)
+        #: Whether turns found their prefix, and the engine's KV and queue (``session_metrics.py``).
+        self.sessions = SessionMetrics(self.registry)
         self.active = 0  # responses being generated now
         self.gc_collections = [0, 0, 0]
         self.gc_max = [0.0, 0.0, 0.0]  # longest collection per generation since reset

@@ -225,6 +225,13 @@ class RunDriver:
             received_at=prepared.received_at,
             first_token_at=processor.first_token_at,
         )
+        self._g.metrics.sessions.turn(
+            prepared.owner.name,
+            prepared.session_key,
+            len(prepared.prompt.token_ids),
+            processor.cached_tokens,
+            self._g.executor.kv_block_tokens,
+        )
         self.first_token_at = processor.first_token_at
         self.usage = processor.usage()
         return final_json

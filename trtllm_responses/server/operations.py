@@ -99,6 +99,7 @@ async def metrics_text(service: ResponsesService, tenants: Iterable[Tenant] = ()
     """The Prometheus exposition of this server (gauges read now: the store's, and what ``tenants`` store),
     and its content type."""
     metrics = service.metrics
+    metrics.sessions.engine(service.executor.engine_load())
     try:
         stats = await service.store.stats()
         stored = await stored_bytes(service, tenants)

@@ -50,6 +50,7 @@ from ..executor.result import GenerationResult
 from ..executor.utils import RequestError
 from ..sampling_params import SamplingParams, describe
 from ..scheduling_params import SchedulingParams
+from .kv_events import KvEventsApi
 from .llm_args import TorchLlmArgs
 
 __all__ = ["LLM"]
@@ -71,18 +72,27 @@ class _KvBlocks:
         self.block = kv.tokens_per_block
         self.capacity = max(1, (kv.max_tokens or DEFAULT_CACHE_TOKENS) // self.block)
         self._blocks: OrderedDict[tuple[Optional[str], tuple[int, ...]], None] = OrderedDict()
+        #: Where stored and evicted blocks are told (``kv_events.KvEventBuffer``; the LLM sets it).
+        self.events: Any = None
 
     def store(self, tokens: list[int], salt: Optional[str] = None) -> None:
         if not self.enabled:
             return
         # Longest first: a prefix is used more recently than what extends it, so leaves are evicted first
         # (the radix tree of KVCacheManager frees leaf blocks before the blocks they hang from).
+        new: list[int] = []
         for end in range(len(tokens) // self.block * self.block, 0, -self.block):
             key = (salt, tuple(tokens[:end]))
+            if key not in self._blocks:
+                new.append(end)
             self._blocks[key] = None
             self._blocks.move_to_end(key)
+        evicted = []
         while len(self._blocks) > self.capacity:
-            self._blocks.popitem(last=False)
+            evicted.append(self._blocks.popitem(last=False)[0])
+        if self.events is not None:  # KV cache events (kv_events.py): stored blocks, then evicted ones
+            self.events.stored(tokens, new[::-1], salt)
+            self.events.removed(evicted)
 
     def reuse(self, prompt: list[int], salt: Optional[str] = None) -> int:
         if not self.enabled:
@@ -97,8 +107,8 @@ class _KvBlocks:
         return reused
 
 
-class LLM:
-    """TensorRT-LLM's LLM entry point (PyTorch backend), faked."""
+class LLM(KvEventsApi):
+    """TensorRT-LLM's LLM entry point (PyTorch backend), faked (KV events and stats: ``kv_events.py``)."""
 
     def __init__(self, model: str, tokenizer: Optional[str] = None, **kwargs: Any) -> None:
         self.args = TorchLlmArgs(model=model, tokenizer=tokenizer, **kwargs)  # refuses unknown keys
@@ -131,6 +141,9 @@ class LLM:
         # own (the KV-cache manager is per rank there), so a prefix is reused only on the rank that stored it.
         self._ranks = self.args.tensor_parallel_size if self.args.enable_attention_dp else 1
         self._kv_ranks: list[Any] = [self._kv] + [_KvBlocks(self.args) for _ in range(self._ranks - 1)]
+        self._live: list[GenerationResult] = []  # submitted requests, for iteration stats
+        self._submitted = False
+        self._attach_kv_events()
         self._grammars: Any = None
         self.received: list[SamplingParams] = []  # every request's SamplingParams (tests read them)
         self.prompts: list[list[int]] = []  # and its prompt
@@ -292,7 +305,15 @@ class LLM:
         result = GenerationResult(self, self._next_id, inputs, tokens, params, error=error)
         result.kv = self._kv_ranks[rank]
         result.cache_salt = cache_salt
+        self._live[:] = [r for r in self._live if not r.finished]
+        self._live.append(result)
+        self._submitted = True
         return result
+
+    def _capacity_blocks(self) -> int:
+        """Blocks of one rank's primary pool (kv_events.py's stats and capacity)."""
+        kv = self.args.kv_cache_config
+        return max(1, (kv.max_tokens or DEFAULT_CACHE_TOKENS) // kv.tokens_per_block)
 
     def _rank(self, scheduling: Optional[SchedulingParams]) -> int:
         """The attention-DP rank a request runs on: ``attention_dp_rank`` unless relaxed (PR #6246's
