@@ -290,3 +290,19 @@ def test_a_client_continues_a_chain_whose_earlier_responses_it_deleted(
         )
         assert after.usage is not None and before.usage is not None
         assert after.usage.input_tokens == before.usage.input_tokens
+
+
+async def test_replacing_a_response_others_extend_keeps_their_histories(
+    backend: tuple[str, ResponseStore], adapter: HarmonyAdapter
+) -> None:
+    """Memory and SQLite replace it (SQLite renames the old row out of the way, hidden, for its dependants);
+    Redis refuses (its dependants' chains name the id). Either way a dependant reads what it was written on."""
+    kind, store = backend
+    first, second = chain(adapter, 2)
+    assert await store.put(first) and await store.put(second)
+    other = step(adapter, 0, "something else entirely")
+    assert await store.put(other) is (kind != "redis")
+    same_history(await store.get(first.id), other if kind != "redis" else first)
+    same_history(await store.get(second.id), second)
+    assert await store.delete(second.id)
+    assert await store.delete(first.id) and await store.scope_bytes("") == 0

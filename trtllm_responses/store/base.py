@@ -208,7 +208,9 @@ class ResponseStore(Protocol):
         """Whether the entry is there, marked used as ``get`` marks it (its TTL renewed); reads none of it."""
 
     async def put(self, entry: StoredResponse) -> bool:
-        """Keep an entry; False if it cannot be kept (larger than the whole store)."""
+        """Keep an entry (replacing one of its id); False if it cannot be kept (larger than the whole store;
+        on Redis, replacing a response others extend). A replaced response others extend stays theirs: they
+        read the history they were written on (docs/sessions-and-kv-cache.md#what-the-store-keeps)."""
 
     async def delete(self, response_id: str) -> bool:
         """Forget an entry; False if it was not there."""

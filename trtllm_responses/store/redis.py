@@ -187,6 +187,10 @@ class RedisStore:
             stored, *gone = await self._script(
                 lambda p: self._chains.put(p, entry.id, data, None, len(entry.history.messages))
             )
+        if int(stored) < 0:
+            self._rejected += 1
+            logger.warning("Response %s is extended by others; not replaced", entry.id)
+            return False
         ids = item_ids(entry)
 
         def build(pipe: Any) -> None:

@@ -14,7 +14,8 @@ its last dependant goes (docs/sessions-and-kv-cache.md#what-the-store-keeps). Ea
   ``maxmemory`` evicted it: ``allkeys-lru`` may, since reads keep a chain's entries equally recent but its LRU
   is sampled) reads as absent.
 - ``delete`` hides a response others depend on; one nothing depends on goes, and with it each hidden
-  ancestor nothing else depends on then. A put over an existing id releases what its old version depended on.
+  ancestor nothing else depends on then. A put over an existing id releases what its old version depended on;
+  one over a response others extend is refused (their chains name it; the server mints every id once).
 
 Scripts name keys they compute (as ``redis_scopes.py`` does): a store is one Redis, never a cluster.
 """
@@ -72,7 +73,8 @@ end
 
 #: ARGV[5..]: id, parent ('' for a snapshot), the parent's message count expected, the entry's message count,
 #: the bytes (a snapshot's whole, or a delta's body after its prefix). The stored length, or 0: the parent is
-#: not there as expected (store a snapshot instead). Then the ids of hidden entries that went.
+#: not there as expected (store a snapshot instead), or -1: the id is a response others extend (not replaced).
+#: Then the ids of hidden entries that went.
 _PUT = (
     _LIB
     + f"""
@@ -90,6 +92,7 @@ if parent ~= '' then
 end
 local gone = {{}}
 local old = prefix(id)
+if old and tonumber(redis.call('GET', D .. id) or '0') > 0 then return {{-1}} end
 if old then release(old, gone) end
 redis.call('DEL', H .. id)
 if TTL > 0 then redis.call('SET', P .. id, data, 'EX', TTL) else redis.call('SET', P .. id, data) end
