@@ -127,7 +127,7 @@ FACES = {
     ),
     "store": Face(
         """
-        CodecError ConversationHead ConversationHistoryStore ConversationItem ConversationPage
+        CodecError ConversationHead ConversationHistoryStore ConversationItem ConversationPage Parent
         RedisStore ResponseStore SQLiteStore ScopedStore StoreStats StoredConversation StoredResponse
         decode_entry encode_entry item_ids open_store scoped
         """,

@@ -13,7 +13,8 @@ import pytest
 from support.store_urls import BACKENDS, backend_url
 
 from trtllm_responses.adapter import EMPTY_HISTORY
-from trtllm_responses.store import ResponseStore, StoredResponse, encode_entry, item_ids, open_store, scoped
+from trtllm_responses.store import ResponseStore, StoredResponse, item_ids, open_store, scoped
+from trtllm_responses.store.codec import encode_stored
 from trtllm_responses.store.memory import accounted_bytes
 from trtllm_responses.store.redis_scopes import PUT_SWEEP_EVERY
 from trtllm_responses.store.sqlite import _INDEX_ROW
@@ -43,7 +44,7 @@ def size(kind: str, stored: StoredResponse) -> int:
     """What ``kind`` counts for an entry (as ``StoreStats.bytes`` does, Redis: its encoding)."""
     if kind == "memory":
         return accounted_bytes(stored)
-    data = len(encode_entry(stored))
+    data = len(encode_stored(stored))  # a snapshot: it continues none
     if kind == "sqlite":
         data += sum(_INDEX_ROW + len(i) + len(stored.id) for i in item_ids(stored))
     return data

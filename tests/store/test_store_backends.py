@@ -23,6 +23,7 @@ from trtllm_responses.store import (
     open_store,
     scoped,
 )
+from trtllm_responses.store.codec import encode_stored
 from trtllm_responses.store.sqlite import _INDEX_ROW
 
 
@@ -191,7 +192,9 @@ async def test_redis_touch_renews_the_ttl(redis_server, adapter: HarmonyAdapter)
 
 async def test_sqlite_byte_bound_and_rejection(tmp_path, adapter: HarmonyAdapter) -> None:  # type: ignore[no-untyped-def]
     # An entry's bytes: its encoding and its item index row (msg_in).
-    size = len(encode_entry(turn(adapter, "x" * 50, response_id="a"))) + _INDEX_ROW + len("msg_in") + len("a")
+    size = (
+        len(encode_stored(turn(adapter, "x" * 50, response_id="a"))) + _INDEX_ROW + len("msg_in") + len("a")
+    )
     store = open_store(f"sqlite:///{tmp_path / 'b.db'}", max_responses=100, max_bytes=size * 3)
     for name in "abcde":
         await store.put(turn(adapter, "x" * 50, response_id=name))

@@ -15,7 +15,7 @@ from typing import Any
 from ..adapter import ConversationHistory, HarmonyAdapter
 from ..core import ByteBoundedCache, ServerError, ServiceUnavailableError, to_dict, to_json
 from ..ops import ServerMetrics
-from ..store import ResponseStore, StoredResponse, scoped
+from ..store import Parent, ResponseStore, StoredResponse, scoped
 from ..stream import ResponseStream
 from .conversations import ConversationsService
 from .prepared import PreparedResponse
@@ -66,6 +66,7 @@ class Keeper:
                 prepared, [to_dict(item, logprobs=False) for item in model_output]
             )
             output_ids = _item_ids(final.output)
+            previous = prepared.request.previous_response_id
             entry = StoredResponse(
                 id=final.id,
                 response_json=final_json,
@@ -76,6 +77,10 @@ class Keeper:
                 output_item_ids=output_ids,
                 # Only ids the server minted are found store-wide (docs/tenants.md#isolation).
                 indexed_item_ids=(*prepared.minted_input_ids, *output_ids),
+                # What it adds to the response it continues is what the store writes (store/base.py).
+                parent=None
+                if previous is None or prepared.previous_history is None
+                else Parent(previous, prepared.previous_history),
             )
             try:
                 kept = await scoped(self.store, prepared.owner.scope).put(entry)

@@ -389,6 +389,7 @@ def freeze(
         tools=p.tools,
         tool_timeout=tool_timeout,
         generate=p.origin.generate,
+        previous_history=p.previous.history if p.previous and request.previous_response_id else None,
         session_key=p.session.key,
         session_parent=p.session.parent,
         session_final=p.session.final,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from openai.types.responses import Response, ResponseStreamEvent
 
-from ..adapter import Prompt
+from ..adapter import ConversationHistory, Prompt
 from ..core import InvalidRequestError
 from ..executors import GenerationRequest, SamplingSettings
 from ..request import (
@@ -98,6 +98,9 @@ class PreparedResponse:
 
     tools: ServerTools | None = None  # server-run tools (MCP servers): the response runs the tool loop
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # seconds a server-run tool call may take
+    #: The conversation its ``previous_response_id`` names, when it continues one: its stored entry is
+    #: written as what it adds to that one's (docs/sessions-and-kv-cache.md#what-the-store-keeps).
+    previous_history: ConversationHistory | None = None
     #: The session it belongs to (``sessions.py``): the ``x-session-id`` it is answered with, stored with it.
     session_key: str | None = None
     #: The parent agent's session key, for a sub-agent whose headers name one (``request/affinity.py``).

@@ -18,6 +18,7 @@ from .base import (
     ConversationHead,
     ConversationItem,
     ConversationPage,
+    Parent,
     ResponseStore,
     StoredConversation,
     StoredResponse,

@@ -7,7 +7,10 @@ A :class:`StoredResponse` keeps what later requests need:
 - the conversation history (Harmony messages with their rendered tokens, and the
   call ids seen) that ``previous_response_id`` continues;
 - its session key (``request/affinity.py``), which a response continuing it inherits, so the root
-  of a ``previous_response_id`` chain is known without walking the chain, on any replica.
+  of a ``previous_response_id`` chain is known without walking the chain, on any replica;
+- the stored response it continues (:class:`Parent`), when its history begins with that one's: a backend
+  then writes only what is new (:func:`own_part`), and a read assembles the history from at most
+  :data:`SNAPSHOT_EVERY` entries (docs/sessions-and-kv-cache.md#what-the-store-keeps).
 
 Every backend also indexes item ids of each stored response (``item_responses``), so an ``item_reference``
 finds an item the store holds whichever chain it was in; the index lives and dies with the responses
@@ -36,18 +39,21 @@ if TYPE_CHECKING:
 
 import orjson
 
-from ..adapter import ConversationHistory
+from ..adapter import ConversationHistory, RenderedMessage
 from ..core import exact_bytes
 
 __all__ = [
     "ConversationHead",
     "ConversationItem",
     "ConversationPage",
+    "Parent",
     "ResponseStore",
     "StoreStats",
     "StoredConversation",
+    "SNAPSHOT_EVERY",
     "StoredResponse",
     "item_ids",
+    "own_part",
     "scope_of",
 ]
 
@@ -56,9 +62,22 @@ ConversationItem = tuple[str, bytes]
 #: A page of conversation items (in the order asked) and whether more follow.
 ConversationPage = tuple[list[ConversationItem], bool]
 
+#: A stored history is written whole (a snapshot) at least every this many entries of a chain: a read
+#: assembles at most this many, and a chain of T turns stores about 1 + T / (2 × this) times its history.
+SNAPSHOT_EVERY = 64
+
 # The entry object (7 slots), and the store's bookkeeping for it (an ordered-dict
 # node and a size entry), with headroom for allocator rounding.
 _ENTRY_OVERHEAD = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Parent:
+    """The stored response an entry continues (its ``previous_response_id``, as the store keys it) and that
+    response's history, which the entry's history begins with when the writer built it by extending it."""
+
+    id: str
+    history: ConversationHistory
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +95,9 @@ class StoredResponse:
     #: The ids the item index maps to this entry, when the writer names them (None: :func:`item_ids` takes
     #: every input and output item's, as entries written before the writer named them).
     indexed_item_ids: tuple[str, ...] | None = None
+    #: The response it continues, when the writer knows it (None: it is written whole). Never read back: a
+    #: backend keeps the reference in its own form.
+    parent: Parent | None = None
 
     def __post_init__(self) -> None:
         # Exact-size copies: what is stored must not keep a serializer's spare buffer alive.
@@ -113,6 +135,23 @@ def item_ids(entry: StoredResponse) -> tuple[str, ...]:
     ids = [*entry.input_item_ids]
     ids += [item["id"] for item in output if isinstance(item, dict) and isinstance(item.get("id"), str)]
     return tuple(dict.fromkeys(ids))
+
+
+def own_part(entry: StoredResponse) -> tuple[tuple[RenderedMessage, ...], dict[str, str]] | None:
+    """What ``entry``'s history adds to its parent's: the messages after the parent's and the calls the
+    parent's lacks (or names otherwise); None when it has no parent or its history does not begin with the
+    parent's very messages (truncated, compacted, rebuilt). O(the parent's message count) pointer compares."""
+    parent = entry.parent
+    if parent is None:
+        return None
+    base, messages = parent.history.messages, entry.history.messages
+    if len(messages) < len(base) or any(a is not b for a, b in zip(base, messages, strict=False)):
+        return None
+    known = parent.history.calls
+    calls = {k: v for k, v in entry.history.calls.items() if known.get(k) != v}
+    if any(k not in entry.history.calls for k in known):
+        return None  # a call the parent had is gone: not an extension
+    return messages[len(base) :], calls
 
 
 def scope_of(response_id: str) -> str:
@@ -169,7 +208,9 @@ class ResponseStore(Protocol):
         """Whether the entry is there, marked used as ``get`` marks it (its TTL renewed); reads none of it."""
 
     async def put(self, entry: StoredResponse) -> bool:
-        """Keep an entry; False if it cannot be kept (larger than the whole store)."""
+        """Keep an entry (replacing one of its id); False if it cannot be kept (larger than the whole store;
+        on Redis, replacing a response others extend). A replaced response others extend stays theirs: they
+        read the history they were written on (docs/sessions-and-kv-cache.md#what-the-store-keeps)."""
 
     async def delete(self, response_id: str) -> bool:
         """Forget an entry; False if it was not there."""

@@ -3,11 +3,13 @@
 Entries are kept as objects, never serialized: ``get`` hands back the very
 entry ``put`` stored, so continuing a conversation costs nothing here.
 
-The store is bounded by entry count and by bytes. ``nbytes`` of an entry
-counts its whole history, even the part it shares with its predecessors, so
-the accounted total is an upper bound of the memory really held: the bound
-holds even when a predecessor is evicted and its successor keeps the shared
-part alive.
+The store is bounded by entry count and by bytes. An entry that continues a stored response whose
+history its own begins with (``StoredResponse.parent``, :func:`~.base.own_part`) shares that
+history's messages: it counts only what it adds, and the parent, which holds the rest, is kept counted
+while any such entry depends on it. Deleting or evicting a response others depend on hides it (it reads
+as unknown, its items leave the index) and keeps its bytes counted to its scope until the last dependant
+goes; then it goes too (docs/sessions-and-kv-cache.md#what-the-store-keeps). So the accounted total is
+still an upper bound of the memory really held.
 
 The item index (item id → the response holding it) is kept beside the entries and counted in
 their bytes (:data:`_INDEX_ENTRY` and the id, per item): evicting or deleting an entry drops its
@@ -16,6 +18,7 @@ items from the index, so it is bounded by the same two limits.
 
 from __future__ import annotations
 
+import copy
 import logging
 import sys
 import threading
@@ -31,6 +34,7 @@ from .base import (
     StoredResponse,
     StoreStats,
     item_ids,
+    own_part,
     scope_of,
 )
 from .counters import MemoryCounters
@@ -52,6 +56,13 @@ def accounted_bytes(entry: StoredResponse, ids: tuple[str, ...] | None = None) -
     its :func:`item_ids` when not given)."""
     ids = item_ids(entry) if ids is None else ids
     return entry.nbytes + sum(_INDEX_ENTRY + sys.getsizeof(i) for i in ids)
+
+
+def _without_parent(entry: StoredResponse) -> StoredResponse:
+    """``entry`` without its parent reference (a shallow copy: its bytes are shared, not copied again)."""
+    kept = copy.copy(entry)
+    object.__setattr__(kept, "parent", None)
+    return kept
 
 
 def _items_size(items: list[ConversationItem]) -> int:
@@ -94,7 +105,12 @@ class ConversationHistoryStore:
         self.max_responses = max_responses
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, StoredResponse] = OrderedDict()
-        self._sizes: dict[str, int] = {}
+        self._sizes: dict[str, int] = {}  # every entry kept, hidden ones included
+        #: Deleted or evicted entries others still depend on (by id), each one's parent (by id), and
+        #: how many entries depend on each.
+        self._hidden: dict[str, StoredResponse] = {}
+        self._parents: dict[str, str] = {}
+        self._dependants: dict[str, int] = {}
         # The item index: item id → the response holding it (the last stored), and each response's item ids.
         self._items: dict[str, str] = {}
         self._item_ids: dict[str, tuple[str, ...]] = {}
@@ -134,20 +150,26 @@ class ConversationHistoryStore:
         """Keep an entry and index its items, evicting least recently used ones to stay within both bounds."""
         ids = item_ids(entry)
         size = accounted_bytes(entry, ids)
-        if size > self.max_bytes:
-            with self._lock:
-                self._rejected += 1
-            logger.warning(
-                "Response %s (%d bytes) is larger than --max_store_bytes (%d); not stored",
-                entry.id,
-                size,
-                self.max_bytes,
-            )
-            return False
         with self._lock:
-            if entry.id in self._sizes:
-                del self._entries[entry.id]
+            parent = self._shared_parent(entry)
+            if parent is not None:
+                size -= entry.parent.history.message_bytes if entry.parent is not None else 0
+            if size > self.max_bytes:
+                self._rejected += 1
+                logger.warning(
+                    "Response %s (%d bytes) is larger than --max_store_bytes (%d); not stored",
+                    entry.id,
+                    size,
+                    self.max_bytes,
+                )
+                return False
+            if entry.parent is not None:  # kept without it: the parent's own objects are not held by it
+                entry = _without_parent(entry)
+            if entry.id in self._sizes:  # replaced: those depending on it now depend on the new one
+                if self._entries.pop(entry.id, None) is None:
+                    del self._hidden[entry.id]
                 self._forget(entry.id)
+                self._unlink(entry.id)
             self._entries[entry.id] = entry
             self._sizes[entry.id] = size
             self._bytes += size
@@ -156,11 +178,47 @@ class ConversationHistoryStore:
             self._item_ids[entry.id] = ids
             for item_id in ids:
                 self._items[item_id] = entry.id
+            if parent is not None:
+                self._parents[entry.id] = parent
+                self._dependants[parent] = self._dependants.get(parent, 0) + 1
             while len(self._entries) > self.max_responses or self._bytes > self.max_bytes:
-                evicted, _ = self._entries.popitem(last=False)
-                self._forget(evicted)
+                evicted, gone = self._entries.popitem(last=False)
+                self._drop(evicted, gone)
                 self._evictions += 1
         return True
+
+    def _shared_parent(self, entry: StoredResponse) -> str | None:
+        """The id of the kept entry whose very messages ``entry``'s history begins with, or None."""
+        parent = entry.parent
+        if parent is None or own_part(entry) is None:
+            return None
+        kept = self._entries.get(parent.id) or self._hidden.get(parent.id)
+        return parent.id if kept is not None and kept.history.messages is parent.history.messages else None
+
+    def _drop(self, response_id: str, entry: StoredResponse) -> None:
+        """An entry leaves the API (deleted, evicted, replaced): hidden while others depend on it, else gone
+        (and with it each hidden ancestor nothing else depends on)."""
+        if self._dependants.get(response_id):
+            self._hidden[response_id] = entry
+            self._unindex(response_id)
+            return
+        self._forget(response_id)
+        self._unlink(response_id)
+
+    def _unlink(self, response_id: str) -> None:
+        """``response_id`` depends on its parent no more: a hidden parent nothing else depends on goes (and so
+        on up its chain)."""
+        parent = self._parents.pop(response_id, None)
+        while parent is not None:
+            left = self._dependants[parent] - 1
+            if left:
+                self._dependants[parent] = left
+                return
+            del self._dependants[parent]
+            if self._hidden.pop(parent, None) is None:
+                return
+            self._forget(parent)
+            parent = self._parents.pop(parent, None)
 
     def _forget(self, response_id: str) -> None:
         """Take a response whose entry is gone out of the totals and the item index."""
@@ -183,9 +241,10 @@ class ConversationHistoryStore:
     async def delete(self, response_id: str) -> bool:
         """Forget an entry (and its items in the index)."""
         with self._lock:
-            if self._entries.pop(response_id, None) is None:
+            entry = self._entries.pop(response_id, None)
+            if entry is None:
                 return False
-            self._forget(response_id)
+            self._drop(response_id, entry)
             return True
 
     async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:

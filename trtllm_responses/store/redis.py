@@ -18,6 +18,10 @@ that expired or was evicted are dropped when a lookup finds it gone, and by a sw
 more than :data:`INDEX_SWEEP_FIELDS` fields, every :data:`INDEX_SWEEP_EVERY`-th ``put`` checks
 :data:`INDEX_SWEEP_BATCH` more of them (a cursor over the hash). A lookup never names a response that is
 gone.
+
+A response that continues a stored one is a delta on it (``redis_chains.py``): ``get`` reads its chain in
+one script, ``touch`` and ``put`` renew the chain's TTLs, ``delete`` hides a response others depend on.
+Entries written before deltas (``TRS1``) read as snapshots.
 """
 
 from __future__ import annotations
@@ -37,10 +41,12 @@ from .base import (
     StoredResponse,
     StoreStats,
     item_ids,
+    own_part,
     scope_of,
 )
-from .codec import decode_stored, encode_entry
+from .codec import decode_stored_chain, encode_delta_body, encode_stored
 from .counters import RedisCounters
+from .redis_chains import Chains
 from .redis_scopes import SCOPES, ScopeSizes
 
 __all__ = ["RedisStore", "redis_client"]
@@ -125,6 +131,7 @@ class RedisStore:
         self._sweep_cursor = 0
         self._counters = RedisCounters(self._call)
         self._scopes = ScopeSizes(PREFIX)
+        self._chains = Chains(PREFIX, ttl)
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         import redis.exceptions
@@ -144,40 +151,65 @@ class RedisStore:
         await self._call("ping")
 
     async def get(self, response_id: str) -> StoredResponse | None:
-        """The entry (its TTL renewed); None if unknown or expired."""
-        key = PREFIX + response_id
-        data = await (self._call("getex", key, ex=self.ttl) if self.ttl else self._call("get", key))
-        return decode_stored(data, response_id)
+        """The entry, its history assembled from its chain (every entry's TTL renewed); None if unknown or
+        expired."""
+        blobs = (
+            await self._multi(lambda p: self._chains.read(p, response_id, whole=True), transaction=False)
+        )[0]
+        return decode_stored_chain(blobs or None, response_id)
 
     async def touch(self, response_id: str) -> bool:
-        """Whether the entry is there (its TTL renewed); its data is not read."""
-        key = PREFIX + response_id
-        return bool(await (self._call("expire", key, self.ttl) if self.ttl else self._call("exists", key)))
+        """Whether the entry and its chain are there (their TTLs renewed); its data is not read."""
+        there = await self._multi(lambda p: self._chains.read(p, response_id, whole=False), transaction=False)
+        return bool(there[0])
 
     async def put(self, entry: StoredResponse) -> bool:
-        """Keep an entry for ``ttl`` seconds (0: until Redis evicts it)."""
-        data = encode_entry(entry)
-        if len(data) > self.max_bytes:
-            self._rejected += 1
-            logger.warning(
-                "Response %s (%d bytes) is larger than --max_store_bytes; not stored", entry.id, len(data)
+        """Keep an entry for ``ttl`` seconds (0: until Redis evicts it): a delta on its parent when that is
+        there (``redis_chains.py``), else a snapshot."""
+        own = own_part(entry)
+        stored = 0
+        gone: list[Any] = []
+        if own is not None and entry.parent is not None:
+            body = encode_delta_body(entry, own)
+            parent = (entry.parent.id, len(entry.parent.history.messages))
+            if len(body) <= self.max_bytes:
+                stored, *gone = await self._script(
+                    lambda p: self._chains.put(p, entry.id, body, parent, len(entry.history.messages))
+                )
+        if not stored:
+            data = encode_stored(entry)
+            if len(data) > self.max_bytes:
+                self._rejected += 1
+                logger.warning(
+                    "Response %s (%d bytes) is larger than --max_store_bytes; not stored", entry.id, len(data)
+                )
+                return False
+            stored, *gone = await self._script(
+                lambda p: self._chains.put(p, entry.id, data, None, len(entry.history.messages))
             )
+        if int(stored) < 0:
+            self._rejected += 1
+            logger.warning("Response %s is extended by others; not replaced", entry.id)
             return False
         ids = item_ids(entry)
-        key = PREFIX + entry.id
 
         def build(pipe: Any) -> None:
-            pipe.set(key, data, ex=self.ttl or None)
             pipe.eval(_INDEX, 1, ITEMS, entry.id, *ids)
-            self._scopes.put(pipe, scope_of(entry.id), entry.id, len(data))
+            self._scopes.put(pipe, scope_of(entry.id), entry.id, int(stored))
+            for went in gone:
+                self._scopes.delete(pipe, scope_of(went.decode()), went.decode())
 
-        fields = (await self._multi(build))[1]
+        fields = (await self._multi(build))[0]
         if int(fields) > INDEX_SWEEP_FIELDS:
             self._puts += 1
             if self._puts >= INDEX_SWEEP_EVERY:
                 self._puts = 0
                 await self._sweep()
         return True
+
+    async def _script(self, queue: Callable[[Any], None]) -> list[Any]:
+        """One script's reply (a list), run on its own."""
+        return list((await self._multi(queue, transaction=False))[0])
 
     async def _sweep(self) -> None:
         """Check the next :data:`INDEX_SWEEP_BATCH` fields of the item index; drop those of responses gone."""
@@ -200,13 +232,21 @@ class RedisStore:
         return gone
 
     async def delete(self, response_id: str) -> bool:
-        """Forget an entry and take its items out of the index (one transaction)."""
+        """Forget an entry (hidden while others depend on it: ``redis_chains.py``) and take its items out of
+        the index; the bytes of what went leave its scope's count."""
+        status, *gone = await self._script(lambda p: self._chains.delete(p, response_id))
+        if not status:
+            return False
 
         def build(pipe: Any) -> None:
-            pipe.eval(_UNINDEX, 1, ITEMS, response_id).delete(PREFIX + response_id)
-            self._scopes.delete(pipe, scope_of(response_id), response_id)
+            pipe.eval(_UNINDEX, 1, ITEMS, response_id)
+            if int(status) == 2:
+                self._scopes.delete(pipe, scope_of(response_id), response_id)
+            for went in gone:
+                self._scopes.delete(pipe, scope_of(went.decode()), went.decode())
 
-        return bool((await self._multi(build))[1])
+        await self._multi(build)
+        return True
 
     async def item_responses(self, item_ids: Collection[str]) -> dict[str, str]:
         """HMGET on the index, then EXISTS on the responses named (those gone leave the index)."""

@@ -23,6 +23,7 @@ from .base import (
     ConversationHead,
     ConversationItem,
     ConversationPage,
+    Parent,
     ResponseStore,
     StoredConversation,
     StoredResponse,
@@ -73,7 +74,10 @@ class ScopedStore:
 
     async def put(self, entry: StoredResponse) -> bool:
         indexed = tuple(self.scope + i for i in item_ids(entry))
-        return await self.store.put(_renamed(entry, self.scope + entry.id, indexed))
+        renamed = _renamed(entry, self.scope + entry.id, indexed)
+        if entry.parent is not None:  # the response it continues is this tenant's too
+            object.__setattr__(renamed, "parent", Parent(self.scope + entry.parent.id, entry.parent.history))
+        return await self.store.put(renamed)
 
     async def delete(self, response_id: str) -> bool:
         return await self.store.delete(self.scope + response_id)

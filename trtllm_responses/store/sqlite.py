@@ -14,6 +14,14 @@
   response's items by a trigger when the response row goes (deleted, replaced or evicted); its rows'
   bytes count in their response's ``nbytes``. Responses stored by a release without the index are not
   in it (their items are found through their chain, as before).
+- A response that continues a stored one (``StoredResponse.parent``) is a delta row: its own messages and
+  calls (``codec.encode_stored``), its ``parent``, its ``depth`` below its chain's snapshot (a snapshot
+  at least every ``SNAPSHOT_EVERY`` rows, so ``get`` reads at most that many rows, in one recursive
+  query). A row others depend on (``dependants``) that is deleted or evicted is ``hidden``: it reads
+  as unknown, leaves the item index and the count bound, and stays, counted to its scope's bytes,
+  until its last dependant goes (docs/sessions-and-kv-cache.md#what-the-store-keeps). A replacing
+  ``put`` renames such a row out of the way first. A file from before deltas (``user_version`` 0) gets
+  the columns on opening, its rows read as snapshots; a file of a newer layout is refused.
 - Blocking I/O never runs on the event loop: one dedicated thread owns the
   connection, and every call waits for it at most ``timeout`` seconds
   (then ServiceUnavailableError: a 503, never a hang).
@@ -29,8 +37,10 @@ from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from ..adapter import RenderedMessage
 from ..core import ServiceUnavailableError
 from .base import (
+    SNAPSHOT_EVERY,
     ConversationHead,
     ConversationItem,
     ConversationPage,
@@ -38,8 +48,9 @@ from .base import (
     StoredResponse,
     StoreStats,
     item_ids,
+    own_part,
 )
-from .codec import decode_stored, encode_entry
+from .codec import chain_of, decode_stored_chain, encode_stored
 from .counters import SQLiteCounters
 
 __all__ = ["SQLiteStore"]
@@ -47,6 +58,8 @@ __all__ = ["SQLiteStore"]
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+#: An entry's own part of its history (``base.own_part``).
+Own = tuple[tuple[RenderedMessage, ...], dict[str, str]]
 
 #: Ids one ``IN (…)`` asks for (below SQLite's oldest limit of 999 variables).
 _IDS_PER_QUERY = 500
@@ -124,6 +137,39 @@ END""",
 )
 
 
+#: The layout this release writes (``PRAGMA user_version``): 0 was before deltas.
+_VERSION = 2
+#: The columns deltas added to ``responses`` (a file from before gets them, every row a snapshot).
+_DELTA_COLUMNS = {
+    "parent": "TEXT",
+    "depth": "INTEGER NOT NULL DEFAULT 0",
+    "dependants": "INTEGER NOT NULL DEFAULT 0",
+    "hidden": "INTEGER NOT NULL DEFAULT 0",
+    "messages": "INTEGER NOT NULL DEFAULT -1",
+}
+_DELTA_SCHEMA = (
+    "CREATE INDEX IF NOT EXISTS responses_parent ON responses(parent) WHERE parent IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS responses_visible ON responses(used) WHERE hidden = 0",
+    "INSERT OR IGNORE INTO totals VALUES ('hidden', 0)",
+    """CREATE TRIGGER IF NOT EXISTS responses_hide AFTER UPDATE OF hidden ON responses BEGIN
+  UPDATE totals SET v = v + new.hidden - old.hidden WHERE k = 'hidden';
+END""",
+    """CREATE TRIGGER IF NOT EXISTS responses_del_hidden AFTER DELETE ON responses WHEN old.hidden BEGIN
+  UPDATE totals SET v = v - 1 WHERE k = 'hidden';
+END""",
+)
+#: A row and the rows it extends, up to its snapshot: the entry first, its snapshot last.
+_CHAIN = f"""
+WITH RECURSIVE up(id, parent, data, n) AS (
+  SELECT id, parent, data, 0 FROM responses WHERE id = ?
+  UNION ALL SELECT r.id, r.parent, r.data, up.n + 1 FROM responses r JOIN up ON r.id = up.parent
+  WHERE up.n < {SNAPSHOT_EVERY})
+SELECT data FROM up ORDER BY n
+"""
+#: The bytes of a parent's prefix read to extend its chain (its ids: at most SNAPSHOT_EVERY of them).
+_PREFIX = 16384
+
+
 def _items_bytes(items: list[ConversationItem]) -> int:
     return sum(len(item_id) + len(data) for item_id, data in items)
 
@@ -159,6 +205,7 @@ class SQLiteStore:
             self._bound_conversations(db)
             db.executescript(_CONVERSATION_SCHEMA)
             self._count_scopes(db)
+            self._chain_rows(db)
             self._local.db = db
         return db
 
@@ -204,62 +251,159 @@ class SQLiteStore:
             for trigger in _SCOPE_TRIGGERS:
                 db.execute(trigger)
 
+    @staticmethod
+    def _chain_rows(db: sqlite3.Connection) -> None:
+        """Give a file from before deltas their columns (its rows are snapshots); refuse a newer layout."""
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if version > _VERSION:
+                raise sqlite3.DatabaseError(
+                    f"{version} is a newer store layout than this release's ({_VERSION}); not opened"
+                )
+            if version == _VERSION:
+                return
+            columns = {row[1] for row in db.execute("PRAGMA table_info(responses)")}
+            for name, kind in _DELTA_COLUMNS.items():
+                if name not in columns:
+                    db.execute(f"ALTER TABLE responses ADD COLUMN {name} {kind}")
+            for statement in _DELTA_SCHEMA:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {_VERSION}")
+
     def _tick(self, db: sqlite3.Connection) -> int:
         return int(db.execute("UPDATE totals SET v = v + 1 WHERE k = 'clock' RETURNING v").fetchone()[0])
 
-    def _get(self, response_id: str) -> bytes | None:
+    def _get(self, response_id: str) -> list[bytes] | None:
+        """The row's bytes and those of the rows it extends (its snapshot first), marked used; None if unknown."""
         db = self._connect()
         with db:
             db.execute("BEGIN IMMEDIATE")
-            row = db.execute("SELECT data FROM responses WHERE id = ?", (response_id,)).fetchone()
-            if row is None:
+            tick = self._tick(db)
+            if not db.execute(
+                "UPDATE responses SET used = ? WHERE id = ? AND hidden = 0", (tick, response_id)
+            ).rowcount:
                 return None
-            db.execute("UPDATE responses SET used = ? WHERE id = ?", (self._tick(db), response_id))
-            return bytes(row[0])
+            rows = db.execute(_CHAIN, (response_id,)).fetchall()
+            return [bytes(row[0]) for row in reversed(rows)]
 
     def _touch(self, response_id: str) -> bool:
         db = self._connect()
         with db:
             db.execute("BEGIN IMMEDIATE")
             updated = db.execute(
-                "UPDATE responses SET used = ? WHERE id = ?", (self._tick(db), response_id)
+                "UPDATE responses SET used = ? WHERE id = ? AND hidden = 0", (self._tick(db), response_id)
             ).rowcount
             return updated == 1
 
-    def _put(self, response_id: str, data: bytes, ids: tuple[str, ...]) -> bool:
+    def _put(self, entry: StoredResponse, own: Own | None, ids: tuple[str, ...]) -> bool:
         db = self._connect()
-        nbytes = len(data) + sum(_INDEX_ROW + len(i) + len(response_id) for i in ids)
         with db:
             db.execute("BEGIN IMMEDIATE")
+            data, parent, depth = self._encoded(db, entry, own)
+            nbytes = len(data) + sum(_INDEX_ROW + len(i) + len(entry.id) for i in ids)
             if nbytes > self.max_bytes:
                 db.execute("UPDATE totals SET v = v + 1 WHERE k = 'rejected'")
                 return False
-            db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+            self._replace(db, entry.id)
             db.execute(
-                "INSERT INTO responses (id, data, nbytes, used) VALUES (?, ?, ?, ?)",
-                (response_id, data, nbytes, self._tick(db)),
+                "INSERT INTO responses (id, data, nbytes, used, parent, depth, messages)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (entry.id, data, nbytes, self._tick(db), parent, depth, len(entry.history.messages)),
             )
+            if parent is not None:
+                db.execute("UPDATE responses SET dependants = dependants + 1 WHERE id = ?", (parent,))
             db.executemany(
                 "INSERT OR REPLACE INTO items (item_id, response) VALUES (?, ?)",
-                [(i, response_id) for i in ids],
+                [(i, entry.id) for i in ids],
             )
-            evicted = 0
-            while True:
-                count, size = self._totals(db)
-                if count <= self.max_responses and size <= self.max_bytes:
-                    break
-                db.execute(
-                    "DELETE FROM responses WHERE id = (SELECT id FROM responses ORDER BY used LIMIT 1)"
-                )
-                evicted += 1
-            if evicted:
-                db.execute("UPDATE totals SET v = v + ? WHERE k = 'evictions'", (evicted,))
+            self._evict(db)
             return True
 
     @staticmethod
+    def _encoded(
+        db: sqlite3.Connection, entry: StoredResponse, own: Own | None
+    ) -> tuple[bytes, str | None, int]:
+        """What to store of ``entry``: a delta on its parent's row when that row is there, holds the history
+        ``entry`` extends and its chain is shorter than SNAPSHOT_EVERY, else a snapshot; its parent and depth."""
+        if own is not None and entry.parent is not None:
+            parent = entry.parent.id
+            row = db.execute(
+                "SELECT depth, messages, substr(data, 1, ?) FROM responses WHERE id = ?", (_PREFIX, parent)
+            ).fetchone()
+            if (
+                row is not None
+                and row[1] == len(entry.parent.history.messages)
+                and row[0] + 1 < SNAPSHOT_EVERY
+            ):
+                try:
+                    chain = (*chain_of(bytes(row[2]))[1], parent)
+                except ValueError:  # a prefix cut short: written whole instead
+                    chain = ()
+                if len(chain) == row[0] + 1:
+                    return encode_stored(entry, chain, own), parent, len(chain)
+        return encode_stored(entry), None, 0
+
+    def _replace(self, db: sqlite3.Connection, response_id: str) -> None:
+        """Make room for a new row of ``response_id``: the old one renamed and hidden while rows depend on it
+        (they now name it by its new id), else removed."""
+        row = db.execute("SELECT dependants FROM responses WHERE id = ?", (response_id,)).fetchone()
+        if row is None:
+            return
+        if not row[0]:
+            self._remove(db, response_id)
+            return
+        renamed = f"{response_id}\0{self._tick(db)}"  # the same scope: an id's prefix up to its first "/"
+        db.execute("DELETE FROM items WHERE response = ?", (response_id,))
+        db.execute("UPDATE responses SET id = ?, hidden = 1 WHERE id = ?", (renamed, response_id))
+        db.execute("UPDATE responses SET parent = ? WHERE parent = ?", (renamed, response_id))
+
+    @staticmethod
+    def _remove(db: sqlite3.Connection, response_id: str) -> None:
+        """Delete a row nothing depends on, and each hidden ancestor nothing else depends on then."""
+        row = db.execute("DELETE FROM responses WHERE id = ? RETURNING parent", (response_id,)).fetchone()
+        parent = None if row is None else row[0]
+        while parent is not None:
+            left, hidden, above = db.execute(
+                "UPDATE responses SET dependants = dependants - 1 WHERE id = ? RETURNING dependants, hidden, parent",
+                (parent,),
+            ).fetchone()
+            if left or not hidden:
+                return
+            db.execute("DELETE FROM responses WHERE id = ?", (parent,))
+            parent = above
+
+    def _leave(self, db: sqlite3.Connection, response_id: str, dependants: int) -> None:
+        """A visible row leaves the API (deleted, evicted): hidden while rows depend on it, else removed."""
+        if dependants:
+            db.execute("UPDATE responses SET hidden = 1 WHERE id = ?", (response_id,))
+            db.execute("DELETE FROM items WHERE response = ?", (response_id,))
+        else:
+            self._remove(db, response_id)
+
+    def _evict(self, db: sqlite3.Connection) -> None:
+        """Least recently used visible rows leave until the bounds hold (the count bound counts visible rows)."""
+        evicted = 0
+        while True:
+            count, size = self._totals(db)
+            if count <= self.max_responses and size <= self.max_bytes:
+                break
+            row = db.execute(
+                "SELECT id, dependants FROM responses WHERE hidden = 0 ORDER BY used LIMIT 1"
+            ).fetchone()
+            if row is None:
+                break
+            self._leave(db, row[0], row[1])
+            evicted += 1
+        if evicted:
+            db.execute("UPDATE totals SET v = v + ? WHERE k = 'evictions'", (evicted,))
+
+    @staticmethod
     def _totals(db: sqlite3.Connection) -> tuple[int, int]:
-        values = dict(db.execute("SELECT k, v FROM totals WHERE k IN ('responses', 'bytes')").fetchall())
-        return int(values["responses"]), int(values["bytes"])
+        values = dict(
+            db.execute("SELECT k, v FROM totals WHERE k IN ('responses', 'bytes', 'hidden')").fetchall()
+        )
+        return int(values["responses"]) - int(values["hidden"]), int(values["bytes"])
 
     def _item_responses(self, ids: list[str]) -> dict[str, str]:
         db = self._connect()
@@ -273,7 +417,14 @@ class SQLiteStore:
     def _delete(self, response_id: str) -> bool:
         db = self._connect()
         with db:
-            return db.execute("DELETE FROM responses WHERE id = ?", (response_id,)).rowcount > 0
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute(
+                "SELECT dependants FROM responses WHERE id = ? AND hidden = 0", (response_id,)
+            ).fetchone()
+            if row is None:
+                return False
+            self._leave(db, response_id, row[0])
+            return True
 
     def _scope_bytes(self, scope: str) -> int:
         row = self._connect().execute("SELECT v FROM scope_bytes WHERE scope = ?", (scope,)).fetchone()
@@ -282,7 +433,7 @@ class SQLiteStore:
     def _stats(self) -> StoreStats:
         values = dict(self._connect().execute("SELECT k, v FROM totals").fetchall())
         return StoreStats(
-            responses=int(values["responses"]),
+            responses=int(values["responses"]) - int(values["hidden"]),
             bytes=int(values["bytes"]),
             max_responses=self.max_responses,
             max_bytes=self.max_bytes,
@@ -499,8 +650,7 @@ class SQLiteStore:
 
     async def get(self, response_id: str) -> StoredResponse | None:
         """The entry, marked most recently used; None if unknown or evicted."""
-        data = await self._run(self._get, response_id)
-        return decode_stored(data, response_id)
+        return decode_stored_chain(await self._run(self._get, response_id), response_id)
 
     async def touch(self, response_id: str) -> bool:
         """Whether the entry is there, marked most recently used; its data is not read."""
@@ -508,7 +658,7 @@ class SQLiteStore:
 
     async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry, evicting least recently used ones to stay within both bounds."""
-        return await self._run(self._put, entry.id, encode_entry(entry), item_ids(entry))
+        return await self._run(self._put, entry, own_part(entry), item_ids(entry))
 
     async def delete(self, response_id: str) -> bool:
         """Forget an entry (a trigger drops its items from the index)."""
