@@ -184,8 +184,8 @@ def test_background_runs_are_followed_and_cancelled_through_the_other_frontend(
     """Redis: through the relay of several replicas; SQLite: the frontend running it answers the other."""
     server: ServeProcess = request.getfixturevalue(f"{store}_group")
     with closing(on_frontend(server, 0)) as owner:
-        body = {"model": "m", "input": f"#lorem {PACE * 3 // 2}", "background": True, "store": True}
-        followed = owner.post("/v1/responses", json=body).json()["id"]  # 1.5 s
+        body = {"model": "m", "input": f"#lorem {PACE * 3}", "background": True, "store": True}
+        followed = owner.post("/v1/responses", json=body).json()["id"]  # 3 s: running when looked at
         body = {**body, "input": f"#lorem {PACE * 50}"}  # 50 s: still running when cancelled
         cancelled = owner.post("/v1/responses", json=body).json()["id"]
     with closing(on_frontend(server, 1)) as other:
