@@ -116,8 +116,12 @@ nginx:
 	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends nginx-light; }
 
+# The suite writes bytecode (__pycache__/, ignored by git) even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): otherwise each process it starts (servers, their render workers, CLI runs, the
+# three workers that each collect every test module) compiles the package, and each worker the tests, from
+# source again: ~0.3 s of CPU a process, ~5 s a worker's collection, about a minute of the run in all.
 test: $(STAMP) codex-cli claude-code redis-server bubblewrap nginx litellm-client
-	$(BIN)/python -m pytest -q -n 3 --dist loadscope
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 3 --dist loadscope
 
 # The benchmarks draw their charts (benchmarks/charts/*.svg) with matplotlib: the `bench` extra.
 bench: $(STAMP)

@@ -124,14 +124,16 @@ def site() -> Iterator[str]:
 #: The modules that take longest (``--durations``; a minute or more on the 2-core machine), longest first:
 #: under ``-n`` they are handed out first, so that none of them starts last and holds the run's end.
 LONGEST_FIRST = (
-    "server/test_nginx_affinity.py",
     "package/test_install_pins.py",
     "cli/test_frontends.py",
     "constraints/test_guided_property.py",
     "cli/test_trtllm_cli.py",
     "store/test_redis_outages.py",
+    "cli/test_frontend_tenants.py",
+    "server/test_nginx_affinity.py",
     "cli/test_trtllm_world.py",
     "ops/test_operations.py",
+    "store/test_store_processes.py",
     "clients/test_claude_code.py",
     "server/test_large_answers.py",
 )

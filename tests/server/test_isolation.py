@@ -4,7 +4,7 @@ Tenant A stores a response (reasoning and a function call), a conversation with 
 response still streaming and a multi-agent response; tenant B tries every path on them with A's ids, and
 each answer is the one an id that never existed gets (404, or 400 where an unknown id is a 400), body and
 all; A still reads its own after. One server per backend (memory, SQLite, a real Redis), driven with the
-``openai`` SDK, httpx and a WebSocket. The group of frontends is ``tests/cli/test_frontend_isolation.py``.
+``openai`` SDK, httpx and a WebSocket. The group of frontends is ``tests/cli/test_frontend_tenants.py``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ A 40-turn session stays on one replica; killing that replica moves the session t
 losing a turn (the store is shared; the KV cache is cold there). A turn in flight when its replica dies
 fails, and the client's retry succeeds on the other replica. Each response says which replica answered
 in ``x-upstream`` (nginx's ``$upstream_addr``, added by the test harness).
+
+The tests share one deployment (each with session keys of its own), the one that kills a replica last on it;
+the turn cut in flight has a paced deployment of its own.
 """
 
 from __future__ import annotations
@@ -33,25 +36,48 @@ def redis() -> Iterator[RedisServer]:
     server.stop()
 
 
+def start_deployment(
+    redis: RedisServer, database: int, started: list[Any], *flags: str
+) -> tuple[Nginx, list[ServeProcess]]:
+    """Two replicas on ``database`` of the shared Redis and nginx in front of them (each in ``started``)."""
+    url = redis.url.rsplit("/", 1)[0] + f"/{database}"
+    replicas = [ServeProcess("--store", url, *flags) for _ in range(2)]
+    for replica in replicas:
+        started.append(replica.start())
+    nginx = Nginx([f"127.0.0.1:{r.port}" for r in replicas])
+    started.append(nginx.start())
+    return nginx, replicas
+
+
+def stop_all(started: list[Any]) -> None:
+    for thing in reversed(started):
+        thing.stop() if isinstance(thing, Nginx) else thing.kill()
+
+
+@pytest.fixture(scope="module")
+def shared(redis: RedisServer) -> Iterator[tuple[Nginx, list[ServeProcess]]]:
+    """The module's deployment (two replicas ~6 s each to start on the 2-core machine, and nginx): the tests
+    that leave both replicas serving share it, each with session keys of its own; the 40-turn test, which
+    kills a replica, runs last on it."""
+    started: list[Any] = []
+    try:
+        yield start_deployment(redis, 1, started)
+    finally:
+        stop_all(started)
+
+
 @pytest.fixture
 def deploy(redis: RedisServer) -> Iterator[Deploy]:
-    """Two replicas on the shared Redis (a fresh database per test) and nginx in front of them."""
+    """A deployment of the test's own (a fresh database of the shared Redis)."""
     started: list[Any] = []
-    database = [0]
+    database = [1]
 
     def start(*flags: str) -> tuple[Nginx, list[ServeProcess]]:
         database[0] += 1
-        url = redis.url.rsplit("/", 1)[0] + f"/{database[0]}"
-        replicas = [ServeProcess("--store", url, *flags) for _ in range(2)]
-        for replica in replicas:
-            started.append(replica.start())
-        nginx = Nginx([f"127.0.0.1:{r.port}" for r in replicas])
-        started.append(nginx.start())
-        return nginx, replicas
+        return start_deployment(redis, database[0], started, *flags)
 
     yield start
-    for thing in reversed(started):
-        thing.stop() if isinstance(thing, Nginx) else thing.kill()
+    stop_all(started)
 
 
 def served_by(response: httpx.Response) -> int:
@@ -73,30 +99,6 @@ def prompt_holds(http: httpx.Client, previous: str, texts: list[str]) -> None:
     prompt = turn(http, "#prompt", previous).json()["output"][-1]["content"][0]["text"]
     for text in texts:
         assert f"<|start|>user<|message|>{text}<|end|>" in prompt, f"{text!r} was lost"
-
-
-def test_a_40_turn_session_stays_on_one_replica_and_moves_when_it_is_killed(deploy: Deploy) -> None:
-    nginx, replicas = deploy()
-    ports = {r.port: r for r in replicas}
-    key = "agent-session-40"
-    with httpx.Client(base_url=nginx.base_url, headers={"x-session-id": key}, timeout=30) as http:
-        previous = None
-        seen = []
-        for n in range(1, 41):
-            answer = turn(http, f"turn {n}", previous)
-            assert answer.headers["x-session-id"] == key
-            seen.append(served_by(answer))
-            previous = answer.json()["id"]
-        assert len(set(seen)) == 1, f"the session moved between replicas: {seen}"
-        owner = ports[seen[0]]
-        (other,) = [r for r in replicas if r is not owner]
-        owner.kill()  # SIGKILL: nothing of it runs again
-        for n in range(41, 46):
-            answer = turn(http, f"turn {n}", previous)
-            assert served_by(answer) == other.port and answer.headers["x-session-id"] == key
-            previous = answer.json()["id"]
-        assert previous is not None
-        prompt_holds(http, previous, [f"turn {n}" for n in range(1, 46)])
 
 
 def test_a_turn_in_flight_when_its_replica_dies_fails_and_its_retry_succeeds(deploy: Deploy) -> None:
@@ -122,8 +124,10 @@ def test_a_turn_in_flight_when_its_replica_dies_fails_and_its_retry_succeeds(dep
         prompt_holds(http, retry.json()["id"], ["first words", "second words", "third words"])
 
 
-def test_codex_and_clients_that_return_the_servers_key_stay_on_one_replica(deploy: Deploy) -> None:
-    nginx, _ = deploy()
+def test_codex_and_clients_that_return_the_servers_key_stay_on_one_replica(
+    shared: tuple[Nginx, list[ServeProcess]],
+) -> None:
+    nginx, _ = shared
     with httpx.Client(base_url=nginx.base_url, timeout=30) as http:
         # Codex: a session-id header (its thread id) on every request, the first one included.
         previous, seen = None, set()
@@ -165,8 +169,8 @@ def test_codex_and_clients_that_return_the_servers_key_stay_on_one_replica(deplo
             assert len({served_by(a) for a in answers}) == 1
 
 
-def test_a_websocket_goes_through_with_its_key(deploy: Deploy) -> None:
-    nginx, _ = deploy()
+def test_a_websocket_goes_through_with_its_key(shared: tuple[Nginx, list[ServeProcess]]) -> None:
+    nginx, _ = shared
     url = nginx.base_url.replace("http://", "ws://") + "/v1/responses"
     with ws_connect(url, additional_headers={"x-session-id": "ws-session"}) as ws:
         ws.send(json.dumps({"type": "response.create", "model": "gpt-oss", "input": "over a socket"}))
@@ -175,10 +179,10 @@ def test_a_websocket_goes_through_with_its_key(deploy: Deploy) -> None:
     assert event["response"]["output"][-1]["content"][0]["text"]
 
 
-def test_a_chain_keeps_its_key_across_replicas(deploy: Deploy) -> None:
+def test_a_chain_keeps_its_key_across_replicas(shared: tuple[Nginx, list[ServeProcess]]) -> None:
     """The key is stored with each response in the shared store: a turn on the other replica, without
     a header, inherits it from the response it continues (no walk of the chain)."""
-    _, (a, b) = deploy()
+    _, (a, b) = shared
     with (
         httpx.Client(base_url=a.base_url, timeout=30) as on_a,
         httpx.Client(base_url=b.base_url, timeout=30) as on_b,
@@ -187,3 +191,30 @@ def test_a_chain_keeps_its_key_across_replicas(deploy: Deploy) -> None:
         second = turn(on_b, "again", first.json()["id"])
         third = turn(on_a, "and again", second.json()["id"])
         assert [r.headers["x-session-id"] for r in (first, second, third)] == ["moved-session"] * 3
+
+
+def test_a_40_turn_session_stays_on_one_replica_and_moves_when_it_is_killed(
+    shared: tuple[Nginx, list[ServeProcess]],
+) -> None:
+    """Last on the shared deployment: it kills a replica."""
+    nginx, replicas = shared
+    ports = {r.port: r for r in replicas}
+    key = "agent-session-40"
+    with httpx.Client(base_url=nginx.base_url, headers={"x-session-id": key}, timeout=30) as http:
+        previous = None
+        seen = []
+        for n in range(1, 41):
+            answer = turn(http, f"turn {n}", previous)
+            assert answer.headers["x-session-id"] == key
+            seen.append(served_by(answer))
+            previous = answer.json()["id"]
+        assert len(set(seen)) == 1, f"the session moved between replicas: {seen}"
+        owner = ports[seen[0]]
+        (other,) = [r for r in replicas if r is not owner]
+        owner.kill()  # SIGKILL: nothing of it runs again
+        for n in range(41, 46):
+            answer = turn(http, f"turn {n}", previous)
+            assert served_by(answer) == other.port and answer.headers["x-session-id"] == key
+            previous = answer.json()["id"]
+        assert previous is not None
+        prompt_holds(http, previous, [f"turn {n}" for n in range(1, 46)])

@@ -1,8 +1,12 @@
-"""Stores through real ``serve`` processes: SQLite across a SIGKILL, Redis shared by two, Redis going away."""
+"""Stores through real ``serve`` processes: SQLite across a SIGKILL, Redis shared by two, Redis going away.
+
+The two tests of two processes on one Redis share one pair (each a few seconds to start on the 2-core
+machine), paced so that a long background response is still running when it is cancelled."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import openai
 import pytest
@@ -42,29 +46,37 @@ def test_sqlite_keeps_conversations_across_a_sigkill(tmp_path) -> None:  # type:
         server.kill()
 
 
-def test_two_processes_share_one_redis(redis_server) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def pair(redis_server) -> Iterator[tuple[ServeProcess, ServeProcess]]:  # type: ignore[no-untyped-def]
+    """Two processes on the session's Redis (emptied first), the echo at 100 tokens a second."""
     redis_server.flush()
-    a = ServeProcess("--store", redis_server.url).start()
-    b = ServeProcess("--store", redis_server.url).start()
+    paced = ("--store", redis_server.url, "--echo_tokens_per_second", "100")
+    a = ServeProcess(*paced)
+    b = ServeProcess(*paced)
     try:
-        with a.sdk() as on_a, b.sdk() as on_b:
-            first = on_a.responses.create(model="m", input="Weather in Oslo?", tools=[WEATHER])
-            call = next(item for item in first.output if item.type == "function_call")
-            assert on_b.responses.retrieve(first.id).id == first.id
-            second = on_b.responses.create(
-                model="m",
-                previous_response_id=first.id,
-                input=[{"type": "function_call_output", "call_id": call.call_id, "output": "snow"}],
-                tools=[WEATHER],
-            )
-            third = on_a.responses.create(model="m", previous_response_id=second.id, input="#prompt")
-            assert "Weather in Oslo?" in third.output_text and "snow" in third.output_text
-            on_b.responses.delete(first.id)
-            with pytest.raises(openai.NotFoundError):
-                on_a.responses.retrieve(first.id)
+        yield a.start(), b.start()
     finally:
         a.kill()
         b.kill()
+
+
+def test_two_processes_share_one_redis(pair: tuple[ServeProcess, ServeProcess]) -> None:
+    a, b = pair
+    with a.sdk() as on_a, b.sdk() as on_b:
+        first = on_a.responses.create(model="m", input="Weather in Oslo?", tools=[WEATHER])
+        call = next(item for item in first.output if item.type == "function_call")
+        assert on_b.responses.retrieve(first.id).id == first.id
+        second = on_b.responses.create(
+            model="m",
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": call.call_id, "output": "snow"}],
+            tools=[WEATHER],
+        )
+        third = on_a.responses.create(model="m", previous_response_id=second.id, input="#prompt")
+        assert "Weather in Oslo?" in third.output_text and "snow" in third.output_text
+        on_b.responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError):
+            on_a.responses.retrieve(first.id)
 
 
 def test_redis_going_away_is_503_then_recovers() -> None:
@@ -101,43 +113,36 @@ def test_redis_going_away_is_503_then_recovers() -> None:
         redis.stop()
 
 
-def test_background_responses_across_two_processes(redis_server) -> None:  # type: ignore[no-untyped-def]
+def test_background_responses_across_two_processes(pair: tuple[ServeProcess, ServeProcess]) -> None:
     """Started on A: polled, resumed and cancelled on B (events and cancels go through Redis)."""
-    redis_server.flush()
-    paced = ("--store", redis_server.url, "--echo_tokens_per_second", "100")
-    a = ServeProcess(*paced).start()
-    b = ServeProcess(*paced).start()
-    try:
-        with a.sdk() as on_a, b.sdk() as on_b:
-            # Resume on B a stream that A generates, and read it to its end.
-            short = on_a.responses.create(model="m", input="#lorem 60", background=True)
-            deadline = time.monotonic() + 30
-            while on_b.responses.retrieve(short.id).status == "queued" and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert on_b.responses.retrieve(short.id).status in ("in_progress", "completed")
-            with on_b.responses.stream(response_id=short.id, starting_after=3) as stream:
-                events = list(stream)
-                final = stream.get_final_response()
-            assert events[0].sequence_number == 4 and events[-1].type == "response.completed"
-            assert [e.sequence_number for e in events] == list(range(4, 4 + len(events)))
-            assert final.output_text == on_a.responses.retrieve(short.id).output_text
-            assert on_b.responses.retrieve(short.id).status == "completed"
+    a, b = pair
+    with a.sdk() as on_a, b.sdk() as on_b:
+        # Resume on B a stream that A generates, and read it to its end.
+        short = on_a.responses.create(model="m", input="#lorem 60", background=True)
+        deadline = time.monotonic() + 30
+        while on_b.responses.retrieve(short.id).status == "queued" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert on_b.responses.retrieve(short.id).status in ("in_progress", "completed")
+        with on_b.responses.stream(response_id=short.id, starting_after=3) as stream:
+            events = list(stream)
+            final = stream.get_final_response()
+        assert events[0].sequence_number == 4 and events[-1].type == "response.completed"
+        assert [e.sequence_number for e in events] == list(range(4, 4 + len(events)))
+        assert final.output_text == on_a.responses.retrieve(short.id).output_text
+        assert on_b.responses.retrieve(short.id).status == "completed"
 
-            # Cancel on B what A runs.
-            long = on_a.responses.create(model="m", input="#lorem 5000", background=True)
-            while on_b.responses.retrieve(long.id).status == "queued" and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(0.3)
-            polled = on_b.responses.retrieve(long.id)
-            assert polled.status == "in_progress" and polled.background
-            cancelled = on_b.responses.cancel(long.id)
-            assert cancelled.status == "cancelled"
-            assert on_a.responses.retrieve(long.id).status == "cancelled"
-            assert on_b.responses.cancel(long.id).status == "cancelled"  # idempotent, from anywhere
-            # B can still replay the cancelled response's whole stream from Redis.
-            replayed = list(on_b.responses.retrieve(long.id, stream=True))
-            assert replayed[0].type == "response.created" and replayed[-1].type == "response.failed"
-            assert replayed[-1].response.status == "cancelled"
-    finally:
-        a.kill()
-        b.kill()
+        # Cancel on B what A runs.
+        long = on_a.responses.create(model="m", input="#lorem 5000", background=True)
+        while on_b.responses.retrieve(long.id).status == "queued" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        polled = on_b.responses.retrieve(long.id)
+        assert polled.status == "in_progress" and polled.background
+        cancelled = on_b.responses.cancel(long.id)
+        assert cancelled.status == "cancelled"
+        assert on_a.responses.retrieve(long.id).status == "cancelled"
+        assert on_b.responses.cancel(long.id).status == "cancelled"  # idempotent, from anywhere
+        # B can still replay the cancelled response's whole stream from Redis.
+        replayed = list(on_b.responses.retrieve(long.id, stream=True))
+        assert replayed[0].type == "response.created" and replayed[-1].type == "response.failed"
+        assert replayed[-1].response.status == "cancelled"

@@ -14,11 +14,25 @@ import openai
 
 from support.redis_harness import free_port
 
-__all__ = ["ServeProcess", "host_processes", "on_frontend", "wait_gone"]
+__all__ = ["TEST_FLAGS", "ServeProcess", "host_processes", "on_frontend", "wait_gone", "with_test_flags"]
+
+
+#: What every ``serve`` a test starts gets unless it says otherwise: one render worker. The default is one a
+#: core, each started with the server and loading the vocabulary (~2 s of CPU, a quarter of a start on the
+#: 2-core machine); no test of a started process renders beside the loop (the render pool's own tests are
+#: ``tests/harmony/test_render_pool.py``).
+TEST_FLAGS = {"--render_workers": "1"}
+
+
+def with_test_flags(flags: tuple[str, ...] | list[str]) -> list[str]:
+    """``flags`` and each of :data:`TEST_FLAGS` that ``flags`` does not set itself."""
+    extra = [part for name, value in TEST_FLAGS.items() if name not in flags for part in (name, value)]
+    return [*flags, *extra]
 
 
 class ServeProcess:
-    """One ``serve`` process with the echo executor; ``kill`` is SIGKILL, ``terminate`` is SIGTERM."""
+    """One ``serve`` process with the echo executor (and :data:`TEST_FLAGS`); ``kill`` is SIGKILL,
+    ``terminate`` is SIGTERM."""
 
     def __init__(self, *flags: str, port: int | None = None, env: dict[str, str] | None = None) -> None:
         self.flags = flags
@@ -39,7 +53,7 @@ class ServeProcess:
         """Start it; return once ``/health`` answers (a group of frontends takes ~13 s on a quiet 2-core
         machine, several times that while the suite's other workers start theirs: hence 120 s)."""
         command = [sys.executable, "-m", "trtllm_responses.cli", "serve", "--engine", "echo"]
-        command += ["--port", str(self.port), "--log_level", "warning", *self.flags]
+        command += ["--port", str(self.port), "--log_level", "warning", *with_test_flags(self.flags)]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(self.env or {})}

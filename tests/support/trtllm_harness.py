@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from support.paths import FAKE_TRTLLM
+from support.process_harness import with_test_flags
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.executors.base import GenerationRequest, SamplingSettings, TokenDelta
 from trtllm_responses.executors.trtllm import TrtllmExecutor
@@ -83,7 +84,7 @@ class Served:
                 "-m",
                 "trtllm_responses.cli",
                 "serve",
-                *args,
+                *with_test_flags(args),
                 "--port",
                 str(self.port),
                 "--log_level",
