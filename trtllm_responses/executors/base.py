@@ -30,6 +30,7 @@ __all__ = [
     "FinishReason",
     "GenerationRequest",
     "Generating",
+    "KvRelease",
     "SamplingSettings",
     "TokenDelta",
 ]
@@ -78,6 +79,19 @@ class GenerationRequest:
     #: requests with the same salt (None: any), so prefix reuse, and the time to first token it saves, never
     #: crosses tenants (docs/tenants.md#sealed-content-kv-prefixes-and-caches).
     cache_salt: str | None = None
+    #: The turn may end waiting for a tool the client runs (the request declares function or custom tools): an
+    #: engine that keeps KV-cache blocks by priority keeps this turn's raised for a bounded pause
+    #: (docs/sessions-and-kv-cache.md#retention).
+    client_tools: bool = False
+    #: The client said the session ends with this turn (Dynamo's ``x-dynamo-session-final``): its KV cache is
+    #: released once the turn ends.
+    session_final: bool = False
+
+
+#: Why a session's KV cache is let go (:meth:`Executor.release`): ``answered``, the turn ended with a final answer
+#: (back to the engine's normal priority: the session may still continue); ``ended``, no one will reuse it (the
+#: session ended, the response was deleted, the history was compacted away).
+KvRelease = Literal["answered", "ended"]
 
 
 @dataclass(slots=True)
@@ -127,6 +141,8 @@ class Executor(abc.ABC):
     #: ``GenerationRequest.cache_salt``), or ``None`` when it keeps salts apart or reuses nothing: a server
     #: with a tenants file refuses to start on such an engine. Known once :meth:`start` has run.
     prefix_isolation_refusal: str | None = None
+    #: Whether :meth:`release` reaches the engine (False: a no-op, so callers skip the work of asking).
+    releases_kv: bool = False
 
     def healthy(self) -> bool:
         """Whether the engine can still generate (``/health`` answers 503 when it cannot)."""
@@ -159,6 +175,20 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def abort(self, request_id: str) -> None:
         """Stop the generation of ``request_id`` if it is running; a no-op otherwise."""
+
+    def release(
+        self,
+        session_key: str | None,
+        token_ids: Sequence[int],
+        cache_salt: str | None,
+        *,
+        keep: int = 0,
+        why: KvRelease = "ended",
+    ) -> None:
+        """Tell the engine the KV cache of ``token_ids[keep:]`` (a session's tokens as it last sent them, salted with
+        ``cache_salt``) is ``why``: answered (normal priority again) or ended (released, else evicted first).
+        Returns at once; the engine carries it out on its own time (docs/sessions-and-kv-cache.md#retention). A
+        no-op by default (an engine that keeps no cache, or cannot be told)."""
 
     async def start(self) -> None:
         """Get ready to serve (load a model). Called once before the first request."""

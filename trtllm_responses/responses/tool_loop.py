@@ -367,4 +367,6 @@ class ToolLoop:
             constraint=first.constraint.after_call() if first.constraint is not None else None,
             session_key=first.session_key,  # the same session: its prompt extends the first one's
             cache_salt=first.cache_salt,
+            client_tools=first.client_tools,
+            session_final=first.session_final,
         )

@@ -95,12 +95,14 @@ class Reuse(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
     """One request as the pool saw it (tests and the benchmark read these): its prompt's length, the tokens
-    reused (device, host) and recomputed."""
+    reused (device, host) and recomputed, its salt and its ``max_tokens`` (1: a one-token request, such as the
+    server's KV-cache releases and prefills, not a turn)."""
 
     prompt_tokens: int
     reused_device: int
     reused_host: int
     salt: Optional[str]
+    max_tokens: Optional[int] = None
 
     @property
     def recomputed(self) -> int:
@@ -197,11 +199,17 @@ class KvPool:
 
     # -- what a request does ----------------------------------------------------------------------------
 
-    def reuse(self, prompt: Sequence[int], salt: Optional[str] = None, retention: Any = None) -> Reuse:
+    def reuse(
+        self,
+        prompt: Sequence[int],
+        salt: Optional[str] = None,
+        retention: Any = None,
+        max_tokens: Optional[int] = None,
+    ) -> Reuse:
         """Claim the stored blocks ``prompt`` starts with (``loadOrAllocateBlocks``), onboarding host blocks; the
         tokens reused. The last prompt token is always computed."""
         if not self.enabled or len(prompt) < 2:
-            self.turns.append(TurnRecord(len(prompt), 0, 0, salt))
+            self.turns.append(TurnRecord(len(prompt), 0, 0, salt, max_tokens))
             return Reuse(0, 0)
         self._refresh()
         device = host = 0
@@ -216,7 +224,7 @@ class KvPool:
                 host += self.block
             else:
                 device += self.block
-        self.turns.append(TurnRecord(len(prompt), device, host, salt))
+        self.turns.append(TurnRecord(len(prompt), device, host, salt, max_tokens))
         return Reuse(device, host)
 
     def store(

@@ -115,8 +115,14 @@ class RemoteKvBlocks:
             self._connection.send((op, args))
             return self._connection.recv()
 
-    def reuse(self, prompt: list[int], salt: Optional[str] = None, retention: Any = None) -> Any:
-        return self._call("reuse", (list(prompt), salt, retention))
+    def reuse(
+        self,
+        prompt: list[int],
+        salt: Optional[str] = None,
+        retention: Any = None,
+        max_tokens: Optional[int] = None,
+    ) -> Any:
+        return self._call("reuse", (list(prompt), salt, retention, max_tokens))
 
     def store(
         self,

@@ -141,7 +141,9 @@ class GenerationResult:
             self._done = True
             raise RequestError(self._error)
         if self._responses == 0:
-            self.kv_reuse = self.kv.reuse(self.prompt_token_ids, self.cache_salt, self.retention)
+            self.kv_reuse = self.kv.reuse(
+                self.prompt_token_ids, self.cache_salt, self.retention, self._params.max_tokens
+            )
             self.cached_tokens = self.kv_reuse.device + self.kv_reuse.host
         interval = 1 if self._responses == 0 else self._llm.args.stream_interval
         self._responses += 1
