@@ -67,8 +67,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from trtllm_responses.executors.trtllm_kv import DEFAULT_TOOL_PAUSE_SECONDS
 from websockets.asyncio.client import ClientConnection, connect
+
+from trtllm_responses.executors.trtllm_kv import DEFAULT_TOOL_PAUSE_SECONDS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import charts  # noqa: E402

@@ -78,7 +78,11 @@ def test_file_wins_over_bundle_over_flags(tmp_path: Path) -> None:
     assert kwargs["max_batch_size"] == 64 and plan.sources["max_batch_size"] == "bundle"  # bundle over flag
     assert kwargs["moe_config"] == {"backend": "TRITON"}  # from the bundle's profile
     assert kwargs["stream_interval"] == 7 and plan.sources["stream_interval"] == "file"  # file over bundle
-    assert kwargs["kv_cache_config"] == {"enable_block_reuse": False, "free_gpu_memory_fraction": 0.9}
+    assert kwargs["kv_cache_config"] == {
+        "enable_block_reuse": False,  # file
+        "free_gpu_memory_fraction": 0.9,  # flag (its default)
+        "secondary_offload_min_priority": 35,  # the bundle's profile
+    }
 
 
 def test_hugging_face_ids_pass_through() -> None:

@@ -306,7 +306,8 @@ async def test_priority_left_out_where_tensorrt_llm_has_none(
 async def test_prompt_cache_ttl_is_a_kv_cache_retention_config(
     fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
 ) -> None:
-    """prompt_cache_options.ttl → generate_async(kv_cache_retention_config=...) over the prompt's tokens."""
+    """prompt_cache_options.ttl → generate_async(kv_cache_retention_config=...) over the prompt's tokens (to its end:
+    ``token_end`` None)."""
     import datetime
 
     executor = executor_for(encoding)
@@ -320,15 +321,16 @@ async def test_prompt_cache_ttl_is_a_kv_cache_retention_config(
     config, plain = executor._llm.retention_configs
     assert plain is None and config.decode_retention_priority == 35
     (prompt_range,) = config.token_range_retention_configs
-    assert (prompt_range.token_start, prompt_range.token_end) == (0, len(base.prompt_token_ids))
+    assert (prompt_range.token_start, prompt_range.token_end) == (0, None)
     assert prompt_range.priority == 80 and prompt_range.duration_ms == datetime.timedelta(hours=12)
 
 
 async def test_session_key_is_conversation_params(
-    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter
+    fake_trtllm: Any, encoding: HarmonyEncoding, adapter: HarmonyAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A session key → generate_async(conversation_params=ConversationParams(conversation_id=key)), the
-    argument of TensorRT-LLM's main branch (tensorrt_llm/llmapi/llm.py); none without a key."""
+    argument of the releases after 1.2.1 that have it (tensorrt_llm/llmapi/llm.py); none without a key."""
+    monkeypatch.setattr(fake_trtllm, "__version__", "1.3.0rc29")
     executor = executor_for(encoding)
     await executor.start()
     assert executor.takes_sessions

@@ -4,7 +4,8 @@
 - seed, min_p and the penalties applied where the release's PyTorch sampler applies them, else refused with a
   400 (or dropped, the response echoing what was used) — never echoed as applied;
 - guided decoding on or off (``--guided_decoding``), and with speculative decoding (NVIDIA's Eagle3 recipe starts);
-- a session's turns kept on one attention-DP rank (``scheduling_params``), so its prefix is reused there;
+- a session's turns kept on one attention-DP rank (``scheduling_params``, relaxed), so its prefix is reused there
+  (per release: ``test_trtllm_kv.py``);
 - ``/health`` following the engine's own health check;
 - NVIDIA's config-database files accepted unchanged; the fake's argument model and ``Logprob`` as TensorRT-LLM's.
 """
@@ -271,8 +272,9 @@ def test_the_eagle3_recipe_starts_and_constrained_requests_are_served(
 def test_a_session_stays_on_its_attention_dp_rank_and_reuses_its_prefix(
     fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
 ) -> None:
-    """The throughput profile (attention DP over 2 ranks, a KV cache each): turns of one session are sent to one
-    rank, not relaxed, and the second turn reuses the first's blocks there; a request without a session key is
+    """The throughput profile (attention DP over 2 ranks, a KV cache each) on a release without conversation affinity
+    (1.2.0): turns of one session are sent to one rank, relaxed (there while it has room), and the second turn
+    reuses the first's blocks there; a request without a session key is
     placed by the engine (round-robin in the fake) and misses the cache on the other rank."""
     executor = executor_for(encoding, tensor_parallel_size=2, enable_attention_dp=True)
     long = "tell me about the tides " * 20
@@ -286,7 +288,7 @@ def test_a_session_stays_on_its_attention_dp_rank_and_reuses_its_prefix(
         second = _post(running, {"input": history, "prompt_cache_key": "agent-7", "store": False}).json()
         llm = executor._llm
         params = llm.scheduling[-2:]
-        assert all(p is not None and p.attention_dp_relax is False for p in params)
+        assert all(p is not None and p.attention_dp_relax is True for p in params)
         assert params[0].attention_dp_rank == params[1].attention_dp_rank == llm.ranks[-1] == llm.ranks[-2]
         assert second["usage"]["input_tokens_details"]["cached_tokens"] > 0
         # Without a session key nothing is pinned: the next turn lands on the other rank, and reuses nothing.

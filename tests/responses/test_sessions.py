@@ -106,9 +106,10 @@ def test_the_api_key_is_never_a_session_key(serve: ServerFactory) -> None:
 
 
 def test_every_generation_of_a_session_goes_to_tensorrt_llm_with_its_key(
-    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """conversation_params on the fake TensorRT-LLM: both turns of a chain; none for a response nobody can continue."""
+    monkeypatch.setattr(fake_trtllm, "__version__", "1.3.0rc29")  # a release with conversation_params
     executor = executor_for(encoding)
     with serve(executor) as running, httpx.Client(base_url=running.base_url, timeout=30) as http:
         first = create(http, {"input": "hi"}, **{"session-id": "thread-9"}).json()["id"]
@@ -118,8 +119,9 @@ def test_every_generation_of_a_session_goes_to_tensorrt_llm_with_its_key(
 
 
 def test_a_websocket_takes_its_handshakes_key(
-    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory
+    fake_trtllm: Any, encoding: HarmonyEncoding, serve: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(fake_trtllm, "__version__", "1.3.0rc29")  # a release with conversation_params
     executor = executor_for(encoding)
     with serve(executor) as running:
         url = running.base_url.replace("http://", "ws://") + "/v1/responses"

@@ -54,7 +54,8 @@ def profile_options(
     Blackwell follows the curated configs (``examples/configs/curated/gpt-oss-120b-latency.yaml`` and
     ``-throughput.yaml``): MoE backend TRTLLM, ``max_num_tokens`` 16384, ``stream_interval`` 20, padded
     CUDA graphs up to the batch size; latency batches 64 requests, throughput 720 with attention data
-    parallelism (``attention_dp_config`` balanced) when there is more than one GPU. Hopper takes the
+    parallelism (``attention_dp_config`` balanced) when there is more than one GPU. Block reuse is on and blocks
+    at the default retention priority and above are the ones offloaded to host memory. Hopper takes the
     TRITON MoE backend (the gpt-oss guide's choice there: TRTLLM's kernels are Blackwell's). Both turn
     chunked prefill on, so any prompt the context window holds is served
     (docs/serving-on-tensorrt-llm.md#serving-gpt-oss-on-tensorrt-llm).
@@ -74,6 +75,9 @@ def profile_options(
         "cuda_graph_config": {"enable_padding": True, "max_batch_size": batch},
         "moe_config": {"backend": "TRITON" if gpu == "hopper" else "TRTLLM"},
         "stream_interval": 20,
+        # Offloaded to host memory (when serve --kv_host_cache_bytes gives some): blocks at the default retention
+        # priority and above, never released ones (docs/sessions-and-kv-cache.md#host-offload).
+        "kv_cache_config": {"enable_block_reuse": True, "secondary_offload_min_priority": 35},
     }
     if attention_dp:
         options["attention_dp_config"] = {

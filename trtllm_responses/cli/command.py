@@ -97,6 +97,8 @@ _TRTLLM_FLAGS = (
     "pp_size",
     "ep_size",
     "kv_cache_free_gpu_memory_fraction",
+    "kv_host_cache_bytes",
+    "kv_tool_pause_seconds",
     "trust_remote_code",
     "extra_llm_api_options",
     "enable_chunked_prefill",
@@ -140,7 +142,7 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
             "Under trtllm-llmapi-launch: this process (rank 0) serves HTTP for %d rank(s)", world.size
         )
     _check_release(args, plan)
-    from ..executors.trtllm import TrtllmExecutor
+    from ..executors.trtllm import DEFAULT_TOOL_PAUSE_SECONDS, TrtllmExecutor
     from .frontends import ENV_FRONTEND
 
     encoding = load_encoding(plan.bundle_dir)
@@ -159,6 +161,9 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
             attached=attached,
             encoding=encoding,
             kv_events=_kv_events(args),
+            tool_pause_seconds=DEFAULT_TOOL_PAUSE_SECONDS
+            if args.kv_tool_pause_seconds is None
+            else args.kv_tool_pause_seconds,
         )
     except ValueError as exc:
         raise LaunchError(str(exc)) from exc

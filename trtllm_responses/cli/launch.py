@@ -49,6 +49,9 @@ FLAG_TO_ARG = {
     "trust_remote_code": "trust_remote_code",
 }
 DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.9
+#: ``kv_cache_config.secondary_offload_min_priority`` with a host cache: TensorRT-LLM's default retention priority
+#: (35; its own default minimum is 30), so a normal block is offloaded and a released one (priority 0) is not.
+OFFLOAD_MIN_PRIORITY = 35
 
 
 class LaunchError(ValueError):
@@ -110,6 +113,12 @@ def _flag_options(flags: Mapping[str, Any]) -> dict[str, Any]:
         "enable_block_reuse": True,
         "free_gpu_memory_fraction": DEFAULT_FREE_GPU_MEMORY_FRACTION if fraction is None else fraction,
     }
+    host = flags.get("kv_host_cache_bytes")
+    if host:
+        # Evicted blocks go to host memory when their retention priority is at least the offload minimum: here
+        # the default priority, so released blocks (0) never take host room (docs/sessions-and-kv-cache.md#host-offload).
+        options["kv_cache_config"]["host_cache_size"] = host
+        options["kv_cache_config"]["secondary_offload_min_priority"] = OFFLOAD_MIN_PRIORITY
     return options
 
 

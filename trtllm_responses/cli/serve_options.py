@@ -604,6 +604,21 @@ def _add_trtllm(serve: argparse.ArgumentParser) -> None:
         help=f"free GPU memory fraction for the KV cache (default: {DEFAULT_FREE_GPU_MEMORY_FRACTION:g})",
     )
     trt.add_argument(
+        "--kv_host_cache_bytes",
+        dest="kv_host_cache_bytes",
+        type=non_negative_int,
+        help="host memory for KV-cache blocks evicted from the GPU (kv_cache_config.host_cache_size; blocks at "
+        "normal priority and above are offloaded there and onboarded when reused; default: 0, none; sizing: "
+        "docs/sessions-and-kv-cache.md#host-offload)",
+    )
+    trt.add_argument(
+        "--kv_tool_pause_seconds",
+        dest="kv_tool_pause_seconds",
+        type=non_negative_int,
+        help="keep the KV cache of a session turn that may end in a client tool call at a raised retention "
+        "priority (60) this long, for the tool's output to come back (default: 120; 0: not raised)",
+    )
+    trt.add_argument(
         "--enable_chunked_prefill",
         action=argparse.BooleanOptionalAction,
         default=None,

@@ -31,6 +31,7 @@ __all__ = [
     "FinishReason",
     "GenerationRequest",
     "Generating",
+    "KvRelease",
     "SamplingSettings",
     "TokenDelta",
 ]
@@ -79,12 +80,22 @@ class GenerationRequest:
     #: docs/sessions-and-kv-cache.md#identity): its prefix may be where this session's first turn finds one.
     session_parent: str | None = None
     #: The client said the session ends with this response (Dynamo's ``x-dynamo-session-final: true``): nothing
-    #: will extend this prompt after the response.
+    #: will extend this prompt after the response, so its KV cache is released once the response ends.
     session_final: bool = False
     #: The KV-cache salt of the tenant asking (``Tenant.salt``): its prompt reuses only blocks made by
     #: requests with the same salt (None: any), so prefix reuse, and the time to first token it saves, never
     #: crosses tenants (docs/tenants.md#sealed-content-kv-prefixes-and-caches).
     cache_salt: str | None = None
+    #: The turn may end waiting for a tool the client runs (the request declares function or custom tools): an
+    #: engine that keeps KV-cache blocks by priority keeps this turn's raised for a bounded pause
+    #: (docs/sessions-and-kv-cache.md#retention).
+    client_tools: bool = False
+
+
+#: Why a session's KV cache is let go (:meth:`Executor.release`): ``answered``, the turn ended with a final answer
+#: (back to the engine's normal priority: the session may still continue); ``ended``, no one will reuse it (the
+#: session ended, the response was deleted, the history was compacted away).
+KvRelease = Literal["answered", "ended"]
 
 
 @dataclass(slots=True)
@@ -147,6 +158,8 @@ class Executor(abc.ABC):
     prefix_isolation_refusal: str | None = None
     #: Tokens per KV-cache block of the engine (what a prefix is reused in); None: the engine caches none.
     kv_block_tokens: int | None = None
+    #: Whether :meth:`release` reaches the engine (False: a no-op, so callers skip the work of asking).
+    releases_kv: bool = False
 
     def engine_load(self) -> EngineLoad | None:
         """The engine's load as last sampled (docs/sessions-and-kv-cache.md#kv-events-and-metrics); None when
@@ -184,6 +197,20 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def abort(self, request_id: str) -> None:
         """Stop the generation of ``request_id`` if it is running; a no-op otherwise."""
+
+    def release(
+        self,
+        session_key: str | None,
+        token_ids: Sequence[int],
+        cache_salt: str | None,
+        *,
+        keep: int = 0,
+        why: KvRelease = "ended",
+    ) -> None:
+        """Tell the engine the KV cache of ``token_ids[keep:]`` (a session's tokens as it last sent them, salted with
+        ``cache_salt``) is ``why``: answered (normal priority again) or ended (released, else evicted first).
+        Returns at once; the engine carries it out on its own time (docs/sessions-and-kv-cache.md#retention). A
+        no-op by default (an engine that keeps no cache, or cannot be told)."""
 
     async def start(self) -> None:
         """Get ready to serve (load a model). Called once before the first request."""

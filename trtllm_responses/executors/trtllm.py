@@ -12,8 +12,6 @@ docs/serving-on-tensorrt-llm.md#serving-gpt-oss-on-tensorrt-llm.
 from __future__ import annotations
 
 import asyncio
-import datetime
-import hashlib
 import importlib
 import inspect
 import json
@@ -26,8 +24,24 @@ from typing import Any
 
 from ..constraints import Constraint, structural_tag
 from ..harmony import HarmonyEncoding, SpelledControlTokens, load_encoding
-from .base import EngineLoad, Executor, ExecutorError, GenerationRequest, SamplingSettings, TokenDelta
+from .base import (
+    EngineLoad,
+    Executor,
+    ExecutorError,
+    GenerationRequest,
+    KvRelease,
+    SamplingSettings,
+    TokenDelta,
+)
 from .kv_publisher import KvEventsSettings
+from .trtllm_kv import (
+    AFFINITY_KEY,
+    DEFAULT_TOOL_PAUSE_SECONDS,
+    affinity_on,
+    attention_dp_rank,
+    release_config,
+    turn_config,
+)
 from .trtllm_releases import Release
 from .trtllm_setup import (
     MIN_TRTLLM_VERSION,
@@ -43,6 +57,7 @@ from .trtllm_setup import (
 from .trtllm_watch import EngineWatch, kv_block_tokens, watch_for, with_kv_events
 
 __all__ = [
+    "DEFAULT_TOOL_PAUSE_SECONDS",
     "MIN_TRTLLM_VERSION",
     "MULTI_FRONTEND_SINCE",
     "KvEventsSettings",
@@ -64,10 +79,8 @@ DEFAULT_MAX_SEQ_LEN = 131072  # gpt-oss's context window
 #: TensorRT-LLM's default ``max_num_tokens`` (``BuildConfig.max_num_tokens``, ``llmapi/llm_args.py``).
 DEFAULT_MAX_NUM_TOKENS = 8192
 _FINISH = {"stop": "stop", "length": "length", "cancelled": "cancelled"}
-#: KV-cache retention priorities (0-100; TensorRT-LLM's default is 35, ``KvCacheRetentionConfig::kDefaultRetentionPriority``):
-#: a prompt asked to be cached for a ttl is kept above the default for that long.
-DEFAULT_RETENTION_PRIORITY = 35
-RETAINED_PROMPT_PRIORITY = 80
+#: Releases (:meth:`TrtllmExecutor.release`) waiting for the engine at most; past it one is dropped (logged).
+MAX_PENDING_RELEASES = 256
 #: The guided decoding backend that takes structural tags (TensorRT-LLM's PyTorch backend).
 GUIDED_DECODING_BACKEND = "xgrammar"
 
@@ -85,6 +98,7 @@ class TrtllmExecutor(Executor):
     """
 
     name = "trtllm"
+    releases_kv = True
 
     def __init__(
         self,
@@ -97,11 +111,18 @@ class TrtllmExecutor(Executor):
         encoding: HarmonyEncoding | None = None,
         guided: str = "on",
         kv_events: KvEventsSettings | None = None,
+        tool_pause_seconds: int = DEFAULT_TOOL_PAUSE_SECONDS,
     ) -> None:
         self._kv_events = kv_events
         self._kwargs = with_kv_events(dict(llm_kwargs), kv_events)
         self._watch: EngineWatch | None = None
         self.kv_block_tokens = kv_block_tokens(self._kwargs.get("kv_cache_config"))
+        #: ``serve --kv_tool_pause_seconds``: how long a turn that may end in a client tool call keeps its KV
+        #: cache raised (docs/sessions-and-kv-cache.md#retention).
+        self._tool_pause_seconds = tool_pause_seconds
+        #: The engine places sessions itself (conversation affinity): known once started.
+        self._affinity = False
+        self._releases: set[asyncio.Task[None]] = set()
         #: The vocabulary constrained generations are read with (spelled control tokens, ``harmony/spelled.py``).
         self._encoding = encoding
         #: ``serve --num_serve_frontends``: K frontends on one engine; ``attached``: this one is not the launcher.
@@ -142,7 +163,8 @@ class TrtllmExecutor(Executor):
             if self._kwargs.get("enable_attention_dp")
             else 1
         )
-        self.release: Release | None = None
+        #: The TensorRT-LLM release running (``trtllm_releases.py``), known once started.
+        self.trtllm_release: Release | None = None
         self.max_seq_len = int(self._kwargs.get("max_seq_len") or DEFAULT_MAX_SEQ_LEN)
         self.max_prompt_tokens = _prompt_limit(
             self._kwargs.get("enable_chunked_prefill"), self._kwargs.get("max_num_tokens"), backend
@@ -155,6 +177,17 @@ class TrtllmExecutor(Executor):
 
     def _constructor_kwargs(self) -> dict[str, Any]:
         kwargs = dict(self._kwargs)
+        adp = kwargs.get("attention_dp_config")
+        if (
+            self._dp_ranks > 1
+            and self.trtllm_release is not None
+            and self.trtllm_release.conversation_affinity
+            and (adp is None or isinstance(adp, Mapping))
+            and AFFINITY_KEY not in (adp or {})
+        ):
+            # The engine's own placement of a conversation's turns (docs/sessions-and-kv-cache.md#placement); off
+            # by default in TensorRT-LLM, on here unless the operator's YAML says otherwise.
+            kwargs["attention_dp_config"] = {**(adp or {}), AFFINITY_KEY: True}
         kv = kwargs.get("kv_cache_config")
         if isinstance(kv, dict):
             kwargs["kv_cache_config"] = importlib.import_module("tensorrt_llm.llmapi").KvCacheConfig(**kv)
@@ -173,10 +206,12 @@ class TrtllmExecutor(Executor):
                 os.environ["TLLM_MULTI_FRONTEND_IPC_DIR"] = tempfile.mkdtemp(prefix="trtllm-frontends-ipc-")
                 os.environ["TLLM_MULTI_FRONTEND_HMAC"] = secrets.token_hex(32)
         llm_class = self._llm_class()
+        self.trtllm_release = Release(str(getattr(self._trtllm, "__version__", "")))
         kwargs = self._constructor_kwargs()
-        self.release = Release(str(getattr(self._trtllm, "__version__", "")))
-        self.unapplied_sampling = self.release.unapplied_sampling
-        logger.info("Starting TensorRT-LLM %s (%s backend)", self.release.version or "?", self._backend)
+        self.unapplied_sampling = self.trtllm_release.unapplied_sampling
+        logger.info(
+            "Starting TensorRT-LLM %s (%s backend)", self.trtllm_release.version or "?", self._backend
+        )
         for reason in self.unapplied_sampling.values():
             logger.warning("%s", reason)
         self._log_guided()
@@ -194,12 +229,21 @@ class TrtllmExecutor(Executor):
                 getattr(args, "max_num_tokens", None),
                 self._backend,
             )
+        self._affinity = self._dp_ranks > 1 and self.takes_sessions and affinity_on(args)
         logger.info(
             "Session keys %s",
             "go to TensorRT-LLM as conversation_params"
             if self.takes_sessions
             else "are not passed to TensorRT-LLM (its generate_async has no conversation_params)",
         )
+        if self._dp_ranks > 1:
+            logger.info(
+                "Attention DP over %d ranks: %s",
+                self._dp_ranks,
+                "TensorRT-LLM places each session's turns (conversation affinity)"
+                if self._affinity
+                else "each session's turns are sent to its rank while the rank has room (scheduling_params, relaxed)",
+            )
         self.prefix_isolation_refusal = self._prefix_isolation_refusal()
         if args is not None:  # the block size the engine was built with
             self.kv_block_tokens = kv_block_tokens(getattr(args, "kv_cache_config", None))
@@ -221,7 +265,7 @@ class TrtllmExecutor(Executor):
         kv = getattr(getattr(self._llm, "args", None), "kv_cache_config", None)
         if kv is not None and getattr(kv, "enable_block_reuse", True) is False:
             return None  # nothing is reused, so nothing crosses tenants
-        version = self.release.version if self.release is not None else "?"
+        version = self.trtllm_release.version if self.trtllm_release is not None else "?"
         return (
             f"TensorRT-LLM {version}'s generate_async takes no cache_salt (NVIDIA/TensorRT-LLM PR #7106): one "
             "tenant's prompt would reuse another's KV-cache blocks, and its time to first token would show it. "
@@ -245,12 +289,6 @@ class TrtllmExecutor(Executor):
         else:
             logger.info(
                 "Guided decoding (xgrammar) is on for constrained requests (--guided_decoding off turns it off)"
-            )
-        if self._dp_ranks > 1:
-            logger.info(
-                "Attention DP over %d ranks: each session's turns go to one rank (scheduling_params), where its "
-                "KV-cache prefix is",
-                self._dp_ranks,
             )
 
     def engine_load(self) -> EngineLoad | None:
@@ -328,19 +366,9 @@ class TrtllmExecutor(Executor):
         to the requests with the same string" (``tensorrt_llm/llmapi/llm.py``; NVIDIA/TensorRT-LLM PR #7106).
         A release without it is refused at start when tenants are configured (``prefix_isolation_refusal``).
 
-        ``conversation_params`` (the session key): ``LLM.generate_async(...,
-        conversation_params: Optional[ConversationParams] = None, ...)``, "Conversation parameters",
-        ``ConversationParams(conversation_id=...)`` (``tensorrt_llm/conversation_params.py``), which
-        attention-DP conversation affinity (``attention_dp_config.kv_cache_routing_conversation_affinity``)
-        reads to keep a conversation's turns on one rank. The releases on PyPI (1.1, 1.2.x) have no such
-        argument: nothing is passed there, and placement is the proxy's alone
-        (docs/stores-and-frontends.md#session-affinity).
-
-        ``scheduling_params`` (the session's attention-DP rank, with attention DP on): ``LLM.generate_async(...,
-        scheduling_params: Optional[SchedulingParams] = None)``, ``SchedulingParams(attention_dp_rank=…,
-        attention_dp_relax=…)`` (``tensorrt_llm/scheduling_params.py``, NVIDIA/TensorRT-LLM PR #6246, in 1.1 and
-        later): a rank per session (:func:`attention_dp_rank`), not relaxed, so every turn of a session meets its
-        prefix in that rank's KV cache (the prefix-aware router of PR #12315 is not in the releases served).
+        ``conversation_params`` and ``scheduling_params`` (the session key): where it is placed
+        (:meth:`_placement`). ``kv_cache_retention_config``: how long its blocks are kept (``trtllm_kv.turn_config``:
+        ``prompt_cache_options.ttl``, the session's state; docs/sessions-and-kv-cache.md#retention).
         """
         if (
             request.priority is None
@@ -350,19 +378,36 @@ class TrtllmExecutor(Executor):
         ):
             return {}
         parameters = self._parameters()
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = self._placement(request.session_key, parameters)
         if request.priority is not None and "priority" in parameters:
             options["priority"] = request.priority
-        if request.cache_retention_seconds is not None and "kv_cache_retention_config" in parameters:
-            options["kv_cache_retention_config"] = self._retention(request)
+        if "kv_cache_retention_config" in parameters:
+            config = importlib.import_module("tensorrt_llm.llmapi").KvCacheRetentionConfig
+            retention = turn_config(config, request, self._tool_pause_seconds)
+            if retention is not None:
+                options["kv_cache_retention_config"] = retention
         if request.cache_salt is not None and "cache_salt" in parameters:
             options["cache_salt"] = request.cache_salt
-        if request.session_key is not None and "conversation_params" in parameters:
-            options["conversation_params"] = _conversation_params(request.session_key)
-        if request.session_key is not None and self._dp_ranks > 1 and "scheduling_params" in parameters:
-            options["scheduling_params"] = _scheduling_params(
-                attention_dp_rank(request.session_key, self._dp_ranks)
-            )
+        return options
+
+    def _placement(self, session_key: str | None, parameters: frozenset[str]) -> dict[str, Any]:
+        """Where a session's request runs (docs/sessions-and-kv-cache.md#placement; ``trtllm_kv.py`` cites the
+        engine's code).
+
+        ``conversation_params=ConversationParams(conversation_id=key)`` wherever ``generate_async`` takes it
+        (``tensorrt_llm/conversation_params.py``; the releases after 1.2.1 that have it). With attention DP:
+        where the engine runs conversation affinity, nothing more (it places the turns); elsewhere
+        ``scheduling_params=SchedulingParams(attention_dp_rank=R, attention_dp_relax=True)``
+        (``tensorrt_llm/scheduling_params.py``, PR #6246), R a hash of the key: on R while R has room, elsewhere
+        when it is full.
+        """
+        if session_key is None:
+            return {}
+        options: dict[str, Any] = {}
+        if "conversation_params" in parameters:
+            options["conversation_params"] = _conversation_params(session_key)
+        if self._dp_ranks > 1 and not self._affinity and "scheduling_params" in parameters:
+            options["scheduling_params"] = _scheduling_params(attention_dp_rank(session_key, self._dp_ranks))
         return options
 
     def _parameters(self) -> frozenset[str]:
@@ -375,21 +420,6 @@ class TrtllmExecutor(Executor):
     def takes_sessions(self) -> bool:
         """Whether this TensorRT-LLM's ``generate_async`` takes ``conversation_params`` (known once started)."""
         return self._llm is not None and "conversation_params" in self._parameters()
-
-    def _retention(self, request: GenerationRequest) -> Any:
-        """``prompt_cache_options.ttl``: the prompt's KV-cache blocks kept at a raised retention priority for the ttl.
-
-        ``KvCacheRetentionConfig([TokenRangeRetentionConfig(0, len(prompt), priority, duration)])`` as TensorRT-LLM
-        binds it (``cpp/tensorrt_llm/nanobind/executor/request.cpp``): blocks of a higher priority are evicted
-        after those of the default (35); once the duration ends they fall back to it. Reuse still needs
-        ``kv_cache_config.enable_block_reuse`` (on by default here).
-        """
-        config = importlib.import_module("tensorrt_llm.llmapi").KvCacheRetentionConfig
-        duration = datetime.timedelta(seconds=request.cache_retention_seconds or 0)
-        prompt = config.TokenRangeRetentionConfig(
-            0, len(request.prompt_token_ids), RETAINED_PROMPT_PRIORITY, duration
-        )
-        return config([prompt], DEFAULT_RETENTION_PRIORITY)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream ``token_ids_diff`` of each step; the last delta carries the finish reason.
@@ -448,6 +478,53 @@ class TrtllmExecutor(Executor):
             self._encoding = load_encoding()
         return self._encoding
 
+    def release(
+        self,
+        session_key: str | None,
+        token_ids: Sequence[int],  # the session's, as its last turn sent them
+        cache_salt: str | None,
+        *,
+        keep: int = 0,
+        why: KvRelease = "ended",
+    ) -> None:
+        """Re-stamp the cached blocks of ``token_ids[keep:]`` (docs/sessions-and-kv-cache.md#retention): a one-token
+        generation over them, placed and salted as the session's turns are, whose ``kv_cache_retention_config``
+        puts them at priority 0 (``ended``: evicted first, never offloaded) or back at the default 35
+        (``answered``). TensorRT-LLM's LLM API has no call that frees or re-prioritizes cached blocks in the
+        releases served (``trtllm_kv.py``), and a request that reuses blocks re-stamps them with its own
+        retention. Runs as a task of this executor (at most ``MAX_PENDING_RELEASES`` waiting); failures are logged."""
+        if self._llm is None or len(token_ids) - keep < 2:
+            return
+        if len(self._releases) >= MAX_PENDING_RELEASES:
+            logger.warning("KV-cache release dropped: %d already wait for the engine", len(self._releases))
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._release(session_key, list(token_ids), cache_salt, keep, why == "ended")
+        )
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _release(
+        self, session_key: str | None, token_ids: list[int], cache_salt: str | None, keep: int, ended: bool
+    ) -> None:
+        parameters = self._parameters()
+        if "kv_cache_retention_config" not in parameters:
+            return
+        options = self._placement(session_key, parameters)
+        if cache_salt is not None and "cache_salt" in parameters:
+            options["cache_salt"] = cache_salt
+        config = importlib.import_module("tensorrt_llm.llmapi").KvCacheRetentionConfig
+        options["kv_cache_retention_config"] = release_config(config, keep, ended)
+        sampling = self._trtllm.SamplingParams(
+            max_tokens=1, end_id=self._end_id, detokenize=False, temperature=1.0, top_p=1.0
+        )
+        try:
+            result = self._llm.generate_async(token_ids, sampling_params=sampling, streaming=True, **options)
+            async for _ in _engine_steps(result):
+                pass
+        except Exception as exc:  # a release is advice: the turn it follows is already done
+            logger.warning("KV-cache release failed: %s: %s", type(exc).__name__, exc)
+
     def abort(self, request_id: str) -> None:
         """Abort a running generation in TensorRT-LLM."""
         result = self._running.get(request_id)
@@ -458,6 +535,8 @@ class TrtllmExecutor(Executor):
         """Abort what runs and shut TensorRT-LLM down."""
         for request_id in list(self._running):
             self.abort(request_id)
+        for task in list(self._releases):
+            task.cancel()
         if self._watch is not None:
             watch, self._watch = self._watch, None
             await watch.stop()
@@ -476,16 +555,11 @@ def _conversation_params(session_key: str) -> Any:
     return params(conversation_id=session_key)
 
 
-def attention_dp_rank(session_key: str, ranks: int) -> int:
-    """The attention-DP rank of a session: a hash of its key (the same in every process and frontend), mod ``ranks``."""
-    digest = hashlib.blake2b(session_key.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % ranks
-
-
 def _scheduling_params(rank: int) -> Any:
-    """``SchedulingParams(attention_dp_rank=rank, attention_dp_relax=False)`` (``tensorrt_llm/scheduling_params.py``)."""
+    """``SchedulingParams(attention_dp_rank=rank, attention_dp_relax=True)`` (``tensorrt_llm/scheduling_params.py``):
+    on ``rank`` while it has room, elsewhere when it is full (``trtllm_kv.py``)."""
     params = importlib.import_module("tensorrt_llm.scheduling_params").SchedulingParams
-    return params(attention_dp_rank=rank, attention_dp_relax=False)
+    return params(attention_dp_rank=rank, attention_dp_relax=True)
 
 
 async def _engine_steps(result: Any) -> AsyncGenerator[Any, None]:

@@ -16,6 +16,12 @@ the releases' PyPI sdists' PKG-INFO, recorded in ``constraints/``):
   2026) and PR #17172 (per-request ``seed``, August 2026), all merged on main before 1.3.0rc29
   (2026-09-29) and 1.4.0rc1 (2026-10-21). 1.1 to 1.2.1 lack all four; 1.3 release candidates before
   rc29 are treated as lacking them too (not checked one by one: refusing is the safe reading).
+- **Conversation affinity** (``LLM.generate_async(..., conversation_params=ConversationParams(...))``,
+  ``tensorrt_llm/conversation_params.py``; attention DP's ``attention_dp_config.kv_cache_routing_conversation_
+  affinity``, ``ConversationAwareADPRouter``): not in the releases on PyPI (1.1, 1.2.0, 1.2.1); taken here as
+  present from 1.3.0rc21, as NVIDIA Dynamo's TensorRT-LLM worker reads it (``dynamo/trtllm/request_handlers/
+  handler_base.py``: the ConversationParams API "requires a release newer than 1.3.0rc20"). Whether
+  ``generate_async`` takes ``conversation_params`` is read from its signature at start, whatever the version.
 - **Guided decoding with speculative decoding** is accepted from 1.1 on (PR #6300, two-model engines;
   PR #6948, one-model engines such as Eagle3 one-model and MTP; both merged by August 2025, before
   1.1.0): nothing is refused for it on a served release.
@@ -39,6 +45,8 @@ SAMPLER_SETTINGS = {
 #: The first release checked to apply all of SAMPLER_SETTINGS, as (major, minor, patch, pre-release rank).
 _SAMPLER_FROM = (1, 3, 0, 29)
 _SAMPLER_FROM_TEXT = "1.3.0rc29"
+#: The first release with ConversationParams and conversation-affinity routing (see the module docstring).
+_AFFINITY_FROM = (1, 3, 0, 21)
 #: The first release without the TensorRT engine backend.
 _NO_TENSORRT_FROM = (1, 3, 0, -1)
 _FINAL = 10**9  # a final release sorts after its release candidates
@@ -77,6 +85,11 @@ class Release:
             "#15918 removed the legacy TensorRT backend's examples and Python modules; the release no longer "
             "depends on `tensorrt`). gpt-oss runs on the PyTorch backend: use --backend pytorch (the default)."
         )
+
+    @property
+    def conversation_affinity(self) -> bool:
+        """Whether attention DP's ``attention_dp_config.kv_cache_routing_conversation_affinity`` exists here."""
+        return self._at_least(_AFFINITY_FROM)
 
     @property
     def unapplied_sampling(self) -> dict[str, str]:

@@ -27,6 +27,7 @@ from ..stream import ResponseStream, RunControl, TokenStreamProcessor, make_usag
 from ..tools import ServerTools
 from .delta_pump import MainDeltas
 from .keeping import Keeper
+from .kv_release import settle_turn
 from .logprobs import LogprobStreamProcessor
 from .prepared import Deliver, PreparedResponse
 from .summaries import Summarizer
@@ -93,6 +94,8 @@ class RunDriver:
         self.first_token_at: float | None = None
         #: It could not be stored: it ended failed, saying so, and is nowhere else.
         self.store_failed = False
+        #: The last generation it sent the executor (what its end tells the engine: ``kv_release.py``).
+        self.last_generation: GenerationRequest | None = None
 
     def interrupt(self, abort: Callable[[str], None]) -> None:
         """Stop what runs now: the tool loop's call, and (through ``abort``) the executor requests."""
@@ -132,6 +135,9 @@ class RunDriver:
             final_json = await self._finish(run, processor, events)
             if deliver is not None:
                 await deliver(events)
+            settle_turn(
+                self._g.executor, self.last_generation, prepared.prompt, processor.stream.final_response
+            )
             return final_json
         finally:
             metrics.response_ended()
@@ -310,6 +316,7 @@ class RunDriver:
             self._g.executor.generate(generation), self._g.adapter.encoding.message if cutoff else None
         )
         self.generating = generation.request_id
+        self.last_generation = generation
         first = processor.first_token_at is None  # for the access log; a local flag costs nothing per token
         started = False  # the executor has this generation: an abort from now on reaches it
         stream = processor.stream

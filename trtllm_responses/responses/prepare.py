@@ -273,9 +273,23 @@ async def compact_if_asked(p: Preparation, compactor: Compactor) -> None:
     window = request.model_copy(
         update={"input": parse_items(window_for_turn(p.compaction, request)), "previous_response_id": None}
     )
+    before = p.prompt.token_ids
     p.prompt, _ = await compactor.renderer.render(
         window, tenant=tenant, size=p.budget.spent, tools=p.tools, prepare_tools=False
     )
+    # The history compacted away is nobody's prefix now: released past what the window still starts with.
+    compactor.executor.release(
+        p.session.key, before, tenant.salt, keep=_common_prefix(before, p.prompt.token_ids), why="ended"
+    )
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """How many tokens ``a`` and ``b`` start with alike."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 def fit_window(p: Preparation, executor: Executor, adapter: HarmonyAdapter) -> None:
@@ -328,7 +342,16 @@ def generation_of(
         session_parent=p.session.parent,
         session_final=p.session.final,
         cache_salt=p.origin.tenant.salt,
+        client_tools=_client_tools(p),
     )
+
+
+def _client_tools(p: Preparation) -> bool:
+    """Whether the turn may end in a call the client runs: a tool shown to the model that no server-run provider
+    serves (docs/sessions-and-kv-cache.md#retention)."""
+    tools = p.prompt.tools
+    served = p.tools.providers if p.tools is not None else {}
+    return any(tool.namespace not in served for tool in (*tools.tools, *tools.loaded))
 
 
 async def first_snapshot(

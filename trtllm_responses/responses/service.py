@@ -47,6 +47,7 @@ from .conversations import ConversationsService
 from .gate import Admission, AdmissionLimits, Gate
 from .generation import Generator
 from .keeping import Keeper
+from .kv_release import release_deleted
 from .prepare import (
     Origin,
     apply_template,
@@ -370,8 +371,13 @@ class ResponsesService:
 
     async def delete(self, response_id: str, tenant: Tenant = OPEN) -> bytes:
         """Delete a response (a running background one is cancelled first, then forgotten everywhere); the
-        deletion confirmation as JSON. NotFoundError if none is known."""
-        return await self.runs.delete(response_id, tenant)
+        deletion confirmation as JSON. NotFoundError if none is known. Its KV cache is released
+        (docs/sessions-and-kv-cache.md#retention)."""
+        entry = await scoped(self.store, tenant.scope).get(response_id) if self.executor.releases_kv else None
+        body = await self.runs.delete(response_id, tenant)
+        if entry is not None:
+            await release_deleted(self.executor, self.renderer, entry, tenant)
+        return body
 
     async def input_items(
         self, response_id: str, *, after: str | None, limit: int, order: str, tenant: Tenant = OPEN

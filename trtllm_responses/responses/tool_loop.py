@@ -369,4 +369,5 @@ class ToolLoop:
             session_parent=first.session_parent,
             session_final=first.session_final,
             cache_salt=first.cache_salt,
+            client_tools=first.client_tools,
         )

@@ -49,3 +49,12 @@ def moe_auto() -> bool:
     """``MoeConfig.backend`` has ``AUTO`` (its default): the 1.1-era llm_args.py has ``CUTLASS`` as default and no
     ``AUTO``; later sources default to ``AUTO``. The fake takes 1.2.0 as the first with it."""
     return at_least("1.2.0")
+
+
+def has_conversation_params() -> bool:
+    """``generate_async(..., conversation_params=ConversationParams(...))`` and attention DP's conversation-affinity
+    router (``attention_dp_config.kv_cache_routing_conversation_affinity``): not in the releases on PyPI (1.1,
+    1.2.x); the fake takes them from 1.3.0rc21 on, reading NVIDIA Dynamo's TensorRT-LLM worker
+    (``dynamo/trtllm/request_handlers/handler_base.py``: the ConversationParams API "requires a release newer than
+    1.3.0rc20")."""
+    return at_least("1.3.0rc21")

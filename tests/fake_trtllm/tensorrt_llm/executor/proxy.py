@@ -77,13 +77,11 @@ class GenerationExecutorProxy:
         with connection:
             while True:
                 try:
-                    op, tokens, salt = connection.recv()
+                    op, args = connection.recv()
                 except (EOFError, OSError):
                     return
                 with self._lock:
-                    connection.send(
-                        self._kv.reuse(tokens, salt) if op == "reuse" else self._kv.store(tokens, salt)
-                    )
+                    connection.send(self._kv.reuse(*args) if op == "reuse" else self._kv.store(*args))
 
     def shutdown(self) -> None:
         self._shut_down = True
@@ -97,7 +95,7 @@ class GenerationExecutorProxy:
 
 
 class RemoteKvBlocks:
-    """An attached frontend's view of the launcher's KV blocks (``reuse``/``store`` as ``_KvBlocks``)."""
+    """An attached frontend's view of the launcher's KV blocks (``reuse``/``store`` as ``_kv_pool.KvPool``)."""
 
     def __init__(self, info: dict[str, Any], frontend_id: int) -> None:
         if not 0 < frontend_id < len(info["result_addrs"]):
@@ -112,13 +110,25 @@ class RemoteKvBlocks:
         self._lock = threading.Lock()
         self.frontend_id = frontend_id
 
-    def _call(self, op: str, tokens: list[int], salt: Optional[str]) -> Any:
+    def _call(self, op: str, args: tuple[Any, ...]) -> Any:
         with self._lock:
-            self._connection.send((op, tokens, salt))
+            self._connection.send((op, args))
             return self._connection.recv()
 
-    def reuse(self, prompt: list[int], salt: Optional[str] = None) -> int:
-        return int(self._call("reuse", list(prompt), salt))
+    def reuse(
+        self,
+        prompt: list[int],
+        salt: Optional[str] = None,
+        retention: Any = None,
+        max_tokens: Optional[int] = None,
+    ) -> Any:
+        return self._call("reuse", (list(prompt), salt, retention, max_tokens))
 
-    def store(self, tokens: list[int], salt: Optional[str] = None) -> None:
-        self._call("store", list(tokens), salt)
+    def store(
+        self,
+        tokens: list[int],
+        salt: Optional[str] = None,
+        retention: Any = None,
+        prompt_len: Optional[int] = None,
+    ) -> None:
+        self._call("store", (list(tokens), salt, retention, prompt_len))

@@ -20,7 +20,9 @@ As there:
 - An error response from the executor raises ``RequestError`` while iterating
   (``_handle_response``).
 - ``cached_tokens``: the prompt tokens the KV cache reused, reported with the first response
-  (not at submit), from blocks earlier requests stored when they finished.
+  (not at submit), from blocks earlier requests stored when they finished (``_kv_pool.py``: the pool, its
+  retention priorities and host tier). The fake's own addition: ``kv_reuse``, the same split into tokens
+  reused from the device and from the host tier (onboarded).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import asyncio
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .utils import RequestError
 
@@ -91,6 +93,12 @@ class GenerationResult:
         self.kv = llm._kv
         #: The request's ``cache_salt`` (``generate_async`` sets it): its blocks are reused only by its salt's.
         self.cache_salt: Optional[str] = None
+        #: Its ``kv_cache_retention_config`` (``generate_async`` sets it): its blocks' priorities and durations.
+        self.retention: Any = None
+        #: The attention-DP rank it runs on (``generate_async`` sets it), and what its prompt reused.
+        self.rank = 0
+        self.kv_reuse: Any = None
+        self._released = False
         self.request_id = request_id
         self.prompt_token_ids = prompt_token_ids
         self.outputs = [CompletionOutput(0)]
@@ -114,7 +122,7 @@ class GenerationResult:
         self._abort_requested = True
         self._llm._log({"event": "abort", "request_id": self.request_id})
         if not self._done and self._responses:  # the engine lets it go: its computed blocks are stored
-            self.kv.store(self.prompt_token_ids + self._all_tokens, self.cache_salt)
+            self._release()
 
     def aborted(self) -> bool:
         return self._abort_requested
@@ -133,7 +141,10 @@ class GenerationResult:
             self._done = True
             raise RequestError(self._error)
         if self._responses == 0:
-            self.cached_tokens = self.kv.reuse(self.prompt_token_ids, self.cache_salt)
+            self.kv_reuse = self.kv.reuse(
+                self.prompt_token_ids, self.cache_salt, self.retention, self._params.max_tokens
+            )
+            self.cached_tokens = self.kv_reuse.device + self.kv_reuse.host
         interval = 1 if self._responses == 0 else self._llm.args.stream_interval
         self._responses += 1
         for _ in range(interval):
@@ -199,8 +210,22 @@ class GenerationResult:
     def _finish(self, reason: str) -> None:
         self._done = True
         self.outputs[0].finish_reason = reason
-        if reason in ("stop", "length", "cancelled"):
-            self.kv.store(self.prompt_token_ids + self._all_tokens, self.cache_salt)
+        if self._responses:
+            self._release()
+
+    def _release(self) -> None:
+        """The request ends (any reason): its blocks are released into the pool (``releaseBlocks``, storing what
+        it computed), and its rank has one request fewer. Once."""
+        if self._released:
+            return
+        self._released = True
+        self._llm._ended(self)
+        self.kv.store(
+            self.prompt_token_ids + self._all_tokens,
+            self.cache_salt,
+            self.retention,
+            len(self.prompt_token_ids),
+        )
 
 
 RequestOutput = GenerationResult

@@ -10,7 +10,7 @@ Copied from TensorRT-LLM (NVIDIA/TensorRT-LLM):
   ``data`` is ``{"type": "created", "num_blocks_per_cache_level"}``, ``{"type": "stored", "parent_hash",
   "blocks": [{"type": "stored_block", "block_hash", "tokens": [{"type": "unique_token", "token_id",
   "token_extra_id"}], "cache_level", "priority"}]}`` or ``{"type": "removed", "block_hashes"}``
-  (``updated`` is never emitted here: the fake has no second tier). The manager's first events are one
+  (``updated`` is never emitted here: below). The manager's first events are one
   ``created`` per attention window; event ids count from 0 per manager.
 - **The buffer** is the C++ ``KVCacheEventManager`` sized by ``kv_cache_config.event_buffer_max_size``: the
   oldest events are dropped past it; with 0 no events are kept (``LLM.get_kv_cache_events``' docstring:
@@ -30,20 +30,20 @@ Copied from TensorRT-LLM (NVIDIA/TensorRT-LLM):
   with PR #15385 (June 2026), in 1.3.0rc21 and later (ai-dynamo/dynamo PR #12023 uses it on 1.3.0rc21): the
   fake has it from 1.3.0rc21 (``_release.at_least``), not on 1.1 or 1.2.x.
 
-The block hash is the fake's own (blake2b over the parent's hash, the block's tokens and, for the first block,
-the ``cache_salt``): it chains as TensorRT-LLM's ``BlockKeyHasher`` does (a block's hash covers the whole
-prefix, the salt mixed into the first block only, PR #7106), but its values are not TensorRT-LLM's; consumers
-treat hashes as opaque ids.
+The block hash is the fake pool's own key (``_kv_pool.py``: chained over the parent's key and the block's tokens,
+the ``cache_salt`` mixed into the first block only, as TensorRT-LLM's ``BlockKeyHasher`` chains, PR #7106), as
+an unsigned 64-bit integer; its values are not TensorRT-LLM's, and consumers treat hashes as opaque ids.
+Offload to and onboard from the host tier are not sent (TensorRT-LLM's ``updated`` events): a block offloaded
+is still stored, a block the host tier drops is ``removed``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import threading
 from collections import deque
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Optional, Sequence
 
 from .._release import at_least
 
@@ -52,22 +52,18 @@ from .._release import at_least
 SLIDING_WINDOW = 128
 
 
-def block_hash(parent: Optional[int], tokens: tuple[int, ...], salt: Optional[str]) -> int:
-    """A 64-bit hash of a block chained from its parent's (the salt mixed into the first block only)."""
-    digest = hashlib.blake2b(digest_size=8)
-    digest.update(b"-" if parent is None else parent.to_bytes(8, "big"))
-    if parent is None and salt is not None:
-        digest.update(salt.encode("utf-8"))
-    digest.update(b"|".join(str(t).encode() for t in tokens))
-    return int.from_bytes(digest.digest(), "big")
+def u64(key: int) -> int:
+    """A pool key (``_kv_pool.KvPool.keys``: chained, the salt in the first block) as TensorRT-LLM's events carry
+    a block hash: an unsigned 64-bit integer."""
+    return key & 0xFFFF_FFFF_FFFF_FFFF
 
 
 class KvEventBuffer:
     """One KV-cache manager's event queue (one per attention-DP rank), bounded like ``KVCacheEventManager``.
 
-    The pool calls :meth:`stored` with the prefix ends of the blocks it stored (new ones only) and
-    :meth:`removed` with the prefixes it evicted; the buffer keeps each block's hash by its prefix key.
-    Thread-safe: attached frontends store through the launcher's IPC threads.
+    A listener of the pool (``_kv_pool.KvPool.listeners``): :meth:`stored` with the new blocks it stored,
+    :meth:`removed` with the keys it evicted. Thread-safe: attached frontends store through the launcher's
+    IPC threads.
     """
 
     def __init__(
@@ -83,7 +79,6 @@ class KvEventBuffer:
         self.window_size = window_size
         self.attention_dp_rank = attention_dp_rank
         self._events: deque[str] = deque(maxlen=max(1, max_size))
-        self._hashes: dict[tuple[Optional[str], tuple[int, ...]], int] = {}
         self._lock = threading.Lock()
         self._next_id = 0
         for window in sorted({SLIDING_WINDOW, window_size}):
@@ -102,48 +97,38 @@ class KvEventBuffer:
         self._next_id += 1
         self._events.append(json.dumps(event))  # the executor sends them serialized; IterationResult loads
 
-    def stored(self, tokens: list[int], ends: list[int], salt: Optional[str] = None) -> None:
-        """The blocks ending at ``ends`` (ascending prefix lengths) of ``tokens`` were stored: one ``stored``
-        event per run of consecutive blocks, its ``parent_hash`` the block before the run's."""
-        if not ends:
+    def stored(self, blocks: list[Any], tokens: Sequence[int], ends: list[int]) -> None:
+        """The pool stored new ``blocks`` (``_kv_pool.Block``, block i ending at ``ends[i]`` of ``tokens``, in
+        order): one ``stored`` event per run of consecutive blocks, its ``parent_hash`` the block the run hangs
+        from (None for a sequence's first block)."""
+        if not blocks:
             return
         with self._lock:
             runs: list[list[int]] = []
-            for end in ends:
-                if runs and runs[-1][-1] + self.block == end:
-                    runs[-1].append(end)
+            for i, end in enumerate(ends):
+                if runs and ends[runs[-1][-1]] + self.block == end:
+                    runs[-1].append(i)
                 else:
-                    runs.append([end])
+                    runs.append([i])
             for run in runs:
-                start = run[0] - self.block
-                parent = self._hash_of(tokens, start, salt) if start > 0 else None
-                blocks, previous = [], parent
-                for end in run:
-                    chunk = tuple(tokens[end - self.block : end])
-                    previous = block_hash(previous, chunk, salt)
-                    self._hashes[(salt, tuple(tokens[:end]))] = previous
-                    blocks.append(_stored_block(previous, chunk))
-                self._emit({"type": "stored", "parent_hash": parent, "blocks": blocks})
+                first = blocks[run[0]]
+                parent = None if first.parent is None else u64(first.parent)
+                stored = [
+                    _stored_block(
+                        u64(blocks[i].key),
+                        tuple(tokens[ends[i] - self.block : ends[i]]),
+                        blocks[i].priority,
+                    )
+                    for i in run
+                ]
+                self._emit({"type": "stored", "parent_hash": parent, "blocks": stored})
 
-    def _hash_of(self, tokens: list[int], end: int, salt: Optional[str]) -> int:
-        known = self._hashes.get((salt, tuple(tokens[:end])))
-        if known is not None:
-            return known
-        previous: Optional[int] = None
-        for stop in range(self.block, end + 1, self.block):
-            previous = block_hash(previous, tuple(tokens[stop - self.block : stop]), salt)
-        assert previous is not None
-        return previous
-
-    def removed(self, keys: list[tuple[Optional[str], tuple[int, ...]]]) -> None:
-        """The blocks keyed ``(salt, prefix)`` were evicted: one ``removed`` event naming their hashes."""
+    def removed(self, keys: list[int]) -> None:
+        """The pool evicted the blocks ``keys`` (lost, not offloaded): one ``removed`` event naming them."""
         if not keys:
             return
         with self._lock:
-            hashes = [self._hashes.pop(key, None) for key in keys]
-            if not any(h is not None for h in hashes):
-                return
-            self._emit({"type": "removed", "block_hashes": [h for h in hashes if h is not None]})
+            self._emit({"type": "removed", "block_hashes": [u64(k) for k in keys]})
 
     def drain(self) -> list[dict[str, Any]]:
         """Every event queued, oldest first (as dicts), and the queue emptied."""
@@ -153,13 +138,13 @@ class KvEventBuffer:
         return events
 
 
-def _stored_block(block_hash_: int, tokens: tuple[int, ...]) -> dict[str, Any]:
+def _stored_block(block_hash_: int, tokens: tuple[int, ...], priority: int) -> dict[str, Any]:
     return {
         "type": "stored_block",
         "block_hash": block_hash_,
         "tokens": [{"type": "unique_token", "token_id": t, "token_extra_id": 0} for t in tokens],
         "cache_level": 0,
-        "priority": 35,  # KvCacheRetentionConfig's default; the fake's eviction ignores priorities
+        "priority": priority,  # the block's retention priority when stored (``_kv_pool.py``)
     }
 
 
@@ -263,7 +248,7 @@ class KvEventsApi:
                 window,
                 rank if self.args.enable_attention_dp else None,
             )
-            pool.events = buffer
+            pool.listeners.append(buffer)
             self._event_buffers.append(buffer)
         if at_least("1.3.0rc21"):
             self.get_kv_cache_capacity = self._kv_cache_capacity

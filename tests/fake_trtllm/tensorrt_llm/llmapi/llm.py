@@ -12,20 +12,22 @@ As there:
   xgrammar exactly as ``XGrammarMatcherFactory`` does (``_torch/pyexecutor/grammar_matcher.py``); a
   tag xgrammar cannot compile fails the request (``RequestError`` while iterating, as the executor's
   error response does there).
-- KV-cache block reuse (``kv_cache_config.enable_block_reuse``): whole blocks of
-  ``tokens_per_block`` that finished requests stored (prompt and output), least recently used
-  dropped past the cache's capacity (``kv_cache_config.max_tokens``, else 64 Ki tokens here), leaves
-  first; an aborted request's blocks are stored when the engine lets it go; the last prompt token is always computed, so at most ``prompt_len - 1`` tokens are reused.
+- KV-cache block reuse (``kv_cache_config.enable_block_reuse``): the pool of ``_kv_pool.py`` (chained block
+  keys, retention priorities and durations from ``kv_cache_retention_config``, eviction lowest priority first,
+  the host tier of ``host_cache_size``), one per attention-DP rank; ``llm.kv`` is rank 0's, ``llm.kv_pools``
+  all; an aborted request's blocks are stored when the engine lets it go. Where a request runs:
+  ``_adp_router.py`` (explicit rank, conversation affinity, balance).
 - ``generate_async(..., cache_salt: Optional[str] = None, ...)``: "If specified, KV cache will be salted
   with the provided string to limit the kv cache reuse to the requests with the same string"
   (``LLM.generate_async``'s docstring; NVIDIA/TensorRT-LLM PR #7106, "Support KV cache salting for secure
   KV cache reuse", August 2025: the salt's id is mixed into the first block's hash only, and every later
   block's hash chains from it, ``cpp/tensorrt_llm/batch_manager/blockKey.cpp``, as PR #13793 describes).
-  So blocks are found by (salt, whole prefix) here; no salt is a namespace of its own. Played on every
+  So blocks are found by (salt, whole prefix) here (``_kv_pool.py``); no salt is a namespace of its own. Played on every
   release (PR #7106 merged before 1.1.0: the fake's reading of the dates); each call's salt is kept in
   ``llm.cache_salts``.
-- ``generate_async(..., conversation_params: Optional[ConversationParams] = None, ...)`` as on
-  TensorRT-LLM's main branch after 1.2.1 (``LLM.generate_async``, "conversation_params
+- ``generate_async(..., conversation_params: Optional[ConversationParams] = None, ...)`` on the releases that
+  have it (``_release.has_conversation_params``: 1.3.0rc21 on; the releases on PyPI, 1.1 and 1.2.x, have no such
+  argument, and the fake's signature says so there) (``LLM.generate_async``, "conversation_params
   (tensorrt_llm.conversation_params.ConversationParams, optional): Conversation parameters"), handed on
   with the request (attention DP's conversation-affinity router reads its ``conversation_id``,
   ``attention_dp_config.kv_cache_routing_conversation_affinity`` in ``llmapi/llm_args.py``). The fake
@@ -36,14 +38,17 @@ As there:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import random
-from collections import OrderedDict
 from typing import Any, Optional
 
+from .._adp_router import AdpRouter
 from .._fake_model import FAIL, TIMEOUT, GuidedSampler, choose_plan, noise_rate, tag_completions
-from .._release import sampler_applies
+from .._kv_pool import DEFAULT_CACHE_TOKENS, KvPool
+from .._release import has_conversation_params, sampler_applies
 from ..conversation_params import ConversationParams
 from ..executor.proxy import ATTACH_ENV, GenerationExecutorProxy, RemoteKvBlocks
 from ..executor.result import GenerationResult
@@ -55,56 +60,12 @@ from .llm_args import TorchLlmArgs
 
 __all__ = ["LLM"]
 
-DEFAULT_CACHE_TOKENS = 64 << 10
+#: ``FAKE_TRTLLM_KEEP_PROMPTS=0``: ``llm.prompts`` stays empty (a benchmark of 100k-token sessions would keep them all).
+_KEEP_PROMPTS = os.environ.get("FAKE_TRTLLM_KEEP_PROMPTS", "1") != "0"
 #: Test hook: a last user message of exactly this kills the engine (see generate_async).
 CRASH = "#crash"
 #: tensorrt_llm/llmapi/llm.py: ``priority: float = DEFAULT_REQUEST_PRIORITY`` (0.5).
 DEFAULT_REQUEST_PRIORITY = 0.5
-
-
-class _KvBlocks:
-    """Reusable KV-cache blocks, keyed by the request's ``cache_salt`` and the whole prefix they end (as
-    block hashes chain there, from a first block whose hash mixes in the salt)."""
-
-    def __init__(self, args: TorchLlmArgs) -> None:
-        kv = args.kv_cache_config
-        self.enabled = kv.enable_block_reuse
-        self.block = kv.tokens_per_block
-        self.capacity = max(1, (kv.max_tokens or DEFAULT_CACHE_TOKENS) // self.block)
-        self._blocks: OrderedDict[tuple[Optional[str], tuple[int, ...]], None] = OrderedDict()
-        #: Where stored and evicted blocks are told (``kv_events.KvEventBuffer``; the LLM sets it).
-        self.events: Any = None
-
-    def store(self, tokens: list[int], salt: Optional[str] = None) -> None:
-        if not self.enabled:
-            return
-        # Longest first: a prefix is used more recently than what extends it, so leaves are evicted first
-        # (the radix tree of KVCacheManager frees leaf blocks before the blocks they hang from).
-        new: list[int] = []
-        for end in range(len(tokens) // self.block * self.block, 0, -self.block):
-            key = (salt, tuple(tokens[:end]))
-            if key not in self._blocks:
-                new.append(end)
-            self._blocks[key] = None
-            self._blocks.move_to_end(key)
-        evicted = []
-        while len(self._blocks) > self.capacity:
-            evicted.append(self._blocks.popitem(last=False)[0])
-        if self.events is not None:  # KV cache events (kv_events.py): stored blocks, then evicted ones
-            self.events.stored(tokens, new[::-1], salt)
-            self.events.removed(evicted)
-
-    def reuse(self, prompt: list[int], salt: Optional[str] = None) -> int:
-        if not self.enabled:
-            return 0
-        reused = 0
-        for end in range(self.block, len(prompt), self.block):  # never the last prompt token
-            if (salt, tuple(prompt[:end])) not in self._blocks:
-                break
-            reused = end
-        for end in range(reused, 0, -self.block):
-            self._blocks.move_to_end((salt, tuple(prompt[:end])))
-        return reused
 
 
 class LLM(KvEventsApi):
@@ -135,12 +96,22 @@ class LLM(KvEventsApi):
             self._kv: Any = RemoteKvBlocks(json.loads(attach), frontend_id)
             self._log({"event": "attach", "frontend_id": frontend_id})
         else:
-            self._kv = _KvBlocks(self.args)
+            self._kv = KvPool.from_config(self.args.kv_cache_config)
             self._executor = GenerationExecutorProxy(self._kv, self.args.num_serve_frontends)
         # Attention data parallelism: every attention-DP rank (one per tensor-parallel rank) has a KV cache of its
         # own (the KV-cache manager is per rank there), so a prefix is reused only on the rank that stored it.
         self._ranks = self.args.tensor_parallel_size if self.args.enable_attention_dp else 1
-        self._kv_ranks: list[Any] = [self._kv] + [_KvBlocks(self.args) for _ in range(self._ranks - 1)]
+        kv = self.args.kv_cache_config
+        self._kv_ranks: list[Any] = [self._kv] + [KvPool.from_config(kv) for _ in range(self._ranks - 1)]
+        adp = self.args.attention_dp_config
+        self.router = AdpRouter(
+            self._ranks,
+            self.args.max_batch_size or 2048,
+            adp is not None and adp.conversation_affinity,
+            adp.max_sessions if adp is not None else 65536,
+        )
+        if not has_conversation_params():  # the releases on PyPI: generate_async has no such argument
+            self.generate_async = _without_conversation_params(self.generate_async)  # type: ignore[method-assign]
         self._live: list[GenerationResult] = []  # submitted requests, for iteration stats
         self._submitted = False
         self._attach_kv_events()
@@ -266,12 +237,13 @@ class LLM(KvEventsApi):
             raise RequestError("the executor is shut down")
         self._check_arguments(len(inputs), 0, params)
         self._next_id += 1
-        rank = self._rank(scheduling_params)
+        conversation_id = conversation_params.conversation_id if conversation_params is not None else None
+        rank = self.router.place(scheduling_params, conversation_id)
         self.received.append(params)
-        self.prompts.append(list(inputs))
+        if _KEEP_PROMPTS:
+            self.prompts.append(list(inputs))
         self.priorities.append(priority)
         self.retention_configs.append(kv_cache_retention_config)
-        conversation_id = conversation_params.conversation_id if conversation_params is not None else None
         self.conversation_ids.append(conversation_id)
         self.scheduling.append(scheduling_params)
         self.cache_salts.append(cache_salt)
@@ -305,6 +277,8 @@ class LLM(KvEventsApi):
         result = GenerationResult(self, self._next_id, inputs, tokens, params, error=error)
         result.kv = self._kv_ranks[rank]
         result.cache_salt = cache_salt
+        result.retention = kv_cache_retention_config
+        result.rank = rank
         self._live[:] = [r for r in self._live if not r.finished]
         self._live.append(result)
         self._submitted = True
@@ -315,18 +289,19 @@ class LLM(KvEventsApi):
         kv = self.args.kv_cache_config
         return max(1, (kv.max_tokens or DEFAULT_CACHE_TOKENS) // kv.tokens_per_block)
 
-    def _rank(self, scheduling: Optional[SchedulingParams]) -> int:
-        """The attention-DP rank a request runs on: ``attention_dp_rank`` unless relaxed (PR #6246's
-        ``_schedule_attention_dp_requests``: a request that is not relaxed waits for its rank); otherwise the fake
-        spreads requests round-robin, as balancing idle ranks does (its own simplification)."""
-        target = scheduling.attention_dp_rank if scheduling is not None else None
-        if target is not None and not 0 <= target < self._ranks:
-            raise ValueError(
-                f"attention_dp_rank {target} is not a rank of {self._ranks}"
-            )  # the fake's own guard
-        if target is not None and scheduling is not None and scheduling.attention_dp_relax is False:
-            return target
-        return (self._next_id - 1) % self._ranks
+    @property
+    def kv(self) -> KvPool:
+        """The KV-cache block pool of rank 0 (the only one without attention DP): tests and the benchmark read it."""
+        return self._kv_ranks[0]
+
+    @property
+    def kv_pools(self) -> list[KvPool]:
+        """Every attention-DP rank's pool."""
+        return self._kv_ranks
+
+    def _ended(self, result: GenerationResult) -> None:
+        """A request's blocks were released: its rank has one request fewer (the router's load)."""
+        self.router.ended(result.rank)
 
     def _check_health(self) -> bool:
         """BaseLLM._check_health (tensorrt_llm/llmapi/llm.py), what trtllm-serve's /health asks: True while the
@@ -346,3 +321,22 @@ def _launch_env() -> dict[str, str]:
     """The launcher's environment this process started with (multi-GPU tests read it from the log)."""
     names = ("TLLM_SPAWN_PROXY_PROCESS", "tllm_mpi_size", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
     return {name: os.environ[name] for name in names if name in os.environ}
+
+
+def _without_conversation_params(generate_async: Any) -> Any:
+    """``generate_async`` as the releases without ``ConversationParams`` have it (1.1, 1.2.x: no
+    ``conversation_params`` argument): its signature says so, and passing one is a TypeError as it would be there."""
+
+    @functools.wraps(generate_async)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if "conversation_params" in kwargs:
+            raise TypeError("generate_async() got an unexpected keyword argument 'conversation_params'")
+        return generate_async(*args, **kwargs)
+
+    signature = inspect.signature(generate_async)
+    call.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[
+            p for name, p in signature.parameters.items() if name not in ("conversation_params", "kwargs")
+        ]
+    )
+    return call

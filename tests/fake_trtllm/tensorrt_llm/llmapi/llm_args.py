@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .._release import moe_auto, version
+from .._release import has_conversation_params, moe_auto, version
 
 
 class _Strict(BaseModel):
@@ -27,7 +27,11 @@ class KvCacheConfig(_Strict):
     max_tokens: Optional[int] = None
     dtype: str = "auto"
     tokens_per_block: int = 32
+    # "Size of the host cache in bytes" / "Controls if blocks are onboarded" / "Only blocks with priority > mSecondaryOfflineMinPriority
+    # can be offloaded to secondary memory" (llm_args.py KvCacheConfig; the pool in _kv_pool.py plays them).
     host_cache_size: Optional[int] = None
+    onboard_blocks: bool = True
+    secondary_offload_min_priority: Optional[int] = None
     # "Whether blocks that are only partially matched can be reused." / "Whether partially matched blocks that
     # are in use can be reused after copying them." (llm_args.py KvCacheConfig; the fake reuses whole blocks only)
     enable_partial_reuse: bool = True
@@ -65,6 +69,34 @@ class AttentionDpConfig(_Strict):
     enable_balance: bool = False
     timeout_iters: int = 50
     batching_wait_iters: int = 10
+    # Conversation-affinity routing (llm_args.py AttentionDpConfig, ConversationAwareADPRouter in
+    # _torch/pyexecutor/scheduler/adp_router.py): "the first request of each conversation is round-robined across
+    # ranks and every subsequent request carrying the same conversation_params.conversation_id is pinned to that
+    # conversation's first-turn rank"; an LRU of kv_cache_routing_max_sessions conversations. Only on releases
+    # with ConversationParams (_release.has_conversation_params); earlier ones refuse the names (extra forbidden).
+    kv_cache_routing_conversation_affinity: Optional[bool] = None
+    kv_cache_routing_max_sessions: Optional[int] = None
+
+    @model_validator(mode="after")
+    def _affinity_exists(self) -> "AttentionDpConfig":
+        given = [
+            n
+            for n in ("kv_cache_routing_conversation_affinity", "kv_cache_routing_max_sessions")
+            if getattr(self, n) is not None
+        ]
+        if given and not has_conversation_params():
+            raise ValueError(
+                f"AttentionDpConfig has no {given[0]} in TensorRT-LLM {version()} (extra inputs are not permitted)"
+            )
+        return self
+
+    @property
+    def conversation_affinity(self) -> bool:
+        return bool(self.kv_cache_routing_conversation_affinity)
+
+    @property
+    def max_sessions(self) -> int:
+        return self.kv_cache_routing_max_sessions or 65536
 
 
 class DynamicBatchConfig(_Strict):
