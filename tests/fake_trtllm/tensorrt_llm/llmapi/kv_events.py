@@ -248,7 +248,8 @@ class KvEventsApi:
                 window,
                 rank if self.args.enable_attention_dp else None,
             )
-            pool.listeners.append(buffer)
+            if hasattr(pool, "listeners"):  # not an attached frontend's: the launcher's pool tells its own
+                pool.listeners.append(buffer)
             self._event_buffers.append(buffer)
         if at_least("1.3.0rc21"):
             self.get_kv_cache_capacity = self._kv_cache_capacity
