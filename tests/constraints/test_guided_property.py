@@ -177,7 +177,13 @@ def test_constrained_responses_parse_obey_and_finish(served: Served, kind: str, 
 
 def test_the_sampler_explores(served: Served) -> None:
     """The adversary is real: across the seeds the fake drew from the mask, spelled control tokens the grammar
-    let it spell, and re-planned after what it drew."""
+    let it spell, and re-planned after what it drew. Its own requests (every kind, a few seeds): under ``-n``
+    this test is a unit of its own, its server not the one the other tests of the module sent theirs to."""
+    with httpx.Client(base_url=served.url, timeout=120) as client:
+        for kind in sorted(KINDS):
+            for seed in range(3):
+                body = {**KINDS[kind], "seed": 1000 + seed, "max_output_tokens": 2000}
+                assert client.post("/v1/responses", json=body).status_code == 200
     plans = [r["text"] for r in served.records("plan")]
     generated = served.records("generate")
     assert generated and all(not r["sampling"]["greedy"] for r in generated)
