@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from _codex_session import output_tokens_target
+
 __all__ = [
     "POLICIES",
     "FakePoolEngine",
@@ -53,11 +55,6 @@ TOOL_PAUSE = (2.0, 1.25, 120.0)  # median s, sigma of log, cap s
 USER_PAUSE = (45.0, 1.1, 900.0)
 
 
-def tool_output_tokens(session: int, turn: int) -> int:
-    """``_codex_session.output_tokens_target``: ~2.4k tokens early to ~3.5k late."""
-    return 2300 + 30 * turn + ((session * 7 + turn * 13) % 5) * 50
-
-
 @dataclass(frozen=True, slots=True)
 class TurnPlan:
     """One turn: the tokens it adds to the prompt, how many the model writes, whether it ends in a tool call,
@@ -75,10 +72,6 @@ class SessionPlan:
     start: float
     turns: tuple[TurnPlan, ...]
     shared: int  # its first tokens, the same in every session
-
-    @property
-    def final_tokens(self) -> int:
-        return sum(t.added + t.output for t in self.turns)
 
 
 def _pause(rng: random.Random, shape: tuple[float, float, float]) -> float:
@@ -104,7 +97,7 @@ def plan_sessions(
             if t == 1:
                 added = FIRST_PROMPT
             elif steps[-1].tool_call:
-                added = tool_output_tokens(s, t) + 10
+                added = output_tokens_target(s, t) + 10
             else:
                 added = NEW_REQUEST_TOKENS
             tool_call = not (answer_every > 0 and t % answer_every == 0)
@@ -226,9 +219,9 @@ class FakePoolEngine:
     def __init__(self, policy: str, device_tokens: int, host_bytes: int, tool_pause: int, keep: int) -> None:
         from tensorrt_llm._kv_pool import KvPool  # the fake's, on sys.path (main below)
         from tensorrt_llm.llmapi import KvCacheRetentionConfig
-        from trtllm_responses.executors.trtllm_kv import release_config, turn_config
 
         from trtllm_responses.executors import GenerationRequest, SamplingSettings
+        from trtllm_responses.executors.trtllm_kv import release_config, turn_config
 
         self.now = 0.0
         self.pool = KvPool(device_tokens=device_tokens, host_bytes=host_bytes, clock=lambda: self.now)
