@@ -35,10 +35,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test, client, docs and kv-events extras: a few minutes)"
+	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test, client, docs, kv-events and tracing extras: a few minutes)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" "$(XGRAMMAR_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided,docs,kv-events]"
+	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided,docs,kv-events,tracing]"
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python

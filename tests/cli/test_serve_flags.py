@@ -32,7 +32,7 @@ SERVE_FLAGS = frozenset(
     --tp_size --tensor_parallel_size --pp_size --pipeline_parallel_size --ep_size --moe_expert_parallel_size
     --kv_cache_free_gpu_memory_fraction --free_gpu_memory_fraction --kv_host_cache_bytes --kv_tool_pause_seconds
     --enable_chunked_prefill --no-enable_chunked_prefill --trust_remote_code --extra_llm_api_options --config
-    --kv_events_endpoint --kv_events_replica_id
+    --kv_events_endpoint --kv_events_replica_id --otlp_traces_endpoint
     """.split()
 )
 
@@ -47,7 +47,7 @@ def test_serve_has_every_flag_by_the_same_names() -> None:
     serve = _serve()
     options = {o for a in serve._actions for o in a.option_strings if a.dest != "help"}
     assert options == SERVE_FLAGS
-    assert len({a.dest for a in serve._actions if a.option_strings and a.dest != "help"}) == 70  # and MODEL
+    assert len({a.dest for a in serve._actions if a.option_strings and a.dest != "help"}) == 71  # and MODEL
 
 
 def test_serve_help_lists_every_flag() -> None:

@@ -229,6 +229,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = args.engine or ("trtllm" if args.model else "echo")
     config = server_config(args)
     group, sock, config, role = _frontend_group(config)
+    _check_tracing(config.otlp_traces_endpoint)
     executor, encoding = _build_executor(args, engine)
     _check_builtin_tools(config.tools)
     store = open_store(
@@ -393,6 +394,18 @@ def _frontend_group(config: ServerConfig) -> tuple[FrontendGroup | None, Any, Se
     )
     group = FrontendGroup(role.count, role.group_dir) if role.is_launcher else None
     return group, sock, config, role
+
+
+def _check_tracing(endpoint: str | None) -> None:
+    """Refuse (LaunchError), before any model loads, tracing asked for that cannot run; say where it goes."""
+    from ..ops import tracing
+    from .launch import LaunchError
+
+    try:
+        if tracing.check(endpoint):
+            logger.info("OpenTelemetry tracing on (docs/tracing-and-dashboards.md).")
+    except tracing.TracingSetupError as exc:
+        raise LaunchError(str(exc)) from exc
 
 
 def _check_builtin_tools(tools: ToolSettings) -> None:

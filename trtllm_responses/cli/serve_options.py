@@ -52,6 +52,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         max_stored_responses=args.max_stored_responses,
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
+        otlp_traces_endpoint=args.otlp_traces_endpoint,
         store=args.store,
         store_ttl=args.store_ttl,
         api_key=args.api_key or os.environ.get("TRTLLM_RESPONSES_API_KEY") or None,
@@ -340,6 +341,12 @@ def _add_server(serve: argparse.ArgumentParser) -> None:
         default=d.log_level,
         choices=["critical", "error", "warning", "info", "debug", "trace"],
         help=f"how much the server logs (default: {d.log_level})",
+    )
+    group.add_argument(
+        "--otlp_traces_endpoint",
+        help="send OpenTelemetry traces here (as trtllm-serve's flag: OTLP over gRPC unless "
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf; handed to the engine too); the OTEL_* environment "
+        "alone also turns tracing on (docs/tracing-and-dashboards.md; default: off)",
     )
     group.add_argument(
         "--num_serve_frontends",

@@ -19,7 +19,7 @@ from ..adapter import HarmonyAdapter
 from ..core import build_sdk_models
 from ..executors import Executor
 from ..harmony import RenderPool
-from ..ops import CollectorSchedule, ServerMetrics
+from ..ops import CollectorSchedule, ServerMetrics, tracing
 from ..responses import (
     BackgroundLimits,
     ContentSealer,
@@ -115,6 +115,8 @@ def _lifespan(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Each process of a group traces on its own (after its fork): docs/tracing-and-dashboards.md.
+        tracing.configure(config.otlp_traces_endpoint, instance=f"{config.port}/{config.frontend_index}")
         await _start_executor(config, executor)
         if config.start_render_worker:
             await service.render_pool.start()
@@ -140,6 +142,7 @@ def _lifespan(
             service.decoder.close()
             await executor.shutdown()
             await service.store.close()
+            tracing.shutdown()
 
     return lifespan
 

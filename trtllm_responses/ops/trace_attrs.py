@@ -1,0 +1,73 @@
+"""The names spans are given and attributed with: OpenTelemetry's semantic conventions, then this server's.
+
+Conventions as ``opentelemetry-semantic-conventions`` 0.66b2 spells them (``_incubating/attributes/``
+``gen_ai_attributes.py``, ``mcp_attributes.py``, ``session_attributes.py``, ``http_attributes.py``,
+``error_attributes.py``), written out here so that tracing off imports nothing of OpenTelemetry. A GenAI
+inference span is named ``"{gen_ai.operation.name} {gen_ai.request.model}"`` (the GenAI spans' naming
+rule); a tool's ``"execute_tool {gen_ai.tool.name}"``; an MCP request's ``"{mcp.method.name} {target}"``.
+
+Never text: the ``*_CONTENT`` names below are set only when ``tracing.capture_content()``
+(docs/tracing-and-dashboards.md).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# GenAI (gen_ai_attributes.py)
+OPERATION: Final = "gen_ai.operation.name"  # "chat" (an inference), "execute_tool", "invoke_agent"
+PROVIDER: Final = "gen_ai.provider.name"
+REQUEST_MODEL: Final = "gen_ai.request.model"
+REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+REQUEST_SEED: Final = "gen_ai.request.seed"
+REQUEST_STREAM: Final = "gen_ai.request.stream"
+REQUEST_CHOICES: Final = "gen_ai.request.choice.count"
+RESPONSE_ID: Final = "gen_ai.response.id"
+RESPONSE_MODEL: Final = "gen_ai.response.model"
+FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+CACHED_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+REASONING_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+CONVERSATION_ID: Final = "gen_ai.conversation.id"
+AGENT_ID: Final = "gen_ai.agent.id"
+AGENT_NAME: Final = "gen_ai.agent.name"
+TOOL_NAME: Final = "gen_ai.tool.name"
+TOOL_TYPE: Final = "gen_ai.tool.type"  # "function", "extension" (server-run), "datastore"
+TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+# Text: only with capture_content().
+INPUT_MESSAGES_CONTENT: Final = "gen_ai.input.messages"
+OUTPUT_MESSAGES_CONTENT: Final = "gen_ai.output.messages"
+SYSTEM_INSTRUCTIONS_CONTENT: Final = "gen_ai.system_instructions"
+TOOL_ARGUMENTS_CONTENT: Final = "gen_ai.tool.call.arguments"
+TOOL_RESULT_CONTENT: Final = "gen_ai.tool.call.result"
+
+# MCP (mcp_attributes.py), session (session_attributes.py)
+MCP_METHOD: Final = "mcp.method.name"
+MCP_SESSION_ID: Final = "mcp.session.id"
+MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
+SESSION_ID: Final = "session.id"  # the response's session key (docs/sessions-and-kv-cache.md#identity)
+SESSION_PREVIOUS_ID: Final = "session.previous_id"  # a sub-agent's parent session
+
+# HTTP, errors (http_attributes.py, url_attributes.py, error_attributes.py)
+HTTP_METHOD: Final = "http.request.method"
+HTTP_ROUTE: Final = "http.route"
+HTTP_STATUS: Final = "http.response.status_code"
+URL_PATH: Final = "url.path"
+ERROR_TYPE: Final = "error.type"
+
+# This server's own (no convention covers them)
+PROVIDER_NAME: Final = "trtllm-responses"  # the value of gen_ai.provider.name
+TENANT: Final = "trtllm.tenant"  # the tenant's name (docs/tenants.md), never its key
+REQUEST_ID: Final = "trtllm.request_id"  # x-request-id
+TRANSPORT: Final = "trtllm.transport"  # "sse", "json", "websocket"
+API: Final = "trtllm.api"  # "responses", "chat.completions", "messages"
+STAGE: Final = "trtllm.stage"  # a prepare stage's name
+BYTES: Final = "trtllm.bytes"  # a body's size
+CACHE_HIT: Final = "trtllm.cache_hit"  # a rendering or history found again
+BACKGROUND: Final = "trtllm.background"
+STORE_BACKEND: Final = "trtllm.store.backend"
+QUEUE_WAIT_S: Final = "trtllm.queue.wait_seconds"
