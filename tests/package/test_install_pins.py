@@ -20,6 +20,7 @@ registry cannot be reached at all.
 from __future__ import annotations
 
 import json
+import os
 import re
 import runpy
 import subprocess
@@ -70,13 +71,21 @@ def test_pins_are_recorded_with_their_source() -> None:
         )
 
 
+def _pip_env(tmp: Path) -> dict[str, str]:
+    """pip's environment with its temporary folder in the test's own: a dry run leaves each wheel it unpacked
+    (torch: 860 MB) in ``pip-unpack-*`` under TMPDIR, which filled the machine's /tmp run after run."""
+    scratch = tmp / "pip-tmp"
+    scratch.mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(scratch)}
+
+
 def _dry_run(pins: Path, tmp: Path, extras: str = "[test,guided]") -> tuple[int, str, dict]:
     report = tmp / f"{pins.stem}.json"
     command = [
         sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--ignore-installed", "--quiet",
         "--report", str(report), "-c", str(pins), f"{ROOT}{extras}",
     ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=_pip_env(tmp))
     data = json.loads(report.read_text()) if report.exists() else {}
     return done.returncode, done.stdout + done.stderr, data
 
@@ -157,7 +166,7 @@ def test_every_floor_installs_from_wheels(registry: None, tmp_path: Path, python
         "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64", "--target", str(tmp_path),
         *(f"{name}=={version}" for name, version in _floors().items()),
     ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=_pip_env(tmp_path))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
@@ -234,7 +243,7 @@ def test_lowest_allowed_versions_work(registry: None, tmp_path: Path) -> None:
     python = str(env_dir / "bin" / "python")
     install = subprocess.run(  # this venv's (recent) pip installs into the new one: it resolves faster
         [sys.executable, "-m", "pip", "--python", python, "install", "--isolated", "--quiet", "-c", str(constraints), str(ROOT)],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True, text=True, timeout=900, env=_pip_env(tmp_path),
     )  # fmt: skip
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-3000:]
     listed = subprocess.run(
