@@ -25,7 +25,7 @@ CLAUDE_CODE_VERSION ?= 2.1.332
 CLAUDE_CODE_DIR := .claude-code
 CLAUDE_CODE_STAMP := $(CLAUDE_CODE_DIR)/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: run test lint bench docs install clean compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx litellm-client
+.PHONY: run test lint bench docs install clean compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx prometheus litellm-client
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (docs/stores-and-frontends.md#stores).
@@ -116,11 +116,19 @@ nginx:
 	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends nginx-light; }
 
+# The dashboard test (tests/ops/test_dashboard.py) runs a real Prometheus scraping a test server, and promtool on
+# the alert rules (examples/prometheus/): Debian's package (2.42 in bookworm). The tests start it themselves on a
+# loopback port with a configuration and data folder of their own; the package's own service is not used.
+prometheus:
+	@command -v prometheus >/dev/null || [ -x /usr/bin/prometheus ] || \
+		{ command -v apt-get >/dev/null || { echo "apt-get not found: the Prometheus tests will be skipped"; exit 0; }; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends prometheus; }
+
 # The suite writes bytecode (__pycache__/, ignored by git) even where the environment says not to
 # (PYTHONDONTWRITEBYTECODE): otherwise each process it starts (servers, their render workers, CLI runs, the
 # three workers that each collect every test module) compiles the package, and each worker the tests, from
 # source again: ~0.3 s of CPU a process, ~5 s a worker's collection, about a minute of the run in all.
-test: $(STAMP) codex-cli claude-code redis-server bubblewrap nginx litellm-client
+test: $(STAMP) codex-cli claude-code redis-server bubblewrap nginx prometheus litellm-client
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 3 --dist loadscope
 
 # The benchmarks draw their charts (benchmarks/charts/*.svg) with matplotlib: the `bench` extra.

@@ -15,7 +15,8 @@ The same records feed Prometheus collectors (``registry``, one per server, never
 the global one): requests by route and status, tokens, time to first token and
 inter-token latency (one observation per response: its mean gap), server-added
 latency, store errors and executor aborts. Gauges that are read, not counted
-(live streams, background responses, the store's size) are set when scraped.
+(live streams, background responses, the store's size) are set when scraped. Event-loop lag, load per
+frontend process and the engine's health are ``frontend_metrics.py``'s.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from .frontend_metrics import FrontendMetrics
 from .session_metrics import SessionMetrics
 from .tenant_metrics import TenantMetrics
 
@@ -101,9 +103,10 @@ def _require_multiprocess_mode() -> None:
 
 
 class ServerMetrics:
-    """Counters and latency windows of one server process (``multiprocess_dir``: its group's folder)."""
+    """Counters and latency windows of one server process (``multiprocess_dir``: its group's folder;
+    ``frontend``: its index in the group, 0 alone)."""
 
-    def __init__(self, window: int = 4096, multiprocess_dir: str | None = None) -> None:
+    def __init__(self, window: int = 4096, multiprocess_dir: str | None = None, frontend: int = 0) -> None:
         self.multiprocess_dir = multiprocess_dir
         if multiprocess_dir is not None:
             _require_multiprocess_mode()
@@ -125,6 +128,8 @@ class ServerMetrics:
         self.tenants = TenantMetrics(self.registry)
         #: Whether turns found their prefix, and the engine's KV and queue (``session_metrics.py``).
         self.sessions = SessionMetrics(self.registry)
+        #: Event-loop lag and load by frontend process, the engine's health (``frontend_metrics.py``).
+        self.frontend = FrontendMetrics(self.registry, frontend)
         self.active = 0  # responses being generated now
         self.gc_collections = [0, 0, 0]
         self.gc_max = [0.0, 0.0, 0.0]  # longest collection per generation since reset
@@ -211,11 +216,13 @@ class ServerMetrics:
         """A response's generation started (``active``, and the live gauge)."""
         self.active += 1
         self.active_streams.inc()
+        self.frontend.response_started()
 
     def response_ended(self) -> None:
         """A response's generation ended."""
         self.active -= 1
         self.active_streams.dec()
+        self.frontend.response_ended()
 
     def exposition(self) -> tuple[bytes, str]:
         """The Prometheus text of this server, or of its whole group of frontends; and its content type."""
@@ -270,11 +277,13 @@ class ServerMetrics:
 
     async def watch_event_loop(self, interval: float = 0.005) -> None:
         """Run until cancelled: sample how late the event loop wakes a timer."""
+        observe = self.frontend.loop_lag.observe
         while True:
             start = time.perf_counter()
             await asyncio.sleep(interval)
             lag = max(0.0, time.perf_counter() - start - interval)
             self.loop_lag.append(lag)
+            observe(lag)
             if lag > self.max_loop_lag:
                 self.max_loop_lag = lag
 

@@ -83,7 +83,8 @@ def _service(
 ) -> ResponsesService:
     """The service, configured from ``config``; its background runs record SSE frames."""
     metrics = ServerMetrics(
-        multiprocess_dir=group_metrics_dir(config.group_dir) if config.group_dir else None
+        multiprocess_dir=group_metrics_dir(config.group_dir) if config.group_dir else None,
+        frontend=config.frontend_index,
     )
     return ResponsesService(
         executor=executor,

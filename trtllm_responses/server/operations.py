@@ -100,6 +100,7 @@ async def metrics_text(service: ResponsesService, tenants: Iterable[Tenant] = ()
     and its content type."""
     metrics = service.metrics
     metrics.sessions.engine(service.executor.engine_load())
+    metrics.frontend.engine(service.executor.healthy())
     try:
         stats = await service.store.stats()
         stored = await stored_bytes(service, tenants)

@@ -1,0 +1,69 @@
+"""What each frontend process and its engine look like from ``/metrics``: event-loop lag, load per frontend,
+the engine's health (docs/tracing-and-dashboards.md#dashboard-and-alerts).
+
+Labelled by ``frontend`` (``serve``'s frontend index: ``0`` alone, or the launcher of a group; ``1..K-1`` the
+others), so a group's one exposition keeps each process apart where the other collectors are summed:
+
+- ``trtllm_event_loop_lag_seconds{frontend}``: a histogram of how late the event loop woke a 5 ms timer,
+  every sample of ``ServerMetrics.watch_event_loop`` (about 200 a second, none per token);
+- ``trtllm_frontend_responses_total{frontend}``: responses (foreground and background) whose generation
+  started in the process;
+- ``trtllm_frontend_active_responses{frontend}``: of those, the ones being generated now;
+- ``trtllm_executor_healthy``: 1 while the engine answers its health check (``Executor.healthy``, what
+  ``/health`` asks), 0 once it does not; set by the process answering a scrape (a group shows the last
+  reading).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["FrontendMetrics"]
+
+_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class FrontendMetrics:
+    """The per-frontend collectors of one server process (frontend ``frontend``), in ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry, frontend: int = 0) -> None:
+        label = str(frontend)
+        self.loop_lag = Histogram(
+            "trtllm_event_loop_lag_seconds",
+            "How late the event loop woke a 5 ms timer, by frontend process",
+            ["frontend"],
+            buckets=_LAG_BUCKETS,
+            registry=registry,
+        ).labels(label)
+        self.started = Counter(
+            "trtllm_frontend_responses",
+            "Responses whose generation started, by frontend process",
+            ["frontend"],
+            registry=registry,
+        ).labels(label)
+        self.active = Gauge(
+            "trtllm_frontend_active_responses",
+            "Responses being generated, by frontend process",
+            ["frontend"],
+            registry=registry,
+            multiprocess_mode="livesum",
+        ).labels(label)
+        self.engine_healthy = Gauge(
+            "trtllm_executor_healthy",
+            "1 while the engine answers its health check (/health), 0 once it does not",
+            registry=registry,
+            multiprocess_mode="mostrecent",
+        )
+
+    def response_started(self) -> None:
+        """A response's generation started in this process."""
+        self.started.inc()
+        self.active.inc()
+
+    def response_ended(self) -> None:
+        """A response's generation ended in this process."""
+        self.active.dec()
+
+    def engine(self, healthy: bool) -> None:
+        """The engine's health as just asked (when scraped)."""
+        self.engine_healthy.set(1 if healthy else 0)
