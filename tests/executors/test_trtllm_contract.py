@@ -13,7 +13,8 @@ for a question that needs no code (guided decoding's structural tag at work).
 
 Below those, one test per behaviour tests/fake_trtllm/ copies (its README lists them): greedy when
 sampling is unset, the argument model, the max_num_tokens check, asynchronous abort, logprobs, cached
-tokens and tokens per step, the tokenizer-info convention for gpt-oss, guided JSON without control tokens.
+tokens and tokens per step, the tokenizer-info convention for gpt-oss, guided JSON without control tokens, the
+tracing arguments (``trace_headers``, ``otlp_traces_endpoint``) where the release table puts them.
 Where one fails, the fake is wrong there.
 """
 
@@ -143,6 +144,22 @@ def test_release_is_supported_and_unset_sampling_is_greedy() -> None:
     check_trtllm_version(tensorrt_llm.__version__)
     assert tensorrt_llm.SamplingParams()._greedy_decoding
     assert not tensorrt_llm.SamplingParams(temperature=1.0, top_p=1.0)._greedy_decoding
+
+
+def test_tracing_arguments_are_where_the_release_table_says() -> None:
+    """No GPU work, signatures only: ``generate_async(trace_headers=...)`` and the LLM argument
+    ``otlp_traces_endpoint`` exist exactly where ``Release.otlp_traces_endpoint`` says (1.2.0 on, PR #5897), as the
+    fake plays them (docs/tracing-and-dashboards.md#into-the-engine)."""
+    import inspect
+
+    import tensorrt_llm
+    from tensorrt_llm.llmapi.llm_args import TorchLlmArgs
+
+    from trtllm_responses.executors.trtllm_releases import Release
+
+    traced = Release(str(tensorrt_llm.__version__)).otlp_traces_endpoint
+    assert ("trace_headers" in inspect.signature(tensorrt_llm.LLM.generate_async).parameters) is traced
+    assert ("otlp_traces_endpoint" in TorchLlmArgs.model_fields) is traced
 
 
 def test_argument_model_takes_the_curated_gpt_oss_configs(tmp_path) -> None:  # type: ignore[no-untyped-def]

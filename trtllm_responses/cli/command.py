@@ -164,6 +164,8 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
             tool_pause_seconds=DEFAULT_TOOL_PAUSE_SECONDS
             if args.kv_tool_pause_seconds is None
             else args.kv_tool_pause_seconds,
+            # serve --otlp_traces_endpoint: also handed to the LLM, as trtllm-serve does (where the release takes it).
+            otlp_traces_endpoint=getattr(args, "otlp_traces_endpoint", None),
         )
     except ValueError as exc:
         raise LaunchError(str(exc)) from exc

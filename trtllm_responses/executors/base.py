@@ -90,6 +90,12 @@ class GenerationRequest:
     #: engine that keeps KV-cache blocks by priority keeps this turn's raised for a bounded pause
     #: (docs/sessions-and-kv-cache.md#retention).
     client_tools: bool = False
+    #: The W3C trace context (``traceparent``, and ``tracestate`` when there is one; lower-case names, the values as
+    #: ``ops.tracing.inject()`` wrote them) of the span this generation runs under, so the engine's own spans join
+    #: that trace; None when tracing is off or nothing is sampled. Never another header, never content. An executor
+    #: hands it on where its engine takes it (TensorRT-LLM's ``generate_async(trace_headers=...)``) and ignores it
+    #: elsewhere (docs/tracing-and-dashboards.md#into-the-engine).
+    trace_headers: Mapping[str, str] | None = None
 
 
 #: Why a session's KV cache is let go (:meth:`Executor.release`): ``answered``, the turn ended with a final answer

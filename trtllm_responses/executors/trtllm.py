@@ -94,7 +94,9 @@ class TrtllmExecutor(Executor):
     TensorRT-LLM treats as end of sequence (Harmony's ``<|return|>``). ``guided``
     (``serve --guided_decoding``): ``on`` builds the LLM with xgrammar guided decoding,
     ``off`` without it (constrained requests are then refused). ``kv_events`` (``serve --kv_events_endpoint``):
-    the engine's KV cache events published for a KV-aware router (``trtllm_watch.py``).
+    the engine's KV cache events published for a KV-aware router (``trtllm_watch.py``). ``otlp_traces_endpoint``
+    (``serve --otlp_traces_endpoint``): handed to the LLM as trtllm-serve hands its flag, where the release takes it
+    (docs/tracing-and-dashboards.md#into-the-engine).
     """
 
     name = "trtllm"
@@ -112,8 +114,10 @@ class TrtllmExecutor(Executor):
         guided: str = "on",
         kv_events: KvEventsSettings | None = None,
         tool_pause_seconds: int = DEFAULT_TOOL_PAUSE_SECONDS,
+        otlp_traces_endpoint: str | None = None,
     ) -> None:
         self._kv_events = kv_events
+        self._otlp_traces_endpoint = otlp_traces_endpoint
         self._kwargs = with_kv_events(dict(llm_kwargs), kv_events)
         self._watch: EngineWatch | None = None
         self.kv_block_tokens = kv_block_tokens(self._kwargs.get("kv_cache_config"))
@@ -188,6 +192,11 @@ class TrtllmExecutor(Executor):
             # The engine's own placement of a conversation's turns (docs/sessions-and-kv-cache.md#placement); off
             # by default in TensorRT-LLM, on here unless the operator's YAML says otherwise.
             kwargs["attention_dp_config"] = {**(adp or {}), AFFINITY_KEY: True}
+        release = self.trtllm_release
+        if self._otlp_traces_endpoint and release is not None and release.otlp_traces_endpoint:
+            # As trtllm-serve does with its flag (tensorrt_llm/commands/serve.py, get_llm_args: "otlp_traces_endpoint":
+            # otlp_traces_endpoint in the LLM arguments; its YAML overrides the flag, so a YAML value wins here too).
+            kwargs.setdefault("otlp_traces_endpoint", self._otlp_traces_endpoint)
         kv = kwargs.get("kv_cache_config")
         if isinstance(kv, dict):
             kwargs["kv_cache_config"] = importlib.import_module("tensorrt_llm.llmapi").KvCacheConfig(**kv)
@@ -215,6 +224,7 @@ class TrtllmExecutor(Executor):
         for reason in self.unapplied_sampling.values():
             logger.warning("%s", reason)
         self._log_guided()
+        self._log_engine_tracing(kwargs)
         try:
             self._llm = await asyncio.to_thread(lambda: llm_class(**kwargs))
         except Exception as exc:
@@ -235,6 +245,12 @@ class TrtllmExecutor(Executor):
             "go to TensorRT-LLM as conversation_params"
             if self.takes_sessions
             else "are not passed to TensorRT-LLM (its generate_async has no conversation_params)",
+        )
+        logger.info(
+            "Trace context %s",
+            "goes to TensorRT-LLM as trace_headers"
+            if "trace_headers" in self._parameters()
+            else "is not passed to TensorRT-LLM (its generate_async has no trace_headers: no engine spans)",
         )
         if self._dp_ranks > 1:
             logger.info(
@@ -271,6 +287,20 @@ class TrtllmExecutor(Executor):
             "tenant's prompt would reuse another's KV-cache blocks, and its time to first token would show it. "
             "Use a release that has it, or turn block reuse off (kv_cache_config.enable_block_reuse: false)."
         )
+
+    def _log_engine_tracing(self, kwargs: Mapping[str, Any]) -> None:
+        """Say at start whether TensorRT-LLM exports spans of its own (docs/tracing-and-dashboards.md#into-the-engine)."""
+        endpoint = kwargs.get("otlp_traces_endpoint")
+        if endpoint:
+            logger.info("TensorRT-LLM exports its request spans (llm_request) to %s", endpoint)
+        elif self._otlp_traces_endpoint:
+            version = self.trtllm_release.version if self.trtllm_release is not None else "?"
+            logger.warning(
+                "TensorRT-LLM %s has no otlp_traces_endpoint (it came with 1.2.0, NVIDIA/TensorRT-LLM PR #5897): the "
+                "engine's spans are absent from the traces; this server's own spans still go to %s",
+                version,
+                self._otlp_traces_endpoint,
+            )
 
     def _log_guided(self) -> None:
         """Say at start how constrained requests are served, and with what speculative decoding."""
@@ -366,6 +396,12 @@ class TrtllmExecutor(Executor):
         to the requests with the same string" (``tensorrt_llm/llmapi/llm.py``; NVIDIA/TensorRT-LLM PR #7106).
         A release without it is refused at start when tenants are configured (``prefix_isolation_refusal``).
 
+        ``trace_headers`` (the generation span's ``traceparent``/``tracestate``): ``LLM.generate_async(...,
+        trace_headers: Optional[Mapping[str, str]] = None, ...)``, "Trace headers" (``tensorrt_llm/llmapi/llm.py``,
+        1.2.0 on; NVIDIA/TensorRT-LLM PR #5897), the parent of the engine's ``llm_request`` span
+        (``GenerationResultBase.do_tracing``, ``executor/result.py``). A plain dict, as TensorRT-LLM's own server
+        hands it (``tracing.extract_trace_headers``); releases without the argument get nothing.
+
         ``conversation_params`` and ``scheduling_params`` (the session key): where it is placed
         (:meth:`_placement`). ``kv_cache_retention_config``: how long its blocks are kept (``trtllm_kv.turn_config``:
         ``prompt_cache_options.ttl``, the session's state; docs/sessions-and-kv-cache.md#retention).
@@ -375,6 +411,7 @@ class TrtllmExecutor(Executor):
             and request.cache_retention_seconds is None
             and request.session_key is None
             and request.cache_salt is None
+            and request.trace_headers is None
         ):
             return {}
         parameters = self._parameters()
@@ -388,6 +425,8 @@ class TrtllmExecutor(Executor):
                 options["kv_cache_retention_config"] = retention
         if request.cache_salt is not None and "cache_salt" in parameters:
             options["cache_salt"] = request.cache_salt
+        if request.trace_headers is not None and "trace_headers" in parameters:
+            options["trace_headers"] = dict(request.trace_headers)
         return options
 
     def _placement(self, session_key: str | None, parameters: frozenset[str]) -> dict[str, Any]:

@@ -22,6 +22,15 @@ the releases' PyPI sdists' PKG-INFO, recorded in ``constraints/``):
   present from 1.3.0rc21, as NVIDIA Dynamo's TensorRT-LLM worker reads it (``dynamo/trtllm/request_handlers/
   handler_base.py``: the ConversationParams API "requires a release newer than 1.3.0rc20"). Whether
   ``generate_async`` takes ``conversation_params`` is read from its signature at start, whatever the version.
+- **OpenTelemetry tracing into the engine** (NVIDIA/TensorRT-LLM PR #5897, "Add opentelemetry tracing"):
+  ``LLM.generate_async(..., trace_headers: Optional[Mapping[str, str]] = None, ...)`` ("Trace headers",
+  ``tensorrt_llm/llmapi/llm.py``), the LLM argument ``otlp_traces_endpoint`` (``BaseLLM.__init__`` calls
+  ``tracing.init_tracer("trt.llm", ...)`` with it) and ``tensorrt_llm/llmapi/tracing.py``. Not in 1.1.0 (its
+  ``generate_async`` ends at ``cache_salt``; its ``trtllm-serve`` has no ``--otlp_traces_endpoint``); in 1.2.0
+  (both, and ``trtllm-serve --otlp_traces_endpoint``), and on main since (its ``generate_async`` still takes
+  ``trace_headers`` beside ``conversation_params`` and ``priority``), so in 1.2.1, 1.3.0rcN and 1.4.0rc1. 1.2
+  pre-releases are taken as having it. Whether ``generate_async`` takes ``trace_headers`` is read from its
+  signature at start, whatever the version; the version decides ``otlp_traces_endpoint`` only.
 - **Guided decoding with speculative decoding** is accepted from 1.1 on (PR #6300, two-model engines;
   PR #6948, one-model engines such as Eagle3 one-model and MTP; both merged by August 2025, before
   1.1.0): nothing is refused for it on a served release.
@@ -47,6 +56,8 @@ _SAMPLER_FROM = (1, 3, 0, 29)
 _SAMPLER_FROM_TEXT = "1.3.0rc29"
 #: The first release with ConversationParams and conversation-affinity routing (see the module docstring).
 _AFFINITY_FROM = (1, 3, 0, 21)
+#: The first release with OpenTelemetry tracing (``otlp_traces_endpoint``, ``trace_headers``; see the module docstring).
+_TRACING_FROM = (1, 2, 0, -1)
 #: The first release without the TensorRT engine backend.
 _NO_TENSORRT_FROM = (1, 3, 0, -1)
 _FINAL = 10**9  # a final release sorts after its release candidates
@@ -90,6 +101,11 @@ class Release:
     def conversation_affinity(self) -> bool:
         """Whether attention DP's ``attention_dp_config.kv_cache_routing_conversation_affinity`` exists here."""
         return self._at_least(_AFFINITY_FROM)
+
+    @property
+    def otlp_traces_endpoint(self) -> bool:
+        """Whether the LLM arguments have ``otlp_traces_endpoint`` (TensorRT-LLM's own OTLP exporter, PR #5897)."""
+        return self._at_least(_TRACING_FROM)
 
     @property
     def unapplied_sampling(self) -> dict[str, str]:

@@ -58,3 +58,12 @@ def has_conversation_params() -> bool:
     (``dynamo/trtllm/request_handlers/handler_base.py``: the ConversationParams API "requires a release newer than
     1.3.0rc20")."""
     return at_least("1.3.0rc21")
+
+
+def has_tracing() -> bool:
+    """OpenTelemetry tracing (NVIDIA/TensorRT-LLM PR #5897): ``generate_async(..., trace_headers: Optional[Mapping[str,
+    str]] = None, ...)`` and the LLM argument ``otlp_traces_endpoint``. Not in 1.1.0 (its ``llm.py``
+    ``generate_async`` ends at ``cache_salt``; its ``trtllm-serve`` has no ``--otlp_traces_endpoint``); in 1.2.0's
+    ``llm.py`` and ``trtllm-serve``, and on main since (1.2.1, 1.3.0rcN, 1.4.0rc1). 1.2 release candidates are the
+    fake's reading (the merge came after the 1.1 branch)."""
+    return at_least("1.2.0rc0")

@@ -34,6 +34,14 @@ As there:
   keeps each call's id in ``llm.conversation_ids`` and, a guard of its own (none copied), refuses with a
   TypeError anything that is not a ``ConversationParams``. A test that needs a release without the
   argument (1.1, 1.2.x, the ones on PyPI) replaces ``generate_async`` with one of that signature.
+- ``generate_async(..., trace_headers: Optional[Mapping[str, str]] = None, ...)`` ("trace_headers (Mapping[str, str],
+  optional): Trace headers", ``LLM.generate_async`` in 1.2.0's ``llm.py`` and main's; NVIDIA/TensorRT-LLM PR #5897)
+  on the releases that have it (``_release.has_tracing``: 1.2.0 on; 1.1.0's signature has no such argument, and the
+  fake's says so there, a TypeError as Python raises for an unknown keyword). TensorRT-LLM keeps them with the
+  request and parents its ``llm_request`` span on them (``GenerationResultBase.do_tracing``, ``executor/result.py``:
+  ``tracing.extract_trace_context(self.trace_headers)``); the fake exports no span. Each call's value is kept in
+  ``llm.trace_headers`` (None without) and written to ``FAKE_TRTLLM_LOG``'s ``generate`` record; a guard of its own
+  (none copied) refuses with a TypeError anything but a mapping of strings to strings.
 """
 
 from __future__ import annotations
@@ -43,12 +51,13 @@ import inspect
 import json
 import os
 import random
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from .._adp_router import AdpRouter
 from .._fake_model import FAIL, TIMEOUT, GuidedSampler, choose_plan, noise_rate, tag_completions
 from .._kv_pool import DEFAULT_CACHE_TOKENS, KvPool
-from .._release import has_conversation_params, sampler_applies
+from .._release import has_conversation_params, has_tracing, sampler_applies
 from ..conversation_params import ConversationParams
 from ..executor.proxy import ATTACH_ENV, GenerationExecutorProxy, RemoteKvBlocks
 from ..executor.result import GenerationResult
@@ -110,8 +119,18 @@ class LLM(KvEventsApi):
             adp is not None and adp.conversation_affinity,
             adp.max_sessions if adp is not None else 65536,
         )
-        if not has_conversation_params():  # the releases on PyPI: generate_async has no such argument
-            self.generate_async = _without_conversation_params(self.generate_async)  # type: ignore[method-assign]
+        # Arguments generate_async has not got on the release played: conversation_params before 1.3.0rc21 (the
+        # releases on PyPI), trace_headers before 1.2.0 (1.1.x).
+        missing = [
+            name
+            for name, present in (
+                ("conversation_params", has_conversation_params()),
+                ("trace_headers", has_tracing()),
+            )
+            if not present
+        ]
+        if missing:
+            self.generate_async = _without_arguments(self.generate_async, missing)  # type: ignore[method-assign]
         self._live: list[GenerationResult] = []  # submitted requests, for iteration stats
         self._submitted = False
         self._attach_kv_events()
@@ -123,6 +142,7 @@ class LLM(KvEventsApi):
         self.conversation_ids: list[Optional[str]] = []  # and its conversation_params.conversation_id
         self.scheduling: list[Optional[SchedulingParams]] = []  # and its scheduling_params
         self.cache_salts: list[Optional[str]] = []  # and its cache_salt
+        self.trace_headers: list[Optional[Mapping[str, str]]] = []  # and its trace_headers, as received
         self.ranks: list[int] = []  # and the attention-DP rank it ran on
         self.shutdown_called = False
 
@@ -210,6 +230,7 @@ class LLM(KvEventsApi):
         priority: float = DEFAULT_REQUEST_PRIORITY,
         scheduling_params: Optional[SchedulingParams] = None,
         cache_salt: Optional[str] = None,
+        trace_headers: Optional[Mapping[str, str]] = None,
         **kwargs: Any,
     ) -> GenerationResult:
         # ``priority`` as in tensorrt_llm/llmapi/llm.py's LLM.generate_async: "The scheduling priority for the
@@ -232,6 +253,11 @@ class LLM(KvEventsApi):
             )
         if scheduling_params is not None and not isinstance(scheduling_params, SchedulingParams):
             raise TypeError(f"scheduling_params must be a SchedulingParams, got {type(scheduling_params)}")
+        if trace_headers is not None and not (
+            isinstance(trace_headers, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in trace_headers.items())
+        ):
+            raise TypeError(f"trace_headers must be a Mapping[str, str], got {trace_headers!r}")
         if self._executor is not None and self._executor.is_shutdown():
             # GenerationExecutor.submit on a dead executor (its workers gone): what BaseLLM._check_health reports.
             raise RequestError("the executor is shut down")
@@ -247,6 +273,7 @@ class LLM(KvEventsApi):
         self.conversation_ids.append(conversation_id)
         self.scheduling.append(scheduling_params)
         self.cache_salts.append(cache_salt)
+        self.trace_headers.append(trace_headers)
         self.ranks.append(rank)
         self._log(
             {
@@ -257,6 +284,7 @@ class LLM(KvEventsApi):
                 "conversation_id": conversation_id,
                 "attention_dp_rank": rank,
                 "cache_salt": cache_salt,
+                "trace_headers": None if trace_headers is None else dict(trace_headers),
             }
         )
         error = None
@@ -323,20 +351,20 @@ def _launch_env() -> dict[str, str]:
     return {name: os.environ[name] for name in names if name in os.environ}
 
 
-def _without_conversation_params(generate_async: Any) -> Any:
-    """``generate_async`` as the releases without ``ConversationParams`` have it (1.1, 1.2.x: no
-    ``conversation_params`` argument): its signature says so, and passing one is a TypeError as it would be there."""
+def _without_arguments(generate_async: Any, names: list[str]) -> Any:
+    """``generate_async`` as a release without the arguments ``names`` has it (``conversation_params`` before
+    1.3.0rc21, ``trace_headers`` before 1.2.0): its signature says so, and passing one is a TypeError as it would be
+    there."""
 
     @functools.wraps(generate_async)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if "conversation_params" in kwargs:
-            raise TypeError("generate_async() got an unexpected keyword argument 'conversation_params'")
+        for name in names:
+            if name in kwargs:
+                raise TypeError(f"generate_async() got an unexpected keyword argument '{name}'")
         return generate_async(*args, **kwargs)
 
     signature = inspect.signature(generate_async)
     call.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[
-            p for name, p in signature.parameters.items() if name not in ("conversation_params", "kwargs")
-        ]
+        parameters=[p for name, p in signature.parameters.items() if name not in (*names, "kwargs")]
     )
     return call

@@ -14,11 +14,28 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .._release import has_conversation_params, moe_auto, version
+from .._release import has_conversation_params, has_tracing, moe_auto, version
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class _Tracing(_Strict):
+    """``otlp_traces_endpoint`` ("Target URL to which OpenTelemetry traces will be sent", trtllm-serve's help), an
+    LLM argument from 1.2.0 (PR #5897; ``BaseLLM.__init__`` hands it to ``tracing.init_tracer("trt.llm", ...)``).
+    On 1.1 the name is an unknown field, refused as pydantic refuses one (``_release.has_tracing``)."""
+
+    otlp_traces_endpoint: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _tracing_exists(self) -> "_Tracing":
+        if "otlp_traces_endpoint" in self.model_fields_set and not has_tracing():
+            raise ValueError(
+                f"{type(self).__name__} has no otlp_traces_endpoint in TensorRT-LLM {version()} "
+                "(extra inputs are not permitted)"
+            )
+        return self
 
 
 class KvCacheConfig(_Strict):
@@ -127,7 +144,7 @@ class SpeculativeConfig(_Strict):
         return self.max_draft_len or self.num_nextn_predict_layers or 1
 
 
-class TorchLlmArgs(_Strict):
+class TorchLlmArgs(_Tracing):
     model: str
     tokenizer: Optional[str] = None
     backend: Optional[str] = "pytorch"
@@ -193,7 +210,7 @@ class BuildConfig(_Strict):
     max_seq_len: Optional[int] = None
 
 
-class TrtLlmArgs(_Strict):
+class TrtLlmArgs(_Tracing):
     model: str
     tokenizer: Optional[str] = None
     trust_remote_code: bool = False
