@@ -115,9 +115,11 @@ async def test_the_endpoint_reaches_the_llm_arguments_where_the_release_has_them
     args = executor._llm.args
     if has:
         assert args.otlp_traces_endpoint == ENDPOINT
+        assert args.return_perf_metrics  # without it TensorRT-LLM writes no llm_request span
         assert f"exports its request spans (llm_request) to {ENDPOINT}" in caplog.text
     else:
         assert "otlp_traces_endpoint" not in args.model_fields_set  # 1.1 would refuse the name
+        assert not args.return_perf_metrics
         assert (
             f"TensorRT-LLM {release} has no otlp_traces_endpoint" in caplog.text and ENDPOINT in caplog.text
         )
@@ -130,6 +132,22 @@ async def test_no_endpoint_no_llm_argument(
 ) -> None:
     executor = await _started(fake_trtllm, monkeypatch, encoding, release)
     assert "otlp_traces_endpoint" not in executor._llm.args.model_fields_set
+    assert not executor._llm.args.return_perf_metrics  # no traces asked for: no per-request metrics' cost
+    await executor.shutdown()
+
+
+async def test_a_yaml_return_perf_metrics_wins(
+    fake_trtllm: Any, monkeypatch: pytest.MonkeyPatch, encoding: HarmonyEncoding
+) -> None:
+    executor = await _started(
+        fake_trtllm,
+        monkeypatch,
+        encoding,
+        "1.2.1",
+        {"return_perf_metrics": False},
+        otlp_traces_endpoint=ENDPOINT,
+    )
+    assert executor._llm.args.otlp_traces_endpoint == ENDPOINT and not executor._llm.args.return_perf_metrics
     await executor.shutdown()
 
 

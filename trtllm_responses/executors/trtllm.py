@@ -197,6 +197,11 @@ class TrtllmExecutor(Executor):
             # As trtllm-serve does with its flag (tensorrt_llm/commands/serve.py, get_llm_args: "otlp_traces_endpoint":
             # otlp_traces_endpoint in the LLM arguments; its YAML overrides the flag, so a YAML value wins here too).
             kwargs.setdefault("otlp_traces_endpoint", self._otlp_traces_endpoint)
+        if kwargs.get("otlp_traces_endpoint"):
+            # TensorRT-LLM writes its llm_request span only for a request with performance metrics, which
+            # generate_async asks for under return_perf_metrics (docs/tracing-and-dashboards.md#what-tensorrt-llm-
+            # adds-to-the-trace): asked for engine traces, the operator gets them, unless the YAML says otherwise.
+            kwargs.setdefault("return_perf_metrics", True)
         kv = kwargs.get("kv_cache_config")
         if isinstance(kv, dict):
             kwargs["kv_cache_config"] = importlib.import_module("tensorrt_llm.llmapi").KvCacheConfig(**kv)
