@@ -52,6 +52,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         max_stored_responses=args.max_stored_responses,
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
+        log_format=args.log_format,
         store=args.store,
         store_ttl=args.store_ttl,
         api_key=args.api_key or os.environ.get("TRTLLM_RESPONSES_API_KEY") or None,
@@ -308,6 +309,7 @@ def _add_engine(serve: argparse.ArgumentParser) -> None:
 
 
 def _add_server(serve: argparse.ArgumentParser) -> None:
+    from ..ops import LOG_FORMATS
     from ..server import MAX_SERVE_FRONTENDS, ServerConfig
 
     d = ServerConfig()
@@ -340,6 +342,14 @@ def _add_server(serve: argparse.ArgumentParser) -> None:
         default=d.log_level,
         choices=["critical", "error", "warning", "info", "debug", "trace"],
         help=f"how much the server logs (default: {d.log_level})",
+    )
+    group.add_argument(
+        "--log_format",
+        default=d.log_format,
+        choices=list(LOG_FORMATS),
+        help="text: 'LEVEL logger: message' lines; json: every log line one JSON object on stderr, the access "
+        "line's fields and the current trace and span ids included "
+        f"(docs/tracing-and-dashboards.md#json-logs) (default: {d.log_format})",
     )
     group.add_argument(
         "--num_serve_frontends",

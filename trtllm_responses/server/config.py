@@ -28,6 +28,8 @@ class ServerConfig:
     max_stored_responses: int = 10_000
     max_store_bytes: int = 2 << 30
     log_level: str = "info"
+    #: ``text`` or ``json`` (``--log_format``; docs/tracing-and-dashboards.md#json-logs): render workers log so too.
+    log_format: str = "text"
     store: str = "memory"  # memory | sqlite:///PATH | redis://HOST:PORT/DB
     store_ttl: int = 0  # Redis: seconds an entry lives after its last use (0: until Redis evicts it)
     api_key: str | None = None  # Bearer key required on /v1/* (None: open)
