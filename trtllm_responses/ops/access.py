@@ -62,6 +62,8 @@ class AccessRecord:
     #: (trace_id, span_id) of the request's server span, set by whoever opens it: the line carries them even
     #: when written outside that span (None: the span current when the line is written, if any).
     trace_ids: tuple[str, str] | None = None
+    duration_ms: float | None = None  # as the line says, once written
+    first_token_ms: float | None = None
 
     @classmethod
     def start(cls, scope: Scope) -> AccessRecord:
@@ -104,13 +106,15 @@ class AccessRecord:
         parts.append(f"duration_ms={elapsed:.1f}")
         if first_token is not None:
             parts.append(f"first_token_ms={first_token:.1f}")
-        extra: dict[str, Any] = {ACCESS_FIELDS: self.fields(elapsed, first_token)}
+        self.duration_ms, self.first_token_ms = elapsed, first_token
+        extra: dict[str, Any] = {ACCESS_FIELDS: self}  # its fields() made only by a formatter that wants them
         if self.trace_ids is not None:
             extra[TRACE_IDS] = self.trace_ids
         logger.info(" ".join(parts), extra=extra)
 
-    def fields(self, elapsed: float, first_token: float | None) -> dict[str, Any]:
-        """The line's fields as typed values, those it leaves out (None) left out; milliseconds to 0.1."""
+    def fields(self) -> dict[str, Any]:
+        """The logged line's fields as typed values, those it leaves out (None) left out; milliseconds to 0.1."""
+        elapsed, first_token = self.duration_ms, self.first_token_ms
         fields: dict[str, Any] = {
             "method": self.method,
             "path": self.path,
@@ -122,7 +126,7 @@ class AccessRecord:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
-            "duration_ms": round(elapsed, 1),
+            "duration_ms": None if elapsed is None else round(elapsed, 1),
             "first_token_ms": None if first_token is None else round(first_token, 1),
         }
         return {key: value for key, value in fields.items() if value is not None}

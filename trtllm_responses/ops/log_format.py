@@ -39,7 +39,8 @@ __all__ = [
 LOG_FORMATS = ("text", "json")
 #: The text format's line (what ``serve`` has always written).
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
-#: The attribute of a log record holding its access fields (``logger.info(..., extra={ACCESS_FIELDS: ...})``).
+#: The attribute of a log record holding its access record (``extra={ACCESS_FIELDS: record}``): an object
+#: whose ``fields()`` are the line's typed fields (``access.AccessRecord``), made only by this formatter.
 ACCESS_FIELDS = "access_fields"
 #: The attribute of a log record holding the (trace_id, span_id) it was written for, over the current span's.
 TRACE_IDS = "trace_ids"
@@ -71,8 +72,8 @@ class JsonFormatter(logging.Formatter):
             "process": record.process,
         }
         access = getattr(record, ACCESS_FIELDS, None)
-        if access:
-            entry.update((key, value) for key, value in access.items() if key not in entry)
+        if access is not None:
+            entry.update((key, value) for key, value in access.fields().items() if key not in entry)
         ids = getattr(record, TRACE_IDS, None) or self._current_ids()
         if ids is not None:
             entry["trace_id"], entry["span_id"] = ids
