@@ -42,7 +42,8 @@ FACES = {
     ),
     "ops": Face(
         """
-        AccessRecord CollectorSchedule ServerMetrics merge_snapshots trim_heap use_group_folder
+        AccessRecord CollectorSchedule JsonFormatter LOG_FORMATS ServerMetrics merge_snapshots setup_logging
+        trim_heap use_group_folder uvicorn_logging
         """,
         "",
     ),

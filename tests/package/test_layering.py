@@ -57,7 +57,8 @@ CONTRACT: dict[str, frozenset[str]] = {
     "request": frozenset({"core"}),
     # input items read with the request's field checks and reasoning effort; what tool_choice shows and
     # requires decided over the request's typed tools and tool_choice (harmony/tool_choice.py)
-    "harmony": frozenset({"core", "request"}),
+    # a render worker (harmony/render_pool.py) logs in the server's --log_format (ops/log_format.py)
+    "harmony": frozenset({"core", "ops", "request"}),
     # a Constraint is made of harmony's header grammar, tool calls and schema checks, and the request's
     # typed text format (request/text_format.py)
     "constraints": frozenset({"core", "request", "harmony"}),

@@ -225,6 +225,7 @@ def _check_release(args: argparse.Namespace, plan: LaunchPlan) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the server: alone, or as one frontend of a group (``--num_serve_frontends``, ``frontends.py``)."""
     from ..adapter import HarmonyAdapter
+    from ..ops import uvicorn_logging
     from ..server import create_app, uvicorn_config
     from ..store import open_store
 
@@ -260,6 +261,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Connections close by themselves once running responses end (by --shutdown_timeout at most,
         # then a terminal event): uvicorn waits a little longer before cancelling anything.
         timeout_graceful_shutdown=int(config.shutdown_timeout) + 10,
+        **uvicorn_logging(config.log_format),
     )
     server = Server(uvicorn_settings)
     try:
@@ -567,11 +569,14 @@ def cmd_hash_key(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``trtllm-responses`` console script."""
+    from ..ops import setup_logging, tracing
+
     args = build_parser().parse_args(argv)
     level = getattr(args, "log_level", "info").upper()
-    logging.basicConfig(
-        level="DEBUG" if level == "TRACE" else level, format="%(levelname)s %(name)s: %(message)s"
-    )
+    log_format = getattr(args, "log_format", "text")
+    # JSON lines carry the current span's ids (docs/tracing-and-dashboards.md#json-logs): read per line, so
+    # tracing configured later (in each process's lifespan) is seen.
+    setup_logging("DEBUG" if level == "TRACE" else level, log_format, ids=tracing.current_ids)
     if level not in ("DEBUG", "TRACE"):
         # The MCP client logs every HTTP exchange and session id at INFO: noise, and session ids are
         # credentials of a kind. Their warnings and errors still show.
@@ -581,7 +586,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except (APIError, VocabError, OSError, ValueError, RuntimeError) as exc:
         message = exc.message if isinstance(exc, APIError) else str(exc)
-        print(f"trtllm-responses {args.command}: {message}", file=sys.stderr)
+        if log_format == "json":  # a log pipeline reads this line too
+            logger.error("trtllm-responses %s: %s", args.command, message)
+        else:
+            print(f"trtllm-responses {args.command}: {message}", file=sys.stderr)
         return 2
 
 

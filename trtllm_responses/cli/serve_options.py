@@ -53,6 +53,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         max_store_bytes=args.max_store_bytes,
         log_level=args.log_level,
         otlp_traces_endpoint=args.otlp_traces_endpoint,
+        log_format=args.log_format,
         store=args.store,
         store_ttl=args.store_ttl,
         api_key=args.api_key or os.environ.get("TRTLLM_RESPONSES_API_KEY") or None,
@@ -309,6 +310,7 @@ def _add_engine(serve: argparse.ArgumentParser) -> None:
 
 
 def _add_server(serve: argparse.ArgumentParser) -> None:
+    from ..ops import LOG_FORMATS
     from ..server import MAX_SERVE_FRONTENDS, ServerConfig
 
     d = ServerConfig()
@@ -347,6 +349,14 @@ def _add_server(serve: argparse.ArgumentParser) -> None:
         help="send OpenTelemetry traces here (as trtllm-serve's flag: OTLP over gRPC unless "
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf; handed to the engine too); the OTEL_* environment "
         "alone also turns tracing on (docs/tracing-and-dashboards.md; default: off)",
+    )
+    group.add_argument(
+        "--log_format",
+        default=d.log_format,
+        choices=list(LOG_FORMATS),
+        help="text: 'LEVEL logger: message' lines; json: every log line one JSON object on stderr, the access "
+        "line's fields and the current trace and span ids included "
+        f"(docs/tracing-and-dashboards.md#json-logs) (default: {d.log_format})",
     )
     group.add_argument(
         "--num_serve_frontends",

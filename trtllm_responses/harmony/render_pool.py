@@ -5,7 +5,9 @@ threshold the server renders a request's new messages in ``--render_workers`` pr
 event loop keeps streaming (docs/limits.md#hostile-input-and-limits). A worker is ``python -m
 trtllm_responses.harmony.render_pool`` over asyncio pipes, framed as a 4-byte little-endian length
 and a payload (the JSON of the messages in, packed 32-bit token ids per message out). A worker that
-dies is replaced at its next use and its request fails; one whose caller left finishes anyway.
+dies is replaced at its next use and its request fails; one whose caller left finishes anyway. A worker
+logs (warnings and up, and its death's traceback) on the stderr it shares with the server, in the server's
+``--log_format``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def default_render_workers() -> int:
 class _Worker:
     """One worker process (started at first use, and again after it died)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_format: str = "text") -> None:
+        self.log_format = log_format
         self.process: asyncio.subprocess.Process | None = None
         self.started = 0  # processes started for this slot
 
@@ -48,6 +51,7 @@ class _Worker:
                 sys.executable,
                 "-m",
                 __name__,
+                self.log_format,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 limit=1 << 20,
@@ -101,9 +105,9 @@ class _Worker:
 class RenderPool:
     """Worker processes that render Harmony messages; ``render`` awaits one without blocking the loop."""
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, log_format: str = "text") -> None:
         self.size = workers or default_render_workers()
-        self._workers = [_Worker() for _ in range(self.size)]
+        self._workers = [_Worker(log_format) for _ in range(self.size)]
         self._idle: asyncio.Queue[_Worker] | None = None
         self._exchanges: set[asyncio.Task[list[list[int]]]] = set()
 
@@ -159,10 +163,15 @@ class RenderPool:
             await worker.aclose()
 
 
-def _serve() -> None:
-    """The worker: render requests from stdin until it closes."""
+def _serve(log_format: str) -> None:
+    """The worker: render requests from stdin until it closes; log in ``log_format`` (``text``: Python's
+    default, warnings and up as bare lines)."""
     from .encoding import load_encoding
 
+    if log_format != "text":
+        from ..ops import setup_logging
+
+        setup_logging("WARNING", log_format)
     encoding = load_encoding()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     stdout.write(_READY)
@@ -176,4 +185,4 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
-    _serve()
+    _serve(sys.argv[1] if len(sys.argv) > 1 else "text")

@@ -98,7 +98,7 @@ def _service(
         max_input_bytes=config.max_input_bytes,
         prompts=PromptTemplates(config.prompts),
         tool_settings=config.tools,
-        render_pool=RenderPool(config.render_workers or None),
+        render_pool=RenderPool(config.render_workers or None, config.log_format),
         sampling_defaults=config.sampling,
         subagent_limits=config.subagents,
         replay_prefix_bytes=config.replay_prefix_bytes,

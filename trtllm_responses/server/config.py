@@ -31,6 +31,8 @@ class ServerConfig:
     #: Where OpenTelemetry traces go (``--otlp_traces_endpoint``; docs/tracing-and-dashboards.md); None: the
     #: OTEL_* environment decides (off unless it names an endpoint).
     otlp_traces_endpoint: str | None = None
+    #: ``text`` or ``json`` (``--log_format``; docs/tracing-and-dashboards.md#json-logs): render workers log so too.
+    log_format: str = "text"
     store: str = "memory"  # memory | sqlite:///PATH | redis://HOST:PORT/DB
     store_ttl: int = 0  # Redis: seconds an entry lives after its last use (0: until Redis evicts it)
     api_key: str | None = None  # Bearer key required on /v1/* (None: open)
