@@ -199,8 +199,9 @@ class TrtllmExecutor(Executor):
             kwargs.setdefault("otlp_traces_endpoint", self._otlp_traces_endpoint)
         if kwargs.get("otlp_traces_endpoint"):
             # TensorRT-LLM writes its llm_request span only for a request with performance metrics, which
-            # generate_async asks for under return_perf_metrics (docs/tracing-and-dashboards.md#what-tensorrt-llm-
-            # adds-to-the-trace): asked for engine traces, the operator gets them, unless the YAML says otherwise.
+            # generate_async asks for under return_perf_metrics: asked for engine traces, the operator gets
+            # them, unless the YAML says otherwise
+            # (docs/tracing-and-dashboards.md#what-tensorrt-llm-adds-to-the-trace).
             kwargs.setdefault("return_perf_metrics", True)
         kv = kwargs.get("kv_cache_config")
         if isinstance(kv, dict):
