@@ -90,6 +90,9 @@ class GenerationRequest:
     #: engine that keeps KV-cache blocks by priority keeps this turn's raised for a bounded pause
     #: (docs/sessions-and-kv-cache.md#retention).
     client_tools: bool = False
+    trace_headers: Mapping[str, str] | None = (
+        None  # W3C traceparent/tracestate of the generation span (ops/tracing.py)
+    )
 
 
 #: Why a session's KV cache is let go (:meth:`Executor.release`): ``answered``, the turn ended with a final answer
