@@ -104,9 +104,9 @@ def bounded_json(messages: Sequence[Any], limit: int = MAX_CONTENT_CHARS) -> str
     if len(text) <= limit:
         return text
     share = max(limit // max(_strings(messages), 1) - 16, 16)
-    kept = list(_cut(list(messages), share))
-    text = orjson.dumps(kept).decode()
-    while len(text) > limit and kept:
-        kept.pop(0)
-        text = orjson.dumps(kept).decode()
-    return text
+    cut = [orjson.dumps(m).decode() for m in _cut(list(messages), share)]
+    size, first = 2, len(cut)  # "[" and "]"; the newest messages that fit, each with its comma
+    while first > 0 and size + len(cut[first - 1]) + 1 <= limit:
+        first -= 1
+        size += len(cut[first]) + 1
+    return "[" + ",".join(cut[first:]) + "]"
