@@ -141,14 +141,14 @@ FACES = {
         Steer SteerRefused Steered Steering SubagentLimits Successor as_items check_defaults
         load_key
         """,
-        "background budget cache_diagnostics chains compaction conversations delta_pump frame_log gate generation keeping kv_release logprobs prepare prepared prompts references relay rendering run runs sampling sealing service sessions steering subagent_limits subagents summaries tool_loop truncation",
+        "background budget cache_diagnostics chains compaction conversations delta_pump frame_log gate generation keeping kv_release logprobs prepare prepared prompts references relay rendering run runs sampling sealing service sessions span_content spans steering subagent_limits subagents summaries tool_loop truncation",
     ),
     "server": Face(
         """
         HTTPLimits MAX_SERVE_FRONTENDS ServerConfig create_app frontend_socket_path
         group_metrics_dir uvicorn_config
         """,
-        "app body call config conversation_routes create dialects dialects.chat dialects.chat_chunks dialects.edge dialects.messages dialects.messages_events errors group http_limits loop_routes openapi operations responses router routes sse websocket websocket_drain websocket_pacing",
+        "app body call config conversation_routes create dialects dialects.chat dialects.chat_chunks dialects.edge dialects.messages dialects.messages_events errors group http_limits loop_routes openapi operations responses router routes spans sse websocket websocket_drain websocket_pacing",
     ),
     "cli": Face(
         """

@@ -71,3 +71,14 @@ CACHE_HIT: Final = "trtllm.cache_hit"  # a rendering or history found again
 BACKGROUND: Final = "trtllm.background"
 STORE_BACKEND: Final = "trtllm.store.backend"
 QUEUE_WAIT_S: Final = "trtllm.queue.wait_seconds"
+# Request-level spans' own (docs/tracing-and-dashboards.md#spans)
+RESPONSE_STATUS: Final = "trtllm.response.status"  # the terminal response's status
+EXECUTOR_REQUEST_ID: Final = "trtllm.executor.request_id"  # the executor request a chat span generated
+CHAIN_SOURCE: Final = "trtllm.chain.source"  # where previous_response_id was found: connection, cache, store
+RENDER_WORKER: Final = "trtllm.render.worker"  # the new messages were rendered in the render worker
+RENDER_MESSAGES: Final = "trtllm.render.messages"  # messages rendered now (cache misses)
+RENDER_CACHED: Final = "trtllm.render.cached_messages"  # input messages found rendered in the item cache
+PROMPT_TOKENS: Final = "trtllm.prompt.tokens"
+ITEMS: Final = "trtllm.items"  # items read or written (a conversation's)
+TRUNCATED: Final = "trtllm.truncated_messages"  # messages truncation "auto" left out
+QUEUE_OUTCOME: Final = "trtllm.queue.outcome"  # admitted, waiting, timeout, refused, cancelled

@@ -46,9 +46,12 @@ __all__ = [
     "check",
     "configure",
     "current_ids",
+    "current_span",
     "enabled",
     "fail",
     "inject",
+    "linked_span",
+    "rename",
     "server_span",
     "shutdown",
     "span",
@@ -253,6 +256,26 @@ def server_span(
     )
 
 
+def linked_span(
+    name: str,
+    link: SpanLike,
+    attributes: Mapping[str, AttributeValue] | None = None,
+    *,
+    kind: SpanKindName = "server",
+) -> AbstractContextManager[SpanLike]:
+    """A span that starts a trace of its own (no parent), linked to ``link`` (OpenTelemetry's way for work
+    done under a long-lived operation: a WebSocket connection's turns); current inside the ``with``."""
+    tracer = _tracer
+    if tracer is None:
+        return _NULL_SCOPE
+    from opentelemetry import context, trace
+
+    links = [trace.Link(link.get_span_context())] if link is not NULL_SPAN else None  # type: ignore[attr-defined]
+    return tracer.start_as_current_span(
+        name, context=context.Context(), kind=_kind(kind), attributes=attributes, links=links
+    )
+
+
 def start_span(
     name: str, attributes: Mapping[str, AttributeValue] | None = None, *, kind: SpanKindName = "internal"
 ) -> SpanLike:
@@ -277,6 +300,22 @@ def use_span(live: SpanLike) -> AbstractContextManager[SpanLike]:
     if live is NULL_SPAN or _tracer is None:
         return _NULL_SCOPE
     return _using(live)
+
+
+def current_span() -> SpanLike:
+    """The current span, to add attributes to it from below the code that opened it (a stage's cache hit);
+    ``NULL_SPAN`` when off (a non-recording span when none is current)."""
+    if _tracer is None:
+        return NULL_SPAN
+    from opentelemetry import trace
+
+    return trace.get_current_span()  # type: ignore[return-value]
+
+
+def rename(live: SpanLike, name: str) -> None:
+    """Give ``live`` the name known only once it ended its work (an HTTP route's template)."""
+    if live.is_recording():
+        live.update_name(name)  # type: ignore[attr-defined]
 
 
 def fail(live: SpanLike, message: str, *, error_type: str | None = None) -> None:

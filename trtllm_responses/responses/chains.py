@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..adapter import ConversationHistory
 from ..core import ByteBoundedCache, InvalidRequestError, NotFoundError, check_id
+from ..ops import trace_attrs, tracing
 from ..store import ResponseStore, scoped
 from ..tenants import OPEN, Tenant
 from .sessions import Chain, HistoryLookup
@@ -21,6 +22,15 @@ __all__ = ["CHAIN_HISTORY_CACHE_BYTES", "Chains"]
 #: (``previous_response_id``) reads none of its history from the store
 #: (docs/agents-and-long-sessions.md#long-agent-loops).
 CHAIN_HISTORY_CACHE_BYTES = 128 << 20
+
+
+def _found(where: str) -> None:
+    """Say on the current span (``prepare.continue_chain``) where the continued history was found: the
+    connection's own responses, this process's remembered histories (a cache hit), or the store."""
+    if tracing.enabled():
+        tracing.current_span().set_attributes(
+            {trace_attrs.CHAIN_SOURCE: where, trace_attrs.CACHE_HIT: where != "store"}
+        )
 
 
 class Chains:
@@ -52,11 +62,14 @@ class Chains:
         if lookup is not None:
             local = lookup(response_id)
             if local is not None:
+                _found("connection")
                 return local
         store, key = scoped(self.store, tenant.scope), tenant.scope + response_id
         remembered = self.cache.get(key)
         if remembered is not None and await store.touch(response_id):
+            _found("cache")
             return remembered
+        _found("store")
         previous = await store.get(response_id)
         if previous is None:
             if lookup is not None:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from openai.types.responses import ResponseUsage
 
-from ..core import TooManyRequestsError
-from ..ops import ServerMetrics
+from ..core import APIError, TooManyRequestsError
+from ..ops import ServerMetrics, trace_attrs, tracing
 from ..request import ResponsesRequest, service_tier
 from ..store import ResponseStore
 from ..tenants import (
@@ -114,10 +114,10 @@ class Gate:
         its limits counted, its place in the engine's queue taken (it may still have to wait:
         ``Admission.turn``). RateLimitError (429) if a limit is crossed or the queue is full;
         StorageQuotaExceeded (429) if it stores and its tenant's stored bytes are at their limit."""
-        if stores and tenant.limits.max_stored_bytes is not None:
-            await self._check_stored(tenant, tenant.limits.max_stored_bytes)
         admission = Admission(self, tenant, member, background)
         try:
+            if stores and tenant.limits.max_stored_bytes is not None:
+                await self._check_stored(tenant, tenant.limits.max_stored_bytes)
             if self.share.capacity > 0:  # a full queue refuses before anything is counted
                 admission.queue(Ticket(tenant.name, tenant.weight, tier))
             if limited(tenant.limits):
@@ -125,9 +125,12 @@ class Gate:
         except BaseException as error:
             if isinstance(error, RateLimitError):
                 self.metrics.tenants.refusal(tenant.name, error.error_type)
+            admission.refused(error)
             admission.close()
             raise
         self.metrics.tenants.request(tenant.name)
+        if not admission.waiting:
+            admission.admitted(0.0)
         return admission
 
     async def _check_stored(self, tenant: Tenant, limit: int) -> None:
@@ -192,6 +195,26 @@ class Admission:
         self._usage: ResponseUsage | None = None
         self._closed = False
         self._renewal: asyncio.TimerHandle | None = None
+        #: Its ``queue`` span (docs/tracing-and-dashboards.md#spans): from its arrival to its slot, or refusal.
+        self._span = tracing.start_span("queue")
+
+    def admitted(self, waited: float, outcome: str = "admitted") -> None:
+        """It has its slot after ``waited`` seconds (or will never have one: ``outcome``): its span ends."""
+        live, self._span = self._span, tracing.NULL_SPAN
+        if live.is_recording():
+            live.set_attributes({trace_attrs.QUEUE_WAIT_S: waited, trace_attrs.QUEUE_OUTCOME: outcome})
+            if self.background:
+                live.set_attribute(trace_attrs.BACKGROUND, True)
+        live.end()
+
+    def refused(self, error: BaseException, outcome: str = "refused", waited: float = 0.0) -> None:
+        """It was not let in (a 429: ``outcome``; its client gone: cancelled): its span ends, failed with
+        the error's type when an error refused it."""
+        if isinstance(error, APIError):
+            tracing.fail(self._span, error.message, error_type=error.error_type)
+            self.admitted(waited, outcome)
+        else:
+            self.admitted(waited, "cancelled")
 
     def counted(self, quota: Quota) -> None:
         """Its tenant's limits counted it (``quota``: what is left); its concurrency lease is renewed while
@@ -223,12 +246,17 @@ class Admission:
         try:
             await asyncio.wait_for(asyncio.shield(future), limit)
         except asyncio.TimeoutError:
+            full = EngineFull(f"The engine stayed full for {limit:g} s; retry later.")
+            self.refused(full, "timeout", time.perf_counter() - started)
             self.close()
             self.gate.metrics.tenants.refusal(self.tenant.name, "requests")
-            raise EngineFull(f"The engine stayed full for {limit:g} s; retry later.") from None
-        except BaseException:
+            raise full from None
+        except BaseException as error:
+            self.refused(error, waited=time.perf_counter() - started)
             self.close()
             raise
+        else:
+            self.admitted(time.perf_counter() - started)
         finally:
             self.gate.metrics.tenants.queued(self.tenant.name, time.perf_counter() - started)
 
@@ -257,6 +285,8 @@ class Admission:
         if self._closed:
             return
         self._closed = True
+        if self._span is not tracing.NULL_SPAN:  # given back before it had its slot
+            self.admitted(0.0, "cancelled")
         gate, tenant = self.gate, self.tenant
         if self._renewal is not None:
             self._renewal.cancel()

@@ -22,7 +22,7 @@ from openai.types.responses import ResponseCompactionItem, ResponseStreamEvent, 
 from ..adapter import HarmonyAdapter
 from ..core import to_json
 from ..executors import Executor, Generating, GenerationRequest, TokenDelta
-from ..ops import ServerMetrics
+from ..ops import ServerMetrics, tracing
 from ..stream import ResponseStream, RunControl, TokenStreamProcessor, make_usage
 from ..tools import ServerTools
 from .delta_pump import MainDeltas
@@ -30,6 +30,7 @@ from .keeping import Keeper
 from .kv_release import settle_turn
 from .logprobs import LogprobStreamProcessor
 from .prepared import Deliver, PreparedResponse
+from .spans import ChatSpan, chat_span
 from .summaries import Summarizer
 from .tool_loop import ToolLoop
 
@@ -311,6 +312,27 @@ class RunDriver:
         """
         if run.interrupted:  # cancelled or aborted before this generation started: never submitted
             return processor.interrupted("The generation was cancelled.")
+        if not tracing.enabled():
+            return await self._stream(run, generation, processor, deliver, None)
+        # Its span is current while it generates (a summary's side generation is its child); the tool calls
+        # between generations are the ``response`` span's children (docs/tracing-and-dashboards.md#spans).
+        with chat_span(run.prepared, generation) as live:
+            chat = ChatSpan(live, processor)
+            try:
+                return await self._stream(run, chat.traced(generation), processor, deliver, chat)
+            finally:
+                chat.close(processor, len(generation.prompt_token_ids))
+
+    async def _stream(
+        self,
+        run: DrivenRun,
+        generation: GenerationRequest,
+        processor: TokenStreamProcessor,
+        deliver: Deliver | None,
+        chat: ChatSpan | None,
+    ) -> list[ResponseStreamEvent]:
+        """``_generate``'s loop: one delta of the executor at a time into ``processor``; ``chat``: its span
+        (None: tracing is off), told of the first delta in the branch that notes it already."""
         cutoff = run.prepared.summary_cutoff
         main = MainDeltas(
             self._g.executor.generate(generation), self._g.adapter.encoding.message if cutoff else None
@@ -335,6 +357,8 @@ class RunDriver:
                         started = True
                         if first:
                             processor.first_token_at = time.perf_counter()
+                        if chat is not None:
+                            chat.first_delta()
                         if not main.finished:
                             run.started(generation.request_id)
                 except StopAsyncIteration:

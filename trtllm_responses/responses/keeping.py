@@ -9,12 +9,13 @@ raises (ServiceUnavailableError, counted): the driver ends the response failed i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from ..adapter import ConversationHistory, HarmonyAdapter
 from ..core import ByteBoundedCache, ServerError, ServiceUnavailableError, to_dict, to_json
-from ..ops import ServerMetrics
+from ..ops import ServerMetrics, trace_attrs, tracing
 from ..store import Parent, ResponseStore, StoredResponse, scoped
 from ..stream import ResponseStream
 from .conversations import ConversationsService
@@ -54,9 +55,10 @@ class Keeper:
                 prepared, [to_dict(item, logprobs=False) for item in stream.model_output]
             )
             try:
-                await self.conversations.append(
-                    prepared.conversation_id, items, turn, prepared.conversation_seen, prepared.owner
-                )
+                with _store_span("conversation.append", self.store, items=len(items)):
+                    await self.conversations.append(
+                        prepared.conversation_id, items, turn, prepared.conversation_seen, prepared.owner
+                    )
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
                 raise  # the driver ends the response failed instead
@@ -83,7 +85,8 @@ class Keeper:
                 else Parent(previous, prepared.previous_history),
             )
             try:
-                kept = await scoped(self.store, prepared.owner.scope).put(entry)
+                with _store_span("store.put", self.store, size=len(final_json)):
+                    kept = await scoped(self.store, prepared.owner.scope).put(entry)
             except ServiceUnavailableError:
                 self.metrics.record_store_error()
                 raise  # the driver ends it failed instead: a response asked to be stored never silently is not
@@ -104,6 +107,27 @@ class Keeper:
         if self.redact_reasoning and prepared.sealer is not None:
             output = unseal_items(output, prepared.sealer, "output")  # type: ignore[assignment]
         return self.adapter.continue_history(prepared.prompt, output)
+
+
+#: The name of each backend (``--store``'s scheme) by its class.
+_BACKENDS = {"ConversationHistoryStore": "memory", "SQLiteStore": "sqlite", "RedisStore": "redis"}
+
+
+def _store_span(
+    name: str, store: ResponseStore, *, size: int | None = None, items: int | None = None
+) -> AbstractContextManager[tracing.SpanLike]:
+    """The span of one store write (``store.put``, ``conversation.append``): its backend, bytes, items."""
+    if not tracing.enabled():
+        return tracing.span("")
+    backend = type(store).__name__
+    attributes: dict[str, tracing.AttributeValue] = {
+        trace_attrs.STORE_BACKEND: _BACKENDS.get(backend, backend)
+    }
+    if size is not None:
+        attributes[trace_attrs.BYTES] = size
+    if items is not None:
+        attributes[trace_attrs.ITEMS] = items
+    return tracing.span(name, attributes)
 
 
 def _item_ids(output: Sequence[Any]) -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from openai.types.responses import Response
 from ..adapter import ConversationHistory, HarmonyAdapter, Prompt
 from ..core import InvalidRequestError, LoopSteps, new_id, to_dict
 from ..executors import Executor, GenerationRequest
+from ..ops import trace_attrs
 from ..request import (
     NO_IDENTITY,
     ItemReference,
@@ -69,6 +70,7 @@ from .rendering import Renderer
 from .sampling import SamplingDefaults, sampling_settings
 from .sealing import ContentSealer
 from .sessions import Chain, HistoryLookup, session_of
+from .spans import stage as _stage
 from .subagent_limits import SubagentHost, SubagentPool
 from .subagents import Team
 from .summaries import summary_cutoff, summary_mode
@@ -211,7 +213,9 @@ async def read_conversation(p: Preparation, conversations: ConversationsService)
         if not isinstance(i, (str, ItemReference)) and isinstance(i.data.get("id"), str)
     ]
     tenant = p.origin.tenant
-    p.history, p.seen, stored = await conversations.history(p.conversation, given, p.budget.spent, tenant)
+    with _stage("read_conversation") as live:
+        p.history, p.seen, stored = await conversations.history(p.conversation, given, p.budget.spent, tenant)
+        live.set_attribute(trace_attrs.ITEMS, p.seen[0])
     p.conversation_items = conversations.items_reader(p.conversation, stored, tenant)
 
 
@@ -226,7 +230,10 @@ async def continue_chain(p: Preparation, chains: Chains) -> None:
     """What ``previous_response_id`` continues (its history is the conversation so far), then the
     response's id and session key (``sessions.py``)."""
     if p.request.previous_response_id is not None:
-        p.previous = await chains.chain_of(p.request.previous_response_id, p.origin.lookup, p.origin.tenant)
+        with _stage("continue_chain"):  # where it was found: chains.chain_of says
+            p.previous = await chains.chain_of(
+                p.request.previous_response_id, p.origin.lookup, p.origin.tenant
+            )
         p.history = p.previous.history
     p.response_id = new_id("resp")
     # Whether a later turn can continue it by previous_response_id: stored, or on a WebSocket.
@@ -243,6 +250,12 @@ async def continue_chain(p: Preparation, chains: Chains) -> None:
 async def render_prompt(p: Preparation, renderer: Renderer) -> None:
     """The prompt (the conversation so far, then the input) and the server-run tools; the request as its
     ``configuration_update`` items leave it (the response says what it used)."""
+    with _stage("render_prompt") as live:  # where and what it rendered: Renderer.build_prompt says
+        await _render(p, renderer)
+        live.set_attribute(trace_attrs.PROMPT_TOKENS, len(p.prompt.token_ids))
+
+
+async def _render(p: Preparation, renderer: Renderer) -> None:
     p.prompt, p.tools = await renderer.render(
         p.request,
         tenant=p.origin.tenant,
@@ -265,6 +278,11 @@ async def compact_if_asked(p: Preparation, compactor: Compactor) -> None:
     over = threshold is not None and len(p.prompt.token_ids) > threshold
     if not p.origin.compact or not (p.compaction_asked or over):
         return
+    with _stage("compact_if_asked"):
+        await _compact(p, compactor)
+
+
+async def _compact(p: Preparation, compactor: Compactor) -> None:
     request = p.request
     tenant = p.origin.tenant
     p.compaction = await compactor.compact(
@@ -299,9 +317,11 @@ def fit_window(p: Preparation, executor: Executor, adapter: HarmonyAdapter) -> N
     room = executor.max_seq_len - len(p.prompt.token_ids)
     if room < 1 and p.request.truncation == "auto":
         limit = executor.max_seq_len
-        cut = truncate_prompt(adapter, p.prompt, limit, p.request.max_output_tokens or limit // 8)
-        if cut is not None:
-            p.prompt, p.truncated = cut
+        with _stage("fit_window") as live:
+            cut = truncate_prompt(adapter, p.prompt, limit, p.request.max_output_tokens or limit // 8)
+            if cut is not None:
+                p.prompt, p.truncated = cut
+                live.set_attribute(trace_attrs.TRUNCATED, p.truncated)
     # The context window, and the engine's own limit on one prompt (max_num_tokens without chunked prefill).
     refusal = executor.prompt_refusal(len(p.prompt.token_ids))
     if refusal is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
 from ..core import LoopSteps
 from ..harmony import RenderPool
+from ..ops import trace_attrs, tracing
 from ..request import MULTI_AGENT_NAMESPACE, ResponsesRequest
 from ..tenants import OPEN, Tenant
 from ..tools import Coordinator, MultiAgentProvider, ServerTools, ToolSettings, prepare_server_tools
@@ -101,7 +102,10 @@ class Renderer:
         """
         adapter = self.adapter
         draft = adapter.draft_prompt(request, history, namespaces, builtin, scope)
-        if min(size, draft.render_bytes) <= self.inline_render_bytes or not draft.to_render:
+        inline = min(size, draft.render_bytes) <= self.inline_render_bytes or not draft.to_render
+        if tracing.enabled():
+            _rendered(len(draft.to_render), draft.layout, draft.renders_developer, inline)
+        if inline:
             return adapter.finish_prompt(draft, adapter.render_messages(draft.to_render))
         steps = steps or LoopSteps()
         renders = await self.render_pool.render(draft.to_render)
@@ -116,3 +120,20 @@ class Renderer:
             return self.adapter.render_messages(messages)
         renders = await self.render_pool.render(messages)
         return [self.adapter.rendered(m, tokens) for m, tokens in zip(messages, renders, strict=True)]
+
+
+def _rendered(
+    to_render: int, layout: Sequence[RenderedMessage | int] | None, renders_developer: bool, inline: bool
+) -> None:
+    """Say on the current span (``prepare.render_prompt``) where the ``to_render`` new messages render, how
+    many of the input's the item cache already held (``layout``: ``adapter/item_renders.py``), and whether
+    anything was found again (those, or the developer message: not ``renders_developer``)."""
+    cached = sum(1 for m in layout if not isinstance(m, int)) if layout is not None else 0
+    tracing.current_span().set_attributes(
+        {
+            trace_attrs.RENDER_WORKER: not inline,
+            trace_attrs.RENDER_MESSAGES: to_render,
+            trace_attrs.RENDER_CACHED: cached,
+            trace_attrs.CACHE_HIT: cached > 0 or not renders_developer,
+        }
+    )

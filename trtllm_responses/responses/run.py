@@ -29,10 +29,12 @@ from typing import Any, Generic, NoReturn, Protocol, TypeVar, overload
 from openai.types.responses import ResponseStreamEvent, ResponseUsage
 
 from ..core import InvalidRequestError, exact_bytes
+from ..ops import trace_attrs, tracing
 from ..stream import ResponseStream
 from .gate import Admission
 from .generation import Generator, RunDriver
 from .prepared import Deliver, PreparedResponse
+from .spans import response_attributes, usage_attributes
 
 __all__ = ["Registry", "ResponseRun", "RunState"]
 
@@ -149,6 +151,24 @@ class ResponseRun:
         """
         if self._state is not RunState.QUEUED:
             raise RuntimeError(f"response {self.id} is already {self._state.value}")
+        if not tracing.enabled():
+            return await self._drive(deliver)
+        # One span for the run (a background one's continues the trace of the request that started it: its
+        # task inherited that context), parent of its generations and of its tool calls.
+        prepared = self._prepared
+        with tracing.span(
+            "response", response_attributes(prepared, bool(prepared.request.background))
+        ) as live:
+            final = await self._drive(deliver)
+            usage = self.usage
+            if usage is not None and live.is_recording():
+                live.set_attributes(usage_attributes(usage))
+            stream = self.stream
+            if stream is not None and stream.final_response is not None:
+                live.set_attribute(trace_attrs.RESPONSE_STATUS, stream.final_response.status or "")
+            return final
+
+    async def _drive(self, deliver: Deliver | None) -> bytes:
         admission = self._admission
         if admission is not None:
             try:

@@ -23,7 +23,7 @@ from ..adapter import ConversationHistory, HarmonyAdapter
 from ..core import InvalidRequestError, NotFoundError, to_dict
 from ..executors import Executor
 from ..harmony import RenderPool
-from ..ops import ServerMetrics
+from ..ops import ServerMetrics, trace_attrs, tracing
 from ..request import (
     DEFAULT_REPLAY_PREFIX_BYTES,
     MAX_JSON_VALUES,
@@ -73,6 +73,7 @@ from .runs import Runs
 from .sampling import SamplingDefaults
 from .sealing import ContentSealer
 from .sessions import Chain
+from .spans import prepared_attributes
 from .subagent_limits import SubagentLimits, SubagentPool
 from .summaries import Summarizer
 
@@ -195,8 +196,10 @@ class ResponsesService:
     async def decode(self, raw: bytes | str, scope: str = "") -> JsonBody:
         """A request body parsed and checked once (size, shape, depth), off the event loop when large; a
         replay decoded from what the same tenant (``scope``, its ``Tenant.scope``) sent before."""
-        self.check_input_size(len(raw))
-        return await self.decoder.decode(raw, scope)
+        with tracing.span("request.parse") as live:
+            live.set_attribute(trace_attrs.BYTES, len(raw))
+            self.check_input_size(len(raw))
+            return await self.decoder.decode(raw, scope)
 
     def body_of(self, data: dict[str, Any], origin: Origin = NO_ORIGIN) -> JsonBody:
         """A body built in this process (a Chat or Messages translation, a steered WebSocket message, a
@@ -217,22 +220,25 @@ class ResponsesService:
 
         ``origin``: what the transport knows of the request besides its body (``prepare.Origin``).
         """
-        p = open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
-        store = scoped(self.store, origin.tenant.scope)  # what it reads is its tenant's
-        await apply_template(p, self.prompts)
-        form_team(p, self, self.subagents, self.tool_settings.tool_timeout)
-        await check_options(p, store)
-        await read_conversation(p, self.conversations)
-        await read_input(p, store)
-        await continue_chain(p, self.chains)
-        await render_prompt(p, self.renderer)
-        await compact_if_asked(p, self.compactor)
-        fit_window(p, self.executor, self.adapter)
-        generation = generation_of(p, self.executor, self.adapter, self.sampling_defaults)
-        response = await first_snapshot(p, generation, self.model_name, store, self.adapter)
-        return freeze(
-            p, generation, response, self.sealer, self.redact_reasoning, self.tool_settings.tool_timeout
-        )
+        with tracing.span("prepare") as live:  # its stages that can take time are spans of their own
+            p = open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
+            store = scoped(self.store, origin.tenant.scope)  # what it reads is its tenant's
+            await apply_template(p, self.prompts)
+            form_team(p, self, self.subagents, self.tool_settings.tool_timeout)
+            await check_options(p, store)
+            await read_conversation(p, self.conversations)
+            await read_input(p, store)
+            await continue_chain(p, self.chains)
+            await render_prompt(p, self.renderer)
+            await compact_if_asked(p, self.compactor)
+            fit_window(p, self.executor, self.adapter)
+            generation = generation_of(p, self.executor, self.adapter, self.sampling_defaults)
+            response = await first_snapshot(p, generation, self.model_name, store, self.adapter)
+            if live.is_recording():
+                live.set_attributes(prepared_attributes(p.response_id, p.prompt, p.session, p.conversation))
+            return freeze(
+                p, generation, response, self.sealer, self.redact_reasoning, self.tool_settings.tool_timeout
+            )
 
     async def count_input_tokens(self, body: bytes, tenant: Tenant = OPEN) -> bytes:
         """``POST /v1/responses/input_tokens``: the length of the prompt the same create by ``tenant`` would

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
-from ..ops import AccessRecord
+from ..ops import AccessRecord, trace_attrs, tracing
 from ..responses import Admission, PreparedResponse, ResponseRun, ResponsesService
 from ..tenants import Quota, RateLimitError, Tenant
 from .body import BodyLimit, read_body
@@ -32,7 +32,7 @@ class Call:
     """One request a route of the table serves: its ASGI scope and channel, its access record, and the
     runs that answer it (one per generation: a chat completion's ``n`` choices are ``n`` runs)."""
 
-    __slots__ = ("scope", "receive", "send", "record", "runs", "admission", "quota")
+    __slots__ = ("scope", "receive", "send", "record", "runs", "admission", "quota", "streamed")
 
     def __init__(self, scope: Scope, receive: Receive, send: Send, record: AccessRecord) -> None:
         self.scope = scope
@@ -44,6 +44,9 @@ class Call:
         #: Its turn, once let in (:meth:`admit`), and what its tenant had left then (or when refused).
         self.admission: Admission | None = None
         self.quota: Quota | None = None
+        #: How it is answered, once the handler knows: a stream (True) or one JSON object (False); None: it
+        #: generates nothing (its span's ``trtllm.transport``, docs/tracing-and-dashboards.md#spans).
+        self.streamed: bool | None = None
 
     @property
     def tenant(self) -> Tenant:
@@ -56,8 +59,11 @@ class Call:
         return self.scope["headers"]  # type: ignore[no-any-return]
 
     async def body(self, limit: BodyLimit) -> bytes:
-        """The request's body, read under ``limit`` (``body.read_body``)."""
-        return await read_body(self.receive, self.scope["headers"], limit)
+        """The request's body, read under ``limit`` (``body.read_body``), in the span ``request.read_body``."""
+        with tracing.span("request.read_body") as live:
+            body = await read_body(self.receive, self.scope["headers"], limit)
+            live.set_attribute(trace_attrs.BYTES, len(body))
+            return body
 
     async def unless_client_leaves(self, work: Coroutine[Any, Any, T]) -> T:
         """Await a non-streamed answer's ``work``, cancelled if the client hangs up first (``ClientGone``)."""

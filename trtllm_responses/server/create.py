@@ -40,6 +40,7 @@ async def create_response(service: ResponsesService, call: Call) -> Response:
     call.record.session_id = prepared.session_key
     run = service.run(prepared, await call.admit(service, prepared))
     call.runs = (run,)
+    call.streamed = bool(prepared.request.stream)
     if prepared.request.background:
         events = await service.start_background(run)
         if prepared.request.stream:

@@ -41,6 +41,7 @@ from .dialects import (
 )
 from .errors import answer, error_response
 from .operations import CLIENT_CLOSED, TENANT, route_label, unauthorized
+from .spans import end_request, request_span
 from .websocket import serve_websocket
 
 __all__ = ["ResponsesApp", "Route", "api_routes"]
@@ -135,14 +136,21 @@ class ResponsesApp:
             await self.api(scope, receive, send)
             return
         record = AccessRecord.start(scope)
-        try:
-            record.status = await self._http(scope, receive, send, record)
-        finally:
-            self._requests.labels(route_label(scope["path"]), scope["method"], str(record.status)).inc()
-            record.log()
+        # The request's span is current until its access-log line is written (logs read its ids then).
+        with request_span(scope) as live:
+            call: list[Call] = []
+            try:
+                record.status = await self._http(scope, receive, send, record, call)
+            finally:
+                self._requests.labels(route_label(scope["path"]), scope["method"], str(record.status)).inc()
+                end_request(live, scope, record, call[0].streamed if call else None)
+                record.log()
 
-    async def _http(self, scope: Scope, receive: Receive, send: Send, record: AccessRecord) -> int:
-        """Serve one HTTP request; its status (499: the client left before any answer)."""
+    async def _http(
+        self, scope: Scope, receive: Receive, send: Send, record: AccessRecord, served: list[Call]
+    ) -> int:
+        """Serve one HTTP request; its status (499: the client left before any answer). A route of the
+        table puts its :class:`Call` in ``served``."""
         path = scope["path"]
         tenant = self._tenant(scope)
         if tenant is not None:
@@ -161,6 +169,7 @@ class ResponsesApp:
             await self.api(scope, receive, record.wrap(send))
             return record.status
         call = Call(scope, receive, send, record)
+        served.append(call)
         serve = functools.partial(route.serve, call)
         headers = functools.partial(self._rate_headers, call) if rated else None
         try:

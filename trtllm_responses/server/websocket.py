@@ -34,6 +34,7 @@ from ..core import (
     held_tokens,
     to_dict,
 )
+from ..ops import tracing
 from ..request import NO_IDENTITY, JsonBody, SessionIdentity, multi_agent_beta, session_identity
 from ..responses import (
     Chain,
@@ -50,6 +51,7 @@ from ..responses import (
 from ..tenants import OPEN, Tenant, TenantDirectory
 from .config import ServerConfig
 from .operations import tenant_of
+from .spans import continues_client, socket_span, turn_span
 from .sse import APART_TOKENS, event_json, written_apart
 from .websocket_drain import DRAIN, SERVICE_RESTART
 
@@ -104,8 +106,14 @@ class ResponsesSocket:
         multi_agent: bool = False,
         tenant: Tenant = OPEN,
         admitted: Callable[[], bool] | None = None,
+        span: tracing.SpanLike = tracing.NULL_SPAN,
+        child_turns: bool = False,
     ) -> None:
+        """``span``: the connection's (``spans.socket_span``); each turn's span is its child when
+        ``child_turns`` (the client traced the handshake), else a trace of its own linked to it."""
         self.service = service
+        self._span = span
+        self._child_turns = child_turns
         #: Who opened the connection (its handshake's key): every response on it is this tenant's.
         self.tenant = tenant
         #: Whether the handshake's key still names that tenant (a tenants file reloaded without it: no more
@@ -333,7 +341,8 @@ class ResponsesSocket:
                     )
                 return
             try:
-                request = await self._create(request[0], stream_id, request[1])
+                with turn_span(self._span, self._child_turns, self.tenant):
+                    request = await self._create(request[0], stream_id, request[1])
             except (asyncio.CancelledError, _SocketClosed):
                 raise
             except Exception:  # never let one response take the lane down
@@ -606,9 +615,19 @@ async def serve_websocket(
     beta = multi_agent_beta(scope.get("headers") or ())
     tenant = tenant_of(scope)
     admitted = None if tenants is None or tenants.open else functools.partial(_admits, tenants, scope, tenant)
-    await ResponsesSocket(
-        service, config, receive, send, identity, multi_agent=beta, tenant=tenant, admitted=admitted
-    ).run()
+    with socket_span(scope, tenant) as live:
+        await ResponsesSocket(
+            service,
+            config,
+            receive,
+            send,
+            identity,
+            multi_agent=beta,
+            tenant=tenant,
+            admitted=admitted,
+            span=live,
+            child_turns=continues_client(scope),
+        ).run()
 
 
 async def _refuse(scope: Scope, send: Send, error: APIError) -> None:

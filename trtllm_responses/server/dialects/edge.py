@@ -149,6 +149,7 @@ async def respond(call: Call, answer: DialectRun, stream: bool) -> Response:
     """The HTTP answer of ``answer``: its stream, or its JSON once generated (unless the client leaves)."""
     call.record.response_id = answer.id
     call.runs = answer.runs
+    call.streamed = stream
     if stream:
         return WriterResponse(answer.stream)
     return JSONBytesResponse(await call.unless_client_leaves(answer.json()))
