@@ -270,6 +270,23 @@ def test_count_tokens_and_a_refusal_are_spans_too(served: ServeProcess, receiver
     assert unknown.status == 0  # a 4xx is the client's error: the server span's status stays unset
 
 
+def test_probes_and_scrapes_are_not_traced_unless_the_caller_traces_them(
+    served: ServeProcess, receiver: OtlpReceiver
+) -> None:
+    """/health, /metrics, /stats are polled every few seconds by probes and Prometheus: a span each would be
+    most of the traces; one that carries a ``traceparent`` (someone tracing the probe) is traced."""
+    with httpx.Client(base_url=served.base_url, timeout=30) as http:
+        for path in ("/health", "/metrics", "/stats"):
+            assert http.get(path).status_code == 200
+        assert http.get("/health", headers=traceparent(20)).status_code == 200
+        marker = http.get("/v1/models", headers=traceparent(21))  # sent after the probes: exported after them
+    assert marker.status_code == 200
+    spans = Spans(receiver.wait_for(_got_server_spans(parent(20), parent(21))))
+    assert spans.server(parent(20)).name == "GET /health"
+    probes = [s for s in spans.all if s.name in ("GET /health", "GET /metrics", "GET /stats")]
+    assert [s.parent_span_id for s in probes] == [parent(20)]
+
+
 def test_a_background_response_continues_the_request_that_started_it(
     served: ServeProcess, receiver: OtlpReceiver
 ) -> None:

@@ -15,7 +15,7 @@ Tracing off (``tracing.enabled()`` false) builds nothing here: one module global
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 
 from starlette.types import Scope
 
@@ -34,6 +34,11 @@ _APIS = (
 )
 
 
+#: Polled by probes and scrapers (every second, for ever): no span unless the caller sent a ``traceparent``.
+_POLLED = frozenset(("/health", "/metrics", "/stats"))
+_UNTRACED: AbstractContextManager[tracing.SpanLike] = nullcontext(tracing.NULL_SPAN)
+
+
 def _api(path: str) -> str | None:
     return next((api for start, api in _APIS if path.startswith(start)), None)
 
@@ -49,6 +54,8 @@ def request_span(scope: Scope) -> AbstractContextManager[tracing.SpanLike]:
     if not tracing.enabled():
         return tracing.span("")  # the shared no-op
     method, path = scope["method"], scope["path"]
+    if path in _POLLED and not continues_client(scope):
+        return _UNTRACED
     route = _route(path)
     attributes: dict[str, tracing.AttributeValue] = {
         trace_attrs.HTTP_METHOD: method,
