@@ -10,19 +10,10 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.otlp_receiver import OtlpReceiver
+from tests.support.traced import OTEL_ENVIRONMENT
 from trtllm_responses.ops import trace_attrs, tracing
 
-_ENV = (
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_SDK_DISABLED",
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_SERVICE_NAME",
-    "OTEL_TRACES_SAMPLER",
-    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-)
+_ENV = OTEL_ENVIRONMENT
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 

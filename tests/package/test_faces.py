@@ -86,7 +86,7 @@ FACES = {
         call_headers call_options callable_header check_strict choose_tools classify
         completion_to_output_items convert_item developer_message developer_spec ensure_vocab
         input_to_messages items_to_messages list_tools_key load_encoding loaded_tools
-        minimal_instance new_item_ids parse_completion recipient_candidates returned_reasoning
+        mcp_output_text minimal_instance new_item_ids parse_completion recipient_candidates returned_reasoning
         server_call_options trailing_recipient unreadable_message
         """,
         "completion encoding headers input_messages items linear parser tool_choice tools",
@@ -121,8 +121,8 @@ FACES = {
         """
         ApprovedCall Coordinator DEFAULT_TOOL_TIMEOUT MultiAgentProvider PythonLimits
         SandboxUnavailable ServerTools ToolNamespace ToolOutcome ToolProvider ToolSettings
-        UNAVAILABLE_KINDS UnavailableTool parse_allow_private prepare_server_tools setup_sandbox
-        truncate_output url_allowed
+        UNAVAILABLE_KINDS UnavailableTool agent_session agent_span finish_tool_span parse_allow_private
+        prepare_server_tools setup_sandbox tool_span truncate_output url_allowed
         """,
         "base settings",
     ),

@@ -69,8 +69,9 @@ CONTRACT: dict[str, frozenset[str]] = {
     # the stream reads the executors' token deltas through harmony's parser
     "stream": frozenset({"core", "harmony", "executors"}),
     # providers: a request's tools, harmony's tool_choice rule for built-ins (builtin_types_shown),
-    # and a text rewriter they hand the stream (the browser's citations)
-    "tools": frozenset({"core", "request", "harmony", "stream"}),
+    # and a text rewriter they hand the stream (the browser's citations); the spans of their calls and MCP
+    # requests (ops/tracing.py)
+    "tools": frozenset({"core", "ops", "request", "harmony", "stream"}),
     # the store keeps the adapter's rendered histories and pages lists as the request side reads them; it
     # keeps the counts of tenants' limits (its ``counters()`` are tenants' Counters, docs/tenants.md#limits)
     "store": frozenset({"core", "tenants", "request", "adapter"}),

@@ -4,12 +4,14 @@ Tools: ``add`` (a + b), ``sleep`` (waits, then says so), ``boom`` (raises),
 ``big`` (returns N bytes), ``relay`` (returns its text: ``call LABEL.TOOL {json}``
 makes the echo model call again), ``secret_tool`` (a second tool for
 allowed_tools / per-tool approval). Every HTTP request's headers are recorded
-(``MCPTestServer.headers``) so tests can see what reached the server.
+(``MCPTestServer.headers``), and every JSON-RPC message POSTed with the headers of its request
+(``MCPTestServer.messages``), so tests can see what reached the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -63,14 +65,30 @@ def build_server() -> MCPServer:
 
 
 class _HeaderRecorder:
-    def __init__(self, app: Any, sink: list[dict[str, str]]) -> None:
+    def __init__(
+        self, app: Any, sink: list[dict[str, str]], messages: list[tuple[dict[str, str], Any]]
+    ) -> None:
         self.app = app
         self.sink = sink
+        self.messages = messages
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            self.sink.append({k.decode().lower(): v.decode() for k, v in scope["headers"]})
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        self.sink.append(headers)
+        chunks: list[bytes] = []
+
+        async def recording() -> Any:
+            message = await receive()
+            if message["type"] == "http.request" and scope["method"] == "POST":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    self.messages.append((headers, json.loads(b"".join(chunks) or b"null")))
+            return message
+
+        await self.app(scope, recording, send)
 
 
 @dataclass
@@ -78,6 +96,8 @@ class MCPTestServer:
     url: str  # streamable HTTP endpoint
     sse_url: str
     headers: list[dict[str, str]] = field(default_factory=list)
+    #: Every JSON-RPC message POSTed (an SSE server's too), with its HTTP request's headers.
+    messages: list[tuple[dict[str, str], Any]] = field(default_factory=list)
     servers: list[uvicorn.Server] = field(default_factory=list)
     threads: list[threading.Thread] = field(default_factory=list)
 
@@ -110,8 +130,13 @@ def start_mcp_server() -> MCPTestServer:
     """Serve the test tools over streamable HTTP (``/mcp``) and SSE (``/sse``), each on its own port."""
     running = MCPTestServer(url="", sse_url="")
     mcp = build_server()
-    running.url = _serve(_HeaderRecorder(mcp.streamable_http_app(), running.headers), running) + "/mcp"
-    running.sse_url = _serve(_HeaderRecorder(build_server().sse_app(), running.headers), running) + "/sse"
+    messages = running.messages
+    running.url = (
+        _serve(_HeaderRecorder(mcp.streamable_http_app(), running.headers, messages), running) + "/mcp"
+    )
+    running.sse_url = (
+        _serve(_HeaderRecorder(build_server().sse_app(), running.headers, messages), running) + "/sse"
+    )
     return running
 
 

@@ -37,6 +37,7 @@ from .input_messages import (
     input_to_messages,
     items_to_messages,
     list_tools_key,
+    mcp_output_text,
 )
 from .items import (
     ItemKind,

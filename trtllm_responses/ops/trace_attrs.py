@@ -58,6 +58,9 @@ HTTP_ROUTE: Final = "http.route"
 HTTP_STATUS: Final = "http.response.status_code"
 URL_PATH: Final = "url.path"
 ERROR_TYPE: Final = "error.type"
+SERVER_ADDRESS: Final = "server.address"  # server_attributes.py: an MCP server's host
+SERVER_PORT: Final = "server.port"
+RPC_STATUS: Final = "rpc.response.status_code"  # rpc_attributes.py: a JSON-RPC error answer's code
 
 # This server's own (no convention covers them)
 PROVIDER_NAME: Final = "trtllm-responses"  # the value of gen_ai.provider.name
@@ -82,3 +85,11 @@ PROMPT_TOKENS: Final = "trtllm.prompt.tokens"
 ITEMS: Final = "trtllm.items"  # items read or written (a conversation's)
 TRUNCATED: Final = "trtllm.truncated_messages"  # messages truncation "auto" left out
 QUEUE_OUTCOME: Final = "trtllm.queue.outcome"  # admitted, waiting, timeout, refused, cancelled
+# Tool-side spans' own (docs/tracing-and-dashboards.md#tool-spans)
+MCP_SERVER_LABEL: Final = "trtllm.mcp.server_label"  # an MCP tool's server_label (its namespace)
+TOOL_OUTPUT_BYTES: Final = "trtllm.tool.output_bytes"  # the UTF-8 size of what a tool call's model reads
+SIDE_INPUT_TOKENS: Final = "trtllm.side_generation.input_tokens"  # a compaction's or summary's prompt
+SIDE_OUTPUT_TOKENS: Final = "trtllm.side_generation.output_tokens"  # ... and what it generated
+SUMMARY_MODE: Final = "trtllm.summary.mode"  # reasoning.summary: concise, auto, detailed
+SUMMARY_CUT: Final = "trtllm.summary.cut"  # the summary ended before its text did
+AGENT_DEPTH: Final = "trtllm.agent.depth"  # a sub-agent's depth (1: spawned by the root)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import InvalidRequestError, ServerError, new_id
 from ..executors import Generating, GenerationRequest
 from ..harmony import parse_completion
+from ..ops import trace_attrs, tracing
 from ..request import NO_IDENTITY, CompactionTrigger, InputItem, Message, ResponsesRequest, SessionIdentity
 from ..tenants import OPEN, Tenant
 from .sampling import sampling_settings
@@ -196,8 +197,29 @@ class Compactor:
         the session of the response being compacted for (its prompt extends the session's). ``lookup``:
         asked for its ``previous_response_id`` before the store (``tenant``'s: docs/tenants.md#isolation).
         ``tenant``: who asks: its encrypted items are opened, the summary is sealed for it, the summarization
-        salted with its ``salt``.
+        salted with its ``salt``. Traced as a ``compaction`` span, child of the current one (the prepare of
+        a response compacted first, or the ``/v1/responses/compact`` request's).
         """
+        with tracing.span("compaction") as span:
+            compaction = await self._compact(request, tenant, size, session, lookup)
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        trace_attrs.REQUEST_MODEL: self.model_name,
+                        trace_attrs.SIDE_INPUT_TOKENS: compaction.input_tokens,
+                        trace_attrs.SIDE_OUTPUT_TOKENS: compaction.output_tokens,
+                    }
+                )
+            return compaction
+
+    async def _compact(
+        self,
+        request: ResponsesRequest,
+        tenant: Tenant,
+        size: int,
+        session: SessionIdentity,
+        lookup: HistoryLookup | None,
+    ) -> Compaction:
         if self.renderer.sealer is None:
             raise InvalidRequestError("Compaction needs an encryption key; this server has none.")
         sealer = self.renderer.sealer.bound(tenant.scope)

@@ -31,7 +31,7 @@ from .kv_release import settle_turn
 from .logprobs import LogprobStreamProcessor
 from .prepared import Deliver, PreparedResponse
 from .spans import ChatSpan, chat_span
-from .summaries import Summarizer
+from .summaries import Summarizer, end_summary_span
 from .tool_loop import ToolLoop
 
 __all__ = ["DrivenRun", "Generator", "RunDriver"]
@@ -404,8 +404,10 @@ class RunDriver:
             if deliver is not None and events:
                 await deliver(events)
             main.pump()
+            span = tracing.start_span("reasoning_summary")  # current around its side generation: summaries.py
             try:
-                events = await self._summarize(run, processor, deliver, cutoff)
+                with tracing.use_span(span):
+                    events = await self._summarize(run, processor, deliver, span, cutoff)
             finally:
                 main.stop_pumping()
             try:
@@ -423,9 +425,11 @@ class RunDriver:
         run: DrivenRun,
         processor: TokenStreamProcessor,
         deliver: Deliver | None,
+        span: tracing.SpanLike,
         cutoff: MainDeltas | None = None,
     ) -> list[ResponseStreamEvent]:
-        """Stream the summary of the parked reasoning item; return the events that close it (undelivered).
+        """Stream the summary of the parked reasoning item; return the events that close it (undelivered),
+        and end its ``span``.
 
         A side generation on the same executor (``summaries.py``); its failure leaves the
         item with what the summary had (nothing: ``summary: []``), never fails the response.
@@ -463,13 +467,15 @@ class RunDriver:
                     if cutoff is not None and cutoff.next_ready:  # the answer is ready: it waits no longer
                         cut = True
                         break
-        except Exception:  # the summary is optional: the response goes on without (the rest of) it
+        except Exception as exc:  # the summary is optional: the response goes on without (the rest of) it
             if delivering:  # the client is gone: not the summary's failure
                 raise
             logger.exception("The summary of %s failed", parked.item_id)
+            tracing.fail(span, "the summary failed", error_type=type(exc).__qualname__)
             cut = True
         finally:
             self.summarizing = None
+            end_summary_span(span, mode, len(request.prompt_token_ids), reader.tokens, cut)
             processor.count_summary(reader.tokens)
             self._g.metrics.record_summary(len(request.prompt_token_ids), reader.tokens)
         return stream.summary_ended(cut)

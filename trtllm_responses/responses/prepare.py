@@ -245,6 +245,8 @@ async def continue_chain(p: Preparation, chains: Chains) -> None:
         previous=p.previous,
         own_id=p.response_id if continuable else None,
     )
+    if p.team is not None:  # its sub-agents' spans name it (subagents.py)
+        p.team.session_key = p.session.key
 
 
 async def render_prompt(p: Preparation, renderer: Renderer) -> None:

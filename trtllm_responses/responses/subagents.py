@@ -13,6 +13,10 @@ once per
 response (``max_concurrent_subagents``) and in the process, spawned per response, depth, one task's
 time, one wait's time. A sub-agent still running when the response ends (or its client goes) is
 cancelled and reported ``interrupted``; one whose task fails or times out is reported ``failed``.
+
+Each turn of a sub-agent is an ``invoke_agent {name}`` span (the GenAI conventions' agent span), child of
+what was current when it started (the ``execute_tool`` span of the action that started it), its response's
+own spans under it: docs/tracing-and-dashboards.md#tool-spans.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +35,11 @@ from openai.types.beta import BetaResponseOutputItem
 from pydantic import TypeAdapter
 
 from ..core import APIError, InvalidRequestError, new_id
+from ..ops import tracing
 from ..request import ROOT_AGENT, MultiAgentConfig
 from ..stream import AgentItem
 from ..tenants import OPEN, Tenant
-from ..tools import Coordinator
+from ..tools import Coordinator, agent_session, agent_span
 from .sessions import Chain
 from .subagent_limits import SubagentHost, SubagentPool
 
@@ -75,6 +81,7 @@ class _Agent:
     inbox: list[str] = field(default_factory=list)  # send_message while it ran: its next turn's input
     pending_calls: dict[str, str] = field(default_factory=dict)  # client calls it waits on: call_id → name
     answered: list[dict[str, Any]] = field(default_factory=list)  # outputs injected for some of them
+    session_key: str | None = None  # its conversation's session key, once its first turn is done
 
     def summary(self) -> dict[str, Any]:
         """What the model reads about it."""
@@ -115,6 +122,9 @@ class Team:
         self.closed = False
         #: Adds a sub-agent turn's usage to the root response's (the generation's processor sets it).
         self.count_usage: Callable[[int, int, int], None] | None = None
+        #: The root response's session key, once decided (``prepare.continue_chain``): its sub-agents' spans'
+        #: ``session.previous_id``.
+        self.session_key: str | None = None
 
     # -- the coordinators ------------------------------------------------------------------------
 
@@ -293,10 +303,15 @@ class Team:
             body["previous_response_id"] = child.last_id
         final: dict[str, Any] | None = None
         try:
-            with anyio.fail_after(self.limits.task_seconds):
+            with anyio.fail_after(self.limits.task_seconds), self._span(child) as span:
                 final, response_id, chain = await self._host.run_subagent_turn(
                     body, self._chains.get, self.coordinator(child.name, child.depth), self._tenant
                 )
+                if chain is not None and chain.session_key is not None:
+                    child.session_key = chain.session_key
+                    agent_session(span, chain.session_key)
+                if final.get("status") == "failed":
+                    tracing.fail(span, "the sub-agent's turn failed", error_type="failed")
             if chain is not None and response_id is not None:
                 if child.last_id is not None:
                     self._chains.pop(child.last_id, None)
@@ -319,6 +334,13 @@ class Team:
             logger.exception("Sub-agent %s failed", child.name)
             child.status, child.output = "failed", f"The server had an error: {type(exc).__name__}"
             self._report(child)
+
+    def _span(self, child: _Agent) -> AbstractContextManager[tracing.SpanLike]:
+        """The ``invoke_agent`` span of a turn of ``child`` (``tools/spans.py``), its parent's session key
+        known once decided (the root's) or its first turn done (a sub-agent's)."""
+        parent = self._agents.get(child.parent)
+        parent_key = self.session_key if parent is None else parent.session_key
+        return agent_span(child.name, child.depth, parent_key, child.session_key)
 
     def _ended(self, child: _Agent, final: dict[str, Any]) -> None:
         """A turn's response ended: its status, final text, client calls; its items reported to the root."""

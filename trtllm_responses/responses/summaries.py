@@ -24,6 +24,7 @@ from typing import Any
 from ..adapter import HarmonyAdapter
 from ..core import InvalidRequestError
 from ..executors import GenerationRequest, SamplingSettings
+from ..ops import trace_attrs, tracing
 from ..request import ResponsesRequest
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "SUMMARY_TOKENS",
     "Summarizer",
     "SummaryReader",
+    "end_summary_span",
     "summary_cutoff",
     "summary_mode",
 ]
@@ -104,6 +106,21 @@ def summary_cutoff(request: ResponsesRequest) -> bool:
             code="invalid_type",
         )
     return SUMMARY_DELIVERIES.get(delivery, False)
+
+
+def end_summary_span(span: tracing.SpanLike, mode: str, prompt_tokens: int, tokens: int, cut: bool) -> None:
+    """End a ``reasoning_summary`` span (``tracing.start_span``, current around the side generation): its
+    mode, the side generation's prompt and output tokens, whether the summary was cut short."""
+    if span.is_recording():
+        span.set_attributes(
+            {
+                trace_attrs.SUMMARY_MODE: mode,
+                trace_attrs.SIDE_INPUT_TOKENS: prompt_tokens,
+                trace_attrs.SIDE_OUTPUT_TOKENS: tokens,
+                trace_attrs.SUMMARY_CUT: cut,
+            }
+        )
+    span.end()
 
 
 def _bounded(text: str) -> str:

@@ -23,7 +23,15 @@ from ..core import new_id, to_dict
 from ..executors import GenerationRequest
 from ..harmony import ItemKind, ItemTarget, items_to_messages, recipient_candidates
 from ..stream import TokenStreamProcessor
-from ..tools import UNAVAILABLE_KINDS, ServerTools, ToolOutcome, ToolProvider, UnavailableTool
+from ..tools import (
+    UNAVAILABLE_KINDS,
+    ServerTools,
+    ToolOutcome,
+    ToolProvider,
+    UnavailableTool,
+    finish_tool_span,
+    tool_span,
+)
 
 __all__ = ["Generate", "ToolLoop"]
 
@@ -225,7 +233,7 @@ class ToolLoop:
         stream = self._stream
         held = stream.held
         assert held is not None
-        target, _, arguments = held
+        target, item_id, arguments = held
         provider = self._tools.provider_for(target)
         if provider is None:
             return self._refuse(target, events)
@@ -242,7 +250,11 @@ class ToolLoop:
                 await deliver(events)
             events = []
             self._executed += 1
-            outcome = await self._call(provider, target.name or "", arguments)
+            name = target.name or ""
+            mcp = provider.item_kind is ItemKind.MCP_CALL
+            with tool_span(provider.namespace, name, mcp=mcp, call_id=item_id, arguments=arguments) as span:
+                outcome = await self._call(provider, name, arguments)
+                finish_tool_span(span, outcome)
         shown = dict(outcome.fields)
         internal = dict(outcome.fields)
         for name, overrides in outcome.optional.items():
@@ -325,14 +337,17 @@ class ToolLoop:
                 with anyio.fail_after(self._timeout):
                     return await provider.call(name, arguments)
             await provider.reset()  # cancelled (cancel()): the call may have been cut mid-way
-            return provider.failure("The call was cancelled: the response was cancelled.")
+            failed = provider.failure("The call was cancelled: the response was cancelled.")
+            return dataclasses.replace(failed, error_type="cancelled")
         except TimeoutError:
             await provider.reset()
-            return provider.failure(f"The tool call timed out after {self._timeout:g} s.", TIMEOUT_CODE)
+            failed = provider.failure(f"The tool call timed out after {self._timeout:g} s.", TIMEOUT_CODE)
+            return dataclasses.replace(failed, error_type="timeout")
         except Exception as exc:  # a provider bug: the model reads it, the response goes on
             logger.exception("Tool %s.%s raised", provider.namespace, name)
             await provider.reset()
-            return provider.failure(f"The tool failed: {type(exc).__name__}: {exc}")
+            failed = provider.failure(f"The tool failed: {type(exc).__name__}: {exc}")
+            return dataclasses.replace(failed, error_type=type(exc).__qualname__)
         finally:
             self._running = None
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from .multi_agent import Coordinator, MultiAgentProvider
     from .prepare import prepare_server_tools
     from .sandbox import SandboxUnavailable, setup_sandbox
+    from .spans import agent_session, agent_span, finish_tool_span, tool_span
     from .unavailable import UNAVAILABLE_KINDS, UnavailableTool
 
 #: Resolved on first use: MCP's client (``prepare``, ``unavailable``) costs seconds to import, the

@@ -66,6 +66,9 @@ class ToolOutcome:
     #: Whole items the call produced besides its own, added after it (``stream/agent_items.py``): a
     #: multi-agent call's ``agent_message`` items and its sub-agents' items, each with its agent's name.
     items: Sequence[AgentItem] = ()
+    #: How a failed call failed, in a few words a dashboard can group by (its span's ``error.type``: a
+    #: JSON-RPC error code, an HTTP status, ``timeout``, ``url_refused``…); None: ``tool_error``.
+    error_type: str | None = None
 
 
 class ToolProvider(abc.ABC):

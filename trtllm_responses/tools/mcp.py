@@ -16,11 +16,15 @@ response, the store or a log line. Every HTTP request a session makes (redirects
 the SDK follows, an SSE server's message endpoint) is checked against the
 provider's allowed prefixes before it is sent: a server cannot send the session
 anywhere the operator did not allow.
+
+Tracing on, each request is a client span (``initialize``, ``tools/list``, ``tools/call {tool}``) whose
+W3C trace context the request carries in ``params._meta`` and its HTTP headers (``tools/spans.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import ssl
@@ -34,10 +38,21 @@ from openai.types.responses.response_output_item import McpListToolsTool
 
 from ..core import InvalidRequestError
 from ..harmony import ItemKind
+from ..ops import tracing
 from .base import ToolNamespace, ToolOutcome, ToolProvider, truncate_output
-from .mcp_sdk import Session, http, open_session, protocol_error_message
-from .mcp_session import SessionFailed, SessionHost
+from .mcp_errors import (
+    CONNECTION_ERROR,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    URLNotAllowed,
+    describe_exception,
+    error_type,
+    protocol_error,
+)
+from .mcp_sdk import Session, http, open_session
+from .mcp_session import SessionHost
 from .settings import ToolSettings, url_allowed
+from .spans import McpTrace, mcp_failed, mcp_span
 
 __all__ = [
     "INVALID_PARAMS",
@@ -50,21 +65,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# JSON-RPC / MCP error codes used in mcp_protocol_error items.
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-REQUEST_TIMEOUT = -32001
-CONNECTION_ERROR = -32000
-
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One TLS context for every MCP connection (building one costs milliseconds; it never changes)."""
     return http.create_ssl_context()
-
-
-class URLNotAllowed(Exception):
-    """A request of an MCP session went outside the allowed prefixes (a redirect, an SSE endpoint)."""
 
 
 def _http_client(
@@ -73,57 +78,29 @@ def _http_client(
     auth: Any = None,
     *,
     allowed: tuple[str, ...] = (),
+    trace: McpTrace | None = None,
 ) -> Any:
     """An HTTP client for one MCP session (httpx2 under mcp 2.x, httpx under 1.x: ``mcp_sdk.http``): no
     redirects (mcp 2.x follows same-origin ones itself; under 1.x none is followed), the shared TLS context, no proxy settings read from the environment, and every request
-    checked against the ``allowed`` URL prefixes before it is sent."""
+    checked against the ``allowed`` URL prefixes before it is sent. ``trace`` (tracing on): each request
+    carries its MCP message's trace context in its headers, and the session's id is noted."""
 
     async def check(request: Any) -> None:
         url = str(request.url)
         if not url_allowed(url, allowed):
             raise URLNotAllowed(f"the MCP server sent the session to {url[:200]}, outside the allowed URLs")
 
+    hooks: dict[str, list[Any]] = {"request": [check]}
+    if trace is not None:
+        hooks = {"request": [check, trace.on_request], "response": [trace.on_response]}
     return http.AsyncClient(
         headers=headers,
         timeout=timeout or http.Timeout(30.0),
         auth=auth,
         verify=_ssl_context(),
         trust_env=False,
-        event_hooks={"request": [check]},
+        event_hooks=hooks,
     )
-
-
-def protocol_error(message: str, code: int) -> ToolOutcome:
-    """The outcome of a call the MCP protocol refused: an ``mcp_call`` item's ``mcp_protocol_error``."""
-    return ToolOutcome(
-        {"output": None, "error": {"type": "mcp_protocol_error", "code": code, "message": message}},
-        failed=True,
-    )
-
-
-def describe_exception(exc: BaseException) -> tuple[str, int | None]:
-    """A short message for a failed MCP exchange (the innermost cause), and its HTTP status if any."""
-    while True:
-        if isinstance(exc, SessionFailed) and exc.__cause__ is not None:
-            exc = exc.__cause__
-        elif isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
-            exc = exc.exceptions[0]  # type: ignore[attr-defined]
-        else:
-            break
-    if isinstance(exc, SessionFailed):
-        return "the connection to the MCP server failed", None
-    if isinstance(exc, http.HTTPStatusError):
-        return f"the MCP server answered HTTP {exc.response.status_code}", exc.response.status_code
-    if isinstance(exc, http.ConnectError):
-        return "could not connect to the MCP server", None
-    if isinstance(exc, http.TimeoutException):
-        return "the MCP server did not answer in time", None
-    protocol = protocol_error_message(exc)
-    if protocol is not None:
-        return f"the MCP server returned an error: {protocol}", None
-    if isinstance(exc, URLNotAllowed):
-        return str(exc), None
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, None
 
 
 class ApprovalRule:
@@ -197,40 +174,48 @@ class MCPProvider(ToolProvider):
         self._approval = approval or ApprovalRule("never", "")
         self.tools: list[McpListToolsTool] | None = None
         self._session: SessionHost | None = None
+        self._trace: McpTrace | None = None  # the calls' session's, tracing on
 
     def __repr__(self) -> str:  # never the headers
         return f"MCPProvider({self.namespace!r}, {self._url!r})"
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def _client(self) -> AbstractAsyncContextManager[Session]:
-        return open_session(
+    def _client(self, trace: McpTrace | None) -> AbstractAsyncContextManager[Session]:
+        opening = open_session(
             self._url,
             headers=self._headers,
             timeout=self._settings.tool_timeout,
             sse=self._url.rstrip("/").endswith("/sse"),
-            client_factory=functools.partial(_http_client, allowed=self._allowed_urls),
+            client_factory=functools.partial(_http_client, allowed=self._allowed_urls, trace=trace),
         )
+        return opening if trace is None else trace.initializing(opening, _protocol_version, error_type)
 
     # -- listing -----------------------------------------------------------------------------
 
     async def list_tools(self) -> list[McpListToolsTool]:
         """List the server's tools (every page), filtered by ``allowed_tools``; sets ``self.tools``."""
-        host = SessionHost(self._client)
+        trace = McpTrace.new(self._url)
+        host = SessionHost(functools.partial(self._client, trace))
         await host.start()
         try:
-            tools = await host.run(self._list_all)
+            tools = await self._list_all(host, trace)
         finally:
             await host.aclose()
         self.tools = self.filter(tools)
         return self.tools
 
     @staticmethod
-    async def _list_all(session: Session) -> list[McpListToolsTool]:
+    async def _list_all(host: SessionHost, trace: McpTrace | None) -> list[McpListToolsTool]:
         tools: list[McpListToolsTool] = []
         cursor: str | None = None
         while True:
-            page = await session.list_tools(cursor)
+            with mcp_span("tools/list", trace) as span:
+                try:
+                    page = await host.run(functools.partial(_list_page, cursor=cursor, meta=tracing.inject()))
+                except BaseException as exc:  # the listing's timeout cancels it: "cancelled"
+                    mcp_failed(span, exc, *error_type(exc))
+                    raise
             tools.extend(
                 McpListToolsTool(
                     name=tool.name,
@@ -280,7 +265,7 @@ class MCPProvider(ToolProvider):
         return protocol_error(message, code)
 
     async def reset(self) -> None:
-        session, self._session = self._session, None
+        session, self._session, self._trace = self._session, None, None
         if session is not None:
             await session.aclose()  # never raises: a broken session has nothing left to release
 
@@ -303,25 +288,28 @@ class MCPProvider(ToolProvider):
     async def connect(self) -> ToolOutcome | None:
         if self._session is not None:
             return None
-        session = SessionHost(self._client)
+        trace = McpTrace.new(self._url)
+        session = SessionHost(functools.partial(self._client, trace))
         try:
             await session.start()
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except BaseException as exc:
             return self._failed(exc, "connect")
-        self._session = session
+        self._session, self._trace = session, trace
         return None
 
     def _failed(self, exc: BaseException, what: str) -> ToolOutcome:
         message, status = describe_exception(exc)
         logger.info("MCP %s on %s failed: %s", what, self.namespace, message)
+        kind = error_type(exc)[0]
         if status is not None:
             return ToolOutcome(
                 {"output": None, "error": {"type": "http_error", "code": status, "message": message}},
                 failed=True,
+                error_type=kind,
             )
-        return self.failure(message, CONNECTION_ERROR)
+        return dataclasses.replace(self.failure(message, CONNECTION_ERROR), error_type=kind)
 
     async def call(self, name: str, arguments: str) -> ToolOutcome:
         if self._session is None:
@@ -330,21 +318,42 @@ class MCPProvider(ToolProvider):
                 return connected
         assert self._session is not None
         args = orjson.loads(arguments) if arguments.strip() else {}
-        try:
-            result = await self._session.run(lambda client: client.call_tool(name, args))
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            await self.reset()
-            return self._failed(exc, f"call {name}")
+        with mcp_span("tools/call", self._trace, name) as span:
+            request = functools.partial(_call, name=name, arguments=args, meta=tracing.inject())
+            try:
+                result = await self._session.run(request)
+            except (asyncio.CancelledError, KeyboardInterrupt):  # the loop's timeout, or the response's end
+                mcp_failed(span, None, "cancelled")
+                raise
+            except BaseException as exc:
+                mcp_failed(span, exc, *error_type(exc))
+                await self.reset()
+                return self._failed(exc, f"call {name}")
+            if result.is_error:
+                mcp_failed(span, None, "tool_error")
         text = truncate_output(_content_text(result.content), self._settings.tool_output_max_bytes)
         if result.is_error:
             content = [{"type": "text", "text": text}]
             return ToolOutcome(
                 {"output": None, "error": {"type": "mcp_tool_execution_error", "content": content}},
                 failed=True,
+                error_type="tool_error",
             )
         return ToolOutcome({"output": text, "error": None})
+
+
+async def _list_page(session: Session, *, cursor: str | None, meta: dict[str, str] | None) -> Any:
+    return await session.list_tools(cursor, meta)
+
+
+async def _call(
+    session: Session, *, name: str, arguments: dict[str, Any], meta: dict[str, str] | None
+) -> Any:
+    return await session.call_tool(name, arguments, meta)
+
+
+def _protocol_version(session: Session) -> str | None:
+    return session.protocol_version
 
 
 def _content_text(content: Sequence[Any]) -> str:

@@ -40,6 +40,7 @@ __all__ = [
     "ToolPage",
     "http",
     "open_session",
+    "protocol_error_code",
     "protocol_error_message",
 ]
 
@@ -54,6 +55,8 @@ http: Any = importlib.import_module("httpx2" if MCP_MAJOR >= 2 else "httpx")
 _sse_client: Any = importlib.import_module("mcp.client.sse").sse_client
 _streamable: Any = importlib.import_module("mcp.client.streamable_http")
 _exceptions: Any = importlib.import_module("mcp.shared.exceptions")
+#: The request models (1.x ``mcp.types``; 2.x moved them to ``mcp_types``, which :class:`Session` never needs).
+_types: Any = importlib.import_module("mcp.types") if MCP_MAJOR < 2 else None
 #: The SDK's JSON-RPC error (a server's error answer).
 _PROTOCOL_ERROR: type[BaseException] = getattr(_exceptions, "MCPError", None) or _exceptions.McpError
 
@@ -90,14 +93,35 @@ def _field(model: Any, snake: str, camel: str) -> Any:
 
 
 class Session:
-    """An open MCP client session, whichever SDK major made it."""
+    """An open MCP client session, whichever SDK major made it.
 
-    def __init__(self, client: Any) -> None:
+    ``meta`` (of :meth:`list_tools`, :meth:`call_tool`) is the request's ``params._meta``: the W3C trace
+    context of its span (``tools/spans.py``). Both majors take it per request: 1.x ``call_tool(meta=)`` and
+    ``list_tools(params=PaginatedRequestParams(_meta=))``, 2.x ``call_tool(meta=)``, ``list_tools(meta=)``
+    (which also injects the current context itself, ``mcp/shared/jsonrpc_dispatcher.py``
+    ``send_raw_request``: the same span, as the caller's context is current where the request runs).
+    """
+
+    def __init__(self, client: Any, protocol_version: str | None = None) -> None:
         self._client = client
+        self._protocol_version = protocol_version
 
-    async def list_tools(self, cursor: str | None) -> ToolPage:
+    @property
+    def protocol_version(self) -> str | None:
+        """The MCP protocol version initialize agreed on."""
+        if MCP_MAJOR >= 2:
+            return str(self._client.protocol_version)
+        return self._protocol_version
+
+    async def list_tools(self, cursor: str | None, meta: dict[str, str] | None = None) -> ToolPage:
         """One page of the server's tools, from ``cursor`` (None: the first)."""
-        page = await self._client.list_tools(cursor=cursor)
+        if meta is None:
+            page = await self._client.list_tools(cursor=cursor)
+        elif MCP_MAJOR >= 2:
+            page = await self._client.list_tools(cursor=cursor, meta=meta)
+        else:
+            params = _types.PaginatedRequestParams(cursor=cursor, _meta=meta)
+            page = await self._client.list_tools(params=params)
         tools = []
         for tool in page.tools:
             annotations = (
@@ -110,9 +134,14 @@ class Session:
             )
         return ToolPage(tools, _field(page, "next_cursor", "nextCursor"))
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], meta: dict[str, str] | None = None
+    ) -> CallResult:
         """Call tool ``name``; a JSON-RPC error answer raises (see :func:`protocol_error_message`)."""
-        result = await self._client.call_tool(name, arguments)
+        if meta is None:
+            result = await self._client.call_tool(name, arguments)
+        else:
+            result = await self._client.call_tool(name, arguments, meta=meta)
         return CallResult(result.content, bool(_field(result, "is_error", "isError")))
 
 
@@ -168,15 +197,27 @@ async def _connected(transport: Any, timeout: float) -> AsyncIterator[Session]:
         async with client_session(
             streams[0], streams[1], read_timeout_seconds=timedelta(seconds=timeout)
         ) as client:
-            await client.initialize()
-            yield Session(client)
+            initialized = await client.initialize()
+            yield Session(client, initialized.protocolVersion)
+
+
+def _protocol_error_field(exc: BaseException, name: str) -> Any:
+    """``name`` (``code``, ``message``) of the SDK's JSON-RPC error: 2.x's property, 1.x's ``.error``."""
+    value = getattr(exc, name, None)
+    return value if value is not None else getattr(getattr(exc, "error", None), name, None)
+
+
+def protocol_error_code(exc: BaseException) -> int | None:
+    """The JSON-RPC error code of the SDK's error (a server's error answer), None for any other exception."""
+    if not isinstance(exc, _PROTOCOL_ERROR):
+        return None
+    code = _protocol_error_field(exc, "code")
+    return code if isinstance(code, int) else None
 
 
 def protocol_error_message(exc: BaseException) -> str | None:
     """The message of the SDK's JSON-RPC error (a server's error answer), None for any other exception."""
     if not isinstance(exc, _PROTOCOL_ERROR):
         return None
-    message = getattr(exc, "message", None)
-    if message is None:
-        message = getattr(getattr(exc, "error", None), "message", None)
+    message = _protocol_error_field(exc, "message")
     return str(message if message is not None else exc)

@@ -13,6 +13,10 @@ ends, fails the request waiting on it with :class:`SessionFailed`, which the
 provider turns into a failed item. Cancelling the caller does not cancel the
 request: :meth:`SessionHost.aclose` does (the loop calls ``reset`` after a
 timeout or a cancellation), which is what the MCP server sees.
+
+Tracing on, each request runs in the session's task under its caller's OpenTelemetry context (the
+caller's span current), so that what the SDK does for it (its own spans and ``_meta``, 2.x) belongs to
+that caller's span, not to whichever call opened the session (``tools/spans.py``).
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 from .mcp_sdk import Session
+from .spans import attached, carried_context
 
 __all__ = ["SessionFailed", "SessionHost"]
 
 T = TypeVar("T")
 
-_Request = tuple[Callable[[Session], Awaitable[Any]], "asyncio.Future[Any]"]
+#: A request, the future its caller waits on, and the caller's trace context (None: tracing off).
+_Request = tuple[Callable[[Session], Awaitable[Any]], "asyncio.Future[Any]", object | None]
 
 
 class SessionFailed(Exception):
@@ -69,7 +75,7 @@ class SessionHost:
             raise SessionFailed("the MCP session is closed") from self._failure
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_retrieve)  # a caller that gave up never reads it
-        self._requests.put_nowait((request, future))
+        self._requests.put_nowait((request, future, carried_context()))
         return await asyncio.shield(future)
 
     async def aclose(self) -> None:
@@ -88,9 +94,11 @@ class SessionHost:
             async with self._open() as client:
                 self._ready.set_result(None)
                 while True:
-                    request, current = await self._requests.get()
+                    request, current, carried = await self._requests.get()
                     try:
-                        current.set_result(await request(client))
+                        with attached(carried):
+                            result = await request(client)
+                        current.set_result(result)
                     except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
                         raise
                     except BaseException as exc:  # the request failed; the session goes on

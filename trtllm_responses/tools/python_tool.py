@@ -56,12 +56,17 @@ class _PythonProvider(ToolProvider):
     def __init__(self, container: str) -> None:
         self._container = container
 
-    def outcome(self, text: str, failed: bool) -> ToolOutcome:
-        """The item's fields for a run that printed ``text``: ``outputs`` (logs) when the client asks for them."""
-        return ToolOutcome({"container_id": self._container}, failed=failed, optional=_logs(text))
+    def outcome(self, text: str, failed: bool, error_type: str | None = None) -> ToolOutcome:
+        """The item's fields for a run that printed ``text``: ``outputs`` (logs) when the client asks for them.
+        ``error_type``: how it failed, for its span (``exit_status`` when it failed otherwise)."""
+        if failed and error_type is None:
+            error_type = "exit_status"
+        return ToolOutcome(
+            {"container_id": self._container}, failed=failed, optional=_logs(text), error_type=error_type
+        )
 
     def failure(self, message: str, code: int = -32603) -> ToolOutcome:
-        return self.outcome(message, failed=True)
+        return self.outcome(message, failed=True, error_type="tool_error")
 
 
 class LocalPython(_PythonProvider):
@@ -75,7 +80,8 @@ class LocalPython(_PythonProvider):
         try:
             sandbox = await asyncio.to_thread(setup_sandbox, self._limits)  # cached after the first
         except SandboxUnavailable as exc:
-            return self.outcome(f"The python sandbox is not available on this server: {exc}.", failed=True)
+            message = f"The python sandbox is not available on this server: {exc}."
+            return self.outcome(message, failed=True, error_type="sandbox_unavailable")
         async with sandbox.slots:  # at most limits.concurrent_calls at once: their memory is bounded in sum
             return await self._call(sandbox, arguments)
 
@@ -135,21 +141,23 @@ class LocalPython(_PythonProvider):
         limits = self._limits
         text = truncate_output(output.decode(errors="replace"), limits.output_bytes)
         if over:
-            return self.outcome(text, failed=True)  # truncate_output added the note
+            return self.outcome(text, True, "output_limit")  # truncate_output added the note
         if timed_out:
             return self.outcome(
-                f"{text}\n[the code was stopped after {limits.timeout:g} s of wall-clock time]", True
+                f"{text}\n[the code was stopped after {limits.timeout:g} s of wall-clock time]",
+                True,
+                "timeout",
             )
         if returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return self.outcome(
-                f"{text}\n[the code was stopped after {limits.cpu_seconds} s of CPU time]", True
+                f"{text}\n[the code was stopped after {limits.cpu_seconds} s of CPU time]", True, "cpu_limit"
             )
         if returncode is not None and returncode >= 128:
             # bwrap's init exits 128 + N when the code was killed by signal N (SIGKILL: the memory
             # cgroup's OOM killer, or RLIMIT_CPU's hard limit).
-            return self.outcome(f"{text}\n[the code was killed by signal {returncode - 128}]", True)
+            return self.outcome(f"{text}\n[the code was killed by signal {returncode - 128}]", True, "killed")
         if returncode is not None and returncode < 0:
-            return self.outcome(f"{text}\n[the sandbox was killed by signal {-returncode}]", True)
+            return self.outcome(f"{text}\n[the sandbox was killed by signal {-returncode}]", True, "killed")
         return self.outcome(text, failed=returncode != 0)
 
 
@@ -187,11 +195,11 @@ class MCPPython(_PythonProvider):
         fields = outcome.fields
         output = fields.get("output")
         if isinstance(output, str):
-            return self.outcome(output, outcome.failed)
+            return self.outcome(output, outcome.failed, outcome.error_type)
         error = fields.get("error") or {}
         content = error.get("content") if isinstance(error, dict) else None
         if isinstance(content, list):
             text = "".join(c.get("text", "") for c in content if isinstance(c, dict))
         else:
             text = f"Error: {error.get('message', 'the python server failed') if isinstance(error, dict) else error}"
-        return self.outcome(text, failed=True)
+        return self.outcome(text, failed=True, error_type=outcome.error_type)

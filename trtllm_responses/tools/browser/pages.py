@@ -34,6 +34,15 @@ MAX_RESULTS = 10
 class BrowserError(Exception):
     """A call the browser cannot serve; its message is what the model reads."""
 
+    #: Its span's ``error.type`` (``tools/spans.py``).
+    error_type = "browser_error"
+
+
+class URLRefused(BrowserError):
+    """A URL the browser does not open (the address guard, ``fetch.py``, refused it)."""
+
+    error_type = "url_refused"
+
 
 @dataclass
 class Page:

@@ -24,6 +24,7 @@ from .pages import (
     VIEW_CHARS,
     BrowserError,
     Page,
+    URLRefused,
     domain,
     html_to_text,
     int_argument,
@@ -162,17 +163,23 @@ class BrowserProvider(ToolProvider):
                 return await self._open(args)
             if name == "find":  # scans the whole page: off the event loop
                 return await asyncio.to_thread(self._find, args)
-        except (BrowserError, FetchRefused) as exc:
-            return self._error(name, args, str(exc))
+        except BrowserError as exc:
+            return self._error(name, args, str(exc), exc.error_type)
+        except FetchRefused as exc:
+            return self._error(name, args, str(exc), URLRefused.error_type)
         except (httpx2.HTTPError, ValueError) as exc:
-            return self._error(name, args, f"The browser failed: {type(exc).__name__}: {exc}")
+            message = f"The browser failed: {type(exc).__name__}: {exc}"
+            return self._error(name, args, message, type(exc).__qualname__)
         return self._error(name, args, f"Unknown function: {name}")
 
-    def _error(self, name: str, args: Mapping[str, Any], message: str) -> ToolOutcome:
+    def _error(
+        self, name: str, args: Mapping[str, Any], message: str, error_type: str = BrowserError.error_type
+    ) -> ToolOutcome:
         fields: dict[str, Any] = {}
         if name == "search":
             fields["action"] = _action("search", query=str(args.get("query") or ""))
-        return ToolOutcome(fields, failed=True, internal={MODEL_READ: f"Error: {message}"})
+        internal = {MODEL_READ: f"Error: {message}"}
+        return ToolOutcome(fields, failed=True, internal=internal, error_type=error_type)
 
     def _shown(self, action: dict[str, Any], display: str, sources: list[str] | None = None) -> ToolOutcome:
         """The outcome of a call that pushed a page (the last on the stack) and showed ``display``."""
@@ -283,7 +290,7 @@ class BrowserProvider(ToolProvider):
                 url, self._allow, timeout=self._settings.tool_timeout, max_bytes=PAGE_MAX_BYTES
             )
         except FetchRefused as exc:
-            raise BrowserError(f"Error fetching URL `{url}`: {exc}") from None
+            raise URLRefused(f"Error fetching URL `{url}`: {exc}") from None
         except httpx2.HTTPError as exc:
             raise BrowserError(f"Error fetching URL `{url}`: {type(exc).__name__}") from None
         return await asyncio.to_thread(_page_of, fetched)
@@ -322,7 +329,12 @@ class BrowserProvider(ToolProvider):
             action = _action("open_page", url=args["id"] if isinstance(args.get("id"), str) else None)
         else:
             action = _action("find_in_page", url="", pattern=str(args.get("pattern") or ""))
-        return ToolOutcome({"action": action}, failed=outcome.failed, internal={MODEL_READ: text})
+        return ToolOutcome(
+            {"action": action},
+            failed=outcome.failed,
+            internal={MODEL_READ: text},
+            error_type=outcome.error_type,
+        )
 
 
 def _page_of(fetched: FetchedPage) -> Page:
