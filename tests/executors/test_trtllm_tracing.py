@@ -209,3 +209,47 @@ def test_the_fake_takes_them_from_1_2_and_checks_their_type(
     with pytest.raises(TypeError, match="Mapping"):
         llm.generate_async([1, 2, 3], streaming=True, trace_headers="00-abc")
     llm.shutdown()
+
+
+def test_one_trace_from_the_client_into_the_engine(tmp_path: Path) -> None:
+    """A real ``serve --engine trtllm`` on the fake, tracing to a real OTLP receiver: a client's streamed turn
+    is one trace, and the ``trace_headers`` the engine received name that trace and its ``chat`` span (the
+    issue's Done-when; the engine's own ``llm_request`` span would be that span's child)."""
+    import openai
+    from support.otlp_receiver import OtlpReceiver
+    from support.trtllm_harness import Served
+
+    client_trace, client_span = "5ce0e9a56015fec5aadfa328ae398115", "ab2cd3ef4a5b6c7d"
+    with OtlpReceiver() as receiver:
+        server = Served(
+            [
+                str(make_checkpoint(tmp_path)),
+                "--engine",
+                "trtllm",
+                "--otlp_traces_endpoint",
+                receiver.endpoint,
+            ],
+            tmp_path / "trtllm.log",
+            {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "50"},
+        )
+        try:
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+            with client.responses.stream(
+                model="m",
+                input="hello",
+                max_output_tokens=16,
+                extra_headers={"traceparent": f"00-{client_trace}-{client_span}-01"},
+            ) as stream:
+                final = stream.get_final_response()
+            spans = receiver.wait_for(lambda got: any(s.name.startswith("chat ") for s in got))
+            (generated,) = server.records("generate")
+        finally:
+            server.stop()
+    (chat,) = [s for s in spans if s.name.startswith("chat ")]
+    assert chat.trace_id == client_trace and chat.attributes["gen_ai.response.id"] == final.id
+    assert generated["trace_headers"] == {"traceparent": f"00-{client_trace}-{chat.span_id}-01"}
+    by_id = {s.span_id: s for s in spans}
+    root = chat
+    while root.parent_span_id in by_id:
+        root = by_id[root.parent_span_id]
+    assert root.name == "POST /v1/responses" and root.parent_span_id == client_span
