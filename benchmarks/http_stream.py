@@ -7,12 +7,10 @@ parser-only cost per token measured in the same run (openai-harmony's
 StreamableParser over the same completion).
 
     python benchmarks/http_stream.py [--concurrency 64] [--lorem 2000] [--duration 15] [--runs 3] [--json]
-                                     [--sweep 8,16,32,128] [--no-charts] [--otlp]
+                                     [--sweep 8,16,32,128] [--no-charts]
 
 ``--sweep`` adds one run at each other concurrency, on the same server after the main runs (their figures
-are reported under ``by_concurrency`` beside the main runs' medians, which they do not change). ``--otlp``
-serves with tracing on, every request sampled, spans exported over OTLP/HTTP to a sink that drops them
-(``_otlp_sink.py``): what tracing costs at its most (docs/tracing-and-dashboards.md). Unless
+are reported under ``by_concurrency`` beside the main runs' medians, which they do not change). Unless
 ``--no-charts``, tokens/s and server CPU per token against concurrency are drawn into
 ``benchmarks/charts/http_stream.svg`` (``charts.py``; matplotlib, the ``bench`` extra).
 """
@@ -29,8 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import charts  # noqa: E402
-from _otlp_sink import OtlpSink  # noqa: E402
-from _server import free_port, pin_this_process, report, start_server, stop  # noqa: E402
+from _server import pin_this_process, report, start_server, stop  # noqa: E402
 from micro_pipeline import completion_tokens, run_parser  # noqa: E402
 
 from trtllm_responses.cli.bench import BenchConfig, run_bench  # noqa: E402
@@ -51,7 +48,6 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--sweep", default="", help="other concurrencies, one run each (e.g. 8,16,32,128)")
     ap.add_argument("--no-charts", action="store_true", help="draw no chart")
-    ap.add_argument("--otlp", action="store_true", help="trace every request, exported to a sink")
     args = ap.parse_args()
     sweep = [int(n) for n in args.sweep.split(",") if n and int(n) != args.concurrency]
 
@@ -71,21 +67,7 @@ def main() -> None:
         return [run_bench(config).summary for _ in range(runs or args.runs)]
 
     pinned = pin_this_process()
-    sink = None
-    if args.otlp:
-        sink = OtlpSink(free_port()).__enter__()
-        os.environ.update(
-            OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=sink.endpoint,
-            OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
-            OTEL_TRACES_SAMPLER="always_on",
-        )
     server, url = start_server()
-    for name in (
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-        "OTEL_TRACES_SAMPLER",
-    ):
-        os.environ.pop(name, None)  # the bare Starlette reference below runs untraced
     try:
         floor_before = parser_floor_us(args.lorem)
         summaries = load(server, url)
@@ -132,9 +114,6 @@ def main() -> None:
             statistics.median(s["server_us_per_token"] for s in bare_runs), 3
         ),
     }
-    if sink is not None:
-        sink.__exit__(None, None, None)
-        result["otlp_export_requests"], result["otlp_export_bytes"] = sink.requests, sink.bytes
     result["share_of_bare_starlette"] = round(
         result["output_tokens_per_s"] / result["bare_starlette_tokens_per_s"], 3
     )

@@ -152,7 +152,9 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("text", HOSTILE)
+@pytest.mark.parametrize(
+    "text", HOSTILE, ids=[f"hostile{i}" for i in range(len(HOSTILE))]
+)  # ASCII ids: xdist sends them as UTF-8
 def test_hostile_text_stays_one_line_and_reads_back(captured: Callable[..., Captured], text: str) -> None:
     log = captured()
     log.logger.error("%s", text)
