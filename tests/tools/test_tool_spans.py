@@ -268,3 +268,21 @@ def test_a_python_call(
     assert printed.attributes["trtllm.tool.output_bytes"] == len(MARKER) + 1 and printed.status == 0
     assert exited.attributes["error.type"] == "exit_status"
     assert MARKER not in all_text(spans)
+
+
+def test_captured_arguments_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With content captured, a tool call's arguments in its span are cut at CONTENT_MAX_CHARS (the budget
+    docs/limits.md states), a shorter one kept whole."""
+    from trtllm_responses.tools.spans import CONTENT_MAX_CHARS, tool_span
+
+    long, short = "x" * (CONTENT_MAX_CHARS + 500), '{"a": 1}'
+    with traced(monkeypatch, capture=True) as receiver:
+        with tool_span("fn", "big", mcp=False, call_id="c1", arguments=long):
+            pass
+        with tool_span("fn", "small", mcp=False, call_id="c2", arguments=short):
+            pass
+        tracing.shutdown()
+        spans = receiver.wait_for(lambda got: len(got) >= 2)
+    big, small = one(spans, "execute_tool fn.big"), one(spans, "execute_tool fn.small")
+    assert big.attributes["gen_ai.tool.call.arguments"] == "x" * CONTENT_MAX_CHARS + "…"
+    assert small.attributes["gen_ai.tool.call.arguments"] == short
