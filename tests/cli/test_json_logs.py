@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from support.process_harness import wait_answering
 from support.redis_harness import free_port
 
 BASE_FIELDS = {"timestamp", "level", "logger", "message", "process"}
@@ -39,17 +39,8 @@ class LoggedServe:
             self.process = subprocess.Popen(command, stdout=out, stderr=err, env=env)
 
     def wait_ready(self, timeout: float = 120) -> LoggedServe:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.process.returncode}:\n{self.stderr.read_text()}")
-            try:
-                if httpx.get(self.base_url + "/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"serve did not start:\n{self.stderr.read_text()}")
+        wait_answering(self.process, self.base_url + "/health", self.stderr.read_text, timeout=timeout)
+        return self
 
     def stop(self) -> list[str]:
         """SIGTERM, then every line it wrote to stderr (stdout must hold none)."""

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,15 @@ import openai
 
 from support.redis_harness import free_port
 
-__all__ = ["TEST_FLAGS", "ServeProcess", "host_processes", "on_frontend", "wait_gone", "with_test_flags"]
+__all__ = [
+    "TEST_FLAGS",
+    "ServeProcess",
+    "host_processes",
+    "on_frontend",
+    "wait_answering",
+    "wait_gone",
+    "with_test_flags",
+]
 
 
 #: What every ``serve`` a test starts gets unless it says otherwise: one render worker. The default is one a
@@ -28,6 +37,30 @@ def with_test_flags(flags: tuple[str, ...] | list[str]) -> list[str]:
     """``flags`` and each of :data:`TEST_FLAGS` that ``flags`` does not set itself."""
     extra = [part for name, value in TEST_FLAGS.items() if name not in flags for part in (name, value)]
     return [*flags, *extra]
+
+
+def wait_answering(
+    process: subprocess.Popen[bytes],
+    url: str,
+    output: Callable[[], str],
+    *,
+    timeout: float,
+    name: str = "serve",
+    interval: float = 0.05,
+) -> None:
+    """Return once ``GET url`` answers 200 (a started server's readiness); RuntimeError with ``output()``
+    (its log) if ``process`` exits first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode}:\n{output()}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(interval)
+    raise RuntimeError(f"{name} did not start:\n{output()}")
 
 
 class ServeProcess:
@@ -58,18 +91,12 @@ class ServeProcess:
             self.process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(self.env or {})}
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.process.returncode}:\n{self.output()}")
-            try:
-                if httpx.get(self.base_url + "/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"serve did not start:\n{self.output()}")
+        try:
+            wait_answering(self.process, self.base_url + "/health", self.output, timeout=timeout)
+        except RuntimeError:
+            self.kill()
+            raise
+        return self
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import httpx
 import yaml
 
 from support.paths import ROOT
+from support.process_harness import wait_answering
 from support.redis_harness import free_port
 
 __all__ = ["ALERTS", "CONFIG", "Prometheus", "prometheus_binary", "promtool_binary"]
@@ -77,17 +77,9 @@ class Prometheus:
 
     def wait_ready(self, timeout: float = 30) -> None:
         """Return once the HTTP API answers; raise with its log if it exits or never does."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited:\n{self.output()}")
-            try:
-                if httpx.get(self.url + "/-/ready", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"prometheus did not start:\n{self.output()}")
+        wait_answering(
+            self.process, self.url + "/-/ready", self.output, timeout=timeout, name="prometheus", interval=0.1
+        )
 
     def api(self, path: str, **params: str) -> Any:
         """``GET /api/v1/<path>``'s ``data``; AssertionError naming Prometheus's error if it failed."""
