@@ -32,7 +32,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["SAMPLER_SETTINGS", "Release"]
+__all__ = ["MIN_TRTLLM_VERSION", "SAMPLER_SETTINGS", "Release"]
+
+#: The oldest TensorRT-LLM release served, in process or over gRPC (``trtllm_setup.check_trtllm_version`` says why).
+MIN_TRTLLM_VERSION = (1, 1)
 
 #: The sampling settings whose support depends on the release, and the pull request that brought each to
 #: the PyTorch sampler.

@@ -21,8 +21,7 @@ from typing import Any
 
 from ...harmony import HarmonyEncoding, SpelledControlTokens
 from ..base import Executor, ExecutorError, GenerationRequest, TokenDelta
-from ..trtllm_releases import Release
-from ..trtllm_setup import MIN_TRTLLM_VERSION
+from ..trtllm_releases import MIN_TRTLLM_VERSION, Release
 from .engine import CONNECT_TIMEOUT_S, EngineInfo, GrpcEngine, describe
 from .messages import (
     TokenLogprobs,
