@@ -58,3 +58,13 @@ def has_conversation_params() -> bool:
     (``dynamo/trtllm/request_handlers/handler_base.py``: the ConversationParams API "requires a release newer than
     1.3.0rc20")."""
     return at_least("1.3.0rc21")
+
+
+def has_grpc_server() -> bool:
+    """``trtllm-serve MODEL --grpc`` (TensorRT-LLM's gRPC engine server, ``trtllm.TrtllmService``): not in the
+    releases on PyPI (1.1, 1.2.x: PR #11037 merged 2026-01-29, after them); in the 1.3.0 release candidates
+    after it, first with the protocol in TensorRT-LLM's tree, later with SMG's ``smg-grpc-proto`` bindings
+    (``tensorrt_llm/grpc/smg/``). The fake plays it from 1.3.0rc21, the first release a public deployment
+    documents running it (NVIDIA Dynamo's TensorRT-LLM sidecar README), with the protocol vendored in
+    ``trtllm_responses/executors/trtllm_grpc/`` (docs/a-fleet-of-engines.md has the table)."""
+    return at_least("1.3.0rc21")
