@@ -71,6 +71,15 @@ def test_a_malformed_engine_url_is_refused_before_anything_starts(
         TrtllmGrpcExecutor(url, encoding=encoding)
 
 
+async def test_a_release_before_smgs_protocol_is_refused(
+    engine: tuple[ScriptedEngine, int], encoding: HarmonyEncoding
+) -> None:
+    double, port = engine
+    double.version = "1.3.0rc24"  # its gRPC server may still speak the early in-tree protocol
+    with pytest.raises(ExecutorError, match=r"predates SMG's protocol.*1\.3\.0rc25 or newer"):
+        await _started(port, encoding)
+
+
 @pytest.mark.parametrize("version", ["1.0.0", "unknown", ""])
 async def test_a_release_too_old_or_unnamed_is_refused(
     engine: tuple[ScriptedEngine, int], encoding: HarmonyEncoding, version: str
@@ -90,7 +99,7 @@ async def test_a_model_that_is_not_gpt_oss_is_refused(
         await _started(port, encoding)
 
 
-@pytest.mark.parametrize(("version", "unapplied"), [("1.2.0", 4), ("1.3.0rc29", 0)])
+@pytest.mark.parametrize(("version", "unapplied"), [("1.3.0rc25", 4), ("1.3.0rc29", 0), ("1.4.0rc1", 0)])
 async def test_the_engines_release_and_model_set_what_is_served(
     engine: tuple[ScriptedEngine, int], encoding: HarmonyEncoding, version: str, unapplied: int
 ) -> None:
@@ -118,7 +127,7 @@ async def test_a_generation_sends_the_prompt_stops_sampling_and_salt(
     engine: tuple[ScriptedEngine, int], encoding: HarmonyEncoding
 ) -> None:
     double, port = engine
-    double.version = "1.2.0"  # seed and the penalties are not applied there: never sent
+    double.version = "1.3.0rc25"  # seed and the penalties are not applied there: never sent
     executor = await _started(port, encoding)
     settings = SamplingSettings(
         max_tokens=99,

@@ -117,6 +117,8 @@ class TrtllmGrpcExecutor(Executor):
                 f"needs TensorRT-LLM {wanted} or newer (structured outputs and tool calls are xgrammar structural "
                 "tags): run a newer trtllm-serve --grpc (docs/a-fleet-of-engines.md#one-remote-engine)"
             )
+        if release.grpc_refusal is not None:
+            raise ExecutorError(f"the engine at {self.url}: {release.grpc_refusal}")
         first_special = min(self._encoding.special_ids)
         if 0 < info.vocab_size < first_special:
             raise ExecutorError(
