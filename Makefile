@@ -25,7 +25,7 @@ CLAUDE_CODE_VERSION ?= 2.1.332
 CLAUDE_CODE_DIR := .claude-code
 CLAUDE_CODE_STAMP := $(CLAUDE_CODE_DIR)/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: run test lint bench docs install clean compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx prometheus litellm-client
+.PHONY: run test lint bench docs install clean grpc-stubs compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx prometheus litellm-client
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (docs/stores-and-frontends.md#stores).
@@ -35,10 +35,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test, client, docs, kv-events and tracing extras: a few minutes)"
+	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test, client, docs, kv-events, tracing and grpc extras: a few minutes)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" "$(XGRAMMAR_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided,docs,kv-events,tracing]"
+	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided,docs,kv-events,tracing,grpc]"
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
@@ -146,6 +146,14 @@ docs: $(STAMP)
 compliance: $(STAMP)
 	@test -n "$(OPENRESPONSES)" || (echo "usage: make compliance OPENRESPONSES=/path/to/openresponses" && exit 2)
 	$(BIN)/python scripts/openresponses_compliance.py $(OPENRESPONSES)
+
+# The Python stubs of TensorRT-LLM's gRPC service, from the protos vendored in
+# trtllm_responses/executors/trtllm_grpc/proto/ (PIN.md there names their source and the grpcio-tools used).
+GRPCIO_TOOLS_SPEC ?= grpcio-tools==1.85.1
+
+grpc-stubs: $(STAMP)
+	$(BIN)/python -m pip install --quiet "$(GRPCIO_TOOLS_SPEC)"
+	$(BIN)/python scripts/grpc_stubs.py
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"

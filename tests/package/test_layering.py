@@ -114,6 +114,9 @@ PAST_THE_FACE = {
     # The only module importing tensorrt_llm: reached by its path where the trtllm engine is chosen (cli),
     # so importing the executors (the echo executor, the seam) never loads it.
     "trtllm_responses.executors.trtllm": "the TensorRT-LLM executor, loaded only where it is chosen",
+    # grpcio and the generated stubs: reached by its path where --engine trtllm-grpc is chosen (cli), so the
+    # package imports without the grpc extra.
+    "trtllm_responses.executors.trtllm_grpc.executor": "the TensorRT-LLM gRPC executor, loaded only where it is chosen",
 }
 
 #: Root modules: the public facade (names resolved on first use) and ``python -m`` — above every layer.

@@ -107,6 +107,11 @@ _TRTLLM_FLAGS = (
 )
 
 
+def engine_of(args: argparse.Namespace) -> str:
+    """``--engine``, or by default: ``trtllm-grpc`` with ``--engine_url``, ``trtllm`` with MODEL, else ``echo``."""
+    return str(args.engine or ("trtllm-grpc" if args.engine_url else "trtllm" if args.model else "echo"))
+
+
 def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, HarmonyEncoding]:
     """The executor ``serve`` runs, and the encoding it uses; raises LaunchError before any GPU work."""
     from ..executors import EchoExecutor
@@ -118,6 +123,10 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         for flag in _TRTLLM_FLAGS
         if getattr(args, flag) is not None and getattr(args, flag) is not False
     ]
+    if args.engine_url and engine != "trtllm-grpc":
+        raise LaunchError("--engine_url only applies to --engine trtllm-grpc")
+    if engine == "trtllm-grpc":
+        return _grpc_executor(args, given)
     if engine == "echo":
         if given:
             raise LaunchError(
@@ -167,6 +176,39 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
             # serve --otlp_traces_endpoint: also handed to the LLM, as trtllm-serve does (where the release takes it).
             otlp_traces_endpoint=getattr(args, "otlp_traces_endpoint", None),
         )
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from exc
+    return executor, encoding
+
+
+def _grpc_executor(args: argparse.Namespace, given: list[str]) -> tuple[Executor, HarmonyEncoding]:
+    """``--engine trtllm-grpc``: the executor of the one engine at ``--engine_url``; LaunchError for what it
+    cannot take (a MODEL, engine flags: those belong to the engine's own ``trtllm-serve``)."""
+    from ..executors.trtllm_grpc.executor import TrtllmGrpcExecutor
+    from ..harmony import load_encoding
+    from .launch import LaunchError
+
+    if given:
+        raise LaunchError(
+            f"{', '.join(given)} configure the engine: with --engine trtllm-grpc, pass them to the "
+            "engine's own `trtllm-serve MODEL --grpc`"
+        )
+    if args.model:
+        raise LaunchError(
+            "--engine trtllm-grpc takes no MODEL: the engine at --engine_url has loaded it (name it here with "
+            "--served_model_name)"
+        )
+    if args.echo_tokens_per_second:
+        raise LaunchError("--echo_tokens_per_second only applies to --engine echo")
+    urls = args.engine_url or []
+    if len(urls) != 1:
+        raise LaunchError(
+            "--engine trtllm-grpc needs one --engine_url grpc://HOST:PORT"
+            + (" (a pool of engines is not served yet)" if urls else "")
+        )
+    encoding = load_encoding()
+    try:
+        executor = TrtllmGrpcExecutor(urls[0], encoding=encoding, guided=args.guided_decoding)
     except ValueError as exc:
         raise LaunchError(str(exc)) from exc
     return executor, encoding
@@ -229,7 +271,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..server import create_app, uvicorn_config
     from ..store import open_store
 
-    engine = args.engine or ("trtllm" if args.model else "echo")
+    engine = engine_of(args)
     config = server_config(args)
     group, sock, config, role = _frontend_group(config)
     _check_tracing(config.otlp_traces_endpoint)

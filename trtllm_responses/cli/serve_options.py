@@ -299,7 +299,16 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
 def _add_engine(serve: argparse.ArgumentParser) -> None:
     group = serve.add_argument_group("engine (what generates the tokens)")
     group.add_argument(
-        "--engine", choices=["trtllm", "echo"], help="executor (default: trtllm with MODEL, else echo)"
+        "--engine",
+        choices=["trtllm", "trtllm-grpc", "echo"],
+        help="executor (default: trtllm-grpc with --engine_url, trtllm with MODEL, else echo)",
+    )
+    group.add_argument(
+        "--engine_url",
+        action="append",
+        metavar="grpc://HOST:PORT",
+        help="--engine trtllm-grpc: the TensorRT-LLM gRPC engine (trtllm-serve MODEL --grpc) to generate on; one "
+        "for now (docs/a-fleet-of-engines.md#one-remote-engine)",
     )
     group.add_argument(
         "--echo_tokens_per_second",

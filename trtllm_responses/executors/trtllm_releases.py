@@ -31,6 +31,13 @@ the releases' PyPI sdists' PKG-INFO, recorded in ``constraints/``):
   ``trace_headers`` beside ``conversation_params`` and ``priority``), so in 1.2.1, 1.3.0rcN and 1.4.0rc1. 1.2
   pre-releases are taken as having it. Whether ``generate_async`` takes ``trace_headers`` is read from its
   signature at start, whatever the version; the version decides ``otlp_traces_endpoint`` only.
+- **The gRPC engine server** (``trtllm-serve MODEL --grpc``, ``executors/trtllm_grpc/``): none in 1.1 to 1.2.1
+  (PR #11037 merged 2026-01-29, after them); the 1.3.0 release candidates from about rc2 carry it, first with an
+  early revision of the protocol in TensorRT-LLM's own tree (``end_id``, ``stop_words``, ``GenerateError``),
+  then SMG's (``smg-grpc-proto``), which ``tensorrt_llm/grpc/smg/`` serves behind the extra
+  ``tensorrt_llm[grpc-smg]`` from 1.3.0rc25 (NVIDIA Dynamo's TensorRT-LLM sidecar). The gRPC executor speaks
+  SMG's revision (``stop_token_ids``; the early one would ignore them and never stop at ``<|call|>``), so it
+  serves engines from 1.3.0rc25 (docs/a-fleet-of-engines.md#which-releases-serve-it).
 - **Guided decoding with speculative decoding** is accepted from 1.1 on (PR #6300, two-model engines;
   PR #6948, one-model engines such as Eagle3 one-model and MTP; both merged by August 2025, before
   1.1.0): nothing is refused for it on a served release.
@@ -41,7 +48,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["SAMPLER_SETTINGS", "Release"]
+__all__ = ["MIN_TRTLLM_VERSION", "SAMPLER_SETTINGS", "Release"]
+
+#: The oldest TensorRT-LLM release served, in process or over gRPC (``trtllm_setup.check_trtllm_version`` says why).
+MIN_TRTLLM_VERSION = (1, 1)
 
 #: The sampling settings whose support depends on the release, and the pull request that brought each to
 #: the PyTorch sampler.
@@ -58,6 +68,9 @@ _SAMPLER_FROM_TEXT = "1.3.0rc29"
 _AFFINITY_FROM = (1, 3, 0, 21)
 #: The first release with OpenTelemetry tracing (``otlp_traces_endpoint``, ``trace_headers``; see the module docstring).
 _TRACING_FROM = (1, 2, 0, -1)
+#: The first release whose gRPC server surely speaks SMG's protocol (see the module docstring).
+_SMG_GRPC_FROM = (1, 3, 0, 25)
+_SMG_GRPC_FROM_TEXT = "1.3.0rc25"
 #: The first release without the TensorRT engine backend.
 _NO_TENSORRT_FROM = (1, 3, 0, -1)
 _FINAL = 10**9  # a final release sorts after its release candidates
@@ -95,6 +108,17 @@ class Release:
             f"TensorRT-LLM {self.version} has no TensorRT engine backend: NVIDIA removed it for 1.3 (PRs #15763 and "
             "#15918 removed the legacy TensorRT backend's examples and Python modules; the release no longer "
             "depends on `tensorrt`). gpt-oss runs on the PyTorch backend: use --backend pytorch (the default)."
+        )
+
+    @property
+    def grpc_refusal(self) -> str | None:
+        """Why the gRPC executor cannot drive this release's ``trtllm-serve --grpc``, or None where it can."""
+        if self._at_least(_SMG_GRPC_FROM):
+            return None
+        return (
+            f"TensorRT-LLM {self.version or '(version not said)'}'s gRPC server predates SMG's protocol, which this "
+            f"server speaks (its stop tokens would be ignored): run TensorRT-LLM {_SMG_GRPC_FROM_TEXT} or newer "
+            "(`pip install 'tensorrt_llm[grpc-smg]'`; docs/a-fleet-of-engines.md#which-releases-serve-it)"
         )
 
     @property

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .trtllm_releases import Release
+from .trtllm_releases import MIN_TRTLLM_VERSION, Release
 
 __all__ = [
     "MIN_TRTLLM_VERSION",
@@ -25,9 +25,6 @@ __all__ = [
     "check_trtllm_version",
     "import_tensorrt_llm",
 ]
-
-#: The oldest TensorRT-LLM release served (see check_trtllm_version).
-MIN_TRTLLM_VERSION = (1, 1)
 
 
 class TrtllmUnavailableError(RuntimeError):

@@ -117,6 +117,18 @@ class GuidedSampler:
                 seconds = round(time.perf_counter() - began, 3)
                 self._on_end({"text": self._enc.decode(emitted), "seconds": seconds, **self.counts})
 
+    def force(self, tokens: Sequence[int]) -> None:
+        """Advance the grammar over ``tokens`` written elsewhere (a context phase's first token): the plan goes on
+        after them where it starts with them, else the model re-plans from there. A token the grammar refuses is
+        a ValueError."""
+        for token in tokens:
+            if not self._matcher.accept_token(token):
+                raise ValueError(f"token {token} is not allowed by the request's grammar here")
+        if self._plan[: len(tokens)] == list(tokens):
+            self._at = len(tokens)
+        else:
+            self._plan, self._at = [], 0
+
     def _allowed(self) -> Any:
         """The token ids the grammar's mask allows next (``fill_next_token_bitmask``), as a numpy array."""
         import numpy as np

@@ -67,3 +67,13 @@ def has_tracing() -> bool:
     ``llm.py`` and ``trtllm-serve``, and on main since (1.2.1, 1.3.0rcN, 1.4.0rc1). 1.2 release candidates are the
     fake's reading (the merge came after the 1.1 branch)."""
     return at_least("1.2.0rc0")
+
+
+def has_grpc_server() -> bool:
+    """``trtllm-serve MODEL --grpc`` (TensorRT-LLM's gRPC engine server, ``trtllm.TrtllmService``): not in the
+    releases on PyPI (1.1, 1.2.x: PR #11037 merged 2026-01-29, after them); in the 1.3.0 release candidates
+    after it, first with the protocol in TensorRT-LLM's tree, later with SMG's ``smg-grpc-proto`` bindings
+    (``tensorrt_llm/grpc/smg/``). The fake plays it from 1.3.0rc21, the first release a public deployment
+    documents running it (NVIDIA Dynamo's TensorRT-LLM sidecar README), with the protocol vendored in
+    ``trtllm_responses/executors/trtllm_grpc/`` (docs/a-fleet-of-engines.md has the table)."""
+    return at_least("1.3.0rc21")

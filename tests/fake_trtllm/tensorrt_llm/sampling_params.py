@@ -57,6 +57,28 @@ class SamplingParams:
     guided_decoding: Optional[GuidedDecodingParams] = None
     detokenize: bool = True
     skip_special_tokens: bool = True
+    # The fields the gRPC server's request manager may set (``create_sampling_params_from_proto``,
+    # tensorrt_llm/grpc/smg/request_manager.py), with SamplingParams' names and defaults. Of these the fake
+    # applies ``ignore_eos`` (``end_id`` no longer ends the request) and refuses ``n`` > 1 and beam search
+    # (its result has one sequence); the rest it keeps, logged, and does not apply (its model has no logits).
+    stop: Optional[Union[str, list[str]]] = None
+    ignore_eos: bool = False
+    min_tokens: Optional[int] = None
+    bad: Optional[Union[str, list[str]]] = None
+    bad_token_ids: Optional[list[int]] = None
+    embedding_bias: Optional[list[float]] = None
+    top_p_min: Optional[float] = None
+    top_p_reset_ids: Optional[int] = None
+    top_p_decay: Optional[float] = None
+    use_beam_search: bool = False
+    best_of: Optional[int] = None
+    beam_search_diversity_rate: Optional[float] = None
+    length_penalty: Optional[float] = None
+    early_stopping: Optional[int] = None
+    no_repeat_ngram_size: Optional[int] = None
+    return_context_logits: bool = False
+    return_generation_logits: bool = False
+    exclude_input_from_output: bool = True
 
     def __post_init__(self) -> None:
         self._validate()
@@ -69,6 +91,8 @@ class SamplingParams:
             raise ValueError(f"require top_k >= 0, got top_k={self.top_k}")
         if self.temperature is not None and self.temperature < 0:
             raise ValueError(f"require temperature >= 0, got temperature={self.temperature}")
+        if self.n != 1 or self.use_beam_search:
+            raise NotImplementedError("the fake generates one sequence a request (n=1, no beam search)")
         if self.guided_decoding is not None:
             if not isinstance(self.guided_decoding, GuidedDecodingParams):
                 raise TypeError(

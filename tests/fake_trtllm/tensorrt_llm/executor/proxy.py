@@ -93,6 +93,14 @@ class GenerationExecutorProxy:
         """GenerationExecutor.is_shutdown (``executor/executor.py``): what ``BaseLLM._check_health`` reads."""
         return getattr(self, "_shut_down", False)
 
+    #: GenerationExecutor's ``_fatal_error``: what killed the engine (the ``#crash`` hook sets it).
+    _fatal_error: Optional[BaseException] = None
+
+    def check_health(self) -> bool:
+        """GenerationExecutor.check_health (``executor/executor.py``): False once the engine is down; what the gRPC
+        server's health check asks (``GrpcRequestManager.health_check``, tensorrt_llm/grpc/smg/request_manager.py)."""
+        return not self.is_shutdown()
+
 
 class RemoteKvBlocks:
     """An attached frontend's view of the launcher's KV blocks (``reuse``/``store`` as ``_kv_pool.KvPool``)."""

@@ -113,6 +113,10 @@ class GenerationResult:
         self._rng = random.Random(request_id)
         self.cached_tokens = 0
         self._all_tokens: list[int] = []
+        #: A context-only request (``generate_async`` sets it): it ends after its first token, and then
+        #: ``disaggregated_params`` holds what the generation leg needs (``_handle_response`` there).
+        self._context_only = False
+        self.disaggregated_params: Any = None
 
     @property
     def finished(self) -> bool:
@@ -169,7 +173,7 @@ class GenerationResult:
         out = self.outputs[0]
         params = self._params
         stops = set(params.stop_token_ids or [])
-        if params.end_id is not None:
+        if params.end_id is not None and not params.ignore_eos:
             stops.add(params.end_id)
         for _ in range(self._accepted_per_iteration()):
             token = next(self._tokens, None)
@@ -210,6 +214,15 @@ class GenerationResult:
     def _finish(self, reason: str) -> None:
         self._done = True
         self.outputs[0].finish_reason = reason
+        if self._context_only and self._all_tokens:
+            from ..disaggregated_params import DisaggregatedParams
+
+            self.disaggregated_params = DisaggregatedParams(
+                request_type="context_only",
+                first_gen_tokens=self._all_tokens[:1],
+                ctx_request_id=self.request_id,
+                opaque_state=f"fake-context:{id(self._llm)}:{self.request_id}".encode(),
+            )
         if self._responses:
             self._release()
 

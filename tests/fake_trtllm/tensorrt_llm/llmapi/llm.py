@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import json
 import os
 import random
@@ -59,6 +60,7 @@ from .._fake_model import FAIL, TIMEOUT, GuidedSampler, choose_plan, noise_rate,
 from .._kv_pool import DEFAULT_CACHE_TOKENS, KvPool
 from .._release import has_conversation_params, has_tracing, sampler_applies
 from ..conversation_params import ConversationParams
+from ..disaggregated_params import DisaggregatedParams
 from ..executor.proxy import ATTACH_ENV, GenerationExecutorProxy, RemoteKvBlocks
 from ..executor.result import GenerationResult
 from ..executor.utils import RequestError
@@ -231,10 +233,16 @@ class LLM(KvEventsApi):
         scheduling_params: Optional[SchedulingParams] = None,
         cache_salt: Optional[str] = None,
         trace_headers: Optional[Mapping[str, str]] = None,
+        lora_request: Any = None,
+        prompt_adapter_request: Any = None,
+        disaggregated_params: Optional[DisaggregatedParams] = None,
         **kwargs: Any,
     ) -> GenerationResult:
         # ``priority`` as in tensorrt_llm/llmapi/llm.py's LLM.generate_async: "The scheduling priority for the
         # request, in the range [0, 1]. Higher values indicate higher priority. Defaults to 0.5."
+        inputs = _token_ids(inputs)
+        if lora_request is not None or prompt_adapter_request is not None:
+            raise NotImplementedError("the fake serves no LoRA adapters or prompt adapters")
         if not (isinstance(inputs, list) and all(isinstance(t, int) for t in inputs)):
             raise TypeError(f"The inputs must be type str or list of int, but got {type(inputs)}")
         if not streaming:
@@ -261,7 +269,8 @@ class LLM(KvEventsApi):
         if self._executor is not None and self._executor.is_shutdown():
             # GenerationExecutor.submit on a dead executor (its workers gone): what BaseLLM._check_health reports.
             raise RequestError("the executor is shut down")
-        self._check_arguments(len(inputs), 0, params)
+        request_type = disaggregated_params.request_type if disaggregated_params is not None else None
+        self._check_arguments(len(inputs), 0, params, is_gen_only=request_type == "generation_only")
         self._next_id += 1
         conversation_id = conversation_params.conversation_id if conversation_params is not None else None
         rank = self.router.place(scheduling_params, conversation_id)
@@ -298,11 +307,15 @@ class LLM(KvEventsApi):
             # Test hook: the engine dies (a worker lost): this request fails, the executor is shut down, and
             # BaseLLM._check_health reports it from now on.
             if self._executor is not None:
+                self._executor._fatal_error = RequestError("the executor's worker died")
                 self._executor.shutdown()
             error, tokens = "RequestError: the executor's worker died", iter(())
         else:
             tokens = iter(self._plan(inputs))
+        if request_type in ("context_only", "generation_only") and error is None:
+            tokens = _disaggregated(tokens, request_type, disaggregated_params)
         result = GenerationResult(self, self._next_id, inputs, tokens, params, error=error)
+        result._context_only = request_type == "context_only"
         result.kv = self._kv_ranks[rank]
         result.cache_salt = cache_salt
         result.retention = kv_cache_retention_config
@@ -343,6 +356,34 @@ class LLM(KvEventsApi):
         if self._executor is not None:
             self._executor.shutdown()
         self._log({"event": "shutdown"})
+
+
+def _token_ids(inputs: Any) -> Any:
+    """A ``TokensPrompt`` (``{"prompt_token_ids": [...]}``, what the gRPC server's request manager submits:
+    tensorrt_llm/inputs/data.py, ``prompt_inputs``) as its token ids; anything else as it is."""
+    if isinstance(inputs, dict) and "prompt_token_ids" in inputs:
+        if inputs.get("multi_modal_data"):
+            raise NotImplementedError("the fake serves text prompts only")
+        return list(inputs["prompt_token_ids"])
+    return inputs
+
+
+def _disaggregated(tokens: Any, request_type: str, params: DisaggregatedParams) -> Any:
+    """The tokens of one leg of a disaggregated request (the fake's model of the phases).
+
+    ``context_only``: the prefill and the first generated token, then the request ends ('length'; its result
+    carries the ``DisaggregatedParams`` of the context phase, ``executor/result.py``). ``generation_only``: the
+    context phase's ``first_gen_tokens`` first (the generation engine starts from them), then the model's
+    continuation; under a grammar the matcher is advanced over them first, so the rest obeys the grammar from
+    where the context phase left it.
+    """
+    if request_type == "context_only":
+        return itertools.islice(tokens, 1)
+    first = list(params.first_gen_tokens or [])
+    if isinstance(tokens, GuidedSampler):
+        tokens.force(first)
+        return itertools.chain(first, tokens)
+    return itertools.chain(first, itertools.islice(tokens, len(first), None))
 
 
 def _launch_env() -> dict[str, str]:

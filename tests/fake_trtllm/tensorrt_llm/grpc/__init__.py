@@ -1,0 +1,1 @@
+"""tensorrt_llm/grpc/, faked: the gRPC engine server behind ``trtllm-serve MODEL --grpc`` (SMG's protocol, ``smg/``)."""

@@ -1,0 +1,136 @@
+"""One TensorRT-LLM gRPC engine (``trtllm-serve MODEL --grpc``, service ``trtllm.TrtllmService``): its channel,
+what it says of itself, its health, its calls. The gRPC executor (``executor.py``) drives one; a pool of
+engines (issue 43, item 2) holds several.
+
+grpcio and the generated stubs are imported when an engine is made, never by importing this module, so the
+package imports without the ``grpc`` extra. Every call but ``Generate`` has a deadline (below); ``Generate``
+has none (a generation runs as long as its ``max_tokens`` needs) and fails at once, without waiting for the
+channel, while the engine is unreachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..base import ExecutorError
+from .messages import engine_target
+
+__all__ = [
+    "ABORT_TIMEOUT_S",
+    "CONNECT_TIMEOUT_S",
+    "HEALTH_TIMEOUT_S",
+    "INFO_TIMEOUT_S",
+    "EngineInfo",
+    "GrpcEngine",
+    "import_stubs",
+]
+
+logger = logging.getLogger(__name__)
+
+#: How long ``serve`` waits at start for the engine's channel to connect before refusing to start.
+CONNECT_TIMEOUT_S = 10.0
+#: ``GetServerInfo`` and ``GetModelInfo`` at start.
+INFO_TIMEOUT_S = 10.0
+#: One ``HealthCheck``; past it the engine counts as unhealthy until the next one answers.
+HEALTH_TIMEOUT_S = 2.0
+#: One ``Abort``; it is advice to an engine that also stops on the stream's cancellation, so a lost one is logged.
+ABORT_TIMEOUT_S = 2.0
+#: Where the generated stubs live (this package: PIN.md names the vendored protos).
+_STUBS = __package__
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    """What an engine said of itself at start (``GetServerInfo``, ``GetModelInfo``; 0 or "": not said)."""
+
+    version: str
+    backend: str
+    model_id: str
+    max_seq_len: int
+    max_input_len: int
+    vocab_size: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+
+
+def import_stubs() -> tuple[Any, Any, Any]:
+    """``(grpc, trtllm_service_pb2, trtllm_service_pb2_grpc)``, or ExecutorError saying how to install them."""
+    try:
+        grpc = importlib.import_module("grpc")
+        pb2 = importlib.import_module(f"{_STUBS}.trtllm_service_pb2")
+        pb2_grpc = importlib.import_module(f"{_STUBS}.trtllm_service_pb2_grpc")
+    except ImportError as exc:
+        raise ExecutorError(
+            f"--engine trtllm-grpc needs grpcio and protobuf ({exc}): pip install 'trtllm-responses[grpc]'"
+        ) from exc
+    return grpc, pb2, pb2_grpc
+
+
+class GrpcEngine:
+    """One engine at ``grpc://HOST:PORT``: :meth:`connect` once, then calls; :meth:`close` at the end."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.target = engine_target(url)
+        self.grpc, self.pb2, pb2_grpc = import_stubs()
+        self._channel = self.grpc.aio.insecure_channel(self.target)
+        self._stub = pb2_grpc.TrtllmServiceStub(self._channel)
+
+    async def connect(self, timeout: float = CONNECT_TIMEOUT_S) -> EngineInfo:
+        """Wait for the channel, then ask what the engine is; ExecutorError naming the engine when it cannot."""
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), timeout)
+        except asyncio.TimeoutError as exc:
+            raise ExecutorError(
+                f"cannot reach the TensorRT-LLM gRPC engine at {self.url} within {timeout:g} s: is "
+                f"`trtllm-serve MODEL --grpc` running there, and the address reachable from this host?"
+            ) from exc
+        try:
+            server = await self._stub.GetServerInfo(self.pb2.GetServerInfoRequest(), timeout=INFO_TIMEOUT_S)
+            model = await self._stub.GetModelInfo(self.pb2.GetModelInfoRequest(), timeout=INFO_TIMEOUT_S)
+        except self.grpc.aio.AioRpcError as exc:
+            raise ExecutorError(f"the engine at {self.url} did not describe itself: {describe(exc)}") from exc
+        return EngineInfo(
+            version=server.version,
+            backend=server.backend,
+            model_id=model.model_id,
+            max_seq_len=model.max_seq_len,
+            max_input_len=model.max_input_len,
+            vocab_size=model.vocab_size,
+            tensor_parallel_size=server.tensor_parallel_size,
+            pipeline_parallel_size=server.pipeline_parallel_size,
+        )
+
+    def generate(self, message: Any, metadata: Sequence[tuple[str, str]] | None) -> Any:
+        """Start ``Generate``: the call (an async iterator of ``GenerateResponse``, cancellable)."""
+        return self._stub.Generate(message, metadata=metadata, wait_for_ready=False)
+
+    async def abort(self, request_id: str) -> None:
+        """``Abort(request_id)``; a failure is logged (the stream's cancellation stops the engine's work too)."""
+        try:
+            await self._stub.Abort(self.pb2.AbortRequest(request_id=request_id), timeout=ABORT_TIMEOUT_S)
+        except self.grpc.aio.AioRpcError as exc:
+            logger.warning("Abort of %s on %s failed: %s", request_id, self.url, describe(exc))
+
+    async def health(self) -> str | None:
+        """None when ``HealthCheck`` answers ``OK``, else why not (its status text, or the call's error)."""
+        try:
+            reply = await self._stub.HealthCheck(self.pb2.HealthCheckRequest(), timeout=HEALTH_TIMEOUT_S)
+        except self.grpc.aio.AioRpcError as exc:
+            return describe(exc)
+        return None if reply.status == "OK" else (reply.status or "no status")
+
+    async def close(self) -> None:
+        """Close the channel (running calls end cancelled)."""
+        await self._channel.close()
+
+
+def describe(exc: Any) -> str:
+    """A gRPC error as ``CODE: details``."""
+    code = exc.code()
+    return f"{getattr(code, 'name', code)}: {exc.details() or 'no details'}"
