@@ -26,6 +26,7 @@ __all__ = [
     "MessageHeader",
     "RECIPIENT_FIRST",
     "call_headers",
+    "header_fragment",
     "plainly_text",
     "read_header",
     "read_headless",
@@ -227,6 +228,31 @@ def plainly_text(text: str) -> bool:
     return len(prose) >= 2
 
 
+#: The words of a header (besides ``to=NAME`` and ``<|constrain|>TYPE``), whose prefixes a cut header ends with.
+_HEADER_WORDS = (*ROLES, *CHANNELS, *BARE_CONTENT_TYPES, "to=")
+
+
+def header_fragment(text: str) -> bool:
+    """Whether the text before the completion's first control token may be a header, or the start of one.
+
+    Every word is one a header has (a role, a channel in any case, a content type) up to a recipient
+    (``to=NAME``: what follows it is its header's, a content type or arguments glued to it) or the end,
+    the last one perhaps cut short (``to``, ``comment``: a prefix of one): such text is never the
+    answer's text (docs/harmony.md#what-the-model-may-write), even where the model or the budget ended it.
+    """
+    words = text.split()
+    cut = not text[-1:].isspace()
+    for i, word in enumerate(words):
+        lowered = word.lower()
+        if lowered.startswith("to="):
+            return True
+        if lowered.startswith(CONSTRAIN_MARK) or lowered in _HEADER_WORDS or _REPEATED_ROLE.match(lowered):
+            continue
+        if not (cut and i == len(words) - 1 and any(w.startswith(lowered) for w in _HEADER_WORDS)):
+            return False
+    return True
+
+
 def trailing_recipient(text: str) -> str | None:
     """A recipient the model wrote at the end of a body, before a ``<|channel|>`` that ended it.
 
@@ -271,7 +297,7 @@ def read_headless(
     idx = text.find(CHANNEL_MARK)
     if idx < 0:
         body = text.strip()
-        if first and body and not body.startswith("to="):
+        if first and body and not header_fragment(body):
             return MessageHeader(role or "assistant", channel="final" if answer else "analysis"), body
         return None
     before = text[:idx]

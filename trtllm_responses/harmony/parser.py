@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Union
 
 from .encoding import HarmonyEncoding
-from .headers import MessageHeader, plainly_text, read_header, read_headless
+from .headers import MessageHeader, header_fragment, plainly_text, read_header, read_headless
 
 __all__ = [
     "ContentDelta",
@@ -48,10 +48,13 @@ MAX_DROPPED_BYTES = 2048
 @dataclass(slots=True)
 class MessageStarted:
     """A message's header was read; ``after_body``: a ``<|channel|>`` inside a body began it (a forgotten
-    ``<|end|><|start|>assistant``, the header possibly recipient first, its ``to=`` glued to that body)."""
+    ``<|end|><|start|>assistant``, the header possibly recipient first, its ``to=`` glued to that body);
+    ``after_skipped``: a message the reader skipped (one written as a tool, the user…) came since the last
+    message it reported ended."""
 
     header: MessageHeader
     after_body: bool = False
+    after_skipped: bool = False
 
 
 @dataclass(slots=True)
@@ -104,6 +107,7 @@ class HarmonyStreamParser:
         "_message_start",
         "_partial",
         "_role",
+        "_skipped",
         "_specials",
         "_state",
         "_terminators",
@@ -128,6 +132,7 @@ class HarmonyStreamParser:
         self._after_body = False  # the header being read began inside a body (<|channel|>)
         self._held = bytearray()  # the held body (_HOLD, _HELD_END)
         self._held_header: MessageHeader | None = None  # its header (None: text with no header)
+        self._skipped = False  # a message was skipped since the last one reported ended
         #: What the reader dropped (its first MAX_DROPPED_BYTES), for an error message.
         self.dropped = bytearray()
 
@@ -135,6 +140,11 @@ class HarmonyStreamParser:
     def in_header(self) -> bool:
         """True while a header is being read (a message may be starting)."""
         return self._state == _HEADER
+
+    @property
+    def skipping(self) -> bool:
+        """True while a message the reader skips is being read (one written as a tool, the user…)."""
+        return self._state == _SKIP
 
     def feed_body(self, tokens: Sequence[int]) -> str | None:
         """The common step, without transition objects: the text of one ordinary token inside a body.
@@ -271,7 +281,7 @@ class HarmonyStreamParser:
         else:
             self._header_tokens.append(token)
             count = len(self._header_tokens)
-            if self._unmarked and count >= TEXT_HEADER_TOKENS:
+            if self._unmarked and count >= TEXT_HEADER_TOKENS and not header_fragment(self._header_text()):
                 self._held[:] = self._header_bytes()  # plainly text: held until its end says what it is
                 self._held_header = None
                 self._header_tokens.clear()
@@ -344,14 +354,18 @@ class HarmonyStreamParser:
     def _headless(self, events: list[ParseEvent], token: int | None) -> None:
         """The header ended without ``<|message|>``: its reading, whole, or nothing."""
         self._state = _BETWEEN
-        if self._unmarked and self._header_tokens:
-            if token == self._enc.end:  # headerless text closed by <|end|>: what follows decides
-                self._held[:] = self._header_bytes()
-                self._held_header = None
-                self._header_tokens.clear()
-                self._first = False
-                self._state = _HELD_END
-                return
+        if (
+            token == self._enc.end
+            and self._unmarked
+            and self._header_tokens
+            and not header_fragment(self._header_text())
+        ):  # headerless text closed by <|end|>: what follows decides (a header is never text)
+            self._held[:] = self._header_bytes()
+            self._held_header = None
+            self._header_tokens.clear()
+            self._first = False
+            self._state = _HELD_END
+            return
         reading = self._reading(token != self._enc.end)
         if reading is None:
             self._drop(self._header_bytes())
@@ -367,8 +381,9 @@ class HarmonyStreamParser:
         self._role = None
         self._first = False
         self._state = _CONTENT
-        events.append(MessageStarted(header, self._after_body))
+        events.append(MessageStarted(header, self._after_body, self._skipped))
         self._after_body = False
+        self._skipped = False
         if text:
             events.append(ContentDelta(text))
 
@@ -376,6 +391,7 @@ class HarmonyStreamParser:
         self._drop(self._header_bytes())
         self._header_tokens.clear()
         self._state = _SKIP
+        self._skipped = True
 
     def _end(self, events: list[ParseEvent], body: bytearray, terminator: int | None) -> None:
         if body or self._partial:
@@ -435,7 +451,9 @@ class HarmonyStreamParser:
         elif state == _HEADER and self._header_tokens:
             if stopped:
                 self._headless(events, None)
-            elif self._unmarked:  # unmarked text, cut off: the answer so far
+            elif self._unmarked and not header_fragment(
+                self._header_text()
+            ):  # text, cut off: the answer so far
                 self._held[:] = self._header_bytes()
                 self._held_header = None
                 self._release(events, "final", None)

@@ -162,10 +162,13 @@ class RunDriver:
         )
         prompt_tokens = len(prepared.prompt.token_ids)
         top_logprobs = prepared.generation.sampling.logprobs
+        parallel = prepared.request.parallel_tool_calls
         processor = (
-            TokenStreamProcessor(stream, g.adapter.encoding, prompt_tokens, run)
+            TokenStreamProcessor(stream, g.adapter.encoding, prompt_tokens, run, parallel)
             if top_logprobs is None
-            else LogprobStreamProcessor(stream, g.adapter.encoding, prompt_tokens, top_logprobs, run)
+            else LogprobStreamProcessor(
+                stream, g.adapter.encoding, prompt_tokens, top_logprobs, run, parallel
+            )
         )
         self.stream = processor.stream
         if prepared.team is not None:  # sub-agents still running at the end are reported before it

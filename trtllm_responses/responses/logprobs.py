@@ -56,8 +56,9 @@ class LogprobStreamProcessor(TokenStreamProcessor):
         prompt_tokens: int,
         top_logprobs: int,
         control: RunControl | None = None,
+        parallel_calls: bool = True,
     ) -> None:
-        super().__init__(stream, encoding, prompt_tokens, control)
+        super().__init__(stream, encoding, prompt_tokens, control, parallel_calls)
         self._encoding = encoding
         self._top = top_logprobs
         self._pending: list[bytes] = []  # the JSON of each token's logprob not yet on a delta

@@ -161,6 +161,11 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
             return last.phase != "commentary"
         return last.type in CLIENT_CALLS
 
+    def opens_client_call(self, header: MessageHeader) -> bool:
+        """Whether a message with ``header`` would be a call for the client to run (:data:`CLIENT_CALLS`)."""
+        kind = classify(callable_header(header, self._tools, self._runs), self._tools).kind
+        return kind.value in CLIENT_CALLS and kind not in self._hold
+
     @property
     def output(self) -> list[ResponseOutputItem]:
         """The items done so far, in output_index order (read-only for callers)."""

@@ -64,9 +64,11 @@ class TokenStreamProcessor:
 
     At message boundaries it also ends a generation early where reading on would be wrong:
     after a server-run call the model did not stop at (the tool loop runs it; what the model
-    wrote after it, without the call's output, is dropped), and after a client call (the
-    response ends at the call: what follows was written without its output, an imagined tool
-    reply and what the model built on it; dropped and logged). A generation cut off
+    wrote after it, without the call's output, is dropped), and after a client call that anything
+    but another client call follows (the response ends at its calls: what follows was written
+    without their output, an imagined tool reply and what the model built on it; dropped and
+    logged). Client calls one after another (the first closed by ``<|end|>``) are parallel calls,
+    each its own item, unless ``parallel_calls`` is False (the first ends the response). A generation cut off
     (``length``) between messages right after a final answer or a client call ends
     ``completed``: that message was whole (closed by ``<|end|>``) and nothing was begun. A cut is
     never ``failed``: a response of which nothing could be read fails only when the model ended it.
@@ -80,6 +82,7 @@ class TokenStreamProcessor:
         encoding: HarmonyEncoding,
         prompt_tokens: int,
         control: RunControl | None = None,
+        parallel_calls: bool = True,
     ) -> None:
         self.stream = stream
         # Asked between Harmony messages (never per token): a reason to end the response there.
@@ -94,6 +97,9 @@ class TokenStreamProcessor:
         self._reasoning_tokens = 0
         self._in_reasoning = False
         self._answered = False  # the last message ended was a whole final answer or client call
+        self._parallel_calls = parallel_calls
+        # The last message ended was a client call closed by <|end|>: only another client call may follow.
+        self._after_call = False
         self._read_something = False  # a message of this response was read (any generation)
         self._cached_tokens = 0  # this generation's
         self._cached_before = 0  # earlier generations' (the tool loop's turns)
@@ -149,6 +155,7 @@ class TokenStreamProcessor:
         if not self.awaiting_tool:
             raise StreamStateError("next_turn() without a held tool call")
         self._parser = HarmonyStreamParser(self._parser_encoding)
+        self._after_call = False
         self._prompt_tokens += prompt_tokens
         self._cached_before += self._cached_tokens
         self._cached_tokens = 0
@@ -172,9 +179,10 @@ class TokenStreamProcessor:
                 # A step that finishes the response is applied whole; others may stop at a boundary.
                 stop = self._stop_requested if delta.finish_reason is None else None
                 finish = (lambda events: self._finish(delta, events)) if delta.finish_reason else None
-                if self._ended(
-                    self._apply(self._parser.feed(tokens), events, "completed", stop, finish), events
-                ):
+                reason = self._apply(self._parser.feed(tokens), events, "completed", stop, finish)
+                if reason is None and self._after_call and self._parser.skipping:
+                    reason = self._went_on("a message not its own (an imagined tool reply)")
+                if self._ended(reason, events):
                     return events  # the step's rest is dropped
             elif delta.finish_reason is not None:
                 self._finish(delta, events)
@@ -210,6 +218,10 @@ class TokenStreamProcessor:
                     recipient = trailing_recipient(stream.last_text)
                     if recipient is not None:
                         header = replace(header, recipient=recipient)
+                if self._after_call:
+                    if event.after_skipped or not stream.opens_client_call(header):
+                        return self._went_on(f"{len(parsed) - i + 1} parsed transitions in this step")
+                    self._after_call = False  # another call: a parallel call
                 events += stream.message_started(header)
                 self._in_reasoning = stream.open_kind is ItemKind.REASONING
                 self._read_something = True
@@ -229,13 +241,12 @@ class TokenStreamProcessor:
                     return _HELD
                 self._answered = status == "completed" and stream.answered
                 if self._answered and stream.called:
-                    if i < len(parsed) or event.terminator == self._end_token:
-                        logger.info(
-                            "The model went on after its call (closed by <|end|>): the response ends at the "
-                            "call, the rest of its generation is dropped (%d parsed transitions in this step)",
-                            len(parsed) - i,
-                        )
-                    return _CALLED
+                    if event.terminator != self._end_token or (stop is not None and stop() is not None):
+                        return _CALLED  # the model stopped at its call (or the run stops here)
+                    if not self._parallel_calls:
+                        return self._went_on("the request asked for one call at a time")
+                    self._after_call = True  # what follows says whether it was the last call
+                    continue
                 if returned:
                     # A body closed by <|return|> is the answer: the reasoning streamed stays, the answer
                     # repeats it (harmony/parser.py, ``returned_reasoning``).
@@ -256,6 +267,15 @@ class TokenStreamProcessor:
         if then is not None:
             then(events)
         return None
+
+    def _went_on(self, what: str) -> str:
+        """The model went on after its client calls with something else: the response ends at the calls."""
+        logger.info(
+            "The model went on after its call (closed by <|end|>): the response ends at its calls, the rest "
+            "of its generation is dropped (%s)",
+            what,
+        )
+        return _CALLED
 
     @property
     def paused(self) -> bool:
