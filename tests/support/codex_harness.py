@@ -35,9 +35,12 @@ def write_codex_home(home: Path, base_url: str, *, search: bool = False, websock
     ``search``: Codex's ``tool_search`` feature on, the catalog entry saying gpt-oss supports it
     (``supports_search_tool``), and the stdio MCP server :data:`MCP_STDIO_SERVER` configured as ``notes``
     (``required``: Codex waits for it before the first turn, else a slow start leaves it out of the
-    search; up to 120 s, for a loaded test machine). ``websocket``: the provider speaks the Responses WebSocket mode (``supports_websockets``).
+    search; up to 120 s, for a loaded test machine), its tools approved (``default_tools_approval_mode``:
+    under ``codex exec``'s approval policy ``never`` Codex otherwise refuses every MCP call), and Codex's
+    sandbox left as it is (the config docs/agent-clients.md#codex gives, as written: no command runs).
+    ``websocket``: the provider speaks the Responses WebSocket mode (``supports_websockets``).
 
-    Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): these tests are about the
+    Otherwise Codex's own sandbox is off (``sandbox_mode = "danger-full-access"``): these tests are about the
     Responses API round trip, not Codex's sandbox, and a home in pytest's temporary directory could not
     run it anyway (Codex creates no ``codex-linux-sandbox`` helper under ``$TMPDIR``, so every sandboxed
     command fails: ``tests/clients/test_codex_sandbox.py``). The commands they run are ``echo`` and an
@@ -48,9 +51,9 @@ def write_codex_home(home: Path, base_url: str, *, search: bool = False, websock
         for model in catalog["models"]:
             model["supports_search_tool"] = True
     (home / "gpt-oss-catalog.json").write_text(json.dumps(catalog))
+    sandbox = "" if search else 'sandbox_mode = "danger-full-access"\n'
     config = f'''model = "gpt-oss"
-sandbox_mode = "danger-full-access"
-model_provider = "trtllm"
+{sandbox}model_provider = "trtllm"
 model_context_window = 131072
 model_catalog_json = "{home / "gpt-oss-catalog.json"}"
 
@@ -70,6 +73,7 @@ tool_search = true
 command = "{sys.executable}"
 args = ["{MCP_STDIO_SERVER}"]
 required = true
+default_tools_approval_mode = "approve"
 startup_timeout_sec = 120
 '''
     (home / "config.toml").write_text(config)
