@@ -263,7 +263,7 @@ def test_the_eagle3_recipe_starts_and_constrained_requests_are_served(
         answer = _post(running, {"input": '{"city": "Oslo"}', "text": JSON_FORMAT})
         assert answer.status_code == 200 and answer.json()["status"] == "completed", answer.text
         assert json.loads(answer.json()["output"][-1]["content"][0]["text"])["city"]
-    assert "with Eagle3 speculative decoding" in caplog.text
+    assert "with Eagle3 one-model speculative decoding" in caplog.text
 
 
 # -- attention DP: a session stays on its rank ---------------------------------------------------------

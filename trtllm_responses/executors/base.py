@@ -155,6 +155,10 @@ class Executor(abc.ABC):
     #: why: a request that sets one is refused, or has it dropped (``serve --unsupported_sampling``), never
     #: echoed as applied. Known once :meth:`start` has run.
     unapplied_sampling: Mapping[str, str] = MappingProxyType({})
+    #: What a request's ``seed`` guarantees where the engine applies it but it need not reproduce a response
+    #: (TensorRT-LLM 1.3.0rc29/1.4.0rc1: only when sampled alone), said in the response's ``sampling_notes``;
+    #: ``None``: nothing to say. Known once :meth:`start` has run.
+    seed_note: str | None = None
     #: Why the engine cannot run constrained generations (structured outputs, required tool calls, grammars),
     #: or ``None`` when it can: such requests are refused with a 400 saying this.
     constraint_refusal: str | None = None

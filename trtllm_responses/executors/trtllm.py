@@ -42,7 +42,7 @@ from .trtllm_kv import (
     release_config,
     turn_config,
 )
-from .trtllm_releases import Release
+from .trtllm_releases import Release, one_model_drafting
 from .trtllm_setup import (
     MIN_TRTLLM_VERSION,
     MULTI_FRONTEND_SINCE,
@@ -143,6 +143,8 @@ class TrtllmExecutor(Executor):
         self._running: dict[str, Any] = {}
         self._generate_parameters: frozenset[str] | None = None  # generate_async's keywords, read once
         self._guided = guided
+        #: The operator's LLM arguments name the guided decoding backend themselves (not this executor's default).
+        self._guided_explicit = self._kwargs.get("guided_decoding_backend") is not None
         if guided == "off":
             if self._kwargs.get("guided_decoding_backend") is not None:
                 raise ValueError(
@@ -222,8 +224,10 @@ class TrtllmExecutor(Executor):
                 os.environ["TLLM_MULTI_FRONTEND_HMAC"] = secrets.token_hex(32)
         llm_class = self._llm_class()
         self.trtllm_release = Release(str(getattr(self._trtllm, "__version__", "")))
+        self._settle_guided(self.trtllm_release)
         kwargs = self._constructor_kwargs()
         self.unapplied_sampling = self.trtllm_release.unapplied_sampling
+        self.seed_note = self.trtllm_release.seed_note
         logger.info(
             "Starting TensorRT-LLM %s (%s backend)", self.trtllm_release.version or "?", self._backend
         )
@@ -308,18 +312,45 @@ class TrtllmExecutor(Executor):
                 self._otlp_traces_endpoint,
             )
 
+    def _settle_guided(self, release: Release) -> None:
+        """Decide, before the engine is built, whether this release can build guided decoding with the speculative
+        decoding asked for (``Release.guided_drafting_refusal``: one-model drafting before PR #6948, where TensorRT-LLM's
+        executor creator raises). Where it cannot, the default flags still start: the engine is built without guided
+        decoding and constrained requests are refused with a 400 saying what works; an operator whose LLM arguments
+        name ``guided_decoding_backend`` themselves is refused here instead (ExecutorError), before anything loads."""
+        if self._guided == "off":
+            return
+        refusal = release.guided_drafting_refusal(self._kwargs.get("speculative_config"))
+        if refusal is None:
+            return
+        if self._guided_explicit:
+            raise ExecutorError(f"{refusal} Drop guided_decoding_backend from the LLM arguments to start so.")
+        self._kwargs.pop("guided_decoding_backend", None)
+        self._guided = "off"
+        self.constraint_refusal = refusal
+
     def _log_guided(self) -> None:
         """Say at start how constrained requests are served, and with what speculative decoding."""
         speculative = self._kwargs.get("speculative_config")
         kind = speculative.get("decoding_type") if isinstance(speculative, Mapping) else None
+        one_model = one_model_drafting(speculative)
         if self._guided == "off":
+            if self.constraint_refusal is not None and "PR #6948" in self.constraint_refusal:
+                logger.warning("Guided decoding is off: %s", self.constraint_refusal)
+            else:
+                logger.info(
+                    "Guided decoding is off (--guided_decoding off): constrained requests are refused with 400"
+                )
+        elif one_model is not None:
             logger.info(
-                "Guided decoding is off (--guided_decoding off): constrained requests are refused with 400"
+                "Guided decoding (xgrammar) with %s speculative decoding: TensorRT-LLM constrains the drafted tokens "
+                "inside the target model's step (CapturableGuidedDecoder, NVIDIA/TensorRT-LLM PR #6948)",
+                one_model,
             )
         elif kind is not None:
             logger.info(
-                "Guided decoding (xgrammar) with %s speculative decoding: TensorRT-LLM constrains draft tokens too "
-                "(from 1.1: NVIDIA/TensorRT-LLM PRs #6300 and #6948)",
+                "Guided decoding (xgrammar) with %s speculative decoding (two-model): TensorRT-LLM's GuidedDecoder "
+                "constrains the drafter's tokens too (NVIDIA/TensorRT-LLM PR #6300)",
                 kind,
             )
         else:
@@ -440,7 +471,7 @@ class TrtllmExecutor(Executor):
         engine's code).
 
         ``conversation_params=ConversationParams(conversation_id=key)`` wherever ``generate_async`` takes it
-        (``tensorrt_llm/conversation_params.py``; the releases after 1.2.1 that have it). With attention DP:
+        (``tensorrt_llm/conversation_params.py``; the 1.3.0 release candidates from rc21 on, 1.3.0rc29 and 1.4.0rc1 among them). With attention DP:
         where the engine runs conversation affinity, nothing more (it places the turns); elsewhere
         ``scheduling_params=SchedulingParams(attention_dp_rank=R, attention_dp_relax=True)``
         (``tensorrt_llm/scheduling_params.py``, PR #6246), R a hash of the key: on R while R has room, elsewhere
@@ -481,7 +512,7 @@ class TrtllmExecutor(Executor):
                 **self._request_options(request),
             )
         except Exception as exc:
-            raise ExecutorError(f"TensorRT-LLM refused the request: {type(exc).__name__}: {exc}") from exc
+            raise _refused(exc, self.healthy()) from exc
         self._running[request.request_id] = result
         if self._watch is not None and not self._watch.submitted.is_set():
             self._watch.submitted.set()  # the engine has a request now: its events and stats can be read
@@ -588,6 +619,18 @@ class TrtllmExecutor(Executor):
         if self._llm is not None:
             llm, self._llm = self._llm, None
             await asyncio.to_thread(llm.shutdown)
+
+
+def _refused(exc: Exception, healthy: bool) -> ExecutorError:
+    """What ``generate_async`` raising means to the client. On a dead engine TensorRT-LLM raises ``RuntimeError("LLM
+    is shutting down")`` (``LLM.generate_async``'s first check, ``tensorrt_llm/llmapi/llm.py``, 1.1.0 on) while
+    ``BaseLLM._check_health`` fails (``/health`` 503): said as the engine being gone, not as a refused request."""
+    if not healthy:
+        return ExecutorError(
+            "TensorRT-LLM's engine is gone (a worker died or it was shut down; /health reports it): this server takes "
+            f"no new generation until it is restarted ({type(exc).__name__}: {exc})"
+        )
+    return ExecutorError(f"TensorRT-LLM refused the request: {type(exc).__name__}: {exc}")
 
 
 def _conversation_params(session_key: str) -> Any:

@@ -67,7 +67,7 @@ from .prepared import (
 from .prompts import PromptTemplates
 from .references import ConversationItems, expand_references
 from .rendering import Renderer
-from .sampling import SamplingDefaults, sampling_settings
+from .sampling import SamplingDefaults, sampling_notes, sampling_settings
 from .sealing import ContentSealer
 from .sessions import Chain, HistoryLookup, session_of
 from .spans import stage as _stage
@@ -160,6 +160,9 @@ class Preparation:
     tools: ServerTools | None = None
     compaction: Compaction | None = None
     truncated: int = 0  # messages truncation left out
+    sampling_notes: dict[str, str] = field(
+        default_factory=dict
+    )  # what a setting sent guarantees (sampling_notes)
     response_id: str = field(init=False)  # set by continue_chain
     session: SessionIdentity = field(init=False)  # set by continue_chain
     prompt: Prompt = field(init=False)  # set by render_prompt
@@ -346,17 +349,19 @@ def generation_of(
     request, prompt = p.request, p.prompt
     room = executor.max_seq_len - len(prompt.token_ids)
     max_tokens = min(request.max_output_tokens or room, room, p.logprob_tokens or room)
+    sampling = sampling_settings(
+        request,
+        defaults,
+        max_tokens=max_tokens,
+        stop_token_ids=adapter.stop_token_ids,
+        logprobs=logprobs_wanted(request),
+        unapplied=executor.unapplied_sampling,
+    )
+    p.sampling_notes = sampling_notes(sampling, executor.seed_note)
     return GenerationRequest(
         request_id=p.response_id,
         prompt_token_ids=prompt.token_ids,
-        sampling=sampling_settings(
-            request,
-            defaults,
-            max_tokens=max_tokens,
-            stop_token_ids=adapter.stop_token_ids,
-            logprobs=logprobs_wanted(request),
-            unapplied=executor.unapplied_sampling,
-        ),
+        sampling=sampling,
         constraint=prompt.constraint,
         priority=service_tier(request)[1],
         cache_retention_seconds=cache_retention_seconds(request),
@@ -388,7 +393,13 @@ async def first_snapshot(
     tenant's view)."""
     request = p.request
     response = initial_response(
-        p.response_id, request, model_name, p.conversation, p.truncated, sampling=generation.sampling
+        p.response_id,
+        request,
+        model_name,
+        p.conversation,
+        p.truncated,
+        sampling=generation.sampling,
+        notes=p.sampling_notes,
     )
     options = request.prompt_cache_options
     if options is not None and options.comparison_response_id is not None:

@@ -8,7 +8,7 @@ compacted and which server-run tools it may call. A :class:`~.run.ResponseRun` r
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -134,12 +134,14 @@ def initial_response(
     conversation: str | None = None,
     truncated_messages: int = 0,
     sampling: SamplingSettings | None = None,
+    notes: Mapping[str, str] | None = None,
 ) -> Response:
     """The response's in_progress snapshot: what ``response.created`` carries, echoing the request.
 
     ``truncated_messages``: how many of the conversation's oldest messages ``truncation: "auto"`` left out
     (said in the extra field ``truncated_input_messages``, absent when none were). Its sampling fields are
-    ``sampling``'s, what the executor is given (``sampling.echo_fields``).
+    ``sampling``'s, what the executor is given (``sampling.echo_fields``); ``notes`` (``sampling.sampling_notes``), what
+    one of them guarantees, in the extra field ``sampling_notes`` (absent when there is nothing to say).
     """
     applied = echo_fields(
         sampling or sampling_settings(request, SamplingDefaults(), max_tokens=1, stop_token_ids=())
@@ -190,6 +192,8 @@ def initial_response(
     }
     if truncated_messages:
         data["truncated_input_messages"] = truncated_messages
+    if notes:
+        data["sampling_notes"] = dict(notes)
     try:
         return Response.model_validate(data)
     except Exception as exc:  # a field we echo did not fit the SDK's Response

@@ -18,6 +18,9 @@ the penalties on TensorRT-LLM 1.1 to 1.2.x) is never sent and never echoed as ap
 it is refused with a 400 naming the field and why (``SamplingDefaults.unsupported == "refuse"``, the
 default), or has it dropped, the response then echoing what was used (``"ignore"``; ``serve
 --unsupported_sampling``). A neutral value (a penalty or ``min_p`` of 0) changes nothing and passes.
+
+A setting the engine applies with less than a client would expect says so in the response's ``sampling_notes``
+(:func:`sampling_notes`: a ``seed`` on TensorRT-LLM 1.3.0rc29/1.4.0rc1 holds only for a request sampled alone).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ..core import InvalidRequestError
 from ..executors import SamplingSettings
 from ..request import ResponsesRequest
 
-__all__ = ["SamplingDefaults", "check_defaults", "echo_fields", "sampling_settings"]
+__all__ = ["SamplingDefaults", "check_defaults", "echo_fields", "sampling_notes", "sampling_settings"]
 
 #: OpenAI's defaults, gpt-oss's recommended settings, and trtllm-serve's (``_DEFAULT_SAMPLING_PARAMS``).
 DEFAULT_TEMPERATURE = 1.0
@@ -120,6 +123,14 @@ def check_defaults(defaults: SamplingDefaults, unapplied: Mapping[str, str]) -> 
         for name, reason in unapplied.items()
         if hasattr(defaults, name) and not _neutral(getattr(defaults, name))
     ]
+
+
+def sampling_notes(settings: SamplingSettings, seed_note: str | None) -> dict[str, str]:
+    """What a sampling setting sent guarantees, where that is less than a client would read into it, by field name
+    (the response's extra field ``sampling_notes``; {}: nothing to say). ``seed_note`` (``Executor.seed_note``): on
+    TensorRT-LLM 1.3.0rc29 and 1.4.0rc1 a seed reproduces a response only when it is sampled alone
+    (docs/serving-on-tensorrt-llm.md#tensorrt-llm-versions)."""
+    return {"seed": seed_note} if settings.seed is not None and seed_note else {}
 
 
 def echo_fields(settings: SamplingSettings) -> dict[str, Any]:

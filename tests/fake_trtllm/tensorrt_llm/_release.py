@@ -53,9 +53,8 @@ def moe_auto() -> bool:
 
 def has_conversation_params() -> bool:
     """``generate_async(..., conversation_params=ConversationParams(...))`` and attention DP's conversation-affinity
-    router (``attention_dp_config.kv_cache_routing_conversation_affinity``): not in the releases on PyPI (1.1,
-    1.2.x); the fake takes them from 1.3.0rc21 on, reading NVIDIA Dynamo's TensorRT-LLM worker
-    (``dynamo/trtllm/request_handlers/handler_base.py``: the ConversationParams API "requires a release newer than
+    router (``attention_dp_config.kv_cache_routing_conversation_affinity``): not in 1.1 or 1.2.x; the fake takes them
+    from 1.3.0rc21 on, reading NVIDIA Dynamo's TensorRT-LLM worker (``dynamo/trtllm/request_handlers/handler_base.py``: the ConversationParams API "requires a release newer than
     1.3.0rc20")."""
     return at_least("1.3.0rc21")
 
@@ -77,3 +76,21 @@ def has_grpc_server() -> bool:
     documents running it (NVIDIA Dynamo's TensorRT-LLM sidecar README), with the protocol vendored in
     ``trtllm_responses/executors/trtllm_grpc/`` (docs/a-fleet-of-engines.md has the table)."""
     return at_least("1.3.0rc21")
+
+
+def guides_one_model_drafting() -> bool:
+    """Guided decoding with one-model speculative decoding (Eagle3 one-model, MTP): PR #6948 gave the executor creator
+    a ``CapturableGuidedDecoder`` for them; before it ``_torch/pyexecutor/py_executor_creator.py`` raised ``ValueError(
+    "Guided decoding is only supported with speculative decoding that has a dedicated drafter (two-model engine).")``
+    (the version in the public index; issue #7006, 2025-08-18). The fake takes 1.1.0 as the first release with it and
+    plays its release candidates without it (the merge date falls among them, not checked one by one)."""
+    return at_least("1.1.0")
+
+
+def seeds_every_row() -> bool:
+    """Whether each row of a sampling call draws from its own ``seed``. PR #17172 (1.3.0rc29 on) hands FlashInfer a
+    seed per row, but the FlashInfer 1.3.0rc29 and 1.4.0rc1 pin (``flashinfer-python==0.6.18``) reads only
+    ``seed_arr[0]`` (``include/flashinfer/sampling.cuh``; the fix, flashinfer PRs #2345 and #4861, unmerged), and
+    TensorRT-LLM warns that "only the first row's seed applies" (``_torch/pyexecutor/sampler/seed_manager.py``):
+    no release played seeds every row."""
+    return False

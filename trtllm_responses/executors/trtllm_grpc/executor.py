@@ -128,6 +128,7 @@ class TrtllmGrpcExecutor(Executor):
             )
         self.trtllm_release = release
         self.unapplied_sampling = release.unapplied_sampling
+        self.seed_note = release.seed_note
         for reason in self.unapplied_sampling.values():
             logger.warning("%s", reason)
         if info.max_seq_len > 0:

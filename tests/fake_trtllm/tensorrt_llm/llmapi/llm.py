@@ -26,14 +26,14 @@ As there:
   release (PR #7106 merged before 1.1.0: the fake's reading of the dates); each call's salt is kept in
   ``llm.cache_salts``.
 - ``generate_async(..., conversation_params: Optional[ConversationParams] = None, ...)`` on the releases that
-  have it (``_release.has_conversation_params``: 1.3.0rc21 on; the releases on PyPI, 1.1 and 1.2.x, have no such
+  have it (``_release.has_conversation_params``: 1.3.0rc21 on; 1.1 and 1.2.x, before the 1.3.0 release candidates that brought it, have no such
   argument, and the fake's signature says so there) (``LLM.generate_async``, "conversation_params
   (tensorrt_llm.conversation_params.ConversationParams, optional): Conversation parameters"), handed on
   with the request (attention DP's conversation-affinity router reads its ``conversation_id``,
   ``attention_dp_config.kv_cache_routing_conversation_affinity`` in ``llmapi/llm_args.py``). The fake
   keeps each call's id in ``llm.conversation_ids`` and, a guard of its own (none copied), refuses with a
   TypeError anything that is not a ``ConversationParams``. A test that needs a release without the
-  argument (1.1, 1.2.x, the ones on PyPI) replaces ``generate_async`` with one of that signature.
+  argument (1.1, 1.2.x) replaces ``generate_async`` with one of that signature.
 - ``generate_async(..., trace_headers: Optional[Mapping[str, str]] = None, ...)`` ("trace_headers (Mapping[str, str],
   optional): Trace headers", ``LLM.generate_async`` in 1.2.0's ``llm.py`` and main's; NVIDIA/TensorRT-LLM PR #5897)
   on the releases that have it (``_release.has_tracing``: 1.2.0 on; 1.1.0's signature has no such argument, and the
@@ -58,7 +58,8 @@ from typing import Any, Optional
 from .._adp_router import AdpRouter
 from .._fake_model import FAIL, TIMEOUT, GuidedSampler, choose_plan, noise_rate, tag_completions
 from .._kv_pool import DEFAULT_CACHE_TOKENS, KvPool
-from .._release import has_conversation_params, has_tracing, sampler_applies
+from .._release import has_conversation_params, has_tracing, sampler_applies, seeds_every_row
+from .._torch.pyexecutor.py_executor_creator import create_guided_decoder
 from ..conversation_params import ConversationParams
 from ..disaggregated_params import DisaggregatedParams
 from ..executor.proxy import ATTACH_ENV, GenerationExecutorProxy, RemoteKvBlocks
@@ -84,6 +85,7 @@ class LLM(KvEventsApi):
 
     def __init__(self, model: str, tokenizer: Optional[str] = None, **kwargs: Any) -> None:
         self.args = TorchLlmArgs(model=model, tokenizer=tokenizer, **kwargs)  # refuses unknown keys
+        create_guided_decoder(self.args)  # create_py_executor's guided-decoder stage, as the engine is built
         self._log(
             {
                 "event": "init",
@@ -122,7 +124,7 @@ class LLM(KvEventsApi):
             adp.max_sessions if adp is not None else 65536,
         )
         # Arguments generate_async has not got on the release played: conversation_params before 1.3.0rc21 (the
-        # releases on PyPI), trace_headers before 1.2.0 (1.1.x).
+        # 1.1 to 1.2.1), trace_headers before 1.2.0 (1.1.x).
         missing = [
             name
             for name, present in (
@@ -199,9 +201,7 @@ class LLM(KvEventsApi):
             if params._greedy_decoding
             # The PyTorch sampler seeds a request's sampling with its seed only from 1.3.0rc29 (PR #17172); before,
             # a seed is accepted and ignored (_release.py), so each request samples differently.
-            else random.Random(
-                params.seed if params.seed is not None and sampler_applies("seed") else request_id
-            )
+            else self._request_rng(params, request_id)
         )
         end_id = params.end_id if params.end_id is not None else enc.return_
         noise = noise_rate()
@@ -222,6 +222,20 @@ class LLM(KvEventsApi):
             on_end=lambda record: self._log({"event": "sampled", "request_id": request_id, **record}),
         )
 
+    def _request_rng(self, params: SamplingParams, request_id: int) -> random.Random:
+        """The request's sampling stream. TorchSampler applies ``seed`` from 1.3.0rc29 (PR #17172; before, a seed is
+        accepted and ignored, so each request samples differently); on the FlashInfer those releases pin a sampling
+        call reads the first row's seed only (``_release.seeds_every_row``), so a seeded request draws from its own
+        seed only when sampled alone, else from the first running request's seed and its row (the fake's reading of
+        TensorRT-LLM's warning, per request rather than per step; unseeded rows use TorchSampler's global seed, 0)."""
+        if params.seed is None or not sampler_applies("seed"):
+            return random.Random(request_id)
+        running = [r for r in self._live if not r.finished]
+        if not running or seeds_every_row():
+            return random.Random(params.seed)
+        first = running[0].sampling_params.seed
+        return random.Random(f"{0 if first is None else first}/{len(running)}")
+
     def generate_async(
         self,
         inputs: Any,
@@ -240,6 +254,11 @@ class LLM(KvEventsApi):
     ) -> GenerationResult:
         # ``priority`` as in tensorrt_llm/llmapi/llm.py's LLM.generate_async: "The scheduling priority for the
         # request, in the range [0, 1]. Higher values indicate higher priority. Defaults to 0.5."
+        if self._executor is not None and self._executor.is_shutdown():
+            # LLM.generate_async's first check (tensorrt_llm/llmapi/llm.py, 1.1.0 on): "Check if the worker is
+            # shutting down", ``if self._executor is None or self._executor.is_shutdown(): raise RuntimeError("LLM is
+            # shutting down")``; BaseLLM._check_health reports the same executor as dead.
+            raise RuntimeError("LLM is shutting down")
         inputs = _token_ids(inputs)
         if lora_request is not None or prompt_adapter_request is not None:
             raise NotImplementedError("the fake serves no LoRA adapters or prompt adapters")
@@ -266,9 +285,6 @@ class LLM(KvEventsApi):
             and all(isinstance(k, str) and isinstance(v, str) for k, v in trace_headers.items())
         ):
             raise TypeError(f"trace_headers must be a Mapping[str, str], got {trace_headers!r}")
-        if self._executor is not None and self._executor.is_shutdown():
-            # GenerationExecutor.submit on a dead executor (its workers gone): what BaseLLM._check_health reports.
-            raise RequestError("the executor is shut down")
         request_type = disaggregated_params.request_type if disaggregated_params is not None else None
         self._check_arguments(len(inputs), 0, params, is_gen_only=request_type == "generation_only")
         self._next_id += 1

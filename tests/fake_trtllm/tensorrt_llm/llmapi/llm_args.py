@@ -138,7 +138,16 @@ class SpeculativeConfig(_Strict):
     num_nextn_predict_layers: Optional[int] = None
     speculative_model_dir: Optional[str] = None
     speculative_model: Optional[str] = None
-    eagle3_one_model: Optional[bool] = None
+    # EagleDecodingConfig.eagle3_one_model: "Whether to use the faster one-model implementation (draft as submodule)
+    # or the two-model implementation", default True; MTPDecodingConfig.mtp_eagle_one_model, default True.
+    eagle3_one_model: Optional[bool] = True
+    mtp_eagle_one_model: Optional[bool] = True
+
+    def one_model(self) -> bool:
+        """Drafted inside the target model (``SpeculativeDecodingMode.use_one_engine``): Eagle3 one-model, MTP."""
+        if self.decoding_type in ("Eagle", "Eagle3"):
+            return self.eagle3_one_model is not False
+        return self.decoding_type == "MTP" and self.mtp_eagle_one_model is not False
 
     def draft_len(self) -> int:
         return self.max_draft_len or self.num_nextn_predict_layers or 1
