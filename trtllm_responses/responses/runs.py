@@ -270,7 +270,7 @@ class Runs:
             raise InvalidRequestError(_NOT_BACKGROUND.format(response_id), param="stream")
         if not _is_background(await self.retrieve(response_id, tenant)):  # NotFoundError if unknown
             raise InvalidRequestError(_NOT_BACKGROUND.format(response_id), param="stream")
-        raise InvalidRequestError(
+        raise EventsNotKeptError(
             f"The events of background response '{response_id}' are no longer kept; retrieve it without "
             "stream=true.",
             param="stream",
@@ -327,6 +327,13 @@ class Runs:
         if kept is not None or running_elsewhere:
             await store.delete(response_id)
         return orjson.dumps({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+class EventsNotKeptError(InvalidRequestError):
+    """A background response's events are not kept in this process (400): their grace is over, or another
+    process ran it; in a group of frontends the one that ran it may keep them (``not_held_here``)."""
+
+    not_held_here = True
 
 
 def _is_background(body: bytes) -> bool:
