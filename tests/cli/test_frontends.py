@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
+from support.background_checks import check_background_across
 from support.process_harness import ServeProcess, on_frontend
 from support.redis_harness import RedisServer, redis_binary
 
@@ -198,6 +200,26 @@ def test_background_runs_are_followed_and_cancelled_through_the_other_frontend(
                 if line.startswith("data: "):
                     events.append(json.loads(line[6:])["type"])
         assert events[-1] == "response.completed" and "response.output_text.delta" in events
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_the_group_passes_the_background_checks_of_two_redis_replicas(
+    store: str, request: pytest.FixtureRequest
+) -> None:
+    """The check two ``serve`` processes on one Redis pass (``support/background_checks.py``), with A and B the
+    group's two frontends. Before: on SQLite, replaying a finished background response on the frontend that
+    did not run it was a 400 "no longer kept" (the group handed a request on only on a 404)."""
+    server: ServeProcess = request.getfixturevalue(f"{store}_group")
+    with sdk_on(server, 0) as on_a, sdk_on(server, 1) as on_b:
+        check_background_across(on_a, on_b, pace=PACE)
+
+
+def sdk_on(server: ServeProcess, index: int) -> openai.OpenAI:
+    """An ``openai`` client whose one connection is served by frontend ``index`` (no retries)."""
+    pinned = on_frontend(server, index)
+    return openai.OpenAI(
+        base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30, http_client=pinned
+    )
 
 
 def test_stats_are_the_whole_group_and_reset_for_it(sqlite_group: ServeProcess) -> None:

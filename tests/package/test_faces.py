@@ -141,7 +141,7 @@ FACES = {
         Steer SteerRefused Steered Steering SubagentLimits Successor as_items check_defaults
         load_key
         """,
-        "background budget cache_diagnostics chains compaction conversations delta_pump frame_log gate generation keeping kv_release logprobs prepare prepared prompts references relay rendering run runs sampling sealing service sessions span_content spans steering subagent_limits subagents summaries tool_loop truncation",
+        "background budget cache_diagnostics chains compaction conversations delta_pump frame_log gate generation keeping kv_release logprobs prepare prepared prompts references relay rendering run runs sampling sealing service sessions span_content spans steering subagent_limits subagents summaries tool_loop truncation unstored",
     ),
     "server": Face(
         """

@@ -7,7 +7,9 @@ final serialization (after the stream started: ``response.failed``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +20,7 @@ from support.stream_grammar import check_stream
 from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.store import ConversationHistoryStore, StoredResponse
+from trtllm_responses.tenants import hash_key
 
 
 class FailingAtStart(EchoExecutor):
@@ -63,6 +66,63 @@ def test_a_failure_after_the_stream_started_ends_it_with_response_failed(server:
     streamed, plain = _both_ways(server.base_url, {"input": "#lorem 40"})
     for response in (streamed, plain):
         assert response["status"] == "failed" and response["error"]["code"] == "server_error"
+
+
+def test_a_response_whose_store_write_failed_reads_back_failed_not_404(
+    encoding, serve: ServerFactory, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """docs/stores-and-frontends.md#stores, "When Redis fails": its process answers the failed response to GET
+    for the grace period, to its tenant alone. Before: background responses did; streamed and non-streamed
+    ones were a 404."""
+    tenants = tmp_path / "tenants.json"
+    keys = {"a": "key-of-a", "b": "key-of-b"}
+    tenants.write_text(json.dumps({"tenants": {n: {"keys": [hash_key(k)]} for n, k in keys.items()}}))
+    with serve(EchoExecutor(encoding), store=FailingStore(), tenants_file=str(tenants)) as running:
+        a = {"Authorization": f"Bearer {keys['a']}"}
+        b = {"Authorization": f"Bearer {keys['b']}"}
+        with httpx.Client(base_url=running.base_url, timeout=30, headers=a) as client:
+            streamed = check_stream(stream_events(client, {"input": "#lorem 40"}))
+            plain = client.post("/v1/responses", json={"input": "#lorem 40"}).json()
+            for response in (streamed, plain):
+                path = f"/v1/responses/{response['id']}"
+                got = client.get(path)
+                assert got.status_code == 200, got.text
+                assert got.json() == response and "store" in got.json()["error"]["message"]
+                replay = client.get(path, params={"stream": "true"})
+                assert (
+                    replay.status_code == 400 and replay.json()["error"]["param"] == "stream"
+                )  # not background
+                assert client.post(f"{path}/cancel").status_code == 400  # not a background response
+                assert client.get(path, headers=b).status_code == 404  # another tenant's: unknown
+                assert client.delete(path, headers=b).status_code == 404
+            deleted = client.delete(f"/v1/responses/{plain['id']}")
+            assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+            assert client.get(f"/v1/responses/{plain['id']}").status_code == 404
+            assert client.get(f"/v1/responses/{streamed['id']}").json()["status"] == "failed"
+
+
+@pytest.mark.parametrize("server", ["store"], indirect=True)
+def test_failed_responses_kept_for_get_are_bounded(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``BackgroundLimits.max_unstored_bytes`` (docs/limits.md): the oldest go first past it."""
+    from trtllm_responses.responses import BackgroundLimits
+
+    runs = server.app.state.service.runs
+    with httpx.Client(base_url=server.base_url, timeout=30) as client:
+        first = client.post("/v1/responses", json={"input": "#lorem 40"}).json()
+        size = len(runs.unstored.get(first["id"]) or b"")
+        assert size > 0
+        monkeypatch.setattr(
+            runs.unstored, "limits", BackgroundLimits(max_unstored_bytes=size * 2 + size // 2)
+        )
+        later = [client.post("/v1/responses", json={"input": "#lorem 40"}).json() for _ in range(2)]
+        assert (
+            client.get(f"/v1/responses/{first['id']}").status_code == 404
+        )  # past the budget: the oldest went
+        for response in later:
+            assert client.get(f"/v1/responses/{response['id']}").json()["status"] == "failed"
+        assert runs.unstored.nbytes <= size * 2 + size // 2 and len(runs.unstored) == 2
 
 
 @pytest.mark.parametrize("server", ["serialize"], indirect=True)

@@ -207,6 +207,28 @@ def test_an_idle_keep_alive_connection_is_closed(server: RunningServer) -> None:
     assert waited < 8  # closed after ~0.5 s idle, not held open
 
 
+#: How long common clients keep an idle pooled connection (seconds): httpx and openai-python (``keepalive_expiry``),
+#: Node's undici (``keepAliveTimeout``), aiohttp (``keepalive_timeout``), nginx's upstream ``keepalive_timeout``,
+#: Go's ``http.DefaultTransport`` (``IdleConnTimeout``). docs/limits.md#http-limits.
+CLIENT_POOLS = {"httpx": 5.0, "undici": 4.0, "aiohttp": 15.0, "nginx upstream": 60.0, "go net/http": 90.0}
+
+
+def test_the_server_keeps_an_idle_connection_longer_than_any_common_clients_pool(encoding, serve) -> None:  # type: ignore[no-untyped-def]
+    """Whichever side closes an idle connection first races the other's reuse of it: the server must not.
+    Before: uvicorn's 5 s against httpx's 5 s; a POST sent as the server closed failed (8 in a soak)."""
+    with serve(EchoExecutor(encoding)) as running:  # the default limits
+        pool = httpx.Limits(max_connections=1, keepalive_expiry=60)  # a client that pools longer than httpx
+        with httpx.Client(base_url=running.base_url, timeout=10, limits=pool) as client:
+            first = client.get("/health")
+            before = first.extensions["network_stream"].get_extra_info("client_addr")
+            time.sleep(6)  # idle past httpx's 5 s (and uvicorn's own default)
+            again = client.post("/v1/responses", json={"input": "hi"})
+            after = again.extensions["network_stream"].get_extra_info("client_addr")
+    assert again.status_code == 200 and again.json()["status"] == "completed"
+    assert after == before, "the server closed the idle connection: the client had to open another"
+    assert HTTPLimits().timeout_keep_alive > max(CLIENT_POOLS.values())
+
+
 def test_a_keep_alive_connection_serves_several_requests(server: RunningServer) -> None:
     with httpx.Client(base_url=server.base_url, timeout=10) as client:
         for _ in range(3):

@@ -9,6 +9,7 @@ while Redis was down, where docs/stores-and-frontends.md#stores promises a 503.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 
@@ -51,9 +52,10 @@ def _two_replicas() -> Iterator[tuple[RedisServer, openai.OpenAI, openai.OpenAI]
     """A redis-server and two paced ``serve`` processes sharing it (A and B), killed afterwards."""
     redis = RedisServer().start()
     paced = ("--store", redis.url, "--echo_tokens_per_second", "100")
-    a = ServeProcess(*paced).start()
-    b = ServeProcess(*paced).start()
-    try:
+    a, b = ServeProcess(*paced), ServeProcess(*paced)
+    try:  # a process that does not start leaves none behind, Redis included
+        a.start()
+        b.start()
         with a.sdk() as on_a, b.sdk() as on_b:
             yield redis, on_a, on_b
     finally:
@@ -133,3 +135,40 @@ def test_redis_back_every_replica_serves_the_run_its_owner_copies_again() -> Non
         assert time.monotonic() - began < 5
         failed = on_b.responses.retrieve(created.id)
         assert "store" in failed.error.message  # type: ignore[union-attr]
+
+
+def test_a_stored_response_whose_write_failed_reads_back_failed_everywhere() -> None:
+    """docs/stores-and-frontends.md#stores, "When Redis fails": a response whose final store write failed is
+    answered ``failed`` to GET for the grace period, by its process (Redis down or not) and, once Redis is back,
+    by every other. Before: background responses were; a streamed or non-streamed one was a 503 on its process
+    while Redis was down and a 404 on both after (12 of 12)."""
+    with _two_replicas() as (redis, on_a, on_b):
+        # Streamed: Redis dies mid-stream, the stream ends failed (its write failed).
+        events = []
+        with on_a.responses.stream(model="m", input="#lorem 300") as stream:
+            for event in stream:
+                events.append(event)
+                if len(events) == 20:
+                    redis.stop()
+        streamed = events[-1].response  # type: ignore[union-attr]
+        assert events[-1].type == "response.failed" and "store" in streamed.error.message  # type: ignore[union-attr]
+        # Redis down: its process answers it all the same.
+        assert on_a.responses.retrieve(streamed.id).model_dump() == streamed.model_dump()
+        # Not streamed: Redis dies while it is generated.
+        redis.start()
+        stopper = threading.Timer(1.0, redis.stop)
+        stopper.start()
+        plain = on_a.responses.create(model="m", input="#lorem 300")
+        stopper.join()
+        assert plain.status == "failed" and "store" in plain.error.message  # type: ignore[union-attr]
+        assert on_a.responses.retrieve(plain.id).model_dump() == plain.model_dump()
+        redis.start()  # back, empty
+        for response in (streamed, plain):
+            assert on_a.responses.retrieve(response.id).status == "failed"
+            assert _wait_status(on_b, response.id, {"failed"}, 10) == "failed"
+            assert "store" in on_b.responses.retrieve(response.id).error.message  # type: ignore[union-attr]
+            with pytest.raises(openai.BadRequestError):  # not a background response: no events to replay
+                on_b.responses.retrieve(response.id, stream=True)
+        on_b.responses.delete(plain.id)  # forgotten everywhere
+        with pytest.raises(openai.NotFoundError):
+            on_b.responses.retrieve(plain.id)

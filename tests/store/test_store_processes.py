@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import openai
 import pytest
+from support.background_checks import check_background_across
 from support.process_harness import ServeProcess
 
 WEATHER = {
@@ -117,32 +118,4 @@ def test_background_responses_across_two_processes(pair: tuple[ServeProcess, Ser
     """Started on A: polled, resumed and cancelled on B (events and cancels go through Redis)."""
     a, b = pair
     with a.sdk() as on_a, b.sdk() as on_b:
-        # Resume on B a stream that A generates, and read it to its end.
-        short = on_a.responses.create(model="m", input="#lorem 60", background=True)
-        deadline = time.monotonic() + 30
-        while on_b.responses.retrieve(short.id).status == "queued" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert on_b.responses.retrieve(short.id).status in ("in_progress", "completed")
-        with on_b.responses.stream(response_id=short.id, starting_after=3) as stream:
-            events = list(stream)
-            final = stream.get_final_response()
-        assert events[0].sequence_number == 4 and events[-1].type == "response.completed"
-        assert [e.sequence_number for e in events] == list(range(4, 4 + len(events)))
-        assert final.output_text == on_a.responses.retrieve(short.id).output_text
-        assert on_b.responses.retrieve(short.id).status == "completed"
-
-        # Cancel on B what A runs.
-        long = on_a.responses.create(model="m", input="#lorem 5000", background=True)
-        while on_b.responses.retrieve(long.id).status == "queued" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        polled = on_b.responses.retrieve(long.id)
-        assert polled.status == "in_progress" and polled.background
-        cancelled = on_b.responses.cancel(long.id)
-        assert cancelled.status == "cancelled"
-        assert on_a.responses.retrieve(long.id).status == "cancelled"
-        assert on_b.responses.cancel(long.id).status == "cancelled"  # idempotent, from anywhere
-        # B can still replay the cancelled response's whole stream from Redis.
-        replayed = list(on_b.responses.retrieve(long.id, stream=True))
-        assert replayed[0].type == "response.created" and replayed[-1].type == "response.failed"
-        assert replayed[-1].response.status == "cancelled"
+        check_background_across(on_a, on_b, pace=100)

@@ -5,7 +5,9 @@
     {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
 
 and the HTTP status, which each class carries (``status_code``; never set on an instance), with the
-headers its answer needs (``headers``: a 405's ``Allow``). The server maps them once
+headers its answer needs (``headers``: a 405's ``Allow``), and whether it means "this process does not
+hold it" (``not_held_here``: a 404, a background response's events kept elsewhere), on which a group of
+frontends asks the others (``server/group.py``). The server maps them once
 (``server/errors.py``); inside a started SSE stream they become a ``response.failed`` event instead.
 
     APIError
@@ -66,6 +68,9 @@ class APIError(Exception):
     default_code: str | None = None
     #: Headers the HTTP answer carries besides the envelope.
     headers: Mapping[str, str] = _NO_HEADERS
+    #: What was asked is not held by this process: another of a group of frontends may hold it, and the
+    #: request is handed to it (docs/stores-and-frontends.md#many-frontends-num_serve_frontends).
+    not_held_here: bool = False
 
     def __init__(
         self, message: str, *, param: str | None = None, code: str | None | EllipsisType = ...
@@ -146,6 +151,7 @@ class NotFoundError(APIError):
     status_code = 404
     error_type = "invalid_request_error"
     default_code = "not_found"
+    not_held_here = True
 
 
 class TooManyRequestsError(APIError):

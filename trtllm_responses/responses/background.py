@@ -75,6 +75,9 @@ class BackgroundLimits:
     max_total_bytes: int = 512 << 20
     #: Background responses generating at once in this process; one more is 429 before it starts.
     max_running: int = 128
+    #: The failed final responses of other runs whose store write failed, kept for ``grace`` seconds to answer
+    #: GET (``unstored.py``; at most ``max_finished`` of them): their JSON together, the oldest going first.
+    max_unstored_bytes: int = 64 << 20
 
 
 @dataclass(eq=False)

@@ -25,7 +25,7 @@ from ..store import RedisStore
 from .background import BackgroundRun, Framing
 from .prepared import PreparedResponse
 
-__all__ = ["RedisRelay"]
+__all__ = ["RedisRelay", "running"]
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +138,26 @@ class RedisRelay:
         else:
             await self.client.delete(SNAPSHOT + run.key)  # the final response is in the store now
 
+    async def publish_final(self, key: str, final: bytes) -> bool:
+        """Make the failed response of a run whose store write failed (not a background one: those go with
+        their events) what every process answers for ``key`` for the grace period, under its snapshot's key;
+        retried (backoff up to :data:`_RETRY_MAX` s) until written (True) or the grace is over (False)."""
+        ended = time.monotonic()
+        delay = _RETRY_FIRST
+        while True:
+            left = self.grace - (time.monotonic() - ended)
+            try:
+                await self.client.set(SNAPSHOT + key, final, ex=max(1, int(left)))
+                return True
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if left <= delay:
+                    logger.error("Gave up copying the failed response %s to Redis: %r", key, exc)
+                    return False
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX)
+
     async def listen_for_cancels(self, cancel: Callable[[str], Awaitable[None]]) -> None:
         """Run until cancelled: cancel local runs that any process asked to cancel."""
         while True:
@@ -172,8 +192,8 @@ class RedisRelay:
     async def request_cancel(self, response_id: str, timeout: float = 30) -> bytes | None:
         """Ask the owning process to cancel; the stored response once it ended (None if nobody runs it).
         ``response_id`` is the run's key, which is also its response's key in the store."""
-        if await self.snapshot(response_id) is None:
-            return None
+        if not running(await self.snapshot(response_id)):
+            return None  # nobody runs it (its snapshot may be the failed response of a write that failed)
         await self._call("publish", CANCEL, response_id)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -231,6 +251,12 @@ class RedisRelay:
                 yield b"".join(out)
             if terminal:
                 return
+
+
+def running(snapshot: bytes | None) -> bool:
+    """Whether a snapshot (``RedisRelay.snapshot``) is of a response still running, not the failed final
+    response of a run whose store write failed."""
+    return snapshot is not None and orjson.loads(snapshot).get("status") in ("queued", "in_progress")
 
 
 def _lost_response(response_id: str, snapshot: bytes | None) -> dict[str, Any]:

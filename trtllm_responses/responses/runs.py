@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from typing import Any
 
 import orjson
 
@@ -27,8 +28,9 @@ from ..ops import ServerMetrics, trim_heap
 from ..store import RedisStore, ResponseStore, scoped
 from ..tenants import OPEN, Tenant
 from .background import BackgroundLimits, BackgroundRun, Framing
-from .relay import RedisRelay
+from .relay import RedisRelay, running
 from .run import ResponseRun
+from .unstored import Unstored
 
 __all__ = ["Runs"]
 
@@ -66,6 +68,8 @@ class Runs:
         self.kept: dict[str, BackgroundRun] = {}
         #: The runs of ``kept`` that ended, oldest-ended first (the order they are forgotten in).
         self._finished: dict[str, BackgroundRun] = {}
+        #: Other runs' failed responses whose store write failed, answered to GET for their grace period.
+        self.unstored = Unstored(limits)
         self._tasks: set[asyncio.Task[bytes]] = set()
         self._publishers: set[asyncio.Task[None]] = set()
         self.recorded_bytes = 0  # frames of every kept run
@@ -78,9 +82,26 @@ class Runs:
         self._live[run.key] = run
 
     def leave(self, run: ResponseRun) -> None:
-        """``run``'s drive ended (called by the run alone)."""
+        """``run``'s drive ended (called by the run alone). If its store write failed, its failed response is
+        kept for GET (a background run's is kept with its events); with a relay, until Redis holds it for
+        every process (one copy, which a DELETE anywhere forgets)."""
         if self._live.get(run.key) is run:
             del self._live[run.key]
+        final = run.final_json
+        if run.store_failed and final is not None and run.key not in self.kept:
+            self.unstored.keep(run.key, final)
+            if self.relay is not None:
+                self._spawn(self._copy_final(self.relay, run.key, final))
+
+    async def _copy_final(self, relay: RedisRelay, key: str, final: bytes) -> None:
+        if await relay.publish_final(key, final):
+            self.unstored.forget(key)
+
+    def _spawn(self, copy: Coroutine[Any, Any, None]) -> None:
+        """Run a copy to Redis in a task of its own, held until it ends."""
+        publisher = asyncio.ensure_future(copy)
+        self._publishers.add(publisher)
+        publisher.add_done_callback(self._publishers.discard)
 
     @property
     def live(self) -> Mapping[str, ResponseRun]:
@@ -140,9 +161,7 @@ class Runs:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda task: self._ended(recorded, task))
         if self.relay is not None:
-            publisher = asyncio.ensure_future(self.relay.publish(recorded))
-            self._publishers.add(publisher)
-            publisher.add_done_callback(self._publishers.discard)
+            self._spawn(self.relay.publish(recorded))
         return recorded
 
     def _ended(self, recorded: BackgroundRun, task: asyncio.Task[bytes]) -> None:
@@ -229,6 +248,9 @@ class Runs:
             return kept.snapshot()  # queued
         if kept is not None and kept.final is not None and kept.run.store_failed:
             return kept.final  # failed, saying it could not be stored: never a silent 404
+        unstored = self.unstored.get(key)
+        if unstored is not None:
+            return unstored  # likewise
         live = self._live.get(key)
         if live is not None and live.stream is not None:
             return to_json(live.stream.snapshot())
@@ -251,7 +273,7 @@ class Runs:
         if kept is not None:
             return kept.follow(starting_after)
         if self.relay is not None and (
-            await self.relay.has_events(key) or await self.relay.snapshot(key) is not None
+            await self.relay.has_events(key) or _is_background(await self.relay.snapshot(key))
         ):
             first = await self.relay.first_sequence(key)
             if (
@@ -270,7 +292,7 @@ class Runs:
             raise InvalidRequestError(_NOT_BACKGROUND.format(response_id), param="stream")
         if not _is_background(await self.retrieve(response_id, tenant)):  # NotFoundError if unknown
             raise InvalidRequestError(_NOT_BACKGROUND.format(response_id), param="stream")
-        raise InvalidRequestError(
+        raise EventsNotKeptError(
             f"The events of background response '{response_id}' are no longer kept; retrieve it without "
             "stream=true.",
             param="stream",
@@ -310,11 +332,11 @@ class Runs:
         events, its snapshot and the response it stored as it ended. Any other response: the store's."""
         key, store = tenant.scope + response_id, scoped(self.store, tenant.scope)
         kept = self.kept.get(key)
-        running_elsewhere = (
-            kept is None and self.relay is not None and await self.relay.snapshot(key) is not None
-        )
+        snapshot = await self.relay.snapshot(key) if kept is None and self.relay is not None else None
+        running_elsewhere = running(snapshot)
         if kept is None and not running_elsewhere:
-            if not await store.delete(response_id):
+            stored = await store.delete(response_id)
+            if not (self.unstored.forget(key) or snapshot is not None or stored):
                 raise NotFoundError(f"Response with id '{response_id}' not found.")
         else:
             await self.cancel(
@@ -329,8 +351,15 @@ class Runs:
         return orjson.dumps({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
-def _is_background(body: bytes) -> bool:
-    return bool(orjson.loads(body).get("background"))
+class EventsNotKeptError(InvalidRequestError):
+    """A background response's events are not kept in this process (400): their grace is over, or another
+    process ran it; in a group of frontends the one that ran it may keep them (``not_held_here``)."""
+
+    not_held_here = True
+
+
+def _is_background(body: bytes | None) -> bool:
+    return body is not None and bool(orjson.loads(body).get("background"))
 
 
 _NOT_BACKGROUND = (

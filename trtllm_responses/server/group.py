@@ -5,8 +5,8 @@ What a client must see whole is gathered there: ``GET /stats`` on any frontend a
 own (``?scope=frontend``, with its raw latency windows) and merges them; Prometheus counters need no
 asking (``ops/metrics.py``: the group's multiprocess files). A background response runs in the frontend
 that received its create: on a store with no relay (SQLite), a request for it that another frontend
-cannot answer (404) is handed to the others (:func:`forward`), and the one running it answers, streams
-included. The sockets live in a folder only the
+does not hold (a 404, or a 400 saying its events are not kept here: ``APIError.not_held_here``) is handed
+to the others (:func:`forward`), and the one that holds it answers, streams included. The sockets live in a folder only the
 server's user can open (``tempfile.mkdtemp``, mode 0700).
 """
 
@@ -21,7 +21,15 @@ from typing import Any
 
 import orjson
 
-__all__ = ["FORWARDED", "PeerAnswer", "forward", "frontend_socket_path", "gather_stats", "group_metrics_dir"]
+__all__ = [
+    "FORWARDED",
+    "NOT_HELD",
+    "PeerAnswer",
+    "forward",
+    "frontend_socket_path",
+    "gather_stats",
+    "group_metrics_dir",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +92,9 @@ async def gather_stats(
 
 #: The header a frontend puts on a request it hands to another (never handed on again).
 FORWARDED = "trtllm-group-forwarded"
+#: The header of a frontend's answer to a handed-on request it does not hold either (an error
+#: ``not_held_here``): the asking frontend asks the next one.
+NOT_HELD = "trtllm-group-not-held"
 
 
 @dataclass
@@ -104,8 +115,9 @@ async def forward(
     headers: dict[str, str],
     body: bytes = b"",
 ) -> PeerAnswer | None:
-    """Ask the group's other frontends, one after the other, for what this one does not have (a background
-    response another runs); the first answer that is not a 404, or None (nobody has it)."""
+    """Ask the group's other frontends, one after the other, for what this one does not hold (a background
+    response another runs, or whose events another keeps); the first answer of one that holds it (not a
+    404, not marked :data:`NOT_HELD`), or None (nobody does)."""
     for index in range(count):
         if index == own:
             continue
@@ -136,7 +148,7 @@ async def _request(
     while (line := await reader.readline()) not in (b"\r\n", b""):
         name, _, value = line.decode("latin-1").partition(":")
         fields[name.strip().lower()] = value.strip()
-    if status == 404:
+    if status == 404 or NOT_HELD in fields:
         writer.close()
         return None
     chunked = fields.get("transfer-encoding", "").lower() == "chunked"

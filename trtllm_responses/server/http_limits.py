@@ -29,8 +29,12 @@ class HTTPLimits:
     timeout_request_head: float = 10.0
     #: From the end of the head to the end of the body. 60 s carries a 64 MiB body at ~9 Mbit/s.
     timeout_request_body: float = 60.0
-    #: An idle keep-alive connection is closed after this long (uvicorn's ``timeout_keep_alive``).
-    timeout_keep_alive: float = 5.0
+    #: An idle keep-alive connection is closed after this long (uvicorn's ``timeout_keep_alive``, whose own
+    #: 5 s default raced httpx's 5 s pool: a client reused a connection as the server closed it). Longer than
+    #: the idle time of every common client's pool (httpx and openai-python 5 s, Node's undici 4 s, aiohttp
+    #: 15 s, nginx's upstream ``keepalive_timeout`` 60 s, Go's ``net/http`` 90 s), so the client closes first
+    #: (docs/limits.md#http-limits).
+    timeout_keep_alive: float = 120.0
     #: Open connections (or requests in flight) beyond which a new request gets 503 with Retry-After.
     limit_concurrency: int = 2048
     #: Open connections (HTTP or WebSocket) from one client address; one more is answered 503 and closed at

@@ -9,14 +9,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..core import AuthenticationError, InvalidRequestError, NotFoundError, check_id
+from ..core import APIError, AuthenticationError, InvalidRequestError, NotFoundError, check_id
 from ..ops import merge_snapshots
 from ..request import ReplayPrefixes
 from ..responses import ResponsesService
 from ..tenants import TenantDirectory
 from .config import ServerConfig
 from .dialects import anthropic_error_response, anthropic_models
-from .group import FORWARDED, forward, gather_stats
+from .errors import error_response
+from .group import FORWARDED, NOT_HELD, forward, gather_stats
 from .operations import metrics_text, stored_bytes, tenant_of, unauthorized
 from .responses import FramesResponse, JSONBytesResponse
 
@@ -120,13 +121,17 @@ def build_router(service: ResponsesService, config: ServerConfig) -> APIRouter:
 
 
 async def _or_from_peers(request: Request, answer: Awaitable[Response], config: ServerConfig) -> Response:
-    """``answer``, or, when this frontend does not know the response, the answer of the group's frontend
-    that does (``group.forward``); a request already forwarded is not forwarded again."""
+    """``answer``, or, when this frontend does not hold what was asked (an error ``not_held_here``: the
+    response is unknown here, or its events are kept elsewhere), the answer of the group's frontend that
+    does (``group.forward``), else this frontend's own error. A request already forwarded is not
+    forwarded again: such an error is answered marked (``NOT_HELD``), so the asking frontend asks the next."""
     try:
         return await answer
-    except NotFoundError:
-        if FORWARDED in request.headers:
+    except APIError as error:
+        if not error.not_held_here:
             raise
+        if FORWARDED in request.headers:
+            return error_response(error, {NOT_HELD: "1"})
         assert config.group_dir is not None
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         found = await forward(
