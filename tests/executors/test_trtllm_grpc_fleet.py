@@ -10,8 +10,8 @@ here is what needs the fleet: background responses, WebSocket turns and compacti
 reaching the engine's abort within :data:`CANCEL_TO_ABORT_S`, a WebSocket client that leaves, and a 40-turn
 session on one engine. What ran where is read from each engine's own log (``FAKE_TRTLLM_LOG``).
 
-The processes are started once for the module (an engine, Redis and two ``serve`` processes: ~15 s of CPU on the
-2-core machine); each test has responses and session keys of its own, and none stops a process.
+The processes are started once for the module (an engine, Redis and two ``serve`` processes: tens of seconds of
+CPU on the 2-core machine); each test has responses and session keys of its own, and none stops a process.
 """
 
 from __future__ import annotations
