@@ -74,6 +74,7 @@ def main() -> int:
     )  # reported
     results["frontends"] = run("frontends.py", "--duration", "8")  # reported: K = 1, 2 at 64-1,024 streams
     results["tenants"] = run("tenants.py")  # a paced session's TTFT while another tenant floods (~1.5 min)
+    results["grpc_path"] = run("grpc_path.py")  # reported: CPU per token and turn over gRPC beside in-process
     p, h, lat, st = results["pipeline"], results["http"], results["latency"], results["store"]
     hostile = results["hostile"]
     longest = max(results["prompt"]["histories"], key=lambda x: x["history_tokens"])

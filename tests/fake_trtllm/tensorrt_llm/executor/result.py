@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
@@ -124,7 +125,8 @@ class GenerationResult:
 
     def abort(self) -> None:
         self._abort_requested = True
-        self._llm._log({"event": "abort", "request_id": self.request_id})
+        # "at": wall clock, which a test compares with its client's (tests/executors/test_trtllm_grpc_fleet.py)
+        self._llm._log({"event": "abort", "request_id": self.request_id, "at": time.time()})
         if not self._done and self._responses:  # the engine lets it go: its computed blocks are stored
             self._release()
 
