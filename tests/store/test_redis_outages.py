@@ -145,10 +145,10 @@ def test_a_stored_response_whose_write_failed_reads_back_failed_everywhere() -> 
     with _two_replicas() as (redis, on_a, on_b):
         # Streamed: Redis dies mid-stream, the stream ends failed (its write failed).
         events = []
-        with on_a.responses.stream(model="m", input="#lorem 300") as stream:
+        with on_a.responses.stream(model="m", input="#lorem 1000") as stream:  # 10 s
             for event in stream:
                 events.append(event)
-                if len(events) == 20:
+                if len(events) == 5:
                     redis.stop()
         streamed = events[-1].response  # type: ignore[union-attr]
         assert events[-1].type == "response.failed" and "store" in streamed.error.message  # type: ignore[union-attr]
@@ -158,7 +158,7 @@ def test_a_stored_response_whose_write_failed_reads_back_failed_everywhere() -> 
         redis.start()
         stopper = threading.Timer(1.0, redis.stop)
         stopper.start()
-        plain = on_a.responses.create(model="m", input="#lorem 300")
+        plain = on_a.responses.create(model="m", input="#lorem 1000")
         stopper.join()
         assert plain.status == "failed" and "store" in plain.error.message  # type: ignore[union-attr]
         assert on_a.responses.retrieve(plain.id).model_dump() == plain.model_dump()
