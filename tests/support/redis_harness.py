@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 __all__ = ["RedisServer", "free_port", "redis_binary"]
@@ -39,6 +40,8 @@ class RedisServer:
         self.binary = binary
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="redis-test-")
+        # Kept across stop()/start() (an outage and a restart), removed with this object or at the test's exit.
+        weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property

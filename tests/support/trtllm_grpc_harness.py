@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,9 @@ class GrpcEngine:
         self.release = release
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix=f"grpc-engine-{self.port}-"))
+        # The directory (its log, config and the fake's record) lives as long as this object: tests read the log
+        # after the engine stopped, so it goes when the object does, or when the test process exits.
+        weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)
         self.log = self.dir / "engine.log"
         self.fake_log = self.dir / "fake_trtllm.jsonl"
         self.command = [
