@@ -34,7 +34,8 @@ def _play(fake_trtllm: Any, monkeypatch: pytest.MonkeyPatch, release: str) -> No
 
 
 def _post(running: Any, body: dict[str, Any]) -> httpx.Response:
-    with httpx.Client(base_url=running.base_url, timeout=30) as client:
+    # A wide bound: xgrammar compiles the first grammar on a shared, loaded machine.
+    with httpx.Client(base_url=running.base_url, timeout=120) as client:
         return client.post("/v1/responses", json=body)
 
 
