@@ -23,6 +23,7 @@ nothing above it reads an SDK type. SSE (``sse_client``) is the same call in bot
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -52,13 +53,20 @@ MCP_MAJOR = int(MCP_VERSION.split(".")[0])
 #: httpx for 1.x.
 http: Any = importlib.import_module("httpx2" if MCP_MAJOR >= 2 else "httpx")
 
-_sse_client: Any = importlib.import_module("mcp.client.sse").sse_client
-_streamable: Any = importlib.import_module("mcp.client.streamable_http")
-_exceptions: Any = importlib.import_module("mcp.shared.exceptions")
-#: The request models (1.x ``mcp.types``; 2.x moved them to ``mcp_types``, which :class:`Session` never needs).
-_types: Any = importlib.import_module("mcp.types") if MCP_MAJOR < 2 else None
-#: The SDK's JSON-RPC error (a server's error answer).
-_PROTOCOL_ERROR: type[BaseException] = getattr(_exceptions, "MCPError", None) or _exceptions.McpError
+
+@functools.cache
+def _sdk(module: str) -> Any:
+    """The SDK's ``module``, imported at its first use: the SDK and its models (2.x's ``mcp_types``) are a
+    quarter of the server's import, which every ``serve`` process and CLI run would pay for MCP tools that
+    most never call (``mcp.client.sse``, ``mcp.client.streamable_http``, ``mcp.shared.exceptions``; 1.x's
+    ``mcp.types``: its request models, which 2.x moved to ``mcp_types``, never needed here)."""
+    return importlib.import_module(module)
+
+
+def _protocol_error() -> type[BaseException]:
+    """The SDK's JSON-RPC error (a server's error answer): 2.x's ``MCPError``, 1.x's ``McpError``."""
+    exceptions = _sdk("mcp.shared.exceptions")
+    return getattr(exceptions, "MCPError", None) or exceptions.McpError  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -120,7 +128,7 @@ class Session:
         elif MCP_MAJOR >= 2:
             page = await self._client.list_tools(cursor=cursor, meta=meta)
         else:
-            params = _types.PaginatedRequestParams(cursor=cursor, _meta=meta)
+            params = _sdk("mcp.types").PaginatedRequestParams(cursor=cursor, _meta=meta)
             page = await self._client.list_tools(params=params)
         tools = []
         for tool in page.tools:
@@ -160,7 +168,7 @@ async def open_session(
     library): every request the SDK sends goes through it.
     """
     if sse:
-        transport = _sse_client(
+        transport = _sdk("mcp.client.sse").sse_client(
             url,
             headers=headers,
             timeout=timeout,
@@ -174,11 +182,11 @@ async def open_session(
         client = client_factory(headers=headers, timeout=http.Timeout(timeout))
         async with client:
             async with _connected(
-                _streamable.streamable_http_client(url, http_client=client), timeout
+                _sdk("mcp.client.streamable_http").streamable_http_client(url, http_client=client), timeout
             ) as session:
                 yield session
         return
-    transport = _streamable.streamablehttp_client(
+    transport = _sdk("mcp.client.streamable_http").streamablehttp_client(
         url, headers=headers, timeout=timeout, sse_read_timeout=timeout, httpx_client_factory=client_factory
     )
     async with _connected(transport, timeout) as session:
@@ -188,11 +196,11 @@ async def open_session(
 @asynccontextmanager
 async def _connected(transport: Any, timeout: float) -> AsyncIterator[Session]:
     if MCP_MAJOR >= 2:
-        client_class = importlib.import_module("mcp.client").Client
+        client_class = _sdk("mcp.client").Client
         async with client_class(transport, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
             yield Session(client)
         return
-    client_session = importlib.import_module("mcp").ClientSession
+    client_session = _sdk("mcp").ClientSession
     async with transport as streams:
         async with client_session(
             streams[0], streams[1], read_timeout_seconds=timedelta(seconds=timeout)
@@ -209,7 +217,7 @@ def _protocol_error_field(exc: BaseException, name: str) -> Any:
 
 def protocol_error_code(exc: BaseException) -> int | None:
     """The JSON-RPC error code of the SDK's error (a server's error answer), None for any other exception."""
-    if not isinstance(exc, _PROTOCOL_ERROR):
+    if not isinstance(exc, _protocol_error()):
         return None
     code = _protocol_error_field(exc, "code")
     return code if isinstance(code, int) else None
@@ -217,7 +225,7 @@ def protocol_error_code(exc: BaseException) -> int | None:
 
 def protocol_error_message(exc: BaseException) -> str | None:
     """The message of the SDK's JSON-RPC error (a server's error answer), None for any other exception."""
-    if not isinstance(exc, _PROTOCOL_ERROR):
+    if not isinstance(exc, _protocol_error()):
         return None
     message = _protocol_error_field(exc, "message")
     return str(message if message is not None else exc)
