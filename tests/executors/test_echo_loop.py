@@ -4,7 +4,7 @@ Its plan for a 1 MB user message (decoding it, copying its tokens, finding where
 hundreds of milliseconds in Python: it held the loop 160-300 ms on a quiet machine, where the server's own
 path takes steps of 10 ms for the same bytes. A probe task on the loop measures the longest gap between
 its wake-ups while the executor plans and streams the answer's first tokens; the bound is a regression
-guard with a wide margin (``benchmarks/echo_plan.py`` measures it).
+guard with a wide margin (``benchmarks/many_items.py`` measures it, beside the server path).
 """
 
 from __future__ import annotations
