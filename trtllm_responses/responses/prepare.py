@@ -18,7 +18,9 @@ stage's own errors, in order, before the next stage starts), before any generati
 8. :func:`render_prompt`: the prompt and the server-run tools (``rendering.py``);
 9. :func:`compact_if_asked`: the conversation compacted first when asked or past its threshold
    (``compaction.py``), the window rendered in its place;
-10. :func:`fit_window`: ``truncation: "auto"``, the context window, the engine's limits;
+10. :func:`fit_window`: ``truncation: "auto"``, the context window, the engine's limits; :func:`admit_prompt`
+    and :func:`keep_input`: the prompt admitted to the caches, the input items made ready for the store
+    (each in steps: work proportional to the item count);
 11. :func:`generation_of`, :func:`first_snapshot` and :func:`freeze`: the generation request, the
     in_progress response, and the frozen :class:`~.prepared.PreparedResponse`.
 """
