@@ -311,6 +311,8 @@ ORDER = [
     "render_prompt",
     "compact_if_asked",
     "fit_window",
+    "admit_prompt",
+    "keep_input",
     "generation_of",
     "first_snapshot",
     "freeze",

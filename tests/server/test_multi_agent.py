@@ -233,6 +233,23 @@ def test_spawned_per_response_is_bounded(fast: RunningServer) -> None:
     assert results[limit] == f"Error: This response has spawned its maximum of {limit} sub-agents."
 
 
+def test_calls_per_response_are_bounded(fast: RunningServer) -> None:
+    """Issue 44, point 4: a request of 1,000 ``send_message`` calls kept a server busy 69 s. Past the cap a
+    call runs nothing (no sub-agent turn, no ``agent_message``) and its output says why; the model's next
+    step goes on (here: its answer)."""
+    limit = SubagentLimits().calls_per_response
+    script = steps(spawn("Hello", "kid"), *[call("list_agents")] * limit, "Done.")
+    items = outputs(create(fast, script))
+    results = [i["output"][0]["text"] for i in items if i["type"] == "multi_agent_call_output"]
+    assert len(results) == limit + 1
+    assert all(not r.startswith("Error:") for r in results[:limit])
+    assert results[limit] == (
+        f"Error: This response has made its maximum of {limit} multi-agent calls: no more run."
+        " Answer with what you have."
+    )
+    assert items[-1]["type"] == "message" and items[-1]["content"][0]["text"] == "Done."
+
+
 def test_depth_is_bounded(fast: RunningServer) -> None:
     """At the default depth (1) a sub-agent is not shown the actions: its call is one nobody runs."""
     script = steps(spawn(spawn("grandchild"), "kid"), call("wait_agent"), "Done.")

@@ -39,7 +39,7 @@ from openai_harmony import (
 )
 
 from ..constraints import build_constraint, check_grammar, parse_text_format
-from ..core import ByteBoundedCache
+from ..core import ByteBoundedCache, Stepped, at_once
 from ..harmony import (
     CONFIG_EFFORT,
     CONFIG_TEXT,
@@ -52,11 +52,12 @@ from ..harmony import (
     loaded_tools,
 )
 from ..request import EFFORT_LEVELS, ReasoningParam, ResponsesRequest, choice_data, parse_text, tools_data
-from .item_renders import DEFAULT_RENDER_CACHE_BYTES, ItemRenders, convert_items
+from .item_renders import DEFAULT_RENDER_CACHE_BYTES, ItemRenders, converted_items
 from .prompt import (
     EMPTY_HISTORY,
     CachedItem,
     ConversationHistory,
+    ItemKey,
     Prompt,
     PromptDraft,
     RenderedMessage,
@@ -71,6 +72,8 @@ __all__ = [
     "RenderedMessage",
 ]
 
+#: Messages a prompt's finishing steps take between two pauses (``HarmonyAdapter.finishing``): ~1 ms of work.
+_STEP_MESSAGES = 256
 #: The request's effort → gpt-oss's level (the table both routes share: ``request/shared_fields.py``).
 _EFFORTS = {effort: ReasoningEffort[level.upper()] for effort, level in EFFORT_LEVELS.items()}
 #: ``text.verbosity`` as gpt-oss understands it: a sentence after the developer instructions (none for medium).
@@ -141,11 +144,12 @@ class HarmonyAdapter:
         """Render one message (developer, user, assistant or tool) in this thread."""
         return self.rendered(message, self.encoding.render(message))
 
-    def rendered(self, message: Message, tokens: Sequence[int]) -> RenderedMessage:
-        """The RenderedMessage of ``message``, whose render (done here or elsewhere) is ``tokens``."""
+    def rendered(self, message: Message, tokens: Sequence[int], source: str | None = None) -> RenderedMessage:
+        """The RenderedMessage of ``message``, whose render (done here or elsewhere) is ``tokens``; ``source``:
+        its JSON (``message.to_json()``), when already made."""
         is_assistant = message.author.role == Role.ASSISTANT and not message.recipient
         return RenderedMessage(
-            source=message.to_json(),
+            source=message.to_json() if source is None else source,
             tokens=self.encoding.intern(tokens),
             is_analysis=message.author.role == Role.ASSISTANT and message.channel == "analysis",
             is_final=is_assistant and message.channel == "final",
@@ -241,7 +245,18 @@ class HarmonyAdapter:
         Checks the request's input and tools (InvalidRequestError); cheap: harmony
         tokenizes nothing here except the small, cached system message.
         """
-        items = convert_items(request.input, history.calls, self.item_renders, scope=scope)
+        return at_once(self.drafting(request, history, namespaces, builtin, scope))
+
+    def drafting(
+        self,
+        request: ResponsesRequest,
+        history: ConversationHistory = EMPTY_HISTORY,
+        namespaces: Sequence[Mapping[str, Any]] = (),
+        builtin: Mapping[str, str] | None = None,
+        scope: str = "",
+    ) -> Stepped[PromptDraft]:
+        """:meth:`draft_prompt` as work that pauses after each input item (``core.Stepped``)."""
+        items = yield from converted_items(request.input, history.calls, self.item_renders, scope=scope)
         converted = items.converted
         calls = {**history.calls, **converted.calls}
         configuration = configured_fields(request, calls)
@@ -324,20 +339,33 @@ class HarmonyAdapter:
 
     def finish_prompt(self, draft: PromptDraft, rendered: Sequence[RenderedMessage]) -> Prompt:
         """The prompt, from its draft and the renders of ``draft.to_render`` (in order)."""
+        return at_once(self.finishing(draft, rendered))
+
+    def finishing(self, draft: PromptDraft, rendered: Sequence[RenderedMessage]) -> Stepped[Prompt]:
+        """:meth:`finish_prompt` as work that pauses every :data:`_STEP_MESSAGES` messages (``core.Stepped``)."""
         developer = draft.developer
         if draft.renders_developer:
             developer, rendered = rendered[0], rendered[1:]
-        item_renders = tuple(
-            (key, CachedItem(tuple(rendered[start : start + count]), calls))
-            for key, start, count, calls in draft.pending
-        )
+        pending: list[tuple[ItemKey, CachedItem]] = []
+        for i, (key, start, count, calls) in enumerate(draft.pending):
+            if not i % _STEP_MESSAGES:
+                yield
+            pending.append((key, CachedItem(tuple(rendered[start : start + count]), calls)))
+        item_renders = tuple(pending)
         if draft.layout is not None:  # cached renders where their items were
-            rendered = [rendered[m] if isinstance(m, int) else m for m in draft.layout]
+            placed: list[RenderedMessage] = []
+            for i, m in enumerate(draft.layout):
+                if not i % _STEP_MESSAGES:
+                    yield
+                placed.append(rendered[m] if isinstance(m, int) else m)
+            rendered = placed
         full_history = draft.history.extended(rendered, draft.calls)
+        yield
         tokens = list(draft.system.tokens)
         if developer is not None:
             tokens += developer.tokens
-        self.conversation_tokens(full_history.messages, tokens)  # into the prompt: one copy of 100k tokens
+        # into the prompt: one copy of 100k tokens
+        yield from self._conversation_tokens(full_history.messages, tokens)
         tokens += self._assistant_start
         return Prompt(
             token_ids=tokens,
@@ -355,26 +383,37 @@ class HarmonyAdapter:
     def admit(self, prompt: Prompt) -> None:
         """Cache the prompt's developer message for the requests that repeat its instructions and tools,
         and its new input items' renders for the turns that replay them."""
+        at_once(self.admitting(prompt))
+
+    def admitting(self, prompt: Prompt) -> Stepped[None]:
+        """:meth:`admit` as work that pauses after each input item (``core.Stepped``)."""
         if self.item_renders is not None and prompt.item_renders:
-            self.item_renders.admit(prompt.item_renders)
+            yield from self.item_renders.admitting(prompt.item_renders)
         developer = prompt.developer
         if developer is not None and self._developers.get(prompt.developer_key) is None:
             _, instructions, functions_json = prompt.developer_key
             key_bytes = sys.getsizeof(instructions) + sys.getsizeof(functions_json)
             self._developers.admit(prompt.developer_key, developer, developer.nbytes + key_bytes)
 
-    @staticmethod
-    def conversation_tokens(messages: Sequence[RenderedMessage], out: list[int] | None = None) -> list[int]:
+    @classmethod
+    def conversation_tokens(
+        cls, messages: Sequence[RenderedMessage], out: list[int] | None = None
+    ) -> list[int]:
         """Concatenate message tokens, dropping analysis before the last final (Harmony's rule); onto
         ``out`` when given."""
+        return at_once(cls._conversation_tokens(messages, [] if out is None else out))
+
+    @staticmethod
+    def _conversation_tokens(messages: Sequence[RenderedMessage], out: list[int]) -> Stepped[list[int]]:
+        """:meth:`conversation_tokens` as work that pauses every :data:`_STEP_MESSAGES` messages."""
         last_final = -1
         for i in range(len(messages) - 1, -1, -1):
             if messages[i].is_final:
                 last_final = i
                 break
-        if out is None:
-            out = []
         for i, m in enumerate(messages):
+            if not i % _STEP_MESSAGES:
+                yield
             if m.is_analysis and i < last_final:
                 continue
             out += m.tokens

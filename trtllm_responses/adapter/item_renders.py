@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..core import ByteBoundedCache
+from ..core import ByteBoundedCache, Stepped, at_once
 from ..harmony import ConvertedInput, convert_item, input_to_messages
 from ..request import (
     CustomToolCall,
@@ -34,7 +34,14 @@ from ..request import (
 )
 from .prompt import CachedItem, ItemKey, RenderedMessage
 
-__all__ = ["DEFAULT_RENDER_CACHE_BYTES", "ConvertedItems", "ItemKey", "ItemRenders", "convert_items"]
+__all__ = [
+    "DEFAULT_RENDER_CACHE_BYTES",
+    "ConvertedItems",
+    "ItemKey",
+    "ItemRenders",
+    "convert_items",
+    "converted_items",
+]
 
 #: ``--render_cache_bytes`` when not set: ~170 Codex sessions of 120k tokens (~1.5 MB of renders each).
 DEFAULT_RENDER_CACHE_BYTES = 256 << 20
@@ -84,7 +91,12 @@ class ItemRenders:
 
     def admit(self, entries: Sequence[tuple[ItemKey, CachedItem]]) -> None:
         """Keep the renders of an accepted prompt's new items (each counts its key: the item's JSON)."""
+        at_once(self.admitting(entries))
+
+    def admitting(self, entries: Sequence[tuple[ItemKey, CachedItem]]) -> Stepped[None]:
+        """:meth:`admit` as work that pauses after each item (``core.Stepped``)."""
         for key, entry in entries:
+            yield
             _, kind, context, raw = key
             size = sys.getsizeof(key) + sys.getsizeof(context) + sys.getsizeof(raw)
             self._cache.admit(key, entry, entry.nbytes + size)
@@ -121,7 +133,19 @@ def convert_items(
     param: str = "input",
     scope: str = "",
 ) -> ConvertedItems:
-    """Convert ``items`` into Harmony messages, taking each cached item's render instead of converting it.
+    """:func:`converted_items` run whole."""
+    return at_once(converted_items(items, known_calls, cache, param, scope))
+
+
+def converted_items(
+    items: str | Sequence[InputItem],
+    known_calls: Mapping[str, str],
+    cache: ItemRenders | None,
+    param: str = "input",
+    scope: str = "",
+) -> Stepped[ConvertedItems]:
+    """Convert ``items`` into Harmony messages, taking each cached item's render instead of converting it;
+    work that pauses after each item (``core.Stepped``: 20,000 items are ~0.3 s of it).
 
     Only renders cached for ``scope`` (the requesting tenant's, ``Tenant.scope``) are found, and those made
     here are kept for it: a tenant's hits (``/stats``, and how fast its prompt renders) say nothing of
@@ -138,6 +162,7 @@ def convert_items(
     converted = out.converted
     layout = out.layout
     for i, item in enumerate(items):
+        yield
         kept = _KEPT.get(type(item)) if cache is not None else None
         context = _context(item, kept[1], converted, known_calls) if kept is not None else None
         if context is None:

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from typing import TypeVar
 
-__all__ = ["LOOP_STEP_SECONDS", "LoopSteps"]
+__all__ = ["LOOP_STEP_SECONDS", "LoopSteps", "Stepped", "at_once"]
+
+T = TypeVar("T")
+
+#: Work written to be cut into steps: a generator that yields (None) wherever it may pause, and returns
+#: its result. Work proportional to a request's item count is written so (docs/limits.md#hostile-input-and-limits):
+#: ``await steps.through(work)`` runs it on the loop in steps, ``at_once(work)`` runs it whole.
+Stepped = Generator[None, None, T]
 
 #: How long one request's preparation may hold the event loop before it lets others run.
 LOOP_STEP_SECONDS = 0.005
@@ -40,6 +48,30 @@ class LoopSteps:
             self.yields += 1
             self.restart()
 
+    async def through(self, work: Stepped[T]) -> T:
+        """Run ``work`` to its end, yielding to the loop at its pauses once a step has run its time."""
+        clock, step = self._clock, self._step
+        try:
+            while True:
+                next(work)
+                if clock() - self._since >= step:
+                    await asyncio.sleep(0)
+                    self.yields += 1
+                    self._since = clock()
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
     def restart(self) -> None:
         """A new step starts now (the work has just waited on something else, and so yielded)."""
         self._since = self._clock()
+
+
+def at_once(work: Stepped[T]) -> T:
+    """Run ``work`` to its end without pausing (a caller off the loop, or whose work is small)."""
+    try:
+        while True:
+            next(work)
+    except StopIteration as done:
+        result: T = done.value
+        return result

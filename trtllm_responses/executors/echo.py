@@ -22,7 +22,11 @@ from .base import Executor, FinishReason, GenerationRequest, TokenDelta
 if TYPE_CHECKING:
     from ..constraints import Constraint
 
-__all__ = ["EchoExecutor"]
+__all__ = ["PLAN_ON_LOOP_TOKENS", "EchoExecutor"]
+
+#: Prompts up to this many tokens are planned on the event loop (well under a millisecond); longer ones
+#: in a thread: a plan costs what its last message does, and the prompt's length bounds that cheaply.
+PLAN_ON_LOOP_TOKENS = 16_384
 
 
 @types.coroutine
@@ -57,6 +61,8 @@ _REMINDER_CLOSE = "</system-reminder>"
 #: first _HEAD_TOKENS tokens do.
 _RULE_PREFIXES = ("#", "call", _REMINDER_OPEN)
 _HEAD_TOKENS = 16
+#: Tokens one C call of the plan copies or searches at most (``_copied``): well under a millisecond.
+_CHUNK = 8192
 _FUNCTION_DECL = re.compile(r"^type ([A-Za-z0-9_\-]+) = \((.*)$")
 _PROPERTY = re.compile(r"^([A-Za-z0-9_$\-]+)(\??): (.*?),?(?:\s*//.*)?$")
 _FILLER_WORDS = (
@@ -73,6 +79,48 @@ def _without_reminders(text: str) -> str:
             break
         text = text[end + len(_REMINDER_CLOSE) :].lstrip()
     return text
+
+
+def _copied(tokens: Sequence[int], start: int = 0, end: int | None = None) -> list[int]:
+    """``tokens[start:end]`` as a new list, copied :data:`_CHUNK` tokens at a time: one C call on 300k
+    tokens holds the GIL 10-30 ms (each token's refcount touched), a loop of small ones lets the event
+    loop's thread take it between them (the plan runs in a thread, ``EchoExecutor.generate``)."""
+    return _extend([], tokens, start, end)
+
+
+def _extend(out: list[int], tokens: Sequence[int], start: int = 0, end: int | None = None) -> list[int]:
+    """``out`` extended by ``tokens[start:end]``, :data:`_CHUNK` tokens at a time (``_copied``)."""
+    end = len(tokens) if end is None else end
+    for at in range(start, end, _CHUNK):
+        out += tokens[at : min(at + _CHUNK, end)]
+    return out
+
+
+def _decoded(encoding: HarmonyEncoding, tokens: Sequence[int]) -> str:
+    """``encoding.decode(tokens)``, the bytes joined :data:`_CHUNK` tokens at a time (``_copied``)."""
+    table = encoding.token_bytes
+    parts = [b"".join([table[t] for t in tokens[at : at + _CHUNK]]) for at in range(0, len(tokens), _CHUNK)]
+    return b"".join(parts).decode("utf-8", "replace")
+
+
+def _cut(tokens: list[int], length: int) -> list[int]:
+    """``tokens`` cut to ``length`` in place, from its end :data:`_CHUNK` tokens at a time (``_copied``)."""
+    while len(tokens) > length:
+        del tokens[max(length, len(tokens) - _CHUNK) :]
+    return tokens
+
+
+def _last_index(tokens: Sequence[int], token: int, end: int) -> int:
+    """The index of the last ``token`` before ``end`` (ValueError if none), searched a chunk at a time from
+    the end, never by copying the whole prompt reversed."""
+    hi = end
+    while hi > 0:
+        lo = max(0, hi - _CHUNK)
+        window = tokens[lo:hi]
+        if token in window:
+            return hi - 1 - window[::-1].index(token)
+        hi = lo
+    raise ValueError(token)
 
 
 def _value_for(type_text: str, user_text: str) -> Any:
@@ -134,11 +182,15 @@ class EchoExecutor(Executor):
     def _segment(self, header: str, body: str, terminator: str) -> list[int]:
         return self._enc.encode(header) + self._enc.encode_plain(body) + self._enc.encode(terminator)
 
-    def _answer(self, analysis: str, final: str | list[int]) -> list[int]:
+    def _answer(self, analysis: str, final: str | Sequence[int]) -> list[int]:
         tokens = self._segment("<|channel|>analysis<|message|>", analysis, "<|end|>")
         tokens += self._final_start
-        tokens += self._enc.encode_plain(final) if isinstance(final, str) else final
-        return tokens + [self._enc.return_]
+        if isinstance(final, str):
+            tokens += self._enc.encode_plain(final)
+        else:
+            _extend(tokens, final)
+        tokens.append(self._enc.return_)
+        return tokens
 
     def _tool_answer(
         self, name: str, body: str, body_tokens: Sequence[int], constraint: Constraint | None
@@ -150,7 +202,7 @@ class EchoExecutor(Executor):
                 "Answering in JSON.", json.dumps(instance, ensure_ascii=False, separators=(",", ":"))
             )
         return self._answer(
-            f"Got {name} output.", self._enc.encode_plain(f"{name} returned: ") + list(body_tokens)
+            f"Got {name} output.", _extend(self._enc.encode_plain(f"{name} returned: "), body_tokens)
         )
 
     def _call(self, name: str, arguments: str, *, custom: bool = False) -> list[int]:
@@ -247,7 +299,7 @@ class EchoExecutor(Executor):
         if end < 1:
             return "", ()
         try:
-            i = end - 1 - prompt[end - 1 :: -1].index(start)
+            i = _last_index(prompt, start, end)
         except ValueError:
             return "", ()
         body_end = end - 1 if prompt[end - 1] in self._enc.message_terminators else end
@@ -256,7 +308,7 @@ class EchoExecutor(Executor):
         except ValueError:
             body_start = body_end
         header = self._enc.decode(prompt[i + 1 : body_start - 1])
-        return header, prompt[body_start:body_end]
+        return header, _copied(prompt, body_start, body_end)
 
     def _declared_functions(self, prompt: Sequence[int]) -> list[tuple[str, list[str]]]:
         """(name, declaration lines) of the functions the developer message declares, in order."""
@@ -327,7 +379,7 @@ class EchoExecutor(Executor):
         # it is decoded only when its first tokens could start a rule, or a rule needs the text.
         head = self._enc.decode(body_tokens[:_HEAD_TOKENS])
         if len(body_tokens) <= _HEAD_TOKENS or head.startswith(_RULE_PREFIXES):
-            body = self._enc.decode(body_tokens)
+            body = _decoded(self._enc, body_tokens)
             if body.startswith(_REMINDER_OPEN):
                 body = _without_reminders(body)
                 body_tokens = self._enc.encode_plain(body)
@@ -335,8 +387,10 @@ class EchoExecutor(Executor):
         if constraint is None and not self._declared_functions(prompt):
             role = header.split(" ", 1)[0].split("<|", 1)[0]
             if role in _CONVERSATION_ROLES and not self._developer_text(prompt).startswith(_COMPACTING):
-                return self._answer("Echoing the user.", list(body_tokens))
-        return self._plan(prompt, max_tokens, constraint, header, self._enc.decode(body_tokens), body_tokens)
+                return self._answer("Echoing the user.", body_tokens)
+        return self._plan(
+            prompt, max_tokens, constraint, header, _decoded(self._enc, body_tokens), body_tokens
+        )
 
     def _plan(
         self,
@@ -449,7 +503,7 @@ class EchoExecutor(Executor):
                 return self._call(name, body, custom=True)
             arguments = _arguments_for(declaration, body)
             return self._call(name, json.dumps(arguments, ensure_ascii=False, separators=(",", ":")))
-        return self._answer("Echoing the user.", list(body_tokens))
+        return self._answer("Echoing the user.", body_tokens)
 
     # -- the engine ------------------------------------------------------------------------
 
@@ -458,19 +512,12 @@ class EchoExecutor(Executor):
         request_id = request.request_id
         self._running.add(request_id)
         try:
-            completion = self.plan(request.prompt_token_ids, request.sampling.max_tokens, request.constraint)
-            # Where it ends, decided up front: at the first stop token (kept), at max_tokens, or by
-            # running out (then a last, empty delta says "length").
-            stops = frozenset(request.sampling.stop_token_ids)
-            limit = request.sampling.max_tokens
-            stop_at = next((i for i, token in enumerate(completion) if token in stops), None)
-            finish: FinishReason | None
-            if stop_at is not None and stop_at < limit:
-                steps, finish = completion[: stop_at + 1], "stop"
-            elif len(completion) >= limit:
-                steps, finish = completion[:limit], "length"
+            # A long prompt's plan (a large last message decoded and copied: 100-300 ms for 1 MB) runs in
+            # a thread, so the loop keeps serving others (docs/echo-executor.md#the-echo-executor).
+            if len(request.prompt_token_ids) > PLAN_ON_LOOP_TOKENS:
+                steps, finish = await asyncio.to_thread(self._steps, request)
             else:
-                steps, finish = completion, None
+                steps, finish = self._steps(request)
             last = len(steps) - 1
             logprobs = request.sampling.logprobs
             interval = self._interval
@@ -496,6 +543,19 @@ class EchoExecutor(Executor):
         finally:
             self._running.discard(request_id)
             self._aborted.discard(request_id)
+
+    def _steps(self, request: GenerationRequest) -> tuple[list[int], FinishReason | None]:
+        """The tokens ``request`` streams and how they end: at the first stop token (kept), at max_tokens, or
+        (None) by running out, when a last, empty delta says "length"."""
+        completion = self.plan(request.prompt_token_ids, request.sampling.max_tokens, request.constraint)
+        stops = frozenset(request.sampling.stop_token_ids)
+        limit = request.sampling.max_tokens
+        stop_at = next((i for i, token in enumerate(completion) if token in stops), None)
+        if stop_at is not None and stop_at < limit:
+            return _cut(completion, stop_at + 1), "stop"
+        if len(completion) >= limit:
+            return _cut(completion, limit), "length"
+        return completion, None
 
     def _logprob(self, token: int, top: int) -> tuple[float, list[tuple[int, float]]]:
         """Deterministic logprobs: the token -0.5; alternative j (j = 0 is the token itself) is token + j at -0.5 - j."""

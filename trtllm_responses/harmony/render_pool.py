@@ -20,9 +20,10 @@ import struct
 import sys
 from collections.abc import Sequence
 
+import orjson
 from openai_harmony import Message
 
-from ..core import ServerError
+from ..core import LoopSteps, ServerError
 
 __all__ = ["RenderPool", "default_render_workers"]
 
@@ -70,14 +71,16 @@ class _Worker:
                 raise ServerError("The renderer process answered out of step; please retry.")
         return process
 
-    async def exchange(self, payload: bytes, count: int) -> list[list[int]]:
+    async def exchange(self, payload: bytes, count: int, steps: LoopSteps) -> list[list[int]]:
         process = await self.running()
         assert process.stdin is not None and process.stdout is not None
         try:
             process.stdin.write(_LENGTH.pack(len(payload)) + payload)
             await process.stdin.drain()
+            steps.restart()  # waiting for the worker let the loop run
             out = []
             for _ in range(count):
+                await steps.boundary()  # 20,000 renders read back are ~50 ms of work
                 (size,) = _LENGTH.unpack(await process.stdout.readexactly(_LENGTH.size))
                 tokens = array.array("I")
                 tokens.frombytes(await process.stdout.readexactly(size))
@@ -135,10 +138,15 @@ class RenderPool:
 
     async def render(self, messages: Sequence[Message]) -> list[list[int]]:
         """Each message's render, as ``HarmonyEncoding.render`` makes it."""
-        payload = json.dumps([m.to_json() for m in messages]).encode()
+        return await self.render_sources([m.to_json() for m in messages])
+
+    async def render_sources(self, sources: Sequence[str], steps: LoopSteps | None = None) -> list[list[int]]:
+        """The render of each message whose JSON (``Message.to_json``) is in ``sources``; the renders read
+        back in ``steps`` (``core.LoopSteps``) when given."""
+        payload = orjson.dumps(list(sources))
         idle = self._queue()
         worker = await idle.get()
-        exchange = asyncio.ensure_future(worker.exchange(payload, len(messages)))
+        exchange = asyncio.ensure_future(worker.exchange(payload, len(sources), steps or LoopSteps()))
         self._exchanges.add(exchange)
 
         def release(done: asyncio.Task[list[list[int]]]) -> None:

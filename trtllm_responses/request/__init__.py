@@ -47,7 +47,7 @@ if TYPE_CHECKING:
         json_object,
     )
     from .chat import ChatOptions, ChatRequest, translate_chat
-    from .input_items import normalize_input_items
+    from .input_items import normalize_input_items, normalized_input_items
     from .items import (
         AgentMessage,
         CodeInterpreterCall,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..core import new_id
+from ..core import Stepped, at_once, new_id
 from .items import (
     CodeInterpreterCall,
     FunctionCall,
@@ -22,7 +22,7 @@ from .items import (
     WebSearchCall,
 )
 
-__all__ = ["normalize_input_items"]
+__all__ = ["normalize_input_items", "normalized_input_items"]
 
 _ID_PREFIX = {
     "message": "msg",
@@ -54,10 +54,16 @@ def _parts(content: Any, text_type: str) -> list[Any]:
 
 def normalize_input_items(input: str | Sequence[InputItem]) -> list[dict[str, Any]]:
     """``input`` as a list of ResponseItem dicts with ids (input already checked by the adapter)."""
+    return at_once(normalized_input_items(input))
+
+
+def normalized_input_items(input: str | Sequence[InputItem]) -> Stepped[list[dict[str, Any]]]:
+    """:func:`normalize_input_items` as work that pauses after each item (``core.Stepped``)."""
     if isinstance(input, str):
         input = (Message({"type": "message", "role": "user", "content": input}),)
     items = []
     for typed in input:
+        yield
         item = dict(typed.data)
         kind = item.setdefault("type", typed.TYPE)
         item.setdefault("id", new_id(_ID_PREFIX.get(kind, "item")))

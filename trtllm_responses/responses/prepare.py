@@ -18,7 +18,9 @@ stage's own errors, in order, before the next stage starts), before any generati
 8. :func:`render_prompt`: the prompt and the server-run tools (``rendering.py``);
 9. :func:`compact_if_asked`: the conversation compacted first when asked or past its threshold
    (``compaction.py``), the window rendered in its place;
-10. :func:`fit_window`: ``truncation: "auto"``, the context window, the engine's limits;
+10. :func:`fit_window`: ``truncation: "auto"``, the context window, the engine's limits; :func:`admit_prompt`
+    and :func:`keep_input`: the prompt admitted to the caches, the input items made ready for the store
+    (each in steps: work proportional to the item count);
 11. :func:`generation_of`, :func:`first_snapshot` and :func:`freeze`: the generation request, the
     in_progress response, and the frozen :class:`~.prepared.PreparedResponse`.
 """
@@ -32,7 +34,7 @@ import orjson
 from openai.types.responses import Response
 
 from ..adapter import ConversationHistory, HarmonyAdapter, Prompt
-from ..core import InvalidRequestError, LoopSteps, new_id, to_dict
+from ..core import InvalidRequestError, LoopSteps, Stepped, new_id, to_dict
 from ..executors import Executor, GenerationRequest
 from ..ops import trace_attrs
 from ..request import (
@@ -42,6 +44,7 @@ from ..request import (
     ResponsesRequest,
     SessionIdentity,
     normalize_input_items,
+    normalized_input_items,
     parse_items,
     parse_multi_agent,
     parse_request,
@@ -79,6 +82,7 @@ from .truncation import truncate_prompt
 __all__ = [
     "Origin",
     "Preparation",
+    "admit_prompt",
     "apply_template",
     "check_options",
     "compact_if_asked",
@@ -88,6 +92,7 @@ __all__ = [
     "form_team",
     "freeze",
     "generation_of",
+    "keep_input",
     "open_request",
     "read_conversation",
     "read_input",
@@ -166,6 +171,9 @@ class Preparation:
     response_id: str = field(init=False)  # set by continue_chain
     session: SessionIdentity = field(init=False)  # set by continue_chain
     prompt: Prompt = field(init=False)  # set by render_prompt
+    #: The input items as they will be stored, and their JSON (set by keep_input; None: not made yet).
+    stored_items: tuple[tuple[str, ...], tuple[bytes, ...]] | None = None
+    minted_ids: tuple[str, ...] = ()  # the stored items' ids the server minted (set with stored_items)
 
 
 def open_request(body: JsonBody, origin: Origin, limit: int, window: int) -> Preparation:
@@ -316,9 +324,9 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 def fit_window(p: Preparation, executor: Executor, adapter: HarmonyAdapter) -> None:
-    """Fit the prompt to the context window (``truncation: "auto"`` drops its oldest messages), refuse it
-    when it does not fit or asks for a constraint the engine cannot apply (400s), and admit it to the
-    adapter's caches."""
+    """Fit the prompt to the context window (``truncation: "auto"`` drops its oldest messages), and refuse it
+    when it does not fit or asks for a constraint the engine cannot apply (400s); ``admit_prompt`` then
+    admits it to the adapter's caches."""
     room = executor.max_seq_len - len(p.prompt.token_ids)
     if room < 1 and p.request.truncation == "auto":
         limit = executor.max_seq_len
@@ -338,7 +346,34 @@ def fit_window(p: Preparation, executor: Executor, adapter: HarmonyAdapter) -> N
             param=_constrained_by(constraint.final, constraint.call_required),
             code="unsupported_parameter",
         )
-    adapter.admit(p.prompt)
+
+
+async def admit_prompt(p: Preparation, adapter: HarmonyAdapter) -> None:
+    """Admit the accepted prompt to the adapter's caches (its developer message, its new items' renders),
+    in steps: 20,000 new items are 20,000 entries."""
+    await p.steps.through(adapter.admitting(p.prompt))
+
+
+async def keep_input(p: Preparation) -> None:
+    """The input items as they will be stored, their ids minted and their JSON made (what cannot be stored
+    fails as a 400), in steps; nothing when the response is stored nowhere."""
+    request = p.request
+    if not (request.store or p.conversation):
+        p.stored_items = ((), ())
+        return
+    items = await p.steps.through(normalized_input_items(request.input))
+    dumped = await p.steps.through(_dumped(items))
+    p.stored_items = (tuple(str(item["id"]) for item in items), dumped)
+    p.minted_ids = _minted_ids(request, items)
+
+
+def _dumped(items: list[dict[str, object]]) -> Stepped[tuple[bytes, ...]]:
+    """Each item's JSON, in steps."""
+    out = []
+    for item in items:
+        yield
+        out.append(orjson.dumps(item))
+    return tuple(out)
 
 
 def generation_of(
@@ -422,7 +457,11 @@ def freeze(
     stored fails as a 400), and how reasoning and tool reads are sealed (asked for with ``include``, or
     ``redact_reasoning``)."""
     request = p.request
-    items = normalize_input_items(request.input) if request.store or p.conversation else []
+    if p.stored_items is None:  # keep_input did not run (a caller of the stages alone)
+        items = normalize_input_items(request.input) if request.store or p.conversation else []
+        p.stored_items = (tuple(item["id"] for item in items), tuple(orjson.dumps(item) for item in items))
+        p.minted_ids = _minted_ids(request, items)
+    item_ids, items_json = p.stored_items
     sealer = p.origin.sealer(sealer)
     encrypted = sealer is not None and (redact_reasoning or ENCRYPTED_REASONING in (request.include or ()))
     return PreparedResponse(
@@ -431,10 +470,10 @@ def freeze(
         generation=generation,
         response=response,
         received_at=p.received_at,
-        input_item_ids=tuple(item["id"] for item in items),
-        input_items_json=tuple(orjson.dumps(item) for item in items),
+        input_item_ids=item_ids,
+        input_items_json=items_json,
         sealer=sealer,
-        minted_input_ids=_minted_ids(request, items),
+        minted_input_ids=p.minted_ids,
         seal_reasoning=sealer.seal_reasoning if sealer is not None and encrypted else None,
         seal_tool_read=sealer.seal_tool_read if sealer is not None and encrypted else None,
         compaction=p.compaction,

@@ -50,6 +50,7 @@ from .keeping import Keeper
 from .kv_release import release_deleted
 from .prepare import (
     Origin,
+    admit_prompt,
     apply_template,
     check_options,
     compact_if_asked,
@@ -59,6 +60,7 @@ from .prepare import (
     form_team,
     freeze,
     generation_of,
+    keep_input,
     open_request,
     read_conversation,
     read_input,
@@ -131,6 +133,8 @@ class ResponsesService:
         #: What requests that do not say are sampled with (``serve --temperature`` …).
         self.sampling_defaults = sampling_defaults or SamplingDefaults()
         self.executor = executor
+        #: Requests being prepared now (``prepare``): the GC schedule counts them as work, not idle time.
+        self.preparing = 0
         self.sealer = sealer
         self.redact_reasoning = redact_reasoning and sealer is not None
         self.store = store
@@ -220,25 +224,38 @@ class ResponsesService:
 
         ``origin``: what the transport knows of the request besides its body (``prepare.Origin``).
         """
-        with tracing.span("prepare") as live:  # its stages that can take time are spans of their own
-            p = open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
-            store = scoped(self.store, origin.tenant.scope)  # what it reads is its tenant's
-            await apply_template(p, self.prompts)
-            form_team(p, self, self.subagents, self.tool_settings.tool_timeout)
-            await check_options(p, store)
-            await read_conversation(p, self.conversations)
-            await read_input(p, store)
-            await continue_chain(p, self.chains)
-            await render_prompt(p, self.renderer)
-            await compact_if_asked(p, self.compactor)
-            fit_window(p, self.executor, self.adapter)
-            generation = generation_of(p, self.executor, self.adapter, self.sampling_defaults)
-            response = await first_snapshot(p, generation, self.model_name, store, self.adapter)
-            if live.is_recording():
-                live.set_attributes(prepared_attributes(p.response_id, p.prompt, p.session, p.conversation))
-            return freeze(
-                p, generation, response, self.sealer, self.redact_reasoning, self.tool_settings.tool_timeout
-            )
+        self.preparing += 1  # not idle time for the GC schedule (server/app.py)
+        try:
+            with tracing.span("prepare") as live:  # its stages that can take time are spans of their own
+                p = open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
+                store = scoped(self.store, origin.tenant.scope)  # what it reads is its tenant's
+                await apply_template(p, self.prompts)
+                form_team(p, self, self.subagents, self.tool_settings.tool_timeout)
+                await check_options(p, store)
+                await read_conversation(p, self.conversations)
+                await read_input(p, store)
+                await continue_chain(p, self.chains)
+                await render_prompt(p, self.renderer)
+                await compact_if_asked(p, self.compactor)
+                fit_window(p, self.executor, self.adapter)
+                await admit_prompt(p, self.adapter)
+                await keep_input(p)
+                generation = generation_of(p, self.executor, self.adapter, self.sampling_defaults)
+                response = await first_snapshot(p, generation, self.model_name, store, self.adapter)
+                if live.is_recording():
+                    live.set_attributes(
+                        prepared_attributes(p.response_id, p.prompt, p.session, p.conversation)
+                    )
+                return freeze(
+                    p,
+                    generation,
+                    response,
+                    self.sealer,
+                    self.redact_reasoning,
+                    self.tool_settings.tool_timeout,
+                )
+        finally:
+            self.preparing -= 1
 
     async def count_input_tokens(self, body: bytes, tenant: Tenant = OPEN) -> bytes:
         """``POST /v1/responses/input_tokens``: the length of the prompt the same create by ``tenant`` would

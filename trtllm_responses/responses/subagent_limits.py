@@ -25,6 +25,10 @@ class SubagentLimits:
     server_running: int = 32
     #: Sub-agents one response may spawn in all (its whole tree).
     per_response: int = 16
+    #: Multi-agent calls one response's agents may make in all (its whole tree); each past it is answered
+    #: with an error the model reads, and runs nothing. Four for each sub-agent it may spawn (a task, a
+    #: message, a follow-up, a wait): 1,000 ``send_message`` calls in one request kept a server busy 69 s.
+    calls_per_response: int = 64
     #: Levels of sub-agents below the root: 1 means sub-agents cannot spawn their own.
     max_depth: int = 1
     #: Seconds one task (turn) of a sub-agent may run before it is stopped and reported failed.

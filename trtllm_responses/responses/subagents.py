@@ -117,6 +117,7 @@ class Team:
         )
         self._agents: dict[str, _Agent] = {}
         self._spawned = 0
+        self._calls = 0  # multi-agent calls made by the team's agents, all together
         self._unreported: list[AgentItem] = []  # for the root's next call, or its end
         self._chains: dict[str, Chain] = {}  # the sub-agents' last responses, by id (their lookup)
         self.closed = False
@@ -137,7 +138,14 @@ class Team:
     async def act(
         self, agent: str, depth: int, action: str, arguments: Mapping[str, Any]
     ) -> tuple[str, Sequence[AgentItem]]:
-        """Run one action of ``agent`` (``tools/multi_agent.py``'s Coordinator)."""
+        """Run one action of ``agent`` (``tools/multi_agent.py``'s Coordinator); ValueError (the call's
+        ``Error: ...`` output) past the response's ``calls_per_response``, before anything runs."""
+        if self._calls >= self.limits.calls_per_response:
+            raise ValueError(
+                f"This response has made its maximum of {self.limits.calls_per_response} multi-agent calls:"
+                " no more run. Answer with what you have."
+            )
+        self._calls += 1
         items: list[AgentItem] = []
         if action == "spawn_agent":
             result = self._spawn(agent, depth, arguments, items)

@@ -129,7 +129,11 @@ def _lifespan(
         gc.freeze()
         shutdown.attach(asyncio.get_running_loop())
         # ... and from now on, collect when it cannot stall streams (ops/gc_schedule.py).
-        collector = asyncio.ensure_future(CollectorSchedule(metrics.idle, metrics.record_gc).run())
+        # Idle: no response generating and none being prepared (a 20,000-item body's preparation is
+        # seconds of steps: a full collection between two would walk every one of its objects).
+        collector = asyncio.ensure_future(
+            CollectorSchedule(lambda: metrics.idle() and not service.preparing, metrics.record_gc).run()
+        )
         watchdog = asyncio.ensure_future(metrics.watch_event_loop())
         tending = asyncio.ensure_future(service.runs.tend())  # background runs' grace, cancels via Redis
         try:
