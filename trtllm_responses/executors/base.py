@@ -218,6 +218,10 @@ class Executor(abc.ABC):
         Returns at once; the engine carries it out on its own time (docs/sessions-and-kv-cache.md#retention). A
         no-op by default (an engine that keeps no cache, or cannot be told)."""
 
+    def reload(self) -> None:
+        """Read again what the executor was configured from (SIGHUP; the gRPC executor's file of engines). Safe
+        in a signal handler: it returns at once, its work scheduled on the loop. A no-op by default."""
+
     async def start(self) -> None:
         """Get ready to serve (load a model). Called once before the first request."""
 
