@@ -176,6 +176,11 @@ class Executor(abc.ABC):
         """Whether the engine can still generate (``/health`` answers 503 when it cannot)."""
         return True
 
+    def engines_health(self) -> Mapping[str, bool]:
+        """Per engine of a pool (its URL: whether it takes generations now), for ``/metrics``; {} for an
+        executor of one engine."""
+        return {}
+
     def attach_env(self, frontend: int) -> dict[str, str]:
         """What attached frontend ``frontend`` of a group (``serve --num_serve_frontends``) needs in its
         environment to reach this executor's engine; {}: every frontend runs an executor of its own."""

@@ -181,6 +181,10 @@ class TrtllmGrpcExecutor(Executor):
         """Whether some engine's last ``HealthCheck`` answered ``OK`` (False before start)."""
         return self._started and self._pool.healthy()
 
+    def engines_health(self) -> dict[str, bool]:
+        """Each engine of the pool: whether it is in placement."""
+        return self._pool.health()
+
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream an engine's chunks as deltas; its ``complete`` is the last delta (with any tokens the chunks
         did not carry). The engine is the pool's choice for the session; one that fails before any token was
