@@ -37,7 +37,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 
 from ..base import ExecutorError
-from .engine import HEALTH_TIMEOUT_S, EngineInfo, GrpcEngine
+from .engine import HEALTH_TIMEOUT_S, RECONNECT_CAP_S, EngineInfo, GrpcEngine
 from .messages import engine_target
 
 __all__ = [
@@ -55,8 +55,9 @@ logger = logging.getLogger(__name__)
 #: ``c`` of the load bound (module docstring): an engine takes a session's generation while it runs fewer
 #: than ``ceil(c * mean)`` (the mean counting this generation).
 LOAD_FACTOR = 1.25
-#: The longest wait between two checks of an engine out of placement.
-RECHECK_CAP_S = 30.0
+#: The longest wait between two checks of an engine out of placement (the channel's own reconnection backs
+#: off no longer: ``engine.RECONNECT_CAP_S``).
+RECHECK_CAP_S = RECONNECT_CAP_S
 
 #: The executor's check of an engine's facts before it joins: ExecutorError saying why it cannot.
 Check = Callable[[str, EngineInfo], None]
