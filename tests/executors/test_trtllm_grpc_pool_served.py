@@ -10,8 +10,8 @@ The tests run in order over one server and one set of engines (each leaves the p
 from __future__ import annotations
 
 import json
+import re
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import openai
 import pytest
 from support.process_harness import ServeProcess
 from support.trtllm_grpc_harness import GrpcEngine, grpc_engines
+from test_trtllm_grpc_fake_engine import _until
 
 from trtllm_responses.executors.trtllm_grpc.pool import rendezvous_order
 
@@ -55,8 +56,12 @@ def served(listed: Path) -> Iterator[ServeProcess]:
     ).start(timeout=600)  # three engines start beside it (minutes on a loaded machine)
     yield server
     assert server.terminate() == 0
-    output = server.output()  # the one traceback expected: the turn whose engine was killed mid-stream
-    assert output.count("Traceback") == output.count("Executor failed on") <= 1, output[-4000:]
+    output = server.output()  # the one failure logged: the turn whose engine was killed mid-stream
+    raised = set(re.findall(r"^([\w.]+(?:Error|Exception)):", output, re.M))
+    assert raised <= {"grpc.aio._call.AioRpcError", "trtllm_responses.executors.base.ExecutorError"}, output[
+        -4000:
+    ]
+    assert output.count("Executor failed on") <= 1, output[-4000:]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +94,7 @@ def reload(served: ServeProcess, listed: Path, pool: list[GrpcEngine], says: str
     listed.write_text("".join(f"{url(e)}\n" for e in pool))
     assert served.process is not None
     served.process.send_signal(signal.SIGHUP)
-    assert _until(lambda: served.output().count(says) > before), served.output()[-3000:]
+    assert _until(lambda: served.output().count(says) > before, 60), served.output()[-3000:]
 
 
 def test_a_sessions_40_turns_run_on_one_engine(
@@ -135,7 +140,7 @@ def test_an_engine_removed_drains_its_turn_then_closes(
             reload(served, listed, [a, c], f"Engine {url(b)} removed: draining 1")
             events = [json.loads(line[6:])["type"] for line in lines if line.startswith("data: ")]
     assert events[-1] == "response.completed"
-    assert _until(lambda: f"Engine {url(b)} drained: closed" in served.output())
+    assert _until(lambda: f"Engine {url(b)} drained: closed" in served.output(), 60)
     before = generated(b)
     with httpx.Client(base_url=served.base_url, timeout=60) as http:
         reply = http.post(
@@ -182,12 +187,3 @@ def test_an_engine_killed_mid_session(
     metrics = httpx.get(served.base_url + "/metrics").text
     assert f'trtllm_engine_healthy{{engine="{url(c)}"}} 0.0' in metrics
     assert f'trtllm_engine_healthy{{engine="{url(a)}"}} 1.0' in metrics
-
-
-def _until(condition: Any, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
