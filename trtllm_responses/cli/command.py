@@ -109,7 +109,8 @@ _TRTLLM_FLAGS = (
 
 def engine_of(args: argparse.Namespace) -> str:
     """``--engine``, or by default: ``trtllm-grpc`` with ``--engine_url``, ``trtllm`` with MODEL, else ``echo``."""
-    return str(args.engine or ("trtllm-grpc" if args.engine_url else "trtllm" if args.model else "echo"))
+    grpc = args.engine_url or args.engine_urls_file
+    return str(args.engine or ("trtllm-grpc" if grpc else "trtllm" if args.model else "echo"))
 
 
 def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, HarmonyEncoding]:
@@ -123,8 +124,8 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         for flag in _TRTLLM_FLAGS
         if getattr(args, flag) is not None and getattr(args, flag) is not False
     ]
-    if args.engine_url and engine != "trtllm-grpc":
-        raise LaunchError("--engine_url only applies to --engine trtllm-grpc")
+    if (args.engine_url or args.engine_urls_file) and engine != "trtllm-grpc":
+        raise LaunchError("--engine_url and --engine_urls_file only apply to --engine trtllm-grpc")
     if engine == "trtllm-grpc":
         return _grpc_executor(args, given)
     if engine == "echo":
@@ -182,8 +183,9 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
 
 
 def _grpc_executor(args: argparse.Namespace, given: list[str]) -> tuple[Executor, HarmonyEncoding]:
-    """``--engine trtllm-grpc``: the executor of the one engine at ``--engine_url``; LaunchError for what it
-    cannot take (a MODEL, engine flags: those belong to the engine's own ``trtllm-serve``)."""
+    """``--engine trtllm-grpc``: the executor of the pool of engines at ``--engine_url`` (repeated) and in
+    ``--engine_urls_file``; LaunchError for what it cannot take (a MODEL, engine flags: those belong to the
+    engines' own ``trtllm-serve``; no engine, a malformed URL, a file that does not read)."""
     from ..executors.trtllm_grpc.executor import TrtllmGrpcExecutor
     from ..harmony import load_encoding
     from .launch import LaunchError
@@ -200,17 +202,20 @@ def _grpc_executor(args: argparse.Namespace, given: list[str]) -> tuple[Executor
         )
     if args.echo_tokens_per_second:
         raise LaunchError("--echo_tokens_per_second only applies to --engine echo")
-    urls = args.engine_url or []
-    if len(urls) != 1:
+    if not args.engine_url and not args.engine_urls_file:
         raise LaunchError(
-            "--engine trtllm-grpc needs one --engine_url grpc://HOST:PORT"
-            + (" (a pool of engines is not served yet)" if urls else "")
+            "--engine trtllm-grpc needs an engine: --engine_url grpc://HOST:PORT (repeatable), or --engine_urls_file"
         )
     encoding = load_encoding()
     try:
-        executor = TrtllmGrpcExecutor(urls[0], encoding=encoding, guided=args.guided_decoding)
-    except ValueError as exc:
-        raise LaunchError(str(exc)) from exc
+        executor = TrtllmGrpcExecutor(
+            args.engine_url or [],
+            urls_file=args.engine_urls_file,
+            encoding=encoding,
+            guided=args.guided_decoding,
+        )
+    except (OSError, ValueError) as exc:
+        raise LaunchError(f"the engines cannot be served: {exc}") from exc
     return executor, encoding
 
 
@@ -287,7 +292,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config, executor, store, HarmonyAdapter(encoding, render_cache_bytes=config.render_cache_bytes)
     )
     shutdown = app.state.shutdown
-    _reload_tenants_on_sighup(app, group)
+    _reload_on_sighup(app, executor, group)
     failed: list[tuple[int, int]] = []  # set by the launcher's watch: a frontend of the group exited
     app = _in_group(app, group, role, executor, config, failed)
     Server = _server_class(shutdown, group, role)
@@ -319,12 +324,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reload_tenants_on_sighup(app: Any, group: FrontendGroup | None) -> None:
-    """SIGHUP reads the tenants file again (docs/tenants.md#the-tenants-file), in this frontend and, from
-    the launcher, in every other of its group. Streams running keep the tenant they began with."""
+def _reload_on_sighup(app: Any, executor: Executor, group: FrontendGroup | None) -> None:
+    """SIGHUP reads the tenants file (docs/tenants.md#the-tenants-file) and the executor's configuration
+    (``Executor.reload``: the gRPC engines' file) again, in this frontend and, from the launcher, in every other
+    of its group. Streams running keep the tenant and the engine they began with."""
 
     def reload(signum: int, frame: Any) -> None:
         app.tenants.reload()  # swaps one reference: safe between any two bytecodes of the loop
+        executor.reload()  # schedules its work on the loop
         if group is not None:
             group.forward_signal(signal.SIGHUP)
 

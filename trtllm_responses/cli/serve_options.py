@@ -307,8 +307,14 @@ def _add_engine(serve: argparse.ArgumentParser) -> None:
         "--engine_url",
         action="append",
         metavar="grpc://HOST:PORT",
-        help="--engine trtllm-grpc: the TensorRT-LLM gRPC engine (trtllm-serve MODEL --grpc) to generate on; one "
-        "for now (docs/a-fleet-of-engines.md#one-remote-engine)",
+        help="--engine trtllm-grpc: a TensorRT-LLM gRPC engine (trtllm-serve MODEL --grpc) to generate on; repeat "
+        "it for a pool of engines, placed by session (docs/a-fleet-of-engines.md#a-pool-of-engines)",
+    )
+    group.add_argument(
+        "--engine_urls_file",
+        metavar="PATH",
+        help="--engine trtllm-grpc: a file of more engine URLs, one a line (# comments), read again on SIGHUP: "
+        "engines added take new sessions, engines removed drain (docs/a-fleet-of-engines.md#a-pool-of-engines)",
     )
     group.add_argument(
         "--echo_tokens_per_second",

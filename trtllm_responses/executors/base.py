@@ -180,6 +180,11 @@ class Executor(abc.ABC):
         """Whether the engine can still generate (``/health`` answers 503 when it cannot)."""
         return True
 
+    def engines_health(self) -> Mapping[str, bool]:
+        """Per engine of a pool (its URL: whether it takes generations now), for ``/metrics``; {} for an
+        executor of one engine."""
+        return {}
+
     def attach_env(self, frontend: int) -> dict[str, str]:
         """What attached frontend ``frontend`` of a group (``serve --num_serve_frontends``) needs in its
         environment to reach this executor's engine; {}: every frontend runs an executor of its own."""
@@ -221,6 +226,10 @@ class Executor(abc.ABC):
         ``cache_salt``) is ``why``: answered (normal priority again) or ended (released, else evicted first).
         Returns at once; the engine carries it out on its own time (docs/sessions-and-kv-cache.md#retention). A
         no-op by default (an engine that keeps no cache, or cannot be told)."""
+
+    def reload(self) -> None:
+        """Read again what the executor was configured from (SIGHUP; the gRPC executor's file of engines). Safe
+        in a signal handler: it returns at once, its work scheduled on the loop. A no-op by default."""
 
     async def start(self) -> None:
         """Get ready to serve (load a model). Called once before the first request."""

@@ -11,10 +11,15 @@ others), so a group's one exposition keeps each process apart where the other co
 - ``trtllm_frontend_active_responses{frontend}``: of those, the ones being generated now;
 - ``trtllm_executor_healthy``: 1 while the engine answers its health check (``Executor.healthy``, what
   ``/health`` asks), 0 once it does not; set by the process answering a scrape (a group shows the last
-  reading).
+  reading);
+- ``trtllm_engine_healthy{engine}``: per engine of a pool (the gRPC executor's, ``Executor.engines_health``),
+  1 while it is in placement, 0 while out; labelled by the engine's URL, which the operator lists (bounded);
+  an engine removed from the pool is no longer exported by this process.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -55,6 +60,15 @@ class FrontendMetrics:
             multiprocess_mode="mostrecent",
         )
 
+        self.engines_healthy = Gauge(
+            "trtllm_engine_healthy",
+            "1 while an engine of the pool is in placement (its health check answers), 0 once it is not",
+            ["engine"],
+            registry=registry,
+            multiprocess_mode="mostrecent",
+        )
+        self._engines: set[str] = set()
+
     def response_started(self) -> None:
         """A response's generation started in this process."""
         self.started.inc()
@@ -67,3 +81,11 @@ class FrontendMetrics:
     def engine(self, healthy: bool) -> None:
         """The engine's health as just asked (when scraped)."""
         self.engine_healthy.set(1 if healthy else 0)
+
+    def engines(self, healthy: Mapping[str, bool]) -> None:
+        """Each engine of a pool's health as just asked (when scraped); engines gone since are dropped."""
+        for url in self._engines - healthy.keys():
+            self.engines_healthy.remove(url)
+        for url, ok in healthy.items():
+            self.engines_healthy.labels(url).set(1 if ok else 0)
+        self._engines = set(healthy)

@@ -101,6 +101,7 @@ async def metrics_text(service: ResponsesService, tenants: Iterable[Tenant] = ()
     metrics = service.metrics
     metrics.sessions.engine(service.executor.engine_load())
     metrics.frontend.engine(service.executor.healthy())
+    metrics.frontend.engines(service.executor.engines_health())
     try:
         stats = await service.store.stats()
         stored = await stored_bytes(service, tenants)

@@ -25,6 +25,7 @@ __all__ = [
     "CONNECT_TIMEOUT_S",
     "HEALTH_TIMEOUT_S",
     "INFO_TIMEOUT_S",
+    "RECONNECT_CAP_S",
     "EngineInfo",
     "GrpcEngine",
     "import_stubs",
@@ -40,6 +41,8 @@ INFO_TIMEOUT_S = 10.0
 HEALTH_TIMEOUT_S = 2.0
 #: One ``Abort``; it is advice to an engine that also stops on the stream's cancellation, so a lost one is logged.
 ABORT_TIMEOUT_S = 2.0
+#: The longest wait of the channel's reconnection backoff (gRPC's default is 120 s).
+RECONNECT_CAP_S = 30.0
 #: Where the generated stubs live (this package: PIN.md names the vendored protos).
 _STUBS = __package__
 
@@ -78,7 +81,10 @@ class GrpcEngine:
         self.url = url
         self.target = engine_target(url)
         self.grpc, self.pb2, pb2_grpc = import_stubs()
-        self._channel = self.grpc.aio.insecure_channel(self.target)
+        # gRPC's own reconnection backs off to 120 s; a pool rechecks a lost engine at most 30 s apart
+        # (pool.RECHECK_CAP_S), so the channel must try again at least as often.
+        options = [("grpc.max_reconnect_backoff_ms", int(RECONNECT_CAP_S * 1000))]
+        self._channel = self.grpc.aio.insecure_channel(self.target, options=options)
         self._stub = pb2_grpc.TrtllmServiceStub(self._channel)
 
     async def connect(self, timeout: float = CONNECT_TIMEOUT_S) -> EngineInfo:

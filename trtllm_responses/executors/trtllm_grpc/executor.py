@@ -1,21 +1,27 @@
-"""The gRPC executor (``serve --engine trtllm-grpc --engine_url grpc://HOST:PORT``): gpt-oss on a TensorRT-LLM
-engine in another process or on another host, over TensorRT-LLM's token-in/token-out gRPC service
-(``trtllm-serve MODEL --grpc``: ``tensorrt_llm/grpc/trtllm_service.proto``, the protocol SMG drives).
+"""The gRPC executor (``serve --engine trtllm-grpc --engine_url grpc://HOST:PORT``, repeatable, and
+``--engine_urls_file``): gpt-oss on TensorRT-LLM engines in other processes or on other hosts, over TensorRT-LLM's
+token-in/token-out gRPC service (``trtllm-serve MODEL --grpc``: ``tensorrt_llm/grpc/trtllm_service.proto``, the
+protocol SMG drives).
 
 It does what the in-process executor (``executors/trtllm.py``) does where the protocol carries it: Harmony's stop tokens,
-sampling as the engine's release applies it (``GetServerInfo`` names the release: ``trtllm_releases.py``),
-constraints as structural tags, logprobs, cached tokens, the tenant's cache salt, abort (the ``Abort`` call,
-and the stream cancelled) and health (``HealthCheck``, polled). What the protocol cannot carry (KV retention,
-the session's placement, priority) and what the engine is told but does not apply:
-docs/a-fleet-of-engines.md#one-remote-engine. One engine here (``engine.GrpcEngine``); a pool of
-them is the next step.
+sampling as the engines' release applies it (``GetServerInfo`` names the release: ``trtllm_releases.py``),
+constraints as structural tags, logprobs, cached tokens, the tenant's cache salt, abort (the ``Abort`` call to
+the engine the generation runs on, and the stream cancelled) and health (``HealthCheck``, polled). What the
+protocol cannot carry (KV retention, the session's placement inside an engine, priority) and what the engine is
+told but does not apply: docs/a-fleet-of-engines.md#one-remote-engine.
+
+The engines are a pool (``pool.py``: placement by session key, health, engines joining and leaving on
+SIGHUP): every engine must agree on the release's sampling, the vocabulary and the context window. A
+generation whose engine fails before any token reached the reader is retried once on another engine; one that
+fails after raises ExecutorError, and the response ends ``response.failed`` (``server_error``, which clients
+retry): docs/a-fleet-of-engines.md#a-pool-of-engines.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,64 +31,82 @@ from ..trtllm_releases import MIN_TRTLLM_VERSION, Release
 from .engine import CONNECT_TIMEOUT_S, EngineInfo, GrpcEngine, describe
 from .messages import (
     TokenLogprobs,
-    engine_target,
     finish,
     generate_request,
     token_logprobs,
     trace_metadata,
 )
+from .pool import EnginePool, read_urls_file
 
 __all__ = ["HEALTH_INTERVAL_S", "TrtllmGrpcExecutor"]
 
 logger = logging.getLogger(__name__)
 
-#: How often the engine's ``HealthCheck`` is asked (``/health`` answers from the last answer).
+#: How often each engine's ``HealthCheck`` is asked while it is healthy (``/health`` answers from the last
+#: answers; an engine out of placement is asked again sooner, ``pool.py``).
 HEALTH_INTERVAL_S = 5.0
+#: gRPC statuses that are the request's own fault: the same request would fail on any engine, so it is not
+#: retried elsewhere (every other failure before the first token is the engine's: retried once).
+_REQUEST_FAULTS = frozenset(
+    {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE", "UNIMPLEMENTED", "PERMISSION_DENIED"}
+)
 
 
 @dataclass(slots=True)
 class _Running:
-    """One generation on the engine: its call, and whether its ``Abort`` was sent."""
+    """One generation on an engine: the engine, its call, and whether its ``Abort`` was sent."""
 
+    engine: GrpcEngine
     call: Any
     aborted: bool = False
 
 
-class TrtllmGrpcExecutor(Executor):
-    """Serves generations from one remote TensorRT-LLM gRPC engine.
+class _NothingSent(ExecutorError):
+    """The engine failed before any token reached the reader: the generation may run elsewhere."""
 
-    ``url``: ``grpc://HOST:PORT``. ``encoding``: the Harmony encoding the server renders with (its vocabulary
-    reads spelled control tokens under constraints, and is checked against the engine's).
-    ``guided`` (``serve --guided_decoding``): ``off`` refuses constrained requests (an engine started without
-    xgrammar); ``on`` sends them as structural tags. ``health_interval``: seconds between health checks;
-    ``connect_timeout``: how long :meth:`start` waits for the engine.
+
+class TrtllmGrpcExecutor(Executor):
+    """Serves generations from a pool of remote TensorRT-LLM gRPC engines (one or more).
+
+    ``urls``: ``grpc://HOST:PORT``, one or several; ``urls_file``: a file of more (``pool.read_urls_file``),
+    read at start and again on :meth:`reload` (SIGHUP). ``encoding``: the Harmony encoding the server renders
+    with (its vocabulary reads spelled control tokens under constraints, and is checked against the engines').
+    ``guided`` (``serve --guided_decoding``): ``off`` refuses constrained requests (engines started without
+    xgrammar); ``on`` sends them as structural tags. ``health_interval``: seconds between health checks of a
+    healthy engine; ``connect_timeout``: how long :meth:`start` waits for the engines.
     """
 
     name = "trtllm-grpc"
 
     def __init__(
         self,
-        url: str,
+        urls: str | Sequence[str] = (),
         *,
         encoding: HarmonyEncoding,
+        urls_file: str | None = None,
         guided: str = "on",
         health_interval: float = HEALTH_INTERVAL_S,
         connect_timeout: float = CONNECT_TIMEOUT_S,
     ) -> None:
-        self.url = url
-        engine_target(url)  # ValueError now, before the server starts, for a malformed URL
-        self._connect_timeout = connect_timeout
+        self._static = [urls] if isinstance(urls, str) else list(urls)
+        self._urls_file = urls_file
+        listed = read_urls_file(urls_file) if urls_file is not None else []
+        # ValueError now, before the server starts, for a malformed URL or none at all
+        self._pool = EnginePool(
+            [*self._static, *listed],
+            self._accept,
+            interval=health_interval,
+            connect_timeout=connect_timeout,
+        )
         self._encoding = encoding
         self._guided = guided
-        self._health_interval = health_interval
-        self._engine: GrpcEngine | None = None
+        self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._running: dict[str, _Running] = {}
-        self._aborts: set[asyncio.Task[None]] = set()
-        self._health_task: asyncio.Task[None] | None = None
-        self._unhealthy: str | None = "not started"
-        #: The engine's release (``GetServerInfo.version``), known once started.
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: The engines' release (``GetServerInfo.version`` of the first described), known once started.
         self.trtllm_release: Release | None = None
-        self.engine_info: EngineInfo | None = None
+        self._first: tuple[str, EngineInfo, Release] | None = None
         if guided == "off":
             self.constraint_refusal = (
                 "this server runs without guided decoding (serve --guided_decoding off), so it cannot constrain "
@@ -90,42 +114,49 @@ class TrtllmGrpcExecutor(Executor):
                 "choices and custom-tool grammars are refused"
             )
 
-    async def start(self) -> None:
-        """Connect, read the engine's release and model, refuse what cannot be served; start health checks."""
-        self._engine = engine = GrpcEngine(self.url)
-        try:
-            info = await engine.connect(self._connect_timeout)
-            self._accept(info)
-        except BaseException:
-            self._engine = None
-            await engine.close()
-            raise
-        self.engine_info = info
-        self._unhealthy = await engine.health()
-        if self._unhealthy is not None:
-            logger.warning("The engine at %s is not healthy yet: %s", self.url, self._unhealthy)
-        self._health_task = asyncio.get_running_loop().create_task(self._watch_health())
+    @property
+    def pool(self) -> EnginePool:
+        """The engines generations run on."""
+        return self._pool
 
-    def _accept(self, info: EngineInfo) -> None:
-        """Take the engine's facts, or ExecutorError saying why this engine cannot be served."""
+    async def start(self) -> None:
+        """Connect every engine, check what each serves, start the health checks; ExecutorError when an engine
+        reached cannot be served, or none can be reached."""
+        self._loop = asyncio.get_running_loop()
+        await self._pool.start()
+        self._started = True
+        if not self._pool.healthy():
+            logger.warning("No engine is healthy yet: %s", self._pool.health())
+
+    def _accept(self, url: str, info: EngineInfo) -> None:
+        """Take the engine's facts (the first engine's set what is served; every other must agree), or
+        ExecutorError saying why this engine cannot be served."""
         release = Release(info.version)
         key = release.key
         if key is None or key[:2] < MIN_TRTLLM_VERSION:
             wanted = ".".join(map(str, MIN_TRTLLM_VERSION))
             raise ExecutorError(
-                f"the engine at {self.url} runs TensorRT-LLM {info.version or '(version not said)'}; this server "
+                f"the engine at {url} runs TensorRT-LLM {info.version or '(version not said)'}; this server "
                 f"needs TensorRT-LLM {wanted} or newer (structured outputs and tool calls are xgrammar structural "
                 "tags): run a newer trtllm-serve --grpc (docs/a-fleet-of-engines.md#one-remote-engine)"
             )
         if release.grpc_refusal is not None:
-            raise ExecutorError(f"the engine at {self.url}: {release.grpc_refusal}")
+            raise ExecutorError(f"the engine at {url}: {release.grpc_refusal}")
         first_special = min(self._encoding.special_ids)
         if 0 < info.vocab_size < first_special:
             raise ExecutorError(
-                f"the engine at {self.url} serves {info.model_id or 'a model'} with a vocabulary of "
+                f"the engine at {url} serves {info.model_id or 'a model'} with a vocabulary of "
                 f"{info.vocab_size} tokens, smaller than gpt-oss's o200k_harmony ({first_special} ordinary "
                 "tokens): it is not a gpt-oss model"
             )
+        if self._first is not None:
+            _agree(url, info, release, *self._first)
+            return
+        self._first = (url, info, release)
+        self._serve_as(info, release)
+
+    def _serve_as(self, info: EngineInfo, release: Release) -> None:
+        """What is served, from the first engine described (every other agrees with it)."""
         self.trtllm_release = release
         self.unapplied_sampling = release.unapplied_sampling
         self.seed_note = release.seed_note
@@ -139,8 +170,7 @@ class TrtllmGrpcExecutor(Executor):
             "KV-cache blocks. Serve tenants with --engine trtllm, or one engine per tenant."
         )
         logger.info(
-            "Engine %s: TensorRT-LLM %s, %s, context window %d tokens (tp %d, pp %d)",
-            self.url,
+            "Engines serve TensorRT-LLM %s, %s, context window %d tokens (tp %d, pp %d)",
             info.version,
             info.model_id or "model not named",
             self.max_seq_len,
@@ -148,101 +178,170 @@ class TrtllmGrpcExecutor(Executor):
             info.pipeline_parallel_size,
         )
 
-    async def _watch_health(self) -> None:
-        """Ask ``HealthCheck`` every ``health_interval`` seconds; log each change."""
-        engine = self._engine
-        while engine is not None:
-            await asyncio.sleep(self._health_interval)
-            was = self._unhealthy
-            self._unhealthy = await engine.health()
-            if self._unhealthy != was:
-                if self._unhealthy is None:
-                    logger.info("The engine at %s is healthy again", self.url)
-                else:
-                    logger.error("The engine at %s is not healthy: %s", self.url, self._unhealthy)
-
-    def _lost(self, why: str) -> None:
-        """The engine stopped answering mid-stream: unhealthy at once (the next health check may restore it)."""
-        if self._unhealthy is None:
-            logger.error("The engine at %s is not reachable: %s", self.url, why)
-        self._unhealthy = why
-
     def healthy(self) -> bool:
-        """Whether the engine's last ``HealthCheck`` answered ``OK`` (False before start)."""
-        return self._unhealthy is None
+        """Whether some engine's last ``HealthCheck`` answered ``OK`` (False before start)."""
+        return self._started and self._pool.healthy()
+
+    def engines_health(self) -> dict[str, bool]:
+        """Each engine of the pool: whether it is in placement."""
+        return self._pool.health()
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
-        """Stream the engine's chunks as deltas; its ``complete`` is the last delta (with any tokens the chunks
-        did not carry). A failed call (the engine's errors are gRPC statuses) or a stream that ends without a
-        ``complete`` raises ExecutorError.
-        Closing this generator before the last delta cancels the call and sends ``Abort``."""
-        engine = self._engine
-        if engine is None:
+        """Stream an engine's chunks as deltas; its ``complete`` is the last delta (with any tokens the chunks
+        did not carry). The engine is the pool's choice for the session; one that fails before any token was
+        yielded is left for another, once. A failed call (the engine's errors are gRPC statuses) or a stream
+        that ends without a ``complete`` raises ExecutorError. Closing this generator before the last delta
+        cancels the call and sends ``Abort``."""
+        if not self._started:
             raise ExecutorError("the TensorRT-LLM gRPC executor was not started")
-        assert self.trtllm_release is not None
+        engine = self._pool.choose(request.session_key)
+        try:
+            async for delta in self._run_on(engine, request, retry=True):
+                yield delta
+            return
+        except _NothingSent as failed:
+            try:
+                other = self._pool.choose(request.session_key, avoid=(engine.url,))
+            except ExecutorError:
+                raise ExecutorError(str(failed)) from failed
+            logger.warning("%s; %s runs on %s instead", failed, request.request_id, other.url)
+        async for delta in self._run_on(other, request, retry=False):
+            yield delta
+
+    async def _run_on(
+        self, engine: GrpcEngine, request: GenerationRequest, *, retry: bool
+    ) -> AsyncGenerator[TokenDelta, None]:
+        """One attempt of :meth:`generate` on ``engine``; ``retry``: raise _NothingSent for an engine's failure
+        before any token was yielded (an abort asked for, or the request's own fault, is never retried)."""
         message = generate_request(engine.pb2, request, unapplied=self.unapplied_sampling)
         running = self._running[request.request_id] = _Running(
-            engine.generate(message, trace_metadata(request))
+            engine, engine.generate(message, trace_metadata(request))
         )
         spelled = None if request.constraint is None else SpelledControlTokens(self._encoding)
         top = request.sampling.logprobs
         sent = 0
-        finished = False
+        yielded = finished = False
         try:
-            async for response in _responses(engine, running.call, self._lost):
-                kind = response.WhichOneof("response")
-                if kind == "chunk":
-                    chunk = response.chunk
-                    tokens: Any = list(chunk.token_ids)
-                    sent += len(tokens)
-                    logprobs: TokenLogprobs | None = (
-                        None if top is None else token_logprobs(tokens, chunk.logprobs, top)
-                    )
-                    if spelled is not None:
-                        tokens, logprobs = spelled.read(tokens, logprobs)
-                    if tokens:
-                        yield TokenDelta(tokens, cached_tokens=chunk.cached_tokens, logprobs=logprobs)
-                elif kind == "complete":
-                    finished = True
-                    yield _last(response.complete, sent, top, spelled)
-                    return
-            raise ExecutorError("the engine closed the stream without finishing the generation")
+            with self._pool.running(engine):
+                async for response in _responses(
+                    engine, running.call, lambda why: self._pool.lost(engine, why)
+                ):
+                    kind = response.WhichOneof("response")
+                    if kind == "chunk":
+                        chunk = response.chunk
+                        tokens: Any = list(chunk.token_ids)
+                        sent += len(tokens)
+                        logprobs: TokenLogprobs | None = (
+                            None if top is None else token_logprobs(tokens, chunk.logprobs, top)
+                        )
+                        if spelled is not None:
+                            tokens, logprobs = spelled.read(tokens, logprobs)
+                        if tokens:
+                            yielded = True
+                            yield TokenDelta(tokens, cached_tokens=chunk.cached_tokens, logprobs=logprobs)
+                    elif kind == "complete":
+                        finished = True
+                        yield _last(response.complete, sent, top, spelled)
+                        return
+                raise ExecutorError(
+                    f"the engine at {engine.url} closed the stream without finishing the generation"
+                )
+        except ExecutorError as exc:
+            finished = True  # the call is over on the engine's side: nothing to abort
+            if yielded:
+                raise ExecutorError(
+                    f"{exc}, mid-stream: retry the request (the session's next turn runs on a healthy engine)"
+                ) from exc
+            if retry and not running.aborted and _engine_fault(exc):
+                raise _NothingSent(str(exc)) from exc
+            raise
         finally:
-            if self._running.pop(request.request_id, None) is not None and not finished:
-                running.call.cancel()
-                if not running.aborted:
-                    self._send_abort(engine, request.request_id)
+            if self._running.get(request.request_id) is running:
+                del self._running[request.request_id]
+                if not finished:
+                    running.call.cancel()
+                    if not running.aborted:
+                        self._send_abort(engine, request.request_id)
 
     def abort(self, request_id: str) -> None:
-        """Send the engine's ``Abort`` for ``request_id`` (its stream then ends ``cancelled``); a no-op when it
-        is not running."""
+        """Send ``Abort`` for ``request_id`` to the engine it runs on (its stream then ends ``cancelled``); a
+        no-op when it is not running."""
         running = self._running.get(request_id)
-        if running is None or running.aborted or self._engine is None:
+        if running is None or running.aborted:
             return
         running.aborted = True
-        self._send_abort(self._engine, request_id)
+        self._send_abort(running.engine, request_id)
 
     def _send_abort(self, engine: GrpcEngine, request_id: str) -> None:
+        self._spawn(lambda: engine.abort(request_id))
+
+    def _spawn(self, make: Callable[[], Any]) -> None:
+        """Run the coroutine ``make()`` makes on the loop, keeping it referenced until done (none: shutting down)."""
         try:
-            task = asyncio.get_running_loop().create_task(engine.abort(request_id))
+            task = asyncio.get_running_loop().create_task(make())
         except RuntimeError:  # no loop: shutting down
             return
-        self._aborts.add(task)
-        task.add_done_callback(self._aborts.discard)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def reload(self) -> None:
+        """Read ``urls_file`` again (SIGHUP; safe in a signal handler): engines added join, engines gone drain.
+        A file that does not read, or leaves no engine, is logged and changes nothing."""
+        if self._urls_file is not None and self._loop is not None and self._started:
+            self._loop.call_soon_threadsafe(self._reload_now)
+
+    def _reload_now(self) -> None:
+        assert self._urls_file is not None
+        try:
+            urls = [*self._static, *read_urls_file(self._urls_file)]
+            if not urls:
+                raise ValueError("it lists no engine, and no --engine_url is given")
+        except (OSError, ValueError) as exc:
+            logger.error("Engines not changed: cannot use %s: %s", self._urls_file, exc)
+            return
+        self._spawn(lambda: self._pool.update(urls))
 
     async def shutdown(self) -> None:
-        """Abort what runs, stop the health checks, close the channel."""
+        """Abort what runs, stop the health checks, close the channels."""
         for request_id in list(self._running):
             self.abort(request_id)
-        if self._aborts:
-            await asyncio.wait(set(self._aborts), timeout=2.0)
-        if self._health_task is not None:
-            self._health_task.cancel()
-            self._health_task = None
-        if self._engine is not None:
-            engine, self._engine = self._engine, None
-            self._unhealthy = "shut down"
-            await engine.close()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=2.0)
+        self._started = False
+        await self._pool.close()
+
+
+def _agree(
+    url: str, info: EngineInfo, release: Release, first_url: str, first: EngineInfo, ours: Release
+) -> None:
+    """ExecutorError unless the engine at ``url`` serves what the first one (``first_url``) does: the same
+    vocabulary, context window and sampling the release applies (a session moves between them)."""
+    differ = [
+        f"{what} {theirs} where {first_url} has {mine}"
+        for what, theirs, mine in (
+            ("a vocabulary of", info.vocab_size, first.vocab_size),
+            ("a context window of", info.max_seq_len, first.max_seq_len),
+        )
+        if theirs != mine
+    ]
+    if sorted(release.unapplied_sampling) != sorted(ours.unapplied_sampling):
+        differ.append(
+            f"TensorRT-LLM {info.version}, whose sampler applies other settings than {first.version} at {first_url}"
+        )
+    if differ:
+        raise ExecutorError(
+            f"the engine at {url} does not serve what the other engines of the pool do: it has {'; '.join(differ)}"
+            " (every engine of a pool must serve the same model with the same window: a session moves between them)"
+        )
+
+
+def _engine_fault(exc: ExecutorError) -> bool:
+    """Whether a failure is the engine's (retried elsewhere), not the request's own (the same everywhere)."""
+    cause = exc.__cause__
+    code = getattr(cause, "code", None)
+    if code is None:
+        return True  # a stream closed without its finish
+    return getattr(code(), "name", "") not in _REQUEST_FAULTS
 
 
 def _last(complete: Any, sent: int, top: int | None, spelled: SpelledControlTokens | None) -> TokenDelta:
