@@ -287,6 +287,25 @@ async def test_health_takes_an_engine_out_and_back(engines: Engines, encoding: H
     await executor.shutdown()
 
 
+async def test_a_slow_health_check_is_not_a_dead_engine(engines: Engines, encoding: HarmonyEncoding) -> None:
+    """Checks that time out leave an engine in placement until SLOW_CHECKS_TO_LEAVE have in a row (a busy engine
+    answered late; the only engine leaving would fail every turn); then it leaves as any failed engine does."""
+    from trtllm_responses.executors.trtllm_grpc import pool as pool_module
+
+    executor = await _pool(engines.urls[:1], encoding, health_interval=60)
+    member = executor.pool._members[engines.urls[0]]
+    timed_out = "DEADLINE_EXCEEDED: Deadline Exceeded"
+    for _ in range(pool_module.SLOW_CHECKS_TO_LEAVE - 1):
+        assert executor.pool._judged(member, timed_out) is None
+    await _tokens(executor, _request(encoding, "r-slow", None))  # still placed
+    assert executor.pool._judged(member, None) is None  # an answer in time: the count starts again
+    for _ in range(pool_module.SLOW_CHECKS_TO_LEAVE - 1):
+        assert executor.pool._judged(member, timed_out) is None
+    assert executor.pool._judged(member, timed_out) == timed_out
+    assert executor.pool._judged(member, "Executor is unhealthy") == "Executor is unhealthy"  # at once
+    await executor.shutdown()
+
+
 async def test_an_engine_down_at_start_joins_once_it_answers(
     engines: Engines, encoding: HarmonyEncoding
 ) -> None:

@@ -35,9 +35,20 @@ async def test_a_request_walks_down_the_layers_to_the_executor(
     assert walk.files[0].startswith("server/")
     assert walk.files[-1] == "executors/echo.py"
     assert walk.climbs == []
-    # Streamed, the run hands each step's events to the writer the transport gave it, and nothing else.
-    assert set(walk.callbacks) <= {("responses/generation.py", "server/responses.py")}
-    assert bool(walk.callbacks) == stream
+    # The loop's stepper (core/loop_steps.py) resumes the item passes the layers above hand it, as the event loop
+    # resumes their coroutines: a driver, not a climb. Besides it, streamed, the run hands each step's events to
+    # the writer the transport gave it, and nothing else.
+    handed = {pair for pair in walk.callbacks if pair[0] != "core/loop_steps.py"}
+    assert {callee for caller, callee in walk.callbacks if caller == "core/loop_steps.py"} <= {
+        "adapter/adapter.py",
+        "request/input_items.py",
+        "responses/prepare.py",
+        "responses/rendering.py",
+        "harmony/render_pool.py",
+        "adapter/item_renders.py",
+    }
+    assert handed <= {("responses/generation.py", "server/responses.py")}
+    assert bool(handed) == stream
 
 
 def test_the_recorder_sees_a_climb(request_walk: ModuleType) -> None:

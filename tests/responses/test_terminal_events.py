@@ -152,7 +152,7 @@ def test_a_prompt_build_failure_is_an_error_response_before_any_stream(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("renderer bug")
 
-    monkeypatch.setattr(server.app.state.service.adapter, "draft_prompt", broken)
+    monkeypatch.setattr(server.app.state.service.adapter, "drafting", broken)
     with httpx.Client(base_url=server.base_url, timeout=30) as client:
         response = client.post("/v1/responses", json={"input": "x", "stream": stream})
     assert response.status_code == 500

@@ -137,6 +137,15 @@ def test_redis_back_every_replica_serves_the_run_its_owner_copies_again() -> Non
         assert "store" in failed.error.message  # type: ignore[union-attr]
 
 
+def _read_back_failed(on_a: openai.OpenAI, on_b: openai.OpenAI, response_id: str) -> None:
+    """``response_id`` reads back ``failed`` (a store error) on its process and on the other replica."""
+    assert on_a.responses.retrieve(response_id).status == "failed"
+    assert _wait_status(on_b, response_id, {"failed"}, 10) == "failed"
+    assert "store" in on_b.responses.retrieve(response_id).error.message  # type: ignore[union-attr]
+    with pytest.raises(openai.BadRequestError):  # not a background response: no events to replay
+        on_b.responses.retrieve(response_id, stream=True)
+
+
 def test_a_stored_response_whose_write_failed_reads_back_failed_everywhere() -> None:
     """docs/stores-and-frontends.md#stores, "When Redis fails": a response whose final store write failed is
     answered ``failed`` to GET for the grace period, by its process (Redis down or not) and, once Redis is back,
@@ -154,8 +163,10 @@ def test_a_stored_response_whose_write_failed_reads_back_failed_everywhere() -> 
         assert events[-1].type == "response.failed" and "store" in streamed.error.message  # type: ignore[union-attr]
         # Redis down: its process answers it all the same.
         assert on_a.responses.retrieve(streamed.id).model_dump() == streamed.model_dump()
-        # Not streamed: Redis dies while it is generated.
-        redis.start()
+        redis.start()  # back, empty: the owner copies it there, and every replica answers it
+        _read_back_failed(on_a, on_b, streamed.id)
+        # Not streamed: Redis dies while it is generated. (Redis restarts empty again, so what the owner had
+        # copied there is gone with it: a store without persistence keeps nothing across its own restart.)
         stopper = threading.Timer(1.0, redis.stop)
         stopper.start()
         plain = on_a.responses.create(model="m", input="#lorem 1000")
@@ -163,12 +174,7 @@ def test_a_stored_response_whose_write_failed_reads_back_failed_everywhere() -> 
         assert plain.status == "failed" and "store" in plain.error.message  # type: ignore[union-attr]
         assert on_a.responses.retrieve(plain.id).model_dump() == plain.model_dump()
         redis.start()  # back, empty
-        for response in (streamed, plain):
-            assert on_a.responses.retrieve(response.id).status == "failed"
-            assert _wait_status(on_b, response.id, {"failed"}, 10) == "failed"
-            assert "store" in on_b.responses.retrieve(response.id).error.message  # type: ignore[union-attr]
-            with pytest.raises(openai.BadRequestError):  # not a background response: no events to replay
-                on_b.responses.retrieve(response.id, stream=True)
+        _read_back_failed(on_a, on_b, plain.id)
         on_b.responses.delete(plain.id)  # forgotten everywhere
         with pytest.raises(openai.NotFoundError):
             on_b.responses.retrieve(plain.id)

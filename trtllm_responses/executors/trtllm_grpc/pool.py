@@ -58,6 +58,13 @@ LOAD_FACTOR = 1.25
 #: The longest wait between two checks of an engine out of placement (the channel's own reconnection backs
 #: off no longer: ``engine.RECONNECT_CAP_S``).
 RECHECK_CAP_S = RECONNECT_CAP_S
+#: Health checks in a row that may time out before an engine in placement leaves it. A timed-out check is a busy
+#: engine (or a busy frontend) as often as a dead one, and the only engine of a pool leaving placement fails every
+#: turn: so, as Kubernetes' probes (``failureThreshold`` 3) and Envoy's ``unhealthy_threshold`` do, slowness must
+#: repeat. An answer that says not OK, a refused connection, or a generation that fails takes it out at once.
+SLOW_CHECKS_TO_LEAVE = 3
+#: How a timed-out check reads (``engine.describe`` of gRPC's status).
+_TIMED_OUT = "DEADLINE_EXCEEDED"
 
 #: The executor's check of an engine's facts before it joins: ExecutorError saying why it cannot.
 Check = Callable[[str, EngineInfo], None]
@@ -130,6 +137,7 @@ class _Member:
     draining: bool = False
     load: int = 0
     recheck: float = 0.0  # seconds until the next check while out of placement (backoff)
+    slow: int = 0  # health checks in a row that timed out while in placement
     watch: asyncio.Task[None] | None = field(default=None, repr=False)
     woken: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
@@ -218,7 +226,7 @@ class EnginePool:
                 with contextlib.suppress(ExecutorError):
                     await self._describe(member, HEALTH_TIMEOUT_S)
             else:
-                member.why = await member.engine.health()
+                member.why = self._judged(member, await member.engine.health())
             if member.why is None:
                 member.recheck = 0.0
                 if was is not None:
@@ -228,6 +236,22 @@ class EnginePool:
                 member.recheck = min(RECHECK_CAP_S, max(first, member.recheck * 2))
                 if was is None:
                     logger.error("Engine %s is not healthy, out of placement: %s", url, member.why)
+
+    def _judged(self, member: _Member, why: str | None) -> str | None:
+        """What a health check's answer makes of ``member``: in placement, a check that timed out leaves it in
+        until :data:`SLOW_CHECKS_TO_LEAVE` have in a row (logged); any other answer counts as it reads."""
+        if why is not None and why.startswith(_TIMED_OUT) and member.why is None:
+            member.slow += 1
+            if member.slow < SLOW_CHECKS_TO_LEAVE:
+                logger.warning(
+                    "Engine %s answered no health check in time (%d in a row): %s",
+                    member.engine.url,
+                    member.slow,
+                    why,
+                )
+                return None
+        member.slow = 0
+        return why
 
     def lost(self, engine: GrpcEngine, why: str) -> None:
         """A generation found ``engine`` unreachable: out of placement at once, rechecked with backoff."""
