@@ -270,3 +270,22 @@ def test_a_release_without_the_grpc_server_refuses_to_start(
     assert main(["--port", "1", "--release", "1.2.1"]) == 2
     assert "No such option: --grpc" in capsys.readouterr().err
     assert main(["--port", "1", "--release", "1.3.0rc20"]) == 2
+
+
+def test_an_engine_that_crashes_says_so_and_one_killed_ends_its_streams(adapter: HarmonyAdapter) -> None:
+    """Its own engine (this one dies): the ``#crash`` hook kills the fake's executor, HealthCheck then answers the
+    fatal error's first line (still status OK at the gRPC level); SIGKILL ends a running stream UNAVAILABLE."""
+    with grpc_engines(GrpcEngine(env={"FAKE_TRTLLM_STEP_DELAY": "0.2"})) as (engine,):
+        stub = _stub(engine)
+        stream = stub.Generate(
+            _request(adapter, "A stream the engine's death ends", "dies-1", max_tokens=100_000)
+        )
+        assert next(stream).WhichOneof("response") == "chunk"
+        with pytest.raises(grpc.RpcError) as crashed:
+            list(stub.Generate(_request(adapter, "#crash", "crash-1")))
+        assert crashed.value.code() == grpc.StatusCode.INTERNAL
+        assert stub.HealthCheck(pb2.HealthCheckRequest()).status == "RequestError: the executor's worker died"
+        assert engine.kill() == -9
+        with pytest.raises(grpc.RpcError) as killed:
+            list(stream)
+        assert killed.value.code() == grpc.StatusCode.UNAVAILABLE
