@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,11 @@ class EngineInfo:
 
 def import_stubs() -> tuple[Any, Any, Any]:
     """``(grpc, trtllm_service_pb2, trtllm_service_pb2_grpc)``, or ExecutorError saying how to install them."""
+    # The frontend forks its render workers (and server-run tools) after its channels are open; none of them
+    # speaks gRPC, so grpcio's fork handlers have nothing to do there, and with its threads running they only
+    # log "Other threads are currently calling into gRPC, skipping fork() handlers" at every start. Read by
+    # grpcio when it is first imported; an operator's own setting wins.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     try:
         grpc = importlib.import_module("grpc")
         pb2 = importlib.import_module(f"{_STUBS}.trtllm_service_pb2")
