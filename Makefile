@@ -34,11 +34,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The test stack; with it the grpcio-tools the gRPC stubs were generated with (GRPCIO_TOOLS_SPEC, below):
+# tests/executors/test_trtllm_grpc_wire.py regenerates the stubs and compares them byte for byte.
 $(STAMP): pyproject.toml | $(BIN)/python
 	@echo "Installing the test stack into $(VENV) (CPU torch, xgrammar, test, client, docs, kv-events, tracing and grpc extras: a few minutes)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" "$(XGRAMMAR_SPEC)"
 	$(BIN)/python -m pip install --quiet -e ".[test,clients,guided,docs,kv-events,tracing,grpc]"
+	$(BIN)/python -m pip install --quiet "$(GRPCIO_TOOLS_SPEC)"
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
