@@ -11,7 +11,6 @@ SDKs, streamed and not: Responses, Chat Completions ``tool_calls`` and Messages 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -19,6 +18,7 @@ import httpx
 import openai
 import pytest
 from support.chat_grammar import check_chat_stream, parse_chat_sse
+from support.harmony_servers import server_for
 from support.messages_grammar import check_messages_stream, parse_messages_sse
 from support.reader_corpus import WEATHER
 from support.server_harness import RunningServer, stream_events
@@ -50,20 +50,6 @@ REPLY_AFTER = (
 )
 
 
-@pytest.fixture(scope="module")
-def trtllm_server(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    from support.trtllm_harness import executor_for, fake_trtllm_importable
-
-    with fake_trtllm_importable():
-        running = serve(executor_for(encoding, stream_interval=2))
-        yield running
-        running.stop()
-
-
-def _server(request: pytest.FixtureRequest, engine: str) -> RunningServer:
-    return request.getfixturevalue("server" if engine == "echo" else "trtllm_server")  # type: ignore[no-any-return]
-
-
 def _calls(output: list[Any]) -> list[tuple[str, str]]:
     return [(i.name, i.arguments) for i in output if i.type == "function_call"]
 
@@ -84,7 +70,7 @@ def _calls(output: list[Any]) -> list[tuple[str, str]]:
 def test_consecutive_calls_are_each_an_item_in_order(
     request: pytest.FixtureRequest, engine: str, completion: str, cities: list[str]
 ) -> None:
-    running = _server(request, engine)
+    running = server_for(request, engine)
     body: dict[str, Any] = {"model": "gpt-oss", "input": "#harmony\n" + completion, "tools": [WEATHER]}
     wanted = [("get_weather", f'{{"city":"{city}"}}') for city in cities]
     with openai.OpenAI(base_url=running.base_url + "/v1", api_key="unused", max_retries=0) as client:
@@ -109,7 +95,7 @@ def test_consecutive_calls_are_each_an_item_in_order(
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_chat_completions_and_messages_carry_every_call(request: pytest.FixtureRequest, engine: str) -> None:
-    running = _server(request, engine)
+    running = server_for(request, engine)
     wanted = [("get_weather", '{"city":"Paris"}'), ("get_weather", '{"city":"Rome"}')]
     chat_body: dict[str, Any] = {
         "model": "gpt-oss",

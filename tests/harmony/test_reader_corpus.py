@@ -10,26 +10,16 @@ JSON answer under a response schema is read with the openai SDK's ``responses.pa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import openai
 import pytest
 from pydantic import BaseModel
+from support.harmony_servers import server_for
 from support.reader_corpus import CORPUS, JSON_FORMAT, WEATHER, Case, matches, summarize
 from support.server_harness import RunningServer, stream_events
 from support.stream_grammar import check_stream
-
-
-@pytest.fixture(scope="module")
-def trtllm_server(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    from support.trtllm_harness import executor_for, fake_trtllm_importable
-
-    with fake_trtllm_importable():
-        running = serve(executor_for(encoding, stream_interval=2))
-        yield running
-        running.stop()
 
 
 def _body(case: Case) -> dict[str, Any]:
@@ -102,7 +92,7 @@ def test_final_with_json_content_type_is_parsed_by_the_sdk(
     request: pytest.FixtureRequest, which: str
 ) -> None:
     """vllm#45570: ``<|channel|>final <|constrain|>json<|message|>`` under a json_schema is the answer."""
-    running: RunningServer = request.getfixturevalue("server" if which == "echo" else "trtllm_server")
+    running = server_for(request, which)
     completion = '<|channel|>final <|constrain|>json<|message|>{"city":"Paris"}<|return|>'
     with openai.OpenAI(base_url=f"{running.base_url}/v1", api_key="unused") as client:
         parsed = client.responses.parse(model="gpt-oss", input="#harmony\n" + completion, text_format=Place)

@@ -11,12 +11,12 @@ multi-byte character.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from support.chat_grammar import check_chat_stream, parse_chat_sse
+from support.harmony_servers import server_for
 from support.reader_corpus import ISSUE_31, Case, matches, summarize
 from support.server_harness import RunningServer, stream_events
 from support.stream_grammar import check_stream
@@ -25,20 +25,6 @@ from trtllm_responses.harmony import HarmonyEncoding
 
 CASES = [(point, case) for point, cases in ISSUE_31.items() for case in cases]
 ENGINES = ["echo", "trtllm"]
-
-
-@pytest.fixture(scope="module")
-def trtllm_server(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    from support.trtllm_harness import executor_for, fake_trtllm_importable
-
-    with fake_trtllm_importable():
-        running = serve(executor_for(encoding, stream_interval=2))
-        yield running
-        running.stop()
-
-
-def _server(request: pytest.FixtureRequest, engine: str) -> RunningServer:
-    return request.getfixturevalue("server" if engine == "echo" else "trtllm_server")  # type: ignore[no-any-return]
 
 
 def _responses_body(case: Case) -> dict[str, Any]:
@@ -92,7 +78,7 @@ def _said(response: dict[str, Any]) -> dict[str, Any]:
 def test_each_point_reads_as_the_model_meant(
     request: pytest.FixtureRequest, engine: str, point: str, case: Case
 ) -> None:
-    running = _server(request, engine)
+    running = server_for(request, engine)
     with httpx.Client(base_url=running.base_url, timeout=60) as client:
         streamed = check_stream(stream_events(client, _responses_body(case)))
         plain = client.post("/v1/responses", json=_responses_body(case))
@@ -133,7 +119,7 @@ CLEAN = (
 def test_a_budget_cut_is_incomplete_never_failed(request: pytest.FixtureRequest, engine: str) -> None:
     """Point 5: out of tokens anywhere (inside the first header included), the response is ``incomplete``
     (``max_output_tokens``), streamed and not, and Chat Completions ends ``length``: clients do not retry."""
-    running = _server(request, engine)
+    running = server_for(request, engine)
     with httpx.Client(base_url=running.base_url, timeout=60) as client:
         for budget in range(1, 12):
             body = {"input": "#harmony\n" + CLEAN, "max_output_tokens": budget}
@@ -169,7 +155,7 @@ def test_a_cut_inside_a_character_leaves_no_replacement_character(
         if not _decodes(b"".join(encoding.token_bytes[t] for t in tokens[head:n]))
     ]
     assert inside, "the text must split a character across tokens"
-    running = _server(request, engine)
+    running = server_for(request, engine)
     with httpx.Client(base_url=running.base_url, timeout=60) as client:
         for budget in inside:
             body = {"input": "#harmony\n" + completion, "max_output_tokens": budget}
