@@ -146,9 +146,9 @@ def finish(reason: str) -> tuple[FinishReason, str | None]:
 
 
 def trace_metadata(request: GenerationRequest) -> tuple[tuple[str, str], ...] | None:
-    """The call metadata carrying the request's W3C trace context (``traceparent``, ``tracestate``: issue 42's
-    ``GenerationRequest.trace_headers``, read where the field exists), names lower-cased as gRPC wants them."""
-    headers = getattr(request, "trace_headers", None)
+    """The call metadata carrying the request's W3C trace context (``traceparent``, ``tracestate``:
+    ``GenerationRequest.trace_headers``), names lower-cased as gRPC wants them."""
+    headers = request.trace_headers
     if not headers:
         return None
     return tuple((name.lower(), value) for name, value in headers.items())
