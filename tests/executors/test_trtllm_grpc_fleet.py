@@ -37,7 +37,7 @@ from trtllm_responses.responses.sealing import SUMMARY_PREFIX
 MODEL = "gpt-oss-fleet"
 #: Engine processes the fleet starts; every frontend is given every engine (:func:`engine_flags`). One while
 #: ``serve`` takes a single ``--engine_url``; 3 once it takes several (a pool of engines): nothing else changes.
-ENGINES = 1
+ENGINES = 3
 #: Issue 43's bound from a client's cancel (the moment before it sends ``POST /v1/responses/{id}/cancel``) to
 #: the engine's abort record (its ``GenerationResult.abort``, wall clock, same host); the path itself takes a few
 #: milliseconds (docs/a-fleet-of-engines.md#what-the-grpc-path-costs), the margin is for a loaded machine.

@@ -4,7 +4,10 @@ Not the fake engine (``tests/fake_trtllm/``: TensorRT-LLM's servicer over the fa
 answers what each test scripts, records what the executor sent (requests, metadata, aborts, cancellations),
 and streams as ``tensorrt_llm/grpc/smg/servicer.py`` does: ``chunk`` deltas, then one ``complete`` with the
 cumulative output; an ``Abort`` ends a held stream with ``complete(finish_reason="cancelled")``, as
-``GenerationResult.abort()`` ends it in the engine.
+``GenerationResult.abort()`` ends it in the engine. A cancelled stream's request is forgotten at once, as
+TensorRT-LLM's ``GrpcRequestManager.generate`` forgets it (its ``finally`` pops the request, and a handler
+cancelled while suspended at a ``yield`` never reaches its abort): an ``Abort`` that comes after the cancel
+finds nothing, so ``found_aborts`` lists only the aborts that reached a running request.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ class ScriptedEngine(pb2_grpc.TrtllmServiceServicer):  # type: ignore[misc]
         self.metadata: list[dict[str, str]] = []
         self.aborts: list[tuple[str, float]] = []  # (request id, monotonic time)
         self.cancelled: list[str] = []  # streams the client cancelled
+        self.found_aborts: list[str] = []  # aborts that reached a running request (the engine stopped it)
+        self.ended: list[str] = []  # streams over on the engine's side (finished, aborted or cancelled)
         self._held: dict[str, asyncio.Event] = {}
 
     async def GetServerInfo(self, request: Any, context: Any) -> Any:
@@ -75,6 +80,7 @@ class ScriptedEngine(pb2_grpc.TrtllmServiceServicer):  # type: ignore[misc]
         self.aborts.append((request.request_id, time.monotonic()))
         held = self._held.get(request.request_id)
         if held is not None:
+            self.found_aborts.append(request.request_id)
             held.set()
         return pb2.AbortResponse(success=held is not None, message="")
 
@@ -110,6 +116,7 @@ class ScriptedEngine(pb2_grpc.TrtllmServiceServicer):  # type: ignore[misc]
             raise
         finally:
             self._held.pop(rid, None)
+            self.ended.append(rid)
 
 
 async def serve_double(engine: ScriptedEngine) -> tuple[Any, int]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,11 +55,17 @@ _REQUEST_FAULTS = frozenset(
 
 @dataclass(slots=True)
 class _Running:
-    """One generation on an engine: the engine, its call, and whether its ``Abort`` was sent."""
+    """One generation on an engine: the engine, its call and what it answered, and its ``Abort`` once sent (None:
+    not sent)."""
 
     engine: GrpcEngine
     call: Any
-    aborted: bool = False
+    responses: _Responses
+    abort_sent: asyncio.Task[None] | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self.abort_sent is not None
 
 
 class _NothingSent(ExecutorError):
@@ -196,8 +203,11 @@ class TrtllmGrpcExecutor(Executor):
             raise ExecutorError("the TensorRT-LLM gRPC executor was not started")
         engine = self._pool.choose(request.session_key)
         try:
-            async for delta in self._run_on(engine, request, retry=True):
-                yield delta
+            # aclosing: closing this generator closes the attempt now (its call cancelled, its engine's load
+            # counted down), not whenever the collector finds it.
+            async with aclosing(self._run_on(engine, request, retry=True)) as deltas:
+                async for delta in deltas:
+                    yield delta
             return
         except _NothingSent as failed:
             try:
@@ -205,8 +215,9 @@ class TrtllmGrpcExecutor(Executor):
             except ExecutorError:
                 raise ExecutorError(str(failed)) from failed
             logger.warning("%s; %s runs on %s instead", failed, request.request_id, other.url)
-        async for delta in self._run_on(other, request, retry=False):
-            yield delta
+        async with aclosing(self._run_on(other, request, retry=False)) as deltas:
+            async for delta in deltas:
+                yield delta
 
     async def _run_on(
         self, engine: GrpcEngine, request: GenerationRequest, *, retry: bool
@@ -214,8 +225,9 @@ class TrtllmGrpcExecutor(Executor):
         """One attempt of :meth:`generate` on ``engine``; ``retry``: raise _NothingSent for an engine's failure
         before any token was yielded (an abort asked for, or the request's own fault, is never retried)."""
         message = generate_request(engine.pb2, request, unapplied=self.unapplied_sampling)
+        call = engine.generate(message, trace_metadata(request))
         running = self._running[request.request_id] = _Running(
-            engine, engine.generate(message, trace_metadata(request))
+            engine, call, _Responses(engine, call, lambda why: self._pool.lost(engine, why))
         )
         spelled = None if request.constraint is None else SpelledControlTokens(self._encoding)
         top = request.sampling.logprobs
@@ -223,9 +235,7 @@ class TrtllmGrpcExecutor(Executor):
         yielded = finished = False
         try:
             with self._pool.running(engine):
-                async for response in _responses(
-                    engine, running.call, lambda why: self._pool.lost(engine, why)
-                ):
+                async for response in running.responses:
                     kind = response.WhichOneof("response")
                     if kind == "chunk":
                         chunk = response.chunk
@@ -259,9 +269,27 @@ class TrtllmGrpcExecutor(Executor):
             if self._running.get(request.request_id) is running:
                 del self._running[request.request_id]
                 if not finished:
-                    running.call.cancel()
-                    if not running.aborted:
-                        self._send_abort(engine, request.request_id)
+                    self._stop(running, request.request_id)
+
+    def _stop(self, running: _Running, request_id: str) -> None:
+        """A generation nobody reads any more: ``Abort`` it (unless sent already), then cancel its call once the
+        engine answered. In that order: TensorRT-LLM forgets a cancelled stream's request (its
+        ``GrpcRequestManager.generate`` pops it in a ``finally``, and a handler cancelled while suspended at a
+        ``yield`` never reaches its abort), so an ``Abort`` after the cancel finds nothing while the engine
+        goes on generating to ``max_tokens``."""
+        abort = running.abort_sent or self._send_abort(running, request_id)
+        if abort is None:  # no loop: shutting down
+            running.call.cancel()
+            return
+        call = running.call
+
+        async def cancel_once_aborted() -> None:
+            try:
+                await asyncio.wait((abort,))
+            finally:
+                call.cancel()
+
+        self._spawn(cancel_once_aborted)
 
     def abort(self, request_id: str) -> None:
         """Send ``Abort`` for ``request_id`` to the engine it runs on (its stream then ends ``cancelled``); a
@@ -269,20 +297,22 @@ class TrtllmGrpcExecutor(Executor):
         running = self._running.get(request_id)
         if running is None or running.aborted:
             return
-        running.aborted = True
-        self._send_abort(running.engine, request_id)
+        self._send_abort(running, request_id)
 
-    def _send_abort(self, engine: GrpcEngine, request_id: str) -> None:
-        self._spawn(lambda: engine.abort(request_id))
+    def _send_abort(self, running: _Running, request_id: str) -> asyncio.Task[None] | None:
+        running.abort_sent = self._spawn(lambda: running.engine.abort(request_id))
+        return running.abort_sent
 
-    def _spawn(self, make: Callable[[], Any]) -> None:
-        """Run the coroutine ``make()`` makes on the loop, keeping it referenced until done (none: shutting down)."""
+    def _spawn(self, make: Callable[[], Any]) -> asyncio.Task[None] | None:
+        """Run the coroutine ``make()`` makes on the loop, keeping it referenced until done; the task (None: no
+        loop, shutting down)."""
         try:
             task = asyncio.get_running_loop().create_task(make())
         except RuntimeError:  # no loop: shutting down
-            return
+            return None
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def reload(self) -> None:
         """Read ``urls_file`` again (SIGHUP; safe in a signal handler): engines added join, engines gone drain.
@@ -357,19 +387,60 @@ def _last(complete: Any, sent: int, top: int | None, spelled: SpelledControlToke
     return TokenDelta(rest, reason, error, complete.cached_tokens, logprobs)
 
 
-async def _responses(engine: GrpcEngine, call: Any, lost: Callable[[str], None]) -> AsyncGenerator[Any, None]:
-    """The call's responses; a failed call (the engine gone, a status error) becomes an ExecutorError naming it,
-    and an engine that cannot be reached (UNAVAILABLE) is reported to ``lost``."""
-    iterator = call.__aiter__()
-    while True:
+class _Responses:
+    """A call's responses, read by a task of their own: cancelling whoever reads them does not cancel the call.
+
+    grpc.aio cancels a call whose read is cancelled (``UnaryStreamCall._read``), and TensorRT-LLM forgets a
+    cancelled stream's request before an ``Abort`` sent after it can stop it (:meth:`TrtllmGrpcExecutor._stop`),
+    so a reader that leaves (its task cancelled: the client went away) must not be what cancels the call; the
+    executor aborts first, then cancels. A failed call (the engine gone, a status error) becomes an
+    ExecutorError naming the engine, and an engine that cannot be reached (UNAVAILABLE) is reported to
+    ``lost``. What is read waits in memory for the reader: one generation's chunks at most.
+    """
+
+    def __init__(self, engine: GrpcEngine, call: Any, lost: Callable[[str], None]) -> None:
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._engine = engine
+        self._lost = lost
+        #: Referenced here while it runs (the event loop holds tasks weakly); it ends with the call.
+        self.task = asyncio.get_running_loop().create_task(self._read(call))
+
+    async def _read(self, call: Any) -> None:
+        put = self._queue.put_nowait
+        engine = self._engine
+        end = _Ended(ExecutorError(f"the call to the TensorRT-LLM gRPC engine at {engine.url} was cancelled"))
         try:
-            response = await iterator.__anext__()
-        except StopAsyncIteration:
-            return
+            async for response in call:
+                put(response)
+            end = _Ended(None)
         except engine.grpc.aio.AioRpcError as exc:
             if exc.code() == engine.grpc.StatusCode.UNAVAILABLE:
-                lost(describe(exc))
-            raise ExecutorError(
-                f"the TensorRT-LLM gRPC engine at {engine.url} failed: {describe(exc)}"
-            ) from exc
-        yield response
+                self._lost(describe(exc))
+            failed = ExecutorError(f"the TensorRT-LLM gRPC engine at {engine.url} failed: {describe(exc)}")
+            failed.__cause__ = exc  # its status code says whose fault it is (_engine_fault)
+            end = _Ended(failed)
+        except Exception as exc:  # never leave the reader waiting
+            end = _Ended(
+                ExecutorError(f"reading from the TensorRT-LLM gRPC engine at {engine.url} failed: {exc}")
+            )
+        finally:  # cancelled (the call was, or the loop is closing) included
+            put(end)
+
+    def __aiter__(self) -> _Responses:
+        return self
+
+    async def __anext__(self) -> Any:
+        response = await self._queue.get()
+        if type(response) is _Ended:
+            self._queue.put_nowait(response)  # read again: still the end
+            if response.error is None:
+                raise StopAsyncIteration
+            raise response.error
+        return response
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """The end of a call's responses: None when the call ended well, else the ExecutorError it ended with."""
+
+    error: ExecutorError | None
