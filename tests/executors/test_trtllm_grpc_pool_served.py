@@ -4,6 +4,11 @@ SIGHUP taking new sessions, an engine removed draining its turn, an engine SIGKI
 in flight ends ``response.failed`` with ``server_error``, the next turn runs on another engine, nothing stored
 is lost). Which engine ran what: each engine's ``FAKE_TRTLLM_LOG`` (a ``generate`` record per request).
 
+The server is a group of :data:`FRONTENDS` frontends (``--num_serve_frontends``), each with a pool of its own:
+the session's turns, each on a connection of its own (the kernel spreads them over the frontends), still
+land on one engine (rendezvous hashing needs no shared state), and SIGHUP to the launcher reaches every
+frontend's pool.
+
 The tests run in order over one server and one set of engines (each leaves the pool as the next expects).
 """
 
@@ -26,6 +31,10 @@ from test_trtllm_grpc_fake_engine import _until
 from trtllm_responses.executors.trtllm_grpc.pool import rendezvous_order
 
 MODEL = "gpt-oss-pool"
+#: Frontends of the server (each holds its own pool of the engines).
+FRONTENDS = 2
+#: A request header that makes each request a connection of its own (spread over the frontends).
+CLOSE = {"connection": "close"}
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +53,18 @@ def listed(engines: tuple[GrpcEngine, ...], tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture(scope="module")
 def served(listed: Path) -> Iterator[ServeProcess]:
+    store = f"sqlite:///{listed.parent / 'responses.db'}"  # every frontend's
     server = ServeProcess(
+        "--store",
+        store,
         "--engine",
         "trtllm-grpc",
         "--engine_urls_file",
         str(listed),
         "--served_model_name",
         MODEL,
+        "--num_serve_frontends",
+        str(FRONTENDS),
         "--log_level",
         "info",
     ).start(timeout=600)  # three engines start beside it (minutes on a loaded machine)
@@ -82,19 +96,29 @@ def generated(engine: GrpcEngine) -> int:
     return sum(1 for line in lines if line.strip() and json.loads(line).get("event") == "generate")
 
 
+def started_per_frontend(client: openai.OpenAI) -> dict[str, float]:
+    """``trtllm_frontend_responses_total`` of each frontend of the group (its ``/metrics``)."""
+    text = httpx.get(str(client.base_url).removesuffix("/v1/") + "/metrics").text
+    found = re.findall(r'^trtllm_frontend_responses_total\{frontend="(\d+)"\} (\S+)$', text, re.M)
+    return {frontend: float(value) for frontend, value in found}
+
+
 def key_on(engine: GrpcEngine, pool: list[GrpcEngine]) -> str:
     """A session key whose rendezvous order over ``pool`` starts with ``engine``."""
     urls = [url(e) for e in pool]
     return next(f"s-{i}" for i in range(10_000) if rendezvous_order(f"s-{i}", urls)[0] == url(engine))
 
 
-def reload(served: ServeProcess, listed: Path, pool: list[GrpcEngine], says: str) -> None:
-    """Write ``pool`` into the file, SIGHUP the server, wait until its log says ``says`` (once more)."""
+def reload(
+    served: ServeProcess, listed: Path, pool: list[GrpcEngine], says: str, times: int = FRONTENDS
+) -> None:
+    """Write ``pool`` into the file, SIGHUP the server (its launcher), wait until its log says ``says`` ``times``
+    more (once per frontend: each reloads its own pool)."""
     before = served.output().count(says)
     listed.write_text("".join(f"{url(e)}\n" for e in pool))
     assert served.process is not None
     served.process.send_signal(signal.SIGHUP)
-    assert _until(lambda: served.output().count(says) > before, 60), served.output()[-3000:]
+    assert _until(lambda: served.output().count(says) >= before + times, 60), served.output()[-3000:]
 
 
 def test_a_sessions_40_turns_run_on_one_engine(
@@ -102,12 +126,18 @@ def test_a_sessions_40_turns_run_on_one_engine(
 ) -> None:
     before = [generated(e) for e in engines]
     previous: str | None = None
-    for turn in range(40):
-        response = client.responses.create(model=MODEL, input=f"turn {turn}", previous_response_id=previous)
+    for turn in range(
+        40
+    ):  # each turn a connection of its own: the frontends take turns, as the kernel spreads
+        response = client.responses.create(
+            model=MODEL, input=f"turn {turn}", previous_response_id=previous, extra_headers=CLOSE
+        )
         assert response.status == "completed" and response.output_text == f"turn {turn}"
         previous = response.id
     grew = sorted(generated(e) - b for e, b in zip(engines, before, strict=True))
     assert grew == [0, 0, 40]
+    served_by = started_per_frontend(client)
+    assert len(served_by) == FRONTENDS and min(served_by.values()) > 0, served_by  # both frontends took turns
     assert response.usage is not None and response.usage.input_tokens_details.cached_tokens > 0
 
 
@@ -137,7 +167,8 @@ def test_an_engine_removed_drains_its_turn_then_closes(
             for line in lines:
                 if "response.output_text.delta" in line:
                     break
-            reload(served, listed, [a, c], f"Engine {url(b)} removed: draining 1")
+            # The frontend running the turn drains it; the other has nothing on b.
+            reload(served, listed, [a, c], f"Engine {url(b)} removed: draining 1", times=1)
             events = [json.loads(line[6:])["type"] for line in lines if line.startswith("data: ")]
     assert events[-1] == "response.completed"
     assert _until(lambda: f"Engine {url(b)} drained: closed" in served.output(), 60)
@@ -184,6 +215,12 @@ def test_an_engine_killed_mid_session(
     assert third.usage is not None and second.usage is not None
     assert third.usage.input_tokens > second.usage.input_tokens  # the history came from the store
     assert httpx.get(served.base_url + "/health").status_code == 200  # one engine is still healthy
-    metrics = httpx.get(served.base_url + "/metrics").text
-    assert f'trtllm_engine_healthy{{engine="{url(c)}"}} 0.0' in metrics
-    assert f'trtllm_engine_healthy{{engine="{url(a)}"}} 1.0' in metrics
+
+    def out_of_placement() -> bool:  # as the frontend answering the scrape sees it (each its next check)
+        metrics = httpx.get(served.base_url + "/metrics").text
+        return (
+            f'trtllm_engine_healthy{{engine="{url(c)}"}} 0.0' in metrics
+            and f'trtllm_engine_healthy{{engine="{url(a)}"}} 1.0' in metrics
+        )
+
+    assert _until(out_of_placement, 30)
