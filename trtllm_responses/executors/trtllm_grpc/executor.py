@@ -226,9 +226,10 @@ class TrtllmGrpcExecutor(Executor):
         before any token was yielded (an abort asked for, or the request's own fault, is never retried)."""
         message = generate_request(engine.pb2, request, unapplied=self.unapplied_sampling)
         call = engine.generate(message, trace_metadata(request))
-        running = self._running[request.request_id] = _Running(
-            engine, call, _Responses(engine, call, lambda why: self._pool.lost(engine, why))
-        )
+        responses = _Responses(engine, call, lambda why: self._pool.lost(engine, why))
+        self._tasks.add(responses.task)  # held until the call ends (the loop holds tasks weakly)
+        responses.task.add_done_callback(self._tasks.discard)
+        running = self._running[request.request_id] = _Running(engine, call, responses)
         spelled = None if request.constraint is None else SpelledControlTokens(self._encoding)
         top = request.sampling.logprobs
         sent = 0
@@ -402,7 +403,7 @@ class _Responses:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._engine = engine
         self._lost = lost
-        #: Referenced here while it runs (the event loop holds tasks weakly); it ends with the call.
+        #: Ends with the call (the executor holds it until then).
         self.task = asyncio.get_running_loop().create_task(self._read(call))
 
     async def _read(self, call: Any) -> None:
