@@ -108,7 +108,13 @@ def generate(out: Path, wire: str = "smg") -> list[Path]:
     spec = WIRES[wire]
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
-        command = [sys.executable, "-m", "grpc_tools.protoc", f"-I{spec.proto_dir}", f"--python_out={scratch}"]
+        command = [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{spec.proto_dir}",
+            f"--python_out={scratch}",
+        ]
         command += [f"--pyi_out={scratch}", f"--grpc_python_out={scratch}", *spec.protos]
         subprocess.run(command, check=True, cwd=spec.proto_dir)
         written = []
@@ -128,7 +134,9 @@ def generate(out: Path, wire: str = "smg") -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wire", choices=sorted(WIRES), help="one wire only (default: every wire)")
-    parser.add_argument("--out", type=Path, help="where the stubs go (default: the wire's package; needs --wire)")
+    parser.add_argument(
+        "--out", type=Path, help="where the stubs go (default: the wire's package; needs --wire)"
+    )
     args = parser.parse_args(argv)
     if args.out is not None and args.wire is None:
         parser.error("--out needs --wire")

@@ -68,9 +68,7 @@ def _grpc_tools_version() -> str | None:
     return importlib.metadata.version("grpcio-tools")
 
 
-@pytest.mark.parametrize(
-    ("wire", "name"), [*PROTOS, *(("openengine", name) for name in OPENENGINE_EXTRAS)]
-)
+@pytest.mark.parametrize(("wire", "name"), [*PROTOS, *(("openengine", name) for name in OPENENGINE_EXTRAS)])
 def test_the_vendored_protos_are_the_pinned_ones(wire: str, name: str) -> None:
     digest = hashlib.sha256((WIRES[wire][0] / "proto" / name).read_bytes()).hexdigest()
     assert digest == _pinned_sha256(name, wire)
@@ -144,7 +142,9 @@ def test_the_stubs_are_exactly_what_the_script_generates(wire: str, tmp_path: Pa
     assert [path.name for path in written] == script["generated_names"](wire)
     folder = WIRES[wire][0]
     stubs = {path.name for path in folder.iterdir() if "_pb2" in path.name}
-    assert stubs == {path.name for path in written}, "a stub the script no longer writes is left in the package"
+    assert stubs == {path.name for path in written}, (
+        "a stub the script no longer writes is left in the package"
+    )
     for path in written:
         assert path.read_bytes() == (folder / path.name).read_bytes(), path.name
 
@@ -182,7 +182,13 @@ def test_the_openengine_stubs_are_tensorrt_llms_services() -> None:
     assert wanted | {"ListLoras", "GetKvEventSources", "SubscribeKvEvents"} == set(control.methods_by_name)
     assert hasattr(openengine_pb2_grpc, "InferenceStub") and hasattr(openengine_pb2_grpc, "ControlStub")
     events = generation_pb2.GenerateResponse.DESCRIPTOR.oneofs_by_name["event"]
-    assert [field.name for field in events.fields] == ["prompt", "token", "prefill_ready", "finished", "error"]
+    assert [field.name for field in events.fields] == [
+        "prompt",
+        "token",
+        "prefill_ready",
+        "finished",
+        "error",
+    ]
     assert lifecycle_pb2.AbortStatus.Value("ABORT_STATUS_ALREADY_FINISHED") == 2
 
 
