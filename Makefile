@@ -150,8 +150,9 @@ compliance: $(STAMP)
 	@test -n "$(OPENRESPONSES)" || (echo "usage: make compliance OPENRESPONSES=/path/to/openresponses" && exit 2)
 	$(BIN)/python scripts/openresponses_compliance.py $(OPENRESPONSES)
 
-# The Python stubs of TensorRT-LLM's gRPC service, from the protos vendored in
-# trtllm_responses/executors/trtllm_grpc/proto/ (PIN.md there names their source and the grpcio-tools used).
+# The Python stubs of TensorRT-LLM's two gRPC wires, from the protos vendored in
+# trtllm_responses/executors/trtllm_grpc/proto/ (SMG's protocol) and .../trtllm_grpc/openengine/proto/
+# (OpenEngine's); the PIN.md beside each names their source and the grpcio-tools used.
 GRPCIO_TOOLS_SPEC ?= grpcio-tools==1.85.1
 
 grpc-stubs: $(STAMP)

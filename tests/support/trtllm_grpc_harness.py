@@ -1,6 +1,7 @@
 """Fake TensorRT-LLM gRPC engines (``tests/fake_trtllm/grpc_server.py``) as real processes on loopback ports.
 
-Each :class:`GrpcEngine` is one ``trtllm-serve MODEL --grpc`` as the fake plays it, on a free port of
+Each :class:`GrpcEngine` is one ``trtllm-serve MODEL --grpc`` (``protocol="openengine"``: ``--grpc-protocol
+openengine``) as the fake plays it, on a free port of
 127.0.0.1, its output in a log file of its own; ``start`` returns once it says it is ready. ``terminate`` is
 SIGTERM (the server stops with its grace period), ``kill`` SIGKILL (an engine that dies). :func:`grpc_engines`
 starts several at once (their starts overlap: each loads the fake model) and stops them all.
@@ -44,8 +45,11 @@ class GrpcEngine:
         env: Mapping[str, str] | None = None,
         model: str = "/ckpt/gpt-oss-tiny",
         served_model_name: str | None = None,
+        protocol: str = "smg",
     ) -> None:
         self.release = release
+        #: ``--grpc-protocol``: "smg" (``trtllm.TrtllmService``) or "openengine" (``openengine.v1``)
+        self.protocol = protocol
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix=f"grpc-engine-{self.port}-"))
         # The directory (its log, config and the fake's record) lives as long as this object: tests read the log
@@ -69,6 +73,8 @@ class GrpcEngine:
             self.command += ["--extra_llm_api_options", str(config)]
         if served_model_name is not None:
             self.command += ["--served_model_name", served_model_name]
+        if protocol != "smg":
+            self.command += ["--grpc-protocol", protocol]
         self.env = {**os.environ, "FAKE_TRTLLM_LOG": str(self.fake_log), **(env or {})}
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -78,6 +78,15 @@ def has_grpc_server() -> bool:
     return at_least("1.3.0rc21")
 
 
+def has_openengine_generate() -> bool:
+    """``trtllm-serve MODEL --grpc --grpc-protocol openengine`` answering ``Generate`` and ``Control`` with the
+    prefill/decode hand-off (PR #17992): in trunk nightlies from 1.3.0rc27.dev20260917 on (Dynamo's
+    ``launch/disagg.sh``: "the first releases carrying the OpenEngine servicer"), surely in 1.3.0rc28 (PR
+    #19346 bumped trunk to it on 2026-09-17). Earlier, PR #17084's stub answered every RPC ``UNIMPLEMENTED``;
+    the fake plays OpenEngine from 1.3.0rc28 and refuses it before."""
+    return at_least("1.3.0rc28")
+
+
 def guides_one_model_drafting() -> bool:
     """Guided decoding with one-model speculative decoding (Eagle3 one-model, MTP): PR #6948 gave the executor creator
     a ``CapturableGuidedDecoder`` for them; before it ``_torch/pyexecutor/py_executor_creator.py`` raised ``ValueError(

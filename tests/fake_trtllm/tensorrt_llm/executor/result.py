@@ -60,6 +60,9 @@ class CompletionOutput:
     finish_reason: Optional[str] = None
     stop_reason: Optional[int] = None
     logprobs: list[dict[int, Logprob]] = field(default_factory=list)
+    #: A context-only request's ``DisaggregatedParams``, on its output as on its result (``_handle_response``
+    #: there sets ``self._outputs[0].disaggregated_params``; the OpenEngine adapter reads the output's).
+    disaggregated_params: Any = None
     _last_token_ids_len: int = 0
     _last_logprobs_len: int = 0
 
@@ -225,6 +228,7 @@ class GenerationResult:
                 ctx_request_id=self.request_id,
                 opaque_state=f"fake-context:{id(self._llm)}:{self.request_id}".encode(),
             )
+            self.outputs[0].disaggregated_params = self.disaggregated_params
         if self._responses:
             self._release()
 

@@ -153,6 +153,15 @@ class SpeculativeConfig(_Strict):
         return self.max_draft_len or self.num_nextn_predict_layers or 1
 
 
+class CacheTransceiverConfig(_Strict):
+    """``cache_transceiver_config`` (llm_args.py there): the KV transfer between a context and a generation engine.
+    The fake transfers nothing; its presence is what the OpenEngine adapter reports as ``kv_connector``."""
+
+    backend: Optional[Literal["DEFAULT", "UCX", "NIXL", "MPI", "MOONCAKE"]] = None
+    max_tokens_in_buffer: Optional[int] = None
+    kv_transfer_timeout_ms: Optional[int] = None
+
+
 class TorchLlmArgs(_Tracing):
     model: str
     tokenizer: Optional[str] = None
@@ -176,6 +185,7 @@ class TorchLlmArgs(_Tracing):
     attention_dp_config: Optional[AttentionDpConfig] = None
     scheduler_config: SchedulerConfig = Field(default_factory=SchedulerConfig)
     speculative_config: Optional[SpeculativeConfig] = None
+    cache_transceiver_config: Optional[CacheTransceiverConfig] = None
     stream_interval: int = Field(default=1, gt=0)
     num_postprocess_workers: int = 0
     postprocess_tokenizer_dir: Optional[str] = None
