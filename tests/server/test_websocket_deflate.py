@@ -17,12 +17,8 @@ import contextlib
 import json
 from typing import Any
 
-import uvicorn
-from uvicorn.server import ServerState
-from websockets.client import ClientProtocol
-from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
+from support.ws_sansio import open_compressed
 from websockets.frames import Frame, Opcode
-from websockets.uri import parse_uri
 
 from trtllm_responses.server.websocket_deflate import INLINE_DEFLATE_CHARS
 from trtllm_responses.server.websocket_drain import draining_websocket_protocol
@@ -32,31 +28,28 @@ BIG = json.dumps([{"token": f"w{i % 977}", "logprob": -((i * 7919) % 10007) / 10
 OTHER = BIG.replace("token", "tokne")
 
 
-class _Transport(asyncio.Transport):
-    """What the protocol writes, one entry per ``write`` (uvicorn writes one message's frame at a time)."""
+class _LoopTurns:
+    """Counts the event loop's turns while it is entered (a task that yields once a turn)."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[bytes] = []
-        self.closing = False
+        self.count = 0
+        self._on = True
+        self._task: asyncio.Future[None] | None = None
 
-    def write(self, data: Any) -> None:
-        self.writes.append(bytes(data))
+    async def _run(self) -> None:
+        while self._on:
+            self.count += 1
+            await asyncio.sleep(0)
 
-    def is_closing(self) -> bool:
-        return self.closing
+    async def __aenter__(self) -> _LoopTurns:
+        self._task = asyncio.ensure_future(self._run())
+        await asyncio.sleep(0)  # it runs
+        return self
 
-    def close(self) -> None:
-        self.closing = True
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
+    async def __aexit__(self, *exc: object) -> None:
+        self._on = False
+        assert self._task is not None
+        await self._task
 
 
 def _text(data: str) -> dict[str, Any]:
@@ -75,18 +68,7 @@ def _serve(script: Any) -> tuple[list[bytes], dict[str, Any]]:
         await send({"type": "websocket.close", "code": 1000})
 
     async def go() -> tuple[list[bytes], Any]:
-        config = uvicorn.Config(app, ws_per_message_deflate=True, log_level="warning", lifespan="off")
-        config.load()
-        protocol = draining_websocket_protocol(5.0)(config, ServerState(), {}, asyncio.get_running_loop())
-        transport = _Transport()
-        protocol.connection_made(transport)
-        client = ClientProtocol(
-            parse_uri("ws://127.0.0.1/v1/responses"),
-            extensions=[ClientPerMessageDeflateFactory(client_max_window_bits=True)],
-            max_size=None,
-        )
-        client.send_request(client.connect())
-        protocol.data_received(b"".join(client.data_to_send()))
+        protocol, transport, client = open_compressed(draining_websocket_protocol(5.0), app)
         (task,) = protocol.tasks
         await asyncio.wait_for(task, 60)
         protocol.connection_lost(None)
@@ -108,22 +90,10 @@ def _compressed(frame: bytes) -> bool:
 def test_a_large_message_is_compressed_while_the_loop_runs() -> None:
     async def script(send: Any, seen: dict[str, Any]) -> None:
         await send(_text("small before"))
-        turns = 0
-        sending = True
-
-        async def count() -> None:
-            nonlocal turns
-            while sending:
-                turns += 1
-                await asyncio.sleep(0)
-
-        counter = asyncio.ensure_future(count())
-        await asyncio.sleep(0)  # the counter runs
-        start = turns
-        await send(_text(BIG))
-        seen["turns"] = turns - start
-        sending = False
-        await counter
+        async with _LoopTurns() as turns:
+            start = turns.count
+            await send(_text(BIG))
+            seen["turns"] = turns.count - start
         await send(_text("small after"))
 
     frames, seen = _serve(script)
@@ -161,23 +131,11 @@ def test_up_to_the_threshold_a_message_is_compressed_on_the_loop() -> None:
     does (no turn of the loop, no thread); one character more and it goes to the thread."""
 
     async def script(send: Any, seen: dict[str, Any]) -> None:
-        turns = 0
-        sending = True
-
-        async def count() -> None:
-            nonlocal turns
-            while sending:
-                turns += 1
-                await asyncio.sleep(0)
-
-        counter = asyncio.ensure_future(count())
-        await asyncio.sleep(0)
-        for size in (INLINE_DEFLATE_CHARS, INLINE_DEFLATE_CHARS + 1):
-            start = turns
-            await send(_text("x" * size))
-            seen[size] = turns - start
-        sending = False
-        await counter
+        async with _LoopTurns() as turns:
+            for size in (INLINE_DEFLATE_CHARS, INLINE_DEFLATE_CHARS + 1):
+                start = turns.count
+                await send(_text("x" * size))
+                seen[size] = turns.count - start
 
     frames, seen = _serve(script)
     assert seen[INLINE_DEFLATE_CHARS] == 0 and seen[INLINE_DEFLATE_CHARS + 1] >= 1
