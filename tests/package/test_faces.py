@@ -148,7 +148,7 @@ FACES = {
         HTTPLimits MAX_SERVE_FRONTENDS ServerConfig create_app frontend_socket_path
         group_metrics_dir uvicorn_config
         """,
-        "app body call config conversation_routes create dialects dialects.chat dialects.chat_chunks dialects.edge dialects.messages dialects.messages_events errors group http_limits loop_routes openapi operations responses router routes spans sse websocket websocket_drain websocket_pacing",
+        "app body call config conversation_routes create dialects dialects.chat dialects.chat_chunks dialects.edge dialects.messages dialects.messages_events errors group http_limits loop_routes openapi operations responses router routes spans sse websocket websocket_deflate websocket_drain websocket_pacing",
     ),
     "cli": Face(
         """

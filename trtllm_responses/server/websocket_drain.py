@@ -17,6 +17,7 @@ from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from .websocket_deflate import DeflatingWebSocketProtocol
 from .websocket_pacing import LoopBudget, PacedWebSocketProtocol
 
 __all__ = ["DRAIN", "SERVICE_RESTART", "draining_websocket_protocol"]
@@ -30,9 +31,10 @@ _PATH = "/v1/responses"
 
 def draining_websocket_protocol(timeout: float) -> type[WebSocketsSansIOProtocol]:
     """uvicorn's WebSocket protocol whose shutdown lets the app drain for up to ``timeout`` seconds (and
-    which decodes messages within a budget per loop turn its connections share: ``websocket_pacing.py``)."""
+    which decodes messages within a budget per loop turn its connections share: ``websocket_pacing.py``,
+    and compresses a large message in a thread: ``websocket_deflate.py``)."""
 
-    class DrainingWebSocketProtocol(PacedWebSocketProtocol):
+    class DrainingWebSocketProtocol(PacedWebSocketProtocol, DeflatingWebSocketProtocol):
         budget = LoopBudget()
         _draining = False
 
