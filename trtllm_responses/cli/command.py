@@ -124,8 +124,10 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         for flag in _TRTLLM_FLAGS
         if getattr(args, flag) is not None and getattr(args, flag) is not False
     ]
-    if (args.engine_url or args.engine_urls_file) and engine != "trtllm-grpc":
-        raise LaunchError("--engine_url and --engine_urls_file only apply to --engine trtllm-grpc")
+    if (args.engine_url or args.engine_urls_file or args.grpc_protocol) and engine != "trtllm-grpc":
+        raise LaunchError(
+            "--engine_url, --engine_urls_file and --grpc_protocol only apply to --engine trtllm-grpc"
+        )
     if engine == "trtllm-grpc":
         return _grpc_executor(args, given)
     if engine == "echo":
@@ -213,6 +215,7 @@ def _grpc_executor(args: argparse.Namespace, given: list[str]) -> tuple[Executor
             urls_file=args.engine_urls_file,
             encoding=encoding,
             guided=args.guided_decoding,
+            protocol=args.grpc_protocol or "smg",
         )
     except (OSError, ValueError) as exc:
         raise LaunchError(f"the engines cannot be served: {exc}") from exc

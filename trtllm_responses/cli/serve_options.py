@@ -317,6 +317,12 @@ def _add_engine(serve: argparse.ArgumentParser) -> None:
         "engines added take new sessions, engines removed drain (docs/a-fleet-of-engines.md#a-pool-of-engines)",
     )
     group.add_argument(
+        "--grpc_protocol",
+        choices=["smg", "openengine"],
+        help="--engine trtllm-grpc: the wire every engine speaks, as its trtllm-serve --grpc-protocol: smg "
+        "(default) or openengine (TensorRT-LLM 1.3.0rc28 on; docs/a-fleet-of-engines.md#openengine-one-engine-or-a-pool)",
+    )
+    group.add_argument(
         "--echo_tokens_per_second",
         type=non_negative_float,
         default=_echo_pace(),

@@ -1,7 +1,9 @@
 """The gRPC executor (``serve --engine trtllm-grpc --engine_url grpc://HOST:PORT``, repeatable, and
 ``--engine_urls_file``): gpt-oss on TensorRT-LLM engines in other processes or on other hosts, over TensorRT-LLM's
 token-in/token-out gRPC service (``trtllm-serve MODEL --grpc``: ``tensorrt_llm/grpc/trtllm_service.proto``, the
-protocol SMG drives).
+protocol SMG drives), or over its second wire, OpenEngine (``--grpc_protocol openengine``, ``trtllm-serve MODEL
+--grpc --grpc-protocol openengine``: ``openengine_engine.py``, docs/a-fleet-of-engines.md#openengine-one-engine-or-a-pool).
+Each wire's engine builds its requests and reads its responses (``engine.Engine``); what follows is shared.
 
 It does what the in-process executor (``executors/trtllm.py``) does where the protocol carries it: Harmony's stop tokens,
 sampling as the engines' release applies it (``GetServerInfo`` names the release: ``trtllm_releases.py``),
@@ -29,17 +31,11 @@ from typing import Any
 from ...harmony import HarmonyEncoding, SpelledControlTokens
 from ..base import Executor, ExecutorError, GenerationRequest, TokenDelta
 from ..trtllm_releases import MIN_TRTLLM_VERSION, Release
-from .engine import CONNECT_TIMEOUT_S, EngineInfo, GrpcEngine, describe
-from .messages import (
-    TokenLogprobs,
-    finish,
-    generate_request,
-    token_logprobs,
-    trace_metadata,
-)
+from .engine import CONNECT_TIMEOUT_S, Engine, EngineInfo, GrpcEngine, describe
+from .messages import trace_metadata
 from .pool import EnginePool, read_urls_file
 
-__all__ = ["HEALTH_INTERVAL_S", "TrtllmGrpcExecutor"]
+__all__ = ["HEALTH_INTERVAL_S", "PROTOCOLS", "TrtllmGrpcExecutor"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +49,25 @@ _REQUEST_FAULTS = frozenset(
 )
 
 
+#: ``serve --grpc_protocol``: the wires TensorRT-LLM's gRPC server speaks (``trtllm-serve --grpc-protocol``).
+PROTOCOLS = ("smg", "openengine")
+
+
+def _engine_class(protocol: str) -> Callable[[str], Engine]:
+    """The engine of a URL on ``protocol``'s wire."""
+    if protocol == "openengine":
+        from .openengine_engine import OpenEngineEngine
+
+        return OpenEngineEngine
+    return GrpcEngine
+
+
 @dataclass(slots=True)
 class _Running:
     """One generation on an engine: the engine, its call and what it answered, and its ``Abort`` once sent (None:
     not sent)."""
 
-    engine: GrpcEngine
+    engine: Engine
     call: Any
     responses: _Responses
     abort_sent: asyncio.Task[None] | None = None
@@ -80,7 +89,9 @@ class TrtllmGrpcExecutor(Executor):
     with (its vocabulary reads spelled control tokens under constraints, and is checked against the engines').
     ``guided`` (``serve --guided_decoding``): ``off`` refuses constrained requests (engines started without
     xgrammar); ``on`` sends them as structural tags. ``health_interval``: seconds between health checks of a
-    healthy engine; ``connect_timeout``: how long :meth:`start` waits for the engines.
+    healthy engine; ``connect_timeout``: how long :meth:`start` waits for the engines. ``protocol``
+    (``serve --grpc_protocol``): the engines' wire, ``smg`` (``trtllm.TrtllmService``, ``engine.GrpcEngine``) or
+    ``openengine`` (``openengine.v1``, ``openengine_engine.OpenEngineEngine``); one for every engine.
     """
 
     name = "trtllm-grpc"
@@ -94,7 +105,11 @@ class TrtllmGrpcExecutor(Executor):
         guided: str = "on",
         health_interval: float = HEALTH_INTERVAL_S,
         connect_timeout: float = CONNECT_TIMEOUT_S,
+        protocol: str = "smg",
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"--grpc_protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+        self.protocol = protocol
         self._static = [urls] if isinstance(urls, str) else list(urls)
         self._urls_file = urls_file
         listed = read_urls_file(urls_file) if urls_file is not None else []
@@ -104,6 +119,7 @@ class TrtllmGrpcExecutor(Executor):
             self._accept,
             interval=health_interval,
             connect_timeout=connect_timeout,
+            make=_engine_class(protocol),
         )
         self._encoding = encoding
         self._guided = guided
@@ -147,7 +163,7 @@ class TrtllmGrpcExecutor(Executor):
                 f"needs TensorRT-LLM {wanted} or newer (structured outputs and tool calls are xgrammar structural "
                 "tags): run a newer trtllm-serve --grpc (docs/a-fleet-of-engines.md#one-remote-engine)"
             )
-        if release.grpc_refusal is not None:
+        if self.protocol == "smg" and release.grpc_refusal is not None:
             raise ExecutorError(f"the engine at {url}: {release.grpc_refusal}")
         first_special = min(self._encoding.special_ids)
         if 0 < info.vocab_size < first_special:
@@ -171,11 +187,16 @@ class TrtllmGrpcExecutor(Executor):
             logger.warning("%s", reason)
         if info.max_seq_len > 0:
             self.max_seq_len = info.max_seq_len
-        self.prefix_isolation_refusal = (
-            f"TensorRT-LLM's gRPC server ({info.version}) does not pass GenerateRequest.cache_salt_id on to the "
-            "engine (tensorrt_llm/grpc/smg/servicer.py, Generate): one tenant's prompt would reuse another's "
-            "KV-cache blocks. Serve tenants with --engine trtllm, or one engine per tenant."
-        )
+        if self.protocol == "openengine":
+            # OpenEngine carries the salt as a string, and TensorRT-LLM's adapter passes it on to generate_async
+            # (tensorrt_llm/grpc/openengine/servicer.py: cache_salt=request.kv.cache_salt): tenants stay apart.
+            self.prefix_isolation_refusal = None
+        else:
+            self.prefix_isolation_refusal = (
+                f"TensorRT-LLM's gRPC server ({info.version}) does not pass GenerateRequest.cache_salt_id on to the "
+                "engine (tensorrt_llm/grpc/smg/servicer.py, Generate): one tenant's prompt would reuse another's "
+                "KV-cache blocks. Serve tenants with --engine trtllm, or one engine per tenant."
+            )
         logger.info(
             "Engines serve TensorRT-LLM %s, %s, context window %d tokens (tp %d, pp %d)",
             info.version,
@@ -220,40 +241,39 @@ class TrtllmGrpcExecutor(Executor):
                 yield delta
 
     async def _run_on(
-        self, engine: GrpcEngine, request: GenerationRequest, *, retry: bool
+        self, engine: Engine, request: GenerationRequest, *, retry: bool
     ) -> AsyncGenerator[TokenDelta, None]:
         """One attempt of :meth:`generate` on ``engine``; ``retry``: raise _NothingSent for an engine's failure
         before any token was yielded (an abort asked for, or the request's own fault, is never retried)."""
-        message = generate_request(engine.pb2, request, unapplied=self.unapplied_sampling)
+        message = engine.request(request, self.unapplied_sampling)
         call = engine.generate(message, trace_metadata(request))
         responses = _Responses(engine, call, lambda why: self._pool.lost(engine, why))
         self._tasks.add(responses.task)  # held until the call ends (the loop holds tasks weakly)
         responses.task.add_done_callback(self._tasks.discard)
         running = self._running[request.request_id] = _Running(engine, call, responses)
         spelled = None if request.constraint is None else SpelledControlTokens(self._encoding)
-        top = request.sampling.logprobs
-        sent = 0
+        reader = engine.reader(request.sampling.logprobs)
         yielded = finished = False
         try:
             with self._pool.running(engine):
                 async for response in running.responses:
-                    kind = response.WhichOneof("response")
-                    if kind == "chunk":
-                        chunk = response.chunk
-                        tokens: Any = list(chunk.token_ids)
-                        sent += len(tokens)
-                        logprobs: TokenLogprobs | None = (
-                            None if top is None else token_logprobs(tokens, chunk.logprobs, top)
-                        )
+                    step = reader.read(response)
+                    if step is None:
+                        continue
+                    tokens, logprobs = step.tokens, step.logprobs
+                    if step.finish is None:
                         if spelled is not None:
                             tokens, logprobs = spelled.read(tokens, logprobs)
                         if tokens:
                             yielded = True
-                            yield TokenDelta(tokens, cached_tokens=chunk.cached_tokens, logprobs=logprobs)
-                    elif kind == "complete":
-                        finished = True
-                        yield _last(response.complete, sent, top, spelled)
-                        return
+                            yield TokenDelta(tokens, cached_tokens=step.cached_tokens, logprobs=logprobs)
+                        continue
+                    finished = True
+                    if spelled is not None:
+                        tokens, logprobs = spelled.read(tokens, logprobs, last=True)
+                    reason, error = step.finish
+                    yield TokenDelta(tokens, reason, error, step.cached_tokens, logprobs)
+                    return
                 raise ExecutorError(
                     f"the engine at {engine.url} closed the stream without finishing the generation"
                 )
@@ -368,24 +388,16 @@ def _agree(
 
 def _engine_fault(exc: ExecutorError) -> bool:
     """Whether a failure is the engine's (retried elsewhere), not the request's own (the same everywhere)."""
+    status = getattr(
+        exc, "status", None
+    )  # the engine said it in the stream (openengine_messages.EngineFailed)
+    if status is not None:
+        return status not in _REQUEST_FAULTS
     cause = exc.__cause__
     code = getattr(cause, "code", None)
     if code is None:
         return True  # a stream closed without its finish
     return getattr(code(), "name", "") not in _REQUEST_FAULTS
-
-
-def _last(complete: Any, sent: int, top: int | None, spelled: SpelledControlTokens | None) -> TokenDelta:
-    """The last delta, from ``GenerateComplete``: the output tokens no chunk carried (``output_token_ids`` is
-    cumulative), held-back spelled tokens, the finish reason."""
-    rest: Any = list(complete.output_token_ids[sent:])
-    logprobs: TokenLogprobs | None = None
-    if top is not None:
-        logprobs = token_logprobs(rest, complete.logprobs[sent:], top) if rest else []
-    if spelled is not None:
-        rest, logprobs = spelled.read(rest, logprobs, last=True)
-    reason, error = finish(complete.finish_reason)
-    return TokenDelta(rest, reason, error, complete.cached_tokens, logprobs)
 
 
 class _Responses:
@@ -399,7 +411,7 @@ class _Responses:
     ``lost``. What is read waits in memory for the reader: one generation's chunks at most.
     """
 
-    def __init__(self, engine: GrpcEngine, call: Any, lost: Callable[[str], None]) -> None:
+    def __init__(self, engine: Engine, call: Any, lost: Callable[[str], None]) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._engine = engine
         self._lost = lost
