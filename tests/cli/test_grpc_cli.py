@@ -30,11 +30,11 @@ def _serve_args(*argv: str) -> object:
         (["--engine_url", "grpc://127.0.0.1:1", "some/model"], "takes no MODEL"),
         (
             ["--engine", "echo", "--engine_url", "grpc://127.0.0.1:1"],
-            "--engine_url, --engine_urls_file and --grpc_protocol only apply to --engine trtllm-grpc",
+            "only apply to --engine trtllm-grpc",
         ),
         (
             ["--engine", "echo", "--grpc_protocol", "openengine"],
-            "--engine_url, --engine_urls_file and --grpc_protocol only apply to --engine trtllm-grpc",
+            "only apply to --engine trtllm-grpc",
         ),
     ],
 )

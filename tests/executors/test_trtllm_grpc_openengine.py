@@ -195,3 +195,86 @@ async def test_tenants_prefixes_stay_apart_over_openengine(
         assert executor.max_seq_len == 4096 and executor.healthy()
     finally:
         await executor.shutdown()
+
+
+# ------------------------------------------------------------------------------------- disaggregation
+
+
+def _session(**attributes: Any) -> Any:
+    from trtllm_responses.executors.trtllm_grpc.openengine import kv_pb2
+
+    session = kv_pb2.KvSessionRef(session_id="7", transfer_backend="UCX")
+    session.attributes_struct.update({"opaque_state": "b3BhcXVl", **attributes})
+    return session
+
+
+def test_the_legs_messages_carry_the_hand_off_unchanged(encoding: HarmonyEncoding) -> None:
+    from trtllm_responses.executors.trtllm_grpc.disagg import context_message, generation_message
+
+    whole = generate_request(generation_pb2, _request(encoding, session_key="s"), model="m", unapplied={})
+    context = context_message(whole)
+    assert dict(context.extra.items())["request_type"] == "context_only" and "request_type" not in whole.extra
+    session = _session(first_gen_tokens=[42])
+    generation = generation_message(whole, session)
+    assert generation.kv.session == session  # byte for byte what the prefill engine sent
+    assert "request_type" not in generation.extra and generation.extra["conversation_id"] == "s"
+
+
+def test_a_context_leg_is_read_to_its_hand_off() -> None:
+    from trtllm_responses.executors.trtllm_grpc.disagg import ContextReader
+
+    reader = ContextReader("grpc://p:1", 1)
+    candidate = [generation_pb2.LogProb(token_id=42, logprob=-0.2, rank=1)]
+    assert (
+        reader.read(_token(generation_pb2.TokenInfo(token_id=42, logprob=-0.2, candidates=candidate))) is None
+    )
+    ready = generation_pb2.GenerateResponse(
+        prefill_ready=generation_pb2.PrefillReady(kv_session=_session(first_gen_tokens=[42])),
+        usage=generation_pb2.Usage(prompt_tokens=9, cached_prompt_tokens=5),
+    )
+    assert reader.read(ready) is None and reader.ended
+    handoff = reader.handoff
+    assert handoff is not None and handoff.first_tokens == [42] and handoff.cached_tokens == 5
+    assert (
+        handoff.first_logprobs == [(-0.2, [(42, -0.2)])] and handoff.session == ready.prefill_ready.kv_session
+    )
+    # A stop trimmed from the output sends no token event: the first token is the session's first_gen_tokens.
+    trimmed = ContextReader("grpc://p:1", None)
+    trimmed.read(ready)
+    assert trimmed.handoff is not None and trimmed.handoff.first_tokens == [42]
+    # A hand-off a decode engine could not resolve is refused (Dynamo's sidecar checks the same).
+    with pytest.raises(ExecutorError, match="without a session id"):
+        ContextReader("grpc://p:1", None).read(
+            generation_pb2.GenerateResponse(prefill_ready=generation_pb2.PrefillReady())
+        )
+    # Cancelled before the hand-off: the turn ends there.
+    cancelled = ContextReader("grpc://p:1", None)
+    step = cancelled.read(
+        generation_pb2.GenerateResponse(
+            finished=generation_pb2.GenerationFinished(reason=generation_pb2.FINISH_REASON_CANCELLED)
+        )
+    )
+    assert step is not None and step.finish == ("cancelled", None) and not cancelled.ended
+
+
+def test_a_first_token_that_is_a_stop_ends_the_turn_at_the_hand_off(encoding: HarmonyEncoding) -> None:
+    from trtllm_responses.executors.trtllm_grpc.disagg import Handoff
+
+    executor = TrtllmGrpcExecutor(
+        encoding=encoding, protocol="openengine", prefill_urls=["grpc://p:1"], decode_urls=["grpc://d:1"]
+    )
+    request = _request(encoding)
+    stop = encoding.assistant_action_stops[0]
+    assert executor._ended_at_handoff(request, Handoff(_session(), [stop], None, 0)) == (
+        "stop",
+        "its first token is a stop token (PrefillReady hides the stop)",
+    )
+    assert executor._ended_at_handoff(request, Handoff(_session(), [17], None, 0)) is None
+    executor._turns[request.request_id] = False
+    executor.abort(request.request_id)  # between the legs: no generation leg starts after it
+    assert executor._ended_at_handoff(request, Handoff(_session(), [17], None, 0)) is not None
+
+
+def test_prefill_and_decode_engines_need_openengine(encoding: HarmonyEncoding) -> None:
+    with pytest.raises(ValueError, match="OpenEngine"):
+        TrtllmGrpcExecutor(encoding=encoding, prefill_urls=["grpc://p:1"], decode_urls=["grpc://d:1"])

@@ -67,7 +67,11 @@ class EngineInfo:
 
 
 class Reader(Protocol):
-    """Reads one generation's responses, in order, as steps (None: a response with nothing in it)."""
+    """Reads one generation's responses, in order, as steps (None: a response with nothing in it). ``ended``:
+    the stream's end was read without a finish (a context leg's hand-off: ``disagg.ContextReader``)."""
+
+    @property
+    def ended(self) -> bool: ...
 
     def read(self, response: Any) -> Step | None: ...
 

@@ -29,10 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...harmony import HarmonyEncoding, SpelledControlTokens
-from ..base import Executor, ExecutorError, GenerationRequest, TokenDelta
+from ..base import Executor, ExecutorError, FinishReason, GenerationRequest, TokenDelta
 from ..trtllm_releases import MIN_TRTLLM_VERSION, Release
-from .engine import CONNECT_TIMEOUT_S, Engine, EngineInfo, GrpcEngine, describe
+from .disagg import HELD, ContextReader, Handoff, context_message, generation_message
+from .engine import CONNECT_TIMEOUT_S, Engine, EngineInfo, GrpcEngine, Reader, describe
 from .messages import trace_metadata
+from .openengine_messages import OpenEngineReader
 from .pool import EnginePool, read_urls_file
 
 __all__ = ["HEALTH_INTERVAL_S", "PROTOCOLS", "TrtllmGrpcExecutor"]
@@ -92,6 +94,8 @@ class TrtllmGrpcExecutor(Executor):
     healthy engine; ``connect_timeout``: how long :meth:`start` waits for the engines. ``protocol``
     (``serve --grpc_protocol``): the engines' wire, ``smg`` (``trtllm.TrtllmService``, ``engine.GrpcEngine``) or
     ``openengine`` (``openengine.v1``, ``openengine_engine.OpenEngineEngine``); one for every engine.
+    ``prefill_urls`` and ``decode_urls`` (instead of ``urls``; OpenEngine only): each turn's context on a prefill
+    engine, its generation on a decode engine (``disagg.py``), two pools placed by the same session key.
     """
 
     name = "trtllm-grpc"
@@ -106,6 +110,8 @@ class TrtllmGrpcExecutor(Executor):
         health_interval: float = HEALTH_INTERVAL_S,
         connect_timeout: float = CONNECT_TIMEOUT_S,
         protocol: str = "smg",
+        prefill_urls: Sequence[str] = (),
+        decode_urls: Sequence[str] = (),
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"--grpc_protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
@@ -113,14 +119,32 @@ class TrtllmGrpcExecutor(Executor):
         self._static = [urls] if isinstance(urls, str) else list(urls)
         self._urls_file = urls_file
         listed = read_urls_file(urls_file) if urls_file is not None else []
-        # ValueError now, before the server starts, for a malformed URL or none at all
-        self._pool = EnginePool(
-            [*self._static, *listed],
-            self._accept,
-            interval=health_interval,
-            connect_timeout=connect_timeout,
-            make=_engine_class(protocol),
-        )
+
+        def pool(urls: Sequence[str]) -> EnginePool:
+            # ValueError now, before the server starts, for a malformed URL or none at all
+            return EnginePool(
+                urls,
+                self._accept,
+                interval=health_interval,
+                connect_timeout=connect_timeout,
+                make=_engine_class(protocol),
+            )
+
+        #: Disaggregated: the prefill engines (the decode engines are ``_pool``); None: whole turns.
+        self._prefill: EnginePool | None = None
+        if prefill_urls or decode_urls:
+            if protocol != "openengine" or self._static or listed or not (prefill_urls and decode_urls):
+                raise ValueError(
+                    "prefill and decode engines need both sides, OpenEngine, and no engine for whole turns"
+                )
+            self._prefill = pool(prefill_urls)
+            self._pool = pool(decode_urls)
+        else:
+            self._pool = pool([*self._static, *listed])
+        #: Disaggregated turns running (request id: cancelled), so a cancel between the legs is seen.
+        self._turns: dict[str, bool] = {}
+        #: Contexts handed off whose generation leg never ran (held on their prefill engine until it times out).
+        self._held = 0
         self._encoding = encoding
         self._guided = guided
         self._started = False
@@ -147,9 +171,38 @@ class TrtllmGrpcExecutor(Executor):
         reached cannot be served, or none can be reached."""
         self._loop = asyncio.get_running_loop()
         await self._pool.start()
+        if self._prefill is not None:
+            try:
+                await self._prefill.start()
+            except BaseException:
+                await self._pool.close()
+                raise
+            self._check_handoff(self._prefill)
         self._started = True
-        if not self._pool.healthy():
-            logger.warning("No engine is healthy yet: %s", self._pool.health())
+        if not self.healthy():
+            logger.warning("No engine is healthy yet: %s", self.engines_health())
+
+    @staticmethod
+    def _check_handoff(prefill: EnginePool) -> None:
+        """Warn of what the prefill engines said of their KV transfer: none (no cache transceiver: a context
+        cannot be handed off), and no ``Abort(kv_session)`` (a context whose generation leg never runs is held
+        until ``kv_transfer_timeout_ms``)."""
+        for engine in prefill.engines():
+            connector = getattr(engine, "kv_connector", None)
+            if connector is None:
+                continue
+            if not connector.enabled:
+                logger.warning(
+                    "The prefill engine %s has no KV transfer (cache_transceiver_config): it cannot hand a "
+                    "context off to a decode engine",
+                    engine.url,
+                )
+            elif not connector.abort_cleanup:
+                logger.warning(
+                    "The prefill engine %s cannot free a context whose generation leg never runs "
+                    "(supports_abort_cleanup false): set cache_transceiver_config.kv_transfer_timeout_ms on it",
+                    engine.url,
+                )
 
     def _accept(self, url: str, info: EngineInfo) -> None:
         """Take the engine's facts (the first engine's set what is served; every other must agree), or
@@ -207,12 +260,21 @@ class TrtllmGrpcExecutor(Executor):
         )
 
     def healthy(self) -> bool:
-        """Whether some engine's last ``HealthCheck`` answered ``OK`` (False before start)."""
-        return self._started and self._pool.healthy()
+        """Whether some engine's last ``HealthCheck`` answered ``OK`` (False before start); disaggregated, some
+        prefill engine and some decode engine."""
+        prefill = self._prefill is None or self._prefill.healthy()
+        return self._started and self._pool.healthy() and prefill
 
     def engines_health(self) -> dict[str, bool]:
-        """Each engine of the pool: whether it is in placement."""
-        return self._pool.health()
+        """Each engine of the pool (both pools, disaggregated): whether it is in placement."""
+        health = dict(self._pool.health())
+        for url, ok in ({} if self._prefill is None else self._prefill.health()).items():
+            health[url] = health.get(url, True) and ok
+        return health
+
+    def held_contexts(self) -> int:
+        """Contexts handed off whose generation leg never ran, since start (``disagg.HELD``)."""
+        return self._held
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream an engine's chunks as deltas; its ``complete`` is the last delta (with any tokens the chunks
@@ -222,40 +284,135 @@ class TrtllmGrpcExecutor(Executor):
         cancels the call and sends ``Abort``."""
         if not self._started:
             raise ExecutorError("the TensorRT-LLM gRPC executor was not started")
-        engine = self._pool.choose(request.session_key)
+        if self._prefill is not None:
+            whole = self._disaggregated(request)
+        else:
+            whole = self._with_retry(
+                self._pool, request, lambda e, retry: self._run_on(e, request, retry=retry)
+            )
+        async with aclosing(whole) as deltas:
+            async for delta in deltas:
+                yield delta
+
+    async def _with_retry(
+        self,
+        pool: EnginePool,
+        request: GenerationRequest,
+        run: Callable[[Engine, bool], AsyncGenerator[TokenDelta, None]],
+    ) -> AsyncGenerator[TokenDelta, None]:
+        """``run(engine, retry)`` on the engine of ``pool`` the session's key chooses; once more on another
+        when the first fails before any token was yielded (_NothingSent)."""
+        engine = pool.choose(request.session_key)
         try:
             # aclosing: closing this generator closes the attempt now (its call cancelled, its engine's load
             # counted down), not whenever the collector finds it.
-            async with aclosing(self._run_on(engine, request, retry=True)) as deltas:
+            async with aclosing(run(engine, True)) as deltas:
                 async for delta in deltas:
                     yield delta
             return
         except _NothingSent as failed:
             try:
-                other = self._pool.choose(request.session_key, avoid=(engine.url,))
+                other = pool.choose(request.session_key, avoid=(engine.url,))
             except ExecutorError:
                 raise ExecutorError(str(failed)) from failed
             logger.warning("%s; %s runs on %s instead", failed, request.request_id, other.url)
-        async with aclosing(self._run_on(other, request, retry=False)) as deltas:
+        async with aclosing(run(other, False)) as deltas:
             async for delta in deltas:
                 yield delta
 
+    async def _disaggregated(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
+        """A turn as a context leg on a prefill engine, then a generation leg on a decode engine, sequenced as
+        ``disagg.py`` says; each leg retried once elsewhere when its engine fails before answering."""
+        assert self._prefill is not None
+        top = request.sampling.logprobs
+        legs: dict[str, Any] = {}
+
+        def context(engine: Engine, retry: bool) -> AsyncGenerator[TokenDelta, None]:
+            reader = legs["context"] = ContextReader(engine.url, top)
+            legs["prefill"] = engine
+            message = context_message(engine.request(request, self.unapplied_sampling))
+            return self._run_on(
+                engine, request, retry=retry, pool=self._prefill, message=message, reader=reader
+            )
+
+        self._turns[request.request_id] = False
+        try:
+            async for delta in self._with_retry(self._prefill, request, context):
+                yield delta  # the turn ended in its context leg (cancelled before the hand-off)
+            handoff: Handoff | None = legs["context"].handoff
+            if handoff is None:
+                return
+            prefill: Engine = legs["prefill"]
+            ended = self._ended_at_handoff(request, handoff)
+            if ended is not None:
+                reason, why = ended
+                self._hold(request, prefill, why)
+                yield TokenDelta([], reason, None, handoff.cached_tokens, None if top is None else [])
+                return
+
+            def generation(engine: Engine, retry: bool) -> AsyncGenerator[TokenDelta, None]:
+                message = generation_message(
+                    engine.request(request, self.unapplied_sampling), handoff.session
+                )
+                reader = OpenEngineReader(
+                    engine.url, top, cached=handoff.cached_tokens, first=handoff.first_logprobs
+                )
+                return self._run_on(engine, request, retry=retry, message=message, reader=reader)
+
+            answered = False
+            try:
+                async for delta in self._with_retry(self._pool, request, generation):
+                    answered = True
+                    yield delta
+            except ExecutorError as exc:
+                if not answered:
+                    self._hold(request, prefill, f"its generation leg failed: {exc}")
+                raise
+        finally:
+            del self._turns[request.request_id]
+
+    def _ended_at_handoff(
+        self, request: GenerationRequest, handoff: Handoff
+    ) -> tuple[FinishReason, str] | None:
+        """Why a turn handed off ends without its generation leg (its finish reason and why), or None."""
+        if self._turns.get(request.request_id):
+            return "cancelled", "the turn was cancelled before its generation leg"
+        stops = set(request.sampling.stop_token_ids)
+        if handoff.first_tokens and handoff.first_tokens[0] in stops:
+            return "stop", "its first token is a stop token (PrefillReady hides the stop)"
+        return None
+
+    def _hold(self, request: GenerationRequest, prefill: Engine, why: str) -> None:
+        """A context handed off whose generation leg will not run: logged and counted (``held_contexts``)."""
+        self._held += 1
+        logger.warning(HELD, request.request_id, prefill.url, why)
+
     async def _run_on(
-        self, engine: Engine, request: GenerationRequest, *, retry: bool
+        self,
+        engine: Engine,
+        request: GenerationRequest,
+        *,
+        retry: bool,
+        pool: EnginePool | None = None,
+        message: Any = None,
+        reader: Reader | None = None,
     ) -> AsyncGenerator[TokenDelta, None]:
-        """One attempt of :meth:`generate` on ``engine``; ``retry``: raise _NothingSent for an engine's failure
-        before any token was yielded (an abort asked for, or the request's own fault, is never retried)."""
-        message = engine.request(request, self.unapplied_sampling)
+        """One attempt of :meth:`generate` on ``engine`` (of ``pool``, else the pool); ``retry``: raise
+        _NothingSent for an engine's failure before any token was yielded (an abort asked for, or the request's
+        own fault, is never retried). ``message`` and ``reader``: a leg's, instead of the engine's own."""
+        pool = pool or self._pool
+        if message is None:
+            message = engine.request(request, self.unapplied_sampling)
         call = engine.generate(message, trace_metadata(request))
-        responses = _Responses(engine, call, lambda why: self._pool.lost(engine, why))
+        responses = _Responses(engine, call, lambda why: pool.lost(engine, why))
         self._tasks.add(responses.task)  # held until the call ends (the loop holds tasks weakly)
         responses.task.add_done_callback(self._tasks.discard)
         running = self._running[request.request_id] = _Running(engine, call, responses)
         spelled = None if request.constraint is None else SpelledControlTokens(self._encoding)
-        reader = engine.reader(request.sampling.logprobs)
+        reader = reader or engine.reader(request.sampling.logprobs)
         yielded = finished = False
         try:
-            with self._pool.running(engine):
+            with pool.running(engine):
                 async for response in running.responses:
                     step = reader.read(response)
                     if step is None:
@@ -273,6 +430,9 @@ class TrtllmGrpcExecutor(Executor):
                         tokens, logprobs = spelled.read(tokens, logprobs, last=True)
                     reason, error = step.finish
                     yield TokenDelta(tokens, reason, error, step.cached_tokens, logprobs)
+                    return
+                if reader.ended:  # a context leg's hand-off: the stream ends there
+                    finished = True
                     return
                 raise ExecutorError(
                     f"the engine at {engine.url} closed the stream without finishing the generation"
@@ -315,6 +475,8 @@ class TrtllmGrpcExecutor(Executor):
     def abort(self, request_id: str) -> None:
         """Send ``Abort`` for ``request_id`` to the engine it runs on (its stream then ends ``cancelled``); a
         no-op when it is not running."""
+        if request_id in self._turns:
+            self._turns[request_id] = True  # disaggregated: no generation leg starts after this
         running = self._running.get(request_id)
         if running is None or running.aborted:
             return
@@ -360,6 +522,8 @@ class TrtllmGrpcExecutor(Executor):
             await asyncio.wait(set(self._tasks), timeout=2.0)
         self._started = False
         await self._pool.close()
+        if self._prefill is not None:
+            await self._prefill.close()
 
 
 def _agree(

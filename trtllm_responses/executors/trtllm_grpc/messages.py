@@ -157,6 +157,9 @@ class SmgReader:
     ``complete``'s output tokens no chunk carried (``output_token_ids`` is cumulative) and its finish reason.
     ``top``: the logprobs asked for (None: none)."""
 
+    #: The stream never ends without a finish here (``engine.Reader``).
+    ended = False
+
     def __init__(self, top: int | None) -> None:
         self._top = top
         self._sent = 0

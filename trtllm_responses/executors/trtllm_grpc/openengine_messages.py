@@ -134,20 +134,34 @@ class OpenEngineReader:
     logprobs, ``top`` asked for); ``finished`` ends it, with the usage's ``cached_prompt_tokens``; an ``error``
     event raises :class:`EngineFailed`; a ``PrefillReady`` (the answer to a context-only request, never sent
     here by this reader's caller) raises ExecutorError. ``url``: the engine's, for the messages. ``cached``: the
-    cached tokens to report instead of the engine's (a disaggregated turn's are its prefill engine's)."""
+    cached tokens to report instead of the engine's (a disaggregated turn's are its prefill engine's).
+    ``first``: the logprobs of the stream's first token where the engine sends none (a generation leg's first
+    token is the context leg's: TensorRT-LLM's ``_logprob_shortfall``)."""
 
-    def __init__(self, url: str, top: int | None, *, cached: int | None = None) -> None:
+    #: The stream never ends without a finish here (``engine.Reader``).
+    ended = False
+
+    def __init__(
+        self, url: str, top: int | None, *, cached: int | None = None, first: TokenLogprobs | None = None
+    ) -> None:
         self._url = url
         self._top = top
         self._cached = cached
+        self._first = first
 
     def read(self, response: Any) -> Step | None:
         """The step of ``response`` (None: nothing in it)."""
         kind = response.WhichOneof("event")
         if kind == "token":
-            tokens = [t.token_id for t in response.token.tokens]
-            logprobs = None if self._top is None else token_logprobs(response.token.tokens, self._top)
-            return Step(tokens, logprobs)
+            infos = response.token.tokens
+            tokens = [t.token_id for t in infos]
+            if self._top is None:
+                return Step(tokens)
+            first, self._first = self._first, None
+            if first and infos and not infos[0].HasField("logprob"):
+                rest = token_logprobs(infos[1:], self._top)
+                return Step(tokens, None if rest is None else [*first[:1], *rest])
+            return Step(tokens, token_logprobs(infos, self._top))
         if kind == "finished":
             return Step(
                 [], [] if self._top is not None else None, self.cached(response), finish(response.finished)

@@ -337,6 +337,10 @@ class EnginePool:
         """Each engine of the set (URL: in placement); draining ones are no longer of it."""
         return {url: m.why is None for url, m in self._members.items()}
 
+    def engines(self) -> list[Engine]:
+        """The engines of the set (draining ones are no longer of it)."""
+        return [m.engine for m in self._members.values()]
+
     def loads(self) -> dict[str, int]:
         """Each engine's in-flight generations from this process."""
         return {url: m.load for url, m in self._members.items()}
