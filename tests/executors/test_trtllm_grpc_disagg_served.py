@@ -10,17 +10,16 @@ The tests run in order over one server and one pair of engines (the last one kil
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import openai
 import pytest
 from support.process_harness import ServeProcess
 from support.trtllm_grpc_harness import GrpcEngine, grpc_engines
-from test_trtllm_grpc_fake_engine import _until
+from test_trtllm_grpc_fake_engine import _until, tool_loop
+from test_trtllm_grpc_openengine_served import records
 
 MODEL = "gpt-oss-disagg"
 OPTIONS = {
@@ -67,13 +66,6 @@ def client(served: ServeProcess) -> Iterator[openai.OpenAI]:
         yield c
 
 
-def _records(engine: GrpcEngine, event: str) -> list[dict[str, Any]]:
-    if not engine.fake_log.exists():
-        return []
-    records = [json.loads(line) for line in engine.fake_log.read_text().splitlines() if line.strip()]
-    return [r for r in records if r.get("event") == event]
-
-
 def test_a_turn_runs_its_context_on_the_prefill_engine_and_its_generation_on_the_decode_engine(
     client: openai.OpenAI, engines: tuple[GrpcEngine, GrpcEngine], served: ServeProcess
 ) -> None:
@@ -83,8 +75,8 @@ def test_a_turn_runs_its_context_on_the_prefill_engine_and_its_generation_on_the
         kinds = [event.type for event in stream]
         first = stream.get_final_response()
     assert kinds[-1] == "response.completed" and first.output_text == "Split this turn in two"
-    [context] = _records(prefill, "generate")
-    [generation] = _records(decode, "generate")
+    [context] = records(prefill, "generate")
+    [generation] = records(decode, "generate")
     assert context["request_type"] == "context_only"
     # The decode engine continued the prefill engine's context: the KvSessionRef came back unchanged.
     assert generation["request_type"] == "generation_only"
@@ -94,47 +86,43 @@ def test_a_turn_runs_its_context_on_the_prefill_engine_and_its_generation_on_the
     second = client.responses.create(model=MODEL, previous_response_id=first.id, input="And the next turn")
     assert second.output_text == "And the next turn"
     assert second.usage is not None and second.usage.input_tokens_details.cached_tokens > 0
-    assert [r["request_type"] for r in _records(prefill, "generate")] == ["context_only"] * 2
-    assert [r["request_type"] for r in _records(decode, "generate")] == ["generation_only"] * 2
+    assert [r["request_type"] for r in records(prefill, "generate")] == ["context_only"] * 2
+    assert [r["request_type"] for r in records(decode, "generate")] == ["generation_only"] * 2
 
 
-def test_a_tool_call_across_the_split(client: openai.OpenAI) -> None:
-    from test_trtllm_grpc_fake_engine import LOOKUP
-
-    first = client.responses.create(model=MODEL, input='call lookup {"q": 7}', tools=[LOOKUP])  # type: ignore[list-item]
-    [call] = [item for item in first.output if item.type == "function_call"]
-    assert call.name == "lookup" and json.loads(call.arguments) == {"q": 7}
+def test_a_tool_loop_across_the_split(client: openai.OpenAI) -> None:
+    tool_loop(client, MODEL)
 
 
 def test_a_cancel_during_the_context_leg_aborts_it_on_the_prefill_engine(
     client: openai.OpenAI, engines: tuple[GrpcEngine, GrpcEngine]
 ) -> None:
     prefill, decode = engines
-    contexts, generations = len(_records(prefill, "generate")), len(_records(decode, "generate"))
-    aborts = len(_records(prefill, "abort_rpc"))
+    contexts, generations = len(records(prefill, "generate")), len(records(decode, "generate"))
+    aborts = len(records(prefill, "abort_rpc"))
     response = client.responses.create(model=MODEL, input="Cancel me while I prefill", background=True)
-    assert _until(lambda: len(_records(prefill, "generate")) > contexts)
+    assert _until(lambda: len(records(prefill, "generate")) > contexts)
     cancelled = client.responses.cancel(response.id)
     assert cancelled.status == "cancelled"
-    assert _until(lambda: len(_records(prefill, "abort_rpc")) > aborts)
-    assert _records(prefill, "abort_rpc")[-1]["status"] == "ABORT_STATUS_ABORTED"
+    assert _until(lambda: len(records(prefill, "abort_rpc")) > aborts)
+    assert records(prefill, "abort_rpc")[-1]["status"] == "ABORT_STATUS_ABORTED"
     time.sleep(1.0)  # a generation leg would have started by now
-    assert len(_records(decode, "generate")) == generations
+    assert len(records(decode, "generate")) == generations
 
 
 def test_a_cancel_during_the_generation_leg_aborts_it_on_the_decode_engine(
     client: openai.OpenAI, engines: tuple[GrpcEngine, GrpcEngine]
 ) -> None:
     _, decode = engines
-    aborts = len(_records(decode, "abort_rpc"))
-    generations = len(_records(decode, "generate"))
+    aborts = len(records(decode, "abort_rpc"))
+    generations = len(records(decode, "generate"))
     response = client.responses.create(model=MODEL, input="#lorem 20000", background=True)
-    assert _until(lambda: len(_records(decode, "generate")) > generations)
+    assert _until(lambda: len(records(decode, "generate")) > generations)
     time.sleep(0.2)  # the decode engine is generating
     cancelled = client.responses.cancel(response.id)
     assert cancelled.status == "cancelled"
-    assert _until(lambda: len(_records(decode, "abort_rpc")) > aborts)
-    assert _records(decode, "abort_rpc")[-1]["status"] == "ABORT_STATUS_ABORTED"
+    assert _until(lambda: len(records(decode, "abort_rpc")) > aborts)
+    assert records(decode, "abort_rpc")[-1]["status"] == "ABORT_STATUS_ABORTED"
 
 
 def test_a_decode_engine_that_dies_leaves_a_held_context_logged_and_counted(

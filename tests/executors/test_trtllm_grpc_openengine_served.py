@@ -17,7 +17,7 @@ import openai
 import pytest
 from support.process_harness import ServeProcess
 from support.trtllm_grpc_harness import GrpcEngine
-from test_trtllm_grpc_fake_engine import LOOKUP, _until
+from test_trtllm_grpc_fake_engine import _until, structured_outputs, tool_loop
 
 MODEL = "gpt-oss-openengine"
 
@@ -57,7 +57,8 @@ def client(served: ServeProcess) -> Iterator[openai.OpenAI]:
         yield c
 
 
-def _records(engine: GrpcEngine, event: str) -> list[dict[str, Any]]:
+def records(engine: GrpcEngine, event: str) -> list[dict[str, Any]]:
+    """The ``event`` records of the fake engine's ``FAKE_TRTLLM_LOG``."""
     if not engine.fake_log.exists():
         return []
     records = [json.loads(line) for line in engine.fake_log.read_text().splitlines() if line.strip()]
@@ -67,7 +68,7 @@ def _records(engine: GrpcEngine, event: str) -> list[dict[str, Any]]:
 def test_a_streamed_turn_and_the_next_one_reuses_the_prefix(
     client: openai.OpenAI, engine: GrpcEngine
 ) -> None:
-    before = len(_records(engine, "generate"))
+    before = len(records(engine, "generate"))
     headers = {"x-session-id": "oe-session-1"}
     with client.responses.stream(
         model=MODEL, input="Over OpenEngine, end to end", extra_headers=headers
@@ -82,7 +83,7 @@ def test_a_streamed_turn_and_the_next_one_reuses_the_prefix(
     )
     assert second.output_text == "And once more"
     assert second.usage is not None and second.usage.input_tokens_details.cached_tokens > 0
-    generated = _records(engine, "generate")[before:]
+    generated = records(engine, "generate")[before:]
     # The session key is the engine's conversation id (ConversationParams), the same on both turns.
     [conversation] = {g["conversation_id"] for g in generated}
     assert conversation and len(generated) == 2
@@ -90,35 +91,11 @@ def test_a_streamed_turn_and_the_next_one_reuses_the_prefix(
 
 
 def test_a_function_tool_loop(client: openai.OpenAI) -> None:
-    first = client.responses.create(model=MODEL, input='call lookup {"q": 7}', tools=[LOOKUP])  # type: ignore[list-item]
-    [call] = [item for item in first.output if item.type == "function_call"]
-    assert call.name == "lookup" and json.loads(call.arguments) == {"q": 7}
-    output = {"type": "function_call_output", "call_id": call.call_id, "output": "forty-nine"}
-    second = client.responses.create(
-        model=MODEL,
-        previous_response_id=first.id,
-        input=[output],  # type: ignore[list-item]
-        tools=[LOOKUP],  # type: ignore[list-item]
-    )
-    assert second.output_text == "lookup returned: forty-nine"
+    tool_loop(client, MODEL)
 
 
 def test_structured_output_under_the_adversarial_sampler(client: openai.OpenAI) -> None:
-    schema = {
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "maxLength": 12},
-            "days": {"type": "integer", "minimum": 1},
-        },
-        "required": ["city", "days"],
-        "additionalProperties": False,
-    }
-    text = {"format": {"type": "json_schema", "name": "trip", "schema": schema, "strict": True}}
-    for attempt in range(2):
-        response = client.responses.create(model=MODEL, input=f"Plan a trip, take {attempt}", text=text)  # type: ignore[arg-type]
-        assert response.status == "completed", response
-        value = json.loads(response.output_text)
-        assert set(value) == {"city", "days"} and isinstance(value["days"], int) and value["days"] >= 1
+    structured_outputs(client, MODEL, takes=2)
 
 
 def test_logprobs_come_back_ranked(client: openai.OpenAI) -> None:
@@ -132,24 +109,24 @@ def test_logprobs_come_back_ranked(client: openai.OpenAI) -> None:
 
 
 def test_cancel_reaches_the_engines_abort(client: openai.OpenAI, engine: GrpcEngine) -> None:
-    before = len(_records(engine, "abort_rpc"))
+    before = len(records(engine, "abort_rpc"))
     response = client.responses.create(model=MODEL, input="#lorem 20000", background=True)
     assert _until(lambda: client.responses.retrieve(response.id).status == "in_progress")
     time.sleep(0.2)  # the engine is generating
     cancelled = client.responses.cancel(response.id)
     assert cancelled.status == "cancelled"
-    assert _until(lambda: len(_records(engine, "abort_rpc")) > before)
+    assert _until(lambda: len(records(engine, "abort_rpc")) > before)
     # The Abort found the request running: it came before the stream was cancelled (which forgets it).
-    assert _records(engine, "abort_rpc")[-1]["status"] == "ABORT_STATUS_ABORTED"
+    assert records(engine, "abort_rpc")[-1]["status"] == "ABORT_STATUS_ABORTED"
 
 
 def test_a_client_that_leaves_aborts_the_engines_request(served: ServeProcess, engine: GrpcEngine) -> None:
-    before = len(_records(engine, "abort_rpc"))
+    before = len(records(engine, "abort_rpc"))
     body = {"model": MODEL, "input": "#lorem 20000", "stream": True}
     with httpx.Client(base_url=served.base_url, timeout=30) as http:
         with http.stream("POST", "/v1/responses", json=body) as stream:
             for line in stream.iter_lines():
                 if "response.output_text.delta" in line:
                     break  # the client leaves mid-stream
-    assert _until(lambda: len(_records(engine, "abort_rpc")) > before), engine.fake_log.read_text()[-3000:]
-    assert _records(engine, "abort_rpc")[-1]["status"] == "ABORT_STATUS_ABORTED"
+    assert _until(lambda: len(records(engine, "abort_rpc")) > before), engine.fake_log.read_text()[-3000:]
+    assert records(engine, "abort_rpc")[-1]["status"] == "ABORT_STATUS_ABORTED"
