@@ -135,13 +135,18 @@ def test_cancel_reaches_the_engines_abort(client: openai.OpenAI, engine: GrpcEng
 
 def test_a_client_that_leaves_aborts_the_engines_request(served: ServeProcess, engine: GrpcEngine) -> None:
     before = len(_aborts(engine))
-    body = {"model": MODEL, "input": "#lorem 20000", "stream": True}
+    leave_mid_stream(served, MODEL)
+    assert _until(lambda: len(_aborts(engine)) > before), engine.fake_log.read_text()[-3000:]
+
+
+def leave_mid_stream(served: ServeProcess, model: str) -> None:
+    """Stream a long turn and leave (close the connection) at its first text delta."""
+    body = {"model": model, "input": "#lorem 20000", "stream": True}
     with httpx.Client(base_url=served.base_url, timeout=30) as http:
         with http.stream("POST", "/v1/responses", json=body) as stream:
             for line in stream.iter_lines():
                 if "response.output_text.delta" in line:
                     break  # the client leaves mid-stream
-    assert _until(lambda: len(_aborts(engine)) > before), engine.fake_log.read_text()[-3000:]
 
 
 def _until(condition: Any, seconds: float = 20.0) -> bool:

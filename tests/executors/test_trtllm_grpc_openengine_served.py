@@ -12,12 +12,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import openai
 import pytest
 from support.process_harness import ServeProcess
 from support.trtllm_grpc_harness import GrpcEngine
-from test_trtllm_grpc_fake_engine import _until, structured_outputs, tool_loop
+from test_trtllm_grpc_fake_engine import _until, leave_mid_stream, structured_outputs, tool_loop
 
 MODEL = "gpt-oss-openengine"
 
@@ -122,11 +121,6 @@ def test_cancel_reaches_the_engines_abort(client: openai.OpenAI, engine: GrpcEng
 
 def test_a_client_that_leaves_aborts_the_engines_request(served: ServeProcess, engine: GrpcEngine) -> None:
     before = len(records(engine, "abort_rpc"))
-    body = {"model": MODEL, "input": "#lorem 20000", "stream": True}
-    with httpx.Client(base_url=served.base_url, timeout=30) as http:
-        with http.stream("POST", "/v1/responses", json=body) as stream:
-            for line in stream.iter_lines():
-                if "response.output_text.delta" in line:
-                    break  # the client leaves mid-stream
+    leave_mid_stream(served, MODEL)
     assert _until(lambda: len(records(engine, "abort_rpc")) > before), engine.fake_log.read_text()[-3000:]
     assert records(engine, "abort_rpc")[-1]["status"] == "ABORT_STATUS_ABORTED"
