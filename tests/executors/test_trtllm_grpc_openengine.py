@@ -265,14 +265,15 @@ def test_a_first_token_that_is_a_stop_ends_the_turn_at_the_hand_off(encoding: Ha
     )
     request = _request(encoding)
     stop = encoding.assistant_action_stops[0]
-    assert executor._ended_at_handoff(request, Handoff(_session(), [stop], None, 0)) == (
+    assert executor._split is not None
+    assert executor._split.ended_at_handoff(request, Handoff(_session(), [stop], None, 0)) == (
         "stop",
         "its first token is a stop token (PrefillReady hides the stop)",
     )
-    assert executor._ended_at_handoff(request, Handoff(_session(), [17], None, 0)) is None
-    executor._turns[request.request_id] = False
+    assert executor._split.ended_at_handoff(request, Handoff(_session(), [17], None, 0)) is None
+    executor._split._turns[request.request_id] = False
     executor.abort(request.request_id)  # between the legs: no generation leg starts after it
-    assert executor._ended_at_handoff(request, Handoff(_session(), [17], None, 0)) is not None
+    assert executor._split.ended_at_handoff(request, Handoff(_session(), [17], None, 0)) is not None
 
 
 def test_prefill_and_decode_engines_need_openengine(encoding: HarmonyEncoding) -> None:

@@ -22,20 +22,34 @@ generation leg never runs cannot be freed: ``Abort(request_id)`` answers ``ALREA
 stream ended, ``Abort(kv_session)`` is ``UNIMPLEMENTED`` and ``GetServerInfo`` says
 ``kv_connector.supports_abort_cleanup = false``; its blocks stay held until the prefill engine's
 ``cache_transceiver_config.kv_transfer_timeout_ms`` (PyExecutor's ``_check_kv_transfer_timeout``) or its exit.
-The executor logs and counts each (:data:`HELD`).
+:class:`Split` logs and counts each (:data:`HELD`).
+
+:class:`Split` runs the two legs through the executor's own attempt and retry (each leg is one engine's
+``Generate`` as a whole turn is, on its side's pool), so abort, cancel, a client that leaves and the retry before
+the first answer are the executor's, unchanged.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
-from ..base import ExecutorError
+from ..base import ExecutorError, FinishReason, GenerationRequest, TokenDelta
+from .engine import Engine, Reader
 from .messages import Step, TokenLogprobs
 from .openengine_messages import OpenEngineReader
+from .pool import EnginePool
 
-__all__ = ["HELD", "ContextReader", "Handoff", "context_message", "generation_message"]
+__all__ = ["HELD", "ContextReader", "Handoff", "Split", "context_message", "generation_message"]
+
+#: The executor's one attempt on an engine: ``run_on(engine, request, retry=, pool=, message=, reader=)``.
+RunOn = Callable[..., AsyncGenerator[TokenDelta, None]]
+#: The executor's attempt and one retry on a pool: ``with_retry(pool, request, run(engine, retry))``.
+WithRetry = Callable[
+    [EnginePool, GenerationRequest, Callable[[Engine, bool], AsyncGenerator[TokenDelta, None]]],
+    AsyncGenerator[TokenDelta, None],
+]
 
 logger = logging.getLogger(__name__)
 
@@ -126,3 +140,88 @@ class ContextReader:
                 self._logprobs += step.logprobs
             return None
         return Step(self._tokens, self._logprobs, step.cached_tokens, step.finish)
+
+
+class Split:
+    """The two legs of each turn (module docstring) over the ``prefill`` and ``decode`` pools; :attr:`held`
+    counts the contexts handed off whose generation leg never ran."""
+
+    def __init__(self, prefill: EnginePool, decode: EnginePool) -> None:
+        self.prefill = prefill
+        self.decode = decode
+        self.held = 0
+        #: Turns running (request id: cancelled), so a cancel between the legs is seen.
+        self._turns: dict[str, bool] = {}
+
+    def cancelled(self, request_id: str) -> None:
+        """The turn ``request_id`` was cancelled: no generation leg starts after this."""
+        if request_id in self._turns:
+            self._turns[request_id] = True
+
+    async def generate(
+        self,
+        request: GenerationRequest,
+        unapplied: Mapping[str, str],
+        with_retry: WithRetry,
+        run_on: RunOn,
+    ) -> AsyncGenerator[TokenDelta, None]:
+        """A turn as a context leg on a prefill engine, then a generation leg on a decode engine; each leg
+        retried once elsewhere when its engine fails before answering (``with_retry``)."""
+        top = request.sampling.logprobs
+        legs: dict[str, Any] = {}
+
+        def context(engine: Engine, retry: bool) -> AsyncGenerator[TokenDelta, None]:
+            reader = legs["context"] = ContextReader(engine.url, top)
+            legs["prefill"] = engine
+            message = context_message(engine.request(request, unapplied))
+            return run_on(engine, request, retry=retry, pool=self.prefill, message=message, reader=reader)
+
+        self._turns[request.request_id] = False
+        try:
+            async for delta in with_retry(self.prefill, request, context):
+                yield delta  # the turn ended in its context leg (cancelled before the hand-off)
+            handoff: Handoff | None = legs["context"].handoff
+            if handoff is None:
+                return
+            prefill: Engine = legs["prefill"]
+            ended = self.ended_at_handoff(request, handoff)
+            if ended is not None:
+                reason, why = ended
+                self._hold(request, prefill, why)
+                yield TokenDelta([], reason, None, handoff.cached_tokens, None if top is None else [])
+                return
+
+            def generation(engine: Engine, retry: bool) -> AsyncGenerator[TokenDelta, None]:
+                message = generation_message(engine.request(request, unapplied), handoff.session)
+                reader: Reader = OpenEngineReader(
+                    engine.url, top, cached=handoff.cached_tokens, first=handoff.first_logprobs
+                )
+                return run_on(engine, request, retry=retry, pool=self.decode, message=message, reader=reader)
+
+            answered = False
+            try:
+                async for delta in with_retry(self.decode, request, generation):
+                    answered = True
+                    yield delta
+            except ExecutorError as exc:
+                if not answered:
+                    self._hold(request, prefill, f"its generation leg failed: {exc}")
+                raise
+        finally:
+            del self._turns[request.request_id]
+
+    def ended_at_handoff(
+        self, request: GenerationRequest, handoff: Handoff
+    ) -> tuple[FinishReason, str] | None:
+        """Why a turn handed off ends without its generation leg (its finish reason and why), or None."""
+        if self._turns.get(request.request_id):
+            return "cancelled", "the turn was cancelled before its generation leg"
+        stops = set(request.sampling.stop_token_ids)
+        if handoff.first_tokens and handoff.first_tokens[0] in stops:
+            return "stop", "its first token is a stop token (PrefillReady hides the stop)"
+        return None
+
+    def _hold(self, request: GenerationRequest, prefill: Engine, why: str) -> None:
+        """A context handed off whose generation leg will not run: logged and counted."""
+        self.held += 1
+        logger.warning(HELD, request.request_id, prefill.url, why)

@@ -29,12 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...harmony import HarmonyEncoding, SpelledControlTokens
-from ..base import Executor, ExecutorError, FinishReason, GenerationRequest, TokenDelta
+from ..base import Executor, ExecutorError, GenerationRequest, TokenDelta
 from ..trtllm_releases import MIN_TRTLLM_VERSION, Release
-from .disagg import HELD, ContextReader, Handoff, context_message, generation_message
+from .disagg import Split
 from .engine import CONNECT_TIMEOUT_S, Engine, EngineInfo, GrpcEngine, Reader, describe
 from .messages import trace_metadata
-from .openengine_messages import OpenEngineReader
 from .pool import EnginePool, read_urls_file
 
 __all__ = ["HEALTH_INTERVAL_S", "PROTOCOLS", "TrtllmGrpcExecutor"]
@@ -130,8 +129,9 @@ class TrtllmGrpcExecutor(Executor):
                 make=_engine_class(protocol),
             )
 
-        #: Disaggregated: the prefill engines (the decode engines are ``_pool``); None: whole turns.
+        #: Disaggregated: the prefill engines (the decode engines are ``_pool``) and the two legs; None: whole turns.
         self._prefill: EnginePool | None = None
+        self._split: Split | None = None
         if prefill_urls or decode_urls:
             if protocol != "openengine" or self._static or listed or not (prefill_urls and decode_urls):
                 raise ValueError(
@@ -139,12 +139,9 @@ class TrtllmGrpcExecutor(Executor):
                 )
             self._prefill = pool(prefill_urls)
             self._pool = pool(decode_urls)
+            self._split = Split(self._prefill, self._pool)
         else:
             self._pool = pool([*self._static, *listed])
-        #: Disaggregated turns running (request id: cancelled), so a cancel between the legs is seen.
-        self._turns: dict[str, bool] = {}
-        #: Contexts handed off whose generation leg never ran (held on their prefill engine until it times out).
-        self._held = 0
         self._encoding = encoding
         self._guided = guided
         self._started = False
@@ -274,7 +271,7 @@ class TrtllmGrpcExecutor(Executor):
 
     def held_contexts(self) -> int:
         """Contexts handed off whose generation leg never ran, since start (``disagg.HELD``)."""
-        return self._held
+        return 0 if self._split is None else self._split.held
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream an engine's chunks as deltas; its ``complete`` is the last delta (with any tokens the chunks
@@ -284,8 +281,8 @@ class TrtllmGrpcExecutor(Executor):
         cancels the call and sends ``Abort``."""
         if not self._started:
             raise ExecutorError("the TensorRT-LLM gRPC executor was not started")
-        if self._prefill is not None:
-            whole = self._disaggregated(request)
+        if self._split is not None:
+            whole = self._split.generate(request, self.unapplied_sampling, self._with_retry, self._run_on)
         else:
             whole = self._with_retry(
                 self._pool, request, lambda e, retry: self._run_on(e, request, retry=retry)
@@ -319,73 +316,6 @@ class TrtllmGrpcExecutor(Executor):
         async with aclosing(run(other, False)) as deltas:
             async for delta in deltas:
                 yield delta
-
-    async def _disaggregated(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
-        """A turn as a context leg on a prefill engine, then a generation leg on a decode engine, sequenced as
-        ``disagg.py`` says; each leg retried once elsewhere when its engine fails before answering."""
-        assert self._prefill is not None
-        top = request.sampling.logprobs
-        legs: dict[str, Any] = {}
-
-        def context(engine: Engine, retry: bool) -> AsyncGenerator[TokenDelta, None]:
-            reader = legs["context"] = ContextReader(engine.url, top)
-            legs["prefill"] = engine
-            message = context_message(engine.request(request, self.unapplied_sampling))
-            return self._run_on(
-                engine, request, retry=retry, pool=self._prefill, message=message, reader=reader
-            )
-
-        self._turns[request.request_id] = False
-        try:
-            async for delta in self._with_retry(self._prefill, request, context):
-                yield delta  # the turn ended in its context leg (cancelled before the hand-off)
-            handoff: Handoff | None = legs["context"].handoff
-            if handoff is None:
-                return
-            prefill: Engine = legs["prefill"]
-            ended = self._ended_at_handoff(request, handoff)
-            if ended is not None:
-                reason, why = ended
-                self._hold(request, prefill, why)
-                yield TokenDelta([], reason, None, handoff.cached_tokens, None if top is None else [])
-                return
-
-            def generation(engine: Engine, retry: bool) -> AsyncGenerator[TokenDelta, None]:
-                message = generation_message(
-                    engine.request(request, self.unapplied_sampling), handoff.session
-                )
-                reader = OpenEngineReader(
-                    engine.url, top, cached=handoff.cached_tokens, first=handoff.first_logprobs
-                )
-                return self._run_on(engine, request, retry=retry, message=message, reader=reader)
-
-            answered = False
-            try:
-                async for delta in self._with_retry(self._pool, request, generation):
-                    answered = True
-                    yield delta
-            except ExecutorError as exc:
-                if not answered:
-                    self._hold(request, prefill, f"its generation leg failed: {exc}")
-                raise
-        finally:
-            del self._turns[request.request_id]
-
-    def _ended_at_handoff(
-        self, request: GenerationRequest, handoff: Handoff
-    ) -> tuple[FinishReason, str] | None:
-        """Why a turn handed off ends without its generation leg (its finish reason and why), or None."""
-        if self._turns.get(request.request_id):
-            return "cancelled", "the turn was cancelled before its generation leg"
-        stops = set(request.sampling.stop_token_ids)
-        if handoff.first_tokens and handoff.first_tokens[0] in stops:
-            return "stop", "its first token is a stop token (PrefillReady hides the stop)"
-        return None
-
-    def _hold(self, request: GenerationRequest, prefill: Engine, why: str) -> None:
-        """A context handed off whose generation leg will not run: logged and counted (``held_contexts``)."""
-        self._held += 1
-        logger.warning(HELD, request.request_id, prefill.url, why)
 
     async def _run_on(
         self,
@@ -475,8 +405,8 @@ class TrtllmGrpcExecutor(Executor):
     def abort(self, request_id: str) -> None:
         """Send ``Abort`` for ``request_id`` to the engine it runs on (its stream then ends ``cancelled``); a
         no-op when it is not running."""
-        if request_id in self._turns:
-            self._turns[request_id] = True  # disaggregated: no generation leg starts after this
+        if self._split is not None:
+            self._split.cancelled(request_id)  # no generation leg starts after this
         running = self._running.get(request_id)
         if running is None or running.aborted:
             return
