@@ -30,7 +30,11 @@ def _serve_args(*argv: str) -> object:
         (["--engine_url", "grpc://127.0.0.1:1", "some/model"], "takes no MODEL"),
         (
             ["--engine", "echo", "--engine_url", "grpc://127.0.0.1:1"],
-            "--engine_url and --engine_urls_file only apply to --engine trtllm-grpc",
+            "only apply to --engine trtllm-grpc",
+        ),
+        (
+            ["--engine", "echo", "--grpc_protocol", "openengine"],
+            "only apply to --engine trtllm-grpc",
         ),
     ],
 )
@@ -45,6 +49,17 @@ def test_engine_url_alone_chooses_the_grpc_executor() -> None:
     executor, encoding = _build_executor(args, engine_of(args))  # type: ignore[arg-type]
     assert isinstance(executor, TrtllmGrpcExecutor) and executor.pool.urls == ["grpc://10.0.0.7:8001"]
     assert executor.constraint_refusal is not None and encoding.return_ == 200002
+
+
+def test_grpc_protocol_chooses_the_engines_wire() -> None:
+    from trtllm_responses.executors.trtllm_grpc.openengine_engine import OpenEngineEngine
+
+    args = _serve_args("--engine_url", "grpc://10.0.0.7:8001", "--grpc_protocol", "openengine")
+    executor, _ = _build_executor(args, engine_of(args))  # type: ignore[arg-type]
+    assert isinstance(executor, TrtllmGrpcExecutor) and executor.protocol == "openengine"
+    assert executor.pool._make is OpenEngineEngine
+    default, _ = _build_executor(_serve_args("--engine_url", "grpc://10.0.0.7:8001"), "trtllm-grpc")
+    assert isinstance(default, TrtllmGrpcExecutor) and default.protocol == "smg"
 
 
 def test_engine_urls_repeat_and_come_from_a_file_too(tmp_path: Path) -> None:

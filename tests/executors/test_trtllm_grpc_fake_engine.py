@@ -76,12 +76,17 @@ def test_a_streamed_turn_and_the_next_one_reuses_the_prefix(client: openai.OpenA
 
 
 def test_a_function_tool_loop(client: openai.OpenAI) -> None:
-    first = client.responses.create(model=MODEL, input='call lookup {"q": 7}', tools=[LOOKUP])  # type: ignore[list-item]
+    tool_loop(client, MODEL)
+
+
+def tool_loop(client: openai.OpenAI, model: str) -> None:
+    """A function call, its output, and the answer that reads it (every served gRPC test's)."""
+    first = client.responses.create(model=model, input='call lookup {"q": 7}', tools=[LOOKUP])  # type: ignore[list-item]
     [call] = [item for item in first.output if item.type == "function_call"]
     assert call.name == "lookup" and json.loads(call.arguments) == {"q": 7}
     output = {"type": "function_call_output", "call_id": call.call_id, "output": "forty-nine"}
     second = client.responses.create(
-        model=MODEL,
+        model=model,
         previous_response_id=first.id,
         input=[output],  # type: ignore[list-item]
         tools=[LOOKUP],  # type: ignore[list-item]
@@ -90,6 +95,11 @@ def test_a_function_tool_loop(client: openai.OpenAI) -> None:
 
 
 def test_structured_output_under_the_adversarial_sampler(client: openai.OpenAI) -> None:
+    structured_outputs(client, MODEL, takes=3)
+
+
+def structured_outputs(client: openai.OpenAI, model: str, takes: int) -> None:
+    """``takes`` structured outputs of one schema, each completed and valid (every served gRPC test's)."""
     schema = {
         "type": "object",
         "properties": {
@@ -100,9 +110,9 @@ def test_structured_output_under_the_adversarial_sampler(client: openai.OpenAI) 
         "additionalProperties": False,
     }
     text = {"format": {"type": "json_schema", "name": "trip", "schema": schema, "strict": True}}
-    for attempt in range(3):
+    for attempt in range(takes):
         response = client.responses.create(
-            model=MODEL, input=f"Plan a trip, take {attempt}", text=text, temperature=1.0
+            model=model, input=f"Plan a trip, take {attempt}", text=text, temperature=1.0
         )
         assert response.status == "completed", response
         value = json.loads(response.output_text)
@@ -125,13 +135,18 @@ def test_cancel_reaches_the_engines_abort(client: openai.OpenAI, engine: GrpcEng
 
 def test_a_client_that_leaves_aborts_the_engines_request(served: ServeProcess, engine: GrpcEngine) -> None:
     before = len(_aborts(engine))
-    body = {"model": MODEL, "input": "#lorem 20000", "stream": True}
+    leave_mid_stream(served, MODEL)
+    assert _until(lambda: len(_aborts(engine)) > before), engine.fake_log.read_text()[-3000:]
+
+
+def leave_mid_stream(served: ServeProcess, model: str) -> None:
+    """Stream a long turn and leave (close the connection) at its first text delta."""
+    body = {"model": model, "input": "#lorem 20000", "stream": True}
     with httpx.Client(base_url=served.base_url, timeout=30) as http:
         with http.stream("POST", "/v1/responses", json=body) as stream:
             for line in stream.iter_lines():
                 if "response.output_text.delta" in line:
                     break  # the client leaves mid-stream
-    assert _until(lambda: len(_aborts(engine)) > before), engine.fake_log.read_text()[-3000:]
 
 
 def _until(condition: Any, seconds: float = 20.0) -> bool:

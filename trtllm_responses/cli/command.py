@@ -109,7 +109,7 @@ _TRTLLM_FLAGS = (
 
 def engine_of(args: argparse.Namespace) -> str:
     """``--engine``, or by default: ``trtllm-grpc`` with ``--engine_url``, ``trtllm`` with MODEL, else ``echo``."""
-    grpc = args.engine_url or args.engine_urls_file
+    grpc = args.engine_url or args.engine_urls_file or args.prefill_engine_url or args.decode_engine_url
     return str(args.engine or ("trtllm-grpc" if grpc else "trtllm" if args.model else "echo"))
 
 
@@ -124,8 +124,18 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         for flag in _TRTLLM_FLAGS
         if getattr(args, flag) is not None and getattr(args, flag) is not False
     ]
-    if (args.engine_url or args.engine_urls_file) and engine != "trtllm-grpc":
-        raise LaunchError("--engine_url and --engine_urls_file only apply to --engine trtllm-grpc")
+    remote = (
+        args.engine_url,
+        args.engine_urls_file,
+        args.grpc_protocol,
+        args.prefill_engine_url,
+        args.decode_engine_url,
+    )
+    if any(remote) and engine != "trtllm-grpc":
+        raise LaunchError(
+            "--engine_url, --engine_urls_file, --grpc_protocol, --prefill_engine_url and --decode_engine_url only "
+            "apply to --engine trtllm-grpc"
+        )
     if engine == "trtllm-grpc":
         return _grpc_executor(args, given)
     if engine == "echo":
@@ -202,6 +212,8 @@ def _grpc_executor(args: argparse.Namespace, given: list[str]) -> tuple[Executor
         )
     if args.echo_tokens_per_second:
         raise LaunchError("--echo_tokens_per_second only applies to --engine echo")
+    if args.prefill_engine_url or args.decode_engine_url:
+        return _disaggregated_executor(args)
     if not args.engine_url and not args.engine_urls_file:
         raise LaunchError(
             "--engine trtllm-grpc needs an engine: --engine_url grpc://HOST:PORT (repeatable), or --engine_urls_file"
@@ -213,8 +225,46 @@ def _grpc_executor(args: argparse.Namespace, given: list[str]) -> tuple[Executor
             urls_file=args.engine_urls_file,
             encoding=encoding,
             guided=args.guided_decoding,
+            protocol=args.grpc_protocol or "smg",
         )
     except (OSError, ValueError) as exc:
+        raise LaunchError(f"the engines cannot be served: {exc}") from exc
+    return executor, encoding
+
+
+def _disaggregated_executor(args: argparse.Namespace) -> tuple[Executor, HarmonyEncoding]:
+    """``--prefill_engine_url`` / ``--decode_engine_url``: both sides, each repeatable, OpenEngine only, never with
+    ``--engine_url`` (docs/a-fleet-of-engines.md#prefill-and-decode-on-different-engines)."""
+    from ..executors.trtllm_grpc.executor import TrtllmGrpcExecutor
+    from ..harmony import load_encoding
+    from .launch import LaunchError
+
+    prefill, decode = args.prefill_engine_url or [], args.decode_engine_url or []
+    if args.engine_url or args.engine_urls_file:
+        raise LaunchError(
+            "--engine_url/--engine_urls_file with --prefill_engine_url/--decode_engine_url: give either engines "
+            "for whole turns or the prefill and decode engines, not both"
+        )
+    if not prefill or not decode:
+        missing = "--decode_engine_url" if prefill else "--prefill_engine_url"
+        raise LaunchError(f"disaggregated serving needs {missing} too: a turn's context and its generation")
+    if args.grpc_protocol != "openengine":
+        raise LaunchError(
+            "--prefill_engine_url/--decode_engine_url need --grpc_protocol openengine (engines started with "
+            "trtllm-serve --grpc --grpc-protocol openengine): SMG's protocol cannot hand a context over, its "
+            "GenerateComplete returns none of the context phase's parameters (no request id, no opaque_state), "
+            "so a decode engine could not find the context's KV cache"
+        )
+    encoding = load_encoding()
+    try:
+        executor = TrtllmGrpcExecutor(
+            encoding=encoding,
+            guided=args.guided_decoding,
+            protocol="openengine",
+            prefill_urls=prefill,
+            decode_urls=decode,
+        )
+    except ValueError as exc:
         raise LaunchError(f"the engines cannot be served: {exc}") from exc
     return executor, encoding
 

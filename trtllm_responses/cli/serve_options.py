@@ -316,6 +316,21 @@ def _add_engine(serve: argparse.ArgumentParser) -> None:
         help="--engine trtllm-grpc: a file of more engine URLs, one a line (# comments), read again on SIGHUP: "
         "engines added take new sessions, engines removed drain (docs/a-fleet-of-engines.md#a-pool-of-engines)",
     )
+    for side, what in (("prefill", "each turn's context (context_only)"), ("decode", "its generation")):
+        group.add_argument(
+            f"--{side}_engine_url",
+            action="append",
+            metavar="grpc://HOST:PORT",
+            help=f"--engine trtllm-grpc --grpc_protocol openengine, disaggregated: a {side} engine, which runs "
+            f"{what}; repeatable (a pool, placed by session); with --{'decode' if side == 'prefill' else 'prefill'}"
+            "_engine_url, not with --engine_url (docs/a-fleet-of-engines.md#prefill-and-decode-on-different-engines)",
+        )
+    group.add_argument(
+        "--grpc_protocol",
+        choices=["smg", "openengine"],
+        help="--engine trtllm-grpc: the wire every engine speaks, as its trtllm-serve --grpc-protocol: smg "
+        "(default) or openengine (TensorRT-LLM 1.3.0rc28 on; docs/a-fleet-of-engines.md#openengine-one-engine-or-a-pool)",
+    )
     group.add_argument(
         "--echo_tokens_per_second",
         type=non_negative_float,

@@ -185,6 +185,11 @@ class Executor(abc.ABC):
         executor of one engine."""
         return {}
 
+    def held_contexts(self) -> int:
+        """Contexts a prefill engine handed off whose generation leg never ran, since start (disaggregated
+        serving: they stay held there until its KV transfer times out); 0 for an executor that does not split."""
+        return 0
+
     def attach_env(self, frontend: int) -> dict[str, str]:
         """What attached frontend ``frontend`` of a group (``serve --num_serve_frontends``) needs in its
         environment to reach this executor's engine; {}: every frontend runs an executor of its own."""

@@ -14,7 +14,10 @@ others), so a group's one exposition keeps each process apart where the other co
   reading);
 - ``trtllm_engine_healthy{engine}``: per engine of a pool (the gRPC executor's, ``Executor.engines_health``),
   1 while it is in placement, 0 while out; labelled by the engine's URL, which the operator lists (bounded);
-  an engine removed from the pool is no longer exported by this process.
+  an engine removed from the pool is no longer exported by this process;
+- ``trtllm_disagg_held_contexts_total{frontend}``: contexts a prefill engine handed off whose generation leg
+  never ran (``Executor.held_contexts``; disaggregated serving over OpenEngine, which cannot free them: they stay
+  held until the engine's ``kv_transfer_timeout_ms``), counted up to the executor's count at each scrape.
 """
 
 from __future__ import annotations
@@ -68,6 +71,14 @@ class FrontendMetrics:
             multiprocess_mode="mostrecent",
         )
         self._engines: set[str] = set()
+        self.held = Counter(
+            "trtllm_disagg_held_contexts",
+            "Contexts handed off by a prefill engine whose generation leg never ran (held until the engine's "
+            "kv_transfer_timeout_ms), by frontend process",
+            ["frontend"],
+            registry=registry,
+        ).labels(label)
+        self._held = 0
 
     def response_started(self) -> None:
         """A response's generation started in this process."""
@@ -81,6 +92,12 @@ class FrontendMetrics:
     def engine(self, healthy: bool) -> None:
         """The engine's health as just asked (when scraped)."""
         self.engine_healthy.set(1 if healthy else 0)
+
+    def held_contexts(self, count: int) -> None:
+        """The executor's count of held contexts as just read (when scraped)."""
+        if count > self._held:
+            self.held.inc(count - self._held)
+            self._held = count
 
     def engines(self, healthy: Mapping[str, bool]) -> None:
         """Each engine of a pool's health as just asked (when scraped); engines gone since are dropped."""

@@ -102,6 +102,7 @@ async def metrics_text(service: ResponsesService, tenants: Iterable[Tenant] = ()
     metrics.sessions.engine(service.executor.engine_load())
     metrics.frontend.engine(service.executor.healthy())
     metrics.frontend.engines(service.executor.engines_health())
+    metrics.frontend.held_contexts(service.executor.held_contexts())
     try:
         stats = await service.store.stats()
         stored = await stored_bytes(service, tenants)

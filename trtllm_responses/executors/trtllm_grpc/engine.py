@@ -1,6 +1,8 @@
 """One TensorRT-LLM gRPC engine (``trtllm-serve MODEL --grpc``, service ``trtllm.TrtllmService``): its channel,
 what it says of itself, its health, its calls. The gRPC executor (``executor.py``) drives one; a pool of
-engines (issue 43, item 2) holds several.
+engines (issue 43, item 2) holds several. :class:`Engine` is what both ask of an engine, whatever its wire:
+:class:`GrpcEngine` speaks SMG's protocol, ``openengine_engine.OpenEngineEngine`` OpenEngine's
+(``serve --grpc_protocol``).
 
 grpcio and the generated stubs are imported when an engine is made, never by importing this module, so the
 package imports without the ``grpc`` extra. Every call but ``Generate`` has a deadline (below); ``Generate``
@@ -14,12 +16,12 @@ import asyncio
 import importlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from ..base import ExecutorError
-from .messages import engine_target
+from ..base import ExecutorError, GenerationRequest
+from .messages import SmgReader, Step, engine_target, generate_request
 
 __all__ = [
     "ABORT_TIMEOUT_S",
@@ -27,8 +29,10 @@ __all__ = [
     "HEALTH_TIMEOUT_S",
     "INFO_TIMEOUT_S",
     "RECONNECT_CAP_S",
+    "Engine",
     "EngineInfo",
     "GrpcEngine",
+    "Reader",
     "import_stubs",
 ]
 
@@ -60,6 +64,38 @@ class EngineInfo:
     vocab_size: int
     tensor_parallel_size: int
     pipeline_parallel_size: int
+
+
+class Reader(Protocol):
+    """Reads one generation's responses, in order, as steps (None: a response with nothing in it). ``ended``:
+    the stream's end was read without a finish (a context leg's hand-off: ``disagg.ContextReader``)."""
+
+    @property
+    def ended(self) -> bool: ...
+
+    def read(self, response: Any) -> Step | None: ...
+
+
+class Engine(Protocol):
+    """What the executor and the pool ask of one engine, whatever its wire: connect and describe it, build and
+    start a generation and read its responses, abort one, ask its health, close it."""
+
+    url: str
+    grpc: Any
+
+    async def connect(self, timeout: float = CONNECT_TIMEOUT_S) -> EngineInfo: ...
+
+    def request(self, request: GenerationRequest, unapplied: Mapping[str, str]) -> Any: ...
+
+    def reader(self, top: int | None) -> Reader: ...
+
+    def generate(self, message: Any, metadata: Sequence[tuple[str, str]] | None) -> Any: ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+    async def health(self) -> str | None: ...
+
+    async def close(self) -> None: ...
 
 
 def import_stubs() -> tuple[Any, Any, Any]:
@@ -117,6 +153,14 @@ class GrpcEngine:
             tensor_parallel_size=server.tensor_parallel_size,
             pipeline_parallel_size=server.pipeline_parallel_size,
         )
+
+    def request(self, request: GenerationRequest, unapplied: Mapping[str, str]) -> Any:
+        """The ``GenerateRequest`` of ``request`` (``messages.generate_request``)."""
+        return generate_request(self.pb2, request, unapplied=unapplied)
+
+    def reader(self, top: int | None) -> SmgReader:
+        """A reader of one generation's responses (``top``: the logprobs asked for)."""
+        return SmgReader(top)
 
     def generate(self, message: Any, metadata: Sequence[tuple[str, str]] | None) -> Any:
         """Start ``Generate``: the call (an async iterator of ``GenerateResponse``, cancellable)."""

@@ -1,7 +1,9 @@
 """The gRPC executor (``serve --engine trtllm-grpc --engine_url grpc://HOST:PORT``, repeatable, and
 ``--engine_urls_file``): gpt-oss on TensorRT-LLM engines in other processes or on other hosts, over TensorRT-LLM's
 token-in/token-out gRPC service (``trtllm-serve MODEL --grpc``: ``tensorrt_llm/grpc/trtllm_service.proto``, the
-protocol SMG drives).
+protocol SMG drives), or over its second wire, OpenEngine (``--grpc_protocol openengine``, ``trtllm-serve MODEL
+--grpc --grpc-protocol openengine``: ``openengine_engine.py``, docs/a-fleet-of-engines.md#openengine-one-engine-or-a-pool).
+Each wire's engine builds its requests and reads its responses (``engine.Engine``); what follows is shared.
 
 It does what the in-process executor (``executors/trtllm.py``) does where the protocol carries it: Harmony's stop tokens,
 sampling as the engines' release applies it (``GetServerInfo`` names the release: ``trtllm_releases.py``),
@@ -29,17 +31,12 @@ from typing import Any
 from ...harmony import HarmonyEncoding, SpelledControlTokens
 from ..base import Executor, ExecutorError, GenerationRequest, TokenDelta
 from ..trtllm_releases import MIN_TRTLLM_VERSION, Release
-from .engine import CONNECT_TIMEOUT_S, EngineInfo, GrpcEngine, describe
-from .messages import (
-    TokenLogprobs,
-    finish,
-    generate_request,
-    token_logprobs,
-    trace_metadata,
-)
+from .disagg import Split
+from .engine import CONNECT_TIMEOUT_S, Engine, EngineInfo, GrpcEngine, Reader, describe
+from .messages import trace_metadata
 from .pool import EnginePool, read_urls_file
 
-__all__ = ["HEALTH_INTERVAL_S", "TrtllmGrpcExecutor"]
+__all__ = ["HEALTH_INTERVAL_S", "PROTOCOLS", "TrtllmGrpcExecutor"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +50,25 @@ _REQUEST_FAULTS = frozenset(
 )
 
 
+#: ``serve --grpc_protocol``: the wires TensorRT-LLM's gRPC server speaks (``trtllm-serve --grpc-protocol``).
+PROTOCOLS = ("smg", "openengine")
+
+
+def _engine_class(protocol: str) -> Callable[[str], Engine]:
+    """The engine of a URL on ``protocol``'s wire."""
+    if protocol == "openengine":
+        from .openengine_engine import OpenEngineEngine
+
+        return OpenEngineEngine
+    return GrpcEngine
+
+
 @dataclass(slots=True)
 class _Running:
     """One generation on an engine: the engine, its call and what it answered, and its ``Abort`` once sent (None:
     not sent)."""
 
-    engine: GrpcEngine
+    engine: Engine
     call: Any
     responses: _Responses
     abort_sent: asyncio.Task[None] | None = None
@@ -80,7 +90,11 @@ class TrtllmGrpcExecutor(Executor):
     with (its vocabulary reads spelled control tokens under constraints, and is checked against the engines').
     ``guided`` (``serve --guided_decoding``): ``off`` refuses constrained requests (engines started without
     xgrammar); ``on`` sends them as structural tags. ``health_interval``: seconds between health checks of a
-    healthy engine; ``connect_timeout``: how long :meth:`start` waits for the engines.
+    healthy engine; ``connect_timeout``: how long :meth:`start` waits for the engines. ``protocol``
+    (``serve --grpc_protocol``): the engines' wire, ``smg`` (``trtllm.TrtllmService``, ``engine.GrpcEngine``) or
+    ``openengine`` (``openengine.v1``, ``openengine_engine.OpenEngineEngine``); one for every engine.
+    ``prefill_urls`` and ``decode_urls`` (instead of ``urls``; OpenEngine only): each turn's context on a prefill
+    engine, its generation on a decode engine (``disagg.py``), two pools placed by the same session key.
     """
 
     name = "trtllm-grpc"
@@ -94,17 +108,40 @@ class TrtllmGrpcExecutor(Executor):
         guided: str = "on",
         health_interval: float = HEALTH_INTERVAL_S,
         connect_timeout: float = CONNECT_TIMEOUT_S,
+        protocol: str = "smg",
+        prefill_urls: Sequence[str] = (),
+        decode_urls: Sequence[str] = (),
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"--grpc_protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+        self.protocol = protocol
         self._static = [urls] if isinstance(urls, str) else list(urls)
         self._urls_file = urls_file
         listed = read_urls_file(urls_file) if urls_file is not None else []
-        # ValueError now, before the server starts, for a malformed URL or none at all
-        self._pool = EnginePool(
-            [*self._static, *listed],
-            self._accept,
-            interval=health_interval,
-            connect_timeout=connect_timeout,
-        )
+
+        def pool(urls: Sequence[str]) -> EnginePool:
+            # ValueError now, before the server starts, for a malformed URL or none at all
+            return EnginePool(
+                urls,
+                self._accept,
+                interval=health_interval,
+                connect_timeout=connect_timeout,
+                make=_engine_class(protocol),
+            )
+
+        #: Disaggregated: the prefill engines (the decode engines are ``_pool``) and the two legs; None: whole turns.
+        self._prefill: EnginePool | None = None
+        self._split: Split | None = None
+        if prefill_urls or decode_urls:
+            if protocol != "openengine" or self._static or listed or not (prefill_urls and decode_urls):
+                raise ValueError(
+                    "prefill and decode engines need both sides, OpenEngine, and no engine for whole turns"
+                )
+            self._prefill = pool(prefill_urls)
+            self._pool = pool(decode_urls)
+            self._split = Split(self._prefill, self._pool)
+        else:
+            self._pool = pool([*self._static, *listed])
         self._encoding = encoding
         self._guided = guided
         self._started = False
@@ -131,9 +168,38 @@ class TrtllmGrpcExecutor(Executor):
         reached cannot be served, or none can be reached."""
         self._loop = asyncio.get_running_loop()
         await self._pool.start()
+        if self._prefill is not None:
+            try:
+                await self._prefill.start()
+            except BaseException:
+                await self._pool.close()
+                raise
+            self._check_handoff(self._prefill)
         self._started = True
-        if not self._pool.healthy():
-            logger.warning("No engine is healthy yet: %s", self._pool.health())
+        if not self.healthy():
+            logger.warning("No engine is healthy yet: %s", self.engines_health())
+
+    @staticmethod
+    def _check_handoff(prefill: EnginePool) -> None:
+        """Warn of what the prefill engines said of their KV transfer: none (no cache transceiver: a context
+        cannot be handed off), and no ``Abort(kv_session)`` (a context whose generation leg never runs is held
+        until ``kv_transfer_timeout_ms``)."""
+        for engine in prefill.engines():
+            connector = getattr(engine, "kv_connector", None)
+            if connector is None:
+                continue
+            if not connector.enabled:
+                logger.warning(
+                    "The prefill engine %s has no KV transfer (cache_transceiver_config): it cannot hand a "
+                    "context off to a decode engine",
+                    engine.url,
+                )
+            elif not connector.abort_cleanup:
+                logger.warning(
+                    "The prefill engine %s cannot free a context whose generation leg never runs "
+                    "(supports_abort_cleanup false): set cache_transceiver_config.kv_transfer_timeout_ms on it",
+                    engine.url,
+                )
 
     def _accept(self, url: str, info: EngineInfo) -> None:
         """Take the engine's facts (the first engine's set what is served; every other must agree), or
@@ -147,7 +213,7 @@ class TrtllmGrpcExecutor(Executor):
                 f"needs TensorRT-LLM {wanted} or newer (structured outputs and tool calls are xgrammar structural "
                 "tags): run a newer trtllm-serve --grpc (docs/a-fleet-of-engines.md#one-remote-engine)"
             )
-        if release.grpc_refusal is not None:
+        if self.protocol == "smg" and release.grpc_refusal is not None:
             raise ExecutorError(f"the engine at {url}: {release.grpc_refusal}")
         first_special = min(self._encoding.special_ids)
         if 0 < info.vocab_size < first_special:
@@ -171,11 +237,16 @@ class TrtllmGrpcExecutor(Executor):
             logger.warning("%s", reason)
         if info.max_seq_len > 0:
             self.max_seq_len = info.max_seq_len
-        self.prefix_isolation_refusal = (
-            f"TensorRT-LLM's gRPC server ({info.version}) does not pass GenerateRequest.cache_salt_id on to the "
-            "engine (tensorrt_llm/grpc/smg/servicer.py, Generate): one tenant's prompt would reuse another's "
-            "KV-cache blocks. Serve tenants with --engine trtllm, or one engine per tenant."
-        )
+        if self.protocol == "openengine":
+            # OpenEngine carries the salt as a string, and TensorRT-LLM's adapter passes it on to generate_async
+            # (tensorrt_llm/grpc/openengine/servicer.py: cache_salt=request.kv.cache_salt): tenants stay apart.
+            self.prefix_isolation_refusal = None
+        else:
+            self.prefix_isolation_refusal = (
+                f"TensorRT-LLM's gRPC server ({info.version}) does not pass GenerateRequest.cache_salt_id on to the "
+                "engine (tensorrt_llm/grpc/smg/servicer.py, Generate): one tenant's prompt would reuse another's "
+                "KV-cache blocks. Serve tenants with --engine trtllm, or one engine per tenant."
+            )
         logger.info(
             "Engines serve TensorRT-LLM %s, %s, context window %d tokens (tp %d, pp %d)",
             info.version,
@@ -186,12 +257,21 @@ class TrtllmGrpcExecutor(Executor):
         )
 
     def healthy(self) -> bool:
-        """Whether some engine's last ``HealthCheck`` answered ``OK`` (False before start)."""
-        return self._started and self._pool.healthy()
+        """Whether some engine's last ``HealthCheck`` answered ``OK`` (False before start); disaggregated, some
+        prefill engine and some decode engine."""
+        prefill = self._prefill is None or self._prefill.healthy()
+        return self._started and self._pool.healthy() and prefill
 
     def engines_health(self) -> dict[str, bool]:
-        """Each engine of the pool: whether it is in placement."""
-        return self._pool.health()
+        """Each engine of the pool (both pools, disaggregated): whether it is in placement."""
+        health = dict(self._pool.health())
+        for url, ok in ({} if self._prefill is None else self._prefill.health()).items():
+            health[url] = health.get(url, True) and ok
+        return health
+
+    def held_contexts(self) -> int:
+        """Contexts handed off whose generation leg never ran, since start (``disagg.HELD``)."""
+        return 0 if self._split is None else self._split.held
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream an engine's chunks as deltas; its ``complete`` is the last delta (with any tokens the chunks
@@ -201,59 +281,89 @@ class TrtllmGrpcExecutor(Executor):
         cancels the call and sends ``Abort``."""
         if not self._started:
             raise ExecutorError("the TensorRT-LLM gRPC executor was not started")
-        engine = self._pool.choose(request.session_key)
+        if self._split is not None:
+            whole = self._split.generate(request, self.unapplied_sampling, self._with_retry, self._run_on)
+        else:
+            whole = self._with_retry(
+                self._pool, request, lambda e, retry: self._run_on(e, request, retry=retry)
+            )
+        async with aclosing(whole) as deltas:
+            async for delta in deltas:
+                yield delta
+
+    async def _with_retry(
+        self,
+        pool: EnginePool,
+        request: GenerationRequest,
+        run: Callable[[Engine, bool], AsyncGenerator[TokenDelta, None]],
+    ) -> AsyncGenerator[TokenDelta, None]:
+        """``run(engine, retry)`` on the engine of ``pool`` the session's key chooses; once more on another
+        when the first fails before any token was yielded (_NothingSent)."""
+        engine = pool.choose(request.session_key)
         try:
             # aclosing: closing this generator closes the attempt now (its call cancelled, its engine's load
             # counted down), not whenever the collector finds it.
-            async with aclosing(self._run_on(engine, request, retry=True)) as deltas:
+            async with aclosing(run(engine, True)) as deltas:
                 async for delta in deltas:
                     yield delta
             return
         except _NothingSent as failed:
             try:
-                other = self._pool.choose(request.session_key, avoid=(engine.url,))
+                other = pool.choose(request.session_key, avoid=(engine.url,))
             except ExecutorError:
                 raise ExecutorError(str(failed)) from failed
             logger.warning("%s; %s runs on %s instead", failed, request.request_id, other.url)
-        async with aclosing(self._run_on(other, request, retry=False)) as deltas:
+        async with aclosing(run(other, False)) as deltas:
             async for delta in deltas:
                 yield delta
 
     async def _run_on(
-        self, engine: GrpcEngine, request: GenerationRequest, *, retry: bool
+        self,
+        engine: Engine,
+        request: GenerationRequest,
+        *,
+        retry: bool,
+        pool: EnginePool | None = None,
+        message: Any = None,
+        reader: Reader | None = None,
     ) -> AsyncGenerator[TokenDelta, None]:
-        """One attempt of :meth:`generate` on ``engine``; ``retry``: raise _NothingSent for an engine's failure
-        before any token was yielded (an abort asked for, or the request's own fault, is never retried)."""
-        message = generate_request(engine.pb2, request, unapplied=self.unapplied_sampling)
+        """One attempt of :meth:`generate` on ``engine`` (of ``pool``, else the pool); ``retry``: raise
+        _NothingSent for an engine's failure before any token was yielded (an abort asked for, or the request's
+        own fault, is never retried). ``message`` and ``reader``: a leg's, instead of the engine's own."""
+        pool = pool or self._pool
+        if message is None:
+            message = engine.request(request, self.unapplied_sampling)
         call = engine.generate(message, trace_metadata(request))
-        responses = _Responses(engine, call, lambda why: self._pool.lost(engine, why))
+        responses = _Responses(engine, call, lambda why: pool.lost(engine, why))
         self._tasks.add(responses.task)  # held until the call ends (the loop holds tasks weakly)
         responses.task.add_done_callback(self._tasks.discard)
         running = self._running[request.request_id] = _Running(engine, call, responses)
         spelled = None if request.constraint is None else SpelledControlTokens(self._encoding)
-        top = request.sampling.logprobs
-        sent = 0
+        reader = reader or engine.reader(request.sampling.logprobs)
         yielded = finished = False
         try:
-            with self._pool.running(engine):
+            with pool.running(engine):
                 async for response in running.responses:
-                    kind = response.WhichOneof("response")
-                    if kind == "chunk":
-                        chunk = response.chunk
-                        tokens: Any = list(chunk.token_ids)
-                        sent += len(tokens)
-                        logprobs: TokenLogprobs | None = (
-                            None if top is None else token_logprobs(tokens, chunk.logprobs, top)
-                        )
+                    step = reader.read(response)
+                    if step is None:
+                        continue
+                    tokens, logprobs = step.tokens, step.logprobs
+                    if step.finish is None:
                         if spelled is not None:
                             tokens, logprobs = spelled.read(tokens, logprobs)
                         if tokens:
                             yielded = True
-                            yield TokenDelta(tokens, cached_tokens=chunk.cached_tokens, logprobs=logprobs)
-                    elif kind == "complete":
-                        finished = True
-                        yield _last(response.complete, sent, top, spelled)
-                        return
+                            yield TokenDelta(tokens, cached_tokens=step.cached_tokens, logprobs=logprobs)
+                        continue
+                    finished = True
+                    if spelled is not None:
+                        tokens, logprobs = spelled.read(tokens, logprobs, last=True)
+                    reason, error = step.finish
+                    yield TokenDelta(tokens, reason, error, step.cached_tokens, logprobs)
+                    return
+                if reader.ended:  # a context leg's hand-off: the stream ends there
+                    finished = True
+                    return
                 raise ExecutorError(
                     f"the engine at {engine.url} closed the stream without finishing the generation"
                 )
@@ -295,6 +405,8 @@ class TrtllmGrpcExecutor(Executor):
     def abort(self, request_id: str) -> None:
         """Send ``Abort`` for ``request_id`` to the engine it runs on (its stream then ends ``cancelled``); a
         no-op when it is not running."""
+        if self._split is not None:
+            self._split.cancelled(request_id)  # no generation leg starts after this
         running = self._running.get(request_id)
         if running is None or running.aborted:
             return
@@ -340,6 +452,8 @@ class TrtllmGrpcExecutor(Executor):
             await asyncio.wait(set(self._tasks), timeout=2.0)
         self._started = False
         await self._pool.close()
+        if self._prefill is not None:
+            await self._prefill.close()
 
 
 def _agree(
@@ -368,24 +482,16 @@ def _agree(
 
 def _engine_fault(exc: ExecutorError) -> bool:
     """Whether a failure is the engine's (retried elsewhere), not the request's own (the same everywhere)."""
+    status = getattr(
+        exc, "status", None
+    )  # the engine said it in the stream (openengine_messages.EngineFailed)
+    if status is not None:
+        return status not in _REQUEST_FAULTS
     cause = exc.__cause__
     code = getattr(cause, "code", None)
     if code is None:
         return True  # a stream closed without its finish
     return getattr(code(), "name", "") not in _REQUEST_FAULTS
-
-
-def _last(complete: Any, sent: int, top: int | None, spelled: SpelledControlTokens | None) -> TokenDelta:
-    """The last delta, from ``GenerateComplete``: the output tokens no chunk carried (``output_token_ids`` is
-    cumulative), held-back spelled tokens, the finish reason."""
-    rest: Any = list(complete.output_token_ids[sent:])
-    logprobs: TokenLogprobs | None = None
-    if top is not None:
-        logprobs = token_logprobs(rest, complete.logprobs[sent:], top) if rest else []
-    if spelled is not None:
-        rest, logprobs = spelled.read(rest, logprobs, last=True)
-    reason, error = finish(complete.finish_reason)
-    return TokenDelta(rest, reason, error, complete.cached_tokens, logprobs)
 
 
 class _Responses:
@@ -399,7 +505,7 @@ class _Responses:
     ``lost``. What is read waits in memory for the reader: one generation's chunks at most.
     """
 
-    def __init__(self, engine: GrpcEngine, call: Any, lost: Callable[[str], None]) -> None:
+    def __init__(self, engine: Engine, call: Any, lost: Callable[[str], None]) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._engine = engine
         self._lost = lost

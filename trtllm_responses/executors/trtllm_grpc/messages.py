@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ...constraints import structural_tag
@@ -20,6 +21,8 @@ from ..base import FinishReason, GenerationRequest, SamplingSettings
 
 __all__ = [
     "ENGINE_URL_SCHEME",
+    "SmgReader",
+    "Step",
     "TokenLogprobs",
     "cache_salt_id",
     "engine_target",
@@ -135,6 +138,50 @@ def token_logprobs(tokens: Sequence[int], entries: Sequence[Any], top: int) -> T
             own = ranked[-1][1]
         out.append((own, ranked[:top]))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one response of a ``Generate`` stream says, whatever the wire: its new tokens (and their logprobs,
+    when asked), the prompt tokens reused from the KV cache where it says so, and for the last one the finish
+    reason (and why, for an error)."""
+
+    tokens: Sequence[int]
+    logprobs: TokenLogprobs | None = None
+    cached_tokens: int | None = None
+    finish: tuple[FinishReason, str | None] | None = None
+
+
+class SmgReader:
+    """Reads one generation's ``trtllm.GenerateResponse``s as :class:`Step`s: a ``chunk``'s new tokens; the
+    ``complete``'s output tokens no chunk carried (``output_token_ids`` is cumulative) and its finish reason.
+    ``top``: the logprobs asked for (None: none)."""
+
+    #: The stream never ends without a finish here (``engine.Reader``).
+    ended = False
+
+    def __init__(self, top: int | None) -> None:
+        self._top = top
+        self._sent = 0
+
+    def read(self, response: Any) -> Step | None:
+        """The step of ``response`` (None: nothing in it)."""
+        kind = response.WhichOneof("response")
+        top = self._top
+        if kind == "chunk":
+            chunk = response.chunk
+            tokens = list(chunk.token_ids)
+            self._sent += len(tokens)
+            logprobs = None if top is None else token_logprobs(tokens, chunk.logprobs, top)
+            return Step(tokens, logprobs, chunk.cached_tokens)
+        if kind == "complete":
+            complete = response.complete
+            rest = list(complete.output_token_ids[self._sent :])
+            rest_logprobs: TokenLogprobs | None = None
+            if top is not None:
+                rest_logprobs = token_logprobs(rest, complete.logprobs[self._sent :], top) if rest else []
+            return Step(rest, rest_logprobs, complete.cached_tokens, finish(complete.finish_reason))
+        return None
 
 
 def finish(reason: str) -> tuple[FinishReason, str | None]:

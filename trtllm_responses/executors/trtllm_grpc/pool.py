@@ -37,7 +37,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 
 from ..base import ExecutorError
-from .engine import HEALTH_TIMEOUT_S, RECONNECT_CAP_S, EngineInfo, GrpcEngine
+from .engine import HEALTH_TIMEOUT_S, RECONNECT_CAP_S, Engine, EngineInfo, GrpcEngine
 from .messages import engine_target
 
 __all__ = [
@@ -131,7 +131,7 @@ class _Member:
     """One engine of the pool and what the pool knows of it. ``why``: why it is out of placement (None: in);
     ``described``: it connected and passed ``check``; ``draining``: removed, closed once ``load`` is 0."""
 
-    engine: GrpcEngine
+    engine: Engine
     why: str | None = "not reached yet"
     described: bool = False
     draining: bool = False
@@ -148,7 +148,8 @@ class EnginePool:
 
     ``check``: called with each engine's facts before it joins (ExecutorError: refused). ``interval``: seconds
     between health checks of a healthy engine. ``connect_timeout``: how long :meth:`start` waits for the
-    engines. ``factor``: the load bound's ``c``.
+    engines. ``factor``: the load bound's ``c``. ``make``: the engine of a URL (its wire: :class:`GrpcEngine`,
+    SMG's protocol, unless told).
     """
 
     def __init__(
@@ -159,6 +160,7 @@ class EnginePool:
         interval: float,
         connect_timeout: float,
         factor: float = LOAD_FACTOR,
+        make: Callable[[str], Engine] = GrpcEngine,
     ) -> None:
         if not urls:
             raise ValueError("a pool of engines needs at least one grpc://HOST:PORT")
@@ -169,15 +171,16 @@ class EnginePool:
         self._interval = interval
         self._connect_timeout = connect_timeout
         self._factor = factor
+        self._make = make
         self._members: dict[str, _Member] = {}
         self._turn = 0
         self._closing: set[asyncio.Task[None]] = set()
-        self._draining: set[GrpcEngine] = set()  # removed, with generations still running
+        self._draining: set[Engine] = set()  # removed, with generations still running
 
     async def start(self) -> None:
         """Connect every engine at once; start each one's health watch. ExecutorError when one is refused
         by ``check``, or when none can be reached (the first one's error); engines not reached yet join later."""
-        members = {url: _Member(GrpcEngine(url)) for url in self._urls}
+        members = {url: _Member(self._make(url)) for url in self._urls}
         self._members = members
         results = await asyncio.gather(
             *(self._describe(m, self._connect_timeout) for m in members.values()), return_exceptions=True
@@ -253,7 +256,7 @@ class EnginePool:
         member.slow = 0
         return why
 
-    def lost(self, engine: GrpcEngine, why: str) -> None:
+    def lost(self, engine: Engine, why: str) -> None:
         """A generation found ``engine`` unreachable: out of placement at once, rechecked with backoff."""
         member = self._members.get(engine.url)
         if member is None or member.engine is not engine or member.why is not None:
@@ -263,7 +266,7 @@ class EnginePool:
         member.recheck = min(1.0, self._interval / 4)
         member.woken.set()  # the watch sleeps the backoff from now, not the healthy interval
 
-    def choose(self, key: str | None, *, avoid: Collection[str] = ()) -> GrpcEngine:
+    def choose(self, key: str | None, *, avoid: Collection[str] = ()) -> Engine:
         """The engine a generation of session ``key`` runs on (module docstring); ``avoid``: URLs not to pick
         (the engine a retry leaves). ExecutorError when no healthy engine is left."""
         loads = {
@@ -282,7 +285,7 @@ class EnginePool:
         return self._members[place(key, loads, self._factor, self._turn)].engine
 
     @contextlib.contextmanager
-    def running(self, engine: GrpcEngine) -> Iterator[None]:
+    def running(self, engine: Engine) -> Iterator[None]:
         """Count one in-flight generation on ``engine`` while the block runs (the load :meth:`choose` bounds);
         an engine removed meanwhile is closed once its last one ends."""
         member = self._members.get(engine.url)
@@ -312,7 +315,7 @@ class EnginePool:
                 self._close_later(member)
         for url in wanted:
             if url not in self._members:
-                member = self._members[url] = _Member(GrpcEngine(url))
+                member = self._members[url] = _Member(self._make(url))
                 logger.info("Engine %s added: connecting", url)
                 self._watch(member)
                 member.woken.set()  # describe it now rather than after a wait
@@ -333,6 +336,10 @@ class EnginePool:
     def health(self) -> dict[str, bool]:
         """Each engine of the set (URL: in placement); draining ones are no longer of it."""
         return {url: m.why is None for url, m in self._members.items()}
+
+    def engines(self) -> list[Engine]:
+        """The engines of the set (draining ones are no longer of it)."""
+        return [m.engine for m in self._members.values()]
 
     def loads(self) -> dict[str, int]:
         """Each engine's in-flight generations from this process."""

@@ -219,7 +219,11 @@ class GenerationResult:
     def _finish(self, reason: str) -> None:
         self._done = True
         self.outputs[0].finish_reason = reason
-        if self._context_only and self._all_tokens:
+        # Only a context phase that finished (and so is transmitted) carries the hand-off: one cancelled has no
+        # ctx_request_id, and the OpenEngine adapter then sends its real finish (TensorRT-LLM's
+        # tensorrt_llm/grpc/openengine/streaming.py, _format_result: "only a context phase that actually
+        # transmitted fills in ctx_request_id").
+        if self._context_only and self._all_tokens and reason != "cancelled":
             from ..disaggregated_params import DisaggregatedParams
 
             self.disaggregated_params = DisaggregatedParams(

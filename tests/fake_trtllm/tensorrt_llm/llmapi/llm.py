@@ -310,6 +310,11 @@ class LLM(KvEventsApi):
                 "attention_dp_rank": rank,
                 "cache_salt": cache_salt,
                 "trace_headers": None if trace_headers is None else dict(trace_headers),
+                # the leg of a disaggregated request (None: whole), and the context it continues
+                "request_type": request_type,
+                "ctx_request_id": None
+                if disaggregated_params is None
+                else disaggregated_params.ctx_request_id,
             }
         )
         error = None

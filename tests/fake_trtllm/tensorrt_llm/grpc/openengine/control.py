@@ -18,7 +18,8 @@ As there (NVIDIA/TensorRT-LLM ``control.py`` at ``06cb2191b0be3da4297abb13d5082a
 - ``Abort``: by ``request_id``: ABORTED when its stream runs, else ALREADY_FINISHED (so after a context leg's
   ``PrefillReady``); an engine that refuses is ``INTERNAL``; by ``kv_session``: ``UNIMPLEMENTED`` "aborting by
   kv_session is not supported; abort by request_id"; ``all_requests``: every active one; no target:
-  ``INVALID_ARGUMENT``.
+  ``INVALID_ARGUMENT``. The fake records each Abort by id in ``FAKE_TRTLLM_LOG`` (``abort_rpc``: the id, the
+  answer), a record of its own.
 - LoRA RPCs, ``GetKvEventSources`` and ``SubscribeKvEvents``: ``UNIMPLEMENTED``, as when KV events are off.
 
 Left out: node discovery, the multi-frontend coordinator, KV events and load metrics.
@@ -147,6 +148,14 @@ class OpenEngineControlServicer(openengine_pb2_grpc.ControlServicer):
                 return None
             status = (
                 lifecycle_pb2.ABORT_STATUS_ABORTED if aborted else lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED
+            )
+            # The fake's own record (none copied): which Abort reached it, and what it answered.
+            self._llm._log(
+                {
+                    "event": "abort_rpc",
+                    "request_id": request.request_id,
+                    "status": lifecycle_pb2.AbortStatus.Name(status),
+                }
             )
             return lifecycle_pb2.AbortResponse(status=status)
         if target == "kv_session":
