@@ -14,7 +14,8 @@ import pytest
 
 from trtllm_responses.constraints import Constraint
 from trtllm_responses.executors.base import ExecutorError, GenerationRequest, SamplingSettings
-from trtllm_responses.executors.trtllm_grpc.executor import TrtllmGrpcExecutor, _engine_fault
+from trtllm_responses.executors.trtllm_grpc.calls import engine_fault
+from trtllm_responses.executors.trtllm_grpc.executor import TrtllmGrpcExecutor
 from trtllm_responses.executors.trtllm_grpc.openengine import (
     error_pb2,
     generation_pb2,
@@ -119,9 +120,9 @@ def test_an_engine_error_event_says_whose_fault_it_is() -> None:
 
     overloaded = failed(error_pb2.ERROR_CODE_OVERLOADED)
     assert "grpc://e:1" in str(overloaded) and "ERROR_CODE_OVERLOADED (retryable)" in str(overloaded)
-    assert _engine_fault(overloaded)  # retried on another engine before the first token
-    assert not _engine_fault(failed(error_pb2.ERROR_CODE_INVALID_ARGUMENT))
-    assert not _engine_fault(failed(error_pb2.ERROR_CODE_UNSUPPORTED_FEATURE))
+    assert engine_fault(overloaded)  # retried on another engine before the first token
+    assert not engine_fault(failed(error_pb2.ERROR_CODE_INVALID_ARGUMENT))
+    assert not engine_fault(failed(error_pb2.ERROR_CODE_UNSUPPORTED_FEATURE))
 
 
 class _Control(openengine_pb2_grpc.ControlServicer):

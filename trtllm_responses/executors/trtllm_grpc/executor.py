@@ -31,8 +31,9 @@ from typing import Any
 from ...harmony import HarmonyEncoding, SpelledControlTokens
 from ..base import Executor, ExecutorError, GenerationRequest, TokenDelta
 from ..trtllm_releases import MIN_TRTLLM_VERSION, Release
+from .calls import Responses, engine_fault
 from .disagg import Split
-from .engine import CONNECT_TIMEOUT_S, Engine, EngineInfo, GrpcEngine, Reader, describe
+from .engine import CONNECT_TIMEOUT_S, Engine, EngineInfo, GrpcEngine, Reader
 from .messages import trace_metadata
 from .pool import EnginePool, read_urls_file
 
@@ -43,13 +44,6 @@ logger = logging.getLogger(__name__)
 #: How often each engine's ``HealthCheck`` is asked while it is healthy (``/health`` answers from the last
 #: answers; an engine out of placement is asked again sooner, ``pool.py``).
 HEALTH_INTERVAL_S = 5.0
-#: gRPC statuses that are the request's own fault: the same request would fail on any engine, so it is not
-#: retried elsewhere (every other failure before the first token is the engine's: retried once).
-_REQUEST_FAULTS = frozenset(
-    {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE", "UNIMPLEMENTED", "PERMISSION_DENIED"}
-)
-
-
 #: ``serve --grpc_protocol``: the wires TensorRT-LLM's gRPC server speaks (``trtllm-serve --grpc-protocol``).
 PROTOCOLS = ("smg", "openengine")
 
@@ -70,7 +64,7 @@ class _Running:
 
     engine: Engine
     call: Any
-    responses: _Responses
+    responses: Responses
     abort_sent: asyncio.Task[None] | None = None
 
     @property
@@ -334,7 +328,7 @@ class TrtllmGrpcExecutor(Executor):
         if message is None:
             message = engine.request(request, self.unapplied_sampling)
         call = engine.generate(message, trace_metadata(request))
-        responses = _Responses(engine, call, lambda why: pool.lost(engine, why))
+        responses = Responses(engine, call, lambda why: pool.lost(engine, why))
         self._tasks.add(responses.task)  # held until the call ends (the loop holds tasks weakly)
         responses.task.add_done_callback(self._tasks.discard)
         running = self._running[request.request_id] = _Running(engine, call, responses)
@@ -373,7 +367,7 @@ class TrtllmGrpcExecutor(Executor):
                 raise ExecutorError(
                     f"{exc}, mid-stream: retry the request (the session's next turn runs on a healthy engine)"
                 ) from exc
-            if retry and not running.aborted and _engine_fault(exc):
+            if retry and not running.aborted and engine_fault(exc):
                 raise _NothingSent(str(exc)) from exc
             raise
         finally:
@@ -478,76 +472,3 @@ def _agree(
             f"the engine at {url} does not serve what the other engines of the pool do: it has {'; '.join(differ)}"
             " (every engine of a pool must serve the same model with the same window: a session moves between them)"
         )
-
-
-def _engine_fault(exc: ExecutorError) -> bool:
-    """Whether a failure is the engine's (retried elsewhere), not the request's own (the same everywhere)."""
-    status = getattr(
-        exc, "status", None
-    )  # the engine said it in the stream (openengine_messages.EngineFailed)
-    if status is not None:
-        return status not in _REQUEST_FAULTS
-    cause = exc.__cause__
-    code = getattr(cause, "code", None)
-    if code is None:
-        return True  # a stream closed without its finish
-    return getattr(code(), "name", "") not in _REQUEST_FAULTS
-
-
-class _Responses:
-    """A call's responses, read by a task of their own: cancelling whoever reads them does not cancel the call.
-
-    grpc.aio cancels a call whose read is cancelled (``UnaryStreamCall._read``), and TensorRT-LLM forgets a
-    cancelled stream's request before an ``Abort`` sent after it can stop it (:meth:`TrtllmGrpcExecutor._stop`),
-    so a reader that leaves (its task cancelled: the client went away) must not be what cancels the call; the
-    executor aborts first, then cancels. A failed call (the engine gone, a status error) becomes an
-    ExecutorError naming the engine, and an engine that cannot be reached (UNAVAILABLE) is reported to
-    ``lost``. What is read waits in memory for the reader: one generation's chunks at most.
-    """
-
-    def __init__(self, engine: Engine, call: Any, lost: Callable[[str], None]) -> None:
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._engine = engine
-        self._lost = lost
-        #: Ends with the call (the executor holds it until then).
-        self.task = asyncio.get_running_loop().create_task(self._read(call))
-
-    async def _read(self, call: Any) -> None:
-        put = self._queue.put_nowait
-        engine = self._engine
-        end = _Ended(ExecutorError(f"the call to the TensorRT-LLM gRPC engine at {engine.url} was cancelled"))
-        try:
-            async for response in call:
-                put(response)
-            end = _Ended(None)
-        except engine.grpc.aio.AioRpcError as exc:
-            if exc.code() == engine.grpc.StatusCode.UNAVAILABLE:
-                self._lost(describe(exc))
-            failed = ExecutorError(f"the TensorRT-LLM gRPC engine at {engine.url} failed: {describe(exc)}")
-            failed.__cause__ = exc  # its status code says whose fault it is (_engine_fault)
-            end = _Ended(failed)
-        except Exception as exc:  # never leave the reader waiting
-            end = _Ended(
-                ExecutorError(f"reading from the TensorRT-LLM gRPC engine at {engine.url} failed: {exc}")
-            )
-        finally:  # cancelled (the call was, or the loop is closing) included
-            put(end)
-
-    def __aiter__(self) -> _Responses:
-        return self
-
-    async def __anext__(self) -> Any:
-        response = await self._queue.get()
-        if type(response) is _Ended:
-            self._queue.put_nowait(response)  # read again: still the end
-            if response.error is None:
-                raise StopAsyncIteration
-            raise response.error
-        return response
-
-
-@dataclass(frozen=True)
-class _Ended:
-    """The end of a call's responses: None when the call ended well, else the ExecutorError it ended with."""
-
-    error: ExecutorError | None
