@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ..adapter import ConversationHistory, HarmonyAdapter
-from ..core import InvalidRequestError, NotFoundError, to_dict
+from ..core import InvalidRequestError, LoopSteps, NotFoundError, to_dict
 from ..executors import Executor
 from ..harmony import RenderPool
 from ..ops import ServerMetrics, trace_attrs, tracing
@@ -32,7 +32,7 @@ from ..request import (
     JsonBody,
     ReplayPrefixes,
     SessionIdentity,
-    check_depth,
+    checking_depth,
     list_page_json,
     service_tier,
 )
@@ -205,14 +205,14 @@ class ResponsesService:
             self.check_input_size(len(raw))
             return await self.decoder.decode(raw, scope)
 
-    def body_of(self, data: dict[str, Any], origin: Origin = NO_ORIGIN) -> JsonBody:
+    async def body_of(self, data: dict[str, Any], origin: Origin = NO_ORIGIN) -> JsonBody:
         """A body built in this process (a Chat or Messages translation, a steered WebSocket message, a
         sub-agent's turn) as ``prepare`` takes it, checked as ``decode`` checks one received: its size
         within --max_input_bytes (``origin.sent_bytes`` for a translation: what the client sent), then its
-        depth (``request.check_depth``)."""
+        depth (``request.checking_depth``, in ``origin.steps``: one step an item)."""
         raw = orjson.dumps(data)
         self.check_input_size(len(raw) if origin.sent_bytes is None else origin.sent_bytes)
-        check_depth(data)
+        await (origin.steps or LoopSteps()).through(checking_depth(data))
         # Its values are not counted (a pass over the bytes a turn would pay): its length bounds them.
         return JsonBody(data, len(raw), len(raw))
 
@@ -227,7 +227,7 @@ class ResponsesService:
         self.preparing += 1  # not idle time for the GC schedule (server/app.py)
         try:
             with tracing.span("prepare") as live:  # its stages that can take time are spans of their own
-                p = open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
+                p = await open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
                 store = scoped(self.store, origin.tenant.scope)  # what it reads is its tenant's
                 await apply_template(p, self.prompts)
                 form_team(p, self, self.subagents, self.tool_settings.tool_timeout)
@@ -314,7 +314,7 @@ class ResponsesService:
         Returns its final response, its id and its continuation (None: it failed). Raises APIError.
         """
         origin = Origin(lookup=lookup, coordinator=coordinator, tenant=tenant)
-        prepared = await self.prepare(self.body_of(body), origin)
+        prepared = await self.prepare(await self.body_of(body, origin), origin)
         run = self.run(prepared)
         final = orjson.loads(await run.drive())
         stream = run.stream
@@ -361,7 +361,7 @@ class ResponsesService:
         """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary, sealed
         for ``tenant`` (whose sealed items, alone, open); its generation in the session ``identity`` names."""
         origin = Origin(tenant=tenant)
-        p = open_request(
+        p = await open_request(
             await self.decode(body, tenant.scope), origin, self.max_input_bytes, self.executor.max_seq_len
         )
         if p.request.model is None:  # required here, as in the SDK's ResponseCompactParams
