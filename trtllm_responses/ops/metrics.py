@@ -113,7 +113,8 @@ class ServerMetrics:
         self.added_latency: deque[float] = deque(maxlen=window)
         self.loop_lag: deque[float] = deque(maxlen=window)
         self.max_loop_lag = 0.0
-        #: The most CPU time the loop's thread spent between two of the watcher's wakes (seconds).
+        #: The worst lag in CPU time: what the loop's thread spent between two of the watcher's wakes past
+        #: their interval (seconds).
         self.max_loop_cpu = 0.0
         self.responses = 0
         self.output_tokens = 0
@@ -278,16 +279,17 @@ class ServerMetrics:
         self.aborts_total.inc()
 
     async def watch_event_loop(self, interval: float = 0.005) -> None:
-        """Run until cancelled: sample how late the event loop wakes a timer, and how much CPU time the
-        loop's thread spent meanwhile (what held the loop, less the time the process waited for a core:
-        on a loaded machine the lag is mostly the machine's, that CPU time the server's own)."""
+        """Run until cancelled: sample how late the event loop wakes a timer, in wall-clock time and in the
+        CPU time its thread spent past the ``interval`` (what held the loop, less the time the process
+        waited for a core: on a loaded machine the wall-clock lag is mostly the machine's, this the
+        server's own; a thread holding the GIL shows in the first alone)."""
         observe = self.frontend.loop_lag.observe
         clock, cpu = time.perf_counter, time.thread_time
         while True:
             start, start_cpu = clock(), cpu()
             await asyncio.sleep(interval)
             lag = max(0.0, clock() - start - interval)
-            held = cpu() - start_cpu
+            held = max(0.0, cpu() - start_cpu - interval)
             self.loop_lag.append(lag)
             observe(lag)
             if lag > self.max_loop_lag:
