@@ -35,7 +35,7 @@ FACES = {
         InvalidRequestError LOOP_STEP_SECONDS LogprobsJSON LoopSteps MethodNotAllowedError
         NotFoundError OverloadedError RequestTimeoutError RequestTooLargeError ServerError
         ServiceUnavailableError Stepped TooManyRequestsError URLTooLongError VocabError at_once build_sdk_models
-        check_id exact_bytes held_tokens json_string lazy_face new_id resolver sha256_file
+        check_id exact_bytes held_tokens json_string lazy_face letting_go new_id resolver sha256_file
         status_error to_dict to_json write_atomically
         """,
         "lazy",
@@ -68,11 +68,12 @@ FACES = {
         MultiAgentCallOutput MultiAgentConfig NamespaceTool PlainText ROOT_AGENT Reasoning
         ReasoningEffort ReasoningParam ReplayPrefixes RequestTool ResponsesRequest SERVICE_TIERS
         SESSION_HEADER SessionIdentity TextConfig ToolChoice ToolSearchCall ToolSearchOutput ToolSearchTool
-        WEB_SEARCH_TOOLS WebSearchCall cache_retention_seconds check_depth choice_data count_values
-        decode_body deferred json_object key_of_cache_key list_page_json multi_agent_beta
-        normalize_input_items normalized_input_items not_convertible page_json page_of parse_item parse_items
-        parse_multi_agent parse_request parse_text parse_text_update service_tier
-        session_identity tools_data translate_chat translate_messages
+        WEB_SEARCH_TOOLS WebSearchCall cache_retention_seconds check_depth checking_depth choice_data
+        count_values decode_body deferred input_as_items json_object key_of_cache_key list_page_json
+        multi_agent_beta normalize_input_items normalized_input_items normalized_item not_convertible
+        page_json page_of parse_item parse_items parse_multi_agent parse_request parse_text
+        parse_text_update parsing_request service_tier session_identity tools_data translate_chat
+        translate_messages translating_chat translating_messages typing_items
         """,
         "",
     ),

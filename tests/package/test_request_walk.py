@@ -41,11 +41,13 @@ async def test_a_request_walks_down_the_layers_to_the_executor(
     handed = {pair for pair in walk.callbacks if pair[0] != "core/loop_steps.py"}
     assert {callee for caller, callee in walk.callbacks if caller == "core/loop_steps.py"} <= {
         "adapter/adapter.py",
-        "request/input_items.py",
+        "request/protocol.py",
         "responses/prepare.py",
         "responses/rendering.py",
+        "responses/sealing.py",
         "harmony/render_pool.py",
         "adapter/item_renders.py",
+        "core/loop_steps.py",
     }
     assert handed <= {("responses/generation.py", "server/responses.py")}
     assert bool(handed) == stream

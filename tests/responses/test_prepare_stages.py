@@ -43,8 +43,15 @@ def service_on(adapter: HarmonyAdapter, encoding: HarmonyEncoding, **options: An
 
 def opened(service: ResponsesService, data: dict[str, Any], origin: Origin | None = None) -> Preparation:
     """The first stage, on ``data`` as a received body."""
+    return asyncio.run(opening(service, data, origin))
+
+
+async def opening(
+    service: ResponsesService, data: dict[str, Any], origin: Origin | None = None
+) -> Preparation:
+    """:func:`opened`, in a running loop."""
     body = decode_body(orjson.dumps(data))
-    return stages.open_request(
+    return await stages.open_request(
         body, origin or Origin(), service.max_input_bytes, service.executor.max_seq_len
     )
 
@@ -84,12 +91,14 @@ def test_a_body_built_here_is_measured_then_walked_as_a_received_one(
         inner["k"] = {}
         inner = inner["k"]
     with pytest.raises(InvalidRequestError) as exc:
-        service.body_of(deep)
+        asyncio.run(service.body_of(deep))
     assert "more than 64 levels deep" in exc.value.message
     with pytest.raises(InvalidRequestError) as exc:  # both wrong: the size first, as prepare does
-        service.body_of({**deep, "input": "x" * 1200})
+        asyncio.run(service.body_of({**deep, "input": "x" * 1200}))
     assert exc.value.code == "context_length_exceeded"
-    body = service.body_of({"input": "x" * 1200}, Origin(sent_bytes=150))  # a translation of 150 bytes
+    body = asyncio.run(
+        service.body_of({"input": "x" * 1200}, Origin(sent_bytes=150))
+    )  # a translation of 150 bytes
     assert body.size == len(orjson.dumps({"input": "x" * 1200})) and body.data["input"] == "x" * 1200
 
 
@@ -155,7 +164,7 @@ def test_a_conversation_is_read_and_a_reference_to_its_item_expanded_within_the_
         )
         item_id = listed["data"][0]["id"]
         data = {"input": [{"type": "item_reference", "id": item_id}], "conversation": conversation["id"]}
-        p = opened(service, data)
+        p = await opening(service, data)
         await stages.read_conversation(p, service.conversations)
         before = p.budget.spent
         await stages.read_input(p, service.store)
@@ -217,7 +226,7 @@ def prepared_to(
     """``data`` run through the stages up to ``last`` (included), as ``prepare`` runs them."""
 
     async def main() -> Preparation:
-        p = opened(service, data, origin)
+        p = await opening(service, data, origin)
         await stages.apply_template(p, service.prompts)
         await stages.check_options(p, service.store)
         await stages.read_conversation(p, service.conversations)

@@ -157,6 +157,8 @@ def converted_items(
     if isinstance(items, str):
         plain = ConvertedItems(input_to_messages(items, known_calls, param))
         plain.layout.extend(range(len(plain.converted.messages)))
+        # What decides where it renders: counted as nothing, a 1 MB string was tokenized on the loop (~60 ms).
+        plain.new_bytes = len(items)
         return plain
     out = ConvertedItems(ConvertedInput())
     converted = out.converted

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
     from .files import sha256_file, write_atomically
     from .ids import check_id, new_id
-    from .loop_steps import LOOP_STEP_SECONDS, LoopSteps, Stepped, at_once
+    from .loop_steps import LOOP_STEP_SECONDS, LoopSteps, Stepped, at_once, letting_go
     from .wire import (
         LogprobsJSON,
         build_sdk_models,

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Generator
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["LOOP_STEP_SECONDS", "LoopSteps", "Stepped", "at_once"]
+__all__ = ["LOOP_STEP_SECONDS", "LoopSteps", "Stepped", "at_once", "letting_go"]
 
 T = TypeVar("T")
 
@@ -75,3 +75,14 @@ def at_once(work: Stepped[T]) -> T:
     except StopIteration as done:
         result: T = done.value
         return result
+
+
+def letting_go(objects: list[Any]) -> Stepped[None]:
+    """Free ``objects`` one at a time, each in its own pause (``objects`` is emptied, last first): what a
+    large piece of work built, freed at once, holds the loop about as long as building it did (20,000
+    messages' pydantic trees: ~15 ms). A pass of its own, after the work that replaced them: frees lower
+    CPython's count of new objects, so freeing them while allocating would hide those from the young
+    collections, which then walk them all at once (gen-0 collections of ~10 ms)."""
+    while objects:
+        yield
+        objects.pop()

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         MessagesRequest,
         MessagesTranslation,
         translate_messages,
+        translating_messages,
     )
     from .body import (
         INLINE_PARSE_BYTES,
@@ -42,12 +43,13 @@ if TYPE_CHECKING:
         BodyDecoder,
         JsonBody,
         check_depth,
+        checking_depth,
         count_values,
         decode_body,
         json_object,
     )
-    from .chat import ChatOptions, ChatRequest, translate_chat
-    from .input_items import normalize_input_items, normalized_input_items
+    from .chat import ChatOptions, ChatRequest, translate_chat, translating_chat
+    from .input_items import input_as_items, normalize_input_items, normalized_input_items, normalized_item
     from .items import (
         AgentMessage,
         CodeInterpreterCall,
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
         not_convertible,
         parse_item,
         parse_items,
+        typing_items,
     )
     from .multi_agent import (
         MULTI_AGENT_BETA,
@@ -84,7 +87,7 @@ if TYPE_CHECKING:
         parse_multi_agent,
     )
     from .pagination import list_page_json, page_json, page_of
-    from .protocol import ReasoningParam, ResponsesRequest, parse_request
+    from .protocol import ReasoningParam, ResponsesRequest, parse_request, parsing_request
     from .replay_prefix import DEFAULT_REPLAY_PREFIX_BYTES, ReplayPrefixes
     from .shared_fields import (
         EFFORT_LEVELS,

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..core import InvalidRequestError
+from ..core import InvalidRequestError, Stepped
 from .dialect import Items, each_message, object_at, string_at
 
 __all__ = ["BILLING_HEADER", "IMAGE_OMITTED", "anthropic_items", "system_text"]
@@ -104,10 +104,12 @@ def _tool_result_text(block: Mapping[str, Any], at: str) -> str:
     return f"Error: {text}" if is_error else text
 
 
-def anthropic_items(messages: list[Any]) -> Items:
-    """The input items of ``messages``, each with the Anthropic field it came from."""
+def anthropic_items(messages: list[Any]) -> Stepped[Items]:
+    """The input items of ``messages``, each with the Anthropic field it came from; work that pauses after
+    each message (``core.Stepped``)."""
     items = Items()
     for where, message, role in each_message(messages):
+        yield
         if "content" not in message:
             raise InvalidRequestError(f"'{where}.content' is required.", param=f"{where}.content")
         blocks = _blocks(message["content"], f"{where}.content")

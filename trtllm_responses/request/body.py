@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from ..core import InvalidRequestError
+from ..core import InvalidRequestError, Stepped
 
 if TYPE_CHECKING:
     from .items import InputItem
@@ -40,6 +40,7 @@ __all__ = [
     "BodyDecoder",
     "JsonBody",
     "check_depth",
+    "checking_depth",
     "count_values",
     "decode_body",
     "json_object",
@@ -106,13 +107,34 @@ def check_depth(body: dict[str, Any]) -> None:
     calls this on what it parsed before anything walks it: orjson cannot encode past 254 levels)."""
     path = _too_deep(body, 1)
     if path is not None:
-        where = ""
-        for key in reversed(path):
-            where += f"[{key}]" if isinstance(key, int) else (f".{key}" if where else str(key))
-        raise InvalidRequestError(
-            f"The request nests objects and arrays more than {MAX_JSON_DEPTH} levels deep (at '{where}').",
-            param=where,
-        )
+        raise _too_deep_error(path)
+
+
+def checking_depth(body: dict[str, Any]) -> Stepped[None]:
+    """:func:`check_depth` as work that pauses after each element of the body's arrays (``input``,
+    ``messages``, ``tools``: a translation's 20,000 items are ~8 ms of it; ``core.Stepped``)."""
+    for key, value in body.items():
+        if isinstance(value, list):  # at depth 2: its containers at 3 (MAX_JSON_DEPTH is past both)
+            for i, child in enumerate(value):
+                yield
+                path = _too_deep(child, 3) if isinstance(child, (dict, list)) else None
+                if path is not None:
+                    raise _too_deep_error([*path, i, key])
+        elif isinstance(value, dict):
+            path = _too_deep(value, 2)
+            if path is not None:
+                raise _too_deep_error([*path, key])
+
+
+def _too_deep_error(path: list[str | int]) -> InvalidRequestError:
+    """The 400 for a container too deep at ``path`` (innermost key first)."""
+    where = ""
+    for key in reversed(path):
+        where += f"[{key}]" if isinstance(key, int) else (f".{key}" if where else str(key))
+    return InvalidRequestError(
+        f"The request nests objects and arrays more than {MAX_JSON_DEPTH} levels deep (at '{where}').",
+        param=where,
+    )
 
 
 def _too_deep(value: dict[str, Any] | list[Any], depth: int) -> list[str | int] | None:

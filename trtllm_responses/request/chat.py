@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core import InvalidRequestError
+from ..core import InvalidRequestError, Stepped, at_once
 from .body import JsonBody
 from .chat_messages import messages_to_items
 from .dialect import ParamNames, Translation, checked, object_at, stop_strings, string_at
@@ -42,6 +42,7 @@ __all__ = [
     "ChatRequest",
     "ChatTranslation",
     "translate_chat",
+    "translating_chat",
 ]
 
 #: Most choices (``n``) one request may ask for: each is a generation of its own.
@@ -117,6 +118,11 @@ ChatTranslation: TypeAlias = Translation[ChatOptions]
 
 def translate_chat(raw: bytes | dict[str, Any] | JsonBody) -> ChatTranslation:
     """Check a chat completions body and translate it; raise InvalidRequestError naming the chat field."""
+    return at_once(translating_chat(raw))
+
+
+def translating_chat(raw: bytes | dict[str, Any] | JsonBody) -> Stepped[ChatTranslation]:
+    """:func:`translate_chat` as work that pauses after each message (``core.Stepped``)."""
     request = checked(ChatRequest, raw)
     if request.functions is not None or request.function_call is not None:
         param = "functions" if request.functions is not None else "function_call"
@@ -125,7 +131,7 @@ def translate_chat(raw: bytes | dict[str, Any] | JsonBody) -> ChatTranslation:
         )
     if not request.messages:
         raise InvalidRequestError("'messages' must hold at least one message.", param="messages")
-    items = messages_to_items(request.messages)
+    items = yield from messages_to_items(request.messages)
     body = _body(request, items.items)
     options = ChatOptions(
         n=request.n,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..core import InvalidRequestError
+from ..core import InvalidRequestError, Stepped
 from .dialect import Items, each_message, object_at, string_at
 
 __all__ = ["messages_to_items"]
@@ -50,10 +50,12 @@ def _text(content: Any, where: str, *, refusal: bool = False) -> str:
     return "".join(texts)
 
 
-def messages_to_items(messages: list[Any]) -> Items:
-    """The input items of ``messages``, each with the chat field it came from."""
+def messages_to_items(messages: list[Any]) -> Stepped[Items]:
+    """The input items of ``messages``, each with the chat field it came from; work that pauses after each
+    message (``core.Stepped``)."""
     items = Items()
     for where, message, role in each_message(messages):
+        yield
         if role in ("system", "developer", "user"):
             if "content" not in message:
                 raise InvalidRequestError(f"'{where}.content' is required.", param=f"{where}.content")

@@ -22,7 +22,7 @@ from .items import (
     WebSearchCall,
 )
 
-__all__ = ["normalize_input_items", "normalized_input_items"]
+__all__ = ["input_as_items", "normalize_input_items", "normalized_input_items", "normalized_item"]
 
 _ID_PREFIX = {
     "message": "msg",
@@ -59,21 +59,31 @@ def normalize_input_items(input: str | Sequence[InputItem]) -> list[dict[str, An
 
 def normalized_input_items(input: str | Sequence[InputItem]) -> Stepped[list[dict[str, Any]]]:
     """:func:`normalize_input_items` as work that pauses after each item (``core.Stepped``)."""
-    if isinstance(input, str):
-        input = (Message({"type": "message", "role": "user", "content": input}),)
     items = []
-    for typed in input:
+    for typed in input_as_items(input):
         yield
-        item = dict(typed.data)
-        kind = item.setdefault("type", typed.TYPE)
-        item.setdefault("id", new_id(_ID_PREFIX.get(kind, "item")))
-        if isinstance(typed, Message):
-            assistant = item.get("role") == "assistant"
-            item["content"] = _parts(item.get("content", ""), "output_text" if assistant else "input_text")
-            item.setdefault("status", "completed")
-        elif isinstance(typed, (FunctionCall, FunctionCallOutput, WebSearchCall, CodeInterpreterCall)):
-            item.setdefault("status", "completed")
-        elif isinstance(typed, Reasoning):
-            item.setdefault("summary", [])
-        items.append(item)
+        items.append(normalized_item(typed))
     return items
+
+
+def input_as_items(input: str | Sequence[InputItem]) -> Sequence[InputItem]:
+    """``input`` as items: a string is one user message."""
+    if isinstance(input, str):
+        return (Message({"type": "message", "role": "user", "content": input}),)
+    return input
+
+
+def normalized_item(typed: InputItem) -> dict[str, Any]:
+    """One item as a ResponseItem dict, with the id the client gave or a fresh one."""
+    item = dict(typed.data)
+    kind = item.setdefault("type", typed.TYPE)
+    item.setdefault("id", new_id(_ID_PREFIX.get(kind, "item")))
+    if isinstance(typed, Message):
+        assistant = item.get("role") == "assistant"
+        item["content"] = _parts(item.get("content", ""), "output_text" if assistant else "input_text")
+        item.setdefault("status", "completed")
+    elif isinstance(typed, (FunctionCall, FunctionCallOutput, WebSearchCall, CodeInterpreterCall)):
+        item.setdefault("status", "completed")
+    elif isinstance(typed, Reasoning):
+        item.setdefault("summary", [])
+    return item

@@ -27,10 +27,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ..core import InvalidRequestError
+from ..core import InvalidRequestError, Stepped, at_once
 from .body import MAX_JSON_DEPTH, JsonBody, check_depth, json_object
 from .fields import one_sentence
-from .items import InputItem, parse_items
+from .items import InputItem, typing_items
 from .shared_fields import (
     MAX_INTEGER,
     CacheRetention,
@@ -55,6 +55,7 @@ __all__ = [
     "ReasoningParam",
     "ResponsesRequest",
     "parse_request",
+    "parsing_request",
 ]
 
 #: OpenAI's metadata limits.
@@ -165,6 +166,11 @@ def parse_request(body: bytes | str | dict[str, Any] | JsonBody) -> ResponsesReq
 
     A :class:`~.body.JsonBody` was parsed and checked already (``body.py``): it is not walked again.
     """
+    return at_once(parsing_request(body))
+
+
+def parsing_request(body: bytes | str | dict[str, Any] | JsonBody) -> Stepped[ResponsesRequest]:
+    """:func:`parse_request` as work that pauses after each input item it types (``core.Stepped``)."""
     typed = None
     if isinstance(body, JsonBody):
         typed = body.items  # typed while decoding (a replay's repeated items: the last turn's, as they are)
@@ -182,7 +188,9 @@ def parse_request(body: bytes | str | dict[str, Any] | JsonBody) -> ResponsesReq
         raise one_sentence(exc, "") from None
     items: Any = request.input
     if isinstance(items, list):
-        request.input = typed if typed is not None and len(typed) == len(items) else parse_items(items)
+        if typed is None or len(typed) != len(items):
+            typed = yield from typing_items(items)
+        request.input = typed
     _check_metadata(request.metadata)
     if request.background and not request.store:
         raise InvalidRequestError("Background responses require store=true.", param="background")

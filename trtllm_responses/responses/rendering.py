@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..adapter import EMPTY_HISTORY, ConversationHistory, HarmonyAdapter, Prompt, RenderedMessage
-from ..core import LoopSteps, Stepped
+from ..core import LoopSteps, Stepped, letting_go
 from ..harmony import RenderPool
 from ..ops import trace_attrs, tracing
 from ..request import MULTI_AGENT_NAMESPACE, ResponsesRequest
 from ..tenants import OPEN, Tenant
 from ..tools import Coordinator, MultiAgentProvider, ServerTools, ToolSettings, prepare_server_tools
 from .chains import Chains
-from .sealing import ContentSealer, unseal_input
+from .sealing import ContentSealer, unsealing_input
 from .sessions import HistoryLookup
 
 __all__ = ["INLINE_RENDER_BYTES", "Renderer"]
@@ -76,13 +76,12 @@ class Renderer:
         namespaces = [ns.as_json() for ns in tools.namespaces] if tools is not None else []
         # The built-in tools shown ({} hides every declared one: their backends are off).
         builtin = tools.builtin if tools is not None else {}
+        steps = steps or LoopSteps()
         if self.sealer is not None and not isinstance(request.input, str):
-            opened = unseal_input(request.input, self.sealer.bound(scope, thinking))
+            opened = await steps.through(unsealing_input(request.input, self.sealer.bound(scope, thinking)))
             if opened is not request.input:
                 request = request.model_copy(update={"input": opened})
-        prompt = await self.build_prompt(
-            request, history, size, namespaces, builtin, steps or LoopSteps(), scope=scope
-        )
+        prompt = await self.build_prompt(request, history, size, namespaces, builtin, steps, scope=scope)
         return prompt, tools
 
     async def build_prompt(
@@ -112,6 +111,9 @@ class Renderer:
         sources = await steps.through(_sources(draft.to_render))
         renders = await self.render_pool.render_sources(sources, steps)
         rendered = await steps.through(_renders(adapter, draft.to_render, sources, renders))
+        # What the renders replaced, let go in steps (20,000 pydantic messages): ``core.letting_go``.
+        await steps.through(letting_go(draft.to_render))
+        await steps.through(letting_go(renders))
         return await steps.through(adapter.finishing(draft, rendered))
 
     async def render_history(self, messages: list[Any], size: int) -> list[RenderedMessage]:

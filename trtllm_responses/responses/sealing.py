@@ -29,7 +29,7 @@ import orjson
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ..core import InvalidRequestError
+from ..core import InvalidRequestError, Stepped, at_once
 from ..request import Compaction, InputItem, Reasoning, parse_item
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "is_tool_read",
     "load_key",
     "unseal_input",
+    "unsealing_input",
     "unseal_items",
 ]
 
@@ -329,11 +330,19 @@ def unseal_items(
 def unseal_input(items: str | tuple[InputItem, ...], sealer: ContentSealer) -> str | tuple[InputItem, ...]:
     """A request's typed ``input`` with encrypted content opened (:func:`unseal_items`; the same object when
     there is none to open)."""
+    return at_once(unsealing_input(items, sealer))
+
+
+def unsealing_input(
+    items: str | tuple[InputItem, ...], sealer: ContentSealer
+) -> Stepped[str | tuple[InputItem, ...]]:
+    """:func:`unseal_input` as work that pauses after each item (``core.Stepped``)."""
     if isinstance(items, str):
         return items
     opened: list[InputItem] = []
     changed = False
     for i, item in enumerate(items):
+        yield
         if isinstance(item, Reasoning) and is_tool_read(item.data):  # merged into its neighbour: all at once
             return _unseal_with_carriers(items, sealer)
         # Each other item opens alone, kept on the item: a replay's repeated items open once (``items.py``).

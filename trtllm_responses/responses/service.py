@@ -14,13 +14,14 @@ endpoints.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
 
 from ..adapter import ConversationHistory, HarmonyAdapter
-from ..core import InvalidRequestError, NotFoundError, to_dict
+from ..core import InvalidRequestError, LoopSteps, NotFoundError, to_dict
 from ..executors import Executor
 from ..harmony import RenderPool
 from ..ops import ServerMetrics, trace_attrs, tracing
@@ -32,7 +33,7 @@ from ..request import (
     JsonBody,
     ReplayPrefixes,
     SessionIdentity,
-    check_depth,
+    checking_depth,
     list_page_json,
     service_tier,
 )
@@ -133,7 +134,8 @@ class ResponsesService:
         #: What requests that do not say are sampled with (``serve --temperature`` …).
         self.sampling_defaults = sampling_defaults or SamplingDefaults()
         self.executor = executor
-        #: Requests being prepared now (``prepare``): the GC schedule counts them as work, not idle time.
+        #: Requests being decoded, translated or prepared now (``working``): the GC schedule counts them as
+        #: work, not idle time.
         self.preparing = 0
         self.sealer = sealer
         self.redact_reasoning = redact_reasoning and sealer is not None
@@ -197,22 +199,33 @@ class ResponsesService:
         """Refuse a request body of ``size`` bytes before reading further, if it exceeds ``max_input_bytes``."""
         check_size(size, self.max_input_bytes, self.executor.max_seq_len)
 
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """A request's work before it generates (its body decoded, a dialect's translation, its preparation)
+        under way: not idle time for the GC schedule (``server/app.py``), whose full collection met its
+        steps when it ran between them (a 20,000-message translation's)."""
+        self.preparing += 1
+        try:
+            yield
+        finally:
+            self.preparing -= 1
+
     async def decode(self, raw: bytes | str, scope: str = "") -> JsonBody:
         """A request body parsed and checked once (size, shape, depth), off the event loop when large; a
         replay decoded from what the same tenant (``scope``, its ``Tenant.scope``) sent before."""
-        with tracing.span("request.parse") as live:
+        with self.working(), tracing.span("request.parse") as live:
             live.set_attribute(trace_attrs.BYTES, len(raw))
             self.check_input_size(len(raw))
             return await self.decoder.decode(raw, scope)
 
-    def body_of(self, data: dict[str, Any], origin: Origin = NO_ORIGIN) -> JsonBody:
+    async def body_of(self, data: dict[str, Any], origin: Origin = NO_ORIGIN) -> JsonBody:
         """A body built in this process (a Chat or Messages translation, a steered WebSocket message, a
         sub-agent's turn) as ``prepare`` takes it, checked as ``decode`` checks one received: its size
         within --max_input_bytes (``origin.sent_bytes`` for a translation: what the client sent), then its
-        depth (``request.check_depth``)."""
+        depth (``request.checking_depth``, in ``origin.steps``: one step an item)."""
         raw = orjson.dumps(data)
         self.check_input_size(len(raw) if origin.sent_bytes is None else origin.sent_bytes)
-        check_depth(data)
+        await (origin.steps or LoopSteps()).through(checking_depth(data))
         # Its values are not counted (a pass over the bytes a turn would pay): its length bounds them.
         return JsonBody(data, len(raw), len(raw))
 
@@ -224,38 +237,33 @@ class ResponsesService:
 
         ``origin``: what the transport knows of the request besides its body (``prepare.Origin``).
         """
-        self.preparing += 1  # not idle time for the GC schedule (server/app.py)
-        try:
-            with tracing.span("prepare") as live:  # its stages that can take time are spans of their own
-                p = open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
-                store = scoped(self.store, origin.tenant.scope)  # what it reads is its tenant's
-                await apply_template(p, self.prompts)
-                form_team(p, self, self.subagents, self.tool_settings.tool_timeout)
-                await check_options(p, store)
-                await read_conversation(p, self.conversations)
-                await read_input(p, store)
-                await continue_chain(p, self.chains)
-                await render_prompt(p, self.renderer)
-                await compact_if_asked(p, self.compactor)
-                fit_window(p, self.executor, self.adapter)
-                await admit_prompt(p, self.adapter)
-                await keep_input(p)
-                generation = generation_of(p, self.executor, self.adapter, self.sampling_defaults)
-                response = await first_snapshot(p, generation, self.model_name, store, self.adapter)
-                if live.is_recording():
-                    live.set_attributes(
-                        prepared_attributes(p.response_id, p.prompt, p.session, p.conversation)
-                    )
-                return freeze(
-                    p,
-                    generation,
-                    response,
-                    self.sealer,
-                    self.redact_reasoning,
-                    self.tool_settings.tool_timeout,
-                )
-        finally:
-            self.preparing -= 1
+        # its stages that can take time are spans of their own
+        with self.working(), tracing.span("prepare") as live:
+            p = await open_request(body, origin, self.max_input_bytes, self.executor.max_seq_len)
+            store = scoped(self.store, origin.tenant.scope)  # what it reads is its tenant's
+            await apply_template(p, self.prompts)
+            form_team(p, self, self.subagents, self.tool_settings.tool_timeout)
+            await check_options(p, store)
+            await read_conversation(p, self.conversations)
+            await read_input(p, store)
+            await continue_chain(p, self.chains)
+            await render_prompt(p, self.renderer)
+            await compact_if_asked(p, self.compactor)
+            fit_window(p, self.executor, self.adapter)
+            await admit_prompt(p, self.adapter)
+            await keep_input(p)
+            generation = generation_of(p, self.executor, self.adapter, self.sampling_defaults)
+            response = await first_snapshot(p, generation, self.model_name, store, self.adapter)
+            if live.is_recording():
+                live.set_attributes(prepared_attributes(p.response_id, p.prompt, p.session, p.conversation))
+            return freeze(
+                p,
+                generation,
+                response,
+                self.sealer,
+                self.redact_reasoning,
+                self.tool_settings.tool_timeout,
+            )
 
     async def count_input_tokens(self, body: bytes, tenant: Tenant = OPEN) -> bytes:
         """``POST /v1/responses/input_tokens``: the length of the prompt the same create by ``tenant`` would
@@ -314,7 +322,7 @@ class ResponsesService:
         Returns its final response, its id and its continuation (None: it failed). Raises APIError.
         """
         origin = Origin(lookup=lookup, coordinator=coordinator, tenant=tenant)
-        prepared = await self.prepare(self.body_of(body), origin)
+        prepared = await self.prepare(await self.body_of(body, origin), origin)
         run = self.run(prepared)
         final = orjson.loads(await run.drive())
         stream = run.stream
@@ -361,7 +369,7 @@ class ResponsesService:
         """``POST /v1/responses/compact``: the conversation as user messages plus an encrypted summary, sealed
         for ``tenant`` (whose sealed items, alone, open); its generation in the session ``identity`` names."""
         origin = Origin(tenant=tenant)
-        p = open_request(
+        p = await open_request(
             await self.decode(body, tenant.scope), origin, self.max_input_bytes, self.executor.max_seq_len
         )
         if p.request.model is None:  # required here, as in the SDK's ResponseCompactParams

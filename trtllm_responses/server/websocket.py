@@ -433,7 +433,7 @@ class ResponsesSocket:
             if isinstance(message, JsonBody) and not queued:
                 checked = JsonBody(body, message.size, message.values, message.items)
             else:
-                checked = self.service.body_of(body, origin)
+                checked = await self.service.body_of(body, origin)
             prepared = await self.service.prepare(checked, origin)
             admission = await self.service.admit(prepared, self.tenant)
             await admission.turn()  # a full engine: the turn waits here, nothing sent for it yet

@@ -100,20 +100,20 @@ class StoredResponse:
     parent: Parent | None = None
 
     def __post_init__(self) -> None:
-        # Exact-size copies: what is stored must not keep a serializer's spare buffer alive.
+        # An exact-size copy: what is stored must not keep a serializer's spare buffer alive. (The input
+        # items' JSON is the writer's to copy so, in steps: ``responses/prepare.py`` ``keep_input``; a
+        # backend's read makes each its own bytes.)
         object.__setattr__(self, "response_json", exact_bytes(self.response_json))
-        object.__setattr__(self, "input_items_json", tuple(exact_bytes(b) for b in self.input_items_json))
 
     @property
     def nbytes(self) -> int:
-        """Bytes this entry may hold alive, an upper bound: its own objects, its whole history, store bookkeeping."""
+        """Bytes this entry may hold alive, an upper bound: its own objects, its whole history, store bookkeeping.
+        (Summed at C speed, ~30 ns an item and id: 20,000 items' entry is ~2 ms.)"""
         size = _ENTRY_OVERHEAD + sys.getsizeof(self.response_json) + self.history.nbytes
         size += sys.getsizeof(self.session_key) if self.session_key is not None else 0
-        size += sys.getsizeof(self.input_item_ids) + sum(sys.getsizeof(i) for i in self.input_item_ids)
-        size += sys.getsizeof(self.input_items_json) + sum(sys.getsizeof(b) for b in self.input_items_json)
-        for ids in (self.output_item_ids, self.indexed_item_ids):
-            if ids is not None:
-                size += sys.getsizeof(ids) + sum(sys.getsizeof(i) for i in ids)
+        for part in (self.input_item_ids, self.input_items_json, self.output_item_ids, self.indexed_item_ids):
+            if part is not None:
+                size += sys.getsizeof(part) + sum(map(sys.getsizeof, part))
         return size
 
 

@@ -19,6 +19,7 @@ items from the index, so it is bounded by the same two limits.
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import sys
 import threading
@@ -55,7 +56,7 @@ def accounted_bytes(entry: StoredResponse, ids: tuple[str, ...] | None = None) -
     """What an entry counts against ``max_bytes``: its own ``nbytes`` and its item index entries (``ids``,
     its :func:`item_ids` when not given)."""
     ids = item_ids(entry) if ids is None else ids
-    return entry.nbytes + sum(_INDEX_ENTRY + sys.getsizeof(i) for i in ids)
+    return entry.nbytes + _INDEX_ENTRY * len(ids) + sum(map(sys.getsizeof, ids))
 
 
 def _without_parent(entry: StoredResponse) -> StoredResponse:
@@ -176,8 +177,7 @@ class ConversationHistoryStore:
             scope = scope_of(entry.id)
             self._scope_bytes[scope] = self._scope_bytes.get(scope, 0) + size
             self._item_ids[entry.id] = ids
-            for item_id in ids:
-                self._items[item_id] = entry.id
+            self._items.update(zip(ids, itertools.repeat(entry.id)))
             if parent is not None:
                 self._parents[entry.id] = parent
                 self._dependants[parent] = self._dependants.get(parent, 0) + 1

@@ -43,4 +43,8 @@ async def prepare_server_tools(
 
 
 def _approves_a_call(input_items: str | tuple[InputItem, ...]) -> bool:
+    """Whether an ``mcp_approval_response`` among the items approves a call (a string input holds none: read
+    as items, a 1 MB one was a million characters looked at on the event loop, ~80 ms)."""
+    if isinstance(input_items, str):
+        return False
     return any(isinstance(item, McpApprovalResponse) and item.approves for item in input_items)

@@ -26,8 +26,8 @@ from openai.types.responses import ResponseStreamEvent
 from starlette.responses import Response
 from starlette.types import Send
 
-from ...core import APIError, ServerError, new_id
-from ...request import ChatOptions, session_identity, translate_chat
+from ...core import APIError, LoopSteps, ServerError, new_id
+from ...request import ChatOptions, session_identity, translating_chat
 from ...responses import Admission, Origin, PreparedResponse, ResponseRun, ResponsesService
 from ..call import Call
 from .chat_chunks import DONE, ChatChoice, ChunkFrames, chat_usage
@@ -213,19 +213,22 @@ async def create_chat_completion(service: ResponsesService, call: Call) -> Respo
     """Serve one ``POST /v1/chat/completions``: a ``chat.completion``, or a stream of chunks."""
     identity = session_identity(call.headers)
     body = await read_request(call, service)
-    received = time.perf_counter()
-    translation = translate_chat(body)
-    try:
-        origin = Origin(
-            received_at=received,
-            identity=identity,
-            sent_bytes=body.size,
-            choices=translation.options.n,
-            tenant=call.tenant,
-        )
-        prepared = await service.prepare(service.body_of(translation.body, origin), origin)
-    except APIError as exc:
-        raise translation.in_own_terms(exc) from None
+    with service.working():  # not idle time for the GC schedule
+        received = time.perf_counter()
+        steps = LoopSteps()  # the translation's, which the preparation continues
+        translation = await steps.through(translating_chat(body))
+        try:
+            origin = Origin(
+                received_at=received,
+                identity=identity,
+                sent_bytes=body.size,
+                choices=translation.options.n,
+                tenant=call.tenant,
+                steps=steps,
+            )
+            prepared = await service.prepare(await service.body_of(translation.body, origin), origin)
+        except APIError as exc:
+            raise translation.in_own_terms(exc) from None
     answer = ChatCompletionRun(service, prepared, translation.options, await call.admit(service, prepared))
     call.record.session_id = prepared.session_key
     return await respond(call, answer, translation.options.stream)

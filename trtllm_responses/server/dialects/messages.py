@@ -24,8 +24,8 @@ import orjson
 from starlette.responses import Response
 from starlette.types import Scope, Send
 
-from ...core import APIError, NotFoundError, new_id
-from ...request import MessagesOptions, MessagesTranslation, session_identity, translate_messages
+from ...core import APIError, LoopSteps, NotFoundError, new_id
+from ...request import MessagesOptions, MessagesTranslation, session_identity, translating_messages
 from ...responses import Admission, Origin, PreparedResponse, ResponsesService
 from ..call import Call
 from ..responses import JSONBytesResponse
@@ -165,23 +165,26 @@ class MessagesEdge:
         service = self.service
         identity = session_identity(call.headers)  # a header that is not a key: a 400 before the body is read
         body = await read_request(call, service)
-        received = time.perf_counter()
-        translation = translate_messages(body, counting=counting)
-        _check_model(translation.options.model, self.aliases)
-        if translation.options.hidden_tools:
-            logger.info("Tools not shown to the model: %s", ", ".join(translation.options.hidden_tools))
-        try:
-            origin = Origin(
-                received_at=received,
-                compact=False,
-                sent_bytes=body.size,
-                tenant=call.tenant,
-                thinking_signatures=True,
-                identity=identity,
-            )
-            prepared = await service.prepare(service.body_of(translation.body, origin), origin)
-        except APIError as exc:
-            raise translation.in_own_terms(exc) from None
+        with service.working():  # not idle time for the GC schedule
+            received = time.perf_counter()
+            steps = LoopSteps()  # the translation's, which the preparation continues
+            translation = await steps.through(translating_messages(body, counting=counting))
+            _check_model(translation.options.model, self.aliases)
+            if translation.options.hidden_tools:
+                logger.info("Tools not shown to the model: %s", ", ".join(translation.options.hidden_tools))
+            try:
+                origin = Origin(
+                    received_at=received,
+                    compact=False,
+                    sent_bytes=body.size,
+                    tenant=call.tenant,
+                    thinking_signatures=True,
+                    identity=identity,
+                    steps=steps,
+                )
+                prepared = await service.prepare(await service.body_of(translation.body, origin), origin)
+            except APIError as exc:
+                raise translation.in_own_terms(exc) from None
         # Answered with x-session-id (server/errors.py: never on an error), a stream as a message.
         call.record.session_id = prepared.session_key
         return translation, prepared
