@@ -27,9 +27,8 @@ _REQUEST_FAULTS = frozenset(
 
 def engine_fault(exc: ExecutorError) -> bool:
     """Whether a failure is the engine's (retried elsewhere), not the request's own (the same everywhere)."""
-    status = getattr(
-        exc, "status", None
-    )  # the engine said it in the stream (openengine_messages.EngineFailed)
+    # OpenEngine says it in the stream (openengine_messages.EngineFailed); SMG's is the call's status code.
+    status = getattr(exc, "status", None)
     if status is not None:
         return status not in _REQUEST_FAULTS
     cause = exc.__cause__
