@@ -7,7 +7,11 @@ final serialization (after the stream started: ``response.failed``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import threading
+import time
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +103,42 @@ def test_a_response_whose_store_write_failed_reads_back_failed_not_404(
             assert deleted.status_code == 200 and deleted.json()["deleted"] is True
             assert client.get(f"/v1/responses/{plain['id']}").status_code == 404
             assert client.get(f"/v1/responses/{streamed['id']}").json()["status"] == "failed"
+
+
+class SlowFailingStore(ConversationHistoryStore):
+    """A store write that waits until ``release`` is set, then fails (a Redis write timing out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = threading.Event()
+        self.release = threading.Event()
+
+    async def put(self, entry: StoredResponse) -> bool:
+        self.writing.set()
+        while not self.release.is_set():
+            await asyncio.sleep(0.01)
+        raise OSError("timed out")
+
+
+def test_get_shows_a_response_in_progress_until_its_store_write_settles_it(
+    encoding, serve: ServerFactory
+) -> None:  # type: ignore[no-untyped-def]
+    """Before: while the final store write was under way, GET read the stream's terminal ``completed``,
+    then ``failed`` once the write failed (seen in CI: tests/store/test_redis_outages.py)."""
+    store = SlowFailingStore()
+    with serve(EchoExecutor(encoding), store=store) as running, contextlib.ExitStack() as ends:
+        ends.callback(store.release.set)  # the write ends, the test passed or not
+        with httpx.Client(base_url=running.base_url, timeout=30) as client:
+            created = client.post("/v1/responses", json={"input": "#lorem 40", "background": True}).json()
+            assert store.writing.wait(30)
+            during = client.get(f"/v1/responses/{created['id']}").json()
+            assert during["status"] == "in_progress", during["status"]
+            store.release.set()
+            deadline = time.monotonic() + 30
+            while (after := client.get(f"/v1/responses/{created['id']}").json())["status"] == "in_progress":
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert after["status"] == "failed" and "store" in after["error"]["message"]
 
 
 @pytest.mark.parametrize("server", ["store"], indirect=True)

@@ -120,10 +120,10 @@ class BackgroundRun:
 
     def snapshot(self) -> bytes:
         """The response as it is now: ``queued`` until its generation starts, then its stream's snapshot."""
-        stream = self.run.stream
-        if stream is None:
+        snapshot = self.run.snapshot()
+        if snapshot is None:
             return to_json(self.run.prepared.response.model_copy(update={"status": "queued"}))
-        return to_json(stream.snapshot())
+        return to_json(snapshot)
 
     @property
     def next_sequence(self) -> int:

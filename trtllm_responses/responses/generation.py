@@ -80,8 +80,8 @@ class RunDriver:
     """Drives one run (its own, which alone calls it); holds that run's generation state.
 
     ``stream`` (once driven), ``generating``/``summarizing`` (the executor requests it runs now: what an
-    interrupt aborts), ``tool_loop``, ``usage``, ``first_token_at`` and ``store_failed`` are written here
-    only; the run exposes them read-only.
+    interrupt aborts), ``tool_loop``, ``usage``, ``first_token_at``, ``settled`` and ``store_failed`` are
+    written here only; the run exposes them read-only.
     """
 
     def __init__(self, generator: Generator) -> None:
@@ -93,6 +93,9 @@ class RunDriver:
         #: Final usage and when the executor's first delta came (perf_counter), for the access log.
         self.usage: ResponseUsage | None = None
         self.first_token_at: float | None = None
+        #: Its end is final: kept (stored), or its store write failed and it ended failed. Until then its
+        #: stream's terminal response is not shown (a GET read ``completed`` that then became ``failed``).
+        self.settled = False
         #: It could not be stored: it ended failed, saying so, and is nowhere else.
         self.store_failed = False
         #: The last generation it sent the executor (what its end tells the engine: ``kv_release.py``).
@@ -226,6 +229,7 @@ class RunDriver:
             self.store_failed = True
             events[-1] = stream.fail_instead("The server could not store the response.")
             final_json = to_json(stream.final_response)  # type: ignore[arg-type]
+        self.settled = True
         final = stream.final_response
         self._g.metrics.record_response(
             processor.output_tokens,
@@ -268,6 +272,7 @@ class RunDriver:
                 else:
                     events = stream.fail("The generation was cancelled.", usage)
             final_json = await self._g.keeper.keep(prepared, stream)
+            self.settled = True
             self.usage = usage
             if deliver is not None:
                 await deliver(events)

@@ -26,7 +26,7 @@ import operator
 from collections.abc import Callable
 from typing import Any, Generic, NoReturn, Protocol, TypeVar, overload
 
-from openai.types.responses import ResponseStreamEvent, ResponseUsage
+from openai.types.responses import Response, ResponseStreamEvent, ResponseUsage
 
 from ..core import InvalidRequestError, exact_bytes
 from ..ops import trace_attrs, tracing
@@ -139,6 +139,14 @@ class ResponseRun:
     first_token_at = _ReadOnly[float | None]("_driver.first_token_at")
     #: It could not be stored: it ended failed, saying so, and is nowhere else.
     store_failed = _ReadOnly[bool]("_driver.store_failed")
+    #: Its end is final (stored, or its store write failed): until then GET shows it in progress.
+    settled = _ReadOnly[bool]("_driver.settled")
+
+    def snapshot(self) -> Response | None:
+        """What GET shows of it while it runs (None before its generation starts): its stream's snapshot,
+        ``in_progress`` until its end is settled (a store write under way may still turn it ``failed``)."""
+        stream = self._driver.stream
+        return stream.snapshot(settled=self._driver.settled) if stream is not None else None
 
     # -- driving ----------------------------------------------------------------------------------
 

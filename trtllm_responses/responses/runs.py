@@ -252,8 +252,9 @@ class Runs:
         if unstored is not None:
             return unstored  # likewise
         live = self._live.get(key)
-        if live is not None and live.stream is not None:
-            return to_json(live.stream.snapshot())
+        shown = live.snapshot() if live is not None else None
+        if shown is not None:
+            return to_json(shown)
         entry = await scoped(self.store, tenant.scope).get(response_id)
         if entry is not None:
             return entry.response_json

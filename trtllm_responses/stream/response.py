@@ -120,9 +120,12 @@ class ResponseStream(ToolItemTransitions, SummaryTransitions, AgentItemTransitio
 
     # -- state --------------------------------------------------------------------------------
 
-    def snapshot(self) -> Response:
-        """The response as it stands: the terminal one, or the in_progress one with the items done so far."""
-        if self._terminal is not None:
+    def snapshot(self, settled: bool = True) -> Response:
+        """The response as it stands: the terminal one, or the in_progress one with the items done so far.
+
+        ``settled=False``: its end is not final yet (the run is still storing it, and a failed store write
+        turns it into ``failed``): an ended stream still shows ``in_progress``."""
+        if self._terminal is not None and settled:
             return self._terminal
         return self._response.model_copy(update={"output": list(self._output)})
 
