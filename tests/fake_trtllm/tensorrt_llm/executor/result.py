@@ -121,6 +121,8 @@ class GenerationResult:
         #: ``disaggregated_params`` holds what the generation leg needs (``_handle_response`` there).
         self._context_only = False
         self.disaggregated_params: Any = None
+        #: Its first step waits until it is aborted (the ``#hold`` test hook: a long prefill).
+        self.hold = False
 
     @property
     def finished(self) -> bool:
@@ -143,6 +145,10 @@ class GenerationResult:
         if self._done:
             raise StopAsyncIteration
         await asyncio.sleep(self._llm._step_delay)
+        if self.hold and self._responses == 0:
+            held_until = time.monotonic() + 60
+            while not self._abort_requested and time.monotonic() < held_until:
+                await asyncio.sleep(0.01)
         out = self.outputs[0]
         out._last_token_ids_len = len(out.token_ids)
         out._last_logprobs_len = len(out.logprobs)

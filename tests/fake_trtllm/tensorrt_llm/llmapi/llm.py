@@ -76,6 +76,9 @@ __all__ = ["LLM"]
 _KEEP_PROMPTS = os.environ.get("FAKE_TRTLLM_KEEP_PROMPTS", "1") != "0"
 #: Test hook: a last user message of exactly this kills the engine (see generate_async).
 CRASH = "#crash"
+#: Test hook: a last user message of exactly this makes the request's first step (its prefill) last until it
+#: is aborted (60 s at most): a long prefill a test can cancel mid-way.
+HOLD = "#hold"
 #: tensorrt_llm/llmapi/llm.py: ``priority: float = DEFAULT_REQUEST_PRIORITY`` (0.5).
 DEFAULT_REQUEST_PRIORITY = 0.5
 
@@ -337,6 +340,7 @@ class LLM(KvEventsApi):
             tokens = _disaggregated(tokens, request_type, disaggregated_params)
         result = GenerationResult(self, self._next_id, inputs, tokens, params, error=error)
         result._context_only = request_type == "context_only"
+        result.hold = error is None and self._last_text(inputs) == HOLD
         result.kv = self._kv_ranks[rank]
         result.cache_salt = cache_salt
         result.retention = kv_cache_retention_config
