@@ -23,6 +23,7 @@ from support.server_harness import RecordingEcho
 from trtllm_responses.adapter.adapter import HarmonyAdapter
 from trtllm_responses.harmony.encoding import HarmonyEncoding
 from trtllm_responses.request import decode_body
+from trtllm_responses.responses import ClientLeft
 from trtllm_responses.responses.run import RunState
 from trtllm_responses.responses.service import ResponsesService
 from trtllm_responses.store import ConversationHistoryStore
@@ -96,6 +97,35 @@ def test_cancel_is_one_abort_even_before_the_executor_registered_the_generation(
     request_id = executor.requests[0].request_id
     assert executor.aborted == [request_id, request_id]  # the missed one, and the one at the first delta
     assert took < 1
+
+
+def test_a_client_that_left_stops_the_run_without_a_failure_logged_or_stored(
+    encoding: HarmonyEncoding, adapter: HarmonyAdapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A transport's ``deliver`` raising ClientLeft (a WebSocket whose send failed) stops the run: its
+    generation aborted, nothing stored. Before: the tool loop took it for its own bug, logged "The tool loop
+    failed" with a traceback (seen in the fleet module's server output) and stored the response ``failed``."""
+    executor = RecordingEcho(encoding)
+    service = service_on(executor, adapter)
+    delivered: list[str] = []
+
+    async def deliver(events: list[Any]) -> None:
+        delivered.extend(event.type for event in events)
+        if len(delivered) > 6:
+            raise ClientLeft("the socket is gone")
+
+    async def main() -> str:
+        run = service.run(await service.prepare(decode_body(b'{"input": "#lorem 400"}')))
+        with pytest.raises(ClientLeft):
+            await run.drive(deliver)
+        return run.id
+
+    with caplog.at_level("ERROR"):
+        response_id = asyncio.run(main())
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+    assert executor.aborted == [response_id]
+    assert asyncio.run(service.store.get(response_id)) is None
+    assert "response.failed" not in delivered
 
 
 def test_stop_at_boundary_and_abort_are_the_runs(encoding: HarmonyEncoding, adapter: HarmonyAdapter) -> None:

@@ -18,7 +18,7 @@ from .background import BackgroundLimits, BackgroundRun, Framing
 from .conversations import ConversationsService
 from .gate import Admission, AdmissionLimits
 from .prepare import Origin
-from .prepared import PreparedResponse
+from .prepared import ClientLeft, PreparedResponse
 from .prompts import PromptTemplates
 from .run import ResponseRun, RunState
 from .runs import Runs
@@ -35,6 +35,7 @@ __all__ = [
     "BackgroundLimits",
     "BackgroundRun",
     "Chain",
+    "ClientLeft",
     "ContentSealer",
     "ConversationsService",
     "Framing",

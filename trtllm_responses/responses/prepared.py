@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENCRYPTED_REASONING",
+    "ClientLeft",
     "MAX_LOGPROB_ENTRIES",
     "Deliver",
     "HistoryLookup",
@@ -52,6 +53,12 @@ __all__ = [
 
 #: Receives each engine step's events (the streaming transport writes them out).
 Deliver: TypeAlias = Callable[[list[ResponseStreamEvent]], Awaitable[None]]
+
+
+class ClientLeft(ConnectionError):
+    """What a :data:`Deliver` raises when its client is gone: not the run's failure (the tool loop does not
+    end it ``failed`` nor log it as a bug); the run stops, its generation aborted."""
+
 
 #: Request bytes allowed per token of context window: generous for any text that fits the window
 #: (gpt-oss averages ~4 bytes of text per token; JSON escaping and item framing add to it).

@@ -32,6 +32,7 @@ from ..tools import (
     finish_tool_span,
     tool_span,
 )
+from .prepared import ClientLeft
 
 __all__ = ["Generate", "ToolLoop"]
 
@@ -174,6 +175,8 @@ class ToolLoop:
         """
         try:
             return await self._run(generate, deliver)
+        except ClientLeft:  # nobody to tell: the run stops (its generation aborted), no bug to log
+            raise
         except Exception:  # a bug here must still end the stream with a terminal event
             if self._stream.final_response is not None:
                 raise

@@ -38,6 +38,7 @@ from ..ops import tracing
 from ..request import NO_IDENTITY, JsonBody, SessionIdentity, multi_agent_beta, session_identity
 from ..responses import (
     Chain,
+    ClientLeft,
     Held,
     Origin,
     ResponsesService,
@@ -84,7 +85,7 @@ _NOT_IN_CREATE = {
 }
 
 
-class _SocketClosed(Exception):
+class _SocketClosed(ClientLeft):
     """Sending failed: the client is gone (the read loop will see the disconnect and stop the lanes)."""
 
 
