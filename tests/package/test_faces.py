@@ -137,7 +137,7 @@ FACES = {
     ),
     "responses": Face(
         """
-        Admission AdmissionLimits BackgroundLimits BackgroundRun Chain ContentSealer ConversationsService Framing Held Origin
+        Admission AdmissionLimits BackgroundLimits BackgroundRun Chain ClientLeft ContentSealer ConversationsService Framing Held Origin
         PreparedResponse PromptTemplates ResponseRun ResponsesService RunState Runs SamplingDefaults
         Steer SteerRefused Steered Steering SubagentLimits Successor as_items check_defaults
         load_key
