@@ -25,7 +25,7 @@ CLAUDE_CODE_VERSION ?= 2.1.332
 CLAUDE_CODE_DIR := .claude-code
 CLAUDE_CODE_STAMP := $(CLAUDE_CODE_DIR)/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: run test lint bench docs install clean grpc-stubs compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx prometheus litellm-client
+.PHONY: run test test-install lint bench docs install clean grpc-stubs compliance guided-matrix codex-cli claude-code redis-server bubblewrap nginx prometheus litellm-client
 
 # Tests start a real redis-server (Redis store, two-process scenarios). It comes from Debian's package:
 # PyPI's bundled builds are years old (docs/stores-and-frontends.md#stores).
@@ -132,7 +132,13 @@ prometheus:
 # three workers that each collect every test module) compiles the package, and each worker the tests, from
 # source again: ~0.3 s of CPU a process, ~5 s a worker's collection, about a minute of the run in all.
 test: $(STAMP) codex-cli claude-code redis-server bubblewrap nginx prometheus litellm-client
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 3 --dist loadscope
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 3 --dist loadscope -m "not install"
+
+# The install tests (tests/package/test_install_pins.py, marked `install`): pip resolves the project against each
+# TensorRT-LLM release's pins, and installs the lowest allowed versions into fresh venvs. ~2.5 minutes and
+# ~3.5 of CPU (pip unpacks torch): outside `make test`'s 10 minutes; .ci/run runs them after it.
+test-install: $(STAMP)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m install tests/package/test_install_pins.py
 
 # The benchmarks draw their charts (benchmarks/charts/*.svg) with matplotlib: the `bench` extra.
 bench: $(STAMP)

@@ -12,7 +12,9 @@ declared lower bounds are real.
   installed into a fresh venv, where a smoke test serves a streamed response, renders and parses Harmony,
   and calls an MCP server's tool over streamable HTTP and SSE (mcp 1.x; the suite runs 2.x).
 
-Both need only the package registry (``pip --isolated``: this machine's pip configuration, its local
+These need the package registry and ~3.5 minutes of CPU (pip unpacks torch): they are marked ``install`` and
+run by ``make test-install`` (``.ci/run`` runs it after ``make test``), not in ``make test``'s 10 minutes.
+They need only the package registry (``pip --isolated``: this machine's pip configuration, its local
 wheel folders and global constraints, are left out). They are skipped, not failed, only when the
 registry cannot be reached at all.
 """
@@ -90,6 +92,7 @@ def _dry_run(pins: Path, tmp: Path, extras: str = "[test,guided]") -> tuple[int,
     return done.returncode, done.stdout + done.stderr, data
 
 
+@pytest.mark.install
 def test_resolves_against_each_supported_release(registry: None, tmp_path: Path) -> None:
     with ThreadPoolExecutor(len(PINS)) as pool:
         results = dict(zip(PINS, pool.map(lambda p: _dry_run(p, tmp_path), PINS), strict=True))
@@ -112,6 +115,7 @@ def _versions(report: dict) -> dict[str, str]:
     }
 
 
+@pytest.mark.install
 def test_the_container_recipe_leaves_what_tensorrt_llm_does_not_pin_free(
     registry: None, tmp_path: Path
 ) -> None:
@@ -156,6 +160,7 @@ def _floors() -> dict[str, str]:
     return floors
 
 
+@pytest.mark.install
 @pytest.mark.parametrize("python", ["3.10", "3.12"])
 def test_every_floor_installs_from_wheels(registry: None, tmp_path: Path, python: str) -> None:
     """Each direct dependency's lowest version has a wheel for Python 3.10 and 3.12 (the containers' Python): none
@@ -234,6 +239,7 @@ server.run(transport=sys.argv[1])
 """
 
 
+@pytest.mark.install
 def test_lowest_allowed_versions_work(registry: None, tmp_path: Path) -> None:
     floors = _floors()
     constraints = tmp_path / "floors.txt"
