@@ -348,3 +348,21 @@ def test_a_budget_counts_what_it_spends() -> None:
     budget.check(100)
     with pytest.raises(InvalidRequestError):
         budget.check(101)
+
+
+def test_the_stored_items_json_holds_no_spare_buffer() -> None:
+    """Each item's JSON as the store keeps it is an exact-size copy (orjson's bytes keep a 32 KiB working
+    buffer): ``keep_input`` makes them so, one an item, in steps."""
+    import tracemalloc
+
+    from trtllm_responses.core import at_once
+    from trtllm_responses.request import parse_items
+
+    typed = parse_items([{"role": "user", "content": "word " * 600} for _ in range(4)])
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    (ids, dumped), minted = at_once(stages._kept(typed))
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(dumped) == 4 and minted == ids
+    assert held < 3 * sum(map(len, dumped))

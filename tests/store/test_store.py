@@ -178,8 +178,22 @@ def test_stored_bytes_hold_no_spare_buffer() -> None:
     payload = orjson.dumps({"text": "word " * 600})  # orjson's bytes keep a large working buffer
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    stored = StoredResponse("r", payload, ("i",), (payload,), EMPTY_HISTORY)
+    stored = StoredResponse("r", payload, (), (), EMPTY_HISTORY)
     held = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    assert stored.response_json == payload and stored.input_items_json == (payload,)
+    assert stored.response_json == payload
     assert held < 3 * len(payload)
+    # The input items' JSON is its writer's to copy so, in steps (responses/prepare.py, keep_input:
+    # tests/responses/test_prepare_stages.py); the entry keeps what it is given.
+
+
+def test_a_large_entry_is_counted_in_steps_as_a_small_one_at_once() -> None:
+    import asyncio
+
+    n = 5000  # past the 1,024 ids counted at once
+    ids = tuple(f"msg_{i}" for i in range(n))
+    large = StoredResponse("big", b"{}", ids, tuple(b'{"id":"%d"}' % i for i in range(n)), EMPTY_HISTORY)
+    store = ConversationHistoryStore()
+    assert asyncio.run(store.put(large))
+    assert now(store.stats()).bytes == accounted_bytes(large)
+    assert accounted_bytes(large) > n * (128 + 2 * 33)  # an index entry, an id and a JSON an item at least

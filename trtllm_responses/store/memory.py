@@ -21,11 +21,11 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Collection
 
+from ..core import LoopSteps, Stepped, at_once
 from ..request import page_of
 from .base import (
     ConversationHead,
@@ -37,6 +37,7 @@ from .base import (
     item_ids,
     own_part,
     scope_of,
+    summed_sizes,
 )
 from .counters import MemoryCounters
 
@@ -50,13 +51,20 @@ _CONVERSATION_OVERHEAD = 512
 _ITEM_OVERHEAD = 224
 #: One item of the item index: its dict slot and the entry's tuple slot (the id string is counted apart).
 _INDEX_ENTRY = 128
+#: Entries with at most this many item ids (input and indexed) are counted in one go, larger ones in steps.
+_COUNTED_AT_ONCE = 1024
 
 
 def accounted_bytes(entry: StoredResponse, ids: tuple[str, ...] | None = None) -> int:
     """What an entry counts against ``max_bytes``: its own ``nbytes`` and its item index entries (``ids``,
     its :func:`item_ids` when not given)."""
-    ids = item_ids(entry) if ids is None else ids
-    return entry.nbytes + _INDEX_ENTRY * len(ids) + sum(map(sys.getsizeof, ids))
+    return at_once(_accounting(entry, item_ids(entry) if ids is None else ids))
+
+
+def _accounting(entry: StoredResponse, ids: tuple[str, ...]) -> Stepped[int]:
+    """:func:`accounted_bytes` as work that pauses every ``SIZES_A_STEP`` sizes (``core.Stepped``)."""
+    size = yield from entry.sizing()
+    return size + _INDEX_ENTRY * len(ids) + (yield from summed_sizes(ids))
 
 
 def _without_parent(entry: StoredResponse) -> StoredResponse:
@@ -150,7 +158,11 @@ class ConversationHistoryStore:
     async def put(self, entry: StoredResponse) -> bool:
         """Keep an entry and index its items, evicting least recently used ones to stay within both bounds."""
         ids = item_ids(entry)
-        size = accounted_bytes(entry, ids)
+        counting = _accounting(entry, ids)
+        # A large entry is counted in steps on the event loop, before the lock (20,000 items: ~80,000 sizes,
+        # ~7 ms); a small one at once (a few µs: nothing to pause for).
+        large = len(entry.input_item_ids) + len(ids) > _COUNTED_AT_ONCE
+        size = await LoopSteps().through(counting) if large else at_once(counting)
         with self._lock:
             parent = self._shared_parent(entry)
             if parent is not None:
