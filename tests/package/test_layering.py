@@ -495,13 +495,30 @@ def test_importing_the_harmony_layer_does_not_load_the_layers_above_it() -> None
     assert loaded <= set(LAYERS[: LAYERS.index("harmony") + 1]), loaded
 
 
+def test_a_render_worker_does_not_import_openai() -> None:
+    """Every ``serve`` starts render workers: they need the encoding, not the openai package's types."""
+    code = "import sys, trtllm_responses.harmony.render_pool; print('openai' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
+
+
 @pytest.mark.parametrize(
     ("module", "not_loaded"),
     [
         # the harmony face resolves these on first use, so render workers, which import harmony, skip them
         (
             "trtllm_responses.harmony.render_pool",
-            ["harmony.developer", "harmony.schema", "harmony.json_cut", "request.chat", "core.wire"],
+            [
+                "harmony.developer",
+                "harmony.schema",
+                "harmony.json_cut",
+                "harmony.input_messages",  # openai's types: 0.9 s of CPU a worker
+                "harmony.items",
+                "harmony.completion",
+                "harmony.tools",
+                "request.chat",
+                "core.wire",
+            ],
         ),
         ("trtllm_responses.executors", ["executors.trtllm"]),
         ("trtllm_responses.tools", ["tools.prepare", "tools.unavailable"]),  # MCP's client takes seconds
