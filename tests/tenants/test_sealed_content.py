@@ -37,12 +37,28 @@ def server(
         yield running
 
 
+_OPEN: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """Each test's clients are closed when it ends (their sockets with them). Before: left to the collector,
+    a socket's ResourceWarning fell into whichever test the in-process server's full collection ran in."""
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 def responses_client(server: RunningServer, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=key, max_retries=0)
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key=key, max_retries=0)
+    _OPEN.append(client)
+    return client
 
 
 def messages_client(server: RunningServer, key: str) -> Any:
-    return anthropic.Anthropic(base_url=server.base_url, api_key=key, max_retries=0)
+    client = anthropic.Anthropic(base_url=server.base_url, api_key=key, max_retries=0)
+    _OPEN.append(client)
+    return client
 
 
 def sealed_reasoning(client: openai.OpenAI, text: str = "Hello") -> dict[str, Any]:
