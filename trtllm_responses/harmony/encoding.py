@@ -24,7 +24,7 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -149,6 +149,20 @@ def _read_token_bytes(vocab_path: Path) -> list[bytes]:
     return table
 
 
+#: The shape of every gpt-oss control token (``<|end|>``, ``<|reserved_200017|>``): no ``<`` or ``|`` inside, so
+#: a control token never starts within a match of another text of this shape.
+_CONTROL_SHAPE = r"<\|[A-Za-z0-9_]+\|>"
+
+
+def _special_pattern(specials: Collection[str]) -> regex.Pattern[str]:
+    """What finds the control tokens written in a text: their shape, where every one has it (a match that is
+    none is text); else their alternation, longest first so that none is read as a prefix of a longer one.
+    (The alternation of gpt-oss's 1,100 control tokens took 0.36 s of CPU to compile in every process.)"""
+    if all(regex.fullmatch(_CONTROL_SHAPE, text) for text in specials):
+        return regex.compile(_CONTROL_SHAPE)
+    return regex.compile("|".join(regex.escape(t) for t in sorted(specials, key=len, reverse=True)))
+
+
 @dataclass(frozen=True, eq=False)
 class HarmonyEncoding:
     """openai-harmony's gpt-oss encoding plus the tables the streaming parser needs.
@@ -184,9 +198,7 @@ class HarmonyEncoding:
         object.__setattr__(self, "_ordinary", ordinary)
         specials = {self.token_bytes[i].decode("utf-8"): i for i in self.special_ids}
         object.__setattr__(self, "_special_by_text", specials)
-        # Longest first, so that no control token is read as a prefix of a longer one.
-        alternatives = "|".join(regex.escape(t) for t in sorted(specials, key=len, reverse=True))
-        object.__setattr__(self, "_special_pattern", regex.compile(alternatives))
+        object.__setattr__(self, "_special_pattern", _special_pattern(specials))
         # Asked for by every request: harmony builds the set anew at each call.
         object.__setattr__(
             self, "_action_stops", tuple(sorted(self.harmony.stop_tokens_for_assistant_actions()))
@@ -226,9 +238,13 @@ class HarmonyEncoding:
         """
         tokens: list[int] = []
         position = 0
+        specials = self._special_by_text
         for match in self._special_pattern.finditer(text):
+            special = specials.get(match.group())
+            if special is None:  # shaped like one, but no control token: text (none starts inside it)
+                continue
             tokens += self.encode_plain(text[position : match.start()])
-            tokens.append(self._special_by_text[match.group()])
+            tokens.append(special)
             position = match.end()
         tokens += self.encode_plain(text[position:])
         return tokens
