@@ -5,7 +5,7 @@ entries, ~17 MiB of JSON, from ~100 bytes) stalled the loop 1.2-3.7 s at its end
 converted for the done events, serialized per choice, freed and collected together); a Responses answer
 at the same cap held it ~0.75 s, and the store parsed its 17 MiB back to find its item ids. The bound
 here is generous (the server shares this test process's GIL with its client; the machine may be
-loaded): the main tree fails it by seconds, this one stays at tens of milliseconds.
+loaded): the main tree failed it by seconds; this one holds the loop 120-350 ms of CPU at the answer's end.
 ``benchmarks/hostile_input.py --only logprobs`` measures it precisely.
 """
 
@@ -32,8 +32,26 @@ CAPPED_RESPONSES = {
     "max_output_tokens": 12_480,
 }
 
-#: The worst loop lag allowed while the answer is generated and written (before: 1,200-3,700 ms).
-LAG_BOUND_MS = 500
+#: The most CPU time the loop's thread may spend between two ticks of the server's 5 ms watchdog while the answer
+#: is generated and written (``/stats`` ``event_loop_lag.max_cpu_since_reset_ms``: the loop held, less the time
+#: it waited for a core, which a loaded 2-core machine adds to the wall-clock lag: 519 ms seen under a loaded
+#: suite). Before: 1,200-3,700 ms, nearly all of it the loop's own work. Now 120-350 ms: the Responses answer's
+#: 17 MiB written in one step (docs/limits.md; benchmarks/RESULTS.md "WebSocket compression").
+CPU_BOUND_MS = 500
+#: The wall-clock lag keeps a loose bound: it also sees a thread holding the GIL.
+LAG_BOUND_MS = 1500
+
+
+def _held(client: httpx.Client) -> tuple[float, float]:
+    """The loop's worst hold since the last ``/stats?reset=1``: (its CPU time, its wall-clock lag), in ms."""
+    lag = client.get("/stats").json()["event_loop_lag"]
+    return lag["max_cpu_since_reset_ms"], lag["max_since_reset_ms"]
+
+
+def _check(held: tuple[float, float]) -> None:
+    cpu, wall = held
+    assert cpu < CPU_BOUND_MS, f"the loop was held {cpu:.0f} ms of CPU"
+    assert wall < LAG_BOUND_MS, f"the loop stalled {wall:.0f} ms"
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +62,13 @@ def paced(encoding, serve) -> Iterator[RunningServer]:  # type: ignore[no-untype
     running.stop()
 
 
-def _lag_while(server: RunningServer, path: str, body: dict[str, object]) -> tuple[httpx.Response, float]:
+def _lag_while(
+    server: RunningServer, path: str, body: dict[str, object]
+) -> tuple[httpx.Response, tuple[float, float]]:
     with httpx.Client(base_url=server.base_url, timeout=120) as client:
         client.get("/stats", params={"reset": "1"})
         answer = client.post(path, json=body)
-        lag = client.get("/stats").json()["event_loop_lag"]["max_since_reset_ms"]
+        lag = _held(client)
     return answer, lag
 
 
@@ -71,7 +91,7 @@ def test_the_capped_chat_logprobs_answer_does_not_hold_the_loop(paced: RunningSe
         # Every text token has its entry (the header and end tokens of the 780 have none).
         assert 750 < len(entries) <= 780 and all(len(e.top_logprobs) == 20 for e in entries)
         assert "".join(e.token for e in entries) == choice.message.content
-    assert lag < LAG_BOUND_MS, f"the loop stalled {lag:.0f} ms"
+    _check(lag)
 
 
 def test_the_capped_responses_logprobs_answer_does_not_hold_the_loop(paced: RunningServer) -> None:
@@ -84,7 +104,7 @@ def test_the_capped_responses_logprobs_answer_does_not_hold_the_loop(paced: Runn
     assert text.type == "output_text" and text.logprobs is not None
     assert len(text.logprobs) > 12_000 and all(len(e.top_logprobs) == 20 for e in text.logprobs)
     assert "".join(e.token for e in text.logprobs) == text.text
-    assert lag < LAG_BOUND_MS, f"the loop stalled {lag:.0f} ms"
+    _check(lag)
     # Stored as answered (its item ids indexed without reading the 17 MiB back).
     with httpx.Client(base_url=paced.base_url, timeout=60) as client:
         stored = client.get(f"/v1/responses/{response.id}")
@@ -102,7 +122,7 @@ def test_the_capped_responses_logprobs_stream_does_not_hold_the_loop(paced: Runn
         with client.stream("POST", "/v1/responses", json=body) as answer:
             assert answer.status_code == 200
             raw = b"".join(answer.iter_bytes())  # parsed after: the client shares the server's GIL
-        lag = client.get("/stats").json()["event_loop_lag"]["max_since_reset_ms"]
+        lag = _held(client)
     events = parse_sse(iter(raw.decode().split("\n")[:-1]))
     deltas = sum(len(e["logprobs"]) for e in events if e["type"] == "response.output_text.delta")
     (done,) = [e for e in events if e["type"] == "response.output_text.done"]
@@ -116,7 +136,7 @@ def test_the_capped_responses_logprobs_stream_does_not_hold_the_loop(paced: Runn
     assert (
         len(done["logprobs"]) == len(part["part"]["logprobs"]) == len(message.content[0].logprobs) == deltas
     )
-    assert lag < LAG_BOUND_MS, f"the loop stalled {lag:.0f} ms"
+    _check(lag)
 
 
 @pytest.mark.parametrize("compression", [None, "deflate"])
@@ -147,7 +167,7 @@ def test_the_capped_responses_logprobs_over_a_websocket_does_not_hold_the_loop(
             # The socket goes on: a second response continues the first (its history kept, without logprobs).
             ws.send(json.dumps({"type": "response.create", "model": "m", "input": "hi", "store": False}))
             second = ws.recv(timeout=20)
-        lag = client.get("/stats").json()["event_loop_lag"]["max_since_reset_ms"]
+        lag = _held(client)
     events = [json.loads(m) for m in raw]
     assert events[-1]["type"] in ("response.completed", "response.incomplete"), events[-1]["type"]
     final = Response.model_validate(events[-1]["response"])
@@ -155,4 +175,4 @@ def test_the_capped_responses_logprobs_over_a_websocket_does_not_hold_the_loop(
     assert message.content[0].type == "output_text" and message.content[0].logprobs is not None
     assert len(message.content[0].logprobs) > 12_000
     assert json.loads(second)["type"] == "response.created"
-    assert lag < LAG_BOUND_MS, f"the loop stalled {lag:.0f} ms"
+    _check(lag)

@@ -295,7 +295,8 @@ def test_a_refused_background_start_gives_its_turn_back(
 def test_the_waiting_queue_is_bounded(full: RunningServer) -> None:
     """Past ``max_waiting_responses`` a turn is a 429 at once (nine background turns: one runs, eight wait)."""
     headers = {"Authorization": "Bearer key-paced"}
-    ids = [create(full, "paced", input="#lorem 100", background=True).json()["id"] for _ in range(9)]
+    # Each long enough (about 20 s) that none ends before the tenth arrives on a loaded machine (#lorem 100 did).
+    ids = [create(full, "paced", input="#lorem 2000", background=True).json()["id"] for _ in range(9)]
     refused = create(full, "paced")
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limit_exceeded"
     for response_id in ids:
