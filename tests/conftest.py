@@ -121,21 +121,25 @@ def site() -> Iterator[str]:
 
 # -- pytest -n: the order modules are handed out in, and the modules spread over the workers ---------------
 
-#: The modules that take longest (``--durations``; a minute or more on the 2-core machine), longest first:
+#: The modules that take longest (``--durations``, summed by module: 30 s to 2 min on the 2-core machine,
+#: 2026-11-30), longest first:
 #: under ``-n`` they are handed out first, so that none of them starts last and holds the run's end.
 LONGEST_FIRST = (
-    "package/test_install_pins.py",
-    "cli/test_frontends.py",
-    "constraints/test_guided_property.py",
-    "cli/test_trtllm_cli.py",
     "store/test_redis_outages.py",
+    "cli/test_frontends.py",
     "cli/test_frontend_tenants.py",
-    "server/test_nginx_affinity.py",
-    "cli/test_trtllm_world.py",
-    "ops/test_operations.py",
-    "store/test_store_processes.py",
-    "clients/test_claude_code.py",
+    "constraints/test_guided_property.py",
     "server/test_large_answers.py",
+    "store/test_store_processes.py",
+    "ops/test_operations.py",
+    "cli/test_json_logs.py",
+    "server/test_nginx_affinity.py",
+    "cli/test_trtllm_cli.py",
+    "cli/test_build.py",
+    "cli/test_trtllm_world.py",
+    "clients/test_claude_code.py",
+    "executors/test_trtllm_grpc_fleet.py",
+    "executors/test_trtllm_grpc_fake_engine.py",
 )
 
 #: A module whose tests run per kind of constraint: under ``-n`` a unit per kind, not one for the module
