@@ -66,7 +66,7 @@ def _args(*argv: str) -> object:
         ),
         (
             ["--prefill_engine_urls_file", "{bad}", "--decode_engine_url", D1, *OE],
-            "line 1: expected grpc://HOST:PORT",
+            "{bad}, line 1: ",  # the file's line, then engine_target's "expected grpc://HOST:PORT"
         ),
         (
             ["--engine_url", P1, "--prefill_engine_url", P2, "--decode_engine_url", D1, *OE],
