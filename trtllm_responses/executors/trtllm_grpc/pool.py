@@ -145,7 +145,8 @@ class EngineList:
     def read(self) -> list[str]:
         """The flag's URLs, then the file's (read now); OSError or ValueError when the file does not read or
         no engine is left."""
-        urls = list(dict.fromkeys([*self.urls, *(read_urls_file(self.path) if self.path is not None else [])]))
+        listed = read_urls_file(self.path) if self.path is not None else []
+        urls = list(dict.fromkeys([*self.urls, *listed]))
         if urls:
             return urls
         if self.path is None:
