@@ -15,7 +15,8 @@ from trtllm_responses.cli.command import build_parser
 #: Every option string of ``serve`` (aliases too), as they were before the flags were grouped.
 SERVE_FLAGS = frozenset(
     """
-    --engine --engine_url --engine_urls_file --prefill_engine_url --decode_engine_url --grpc_protocol --echo_tokens_per_second
+    --engine --engine_url --engine_urls_file --prefill_engine_url --prefill_engine_urls_file --decode_engine_url
+    --decode_engine_urls_file --grpc_protocol --echo_tokens_per_second
     --host --port --served_model_name --model_alias --api_key --tenants --log_level --log_format --num_serve_frontends
     --shutdown_timeout --websocket_max_seconds
     --store --store_ttl --max_stored_responses --max_store_bytes
@@ -47,7 +48,7 @@ def test_serve_has_every_flag_by_the_same_names() -> None:
     serve = _serve()
     options = {o for a in serve._actions for o in a.option_strings if a.dest != "help"}
     assert options == SERVE_FLAGS
-    assert len({a.dest for a in serve._actions if a.option_strings and a.dest != "help"}) == 77  # and MODEL
+    assert len({a.dest for a in serve._actions if a.option_strings and a.dest != "help"}) == 79  # and MODEL
 
 
 def test_serve_help_lists_every_flag() -> None:

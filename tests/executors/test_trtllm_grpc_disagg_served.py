@@ -2,16 +2,20 @@
 TensorRT-LLM engines serving OpenEngine (``tests/fake_trtllm/grpc_server.py --grpc-protocol openengine``,
 processes), driven with the openai SDK: a turn's context runs ``context_only`` on A and its generation on B from
 A's ``KvSessionRef`` (each engine's ``FAKE_TRTLLM_LOG``: a ``generate`` record per leg, B's naming A's context
-request), the session's next turn reuses A's prefix, a cancel during each leg reaches that leg's engine, and a
-decode engine that dies leaves a held context that is logged and counted in ``/metrics``.
+request), the session's next turn reuses A's prefix, a cancel during each leg reaches that leg's engine, a
+decode engine that dies leaves a held context that is logged and counted in ``/metrics``, and the decode engines'
+file (``--decode_engine_urls_file``, listing B) rewritten to list C, then SIGHUP: a new session's generation leg
+runs on C.
 
-The tests run in order over one server and one pair of engines (the last one kills B).
+The tests run in order over one server and its engines (the last but one kills B).
 """
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import openai
@@ -30,18 +34,32 @@ OPTIONS = {
 
 
 @pytest.fixture(scope="module")
-def engines() -> Iterator[tuple[GrpcEngine, GrpcEngine]]:
+def started() -> Iterator[tuple[GrpcEngine, ...]]:
     # The prefill engine's steps are slow (0.3 s) so that a cancel can land in a context leg (one or two steps);
-    # the decode engine's are 2 ms.
+    # the decode engines' are 2 ms. C, the decode engine that joins on SIGHUP, starts beside them (in parallel).
     prefill = GrpcEngine(options=OPTIONS, env={"FAKE_TRTLLM_STEP_DELAY": "0.3"}, protocol="openengine")
     decode = GrpcEngine(options=OPTIONS, env={"FAKE_TRTLLM_STEP_DELAY": "0.002"}, protocol="openengine")
-    with grpc_engines(prefill, decode) as running:
-        yield running  # type: ignore[misc]
+    joins = GrpcEngine(options=OPTIONS, env={"FAKE_TRTLLM_STEP_DELAY": "0.002"}, protocol="openengine")
+    with grpc_engines(prefill, decode, joins) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
-def served(engines: tuple[GrpcEngine, GrpcEngine]) -> Iterator[ServeProcess]:
-    prefill, decode = engines
+def engines(started: tuple[GrpcEngine, ...]) -> tuple[GrpcEngine, GrpcEngine]:
+    """A (prefill) and B (decode), which serve starts with."""
+    return started[0], started[1]
+
+
+@pytest.fixture(scope="module")
+def decode_file(engines: tuple[GrpcEngine, GrpcEngine], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("disagg") / "decode-engines.txt"
+    path.write_text(f"# the decode engines\ngrpc://{engines[1].target}\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def served(engines: tuple[GrpcEngine, GrpcEngine], decode_file: Path) -> Iterator[ServeProcess]:
+    prefill, _ = engines
     server = ServeProcess(
         "--engine",
         "trtllm-grpc",
@@ -49,8 +67,8 @@ def served(engines: tuple[GrpcEngine, GrpcEngine]) -> Iterator[ServeProcess]:
         "openengine",
         "--prefill_engine_url",
         f"grpc://{prefill.target}",
-        "--decode_engine_url",
-        f"grpc://{decode.target}",
+        "--decode_engine_urls_file",
+        str(decode_file),
         "--served_model_name",
         MODEL,
         "--log_level",
@@ -136,3 +154,26 @@ def test_a_decode_engine_that_dies_leaves_a_held_context_logged_and_counted(
     metrics = httpx.get(served.base_url + "/metrics").text
     [held] = [line for line in metrics.splitlines() if line.startswith("trtllm_disagg_held_contexts_total")]
     assert float(held.rsplit(" ", 1)[1]) == 1.0
+
+
+def test_the_decode_file_reread_on_sighup_sends_new_sessions_generation_to_the_engine_added(
+    client: openai.OpenAI,
+    engines: tuple[GrpcEngine, GrpcEngine],
+    started: tuple[GrpcEngine, ...],
+    decode_file: Path,
+    served: ServeProcess,
+) -> None:
+    prefill, decode = engines
+    joins = started[2]
+    decode_file.write_text(f"# B is gone: C instead\ngrpc://{joins.target}\n")
+    assert served.process is not None
+    served.process.send_signal(signal.SIGHUP)
+    assert _until(
+        lambda: f"Engine grpc://{joins.target} is healthy: back in placement" in served.output(), 60
+    )
+    assert f"Engine grpc://{decode.target} removed: draining 0 generation(s)" in served.output()
+    response = client.responses.create(model=MODEL, input="A new session after the reload")
+    assert response.status == "completed" and response.output_text == "A new session after the reload"
+    [generation] = records(joins, "generate")
+    assert generation["request_type"] == "generation_only"
+    assert generation["ctx_request_id"] == records(prefill, "generate")[-1]["request_id"]

@@ -109,7 +109,7 @@ _TRTLLM_FLAGS = (
 
 def engine_of(args: argparse.Namespace) -> str:
     """``--engine``, or by default: ``trtllm-grpc`` with ``--engine_url``, ``trtllm`` with MODEL, else ``echo``."""
-    grpc = args.engine_url or args.engine_urls_file or args.prefill_engine_url or args.decode_engine_url
+    grpc = args.engine_url or args.engine_urls_file or _disaggregated(args)
     return str(args.engine or ("trtllm-grpc" if grpc else "trtllm" if args.model else "echo"))
 
 
@@ -124,17 +124,12 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         for flag in _TRTLLM_FLAGS
         if getattr(args, flag) is not None and getattr(args, flag) is not False
     ]
-    remote = (
-        args.engine_url,
-        args.engine_urls_file,
-        args.grpc_protocol,
-        args.prefill_engine_url,
-        args.decode_engine_url,
-    )
-    if any(remote) and engine != "trtllm-grpc":
+    if (args.engine_url or args.engine_urls_file or args.grpc_protocol or _disaggregated(args)) and (
+        engine != "trtllm-grpc"
+    ):
         raise LaunchError(
-            "--engine_url, --engine_urls_file, --grpc_protocol, --prefill_engine_url and --decode_engine_url only "
-            "apply to --engine trtllm-grpc"
+            "--engine_url, --engine_urls_file, --grpc_protocol and the --prefill_engine_url/--decode_engine_url "
+            "flags and files only apply to --engine trtllm-grpc"
         )
     if engine == "trtllm-grpc":
         return _grpc_executor(args, given)
@@ -212,7 +207,7 @@ def _grpc_executor(args: argparse.Namespace, given: list[str]) -> tuple[Executor
         )
     if args.echo_tokens_per_second:
         raise LaunchError("--echo_tokens_per_second only applies to --engine echo")
-    if args.prefill_engine_url or args.decode_engine_url:
+    if _disaggregated(args):
         return _disaggregated_executor(args)
     if not args.engine_url and not args.engine_urls_file:
         raise LaunchError(
@@ -232,9 +227,16 @@ def _grpc_executor(args: argparse.Namespace, given: list[str]) -> tuple[Executor
     return executor, encoding
 
 
+def _disaggregated(args: argparse.Namespace) -> bool:
+    """Whether a prefill or a decode engine is given (a flag or a file)."""
+    sides = ("prefill_engine_url", "prefill_engine_urls_file", "decode_engine_url", "decode_engine_urls_file")
+    return any(getattr(args, flag) for flag in sides)
+
+
 def _disaggregated_executor(args: argparse.Namespace) -> tuple[Executor, HarmonyEncoding]:
-    """``--prefill_engine_url`` / ``--decode_engine_url``: both sides, each repeatable, OpenEngine only, never with
-    ``--engine_url`` (docs/a-fleet-of-engines.md#prefill-and-decode-on-different-engines)."""
+    """``--prefill_engine_url`` / ``--decode_engine_url`` and their files: both sides, each from its repeated flag,
+    its file or both, OpenEngine only, never with ``--engine_url`` or ``--engine_urls_file``
+    (docs/a-fleet-of-engines.md#prefill-and-decode-on-different-engines)."""
     from ..executors.trtllm_grpc.executor import TrtllmGrpcExecutor
     from ..harmony import load_encoding
     from .launch import LaunchError
@@ -242,12 +244,18 @@ def _disaggregated_executor(args: argparse.Namespace) -> tuple[Executor, Harmony
     prefill, decode = args.prefill_engine_url or [], args.decode_engine_url or []
     if args.engine_url or args.engine_urls_file:
         raise LaunchError(
-            "--engine_url/--engine_urls_file with --prefill_engine_url/--decode_engine_url: give either engines "
-            "for whole turns or the prefill and decode engines, not both"
+            "--engine_url/--engine_urls_file with --prefill_engine_url/--decode_engine_url (or their files): give "
+            "either engines for whole turns or the prefill and decode engines, not both"
         )
-    if not prefill or not decode:
-        missing = "--decode_engine_url" if prefill else "--prefill_engine_url"
-        raise LaunchError(f"disaggregated serving needs {missing} too: a turn's context and its generation")
+    for side, urls, path in (
+        ("prefill", prefill, args.prefill_engine_urls_file),
+        ("decode", decode, args.decode_engine_urls_file),
+    ):
+        if not urls and path is None:
+            raise LaunchError(
+                f"disaggregated serving needs --{side}_engine_url grpc://HOST:PORT (or --{side}_engine_urls_file) "
+                "too: a turn's context and its generation run on different engines"
+            )
     if args.grpc_protocol != "openengine":
         raise LaunchError(
             "--prefill_engine_url/--decode_engine_url need --grpc_protocol openengine (engines started with "
@@ -263,8 +271,10 @@ def _disaggregated_executor(args: argparse.Namespace) -> tuple[Executor, Harmony
             protocol="openengine",
             prefill_urls=prefill,
             decode_urls=decode,
+            prefill_urls_file=args.prefill_engine_urls_file,
+            decode_urls_file=args.decode_engine_urls_file,
         )
-    except ValueError as exc:
+    except (OSError, ValueError) as exc:
         raise LaunchError(f"the engines cannot be served: {exc}") from exc
     return executor, encoding
 

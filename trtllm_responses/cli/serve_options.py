@@ -325,6 +325,12 @@ def _add_engine(serve: argparse.ArgumentParser) -> None:
             f"{what}; repeatable (a pool, placed by session); with --{'decode' if side == 'prefill' else 'prefill'}"
             "_engine_url, not with --engine_url (docs/a-fleet-of-engines.md#prefill-and-decode-on-different-engines)",
         )
+        group.add_argument(
+            f"--{side}_engine_urls_file",
+            metavar="PATH",
+            help=f"disaggregated: a file of more {side} engine URLs, one a line (# comments), read again on SIGHUP "
+            "as --engine_urls_file is (docs/a-fleet-of-engines.md#prefill-and-decode-on-different-engines)",
+        )
     group.add_argument(
         "--grpc_protocol",
         choices=["smg", "openengine"],

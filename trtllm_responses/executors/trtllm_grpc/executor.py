@@ -26,6 +26,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ...harmony import HarmonyEncoding, SpelledControlTokens
@@ -35,7 +36,7 @@ from .calls import Responses, engine_fault
 from .disagg import Split
 from .engine import CONNECT_TIMEOUT_S, Engine, EngineInfo, GrpcEngine, Reader
 from .messages import trace_metadata
-from .pool import EnginePool, read_urls_file
+from .pool import EngineList, EnginePool
 
 __all__ = ["HEALTH_INTERVAL_S", "PROTOCOLS", "TrtllmGrpcExecutor"]
 
@@ -87,7 +88,8 @@ class TrtllmGrpcExecutor(Executor):
     healthy engine; ``connect_timeout``: how long :meth:`start` waits for the engines. ``protocol``
     (``serve --grpc_protocol``): the engines' wire, ``smg`` (``trtllm.TrtllmService``, ``engine.GrpcEngine``) or
     ``openengine`` (``openengine.v1``, ``openengine_engine.OpenEngineEngine``); one for every engine.
-    ``prefill_urls`` and ``decode_urls`` (instead of ``urls``; OpenEngine only): each turn's context on a prefill
+    ``prefill_urls`` and ``decode_urls``, each with its file ``prefill_urls_file``, ``decode_urls_file`` (read again
+    on :meth:`reload` as ``urls_file`` is), instead of ``urls``; OpenEngine only: each turn's context on a prefill
     engine, its generation on a decode engine (``disagg.py``), two pools placed by the same session key.
     """
 
@@ -105,13 +107,15 @@ class TrtllmGrpcExecutor(Executor):
         protocol: str = "smg",
         prefill_urls: Sequence[str] = (),
         decode_urls: Sequence[str] = (),
+        prefill_urls_file: str | None = None,
+        decode_urls_file: str | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"--grpc_protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
         self.protocol = protocol
-        self._static = [urls] if isinstance(urls, str) else list(urls)
-        self._urls_file = urls_file
-        listed = read_urls_file(urls_file) if urls_file is not None else []
+        whole = EngineList([urls] if isinstance(urls, str) else urls, urls_file, "--engine_url")
+        prefill = EngineList(prefill_urls, prefill_urls_file, "--prefill_engine_url")
+        decode = EngineList(decode_urls, decode_urls_file, "--decode_engine_url")
 
         def pool(urls: Sequence[str]) -> EnginePool:
             # ValueError now, before the server starts, for a malformed URL or none at all
@@ -126,16 +130,20 @@ class TrtllmGrpcExecutor(Executor):
         #: Disaggregated: the prefill engines (the decode engines are ``_pool``) and the two legs; None: whole turns.
         self._prefill: EnginePool | None = None
         self._split: Split | None = None
-        if prefill_urls or decode_urls:
-            if protocol != "openengine" or self._static or listed or not (prefill_urls and decode_urls):
+        if prefill.given or decode.given:
+            if protocol != "openengine" or whole.given or not (prefill.given and decode.given):
                 raise ValueError(
                     "prefill and decode engines need both sides, OpenEngine, and no engine for whole turns"
                 )
-            self._prefill = pool(prefill_urls)
-            self._pool = pool(decode_urls)
+            self._prefill = pool(prefill.read())
+            self._pool = pool(decode.read())
             self._split = Split(self._prefill, self._pool)
+            sides = [("Prefill engines", prefill, self._prefill), ("Decode engines", decode, self._pool)]
         else:
-            self._pool = pool([*self._static, *listed])
+            self._pool = pool(whole.read())
+            sides = [("Engines", whole, self._pool)]
+        #: What :meth:`reload` reads again: each pool configured with a file.
+        self._files = [side for side in sides if side[1].path is not None]
         self._encoding = encoding
         self._guided = guided
         self._started = False
@@ -422,21 +430,17 @@ class TrtllmGrpcExecutor(Executor):
         return task
 
     def reload(self) -> None:
-        """Read ``urls_file`` again (SIGHUP; safe in a signal handler): engines added join, engines gone drain.
-        A file that does not read, or leaves no engine, is logged and changes nothing."""
-        if self._urls_file is not None and self._loop is not None and self._started:
+        """Read the files of engines again (``urls_file``, or each side's; SIGHUP; safe in a signal handler):
+        engines added join, engines gone drain. A file that does not read, or leaves its pool no engine, is
+        logged and changes nothing for that pool."""
+        if self._files and self._loop is not None and self._started:
             self._loop.call_soon_threadsafe(self._reload_now)
 
     def _reload_now(self) -> None:
-        assert self._urls_file is not None
-        try:
-            urls = [*self._static, *read_urls_file(self._urls_file)]
-            if not urls:
-                raise ValueError("it lists no engine, and no --engine_url is given")
-        except (OSError, ValueError) as exc:
-            logger.error("Engines not changed: cannot use %s: %s", self._urls_file, exc)
-            return
-        self._spawn(lambda: self._pool.update(urls))
+        for what, listed, pool in self._files:
+            urls = listed.reread(what)
+            if urls is not None:
+                self._spawn(partial(pool.update, urls))
 
     async def shutdown(self) -> None:
         """Abort what runs, stop the health checks, close the channels."""

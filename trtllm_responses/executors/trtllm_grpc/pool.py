@@ -23,7 +23,9 @@ again after ``interval`` / 4 (at most 1 s), doubling to :data:`RECHECK_CAP_S`, a
 checked (``check``: the executor's agreement on release, vocabulary and window) before it takes anything.
 
 **Joining and leaving** (:meth:`EnginePool.update`, on SIGHUP): URLs new to the set are connected as above;
-URLs gone from it drain: out of placement at once, closed when their last generation ends.
+URLs gone from it drain: out of placement at once, closed when their last generation ends. What a pool is
+configured with, flags and a file read again on SIGHUP, is an :class:`EngineList` (one a pool: the whole turns'
+``--engine_url``/``--engine_urls_file``, or each side's, disaggregated).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from .messages import engine_target
 __all__ = [
     "LOAD_FACTOR",
     "RECHECK_CAP_S",
+    "EngineList",
     "EnginePool",
     "load_bound",
     "place",
@@ -120,6 +123,47 @@ def read_urls_file(path: str) -> list[str]:
         if url not in urls:
             urls.append(url)
     return urls
+
+
+class EngineList:
+    """The engines one pool is configured with: ``urls`` (a flag's, repeated: ``flag`` names it in messages),
+    kept whatever the file says, then those of the file at ``path`` (None: no file), read by :meth:`read` at
+    start and again on each reload."""
+
+    __slots__ = ("flag", "path", "urls")
+
+    def __init__(self, urls: Sequence[str], path: str | None, flag: str) -> None:
+        self.urls = list(urls)
+        self.path = path
+        self.flag = flag
+
+    @property
+    def given(self) -> bool:
+        """Whether any engine was configured: a URL or a file."""
+        return bool(self.urls) or self.path is not None
+
+    def read(self) -> list[str]:
+        """The flag's URLs, then the file's (read now); OSError or ValueError when the file does not read or
+        no engine is left."""
+        listed = read_urls_file(self.path) if self.path is not None else []
+        urls = list(dict.fromkeys([*self.urls, *listed]))
+        if urls:
+            return urls
+        if self.path is None:
+            raise ValueError(f"no engine: pass {self.flag} grpc://HOST:PORT")
+        raise ValueError(
+            f"{self.path} lists no engine, and no {self.flag} is given: list one there (grpc://HOST:PORT, one a "
+            f"line) or pass {self.flag} grpc://HOST:PORT"
+        )
+
+    def reread(self, what: str) -> list[str] | None:
+        """:meth:`read` for a reload: the URLs, or None (logged: ``what`` not changed) when the file does not
+        read or leaves no engine."""
+        try:
+            return self.read()
+        except (OSError, ValueError) as exc:
+            logger.error("%s not changed: cannot use %s: %s", what, self.path, exc)
+            return None
 
 
 class _Refused(ExecutorError):
