@@ -51,14 +51,14 @@ def engine_target(url: str) -> str:
     """``HOST:PORT`` of ``grpc://HOST:PORT`` (``[::1]:PORT`` for IPv6); ValueError saying what is wrong."""
     if not url.startswith(ENGINE_URL_SCHEME):
         raise ValueError(
-            f"--engine_url {url!r}: expected {ENGINE_URL_SCHEME}HOST:PORT (TensorRT-LLM's gRPC server, "
+            f"engine URL {url!r}: expected {ENGINE_URL_SCHEME}HOST:PORT (TensorRT-LLM's gRPC server, "
             "trtllm-serve MODEL --grpc, speaks plaintext gRPC)"
         )
     target = url[len(ENGINE_URL_SCHEME) :].rstrip("/")
     host, sep, port = target.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in target:
         raise ValueError(
-            f"--engine_url {url!r}: expected {ENGINE_URL_SCHEME}HOST:PORT, e.g. grpc://10.0.0.7:8001"
+            f"engine URL {url!r}: expected {ENGINE_URL_SCHEME}HOST:PORT, e.g. grpc://10.0.0.7:8001"
         )
     return target
 
