@@ -42,8 +42,9 @@ ENGINES = 3
 #: the engine's abort record (its ``GenerationResult.abort``, wall clock, same host); the path itself takes a few
 #: milliseconds (docs/a-fleet-of-engines.md#what-the-grpc-path-costs), the margin is for a loaded machine.
 CANCEL_TO_ABORT_S = 0.050
-#: Cancels timed per test (the least must be within the bound).
-CANCELS = 3
+#: Cancels timed per test (the least must be within the bound): 3 were all over it (73-101 ms) once, through
+#: Redis, when this machine's host ran at 60% of its speed.
+CANCELS = 5
 #: Each engine step 2 ms: a ``#lorem 20000`` turn runs ~40 s unless cancelled, a short turn ~60 ms.
 ENGINE_ENV = {"FAKE_TRTLLM_STEP_DELAY": "0.002"}
 
