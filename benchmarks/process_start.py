@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _server import free_port  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -27,15 +30,9 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def start_once(tree: Path) -> tuple[float, float]:
     """(server CPU s, render worker CPU s) once `serve` answers /health."""
-    port = _free_port()
+    port = free_port()
     python = tree / ".venv" / "bin" / "python"
     command = [str(python), "-m", "trtllm_responses", "serve", "--port", str(port), "--render_workers", "1"]
     env = {**os.environ, "PYTHONPATH": str(tree)}
