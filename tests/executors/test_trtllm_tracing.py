@@ -233,17 +233,17 @@ def test_one_trace_from_the_client_into_the_engine(tmp_path: Path) -> None:
             {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "50"},
         )
         try:
-            client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
-            with client.responses.stream(
-                model="m",
-                input="hello",
-                max_output_tokens=16,
-                extra_headers={"traceparent": f"00-{client_trace}-{client_span}-01"},
-            ) as stream:
-                final = stream.get_final_response()
-            # The request's own span ends after the chat span: it may come in a later export batch.
-            spans = receiver.wait_for(lambda got: {"chat", "POST"} <= {s.name.split(" ")[0] for s in got})
-            (generated,) = server.records("generate")
+            with openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0) as client:
+                with client.responses.stream(
+                    model="m",
+                    input="hello",
+                    max_output_tokens=16,
+                    extra_headers={"traceparent": f"00-{client_trace}-{client_span}-01"},
+                ) as stream:
+                    final = stream.get_final_response()
+                # The request's own span ends after the chat span: it may come in a later export batch.
+                spans = receiver.wait_for(lambda got: {"chat", "POST"} <= {s.name.split(" ")[0] for s in got})
+                (generated,) = server.records("generate")
         finally:
             server.stop()
     (chat,) = [s for s in spans if s.name.startswith("chat ")]

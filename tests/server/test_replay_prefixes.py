@@ -18,21 +18,21 @@ AGENTS_MD = "\n".join(
 
 def session(base_url: str, turns: int) -> list[dict[str, Any]]:
     """Each turn's response (as JSON) to the whole history so far: Codex's way, with the openai SDK."""
-    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0)
-    history: list[Any] = [{"role": "user", "content": AGENTS_MD}]
-    answers = []
-    for turn in range(turns):
-        history.append({"role": "user", "content": f"turn {turn}: #lorem 24"})
-        response = client.responses.create(
-            model="gpt-oss-test",
-            input=history,
-            store=False,
-            include=["reasoning.encrypted_content"],
-            reasoning={"effort": "low"},
-        )
-        answers.append(response.model_dump(include={"output", "usage", "status"}))
-        history += [item.model_dump(exclude_none=True) for item in response.output]
-    return answers
+    with openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0) as client:
+        history: list[Any] = [{"role": "user", "content": AGENTS_MD}]
+        answers = []
+        for turn in range(turns):
+            history.append({"role": "user", "content": f"turn {turn}: #lorem 24"})
+            response = client.responses.create(
+                model="gpt-oss-test",
+                input=history,
+                store=False,
+                include=["reasoning.encrypted_content"],
+                reasoning={"effort": "low"},
+            )
+            answers.append(response.model_dump(include={"output", "usage", "status"}))
+            history += [item.model_dump(exclude_none=True) for item in response.output]
+        return answers
 
 
 def stats(base_url: str) -> dict[str, Any]:

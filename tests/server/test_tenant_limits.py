@@ -122,20 +122,20 @@ def test_tokens_per_window(limited: RunningServer) -> None:
 
 
 def test_the_anthropic_sdk_reads_its_429(limited: RunningServer) -> None:
-    client = anthropic.Anthropic(base_url=limited.base_url, api_key="key-claude", max_retries=0)
-    message = {"model": "claude-x", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}
-    raw = client.messages.with_raw_response.create(**message)  # type: ignore[call-overload]
-    assert raw.headers["anthropic-ratelimit-requests-limit"] == "1"
-    assert raw.headers["anthropic-ratelimit-requests-remaining"] == "0"
-    assert raw.headers["anthropic-ratelimit-requests-reset"].endswith("Z")
-    assert "x-ratelimit-limit-requests" not in raw.headers
-    with pytest.raises(anthropic.RateLimitError) as refused:
-        client.messages.create(**message)  # type: ignore[call-overload]
-    error = refused.value
-    assert error.status_code == 429
-    assert error.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
-    assert error.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
-    assert int(error.response.headers["retry-after"]) >= 1
+    with anthropic.Anthropic(base_url=limited.base_url, api_key="key-claude", max_retries=0) as client:
+        message = {"model": "claude-x", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}
+        raw = client.messages.with_raw_response.create(**message)  # type: ignore[call-overload]
+        assert raw.headers["anthropic-ratelimit-requests-limit"] == "1"
+        assert raw.headers["anthropic-ratelimit-requests-remaining"] == "0"
+        assert raw.headers["anthropic-ratelimit-requests-reset"].endswith("Z")
+        assert "x-ratelimit-limit-requests" not in raw.headers
+        with pytest.raises(anthropic.RateLimitError) as refused:
+            client.messages.create(**message)  # type: ignore[call-overload]
+        error = refused.value
+        assert error.status_code == 429
+        assert error.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
+        assert error.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
+        assert int(error.response.headers["retry-after"]) >= 1
 
 
 def test_a_websocket_turn_is_counted_and_refused_in_its_error_event(limited: RunningServer) -> None:

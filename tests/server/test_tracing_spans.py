@@ -417,14 +417,14 @@ def test_each_generation_carries_its_chat_span_as_trace_headers(
             monkeypatch.setenv(name, value)
         executor = RecordingEcho(encoding)
         with start_server(executor, adapter) as running:
-            sdk = openai.OpenAI(base_url=running.base_url + "/v1", api_key="unused", max_retries=0)
-            tools = [{"type": "function", "name": "get_weather", "parameters": WEATHER["parameters"]}]
-            sdk.responses.create(
-                model="m",
-                input='call get_weather {"city": "x"}',
-                tools=tools,
-                extra_headers=traceparent(10),  # type: ignore[arg-type]
-            )
+            with openai.OpenAI(base_url=running.base_url + "/v1", api_key="unused", max_retries=0) as sdk:
+                tools = [{"type": "function", "name": "get_weather", "parameters": WEATHER["parameters"]}]
+                sdk.responses.create(
+                    model="m",
+                    input='call get_weather {"city": "x"}',
+                    tools=tools,
+                    extra_headers=traceparent(10),  # type: ignore[arg-type]
+                )
         spans = Spans(receiver.wait_for(_got_server_spans(parent(10))))
     generation = spans.child(spans.child(spans.server(parent(10)), "response"), "chat gpt-oss-test")
     (request,) = executor.requests

@@ -263,33 +263,33 @@ def test_a_client_continues_a_chain_whose_earlier_responses_it_deleted(
         url = redis.url
     ids: list[str] = []
     with serve(store=open_store(url, max_responses=100, max_bytes=1 << 28)) as running:
-        client = OpenAI(base_url=running.base_url + "/v1", api_key="x")
-        for n in range(6):
-            previous = {"previous_response_id": ids[-1]} if ids else {}
-            ids.append(
-                client.responses.create(model="m", input=f"turn {n} " + "words " * 2000, **previous).id
+        with OpenAI(base_url=running.base_url + "/v1", api_key="x") as client:
+            for n in range(6):
+                previous = {"previous_response_id": ids[-1]} if ids else {}
+                ids.append(
+                    client.responses.create(model="m", input=f"turn {n} " + "words " * 2000, **previous).id
+                )
+            before = client.responses.create(
+                model="m", input="and then?", previous_response_id=ids[-1], store=False
             )
-        before = client.responses.create(
-            model="m", input="and then?", previous_response_id=ids[-1], store=False
-        )
-        for response_id in ids[:-1]:
-            client.responses.delete(response_id)
+            for response_id in ids[:-1]:
+                client.responses.delete(response_id)
     if kind == "sqlite":
         db = sqlite3.connect(tmp_path / "chain.db")
         sizes = [row[0] for row in db.execute("SELECT length(data) FROM responses ORDER BY depth")]
         db.close()
         assert len(sizes) == 6 and max(sizes) < 2 * min(sizes)  # hidden rows kept; each its own turn's size
     with serve(store=open_store(url, max_responses=100, max_bytes=1 << 28)) as running:
-        client = OpenAI(base_url=running.base_url + "/v1", api_key="x")
-        with pytest.raises(NotFoundError):
-            client.responses.retrieve(ids[0])
-        items = client.responses.input_items.list(ids[-1]).data
-        assert len(items) == 1 and "turn 5" in items[0].content[0].text  # type: ignore[union-attr]
-        after = client.responses.create(
-            model="m", input="and then?", previous_response_id=ids[-1], store=False
-        )
-        assert after.usage is not None and before.usage is not None
-        assert after.usage.input_tokens == before.usage.input_tokens
+        with OpenAI(base_url=running.base_url + "/v1", api_key="x") as client:
+            with pytest.raises(NotFoundError):
+                client.responses.retrieve(ids[0])
+            items = client.responses.input_items.list(ids[-1]).data
+            assert len(items) == 1 and "turn 5" in items[0].content[0].text  # type: ignore[union-attr]
+            after = client.responses.create(
+                model="m", input="and then?", previous_response_id=ids[-1], store=False
+            )
+            assert after.usage is not None and before.usage is not None
+            assert after.usage.input_tokens == before.usage.input_tokens
 
 
 async def test_replacing_a_response_others_extend_keeps_their_histories(

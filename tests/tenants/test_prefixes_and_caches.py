@@ -55,8 +55,8 @@ def test_each_tenant_salts_its_prompts_and_two_may_share_a_salt(
     with serve(echo, tenants_file=str(path)) as running:
         for key in ("key-a", "key-b", "key-c", "key-d"):
             ask(running, key, {"input": "Hello"})
-        client = openai.OpenAI(base_url=running.base_url + "/v1", api_key="key-a", max_retries=0)
-        client.responses.create(model=MODEL, input="#lorem 5", tools=[{"type": "function", "name": "f"}])
+        with openai.OpenAI(base_url=running.base_url + "/v1", api_key="key-a", max_retries=0) as client:
+            client.responses.create(model=MODEL, input="#lorem 5", tools=[{"type": "function", "name": "f"}])
     salts = [request.cache_salt for request in echo.requests]
     assert salts == ["tenant:a", "tenant:b", "common-system-prompt", "common-system-prompt", "tenant:a"]
     plain = RecordingEcho(encoding)
