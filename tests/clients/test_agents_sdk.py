@@ -5,9 +5,10 @@ from __future__ import annotations
 import openai
 import pytest
 from pydantic import BaseModel
+from support.lazy import lazy_import
 from support.trip_models import Trip
 
-agents = pytest.importorskip("agents")
+agents = lazy_import("agents")
 
 
 class Address(BaseModel):

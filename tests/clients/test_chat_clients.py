@@ -16,10 +16,11 @@ from pathlib import Path
 import openai
 import pytest
 from pydantic import BaseModel
+from support.lazy import lazy_import
 from support.paths import ROOT
 
-agents = pytest.importorskip("agents")
-langchain_openai = pytest.importorskip("langchain_openai")
+agents = lazy_import("agents")
+langchain_openai = lazy_import("langchain_openai")
 
 LITELLM_PYTHON = Path(os.environ.get("LITELLM_PYTHON", ROOT / ".venv-litellm" / "bin" / "python"))
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.lazy import lazy_import
 
 from trtllm_responses.constraints.grammars import GrammarError, lark_to_ebnf, regex_to_ebnf
 from trtllm_responses.harmony import HarmonyEncoding
 
-xgr = pytest.importorskip("xgrammar")
+xgr = lazy_import("xgrammar")  # support/lazy.py: not at collection (torch)
 
 
 def matches(compiler: Any, encoding: HarmonyEncoding, ebnf: str, text: str) -> bool:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from support.custom_tools import APPLY_PATCH, TICKET
+from support.lazy import lazy_import
 
 from trtllm_responses.adapter import HarmonyAdapter
 from trtllm_responses.constraints.base import Constraint
@@ -32,7 +32,7 @@ from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.request.protocol import parse_request
 
-xgr = pytest.importorskip("xgrammar")
+xgr = lazy_import("xgrammar")  # support/lazy.py: not at collection (torch)
 
 
 WEATHER = {

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import anthropic
 import httpx
 import openai
 import pytest
 from support.chat_grammar import check_chat_stream, parse_chat_sse
 from support.harmony_servers import server_for
+from support.lazy import lazy_import
 from support.messages_grammar import check_messages_stream, parse_messages_sse
 from support.reader_corpus import WEATHER
 from support.server_harness import RunningServer, stream_events
 from support.stream_grammar import check_stream
+
+anthropic = lazy_import("anthropic")  # support/lazy.py: not at collection
 
 ENGINES = ["echo", "trtllm"]
 ANALYSIS = "<|channel|>analysis<|message|>Two cities: call get_weather for each.<|end|>"

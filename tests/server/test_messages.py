@@ -17,20 +17,19 @@ from typing import Any
 
 import httpx
 import pytest
+from support.lazy import lazy_import
+from support.messages_grammar import check_messages_stream, parse_messages_sse
+from support.server_harness import RecordingEcho
 
-anthropic = pytest.importorskip("anthropic")  # the clients extra (not in TensorRT-LLM's container)
-from anthropic.types import Message, ModelInfo  # noqa: E402
-from anthropic.types.shared import ErrorResponse  # noqa: E402
-from support.messages_grammar import check_messages_stream, parse_messages_sse  # noqa: E402
-from support.server_harness import RecordingEcho  # noqa: E402
-
-from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta  # noqa: E402
-from trtllm_responses.executors.echo import EchoExecutor  # noqa: E402
-from trtllm_responses.request.anthropic import (  # noqa: E402
+from trtllm_responses.executors.base import ExecutorError, GenerationRequest, TokenDelta
+from trtllm_responses.executors.echo import EchoExecutor
+from trtllm_responses.request.anthropic import (
     MAX_STOP_SEQUENCE_CHARS,
     MAX_STOP_SEQUENCES,
     translate_messages,
 )
+
+anthropic = lazy_import("anthropic")  # the clients extra (not in TensorRT-LLM's container)
 
 MODEL = "claude-sonnet-4-6"  # what Claude Code asks for; any name is the served model by default
 WEATHER = {
@@ -72,7 +71,7 @@ def create(raw: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
     """A non-streamed message, validated as the SDK's ``Message``."""
     response = raw.post("/v1/messages", json={"model": MODEL, "max_tokens": 4096, **body})
     assert response.status_code == 200, response.text
-    Message.model_validate(response.json())
+    anthropic.types.Message.model_validate(response.json())
     return response.json()
 
 
@@ -88,7 +87,7 @@ def stream(raw: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
 def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
     """The Anthropic error envelope of ``response``, which must have ``status``."""
     assert response.status_code == status, response.text
-    ErrorResponse.model_validate(response.json())
+    anthropic.types.shared.ErrorResponse.model_validate(response.json())
     return response.json()["error"]
 
 
@@ -606,7 +605,7 @@ def test_models_in_anthropic_shape_and_the_alias_table(serve) -> None:  # type: 
                 "sonnet"
             ]  # the served model, then the alias naming one
             for info in listed.data:
-                ModelInfo.model_validate(info.model_dump())
+                anthropic.types.ModelInfo.model_validate(info.model_dump())
             assert client.models.retrieve("sonnet").id == "sonnet"
             with pytest.raises(anthropic.NotFoundError):
                 client.models.retrieve("claude-nothing")
@@ -675,7 +674,7 @@ def test_mutated_bodies_are_answered_never_a_500(raw: httpx.Client) -> None:
             statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
             assert response.status_code in (200, 400, 404), (mutated, response.text)
             if response.status_code != 200:
-                ErrorResponse.model_validate(response.json())
+                anthropic.types.shared.ErrorResponse.model_validate(response.json())
     assert statuses.get(400, 0) > 50 and statuses.get(200, 0) > 50, statuses
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from support.lazy import lazy_import
 from support.server_harness import RecordingEcho, RunningServer, ServerFactory
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as ws_connect
@@ -23,7 +24,7 @@ from trtllm_responses.executors import GenerationRequest
 from trtllm_responses.harmony import HarmonyEncoding
 from trtllm_responses.request import AFFINITY_HEADERS, MAX_SESSION_KEY
 
-anthropic = pytest.importorskip("anthropic")  # the clients extra (not in TensorRT-LLM's container)
+anthropic = lazy_import("anthropic")  # the clients extra (not in TensorRT-LLM's container)
 
 TREE = "0199aaaa-1111-7000-8000-000000000001"
 THREAD = "0199aaaa-2222-7000-8000-000000000002"

@@ -12,16 +12,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import httpx
 import openai
 import pytest
+from support.lazy import lazy_import
 from support.server_harness import RunningServer
 from websockets.sync.client import connect as ws_connect
 
 from trtllm_responses.executors.echo import EchoExecutor
 from trtllm_responses.responses import AdmissionLimits, BackgroundLimits
 from trtllm_responses.tenants import hash_key
+
+anthropic = lazy_import("anthropic")  # support/lazy.py: not at collection
 
 TENANTS = {
     "retry": {"requests_per_minute": 1},

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from support.lazy import lazy_import
 from support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from support.process_harness import ServeProcess
 from support.server_harness import RecordingEcho, start_server
@@ -26,7 +27,7 @@ from websockets.sync.client import connect as ws_connect
 
 from trtllm_responses.ops import trace_attrs
 
-anthropic = pytest.importorskip("anthropic")  # the clients extra
+anthropic = lazy_import("anthropic")  # the clients extra
 
 CLIENT_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CITY = "Zanzibarcity7"  # each marker is text the client sent or got, never to be in a span by default

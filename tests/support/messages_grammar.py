@@ -14,13 +14,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from functools import cache
 from typing import Any
 
-from anthropic.types import Message, RawMessageStreamEvent
-from anthropic.types.shared import ErrorResponse
 from pydantic import TypeAdapter
 
-EVENTS: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
+
+@cache
+def _sdk() -> tuple[Any, Any, TypeAdapter[Any]]:
+    """The anthropic SDK's ``Message``, ``ErrorResponse`` and stream-event adapter, imported on first use (not
+    when pytest collects the modules that import this one: support/lazy.py)."""
+    from anthropic.types import Message, RawMessageStreamEvent
+    from anthropic.types.shared import ErrorResponse
+
+    return Message, ErrorResponse, TypeAdapter(RawMessageStreamEvent)
+
+
 DELTAS = {
     "text": {"text_delta"},
     "thinking": {"thinking_delta", "signature_delta"},
@@ -54,7 +63,7 @@ def check_messages_stream(frames: list[tuple[str, dict[str, Any]]]) -> dict[str,
     assert frames and frames[0][0] == "message_start", "a stream begins with message_start"
     error = None
     if frames[-1][0] == "error":
-        ErrorResponse.model_validate(frames[-1][1])
+        _sdk()[1].model_validate(frames[-1][1])
         error = frames[-1][1]["error"]
         assert all(name != "error" for name, _ in frames[:-1]), "one error event, last"
         frames = frames[:-1]
@@ -63,7 +72,7 @@ def check_messages_stream(frames: list[tuple[str, dict[str, Any]]]) -> dict[str,
         assert frames[-2][0] == "message_delta", "message_delta comes right before message_stop"
     for name, data in frames:
         if name != "ping":
-            EVENTS.validate_python(data)
+            _sdk()[2].validate_python(data)
     message = dict(frames[0][1]["message"])
     assert message["content"] == [] and message["stop_reason"] is None
     blocks: list[dict[str, Any]] = []
@@ -114,5 +123,5 @@ def check_messages_stream(frames: list[tuple[str, dict[str, Any]]]) -> dict[str,
     message["content"] = blocks
     if error is None:
         assert message["stop_reason"] in ("end_turn", "tool_use", "max_tokens", "stop_sequence")
-        Message.model_validate(message)
+        _sdk()[0].model_validate(message)
     return {"message": message, "error": error}

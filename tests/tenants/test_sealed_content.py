@@ -11,12 +11,13 @@ from typing import Any
 
 import openai
 import pytest
+from support.lazy import lazy_import
 from support.server_harness import RecordingEcho, RunningServer, ServerFactory
 from support.tenant_files import write_tenants
 
 from trtllm_responses.harmony import HarmonyEncoding
 
-anthropic = pytest.importorskip("anthropic")  # the clients extra (not in TensorRT-LLM's container)
+anthropic = lazy_import("anthropic")  # the clients extra (not in TensorRT-LLM's container)
 
 MODEL = "gpt-oss-test"
 WEATHER = {
