@@ -6,7 +6,7 @@ plus new ones of every kind, through two services, one with the item cache and t
 decoded by what is new (``request/replay_prefix.py``: its items, typed, opened and keyed once, are
 the last turn's objects) and one with neither. Their
 prompts must be equal token for token, and so must their errors. ``TRTLLM_RESPONSES_RENDER_SEEDS``
-raises the number of sessions (default 300).
+raises the number of sessions (default 150).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from trtllm_responses.request import ReplayPrefixes
 from trtllm_responses.responses import ContentSealer, ResponsesService
 from trtllm_responses.store import ConversationHistoryStore
 
-SEEDS = int(os.environ.get("TRTLLM_RESPONSES_RENDER_SEEDS", "300"))
+SEEDS = int(os.environ.get("TRTLLM_RESPONSES_RENDER_SEEDS", "150"))
 SEALER = ContentSealer(b"r" * 32)
 TOOLS = [
     {

@@ -237,21 +237,34 @@ def test_build_help_states_the_gpu_default_and_what_hopper_needs() -> None:
     assert "(default: blackwell;" in gpu and "on Hopper pass --gpu hopper" in gpu
 
 
-@pytest.mark.parametrize("entry", [["-m", "trtllm_responses.cli", "build"], ["scripts/build_engine.py"]])
-def test_build_commands(tmp_path: Path, entry: list[str]) -> None:
-    ckpt = make_checkpoint(tmp_path)
-    root = ROOT
-    args = [
+def _build_args(entry: list[str], ckpt: Path, output_dir: Path) -> list[str]:
+    return [
         sys.executable,
         *entry,
         str(ckpt),
         "--output_dir",
-        str(tmp_path / "engines"),
+        str(output_dir),
         "--name",
         "tiny",
         "--profile",
         "latency",
     ]
+
+
+def test_the_build_script_is_the_build_command(tmp_path: Path) -> None:
+    """``scripts/build_engine.py`` builds as ``trtllm-responses build`` does (whose every case the next test runs)."""
+    ckpt = make_checkpoint(tmp_path)
+    args = _build_args(["scripts/build_engine.py"], ckpt, tmp_path / "engines")
+    first = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == str(tmp_path / "engines" / "tiny") and "[4/4]" in first.stderr
+    assert "--gpu not given, building for blackwell" in first.stderr
+
+
+def test_build_commands(tmp_path: Path) -> None:
+    ckpt = make_checkpoint(tmp_path)
+    root = ROOT
+    args = _build_args(["-m", "trtllm_responses.cli", "build"], ckpt, tmp_path / "engines")
     first = subprocess.run(args, capture_output=True, text=True, cwd=root, timeout=60, check=False)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == str(tmp_path / "engines" / "tiny") and "[4/4]" in first.stderr
