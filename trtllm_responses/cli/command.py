@@ -109,8 +109,9 @@ _TRTLLM_FLAGS = (
 
 def engine_of(args: argparse.Namespace) -> str:
     """``--engine``, or by default: ``trtllm-grpc`` with ``--engine_url``, ``trtllm`` with MODEL, else ``echo``."""
-    grpc = args.engine_url or args.engine_urls_file or _disaggregated(args)
-    return str(args.engine or ("trtllm-grpc" if grpc else "trtllm" if args.model else "echo"))
+    return str(
+        args.engine or ("trtllm-grpc" if _remote_engines(args) else "trtllm" if args.model else "echo")
+    )
 
 
 def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, HarmonyEncoding]:
@@ -124,9 +125,7 @@ def _build_executor(args: argparse.Namespace, engine: str) -> tuple[Executor, Ha
         for flag in _TRTLLM_FLAGS
         if getattr(args, flag) is not None and getattr(args, flag) is not False
     ]
-    if (args.engine_url or args.engine_urls_file or args.grpc_protocol or _disaggregated(args)) and (
-        engine != "trtllm-grpc"
-    ):
+    if (_remote_engines(args) or args.grpc_protocol) and engine != "trtllm-grpc":
         raise LaunchError(
             "--engine_url, --engine_urls_file, --grpc_protocol and the --prefill_engine_url/--decode_engine_url "
             "flags and files only apply to --engine trtllm-grpc"
@@ -225,6 +224,11 @@ def _grpc_executor(args: argparse.Namespace, given: list[str]) -> tuple[Executor
     except (OSError, ValueError) as exc:
         raise LaunchError(f"the engines cannot be served: {exc}") from exc
     return executor, encoding
+
+
+def _remote_engines(args: argparse.Namespace) -> bool:
+    """Whether engines reached over gRPC are given: for whole turns or disaggregated (a flag or a file)."""
+    return bool(args.engine_url or args.engine_urls_file or _disaggregated(args))
 
 
 def _disaggregated(args: argparse.Namespace) -> bool:
