@@ -103,29 +103,29 @@ def test_json_logs_every_line_an_object_the_access_fields_what_the_client_saw(se
         assert hostile.status_code == 404
         entries = parsed(server.stop())
 
-        assert {e["process"] for e in entries} >= {server.process.pid}
-        loggers = {e["logger"] for e in entries}
-        assert {"uvicorn.error", "trtllm_responses", "trtllm_responses.access"} <= loggers
-        line = access(entries, "streamed-1")
-        assert (line["method"], line["path"], line["status"]) == ("POST", "/v1/responses", 200)
-        assert line["response_id"] == streamed.id and line["tenant"] == "default"
-        assert streamed.usage is not None and answered.usage is not None
-        assert (line["input_tokens"], line["output_tokens"]) == (
-            streamed.usage.input_tokens,
-            streamed.usage.output_tokens,
-        )
-        assert line["cached_tokens"] == streamed.usage.input_tokens_details.cached_tokens
-        assert 0 < line["first_token_ms"] <= line["duration_ms"]
-        line = access(entries, "plain-1")
-        assert line["response_id"] == answered.id and plain.headers["x-request-id"] == "plain-1"
-        assert line["session_id"] == plain.headers["x-session-id"]
-        assert line["output_tokens"] == answered.usage.output_tokens
-        line = access(entries, "bad-1")
-        assert (line["status"], line["path"]) == (400, "/v1/responses") and "response_id" not in line
-        (line,) = [e for e in entries if e.get("status") == 404]
-        assert line["path"] == '/v1/a\nb"c\x00d\u2028e\ufffd'
-        assert line["request_id"] == hostile.headers["x-request-id"]
-        assert all(e["level"] in ("INFO", "WARNING") and "exception" not in e for e in entries)
+    assert {e["process"] for e in entries} >= {server.process.pid}
+    loggers = {e["logger"] for e in entries}
+    assert {"uvicorn.error", "trtllm_responses", "trtllm_responses.access"} <= loggers
+    line = access(entries, "streamed-1")
+    assert (line["method"], line["path"], line["status"]) == ("POST", "/v1/responses", 200)
+    assert line["response_id"] == streamed.id and line["tenant"] == "default"
+    assert streamed.usage is not None and answered.usage is not None
+    assert (line["input_tokens"], line["output_tokens"]) == (
+        streamed.usage.input_tokens,
+        streamed.usage.output_tokens,
+    )
+    assert line["cached_tokens"] == streamed.usage.input_tokens_details.cached_tokens
+    assert 0 < line["first_token_ms"] <= line["duration_ms"]
+    line = access(entries, "plain-1")
+    assert line["response_id"] == answered.id and plain.headers["x-request-id"] == "plain-1"
+    assert line["session_id"] == plain.headers["x-session-id"]
+    assert line["output_tokens"] == answered.usage.output_tokens
+    line = access(entries, "bad-1")
+    assert (line["status"], line["path"]) == (400, "/v1/responses") and "response_id" not in line
+    (line,) = [e for e in entries if e.get("status") == 404]
+    assert line["path"] == '/v1/a\nb"c\x00d\u2028e\ufffd'
+    assert line["request_id"] == hostile.headers["x-request-id"]
+    assert all(e["level"] in ("INFO", "WARNING") and "exception" not in e for e in entries)
 
 
 def test_text_logs_are_the_lines_they_were(serve: Any) -> None:
@@ -141,33 +141,31 @@ def test_text_logs_are_the_lines_they_were(serve: Any) -> None:
         assert hostile.status_code == 404
         lines = server.stop()
 
-        assert any(re.fullmatch(r"INFO:     Started server process \[\d+\]", line) for line in lines)
-        assert any(
-            re.fullmatch(
-                r"INFO:     Uvicorn running on http://127\.0\.0\.1:\d+ \(Press CTRL\+C to quit\)", line
-            )
-            for line in lines
+    assert any(re.fullmatch(r"INFO:     Started server process \[\d+\]", line) for line in lines)
+    assert any(
+        re.fullmatch(r"INFO:     Uvicorn running on http://127\.0\.0\.1:\d+ \(Press CTRL\+C to quit\)", line)
+        for line in lines
+    )
+    ours = [line for line in lines if line.startswith("INFO trtllm_responses.access: ")]
+    assert any(
+        re.fullmatch(
+            r"INFO trtllm_responses\.access: GET /health 200 request_id=pin-1 tenant=default duration_ms=\d+\.\d",
+            line,
         )
-        ours = [line for line in lines if line.startswith("INFO trtllm_responses.access: ")]
-        assert any(
-            re.fullmatch(
-                r"INFO trtllm_responses\.access: GET /health 200 request_id=pin-1 tenant=default duration_ms=\d+\.\d",
-                line,
-            )
-            for line in ours
-        ), ours
-        usage = response.usage
-        pinned = (
-            rf"INFO trtllm_responses\.access: POST /v1/responses 200 request_id=pin-2 tenant=default "
-            rf"response_id={response.id} session_id={answered.headers['x-session-id']} "
-            rf"input_tokens={usage.input_tokens} output_tokens={usage.output_tokens} "
-            rf"cached_tokens={usage.input_tokens_details.cached_tokens} duration_ms=\d+\.\d first_token_ms=\d+\.\d"
-        )
-        assert any(re.fullmatch(pinned, line) for line in ours), ours
-        forged = [line for line in lines if "/forged" in line]
-        assert len(forged) == 1 and forged[0].startswith(
-            "INFO trtllm_responses.access: GET /v1/a%0AINFO%20trtllm_responses.access:%20GET%20/forged 404 "
-        )
+        for line in ours
+    ), ours
+    usage = response.usage
+    pinned = (
+        rf"INFO trtllm_responses\.access: POST /v1/responses 200 request_id=pin-2 tenant=default "
+        rf"response_id={response.id} session_id={answered.headers['x-session-id']} "
+        rf"input_tokens={usage.input_tokens} output_tokens={usage.output_tokens} "
+        rf"cached_tokens={usage.input_tokens_details.cached_tokens} duration_ms=\d+\.\d first_token_ms=\d+\.\d"
+    )
+    assert any(re.fullmatch(pinned, line) for line in ours), ours
+    forged = [line for line in lines if "/forged" in line]
+    assert len(forged) == 1 and forged[0].startswith(
+        "INFO trtllm_responses.access: GET /v1/a%0AINFO%20trtllm_responses.access:%20GET%20/forged 404 "
+    )
 
 
 def test_a_group_of_frontends_logs_json_from_every_process(serve: Any, tmp_path: Path) -> None:
